@@ -1,0 +1,174 @@
+# vmm: one non-recursive Makefile.
+#   make            the CLI (build/vmm), guest kernel, initramfs, test guests
+#   make test       unit tests, test guests in real VMs, end-to-end Linux boots
+#   make asan       the same code under ASan+UBSan: unit tests and test guests
+#   make fuzz       libFuzzer targets, each for FUZZ_SECONDS
+#   make deps       install the Debian packages the build needs (apt-get)
+#   V=1             show the commands
+.SUFFIXES:
+.DELETE_ON_ERROR:
+
+BUILD    ?= build
+CC       ?= cc
+VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0)
+WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wimplicit-fallthrough \
+            -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS := -std=c11 $(WARN) $(CFLAGS) -MMD -MP -I.
+LDLIBS   := -lpthread
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# Sources of the VMM proper (everything but the CLI entry points).
+CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
+             vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
+             devices/serial.c devices/legacy.c
+CLI_SRCS  := cli/main.c cli/run.c cli/util.c
+
+# Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
+# patched "emulating" kernel; everyone else gets the unpatched "hw" one.
+KERNEL_VARIANT ?= $(shell test -d /sys/module/kvm_pvm && echo emulating || echo hw)
+KERNEL_INPUTS  := boot/kernel/build.sh boot/kernel/config.fragment $(wildcard boot/kernel/patches-emulating/*.patch)
+
+.PHONY: all
+all: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio guests
+
+# ---- objects, per build flavour ----------------------------------------
+# $(call objs,FLAVOUR,SRCS)
+objs = $(patsubst %.c,$(BUILD)/$(1)/%.o,$(2))
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -DVMM_VERSION='"$(VERSION)"' -c $< -o $@
+
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+$(BUILD)/asan/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC/ASAN $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(ASAN_FLAGS) -DVMM_VERSION='"$(VERSION)"' -c $< -o $@
+
+$(BUILD)/vmm: $(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/asan/vmm: $(call objs,asan,$(CORE_SRCS) $(CLI_SRCS))
+	@$(if $(Q),echo "  LD/ASAN $@")
+	$(Q)$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(LDLIBS)
+
+# ---- guest kernel, initramfs, guest tools --------------------------------
+$(BUILD)/kernel/vmlinux: $(KERNEL_INPUTS)
+	$(Q)boot/kernel/build.sh $(KERNEL_VARIANT) $(BUILD)/kernel
+	@touch $@
+
+MUSL_CC ?= musl-gcc
+$(BUILD)/guest/vmmctl: guest-init/vmmctl.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  MUSLCC  $<")
+	$(Q)$(MUSL_CC) -std=c11 $(WARN) -Os -static -s -o $@ $<
+
+$(BUILD)/tools/mkcpio: boot/mkcpio.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $<
+
+BUSYBOX ?= /bin/busybox
+$(BUILD)/initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/tools/mkcpio
+	@$(if $(Q),echo "  CPIO    $@")
+	$(Q)test -x $(BUSYBOX) || { echo "$(BUSYBOX) missing: install busybox-static (make deps)" >&2; exit 1; }
+	$(Q)BUSYBOX=$(BUSYBOX) VMMCTL=$(BUILD)/guest/vmmctl INIT=boot/rootfs/init \
+		$(BUILD)/tools/mkcpio boot/rootfs/list $@
+
+# ---- freestanding test guests --------------------------------------------
+GUESTS     := hello triple cpuid
+GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))
+.PHONY: guests
+guests: $(GUEST_ELFS) $(BUILD)/guests/hello.bzImage
+
+$(BUILD)/guests/%.elf: tests/guests/%.S tests/guests/guest.ld tests/guests/guest.h
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  AS      $<")
+	$(Q)$(CC) -nostdlib -static -no-pie -Wl,--build-id=none -Wl,-T,tests/guests/guest.ld -I tests/guests -o $@ $<
+
+$(BUILD)/guests/%.bin: $(BUILD)/guests/%.elf
+	$(Q)objcopy -O binary $< $@
+
+$(BUILD)/guests/hello-bz.elf: tests/guests/hello.S tests/guests/guest-bz.ld tests/guests/guest.h
+	@mkdir -p $(@D)
+	$(Q)$(CC) -nostdlib -static -no-pie -Wl,--build-id=none -Wl,-T,tests/guests/guest-bz.ld -I tests/guests -o $@ $<
+
+$(BUILD)/guests/hello.bzImage: $(BUILD)/guests/hello-bz.elf $(BUILD)/tools/mkbzimage
+	$(Q)objcopy -O binary $< $@.bin
+	$(Q)$(BUILD)/tools/mkbzimage $@.bin $@
+
+$(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $<
+
+# ---- unit tests (cmocka) ---------------------------------------------------
+# test name -> sources it links (real code; stubs live in the test file)
+UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus
+test_gm_SRCS      := vmm/gm.c vmm/log.c
+test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
+test_mptable_SRCS := vmm/mptable.c
+test_cpuid_SRCS   := vmm/cpuid.c
+test_serial_SRCS  := devices/serial.c vmm/log.c
+test_bus_SRCS     := vmm/bus.c
+test_cli_SRCS     := vmm/vm.c vmm/vcpu.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c \
+                     vmm/mptable.c vmm/log.c boot/bootparams.c boot/elf.c boot/bzimage.c \
+                     devices/serial.c devices/legacy.c cli/run.c
+
+define unit_test
+$(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
+	@$$(if $(Q),echo "  LD      $$@")
+	$(Q)$(CC) $(CFLAGS) $(3) -o $$@ $$^ -lcmocka $(LDLIBS)
+endef
+$(foreach t,$(UNIT_TESTS),$(eval $(call unit_test,$(t),obj,)))
+$(foreach t,$(UNIT_TESTS),$(eval $(call unit_test,$(t),asan,$(ASAN_FLAGS))))
+
+UNIT_BINS      := $(patsubst %,$(BUILD)/obj/tests/%,$(UNIT_TESTS))
+ASAN_UNIT_BINS := $(patsubst %,$(BUILD)/asan/tests/%,$(UNIT_TESTS))
+
+.PHONY: test unit guest-test e2e asan fuzz deps clean
+deps:
+	$(Q)boot/deps.sh
+
+unit: $(UNIT_BINS)
+	$(Q)tests/run-unit.sh $(UNIT_BINS)
+
+guest-test: $(BUILD)/vmm guests
+	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
+
+e2e: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio
+	$(Q)tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio
+
+test: deps
+	$(Q)$(MAKE) --no-print-directory unit guest-test e2e
+
+asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/vmm guests
+	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)
+	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/guests/run.sh $(BUILD)/asan/vmm $(BUILD)/guests
+
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := fuzz_kernel_load
+FUZZ_CC      ?= clang
+fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
+.SECONDEXPANSION:
+$(BUILD)/fuzz/%: $$($$*_SRCS)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  FUZZ-CC $@")
+	$(Q)$(FUZZ_CC) -std=c11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined -o $@ $^
+fuzz: $(patsubst %,$(BUILD)/fuzz/%,$(FUZZ_TARGETS))
+	$(Q)for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(BUILD)/fuzz/corpus-$$t && \
+		$(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+			$(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t || exit 1; done
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

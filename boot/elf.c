@@ -1,0 +1,99 @@
+/* vmlinux loader: an ELF64 x86-64 executable whose PT_LOAD segments go to
+ * their physical addresses (p_paddr), entered at its 64-bit entry point with
+ * paging already on (identity map), as Firecracker and kvmtool do. */
+#define _GNU_SOURCE
+#include "loader.h"
+#include "layout.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <string.h>
+
+#define ELF_MAX_PHDRS 64
+
+static int fail(const char **why, const char *msg, int err)
+{
+	if (why)
+		*why = msg;
+	return err;
+}
+
+int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
+	     struct kernel_image *out, const char **why)
+{
+	Elf64_Ehdr eh;
+	uint64_t lo = UINT64_MAX, hi = 0, entry = 0;
+	int have_entry = 0;
+	unsigned i, loads = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (len < sizeof(eh))
+		return fail(why, "ELF file shorter than its header", -ENOEXEC);
+	memcpy(&eh, data, sizeof(eh));
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG))
+		return fail(why, "not an ELF file", -ENOEXEC);
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB)
+		return fail(why, "ELF file is not 64-bit little-endian", -ENOEXEC);
+	if (eh.e_machine != EM_X86_64)
+		return fail(why, "ELF file is not for x86-64", -ENOEXEC);
+	if (eh.e_type != ET_EXEC)
+		return fail(why, "ELF file is not an executable", -ENOEXEC);
+	if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
+	    eh.e_phnum > ELF_MAX_PHDRS)
+		return fail(why, "ELF program header table is malformed", -ENOEXEC);
+	if (eh.e_phoff > len ||
+	    (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > len - eh.e_phoff)
+		return fail(why, "ELF program headers run past the end of the file", -ENOEXEC);
+
+	for (i = 0; i < eh.e_phnum; i++) {
+		Elf64_Phdr ph;
+		uint8_t *dst;
+
+		memcpy(&ph, data + eh.e_phoff + (uint64_t)i * sizeof(ph), sizeof(ph));
+		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
+			continue;
+		if (ph.p_filesz > ph.p_memsz)
+			return fail(why, "ELF segment file size exceeds its memory size", -ENOEXEC);
+		if (ph.p_offset > len || ph.p_filesz > len - ph.p_offset)
+			return fail(why, "ELF segment runs past the end of the file (truncated?)", -ENOEXEC);
+		if (ph.p_paddr < BOOT_HIMEM_START)
+			return fail(why, "ELF segment would overwrite the boot area below 1 MiB", -ENOEXEC);
+		dst = gm_ptr(gm, ph.p_paddr, ph.p_memsz);
+		if (!dst)
+			return fail(why, "ELF segment does not fit in guest RAM (give the guest more --mem)", -ENOMEM);
+		memcpy(dst, data + ph.p_offset, ph.p_filesz);
+		memset(dst + ph.p_filesz, 0, ph.p_memsz - ph.p_filesz);
+		if (ph.p_paddr < lo)
+			lo = ph.p_paddr;
+		if (ph.p_paddr + ph.p_memsz > hi)
+			hi = ph.p_paddr + ph.p_memsz;
+		/* The entry may be given as a physical address (vmlinux) or a
+		 * virtual one inside a segment: translate it through the
+		 * segment that holds it. */
+		if (!have_entry && eh.e_entry >= ph.p_paddr && eh.e_entry - ph.p_paddr < ph.p_memsz) {
+			entry = eh.e_entry;
+			have_entry = 1;
+		} else if (!have_entry && eh.e_entry >= ph.p_vaddr &&
+			   eh.e_entry - ph.p_vaddr < ph.p_memsz) {
+			entry = ph.p_paddr + (eh.e_entry - ph.p_vaddr);
+			have_entry = 1;
+		}
+		loads++;
+	}
+	if (loads == 0)
+		return fail(why, "ELF file has no loadable segment", -ENOEXEC);
+	if (!have_entry)
+		return fail(why, "ELF entry point is outside every loaded segment", -ENOEXEC);
+	out->entry = entry;
+	out->load_lo = lo;
+	out->load_hi = hi;
+	return 0;
+}
+
+int kernel_load(const struct gm *gm, const uint8_t *data, size_t len,
+		struct kernel_image *out, const char **why)
+{
+	if (len >= SELFMAG && !memcmp(data, ELFMAG, SELFMAG))
+		return elf_load(gm, data, len, out, why);
+	return bzimage_load(gm, data, len, out, why);
+}

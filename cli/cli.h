@@ -1,0 +1,25 @@
+/* The vmm command: one file per verb, behind the table in main.c. */
+#ifndef CLI_CLI_H
+#define CLI_CLI_H
+
+#include <stdio.h>
+
+struct cli_verb {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv); /* argv[0] is the verb */
+	void (*usage)(FILE *out);
+};
+
+extern const struct cli_verb cli_verb_run;
+
+/* Exit statuses of the CLI itself (the guest's are in docs/exit-status.md). */
+#define CLI_EXIT_ERROR 1
+#define CLI_EXIT_USAGE 2
+
+/* Parses a size in MiB ("512", "2G" = 2048 MiB, "512M"). 0 or -EINVAL. */
+int cli_parse_mib(const char *s, unsigned long long *mib);
+/* Directory holding the running vmm binary (for build/kernel/...). */
+int cli_exe_dir(char *buf, size_t len);
+
+#endif

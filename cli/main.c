@@ -1,0 +1,76 @@
+#define _GNU_SOURCE
+#include "cli.h"
+#include "../vmm/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef VMM_VERSION
+#define VMM_VERSION "0.0.0-dev"
+#endif
+
+static const struct cli_verb *const verbs[] = {
+	&cli_verb_run,
+};
+#define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
+
+static void usage(FILE *out)
+{
+	size_t i;
+
+	fprintf(out, "usage: vmm [--version] [--help] <command> [<args>]\n\n"
+		     "vmm runs Linux sandboxes on KVM.\n\ncommands:\n");
+	for (i = 0; i < NR_VERBS; i++)
+		fprintf(out, "  %-10s %s\n", verbs[i]->name, verbs[i]->summary);
+	fprintf(out, "\n'vmm <command> --help' describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *lvl = getenv("VMM_LOG");
+	size_t i;
+
+	if (lvl) {
+		if (!strcmp(lvl, "debug"))
+			log_set_level(LOG_DEBUG);
+		else if (!strcmp(lvl, "warn"))
+			log_set_level(LOG_WARN);
+		else if (!strcmp(lvl, "error"))
+			log_set_level(LOG_ERROR);
+	}
+	if (argc < 2) {
+		usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		if (argc > 2) {
+			for (i = 0; i < NR_VERBS; i++)
+				if (!strcmp(argv[2], verbs[i]->name)) {
+					verbs[i]->usage(stdout);
+					return 0;
+				}
+		}
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("vmm %s\n", VMM_VERSION);
+		return 0;
+	}
+	for (i = 0; i < NR_VERBS; i++) {
+		if (!strcmp(argv[1], verbs[i]->name)) {
+			int j;
+
+			for (j = 2; j < argc && strcmp(argv[j], "--"); j++)
+				if (!strcmp(argv[j], "--help") || !strcmp(argv[j], "-h")) {
+					verbs[i]->usage(stdout);
+					return 0;
+				}
+			return verbs[i]->run(argc - 1, argv + 1);
+		}
+	}
+	fprintf(stderr, "vmm: unknown command '%s'\n\n", argv[1]);
+	usage(stderr);
+	return CLI_EXIT_USAGE;
+}

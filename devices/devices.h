@@ -1,0 +1,70 @@
+/* The legacy devices every VM has, embedded in struct vm. */
+#ifndef DEVICES_DEVICES_H
+#define DEVICES_DEVICES_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../vmm/bus.h"
+#include "../vmm/log.h"
+
+struct vm;
+
+/* 8250 UART (16550A without a real FIFO timing model). */
+#define SERIAL_COM1_BASE 0x3f8
+#define SERIAL_COM1_IRQ 4
+#define SERIAL_RX_FIFO 64
+
+struct serial {
+	struct bus_dev bus;
+	struct vm *vm;
+	unsigned irq;
+	int out_fd;
+	pthread_mutex_t lock;
+	uint8_t ier, lcr, mcr, lsr, msr, scr, dll, dlm, fcr;
+	int thri_pending;
+	int irq_level;
+	uint8_t rx[SERIAL_RX_FIFO];
+	unsigned rx_head, rx_count;
+	int rx_space_efd; /* signalled when the guest frees FIFO space */
+};
+
+int serial_init(struct serial *s, struct vm *vm, uint64_t base, unsigned irq, int out_fd);
+void serial_destroy(struct serial *s);
+/* Feeds host input to the guest; returns how many bytes fit. */
+size_t serial_rx(struct serial *s, const uint8_t *buf, size_t len);
+size_t serial_rx_space(struct serial *s);
+
+/* i8042: only what a guest needs to reset the machine (reboot=k). */
+struct i8042 {
+	struct bus_dev bus;
+	struct vm *vm;
+};
+void i8042_init(struct i8042 *k, struct vm *vm);
+
+/* The vmm port: the guest writes VMM_PORT_BOOT_READY when its init is up
+ * (boot-time marker, for benchmarks) and VMM_PORT_POWEROFF to power off. */
+#define VMM_PORT_BASE 0x0550
+#define VMM_PORT_BOOT_READY 0x7b
+#define VMM_PORT_POWEROFF 0x01
+struct vmm_port {
+	struct bus_dev bus;
+	struct vm *vm;
+	struct log_ratelimit rl;
+};
+void vmm_port_init(struct vmm_port *p, struct vm *vm);
+
+/* Port 0x80 (POST codes; Linux's io_delay writes it). */
+struct post_port {
+	struct bus_dev bus;
+};
+void post_port_init(struct post_port *p);
+
+struct devices {
+	struct serial com1;
+	struct i8042 i8042;
+	struct vmm_port port;
+	struct post_port post;
+};
+
+#endif

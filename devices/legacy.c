@@ -1,0 +1,102 @@
+/* Small port-I/O devices: the i8042 reset line, the vmm port (boot marker
+ * and power-off) and port 0x80. */
+#define _GNU_SOURCE
+#include "devices.h"
+#include "../vmm/vm.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#define container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
+
+/* i8042 at 0x60 (data) and 0x64 (command/status). Writing command 0xFE
+ * pulses the CPU reset line: that is how `reboot=k` resets the machine. */
+#define I8042_DATA 0x60
+#define I8042_CMD_RESET 0xfe
+
+static void i8042_read(struct bus_dev *d, uint64_t off, void *data, unsigned len)
+{
+	(void)d;
+	(void)off;
+	/* Status: output buffer empty, input buffer empty (ready for a
+	 * command); data: nothing. */
+	memset(data, 0, len);
+}
+
+static void i8042_write(struct bus_dev *d, uint64_t off, const void *data, unsigned len)
+{
+	struct i8042 *k = container_of(d, struct i8042, bus);
+
+	(void)len;
+	if (off == 4 && *(const uint8_t *)data == I8042_CMD_RESET)
+		vm_request_exit(k->vm, VM_EXIT_REBOOT, "guest reset the machine (i8042)");
+}
+
+static const struct bus_ops i8042_ops = { .read = i8042_read, .write = i8042_write };
+
+void i8042_init(struct i8042 *k, struct vm *vm)
+{
+	memset(k, 0, sizeof(*k));
+	k->bus.base = I8042_DATA;
+	k->bus.len = 5;
+	k->bus.name = "i8042";
+	k->bus.ops = &i8042_ops;
+	k->vm = vm;
+}
+
+static void vmm_port_read(struct bus_dev *d, uint64_t off, void *data, unsigned len)
+{
+	(void)d;
+	(void)off;
+	memset(data, 0, len);
+}
+
+static void vmm_port_write(struct bus_dev *d, uint64_t off, const void *data, unsigned len)
+{
+	struct vmm_port *p = container_of(d, struct vmm_port, bus);
+	uint8_t v = *(const uint8_t *)data;
+
+	(void)len;
+	if (off != 0)
+		return;
+	if (v == VMM_PORT_BOOT_READY)
+		vm_boot_marker(p->vm);
+	else if (v == VMM_PORT_POWEROFF)
+		vm_request_exit(p->vm, VM_EXIT_POWEROFF, "guest powered off");
+	else if (log_ratelimit_ok(&p->rl))
+		log_warn("vmm port: unknown command 0x%02x from the guest", v);
+}
+
+static const struct bus_ops vmm_port_ops = { .read = vmm_port_read, .write = vmm_port_write };
+
+void vmm_port_init(struct vmm_port *p, struct vm *vm)
+{
+	const struct log_ratelimit rl = LOG_RATELIMIT_INIT;
+
+	memset(p, 0, sizeof(*p));
+	p->bus.base = VMM_PORT_BASE;
+	p->bus.len = 1;
+	p->bus.name = "vmm-port";
+	p->bus.ops = &vmm_port_ops;
+	p->vm = vm;
+	p->rl = rl;
+}
+
+static void post_write(struct bus_dev *d, uint64_t off, const void *data, unsigned len)
+{
+	(void)d;
+	(void)off;
+	(void)data;
+	(void)len;
+}
+
+static const struct bus_ops post_ops = { .read = i8042_read, .write = post_write };
+
+void post_port_init(struct post_port *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->bus.base = 0x80;
+	p->bus.len = 1;
+	p->bus.name = "post";
+	p->bus.ops = &post_ops;
+}

@@ -1,0 +1,133 @@
+/* CPUID templates and per-vCPU fixups. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <string.h>
+
+#include "vmm/cpuid.h"
+
+#define SIG KVM_CPUID_FLAG_SIGNIFCANT_INDEX
+
+/* A host-like table: everything the templates touch is present. */
+static unsigned host_table(struct kvm_cpuid_entry2 *e, int amd)
+{
+	const struct kvm_cpuid_entry2 t[] = {
+		{ .function = 0, .eax = 0x1f, .ebx = amd ? 0x68747541 : 0x756e6547 },
+		{ .function = 1, .eax = 0xa0671, .ebx = 0x00020800, .ecx = 0xfffa3203, .edx = 0x1f8bfbff },
+		{ .function = 4, .index = 0, .flags = SIG, .eax = (1u << 5) | 1 | (63u << 26) | (1u << 14) },
+		{ .function = 4, .index = 3, .flags = SIG, .eax = (3u << 5) | 3 | (63u << 26) | (15u << 14) },
+		{ .function = 7, .index = 0, .flags = SIG, .ebx = 0xffffffff, .ecx = 0xffffffff, .edx = 0xffffffff },
+		{ .function = 7, .index = 1, .flags = SIG, .eax = 0xffffffff },
+		{ .function = 0xb, .index = 0, .flags = SIG, .eax = 1, .ebx = 2, .ecx = 0x100, .edx = 7 },
+		{ .function = 0xb, .index = 1, .flags = SIG, .eax = 6, .ebx = 32, .ecx = 0x201, .edx = 7 },
+		{ .function = 0xd, .index = 0, .flags = SIG, .eax = 0x2e7 },
+		{ .function = 0xd, .index = 1, .flags = SIG, .eax = 0xf },
+		{ .function = 0x80000001, .ecx = 0x121, .edx = 0x2c100800 },
+		{ .function = 0x80000008, .eax = 0x3030, .ecx = 0x0f },
+	};
+
+	memcpy(e, t, sizeof(t));
+	return sizeof(t) / sizeof(t[0]);
+}
+
+static void template_names(void **state)
+{
+	enum cpu_template t;
+
+	(void)state;
+	assert_int_equal(cpu_template_parse("safe", &t), 0);
+	assert_int_equal(t, CPU_TEMPLATE_SAFE);
+	assert_int_equal(cpu_template_parse("host", &t), 0);
+	assert_int_equal(t, CPU_TEMPLATE_HOST);
+	assert_int_equal(cpu_template_parse("T2", &t), -EINVAL);
+	assert_string_equal(cpu_template_name(CPU_TEMPLATE_SAFE), "safe");
+}
+
+static void safe_hides_emulator_gaps(void **state)
+{
+	struct kvm_cpuid_entry2 e[32];
+	unsigned n = host_table(e, 0), m;
+	struct kvm_cpuid_entry2 *l1, *l7;
+
+	(void)state;
+	m = cpuid_apply(e, n, 0, 1, CPU_TEMPLATE_SAFE, 1);
+	assert_int_equal(m, n - 2); /* both leaf 0xD subleaves gone */
+	assert_null(cpuid_find(e, m, 0xd, 0));
+	l1 = cpuid_find(e, m, 1, 0);
+	assert_non_null(l1);
+	assert_int_equal(l1->ecx & (CPUID_1_ECX_CX16 | CPUID_1_ECX_POPCNT | CPUID_1_ECX_XSAVE |
+				    CPUID_1_ECX_OSXSAVE | CPUID_1_ECX_AVX | CPUID_1_ECX_FMA |
+				    CPUID_1_ECX_F16C), 0);
+	l7 = cpuid_find(e, m, 7, 0);
+	assert_int_equal(l7->ebx & (CPUID_7_EBX_SMAP | CPUID_7_EBX_AVX2 | (1u << 16)), 0);
+	assert_true(l7->ebx & 1); /* FSGSBASE stays */
+	assert_int_equal(cpuid_find(e, m, 7, 1)->eax & (1u << 4), 0);
+	assert_int_equal(cpuid_find(e, m, 0x80000001, 0)->ecx & CPUID_80000001_ECX_ABM, 0);
+}
+
+static void host_keeps_features(void **state)
+{
+	struct kvm_cpuid_entry2 e[32];
+	unsigned n = host_table(e, 0);
+
+	(void)state;
+	assert_int_equal(cpuid_apply(e, n, 0, 1, CPU_TEMPLATE_HOST, 1), n);
+	assert_true(cpuid_find(e, n, 1, 0)->ecx & CPUID_1_ECX_POPCNT);
+	assert_non_null(cpuid_find(e, n, 0xd, 0));
+}
+
+static void per_vcpu_topology(void **state)
+{
+	struct kvm_cpuid_entry2 e[32];
+	unsigned n = host_table(e, 0), m;
+	struct kvm_cpuid_entry2 *l1;
+
+	(void)state;
+	m = cpuid_apply(e, n, 2, 3, CPU_TEMPLATE_HOST, 0);
+	l1 = cpuid_find(e, m, 1, 0);
+	assert_int_equal(l1->ebx >> 24, 2);          /* APIC ID */
+	assert_int_equal((l1->ebx >> 16) & 0xff, 3); /* logical CPUs */
+	assert_true(l1->edx & CPUID_1_EDX_HTT);
+	assert_true(l1->ecx & CPUID_1_ECX_HYPERVISOR);
+	assert_int_equal(l1->ecx & CPUID_1_ECX_TSC_DEADLINE, 0); /* no KVM cap */
+	assert_int_equal(cpuid_find(e, m, 0xb, 0)->edx, 2);
+	assert_int_equal(cpuid_find(e, m, 0xb, 1)->eax, 2); /* log2 ceil of 3 */
+	assert_int_equal(cpuid_find(e, m, 0xb, 1)->ebx, 3);
+	assert_int_equal(cpuid_find(e, m, 4, 0)->eax >> 26, 2);
+	assert_int_equal((cpuid_find(e, m, 4, 0)->eax >> 14) & 0xfff, 0); /* L1: private */
+	assert_int_equal((cpuid_find(e, m, 4, 3)->eax >> 14) & 0xfff, 2); /* L3: shared */
+
+	n = host_table(e, 0);
+	m = cpuid_apply(e, n, 0, 1, CPU_TEMPLATE_HOST, 1);
+	l1 = cpuid_find(e, m, 1, 0);
+	assert_int_equal(l1->edx & CPUID_1_EDX_HTT, 0);
+	assert_true(l1->ecx & CPUID_1_ECX_TSC_DEADLINE);
+	assert_int_equal(cpuid_find(e, m, 0x80000008, 0)->ecx, 0x0f); /* Intel: untouched */
+}
+
+static void amd_core_count(void **state)
+{
+	struct kvm_cpuid_entry2 e[32];
+	unsigned n = host_table(e, 1), m;
+
+	(void)state;
+	m = cpuid_apply(e, n, 1, 4, CPU_TEMPLATE_HOST, 0);
+	assert_int_equal(cpuid_find(e, m, 0x80000008, 0)->ecx & 0xff, 3);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(template_names),
+		cmocka_unit_test(safe_hides_emulator_gaps),
+		cmocka_unit_test(host_keeps_features),
+		cmocka_unit_test(per_vcpu_topology),
+		cmocka_unit_test(amd_core_count),
+	};
+
+	return cmocka_run_group_tests_name("cpuid", tests, NULL, NULL);
+}

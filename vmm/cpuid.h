@@ -1,0 +1,42 @@
+/* CPUID for a vCPU: KVM_GET_SUPPORTED_CPUID, filtered by a CPU template,
+ * with the per-vCPU fixups (APIC ID, topology, hypervisor bit). Pure
+ * functions over an entry array, so unit tests need no KVM. */
+#ifndef VMM_CPUID_H
+#define VMM_CPUID_H
+
+#include <linux/kvm.h>
+
+enum cpu_template {
+	CPU_TEMPLATE_HOST, /* everything KVM supports */
+	CPU_TEMPLATE_SAFE, /* hides what a ring-0-emulating KVM cannot run */
+};
+
+/* Parses "host" / "safe". Returns 0 or -EINVAL. */
+int cpu_template_parse(const char *name, enum cpu_template *out);
+const char *cpu_template_name(enum cpu_template t);
+
+/* Leaf 1 ECX / leaf 7.0 EBX bits the templates and fixups touch. */
+#define CPUID_1_ECX_FMA (1u << 12)
+#define CPUID_1_ECX_CX16 (1u << 13)
+#define CPUID_1_ECX_POPCNT (1u << 23)
+#define CPUID_1_ECX_TSC_DEADLINE (1u << 24)
+#define CPUID_1_ECX_XSAVE (1u << 26)
+#define CPUID_1_ECX_OSXSAVE (1u << 27)
+#define CPUID_1_ECX_AVX (1u << 28)
+#define CPUID_1_ECX_F16C (1u << 29)
+#define CPUID_1_ECX_HYPERVISOR (1u << 31)
+#define CPUID_1_EDX_HTT (1u << 28)
+#define CPUID_7_EBX_AVX2 (1u << 5)
+#define CPUID_7_EBX_SMAP (1u << 20)
+#define CPUID_80000001_ECX_ABM (1u << 5)
+
+/* Applies template and fixups for vCPU `index` of `nr_cpus` in place.
+ * Entries the template removes are dropped; returns the new count. */
+unsigned cpuid_apply(struct kvm_cpuid_entry2 *e, unsigned n, unsigned index,
+		     unsigned nr_cpus, enum cpu_template t, int tsc_deadline);
+
+/* Looks up (function, index); NULL if absent. */
+struct kvm_cpuid_entry2 *cpuid_find(struct kvm_cpuid_entry2 *e, unsigned n,
+				    unsigned function, unsigned index);
+
+#endif

@@ -1,0 +1,250 @@
+#define _GNU_SOURCE
+#include "gm.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GM_MAX_GPA (1ull << 52)
+
+int gm_x86_layout(uint64_t ram, struct gm_region out[GM_MAX_REGIONS])
+{
+	if (ram == 0 || ram % GM_PAGE_SIZE)
+		return -EINVAL;
+	memset(out, 0, sizeof(out[0]) * GM_MAX_REGIONS);
+	if (ram <= GM_MMIO_GAP_START) {
+		out[0].size = ram;
+		return 1;
+	}
+	if (ram - GM_MMIO_GAP_START > GM_MAX_GPA - GM_MMIO_GAP_END)
+		return -EINVAL;
+	out[0].size = GM_MMIO_GAP_START;
+	out[1].gpa = GM_MMIO_GAP_END;
+	out[1].size = ram - GM_MMIO_GAP_START;
+	return 2;
+}
+
+static int gm_check_regions(const struct gm_region *regions, unsigned nr, uint64_t *total)
+{
+	uint64_t sum = 0, prev_end = 0;
+	unsigned i;
+
+	if (nr == 0 || nr > GM_MAX_REGIONS)
+		return -EINVAL;
+	for (i = 0; i < nr; i++) {
+		const struct gm_region *r = &regions[i];
+
+		if (r->size == 0 || r->gpa % GM_PAGE_SIZE || r->size % GM_PAGE_SIZE)
+			return -EINVAL;
+		if (r->gpa > GM_MAX_GPA || r->size > GM_MAX_GPA - r->gpa)
+			return -EINVAL;
+		if (i > 0 && r->gpa < prev_end)
+			return -EINVAL;
+		prev_end = r->gpa + r->size;
+		sum += r->size; /* cannot wrap: every region ends below 2^52 */
+	}
+	*total = sum;
+	return 0;
+}
+
+static void gm_assign(struct gm *gm, const struct gm_region *regions, unsigned nr)
+{
+	uint64_t off = 0;
+	unsigned i;
+
+	gm->nr = nr;
+	for (i = 0; i < nr; i++) {
+		gm->r[i].gpa = regions[i].gpa;
+		gm->r[i].size = regions[i].size;
+		gm->r[i].file_off = off;
+		gm->r[i].host = gm->map + off;
+		off += regions[i].size;
+	}
+}
+
+int gm_create(struct gm *gm, const struct gm_region *regions, unsigned nr)
+{
+	uint64_t total;
+	int e;
+
+	memset(gm, 0, sizeof(*gm));
+	gm->fd = -1;
+	e = gm_check_regions(regions, nr, &total);
+	if (e)
+		return e;
+	gm->fd = memfd_create("vmm-guest-ram", MFD_CLOEXEC);
+	if (gm->fd < 0)
+		return -errno;
+	if (ftruncate(gm->fd, (off_t)total) < 0) {
+		e = -errno;
+		goto err_close;
+	}
+	gm->map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+		       gm->fd, 0);
+	if (gm->map == MAP_FAILED) {
+		e = -errno;
+		goto err_close;
+	}
+	gm->total = total;
+	gm_assign(gm, regions, nr);
+	return 0;
+
+err_close:
+	close(gm->fd);
+	gm->fd = -1;
+	gm->map = NULL;
+	return e;
+}
+
+int gm_create_x86(struct gm *gm, uint64_t ram)
+{
+	struct gm_region r[GM_MAX_REGIONS];
+	int n = gm_x86_layout(ram, r);
+
+	if (n < 0)
+		return n;
+	return gm_create(gm, r, (unsigned)n);
+}
+
+int gm_open_file(struct gm *gm, const char *path, const struct gm_region *regions,
+		 unsigned nr)
+{
+	struct stat st;
+	uint64_t total;
+	int e;
+
+	memset(gm, 0, sizeof(*gm));
+	gm->fd = -1;
+	e = gm_check_regions(regions, nr, &total);
+	if (e)
+		return e;
+	gm->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (gm->fd < 0)
+		return -errno;
+	if (fstat(gm->fd, &st) < 0) {
+		e = -errno;
+		goto err_close;
+	}
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != total) {
+		log_err("%s: memory file is %lld bytes, the layout needs %llu", path,
+			(long long)st.st_size, (unsigned long long)total);
+		e = -EINVAL;
+		goto err_close;
+	}
+	gm->map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE,
+		       gm->fd, 0);
+	if (gm->map == MAP_FAILED) {
+		e = -errno;
+		goto err_close;
+	}
+	gm->total = total;
+	gm_assign(gm, regions, nr);
+	return 0;
+
+err_close:
+	close(gm->fd);
+	gm->fd = -1;
+	gm->map = NULL;
+	return e;
+}
+
+void gm_destroy(struct gm *gm)
+{
+	if (gm->map && gm->map != MAP_FAILED)
+		munmap(gm->map, gm->total);
+	if (gm->fd >= 0)
+		close(gm->fd);
+	memset(gm, 0, sizeof(*gm));
+	gm->fd = -1;
+}
+
+void *gm_ptr(const struct gm *gm, uint64_t gpa, uint64_t len)
+{
+	unsigned i;
+
+	for (i = 0; i < gm->nr; i++) {
+		const struct gm_region *r = &gm->r[i];
+		uint64_t off;
+
+		if (gpa < r->gpa)
+			continue;
+		off = gpa - r->gpa;
+		/* Subtract first, then compare: no gpa + len that could wrap. */
+		if (off > r->size || len > r->size - off)
+			continue;
+		return r->host + off;
+	}
+	return NULL;
+}
+
+int gm_read(const struct gm *gm, uint64_t gpa, void *dst, uint64_t len)
+{
+	const void *p = gm_ptr(gm, gpa, len);
+
+	if (!p)
+		return -EFAULT;
+	memcpy(dst, p, len);
+	return 0;
+}
+
+int gm_write(const struct gm *gm, uint64_t gpa, const void *src, uint64_t len)
+{
+	void *p = gm_ptr(gm, gpa, len);
+
+	if (!p)
+		return -EFAULT;
+	memcpy(p, src, len);
+	return 0;
+}
+
+uint64_t gm_low_end(const struct gm *gm)
+{
+	return gm->nr ? gm->r[0].gpa + gm->r[0].size : 0;
+}
+
+static int page_is_zero(const uint8_t *p)
+{
+	static const uint8_t zero[256];
+	uint64_t off;
+
+	for (off = 0; off < GM_PAGE_SIZE; off += sizeof(zero))
+		if (memcmp(p + off, zero, sizeof(zero)))
+			return 0;
+	return 1;
+}
+
+int gm_dump(const struct gm *gm, int fd)
+{
+	uint64_t off = 0;
+
+	if (ftruncate(fd, 0) < 0)
+		return -errno;
+	while (off < gm->total) {
+		uint64_t run = off;
+
+		while (run < gm->total && !page_is_zero(gm->map + run))
+			run += GM_PAGE_SIZE;
+		while (off < run) {
+			ssize_t w = pwrite(fd, gm->map + off, run - off, (off_t)off);
+
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				return -errno;
+			}
+			if (w == 0)
+				return -ENOSPC;
+			off += (uint64_t)w;
+		}
+		while (off < gm->total && page_is_zero(gm->map + off))
+			off += GM_PAGE_SIZE; /* left as a hole */
+	}
+	/* Holes at the end still count toward the size. */
+	if (ftruncate(fd, (off_t)gm->total) < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,67 @@
+/* Guest memory. The only module that turns a guest-physical range into a
+ * host pointer: every caller passes (gpa, len) and gets NULL unless the whole
+ * range lies inside one RAM region (checked without overflow).
+ *
+ * Backing: one memfd (MAP_SHARED, so device threads and, later, snapshot
+ * dumps see the same pages), or a snapshot's memory file mapped MAP_PRIVATE
+ * (lazy, copy-on-write; clones share the page cache). */
+#ifndef VMM_GM_H
+#define VMM_GM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GM_MAX_REGIONS 4
+#define GM_PAGE_SIZE 4096ull
+
+/* x86 layout: RAM from 0 up to the 32-bit MMIO gap, the rest above 4 GiB. */
+#define GM_MMIO_GAP_START 0xC0000000ull /* 3 GiB: virtio-mmio, IOAPIC, LAPIC */
+#define GM_MMIO_GAP_END 0x100000000ull  /* 4 GiB */
+
+struct gm_region {
+	uint64_t gpa;
+	uint64_t size;
+	uint64_t file_off; /* offset in the backing file */
+	uint8_t *host;
+};
+
+struct gm {
+	int fd;
+	uint8_t *map;      /* one mapping of the whole backing file */
+	uint64_t total;    /* bytes of RAM = size of the backing file */
+	unsigned nr;
+	struct gm_region r[GM_MAX_REGIONS];
+};
+
+/* Region layout for `ram` bytes of x86 RAM. Returns the number of regions
+ * written to `out` (1 or 2), or -EINVAL for a size that is 0, not a page
+ * multiple, or would end past the 52-bit physical address space. */
+int gm_x86_layout(uint64_t ram, struct gm_region out[GM_MAX_REGIONS]);
+
+/* Creates anonymous memfd-backed memory with the given regions (gpa, size;
+ * file_off and host are filled in). Regions must be page-aligned, sorted
+ * and not overlap. Returns 0 or -errno. */
+int gm_create(struct gm *gm, const struct gm_region *regions, unsigned nr)
+	__attribute__((warn_unused_result));
+int gm_create_x86(struct gm *gm, uint64_t ram)
+	__attribute__((warn_unused_result));
+/* Maps a memory file written by gm_dump() back, MAP_PRIVATE. */
+int gm_open_file(struct gm *gm, const char *path, const struct gm_region *regions,
+		 unsigned nr) __attribute__((warn_unused_result));
+void gm_destroy(struct gm *gm);
+
+/* Host pointer for [gpa, gpa+len), or NULL if any byte of it is not RAM. */
+void *gm_ptr(const struct gm *gm, uint64_t gpa, uint64_t len);
+/* Copies; 0 or -EFAULT. The range must lie in one region. */
+int gm_read(const struct gm *gm, uint64_t gpa, void *dst, uint64_t len)
+	__attribute__((warn_unused_result));
+int gm_write(const struct gm *gm, uint64_t gpa, const void *src, uint64_t len)
+	__attribute__((warn_unused_result));
+/* Bytes of RAM below 4 GiB / the end of the low region. */
+uint64_t gm_low_end(const struct gm *gm);
+
+/* Writes all RAM to `fd` from offset 0, leaving all-zero pages as holes.
+ * Returns 0 or -errno (a full disk is -ENOSPC, the file is then incomplete). */
+int gm_dump(const struct gm *gm, int fd) __attribute__((warn_unused_result));
+
+#endif

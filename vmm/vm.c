@@ -1,0 +1,543 @@
+/* VM lifecycle: build everything in order, run, tear down in reverse. */
+#define _GNU_SOURCE
+#include "vm.h"
+#include "log.h"
+#include "mptable.h"
+#include "vcpu.h"
+#include "../boot/layout.h"
+#include "../boot/loader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define KVM_TSS_ADDR 0xfffbd000ull
+#define KVM_IDENTITY_MAP_ADDR 0xfffbc000ull
+#define MAX_MSR_INDICES 1024
+#define CONSOLE_ESCAPE 0x01 /* Ctrl-A, then 'x' */
+
+/* Kernel parameters a host whose KVM emulates guest ring 0 needs (measured
+ * on kvm_pvm): no XSAVE, and the features its emulator lacks cleared even if
+ * a CPU template let them through. clearcpuid= reads 128 characters. */
+static const char emulating_host_params[] = "noxsave clearcpuid=smap,popcnt,cx16";
+
+int host_emulates_ring0(void)
+{
+	struct stat st;
+
+	return stat("/sys/module/kvm_pvm", &st) == 0;
+}
+
+int vm_exit_status(enum vm_exit_reason r, int signo)
+{
+	switch (r) {
+	case VM_EXIT_POWEROFF:
+		return 0;
+	case VM_EXIT_REBOOT:
+		return 3;
+	case VM_EXIT_TRIPLE_FAULT:
+		return 4;
+	case VM_EXIT_KVM_ERROR:
+		return 5;
+	case VM_EXIT_CRASH:
+		return 6;
+	case VM_EXIT_CONSOLE:
+		return 7;
+	case VM_EXIT_SIGNAL:
+		return 128 + signo;
+	case VM_EXIT_VMM_ERROR:
+	case VM_RUNNING:
+	default:
+		return 1;
+	}
+}
+
+const char *vm_exit_reason_name(enum vm_exit_reason r)
+{
+	static const char *const names[] = {
+		[VM_RUNNING] = "running",
+		[VM_EXIT_POWEROFF] = "poweroff",
+		[VM_EXIT_REBOOT] = "reboot",
+		[VM_EXIT_TRIPLE_FAULT] = "triple-fault",
+		[VM_EXIT_KVM_ERROR] = "kvm-error",
+		[VM_EXIT_CRASH] = "crash",
+		[VM_EXIT_VMM_ERROR] = "vmm-error",
+		[VM_EXIT_SIGNAL] = "signal",
+		[VM_EXIT_CONSOLE] = "console-escape",
+	};
+
+	if ((unsigned)r < sizeof(names) / sizeof(names[0]) && names[r])
+		return names[r];
+	return "unknown";
+}
+
+void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)
+{
+	int expected = VM_RUNNING;
+	uint64_t one = 1;
+	va_list ap;
+
+	if (!atomic_compare_exchange_strong(&vm->exit_reason, &expected, (int)r))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(vm->exit_msg, sizeof(vm->exit_msg), fmt, ap);
+	va_end(ap);
+	if (write(vm->exit_efd, &one, sizeof(one)) < 0) {
+		/* cannot fail for a fresh eventfd; vm_run also polls exit_reason */
+	}
+}
+
+void vm_irq_line(struct vm *vm, unsigned gsi, int level)
+{
+	struct kvm_irq_level irq = { .irq = gsi, .level = (uint32_t)level };
+
+	if (kvm_ioctl_ptr(vm->fd, KVM_IRQ_LINE, &irq) < 0)
+		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "KVM_IRQ_LINE %u failed", gsi);
+}
+
+void vm_boot_marker(struct vm *vm)
+{
+	uint64_t expected = 0, t = log_now_ns() - vm->cfg.t0_ns;
+
+	if (t == 0)
+		t = 1;
+	if (atomic_compare_exchange_strong(&vm->marker_ns, &expected, t))
+		log_info("boot marker: guest ready %.1f ms after VMM start (first guest instruction at %.1f ms)",
+			 (double)t / 1e6, (double)atomic_load(&vm->first_run_ns) / 1e6);
+}
+
+static int map_file(const char *path, const char *what, uint8_t **data, size_t *len)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), e;
+
+	if (fd < 0) {
+		e = errno;
+		log_err("cannot open %s %s: %s", what, path, strerror(e));
+		return -e;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+		log_err("%s %s is not a non-empty regular file", what, path);
+		close(fd);
+		return -EINVAL;
+	}
+	*len = (size_t)st.st_size;
+	*data = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
+	e = errno;
+	close(fd);
+	if (*data == MAP_FAILED) {
+		log_err("cannot map %s %s: %s", what, path, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+static int vm_build_cmdline(struct vm *vm)
+{
+	const char *user = vm->cfg.cmdline ? vm->cfg.cmdline : "";
+	int n;
+
+	n = snprintf(vm->cmdline, sizeof(vm->cmdline), "%s%s%s", user,
+		     vm->cfg.host_emulates_ring0 && *user ? " " : "",
+		     vm->cfg.host_emulates_ring0 ? emulating_host_params : "");
+	if (n < 0 || (size_t)n >= sizeof(vm->cmdline)) {
+		log_err("kernel command line too long");
+		return -E2BIG;
+	}
+	return 0;
+}
+
+static int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
+{
+	struct kernel_image k;
+	uint8_t *kdata = NULL, *idata = NULL;
+	size_t klen = 0, ilen = 0;
+	uint64_t igpa = 0;
+	const char *why = "";
+	uint8_t *mp;
+	int r;
+
+	r = map_file(vm->cfg.kernel, "kernel", &kdata, &klen);
+	if (r)
+		return r;
+	r = kernel_load(&vm->gm, kdata, klen, &k, &why);
+	if (r) {
+		log_err("kernel %s: %s", vm->cfg.kernel, why);
+		goto out;
+	}
+	if (vm->cfg.initrd) {
+		r = map_file(vm->cfg.initrd, "initrd", &idata, &ilen);
+		if (r)
+			goto out;
+		r = boot_place_initrd(&vm->gm, &k, ilen, &igpa, &why);
+		if (r) {
+			log_err("initrd %s: %s", vm->cfg.initrd, why);
+			goto out;
+		}
+		memcpy(gm_ptr(&vm->gm, igpa, ilen), idata, ilen);
+	}
+	r = boot_params_write(&vm->gm, &k, vm->cmdline, igpa, ilen, &why);
+	if (r) {
+		log_err("%s (%zu bytes: \"%s\")", why, strlen(vm->cmdline), vm->cmdline);
+		goto out;
+	}
+	r = boot_write_tables(&vm->gm);
+	if (r) {
+		log_err("guest memory too small for the boot page tables");
+		goto out;
+	}
+	mp = gm_ptr(&vm->gm, BOOT_MPTABLE, BOOT_MPTABLE_MAX);
+	r = mp ? mptable_build(mp, BOOT_MPTABLE_MAX, BOOT_MPTABLE, vm->nr_vcpus, cpu_sig, cpu_feat)
+	       : -EFAULT;
+	if (r < 0) {
+		log_err("cannot build the MP table: %s", strerror(-r));
+		goto out;
+	}
+	r = vcpu_set_boot_regs(&vm->vcpus[0], k.entry);
+	log_debug("kernel %s: entry 0x%llx, loaded 0x%llx-0x%llx%s", vm->cfg.kernel,
+		  (unsigned long long)k.entry, (unsigned long long)k.load_lo,
+		  (unsigned long long)k.load_hi, k.is_bzimage ? " (bzImage)" : " (ELF)");
+out:
+	if (idata)
+		munmap(idata, ilen);
+	munmap(kdata, klen);
+	return r;
+}
+
+static int vm_add_devices(struct vm *vm)
+{
+	int r;
+
+	r = serial_init(&vm->dev.com1, vm, SERIAL_COM1_BASE, SERIAL_COM1_IRQ, vm->cfg.console_out);
+	if (r)
+		return r;
+	i8042_init(&vm->dev.i8042, vm);
+	vmm_port_init(&vm->dev.port, vm);
+	post_port_init(&vm->dev.post);
+	if ((r = bus_add(&vm->pio, &vm->dev.com1.bus)) || (r = bus_add(&vm->pio, &vm->dev.i8042.bus)) ||
+	    (r = bus_add(&vm->pio, &vm->dev.port.bus)) || (r = bus_add(&vm->pio, &vm->dev.post.bus))) {
+		serial_destroy(&vm->dev.com1);
+		return r;
+	}
+	return 0;
+}
+
+static int vm_get_supported(struct vm *vm, struct kvm_cpuid2 **cpuid, struct kvm_msr_list **msrs)
+{
+	int r;
+
+	*cpuid = calloc(1, sizeof(**cpuid) + VCPU_MAX_CPUID_ENTRIES * sizeof((*cpuid)->entries[0]));
+	*msrs = calloc(1, sizeof(**msrs) + MAX_MSR_INDICES * sizeof(uint32_t));
+	if (!*cpuid || !*msrs)
+		return -ENOMEM;
+	(*cpuid)->nent = VCPU_MAX_CPUID_ENTRIES;
+	r = kvm_ioctl_var(vm->kvm.fd, KVM_GET_SUPPORTED_CPUID, *cpuid);
+	if (r < 0)
+		return r;
+	(*msrs)->nmsrs = MAX_MSR_INDICES;
+	r = kvm_ioctl_var(vm->kvm.fd, KVM_GET_MSR_INDEX_LIST, *msrs);
+	return r < 0 ? r : 0;
+}
+
+int vm_create(struct vm *vm, const struct vm_config *cfg)
+{
+	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
+	struct kvm_cpuid2 *cpuid = NULL;
+	struct kvm_msr_list *msrs = NULL;
+	struct kvm_cpuid_entry2 *leaf1;
+	uint64_t id_map = KVM_IDENTITY_MAP_ADDR;
+	unsigned i;
+	int r;
+
+	memset(vm, 0, sizeof(*vm));
+	vm->cfg = *cfg;
+	vm->fd = -1;
+	vm->gm.fd = -1;
+	atomic_init(&vm->exit_reason, VM_RUNNING);
+	vm->exit_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (vm->exit_efd < 0)
+		return -errno;
+
+	if (cfg->cpus == 0 || cfg->cpus > VM_MAX_VCPUS) {
+		log_err("--cpus %u: must be 1..%u", cfg->cpus, VM_MAX_VCPUS);
+		r = -EINVAL;
+		goto err_efd;
+	}
+	if (cfg->mem_bytes < (uint64_t)VM_MIN_MEM_MIB << 20) {
+		log_err("--mem: at least %u MiB", VM_MIN_MEM_MIB);
+		r = -EINVAL;
+		goto err_efd;
+	}
+	r = kvm_open(&vm->kvm, cfg->kvm_path ? cfg->kvm_path : KVM_DEVICE_PATH);
+	if (r)
+		goto err_efd;
+	if ((int)cfg->cpus > vm->kvm.max_vcpus) {
+		log_err("--cpus %u: this host's KVM allows at most %d vCPUs", cfg->cpus,
+			vm->kvm.max_vcpus);
+		r = -EINVAL;
+		goto err_kvm;
+	}
+	if ((int)cfg->cpus > vm->kvm.nr_vcpus)
+		log_warn("--cpus %u is above the %d vCPUs KVM recommends on this host", cfg->cpus,
+			 vm->kvm.nr_vcpus);
+	vm->nr_vcpus = cfg->cpus;
+	r = vm_build_cmdline(vm);
+	if (r)
+		goto err_kvm;
+
+	vm->fd = kvm_ioctl_val(vm->kvm.fd, KVM_CREATE_VM, 0);
+	if (vm->fd < 0) {
+		r = vm->fd;
+		goto err_kvm;
+	}
+	if ((r = kvm_ioctl_val(vm->fd, KVM_SET_TSS_ADDR, KVM_TSS_ADDR)) < 0 ||
+	    (r = kvm_ioctl_ptr(vm->fd, KVM_SET_IDENTITY_MAP_ADDR, &id_map)) < 0 ||
+	    (r = kvm_ioctl_val(vm->fd, KVM_CREATE_IRQCHIP, 0)) < 0 ||
+	    (r = kvm_ioctl_ptr(vm->fd, KVM_CREATE_PIT2, &pit)) < 0)
+		goto err_vmfd;
+
+	r = gm_create_x86(&vm->gm, cfg->mem_bytes);
+	if (r) {
+		log_err("cannot allocate %llu MiB of guest memory: %s",
+			(unsigned long long)(cfg->mem_bytes >> 20), strerror(-r));
+		goto err_vmfd;
+	}
+	for (i = 0; i < vm->gm.nr; i++) {
+		struct kvm_userspace_memory_region mr = {
+			.slot = i,
+			.guest_phys_addr = vm->gm.r[i].gpa,
+			.memory_size = vm->gm.r[i].size,
+			.userspace_addr = (uint64_t)(uintptr_t)vm->gm.r[i].host,
+		};
+		r = kvm_ioctl_ptr(vm->fd, KVM_SET_USER_MEMORY_REGION, &mr);
+		if (r < 0)
+			goto err_gm;
+	}
+
+	r = vm_get_supported(vm, &cpuid, &msrs);
+	if (r)
+		goto err_free;
+	for (i = 0; i < vm->nr_vcpus; i++) {
+		r = vcpu_create(&vm->vcpus[i], vm, i, cpuid, msrs);
+		if (r) {
+			log_err("cannot create vcpu%u: %s", i, strerror(-r));
+			goto err_vcpus;
+		}
+	}
+	leaf1 = cpuid_find(cpuid->entries, cpuid->nent, 1, 0);
+	r = vm_add_devices(vm);
+	if (r) {
+		log_err("cannot set up devices: %s", strerror(-r));
+		goto err_vcpus;
+	}
+	r = vm_load_boot(vm, leaf1 ? leaf1->eax : 0x600, leaf1 ? leaf1->edx : 0);
+	if (r)
+		goto err_devices;
+	free(cpuid);
+	free(msrs);
+	return 0;
+
+err_devices:
+	serial_destroy(&vm->dev.com1);
+err_vcpus:
+	while (i-- > 0)
+		vcpu_destroy(&vm->vcpus[i]);
+err_free:
+	free(cpuid);
+	free(msrs);
+err_gm:
+	gm_destroy(&vm->gm);
+err_vmfd:
+	close(vm->fd);
+	vm->fd = -1;
+err_kvm:
+	kvm_close(&vm->kvm);
+err_efd:
+	close(vm->exit_efd);
+	vm->exit_efd = -1;
+	return r;
+}
+
+/* Console input: returns 1 if the escape sequence asked to quit. */
+static int console_input(struct vm *vm, int *escape_pending)
+{
+	uint8_t buf[SERIAL_RX_FIFO], out[SERIAL_RX_FIFO];
+	size_t space = serial_rx_space(&vm->dev.com1), n = 0;
+	ssize_t got, i;
+
+	if (space == 0)
+		return 0;
+	got = read(vm->cfg.console_in, buf, space);
+	if (got <= 0) {
+		if (got == 0 || (errno != EINTR && errno != EAGAIN))
+			vm->cfg.console_in = -1; /* EOF: the guest just gets no more input */
+		return 0;
+	}
+	for (i = 0; i < got; i++) {
+		uint8_t c = buf[i];
+
+		if (vm->cfg.console_escape) {
+			if (*escape_pending) {
+				*escape_pending = 0;
+				if (c == 'x')
+					return 1;
+				if (c != CONSOLE_ESCAPE)
+					out[n++] = CONSOLE_ESCAPE;
+			} else if (c == CONSOLE_ESCAPE) {
+				*escape_pending = 1;
+				continue;
+			}
+		}
+		out[n++] = c;
+	}
+	/* The FIFO had room for `got` bytes; an escaped Ctrl-A adds none. */
+	serial_rx(&vm->dev.com1, out, n);
+	return 0;
+}
+
+enum vm_exit_reason vm_run(struct vm *vm)
+{
+	sigset_t stop_sigs, old;
+	int sfd, escape_pending = 0;
+	unsigned i;
+
+	sigemptyset(&stop_sigs);
+	sigaddset(&stop_sigs, SIGTERM);
+	sigaddset(&stop_sigs, SIGINT);
+	sigaddset(&stop_sigs, SIGHUP);
+	sigaddset(&stop_sigs, SIGQUIT);
+	sigaddset(&stop_sigs, VCPU_KICK_SIGNAL);
+	/* Block before creating threads so they inherit the mask; vCPU
+	 * threads unblock the kick signal only. */
+	pthread_sigmask(SIG_BLOCK, &stop_sigs, &old);
+	sigdelset(&stop_sigs, VCPU_KICK_SIGNAL);
+	sfd = signalfd(-1, &stop_sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "signalfd: %s", strerror(errno));
+		goto out_mask;
+	}
+	for (i = 0; i < vm->nr_vcpus; i++) {
+		int r = vcpu_start(&vm->vcpus[i]);
+
+		if (r) {
+			vm_request_exit(vm, VM_EXIT_VMM_ERROR, "cannot start vcpu%u: %s", i, strerror(-r));
+			break;
+		}
+	}
+
+	while (atomic_load(&vm->exit_reason) == VM_RUNNING) {
+		struct pollfd p[4];
+		int n = 0, in_idx = -1, space_idx = -1;
+
+		p[n].fd = vm->exit_efd;
+		p[n++].events = POLLIN;
+		p[n].fd = sfd;
+		p[n++].events = POLLIN;
+		if (vm->cfg.console_in >= 0) {
+			if (serial_rx_space(&vm->dev.com1)) {
+				in_idx = n;
+				p[n].fd = vm->cfg.console_in;
+				p[n++].events = POLLIN;
+			} else {
+				space_idx = n;
+				p[n].fd = vm->dev.com1.rx_space_efd;
+				p[n++].events = POLLIN;
+			}
+		}
+		if (poll(p, (nfds_t)n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			vm_request_exit(vm, VM_EXIT_VMM_ERROR, "poll: %s", strerror(errno));
+			break;
+		}
+		if (p[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				vm->exit_signo = (int)si.ssi_signo;
+				vm_request_exit(vm, VM_EXIT_SIGNAL, "stopped by signal %s",
+						strsignal((int)si.ssi_signo));
+			}
+		}
+		if (space_idx >= 0 && (p[space_idx].revents & POLLIN)) {
+			uint64_t v;
+
+			if (read(vm->dev.com1.rx_space_efd, &v, sizeof(v)) < 0) {
+				/* spurious: poll again */
+			}
+		}
+		if (in_idx >= 0 && (p[in_idx].revents & (POLLIN | POLLHUP | POLLERR))) {
+			if (console_input(vm, &escape_pending))
+				vm_request_exit(vm, VM_EXIT_CONSOLE, "console escape (Ctrl-A x)");
+		}
+	}
+
+	for (i = 0; i < vm->nr_vcpus; i++)
+		vcpu_kick(&vm->vcpus[i]);
+	for (i = 0; i < vm->nr_vcpus; i++)
+		vcpu_join(&vm->vcpus[i]);
+	close(sfd);
+out_mask:
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return (enum vm_exit_reason)atomic_load(&vm->exit_reason);
+}
+
+void vm_destroy(struct vm *vm)
+{
+	unsigned i;
+
+	for (i = 0; i < vm->nr_vcpus; i++)
+		vcpu_destroy(&vm->vcpus[i]);
+	serial_destroy(&vm->dev.com1);
+	gm_destroy(&vm->gm);
+	if (vm->fd >= 0)
+		close(vm->fd);
+	vm->fd = -1;
+	kvm_close(&vm->kvm);
+	if (vm->exit_efd >= 0)
+		close(vm->exit_efd);
+	vm->exit_efd = -1;
+}
+
+int vm_dump_cpuid(struct vm *vm, unsigned index, const char *path)
+{
+	struct kvm_cpuid2 *c;
+	FILE *f;
+	unsigned i;
+	int r;
+
+	if (index >= vm->nr_vcpus)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c) + VCPU_MAX_CPUID_ENTRIES * sizeof(c->entries[0]));
+	if (!c)
+		return -ENOMEM;
+	c->nent = VCPU_MAX_CPUID_ENTRIES;
+	r = kvm_ioctl_var(vm->vcpus[index].fd, KVM_GET_CPUID2, c);
+	if (r < 0)
+		goto out;
+	f = fopen(path, "w");
+	if (!f) {
+		r = -errno;
+		log_err("cannot write %s: %s", path, strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < c->nent; i++)
+		fprintf(f, "%08x %08x %08x %08x %08x %08x\n", c->entries[i].function,
+			c->entries[i].index, c->entries[i].eax, c->entries[i].ebx,
+			c->entries[i].ecx, c->entries[i].edx);
+	r = fclose(f) ? -errno : 0;
+out:
+	free(c);
+	return r;
+}

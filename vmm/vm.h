@@ -1,0 +1,108 @@
+/* The VM object: owns KVM handles, guest memory, vCPUs and devices. No
+ * mutable globals anywhere: two VMs can live in one process (tests do). */
+#ifndef VMM_VM_H
+#define VMM_VM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bus.h"
+#include "cpuid.h"
+#include "gm.h"
+#include "kvm.h"
+#include "../devices/devices.h"
+
+#define VM_MAX_VCPUS 64
+#define VM_DEFAULT_MEM_MIB 512
+#define VM_MIN_MEM_MIB 32
+
+/* Why a VM stopped; each maps to a documented exit status (docs/exit-status.md). */
+enum vm_exit_reason {
+	VM_RUNNING = 0,
+	VM_EXIT_POWEROFF,    /* guest asked to power off (vmm port) */
+	VM_EXIT_REBOOT,      /* guest reset: i8042 reset line, KVM reset event */
+	VM_EXIT_TRIPLE_FAULT,/* KVM_EXIT_SHUTDOWN */
+	VM_EXIT_KVM_ERROR,   /* internal error, failed entry, unknown exit */
+	VM_EXIT_CRASH,       /* KVM_SYSTEM_EVENT_CRASH */
+	VM_EXIT_VMM_ERROR,   /* host-side failure while running */
+	VM_EXIT_SIGNAL,      /* the VMM was told to stop (SIGTERM, SIGINT, ...) */
+	VM_EXIT_CONSOLE,     /* the user typed the console escape (Ctrl-A x) */
+};
+
+/* Process exit status for each reason (documented in docs/exit-status.md). */
+int vm_exit_status(enum vm_exit_reason r, int signo);
+const char *vm_exit_reason_name(enum vm_exit_reason r);
+
+struct vm_config {
+	uint64_t mem_bytes;
+	unsigned cpus;
+	const char *kernel;
+	const char *initrd;      /* NULL: none */
+	const char *cmdline;     /* the user's part; the VMM appends to it */
+	enum cpu_template tmpl;
+	int tmpl_explicit;       /* --cpu-template given */
+	int host_emulates_ring0; /* detected (or forced for tests) */
+	int console_in;          /* fd the UART reads from, -1 for none */
+	int console_out;         /* fd the UART writes to, -1 for none */
+	int console_escape;      /* Ctrl-A x quits (interactive terminal) */
+	const char *kvm_path;
+	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
+};
+
+struct vcpu {
+	struct vm *vm;
+	unsigned index;
+	int fd;
+	struct kvm_run *run;
+	pthread_t thread;
+	int started;
+};
+
+struct vm {
+	struct vm_config cfg;
+	struct kvm_sys kvm;
+	int fd;
+	struct gm gm;
+	unsigned nr_vcpus;
+	struct vcpu vcpus[VM_MAX_VCPUS];
+	struct bus pio;
+	struct bus mmio;
+	struct devices dev;
+	char cmdline[4096];      /* the full command line given to the guest */
+
+	int cpuid_overridden;    /* KVM does not apply the CPUID we set */
+
+	_Atomic int exit_reason;
+	int exit_signo;
+	char exit_msg[256];
+	int exit_efd;            /* written once when exit_reason is set */
+
+	_Atomic uint64_t first_run_ns; /* first KVM_RUN, since cfg.t0_ns */
+	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */
+};
+
+/* Builds the whole VM (KVM, memory, kernel, tables, vCPUs, devices).
+ * 0 or -errno, with one line logged saying what failed; on failure nothing
+ * is left open. */
+int vm_create(struct vm *vm, const struct vm_config *cfg)
+	__attribute__((warn_unused_result));
+/* Runs until the guest or the host stops it; returns the reason. */
+enum vm_exit_reason vm_run(struct vm *vm);
+void vm_destroy(struct vm *vm);
+
+/* Called by devices and vCPU threads. The first reason wins. */
+void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Sets an IOAPIC/PIC input line. */
+void vm_irq_line(struct vm *vm, unsigned gsi, int level);
+/* The guest wrote the boot marker. */
+void vm_boot_marker(struct vm *vm);
+/* Writes vCPU `index`'s CPUID table, one "function index eax ebx ecx edx"
+ * line (hex) per entry. */
+int vm_dump_cpuid(struct vm *vm, unsigned index, const char *path);
+
+/* Host detection: does this host's KVM emulate guest ring 0 (kvm_pvm)? */
+int host_emulates_ring0(void);
+
+#endif
