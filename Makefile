@@ -56,7 +56,8 @@ $(BUILD)/vmm: $(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/asan/vmm: $(call objs,asan,$(CORE_SRCS) $(CLI_SRCS))
+$(BUILD)/asan/bin/vmm: $(call objs,asan,$(CORE_SRCS) $(CLI_SRCS))
+	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD/ASAN $@")
 	$(Q)$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(LDLIBS)
 
@@ -84,7 +85,7 @@ $(BUILD)/initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl
 		$(BUILD)/tools/mkcpio boot/rootfs/list $@
 
 # ---- freestanding test guests --------------------------------------------
-GUESTS     := hello triple cpuid
+GUESTS     := hello triple cpuid first
 GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))
 .PHONY: guests
 guests: $(GUEST_ELFS) $(BUILD)/guests/hello.bzImage
@@ -92,14 +93,14 @@ guests: $(GUEST_ELFS) $(BUILD)/guests/hello.bzImage
 $(BUILD)/guests/%.elf: tests/guests/%.S tests/guests/guest.ld tests/guests/guest.h
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  AS      $<")
-	$(Q)$(CC) -nostdlib -static -no-pie -Wl,--build-id=none -Wl,-T,tests/guests/guest.ld -I tests/guests -o $@ $<
+	$(Q)$(CC) -nostdlib -static -no-pie -Wl,--build-id=none -Wl,--no-warn-rwx-segments -Wl,-T,tests/guests/guest.ld -I tests/guests -o $@ $<
 
 $(BUILD)/guests/%.bin: $(BUILD)/guests/%.elf
 	$(Q)objcopy -O binary $< $@
 
 $(BUILD)/guests/hello-bz.elf: tests/guests/hello.S tests/guests/guest-bz.ld tests/guests/guest.h
 	@mkdir -p $(@D)
-	$(Q)$(CC) -nostdlib -static -no-pie -Wl,--build-id=none -Wl,-T,tests/guests/guest-bz.ld -I tests/guests -o $@ $<
+	$(Q)$(CC) -nostdlib -static -no-pie -Wl,--build-id=none -Wl,--no-warn-rwx-segments -Wl,-T,tests/guests/guest-bz.ld -I tests/guests -o $@ $<
 
 $(BUILD)/guests/hello.bzImage: $(BUILD)/guests/hello-bz.elf $(BUILD)/tools/mkbzimage
 	$(Q)objcopy -O binary $< $@.bin
@@ -111,16 +112,14 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 
 # ---- unit tests (cmocka) ---------------------------------------------------
 # test name -> sources it links (real code; stubs live in the test file)
-UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus
+UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
 test_cpuid_SRCS   := vmm/cpuid.c
 test_serial_SRCS  := devices/serial.c vmm/log.c
 test_bus_SRCS     := vmm/bus.c
-test_cli_SRCS     := vmm/vm.c vmm/vcpu.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c \
-                     vmm/mptable.c vmm/log.c boot/bootparams.c boot/elf.c boot/bzimage.c \
-                     devices/serial.c devices/legacy.c cli/run.c
+test_vm_SRCS      := $(CORE_SRCS)
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
@@ -137,8 +136,8 @@ ASAN_UNIT_BINS := $(patsubst %,$(BUILD)/asan/tests/%,$(UNIT_TESTS))
 deps:
 	$(Q)boot/deps.sh
 
-unit: $(UNIT_BINS)
-	$(Q)tests/run-unit.sh $(UNIT_BINS)
+unit: $(UNIT_BINS) guests
+	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
 guest-test: $(BUILD)/vmm guests
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
@@ -149,9 +148,9 @@ e2e: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio
 test: deps
 	$(Q)$(MAKE) --no-print-directory unit guest-test e2e
 
-asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/vmm guests
-	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)
-	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/guests/run.sh $(BUILD)/asan/vmm $(BUILD)/guests
+asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
+	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)
+	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/guests/run.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load
@@ -166,6 +165,7 @@ fuzz: $(patsubst %,$(BUILD)/fuzz/%,$(FUZZ_TARGETS))
 	$(Q)for t in $(FUZZ_TARGETS); do \
 		mkdir -p $(BUILD)/fuzz/corpus-$$t && \
 		$(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+			-artifact_prefix=$(BUILD)/fuzz/ \
 			$(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t || exit 1; done
 
 clean:

@@ -46,6 +46,8 @@ int bzimage_load(const struct gm *gm, const uint8_t *data, size_t len,
 	if (setup_len >= len)
 		return fail(why, "bzImage is truncated (no protected-mode kernel after the setup code)", -ENOEXEC);
 	payload_len = len - setup_len;
+	if (payload_len <= 0x200)
+		return fail(why, "bzImage kernel is too small to hold its 64-bit entry (at +0x200)", -ENOEXEC);
 	/* syssize counts 16-byte paragraphs, rounded up. */
 	if (h.syssize && (uint64_t)h.syssize * 16 > payload_len + 15)
 		return fail(why, "bzImage is truncated (shorter than its header's syssize)", -ENOEXEC);

@@ -89,6 +89,7 @@ int run_main(int argc, char **argv)
 	cfg.console_in = -1;
 	cfg.console_out = -1;
 	cfg.host_emulates_ring0 = host_emulates_ring0();
+	cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "qv", run_opts, NULL)) != -1) {

@@ -61,6 +61,11 @@ int kvm_open(struct kvm_sys *k, const char *path)
 		return -e;
 	}
 	v = ioctl(fd, KVM_GET_API_VERSION, 0);
+	if (v < 0) {
+		e = errno;
+		log_err("%s is not a KVM device (KVM_GET_API_VERSION: %s)", path, strerror(e));
+		goto err_close;
+	}
 	if (v != KVM_API_VERSION) {
 		log_err("%s: KVM API version %d, vmm needs %d", path, v, KVM_API_VERSION);
 		e = EINVAL;

@@ -217,6 +217,11 @@ static void bz_malformed(void **state)
 	EXPECT_ELF_ERR(f, 0x1f1 + 10, -ENOEXEC);        /* too short */
 	EXPECT_ELF_ERR(f, 3 * 512, -ENOEXEC);           /* no payload */
 	EXPECT_ELF_ERR(f, len - 100, -ENOEXEC);         /* shorter than syssize */
+	/* Found by fuzz_kernel_load: a payload too short to hold the 64-bit
+	 * entry at +0x200 would start the guest outside its kernel. */
+	len = make_bz(f->file, 0x100);
+	EXPECT_ELF_ERR(f, len, -ENOEXEC);
+	len = make_bz(f->file, 1000);
 	bzh(f->file)->boot_flag = 0;
 	EXPECT_ELF_ERR(f, len, -ENOEXEC);
 	len = make_bz(f->file, 1000);

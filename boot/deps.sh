@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages vmm's build, tests and benchmarks need;
+# does nothing when they are all there. Uses sudo when not root.
+#   boot/deps.sh [--bench]
+set -euo pipefail
+
+pkgs=(
+	build-essential   # gcc, make
+	linux-libc-dev    # KVM uapi headers (linux/kvm.h, asm/bootparam.h)
+	libcmocka-dev     # unit tests
+	musl-tools        # static guest tools (musl-gcc)
+	busybox-static    # the test/default initramfs
+	linux-source-6.12 # guest kernel source
+	flex bison bc libelf-dev libssl-dev xz-utils patch # guest kernel build
+	clang             # make fuzz (libFuzzer)
+)
+if [ "${1:-}" = --bench ]; then
+	pkgs+=(qemu-system-x86) # the peer bench/boot compares against
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} = 0 ] && exit 0
+
+echo "  DEPS    installing: ${missing[*]}"
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q >/dev/null
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
