@@ -85,7 +85,7 @@ $(BUILD)/initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl
 		$(BUILD)/tools/mkcpio boot/rootfs/list $@
 
 # ---- freestanding test guests --------------------------------------------
-GUESTS     := hello triple cpuid first
+GUESTS     := hello triple cpuid first spin kvmerr
 GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))
 .PHONY: guests
 guests: $(GUEST_ELFS) $(BUILD)/guests/hello.bzImage

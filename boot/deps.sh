@@ -13,6 +13,7 @@ pkgs=(
 	linux-source-6.12 # guest kernel source
 	flex bison bc libelf-dev libssl-dev xz-utils patch # guest kernel build
 	clang             # make fuzz (libFuzzer)
+	python3           # tests (pty console), bench/boot
 )
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against
