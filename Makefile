@@ -26,7 +26,8 @@ endif
 # Sources of the VMM proper (everything but the CLI entry points).
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
-             devices/serial.c devices/legacy.c
+             devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
+             devices/virtio_mmio.c devices/virtio_blk.c
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
@@ -35,7 +36,7 @@ KERNEL_VARIANT ?= $(shell test -d /sys/module/kvm_pvm && echo emulating || echo 
 KERNEL_INPUTS  := boot/kernel/build.sh boot/kernel/config.fragment $(wildcard boot/kernel/patches-emulating/*.patch)
 
 .PHONY: all
-all: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio guests
+all: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4 guests
 
 # ---- objects, per build flavour ----------------------------------------
 # $(call objs,FLAVOUR,SRCS)
@@ -84,6 +85,13 @@ $(BUILD)/initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl
 	$(Q)BUSYBOX=$(BUSYBOX) VMMCTL=$(BUILD)/guest/vmmctl INIT=boot/rootfs/init \
 		$(BUILD)/tools/mkcpio boot/rootfs/list $@
 
+# The default root image: the same busybox userland and init on ext4, for
+# booting from virtio-blk (root=/dev/vda). mkfs.ext4 -d needs no root.
+ROOTFS_MIB ?= 64
+$(BUILD)/rootfs.ext4: boot/rootfs/init boot/mkrootfs.sh $(BUILD)/guest/vmmctl
+	@$(if $(Q),echo "  EXT4    $@")
+	$(Q)boot/mkrootfs.sh $(BUSYBOX) $(BUILD)/guest/vmmctl boot/rootfs/init $(ROOTFS_MIB) $@
+
 # ---- freestanding test guests --------------------------------------------
 GUESTS     := hello triple cpuid first spin kvmerr
 GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))
@@ -112,7 +120,8 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 
 # ---- unit tests (cmocka) ---------------------------------------------------
 # test name -> sources it links (real code; stubs live in the test file)
-UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm
+UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
+              test_virtqueue test_virtio_mmio
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -120,6 +129,8 @@ test_cpuid_SRCS   := vmm/cpuid.c
 test_serial_SRCS  := devices/serial.c vmm/log.c
 test_bus_SRCS     := vmm/bus.c
 test_vm_SRCS      := $(CORE_SRCS)
+test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
+test_virtio_mmio_SRCS := devices/virtio_mmio.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))

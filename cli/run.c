@@ -27,6 +27,10 @@ static void run_usage(FILE *out)
 		"  --cpus N             vCPUs (default 1)\n"
 		"  --mem SIZE           guest RAM in MiB, or with a G/M suffix (default %u)\n"
 		"  --console MODE       stdio (default), file:PATH or none\n"
+		"  --disk path=FILE[,ro][,root][,id=ID]\n"
+		"                       a virtio-blk disk (raw image), repeatable: /dev/vda,\n"
+		"                       /dev/vdb, ... ro: read-only; root (first disk only):\n"
+		"                       boot from it (root=/dev/vda); id: GET_ID serial\n"
 		"  --cpu-template T     host (all KVM offers) or safe (hides what a\n"
 		"                       ring-0-emulating KVM cannot run); default: safe on\n"
 		"                       such hosts, host elsewhere\n"
@@ -41,7 +45,7 @@ static void run_usage(FILE *out)
 }
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
-       OPT_TEMPLATE, OPT_DUMP_CPUID };
+       OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -52,6 +56,7 @@ static const struct option run_opts[] = {
 	{ "console", required_argument, NULL, OPT_CONSOLE },
 	{ "cpu-template", required_argument, NULL, OPT_TEMPLATE },
 	{ "dump-cpuid", required_argument, NULL, OPT_DUMP_CPUID },
+	{ "disk", required_argument, NULL, OPT_DISK },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -76,7 +81,7 @@ int run_main(int argc, char **argv)
 	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
 	struct vm_config cfg;
 	struct termios saved;
-	int raw = 0, console_file = -1, opt, status;
+	int raw = 0, console_file = -1, opt, status = 0;
 	const char *console = "stdio", *dump_cpuid = NULL;
 	unsigned long long mib = VM_DEFAULT_MEM_MIB;
 	enum vm_exit_reason reason;
@@ -109,28 +114,51 @@ int run_main(int argc, char **argv)
 		case OPT_CPUS:
 			errno = 0;
 			v = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || v == 0 || v > VM_MAX_VCPUS)
-				return bad_usage("--cpus '%s': a number from 1 to 64", optarg);
+			if (errno || *end || end == optarg || v == 0 || v > VM_MAX_VCPUS) {
+				status = bad_usage("--cpus '%s': a number from 1 to 64", optarg);
+				goto out_disks;
+			}
 			cfg.cpus = (unsigned)v;
 			break;
 		case OPT_MEM:
-			if (cli_parse_mib(optarg, &mib) || mib < VM_MIN_MEM_MIB || mib > (1ull << 30))
-				return bad_usage("--mem '%s': a size in MiB (at least 32), e.g. 512 or 2G", optarg);
+			if (cli_parse_mib(optarg, &mib) || mib < VM_MIN_MEM_MIB || mib > (1ull << 30)) {
+				status = bad_usage("--mem '%s': a size in MiB (at least 32), e.g. 512 or 2G", optarg);
+				goto out_disks;
+			}
 			break;
 		case OPT_CONSOLE:
 			if (strcmp(optarg, "stdio") && strcmp(optarg, "none") &&
-			    (strncmp(optarg, "file:", 5) || !optarg[5]))
-				return bad_usage("--console '%s': stdio, none or file:PATH", optarg);
+			    (strncmp(optarg, "file:", 5) || !optarg[5])) {
+				status = bad_usage("--console '%s': stdio, none or file:PATH", optarg);
+				goto out_disks;
+			}
 			console = optarg;
 			break;
 		case OPT_TEMPLATE:
-			if (cpu_template_parse(optarg, &cfg.tmpl))
-				return bad_usage("--cpu-template '%s': host or safe", optarg);
+			if (cpu_template_parse(optarg, &cfg.tmpl)) {
+				status = bad_usage("--cpu-template '%s': host or safe", optarg);
+				goto out_disks;
+			}
 			cfg.tmpl_explicit = 1;
 			break;
 		case OPT_DUMP_CPUID:
 			dump_cpuid = optarg;
 			break;
+		case OPT_DISK: {
+			const char *why = "";
+
+			if (cfg.nr_disks == VM_MAX_DISKS) {
+				status = bad_usage("--disk: at most %s disks", "16");
+				goto out_disks;
+			}
+			if (blk_options_parse(optarg, &cfg.disks[cfg.nr_disks], &why)) {
+				fprintf(stderr, "vmm run: --disk '%s': %s\n", optarg, why);
+				status = CLI_EXIT_USAGE;
+				goto out_disks;
+			}
+			cfg.nr_disks++;
+			break;
+		}
 		case 'q':
 			log_set_level(LOG_ERROR);
 			break;
@@ -138,11 +166,16 @@ int run_main(int argc, char **argv)
 			log_set_level(LOG_DEBUG);
 			break;
 		default:
-			return bad_usage("%s", "unknown option");
+			{
+				status = bad_usage("%s", "unknown option");
+				goto out_disks;
+			}
 		}
 	}
-	if (optind < argc)
-		return bad_usage("unexpected argument '%s'", argv[optind]);
+	if (optind < argc) {
+		status = bad_usage("unexpected argument '%s'", argv[optind]);
+		goto out_disks;
+	}
 	cfg.mem_bytes = mib << 20;
 
 	if (!cfg.kernel) {
@@ -153,10 +186,11 @@ int run_main(int argc, char **argv)
 		if (!kernel_buf[0] || !file_exists(kernel_buf)) {
 			log_err("no --kernel given and no kernel built next to vmm (%s): run 'make' first",
 				kernel_buf);
-			return CLI_EXIT_ERROR;
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
 		}
 		cfg.kernel = kernel_buf;
-		if (!cfg.initrd && file_exists(initrd_buf))
+		if (!cfg.initrd && !(cfg.nr_disks && cfg.disks[0].root) && file_exists(initrd_buf))
 			cfg.initrd = initrd_buf;
 	}
 	if (!cfg.cmdline)
@@ -182,7 +216,8 @@ int run_main(int argc, char **argv)
 		console_file = open(console + 5, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 		if (console_file < 0) {
 			log_err("--console %s: %s", console, strerror(errno));
-			return CLI_EXIT_ERROR;
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
 		}
 		cfg.console_out = console_file;
 	}
@@ -221,6 +256,9 @@ out_console:
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
 	if (console_file >= 0)
 		close(console_file);
+out_disks:
+	while (cfg.nr_disks > 0)
+		blk_options_free(&cfg.disks[--cfg.nr_disks]);
 	return status;
 }
 

@@ -143,19 +143,87 @@ static int map_file(const char *path, const char *what, uint8_t **data, size_t *
 	return 0;
 }
 
-static int vm_build_cmdline(struct vm *vm)
+/* Appends " text" to the guest command line. */
+static int cmdline_add(struct vm *vm, const char *text)
 {
-	const char *user = vm->cfg.cmdline ? vm->cfg.cmdline : "";
-	int n;
+	size_t n = strlen(vm->cmdline);
+	int w = snprintf(vm->cmdline + n, sizeof(vm->cmdline) - n, "%s%s", n ? " " : "", text);
 
-	n = snprintf(vm->cmdline, sizeof(vm->cmdline), "%s%s%s", user,
-		     vm->cfg.host_emulates_ring0 && *user ? " " : "",
-		     vm->cfg.host_emulates_ring0 ? emulating_host_params : "");
-	if (n < 0 || (size_t)n >= sizeof(vm->cmdline)) {
+	if (w < 0 || (size_t)w >= sizeof(vm->cmdline) - n) {
 		log_err("kernel command line too long");
 		return -E2BIG;
 	}
 	return 0;
+}
+
+/* The user's command line, then what the host and the devices need. */
+static int vm_build_cmdline(struct vm *vm)
+{
+	char dev[96];
+	unsigned i;
+	int r;
+
+	vm->cmdline[0] = '\0';
+	if (vm->cfg.cmdline && *vm->cfg.cmdline && (r = cmdline_add(vm, vm->cfg.cmdline)))
+		return r;
+	if (vm->cfg.host_emulates_ring0 && (r = cmdline_add(vm, emulating_host_params)))
+		return r;
+	for (i = 0; i < vm->cfg.nr_disks; i++) {
+		if ((r = virtio_mmio_cmdline(&vm->disks[i]->vdev, dev, sizeof(dev))) ||
+		    (r = cmdline_add(vm, dev)))
+			return r;
+	}
+	if (vm->cfg.nr_disks && vm->cfg.disks[0].root &&
+	    (r = cmdline_add(vm, vm->cfg.disks[0].ro ? "root=/dev/vda ro" : "root=/dev/vda rw")))
+		return r;
+	return 0;
+}
+
+static int vm_add_disks(struct vm *vm)
+{
+	unsigned i;
+	int r;
+
+	for (i = 0; i < vm->cfg.nr_disks; i++) {
+		uint64_t base = VIRTIO_MMIO_BASE + (uint64_t)vm->nr_virtio * VIRTIO_MMIO_SIZE;
+		unsigned irq = VIRTIO_MMIO_IRQ_BASE + vm->nr_virtio;
+
+		if (vm->nr_virtio >= VM_MAX_VIRTIO) {
+			log_err("too many virtio devices (at most %u)", VM_MAX_VIRTIO);
+			return -ENOSPC;
+		}
+		if (i > 0 && vm->cfg.disks[i].root) {
+			log_err("--disk %s: only the first disk can be the root device", vm->cfg.disks[i].path);
+			return -EINVAL;
+		}
+		vm->disks[i] = calloc(1, sizeof(*vm->disks[i]));
+		if (!vm->disks[i])
+			return -ENOMEM;
+		r = virtio_blk_init(vm->disks[i], &vm->cfg.disks[i], vm->fd, &vm->gm, base, irq, i);
+		if (r) {
+			free(vm->disks[i]);
+			vm->disks[i] = NULL;
+			return r;
+		}
+		vm->nr_virtio++;
+		r = bus_add(&vm->mmio, &vm->disks[i]->vdev.bus);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static void vm_remove_disks(struct vm *vm)
+{
+	unsigned i;
+
+	for (i = 0; i < VM_MAX_DISKS; i++) {
+		if (!vm->disks[i])
+			continue;
+		virtio_blk_destroy(vm->disks[i]);
+		free(vm->disks[i]);
+		vm->disks[i] = NULL;
+	}
 }
 
 static int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
@@ -292,9 +360,11 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		log_warn("--cpus %u is above the %d vCPUs KVM recommends on this host", cfg->cpus,
 			 vm->kvm.nr_vcpus);
 	vm->nr_vcpus = cfg->cpus;
-	r = vm_build_cmdline(vm);
-	if (r)
+	if (cfg->nr_disks > VM_MAX_DISKS) {
+		log_err("at most %u disks", VM_MAX_DISKS);
+		r = -EINVAL;
 		goto err_kvm;
+	}
 
 	vm->fd = kvm_ioctl_val(vm->kvm.fd, KVM_CREATE_VM, 0);
 	if (vm->fd < 0) {
@@ -341,14 +411,21 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		log_err("cannot set up devices: %s", strerror(-r));
 		goto err_vcpus;
 	}
+	r = vm_add_disks(vm);
+	if (r)
+		goto err_disks;
+	r = vm_build_cmdline(vm);
+	if (r)
+		goto err_disks;
 	r = vm_load_boot(vm, leaf1 ? leaf1->eax : 0x600, leaf1 ? leaf1->edx : 0);
 	if (r)
-		goto err_devices;
+		goto err_disks;
 	free(cpuid);
 	free(msrs);
 	return 0;
 
-err_devices:
+err_disks:
+	vm_remove_disks(vm);
 	serial_destroy(&vm->dev.com1);
 err_vcpus:
 	while (i-- > 0)
@@ -497,6 +574,7 @@ void vm_destroy(struct vm *vm)
 {
 	unsigned i;
 
+	vm_remove_disks(vm);
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_destroy(&vm->vcpus[i]);
 	serial_destroy(&vm->dev.com1);

@@ -12,10 +12,14 @@
 #include "gm.h"
 #include "kvm.h"
 #include "../devices/devices.h"
+#include "../devices/virtio_blk.h"
 
 #define VM_MAX_VCPUS 64
 #define VM_DEFAULT_MEM_MIB 512
 #define VM_MIN_MEM_MIB 32
+/* virtio-mmio devices: one 4 KiB window and one IOAPIC pin (5..23) each. */
+#define VM_MAX_VIRTIO 19
+#define VM_MAX_DISKS 16
 
 /* Why a VM stopped; each maps to a documented exit status (docs/exit-status.md). */
 enum vm_exit_reason {
@@ -47,6 +51,8 @@ struct vm_config {
 	int console_out;         /* fd the UART writes to, -1 for none */
 	int console_escape;      /* Ctrl-A x quits (interactive terminal) */
 	const char *kvm_path;
+	unsigned nr_disks;
+	struct blk_options disks[VM_MAX_DISKS]; /* owned by the caller */
 	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
 };
 
@@ -69,6 +75,8 @@ struct vm {
 	struct bus pio;
 	struct bus mmio;
 	struct devices dev;
+	unsigned nr_virtio;      /* virtio-mmio slots handed out */
+	struct virtio_blk *disks[VM_MAX_DISKS];
 	char cmdline[4096];      /* the full command line given to the guest */
 
 	int cpuid_overridden;    /* KVM does not apply the CPUID we set */

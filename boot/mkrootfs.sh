@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# mkrootfs.sh BUSYBOX VMMCTL INIT SIZE_MIB OUT: an ext4 root image holding
+# busybox, vmmctl and the init, built without root privileges
+# (mkfs.ext4 -d). /dev comes from devtmpfs, mounted by the kernel.
+set -euo pipefail
+busybox=$1 vmmctl=$2 init=$3 size=$4 out=$5
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage"/{bin,sbin,dev,proc,sys,tmp,run,root,etc,mnt,data}
+chmod 1777 "$stage/tmp"
+install -m 0755 "$busybox" "$stage/bin/busybox"
+ln -s busybox "$stage/bin/sh"
+install -m 0755 "$vmmctl" "$stage/sbin/vmmctl"
+install -m 0755 "$init" "$stage/init"
+ln -s ../init "$stage/sbin/init"
+echo sandbox > "$stage/etc/hostname"
+rm -f "$out.tmp"
+truncate -s "${size}M" "$out.tmp"
+mkfs.ext4 -q -F -L vmm-root -E root_owner=0:0 -d "$stage" "$out.tmp"
+mv "$out.tmp" "$out"

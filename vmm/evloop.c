@@ -1,0 +1,197 @@
+#define _GNU_SOURCE
+#include "evloop.h"
+#include "log.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+static void ctl_kick(struct evloop *l)
+{
+	uint64_t one = 1;
+
+	if (write(l->ctl_efd, &one, sizeof(one)) < 0) {
+		/* the counter is saturated only if a wakeup is pending */
+	}
+}
+
+int evloop_init(struct evloop *l, const char *name)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	unsigned i;
+	int e;
+
+	memset(l, 0, sizeof(*l));
+	l->name = name;
+	for (i = 0; i < EVLOOP_MAX_SOURCES; i++)
+		l->src[i].fd = -1;
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (l->epfd < 0)
+		return -errno;
+	l->ctl_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (l->ctl_efd < 0) {
+		e = -errno;
+		goto err_ep;
+	}
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->ctl_efd, &ev) < 0) {
+		e = -errno;
+		goto err_efd;
+	}
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->cond, NULL);
+	l->state = EVLOOP_RUNNING;
+	return 0;
+
+err_efd:
+	close(l->ctl_efd);
+err_ep:
+	close(l->epfd);
+	l->epfd = l->ctl_efd = -1;
+	return e;
+}
+
+int evloop_add(struct evloop *l, int fd, uint32_t events, evloop_fn *fn, void *arg)
+{
+	struct epoll_event ev = { .events = events };
+	unsigned i;
+
+	for (i = 0; i < EVLOOP_MAX_SOURCES; i++)
+		if (l->src[i].fd < 0)
+			break;
+	if (i == EVLOOP_MAX_SOURCES)
+		return -ENOSPC;
+	ev.data.ptr = &l->src[i];
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		return -errno;
+	l->src[i].fd = fd;
+	l->src[i].fn = fn;
+	l->src[i].arg = arg;
+	return 0;
+}
+
+int evloop_del(struct evloop *l, int fd)
+{
+	unsigned i;
+
+	for (i = 0; i < EVLOOP_MAX_SOURCES; i++) {
+		if (l->src[i].fd != fd)
+			continue;
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+		l->src[i].fd = -1;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* Returns 0 to keep running, 1 to exit. Parks while paused. */
+static int evloop_check_state(struct evloop *l)
+{
+	int stop;
+
+	pthread_mutex_lock(&l->lock);
+	if (l->state == EVLOOP_PAUSING) {
+		l->state = EVLOOP_PAUSED;
+		pthread_cond_broadcast(&l->cond);
+	}
+	while (l->state == EVLOOP_PAUSED)
+		pthread_cond_wait(&l->cond, &l->lock);
+	stop = l->state == EVLOOP_STOPPING;
+	pthread_mutex_unlock(&l->lock);
+	return stop;
+}
+
+static void *evloop_thread(void *arg)
+{
+	struct evloop *l = arg;
+	struct epoll_event evs[EVLOOP_MAX_SOURCES + 1];
+
+	for (;;) {
+		int n, i;
+
+		if (evloop_check_state(l))
+			break;
+		n = epoll_wait(l->epfd, evs, EVLOOP_MAX_SOURCES + 1, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			log_err("%s: epoll_wait: %s", l->name, strerror(errno));
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			struct evloop_source *s = evs[i].data.ptr;
+
+			if (!s) {
+				uint64_t v;
+
+				if (read(l->ctl_efd, &v, sizeof(v)) < 0) {
+					/* nothing pending: spurious wakeup */
+				}
+				continue;
+			}
+			/* A handler earlier in this batch may have removed it. */
+			if (s->fd >= 0)
+				s->fn(l, s->arg, evs[i].events);
+			/* Pause between handlers, never inside one. */
+			if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != EVLOOP_RUNNING)
+				break;
+		}
+	}
+	return NULL;
+}
+
+int evloop_start(struct evloop *l)
+{
+	int r = pthread_create(&l->thread, NULL, evloop_thread, l);
+
+	if (r)
+		return -r;
+	l->started = 1;
+	return 0;
+}
+
+void evloop_pause(struct evloop *l)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->state == EVLOOP_RUNNING) {
+		__atomic_store_n(&l->state, EVLOOP_PAUSING, __ATOMIC_RELEASE);
+		ctl_kick(l);
+	}
+	if (l->started && !pthread_equal(pthread_self(), l->thread))
+		while (l->state == EVLOOP_PAUSING)
+			pthread_cond_wait(&l->cond, &l->lock);
+	else if (!l->started)
+		l->state = EVLOOP_PAUSED;
+	pthread_mutex_unlock(&l->lock);
+}
+
+void evloop_resume(struct evloop *l)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->state == EVLOOP_PAUSED || l->state == EVLOOP_PAUSING) {
+		l->state = EVLOOP_RUNNING;
+		pthread_cond_broadcast(&l->cond);
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+void evloop_destroy(struct evloop *l)
+{
+	if (l->epfd < 0)
+		return;
+	if (l->started) {
+		pthread_mutex_lock(&l->lock);
+		l->state = EVLOOP_STOPPING;
+		pthread_cond_broadcast(&l->cond);
+		ctl_kick(l);
+		pthread_mutex_unlock(&l->lock);
+		pthread_join(l->thread, NULL);
+		l->started = 0;
+	}
+	close(l->ctl_efd);
+	close(l->epfd);
+	l->epfd = l->ctl_efd = -1;
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->cond);
+}
