@@ -121,7 +121,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # ---- unit tests (cmocka) ---------------------------------------------------
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
-              test_virtqueue test_virtio_mmio
+              test_virtqueue test_virtio_mmio test_virtio_blk
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -131,6 +131,7 @@ test_bus_SRCS     := vmm/bus.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
+test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
@@ -153,8 +154,8 @@ unit: $(UNIT_BINS) guests
 guest-test: $(BUILD)/vmm guests
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 
-e2e: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio
-	$(Q)tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio
+e2e: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4
+	$(Q)tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4
 
 test: deps
 	$(Q)$(MAKE) --no-print-directory unit guest-test e2e
@@ -164,9 +165,12 @@ asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/guests/run.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := fuzz_kernel_load
+FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
+fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
+fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devices/virtio_mmio.c \
+                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)

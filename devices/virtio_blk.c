@@ -171,9 +171,7 @@ static uint8_t do_discard_wz(struct virtio_blk *b, const struct blk_req *req, st
 	return VIRTIO_BLK_S_OK;
 }
 
-/* Runs one request; returns bytes written to the guest (incl. status), or
- * -1 if the chain cannot even carry a status (the device needs reset). */
-static int64_t blk_handle(struct virtio_blk *b, const struct vq_chain *c)
+int64_t virtio_blk_handle(struct virtio_blk *b, const struct vq_chain *c)
 {
 	struct virtio_blk_outhdr hdr;
 	struct vq_reader r;
@@ -230,7 +228,7 @@ static void blk_queue_notify(struct virtio_dev *d, unsigned qi)
 
 	for (;;) {
 		while ((r = vq_pop(q, &b->chain, &why)) > 0) {
-			int64_t len = blk_handle(b, &b->chain);
+			int64_t len = virtio_blk_handle(b, &b->chain);
 
 			if (len < 0) {
 				virtio_needs_reset(d, "virtio-blk request without header or status byte");

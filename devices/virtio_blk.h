@@ -119,6 +119,11 @@ struct virtio_blk {
 	uint64_t reqs, errors;
 };
 
+/* Runs one request; returns bytes written to the guest (incl. status), or
+ * -1 if the chain cannot even carry a status (the device needs reset).
+ * Device thread only (exposed for the fuzzer). */
+int64_t virtio_blk_handle(struct virtio_blk *b, const struct vq_chain *c);
+
 int virtio_blk_init(struct virtio_blk *b, const struct blk_options *o, int vm_fd,
 		    const struct gm *gm, uint64_t base, unsigned irq, unsigned index)
 	__attribute__((warn_unused_result));

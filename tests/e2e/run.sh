@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Tier 3: the project's Linux kernel booted to the test init, on 1 and on 2
 # vCPUs. Each boot costs 30-50 s where guest ring 0 is emulated, so each
-# boot serves many checks.   run.sh VMM KERNEL INITRD
+# boot serves many checks: boot 1 runs from the initramfs, boot 2 from the
+# ext4 root image on virtio-blk with a read-only and a scratch disk.
+#   run.sh VMM KERNEL INITRD ROOTFS
 set -u
 vmm=$1
 kernel=$2
 initrd=$3
+rootfs=$4
 tmp=$(mktemp -d)
 pass=0
 fail=0
@@ -26,17 +29,19 @@ emulating=0
 [ -d /sys/module/kvm_pvm ] && emulating=1
 base="console=ttyS0 reboot=k panic=-1 vmm_selftest=1"
 
-# boot CPUS STOP INPUT: boots, waits for it to end; files $tmp/CPUS.{out,err,st}
+# boot CPUS STOP INPUT [VMM ARGS...]: boots, waits for it to end; files
+# $tmp/CPUS.{out,err,st}
 boot() {
 	local cpus=$1 stop=$2 input=$3 pid st start end
-	local cmdline="$base vmm_stop=$stop"
+	shift 3
+	local cmdline="$base vmm_stop=$stop $extra"
 	[ -n "$input" ] && cmdline="$cmdline vmm_input=1"
 	rm -f "$tmp/in"
 	mkfifo "$tmp/in"
 	exec 3<> "$tmp/in"
 	start=$(date +%s.%N)
-	timeout 600 "$vmm" run --kernel "$kernel" --initrd "$initrd" --cpus "$cpus" --mem 256 \
-		--cmdline "$cmdline" < "$tmp/in" > "$tmp/$cpus.out" 2> "$tmp/$cpus.err" &
+	timeout 600 "$vmm" run --kernel "$kernel" --cpus "$cpus" --mem 256 \
+		--cmdline "$cmdline" "$@" < "$tmp/in" > "$tmp/$cpus.out" 2> "$tmp/$cpus.err" &
 	pid=$!
 	if [ -n "$input" ]; then
 		for _ in $(seq 1200); do
@@ -58,8 +63,19 @@ boot() {
 	fi
 }
 
-boot 1 poweroff ""
-boot 2 reboot "typed-by-the-host"
+# Disks for boot 2: a copy of the root image, a read-only disk with known
+# content, a scratch disk for discard.
+cp "$rootfs" "$tmp/root.img"
+head -c 1048576 /dev/urandom > "$tmp/ro.img"
+ro_md5=$(md5sum < "$tmp/ro.img" | cut -d' ' -f1)
+truncate -s 1M "$tmp/scratch.img"
+zero_md5=$(head -c 524288 /dev/zero | md5sum | cut -d' ' -f1)
+
+extra=""
+boot 1 poweroff "" --initrd "$initrd"
+extra="vmm_blk=42"
+boot 2 reboot "typed-by-the-host" --disk "path=$tmp/root.img,root" \
+	--disk "path=$tmp/ro.img,ro,id=e2e-ro-disk" --disk "path=$tmp/scratch.img"
 
 for cpus in 1 2; do
 	out="$tmp/$cpus.out"
@@ -85,6 +101,30 @@ for cpus in 1 2; do
 done
 check "2 vCPU: all CPUs online" "$tmp/2.out.txt" "vmm-selftest: cpus-online=0-1"
 check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: got=typed-by-the-host"
+# virtio-blk, from boot 2.
+out2="$tmp/2.out.txt"
+check "blk: booted from the ext4 root on /dev/vda" "$out2" "vmm-selftest: root=/dev/(root|vda)"
+check "blk: the guest wrote its root disk" "$out2" "vmm-selftest: root-write=vmm-e2e-content-42"
+if command -v debugfs > /dev/null && [ "$(debugfs -R "cat /root/e2e.txt" "$tmp/root.img" 2>/dev/null)" = "vmm-e2e-content-42" ]; then
+	ok "blk: the file is in the image on the host"
+else bad "blk: /root/e2e.txt not found in the image"; fi
+if e2fsck -fn "$tmp/root.img" > "$tmp/fsck.log" 2>&1; then
+	ok "blk: e2fsck -fn is clean after the guest stopped"
+else bad "blk: e2fsck found problems: $(tail -3 "$tmp/fsck.log")"; fi
+check "blk: writes to a read-only disk fail in the guest" "$out2" "vmm-selftest: ro-write=refused"
+check "blk: the guest reads the read-only disk's content" "$out2" "vmm-selftest: vdb-md5=$ro_md5"
+if [ "$(md5sum < "$tmp/ro.img" | cut -d' ' -f1)" = "$ro_md5" ]; then ok "blk: the read-only image is unchanged"
+else bad "blk: the read-only image changed"; fi
+check "blk: GET_ID serial reaches the guest" "$out2" "vmm-selftest: vdb-serial=e2e-ro-disk"
+check "blk: discard accepted" "$out2" "vmm-selftest: discard=ok"
+check "blk: discarded range reads back as zeros" "$out2" "vmm-selftest: vdc-head-md5=$zero_md5"
+if [ "$(tail -c 524288 "$tmp/scratch.img" | md5sum | cut -d' ' -f1)" = "$(grep -o "vdc-tail-md5=[0-9a-f]*" "$out2" | cut -d= -f2)" ]; then
+	ok "blk: the scratch disk's data landed in the image"
+else bad "blk: scratch image content differs from what the guest wrote"; fi
+if [ "$(stat -c %b "$tmp/scratch.img")" -le 1100 ]; then
+	ok "blk: discard punched a hole in the image ($(stat -c %b "$tmp/scratch.img") blocks)"
+else bad "blk: scratch image not sparse after discard"; fi
+
 if [ "$(cat "$tmp/1.st")" = 0 ]; then ok "poweroff through the vmm port: status 0"; else bad "poweroff: status $(cat "$tmp/1.st")"; fi
 if [ "$(cat "$tmp/2.st")" = 3 ] && grep -q "guest reset the machine (i8042)" "$tmp/2.err"; then
 	ok "guest reboot (reboot=k, i8042): status 3"

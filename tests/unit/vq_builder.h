@@ -135,6 +135,13 @@ static inline uint16_t vqb_indirect(struct vqb *b, unsigned n, const uint32_t *l
 	return head;
 }
 
+/* EVENT_IDX: the driver asks for an interrupt once used->idx passes idx
+ * (Linux sets it to the last used index it has seen). */
+static inline void vqb_set_used_event(struct vqb *b, uint16_t idx)
+{
+	*(uint16_t *)gm_ptr(&b->gm, VQB_AVAIL + 4 + 2u * b->size, 2) = idx;
+}
+
 static inline uint16_t vqb_used_idx(struct vqb *b)
 {
 	return *(uint16_t *)gm_ptr(&b->gm, VQB_USED + 2, 2);
