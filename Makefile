@@ -92,6 +92,21 @@ $(BUILD)/rootfs.ext4: boot/rootfs/init boot/mkrootfs.sh $(BUILD)/guest/vmmctl
 	@$(if $(Q),echo "  EXT4    $@")
 	$(Q)boot/mkrootfs.sh $(BUSYBOX) $(BUILD)/guest/vmmctl boot/rootfs/init $(ROOTFS_MIB) $@
 
+# bench/blk's initramfs: the default one plus blkbench.
+$(BUILD)/guest/blkbench: bench/guest/blkbench.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  MUSLCC  $<")
+	$(Q)$(MUSL_CC) -std=c11 $(WARN) -O2 -static -s -o $@ $<
+
+$(BUILD)/bench-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/blkbench $(BUILD)/tools/mkcpio
+	@$(if $(Q),echo "  CPIO    $@")
+	$(Q){ cat boot/rootfs/list; echo 'file /sbin/blkbench $$BLKBENCH 0755'; } > $(BUILD)/bench-list
+	$(Q)BUSYBOX=$(BUSYBOX) VMMCTL=$(BUILD)/guest/vmmctl BLKBENCH=$(BUILD)/guest/blkbench INIT=boot/rootfs/init \
+		$(BUILD)/tools/mkcpio $(BUILD)/bench-list $@
+
+.PHONY: bench-guest
+bench-guest: $(BUILD)/bench-initramfs.cpio
+
 # ---- freestanding test guests --------------------------------------------
 GUESTS     := hello triple cpuid first spin kvmerr
 GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))

@@ -38,21 +38,24 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	fputs(buf, stderr);
 }
 
+/* Callable from several threads at once (vCPUs and a device's loop): the
+ * counters are updated atomically; a race only blurs a window's edge. */
 int log_ratelimit_ok(struct log_ratelimit *rl)
 {
 	uint64_t now = log_now_ns();
+	uint64_t start = __atomic_load_n(&rl->window_start, __ATOMIC_RELAXED);
 
-	if (now - rl->window_start > rl->interval_ns) {
-		if (rl->suppressed)
-			log_warn("%u similar messages suppressed", rl->suppressed);
-		rl->window_start = now;
-		rl->printed = 0;
-		rl->suppressed = 0;
+	if (now - start > rl->interval_ns &&
+	    __atomic_compare_exchange_n(&rl->window_start, &start, now, 0, __ATOMIC_RELAXED,
+					__ATOMIC_RELAXED)) {
+		unsigned missed = __atomic_exchange_n(&rl->suppressed, 0, __ATOMIC_RELAXED);
+
+		if (missed)
+			log_warn("%u similar messages suppressed", missed);
+		__atomic_store_n(&rl->printed, 0, __ATOMIC_RELAXED);
 	}
-	if (rl->printed < rl->burst) {
-		rl->printed++;
+	if (__atomic_fetch_add(&rl->printed, 1, __ATOMIC_RELAXED) < rl->burst)
 		return 1;
-	}
-	rl->suppressed++;
+	__atomic_fetch_add(&rl->suppressed, 1, __ATOMIC_RELAXED);
 	return 0;
 }

@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "devices/virtio_blk.h"
@@ -347,6 +349,31 @@ static void malformed_requests(void **state)
 	assert_true(vd_rd(d, 0x070) & VIRTIO_STATUS_NEEDS_RESET);
 }
 
+static void host_errors_are_ioerr(void **state)
+{
+	struct fx *f = *state;
+	struct rlimit old, lim = { .rlim_cur = 512 * 1024, .rlim_max = RLIM_INFINITY };
+	uint8_t buf[4096];
+	uint64_t data;
+	uint32_t used;
+
+	/* A file-size limit makes the host's pwritev fail (EFBIG) past
+	 * 512 KiB, as a full disk would (ENOSPC): the guest gets IOERR and
+	 * the device keeps serving. */
+	memset(buf, 0x42, sizeof(buf));
+	start(f);
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim.rlim_max = old.rlim_max;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	assert_int_equal(submit(f, VIRTIO_BLK_T_OUT, 1500, 4096, 0, buf, &data, &used), VIRTIO_BLK_S_IOERR);
+	assert_int_equal(submit(f, VIRTIO_BLK_T_OUT, 16, 4096, 0, buf, &data, &used), VIRTIO_BLK_S_OK);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(submit(f, VIRTIO_BLK_T_OUT, 1500, 4096, 0, buf, &data, &used), VIRTIO_BLK_S_OK);
+	assert_int_equal(f->blk.vdev.status & VIRTIO_STATUS_NEEDS_RESET, 0);
+	assert_true(f->blk.errors >= 1);
+}
+
 static void config_space(void **state)
 {
 	struct fx *f = *state;
@@ -367,6 +394,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(discard_and_write_zeroes, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(read_only_refuses_writes, setup_ro, teardown),
 		cmocka_unit_test_setup_teardown(malformed_requests, setup_rw, teardown),
+		cmocka_unit_test_setup_teardown(host_errors_are_ioerr, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(config_space, setup_rw, teardown),
 	};
 

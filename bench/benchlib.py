@@ -1,0 +1,145 @@
+"""Shared by the bench/ scripts: how to start vmm and QEMU on the same
+kernel and command line, and how to time a VMM until a console line."""
+import os
+import re
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build_paths(build):
+    return {
+        "vmm": os.path.join(build, "vmm"),
+        "kernel": os.path.join(build, "kernel", "vmlinux"),
+        "initrd": os.path.join(build, "initramfs.cpio"),
+        "bench_initrd": os.path.join(build, "bench-initramfs.cpio"),
+        "first": os.path.join(build, "guests", "first.elf"),
+    }
+
+
+def require(paths, qemu=True):
+    for f in paths:
+        if not os.path.exists(f):
+            sys.exit(f"{sys.argv[0]}: {f} missing: run 'make' (and 'make bench-guest') first")
+    if qemu and not shutil.which("qemu-system-x86_64"):
+        sys.exit(f"{sys.argv[0]}: qemu-system-x86_64 missing: run 'boot/deps.sh --bench'")
+
+
+def base_cmdline():
+    """vmm's default command line plus what vmm appends on this host, so
+    both VMMs boot the same kernel with the same parameters."""
+    c = "console=ttyS0 reboot=k panic=-1"
+    if os.path.isdir("/sys/module/kvm_pvm"):
+        c += " noxsave clearcpuid=smap,popcnt,cx16"
+    return c
+
+
+def vmm_cmd(vmm, kernel, initrd, cmdline, cpus, mem, disks=()):
+    cmd = [vmm, "run", "--kernel", kernel, "--cpus", str(cpus), "--mem", str(mem),
+           "--cmdline", cmdline]
+    if initrd:
+        cmd += ["--initrd", initrd]
+    for d in disks:
+        cmd += ["--disk", f"path={d}"]
+    return cmd
+
+
+def qemu_cmd(kernel, initrd, cmdline, cpus, mem, disks=()):
+    cmd = ["qemu-system-x86_64", "-M", "microvm,rtc=off,acpi=off", "-enable-kvm", "-cpu", "host",
+           "-smp", str(cpus), "-m", str(mem), "-nodefaults", "-no-user-config",
+           "-nographic", "-serial", "stdio", "-kernel", kernel, "-append", cmdline,
+           "-no-reboot", "-device", "isa-debug-exit,iobase=0xf4,iosize=4"]
+    if initrd:
+        cmd += ["-initrd", initrd]
+    for i, d in enumerate(disks):
+        cmd += ["-drive", f"id=d{i},file={d},format=raw,if=none,cache=writeback",
+                "-device", f"virtio-blk-device,drive=d{i}"]
+    return cmd
+
+
+def rss_without_guest_kib(pid, guest_bytes):
+    """Sum of Rss over the process's mappings, guest-RAM-sized ones left out."""
+    total = 0
+    size = 0
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)
+                if m:
+                    size = int(m.group(2), 16) - int(m.group(1), 16)
+                    continue
+                if line.startswith("Rss:") and size < guest_bytes:
+                    total += int(line.split()[1])
+    except OSError:
+        return None
+    return total
+
+
+def run_until(cmd, marker, timeout, guest_bytes=None, stderr_path=None, wait_exit=False):
+    """Starts cmd and reads its console until `marker`. Returns (seconds to
+    the marker or None, RSS KiB at that moment, stdout bytes, stderr bytes).
+    With wait_exit, lets the VM run to its own end (up to timeout)."""
+    err = open(stderr_path, "w+b") if stderr_path else subprocess.DEVNULL
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+    buf = b""
+    t = None
+    rss = None
+    deadline = t0 + timeout
+    try:
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([p.stdout], [], [], 0.5)
+            if r:
+                chunk = os.read(p.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                buf += chunk
+                if t is None and marker in buf:
+                    t = time.monotonic() - t0
+                    if guest_bytes:
+                        rss = rss_without_guest_kib(p.pid, guest_bytes)
+                    if not wait_exit:
+                        break
+            elif p.poll() is not None:
+                break
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    text = b""
+    if stderr_path:
+        err.seek(0)
+        text = err.read()
+        err.close()
+    return t, rss, buf, text
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def print_table(title, rows, res, higher_is_better=()):
+    """rows: (label, key, unit). Prints vmm, QEMU and the ratio qemu/vmm
+    (for figures where higher is better, vmm/qemu), so >1 means vmm wins."""
+    print(title)
+    print(f"{'':40s} {'vmm':>14s} {'qemu microvm':>14s} {'ratio':>8s}")
+    for label, key, unit in rows:
+        v, q = median(res["vmm"][key]), median(res["qemu"][key])
+        if v and q:
+            ratio = f"{(v / q if key in higher_is_better else q / v):.2f}x"
+        else:
+            ratio = "n/a"
+        fv = "n/a" if v is None else f"{v:.1f} {unit}"
+        fq = "n/a" if q is None else f"{q:.1f} {unit}"
+        print(f"{label:40s} {fv:>14s} {fq:>14s} {ratio:>8s}")
+    print("(ratio > 1: vmm is better)")
