@@ -27,7 +27,7 @@ endif
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
-             devices/virtio_mmio.c devices/virtio_blk.c
+             devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
@@ -92,20 +92,29 @@ $(BUILD)/rootfs.ext4: boot/rootfs/init boot/mkrootfs.sh $(BUILD)/guest/vmmctl
 	@$(if $(Q),echo "  EXT4    $@")
 	$(Q)boot/mkrootfs.sh $(BUSYBOX) $(BUILD)/guest/vmmctl boot/rootfs/init $(ROOTFS_MIB) $@
 
-# bench/blk's initramfs: the default one plus blkbench.
+# The test initramfs: the default one plus the guest sides of the e2e tests
+# and benchmarks (blkbench, vsock_test).
 $(BUILD)/guest/blkbench: bench/guest/blkbench.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  $<")
 	$(Q)$(MUSL_CC) -std=c11 $(WARN) -O2 -static -s -o $@ $<
 
-$(BUILD)/bench-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/blkbench $(BUILD)/tools/mkcpio
+$(BUILD)/guest/vsock_test: tests/e2e/vsock_test.c guest-init/vsock.h
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  MUSLCC  $<")
+	$(Q)$(MUSL_CC) -std=c11 $(WARN) -O2 -static -s -pthread -o $@ $<
+
+TEST_TOOLS := $(BUILD)/guest/blkbench $(BUILD)/guest/vsock_test
+$(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(TEST_TOOLS) $(BUILD)/tools/mkcpio
 	@$(if $(Q),echo "  CPIO    $@")
-	$(Q){ cat boot/rootfs/list; echo 'file /sbin/blkbench $$BLKBENCH 0755'; } > $(BUILD)/bench-list
-	$(Q)BUSYBOX=$(BUSYBOX) VMMCTL=$(BUILD)/guest/vmmctl BLKBENCH=$(BUILD)/guest/blkbench INIT=boot/rootfs/init \
-		$(BUILD)/tools/mkcpio $(BUILD)/bench-list $@
+	$(Q){ cat boot/rootfs/list; echo 'file /sbin/blkbench $$BLKBENCH 0755'; \
+	      echo 'file /sbin/vsock_test $$VSOCK_TEST 0755'; } > $(BUILD)/test-list
+	$(Q)BUSYBOX=$(BUSYBOX) VMMCTL=$(BUILD)/guest/vmmctl BLKBENCH=$(BUILD)/guest/blkbench \
+		VSOCK_TEST=$(BUILD)/guest/vsock_test INIT=boot/rootfs/init \
+		$(BUILD)/tools/mkcpio $(BUILD)/test-list $@
 
 .PHONY: bench-guest
-bench-guest: $(BUILD)/bench-initramfs.cpio
+bench-guest: $(BUILD)/test-initramfs.cpio
 
 # ---- freestanding test guests --------------------------------------------
 GUESTS     := hello triple cpuid first spin kvmerr
@@ -169,8 +178,8 @@ unit: $(UNIT_BINS) guests
 guest-test: $(BUILD)/vmm guests
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 
-e2e: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4
-	$(Q)tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4
+e2e: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
+	$(Q)tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
 
 test: deps
 	$(Q)$(MAKE) --no-print-directory unit guest-test e2e

@@ -18,7 +18,7 @@ def build_paths(build):
         "vmm": os.path.join(build, "vmm"),
         "kernel": os.path.join(build, "kernel", "vmlinux"),
         "initrd": os.path.join(build, "initramfs.cpio"),
-        "bench_initrd": os.path.join(build, "bench-initramfs.cpio"),
+        "bench_initrd": os.path.join(build, "test-initramfs.cpio"),
         "first": os.path.join(build, "guests", "first.elf"),
     }
 

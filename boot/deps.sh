@@ -9,7 +9,8 @@ pkgs=(
 	linux-libc-dev    # KVM uapi headers (linux/kvm.h, asm/bootparam.h)
 	libcmocka-dev     # unit tests
 	musl-tools        # static guest tools (musl-gcc)
-	busybox-static    # the test/default initramfs
+	busybox-static    # the test/default initramfs and root image
+	e2fsprogs         # mkfs.ext4 -d (root image), e2fsck/debugfs (tests)
 	linux-source-6.12 # guest kernel source
 	flex bison bc libelf-dev libssl-dev xz-utils patch # guest kernel build
 	clang             # make fuzz (libFuzzer)

@@ -31,6 +31,11 @@ static void run_usage(FILE *out)
 		"                       a virtio-blk disk (raw image), repeatable: /dev/vda,\n"
 		"                       /dev/vdb, ... ro: read-only; root (first disk only):\n"
 		"                       boot from it (root=/dev/vda); id: GET_ID serial\n"
+		"  --vsock cid=N,uds=PATH\n"
+		"                       virtio-vsock: guest CID N (3 or more); host clients\n"
+		"                       connect to the Unix socket PATH and write\n"
+		"                       \"CONNECT <port>\\n\"; guest connections to host port P\n"
+		"                       go to the Unix socket PATH_P\n"
 		"  --cpu-template T     host (all KVM offers) or safe (hides what a\n"
 		"                       ring-0-emulating KVM cannot run); default: safe on\n"
 		"                       such hosts, host elsewhere\n"
@@ -45,7 +50,7 @@ static void run_usage(FILE *out)
 }
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
-       OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK };
+       OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -57,6 +62,7 @@ static const struct option run_opts[] = {
 	{ "cpu-template", required_argument, NULL, OPT_TEMPLATE },
 	{ "dump-cpuid", required_argument, NULL, OPT_DUMP_CPUID },
 	{ "disk", required_argument, NULL, OPT_DISK },
+	{ "vsock", required_argument, NULL, OPT_VSOCK },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -157,6 +163,18 @@ int run_main(int argc, char **argv)
 				goto out_disks;
 			}
 			cfg.nr_disks++;
+			break;
+		}
+		case OPT_VSOCK: {
+			const char *why = "";
+
+			if (cfg.has_vsock || vsock_options_parse(optarg, &cfg.vsock, &why)) {
+				fprintf(stderr, "vmm run: --vsock '%s': %s\n", optarg,
+					cfg.has_vsock ? "only one vsock device" : why);
+				status = CLI_EXIT_USAGE;
+				goto out_disks;
+			}
+			cfg.has_vsock = 1;
 			break;
 		}
 		case 'q':

@@ -96,9 +96,9 @@ void virtio_config_changed(struct virtio_dev *d)
 	raise_irq(d, VIRTIO_MMIO_INT_CONFIG);
 }
 
-static void notify_handler(struct evloop *l, void *arg, uint32_t events)
+static void notify_handler(struct evloop *l, struct evloop_source *src, uint32_t events)
 {
-	struct virtio_queue *vq = arg;
+	struct virtio_queue *vq = src->arg;
 	struct virtio_dev *d = container_of(l, struct virtio_dev, loop);
 	unsigned q = (unsigned)(vq - d->q);
 	uint64_t v;
@@ -485,7 +485,8 @@ int virtio_mmio_init(struct virtio_dev *d, const struct virtio_dev_ops *ops, con
 			r = -errno;
 			goto err;
 		}
-		r = evloop_add(&d->loop, d->q[i].notify_fd, EPOLLIN, notify_handler, &d->q[i]);
+		r = evloop_add(&d->loop, &d->q[i].notify_src, d->q[i].notify_fd, EPOLLIN, notify_handler,
+			       &d->q[i]);
 		if (r)
 			goto err;
 	}

@@ -60,6 +60,7 @@ struct virtio_queue {
 	int ready;
 	struct vq vq;
 	int notify_fd; /* eventfd, registered as a KVM ioeventfd */
+	struct evloop_source notify_src;
 };
 
 struct virtio_dev {

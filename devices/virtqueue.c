@@ -210,6 +210,11 @@ int vq_pop(struct vq *q, struct vq_chain *c, const char **why)
 	}
 }
 
+void vq_unpop(struct vq *q)
+{
+	q->last_avail--;
+}
+
 void vq_push(struct vq *q, uint16_t head, uint32_t len)
 {
 	struct virtq_used_elem e = { .id = htole32(head), .len = htole32(len) };

@@ -83,6 +83,9 @@ struct vq_chain {
  * then go to DEVICE_NEEDS_RESET. */
 int vq_pop(struct vq *q, struct vq_chain *c, const char **why)
 	__attribute__((warn_unused_result));
+/* Gives back the chain just popped, untouched (the device found nothing to
+ * put in it after all): the next pop returns it again. */
+void vq_unpop(struct vq *q);
 /* Returns a chain to the driver with `len` bytes written. */
 void vq_push(struct vq *q, uint16_t head, uint32_t len);
 /* After pushes: does the driver want an interrupt (EVENT_IDX or the

@@ -20,13 +20,10 @@ static void ctl_kick(struct evloop *l)
 int evloop_init(struct evloop *l, const char *name)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-	unsigned i;
 	int e;
 
 	memset(l, 0, sizeof(*l));
 	l->name = name;
-	for (i = 0; i < EVLOOP_MAX_SOURCES; i++)
-		l->src[i].fd = -1;
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->epfd < 0)
 		return -errno;
@@ -52,37 +49,34 @@ err_ep:
 	return e;
 }
 
-int evloop_add(struct evloop *l, int fd, uint32_t events, evloop_fn *fn, void *arg)
+int evloop_add(struct evloop *l, struct evloop_source *s, int fd, uint32_t events,
+	       evloop_fn *fn, void *arg)
 {
-	struct epoll_event ev = { .events = events };
-	unsigned i;
+	struct epoll_event ev = { .events = events, .data.ptr = s };
 
-	for (i = 0; i < EVLOOP_MAX_SOURCES; i++)
-		if (l->src[i].fd < 0)
-			break;
-	if (i == EVLOOP_MAX_SOURCES)
-		return -ENOSPC;
-	ev.data.ptr = &l->src[i];
-	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+	s->fd = fd;
+	s->fn = fn;
+	s->arg = arg;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		s->fd = -1;
 		return -errno;
-	l->src[i].fd = fd;
-	l->src[i].fn = fn;
-	l->src[i].arg = arg;
+	}
 	return 0;
 }
 
-int evloop_del(struct evloop *l, int fd)
+int evloop_mod(struct evloop *l, struct evloop_source *s, uint32_t events)
 {
-	unsigned i;
+	struct epoll_event ev = { .events = events, .data.ptr = s };
 
-	for (i = 0; i < EVLOOP_MAX_SOURCES; i++) {
-		if (l->src[i].fd != fd)
-			continue;
-		epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
-		l->src[i].fd = -1;
-		return 0;
-	}
-	return -ENOENT;
+	return epoll_ctl(l->epfd, EPOLL_CTL_MOD, s->fd, &ev) < 0 ? -errno : 0;
+}
+
+void evloop_del(struct evloop *l, struct evloop_source *s)
+{
+	if (s->fd < 0)
+		return;
+	epoll_ctl(l->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	s->fd = -1;
 }
 
 /* Returns 0 to keep running, 1 to exit. Parks while paused. */
@@ -105,14 +99,14 @@ static int evloop_check_state(struct evloop *l)
 static void *evloop_thread(void *arg)
 {
 	struct evloop *l = arg;
-	struct epoll_event evs[EVLOOP_MAX_SOURCES + 1];
+	struct epoll_event evs[64];
 
 	for (;;) {
 		int n, i;
 
 		if (evloop_check_state(l))
 			break;
-		n = epoll_wait(l->epfd, evs, EVLOOP_MAX_SOURCES + 1, -1);
+		n = epoll_wait(l->epfd, evs, 64, -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -132,11 +126,13 @@ static void *evloop_thread(void *arg)
 			}
 			/* A handler earlier in this batch may have removed it. */
 			if (s->fd >= 0)
-				s->fn(l, s->arg, evs[i].events);
+				s->fn(l, s, evs[i].events);
 			/* Pause between handlers, never inside one. */
 			if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != EVLOOP_RUNNING)
 				break;
 		}
+		if (l->after_batch)
+			l->after_batch(l, l->after_arg);
 	}
 	return NULL;
 }

@@ -1,17 +1,28 @@
 /* Event-loop thread for device backends: one epoll loop with reserved PAUSE
- * and KILL controls, so a device can be quiesced at a clean point (between
+ * and STOP controls, so a device can be quiesced at a clean point (between
  * two handler calls: no request is half done) and resumed, e.g. around a
- * device reset or a snapshot. */
+ * device reset or a snapshot.
+ *
+ * Sources are owned by the caller (embed a struct evloop_source, any
+ * number of them). A source removed by a handler may still be referenced by
+ * the batch of events being dispatched: evloop_del() marks it dead so the
+ * loop skips it, and the caller frees its memory only after the batch, in
+ * the `after_batch` hook. */
 #ifndef VMM_EVLOOP_H
 #define VMM_EVLOOP_H
 
 #include <pthread.h>
 #include <stdint.h>
 
-#define EVLOOP_MAX_SOURCES 16
-
 struct evloop;
-typedef void evloop_fn(struct evloop *l, void *arg, uint32_t events);
+struct evloop_source;
+typedef void evloop_fn(struct evloop *l, struct evloop_source *s, uint32_t events);
+
+struct evloop_source {
+	int fd;          /* -1 once removed */
+	evloop_fn *fn;
+	void *arg;
+};
 
 enum evloop_state { EVLOOP_RUNNING, EVLOOP_PAUSING, EVLOOP_PAUSED, EVLOOP_STOPPING };
 
@@ -24,25 +35,24 @@ struct evloop {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	enum evloop_state state;
-	struct evloop_source {
-		int fd;
-		evloop_fn *fn;
-		void *arg;
-	} src[EVLOOP_MAX_SOURCES];
+	/* Optional: runs on the loop thread after each batch of events. */
+	void (*after_batch)(struct evloop *l, void *arg);
+	void *after_arg;
 };
 
 int evloop_init(struct evloop *l, const char *name) __attribute__((warn_unused_result));
-/* Watch fd for `events` (EPOLLIN...); fn runs on the loop thread. Sources
- * may be added or removed only while the loop is paused or not started. */
-int evloop_add(struct evloop *l, int fd, uint32_t events, evloop_fn *fn, void *arg)
-	__attribute__((warn_unused_result));
-int evloop_del(struct evloop *l, int fd);
+/* Watches s->fd for `events` (EPOLLIN, EPOLLOUT, ...); s->fn runs on the
+ * loop thread. Safe from the loop thread, or while it is paused/not
+ * started. */
+int evloop_add(struct evloop *l, struct evloop_source *s, int fd, uint32_t events,
+	       evloop_fn *fn, void *arg) __attribute__((warn_unused_result));
+int evloop_mod(struct evloop *l, struct evloop_source *s, uint32_t events);
+void evloop_del(struct evloop *l, struct evloop_source *s);
 int evloop_start(struct evloop *l) __attribute__((warn_unused_result));
-/* Returns once the loop thread is parked between handlers. Idempotent.
- * Called from the loop thread itself it only records the request. */
+/* Returns once the loop thread is parked between handlers. Idempotent. */
 void evloop_pause(struct evloop *l);
 void evloop_resume(struct evloop *l);
-/* Stops and joins the thread, closes everything. */
+/* Stops and joins the thread, closes the loop's own fds (not the sources'). */
 void evloop_destroy(struct evloop *l);
 
 #endif

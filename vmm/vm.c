@@ -173,29 +173,41 @@ static int vm_build_cmdline(struct vm *vm)
 		    (r = cmdline_add(vm, dev)))
 			return r;
 	}
+	if (vm->vsock && ((r = virtio_mmio_cmdline(&vm->vsock->vdev, dev, sizeof(dev))) ||
+			  (r = cmdline_add(vm, dev))))
+		return r;
 	if (vm->cfg.nr_disks && vm->cfg.disks[0].root &&
 	    (r = cmdline_add(vm, vm->cfg.disks[0].ro ? "root=/dev/vda ro" : "root=/dev/vda rw")))
 		return r;
 	return 0;
 }
 
-static int vm_add_disks(struct vm *vm)
+/* Hands out the next virtio-mmio window and interrupt. */
+static int virtio_slot(struct vm *vm, uint64_t *base, unsigned *irq)
 {
-	unsigned i;
+	if (vm->nr_virtio >= VM_MAX_VIRTIO) {
+		log_err("too many virtio devices (at most %u)", VM_MAX_VIRTIO);
+		return -ENOSPC;
+	}
+	*base = VIRTIO_MMIO_BASE + (uint64_t)vm->nr_virtio * VIRTIO_MMIO_SIZE;
+	*irq = VIRTIO_MMIO_IRQ_BASE + vm->nr_virtio;
+	vm->nr_virtio++;
+	return 0;
+}
+
+static int vm_add_virtio(struct vm *vm)
+{
+	uint64_t base;
+	unsigned i, irq;
 	int r;
 
 	for (i = 0; i < vm->cfg.nr_disks; i++) {
-		uint64_t base = VIRTIO_MMIO_BASE + (uint64_t)vm->nr_virtio * VIRTIO_MMIO_SIZE;
-		unsigned irq = VIRTIO_MMIO_IRQ_BASE + vm->nr_virtio;
-
-		if (vm->nr_virtio >= VM_MAX_VIRTIO) {
-			log_err("too many virtio devices (at most %u)", VM_MAX_VIRTIO);
-			return -ENOSPC;
-		}
 		if (i > 0 && vm->cfg.disks[i].root) {
 			log_err("--disk %s: only the first disk can be the root device", vm->cfg.disks[i].path);
 			return -EINVAL;
 		}
+		if ((r = virtio_slot(vm, &base, &irq)))
+			return r;
 		vm->disks[i] = calloc(1, sizeof(*vm->disks[i]));
 		if (!vm->disks[i])
 			return -ENOMEM;
@@ -205,15 +217,28 @@ static int vm_add_disks(struct vm *vm)
 			vm->disks[i] = NULL;
 			return r;
 		}
-		vm->nr_virtio++;
-		r = bus_add(&vm->mmio, &vm->disks[i]->vdev.bus);
-		if (r)
+		if ((r = bus_add(&vm->mmio, &vm->disks[i]->vdev.bus)))
+			return r;
+	}
+	if (vm->cfg.has_vsock) {
+		if ((r = virtio_slot(vm, &base, &irq)))
+			return r;
+		vm->vsock = calloc(1, sizeof(*vm->vsock));
+		if (!vm->vsock)
+			return -ENOMEM;
+		r = virtio_vsock_init(vm->vsock, &vm->cfg.vsock, vm->fd, &vm->gm, base, irq);
+		if (r) {
+			free(vm->vsock);
+			vm->vsock = NULL;
+			return r;
+		}
+		if ((r = bus_add(&vm->mmio, &vm->vsock->vdev.bus)))
 			return r;
 	}
 	return 0;
 }
 
-static void vm_remove_disks(struct vm *vm)
+static void vm_remove_virtio(struct vm *vm)
 {
 	unsigned i;
 
@@ -223,6 +248,11 @@ static void vm_remove_disks(struct vm *vm)
 		virtio_blk_destroy(vm->disks[i]);
 		free(vm->disks[i]);
 		vm->disks[i] = NULL;
+	}
+	if (vm->vsock) {
+		virtio_vsock_destroy(vm->vsock);
+		free(vm->vsock);
+		vm->vsock = NULL;
 	}
 }
 
@@ -411,21 +441,21 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		log_err("cannot set up devices: %s", strerror(-r));
 		goto err_vcpus;
 	}
-	r = vm_add_disks(vm);
+	r = vm_add_virtio(vm);
 	if (r)
-		goto err_disks;
+		goto err_virtio;
 	r = vm_build_cmdline(vm);
 	if (r)
-		goto err_disks;
+		goto err_virtio;
 	r = vm_load_boot(vm, leaf1 ? leaf1->eax : 0x600, leaf1 ? leaf1->edx : 0);
 	if (r)
-		goto err_disks;
+		goto err_virtio;
 	free(cpuid);
 	free(msrs);
 	return 0;
 
-err_disks:
-	vm_remove_disks(vm);
+err_virtio:
+	vm_remove_virtio(vm);
 	serial_destroy(&vm->dev.com1);
 err_vcpus:
 	while (i-- > 0)
@@ -574,7 +604,7 @@ void vm_destroy(struct vm *vm)
 {
 	unsigned i;
 
-	vm_remove_disks(vm);
+	vm_remove_virtio(vm);
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_destroy(&vm->vcpus[i]);
 	serial_destroy(&vm->dev.com1);

@@ -13,6 +13,7 @@
 #include "kvm.h"
 #include "../devices/devices.h"
 #include "../devices/virtio_blk.h"
+#include "../devices/virtio_vsock.h"
 
 #define VM_MAX_VCPUS 64
 #define VM_DEFAULT_MEM_MIB 512
@@ -53,6 +54,8 @@ struct vm_config {
 	const char *kvm_path;
 	unsigned nr_disks;
 	struct blk_options disks[VM_MAX_DISKS]; /* owned by the caller */
+	int has_vsock;
+	struct vsock_options vsock;
 	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
 };
 
@@ -77,6 +80,7 @@ struct vm {
 	struct devices dev;
 	unsigned nr_virtio;      /* virtio-mmio slots handed out */
 	struct virtio_blk *disks[VM_MAX_DISKS];
+	struct vsock_dev *vsock;
 	char cmdline[4096];      /* the full command line given to the guest */
 
 	int cpuid_overridden;    /* KVM does not apply the CPUID we set */

@@ -51,6 +51,16 @@ boot() {
 		done
 		echo "$input" >&3
 	fi
+	# A host-side driver runs once the guest prints its marker.
+	if [ -n "$driver" ]; then
+		for _ in $(seq 1200); do
+			grep -q "$driver_marker" "$tmp/$cpus.out" && break
+			kill -0 $pid 2>/dev/null || break
+			sleep 0.5
+		done
+		$driver > "$tmp/$cpus.driver" 2>&1
+		echo "$?" > "$tmp/$cpus.driver.st"
+	fi
 	wait $pid
 	st=$?
 	end=$(date +%s.%N)
@@ -71,9 +81,15 @@ ro_md5=$(md5sum < "$tmp/ro.img" | cut -d' ' -f1)
 truncate -s 1M "$tmp/scratch.img"
 zero_md5=$(head -c 524288 /dev/zero | md5sum | cut -d' ' -f1)
 
-extra=""
-boot 1 poweroff "" --initrd "$initrd"
+# Boot 1 also serves the vsock tests: vsock_test in the guest, the host
+# side in vsock_host.py (64 MiB each way, 100 concurrent streams, guest-
+# initiated connections, refused ports).
+extra="vmm_vsock=5000"
+driver="python3 $(dirname "$0")/vsock_host.py $tmp/v.sock 5000 ${VMM_E2E_VSOCK_MIB:-64}"
+driver_marker="vsock_test: listening"
+boot 1 poweroff "" --initrd "$initrd" --vsock "cid=3,uds=$tmp/v.sock"
 extra="vmm_blk=42"
+driver=""
 boot 2 reboot "typed-by-the-host" --disk "path=$tmp/root.img,root" \
 	--disk "path=$tmp/ro.img,ro,id=e2e-ro-disk" --disk "path=$tmp/scratch.img"
 
@@ -101,6 +117,17 @@ for cpus in 1 2; do
 done
 check "2 vCPU: all CPUs online" "$tmp/2.out.txt" "vmm-selftest: cpus-online=0-1"
 check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: got=typed-by-the-host"
+# virtio-vsock, from boot 1.
+if [ -f "$tmp/1.driver" ]; then
+	sed 's/^/     | /' "$tmp/1.driver"
+	if [ "$(cat "$tmp/1.driver.st")" = 0 ] && grep -q "vsock: [1-9][0-9]* passed, 0 failed" "$tmp/1.driver"; then
+		ok "vsock: $(grep -c '^ok' "$tmp/1.driver") host/guest checks (transfers, concurrency, refusals)"
+	else bad "vsock: host-side checks failed"; fi
+else bad "vsock: the guest's vsock_test never listened"; fi
+check "vsock: the guest's server ended cleanly" "$tmp/1.out.txt" "vmm-selftest: vsock-done=0"
+if [ ! -e "$tmp/v.sock" ]; then ok "vsock: the host socket is removed when the VM stops"
+else bad "vsock: $tmp/v.sock left behind"; fi
+
 # virtio-blk, from boot 2.
 out2="$tmp/2.out.txt"
 check "blk: booted from the ext4 root on /dev/vda" "$out2" "vmm-selftest: root=/dev/(root|vda)"

@@ -4,10 +4,9 @@
  * PVH entry (32-bit, XEN_ELFNOTE_PHYS32_ENTRY, as QEMU enters an ELF).
  * Then it stops: i8042 reset for vmm, isa-debug-exit (port 0xf4) for QEMU. */
 #include "guest.h"
-	.code64
-	.section .text.entry, "ax"
-	.globl _start
-_start:
+
+/* The same bytes run in either mode: only 8-bit port I/O. */
+.macro first_then_stop
 	mov $COM1, %dx
 	mov $'F', %al
 	out %al, %dx
@@ -20,21 +19,17 @@ _start:
 	out %al, %dx
 1:	hlt
 	jmp 1b
+.endm
+
+	.code64
+	.section .text.entry, "ax"
+	.globl _start
+_start:
+	first_then_stop
 
 	.code32
 entry32:
-	mov $COM1, %dx
-	mov $'F', %al
-	out %al, %dx
-	mov $'\n', %al
-	out %al, %dx
-	mov $0xf4, %dx
-	out %al, %dx
-	mov $I8042_CMD, %dx
-	mov $0xfe, %al
-	out %al, %dx
-2:	hlt
-	jmp 2b
+	first_then_stop
 
 	.section .note.pvh, "a"
 	.balign 4
