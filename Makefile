@@ -104,6 +104,11 @@ $(BUILD)/guest/vsock_test: tests/e2e/vsock_test.c guest-init/vsock.h
 	@$(if $(Q),echo "  MUSLCC  $<")
 	$(Q)$(MUSL_CC) -std=c11 $(WARN) -O2 -static -s -pthread -o $@ $<
 
+# The same server built for the host: bench/vsock's Unix-socket ceiling.
+$(BUILD)/tools/vsock_test: tests/e2e/vsock_test.c guest-init/vsock.h
+	@mkdir -p $(@D)
+	$(Q)$(CC) -std=c11 $(WARN) -O2 -pthread -o $@ $<
+
 TEST_TOOLS := $(BUILD)/guest/blkbench $(BUILD)/guest/vsock_test
 $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(TEST_TOOLS) $(BUILD)/tools/mkcpio
 	@$(if $(Q),echo "  CPIO    $@")
@@ -114,7 +119,7 @@ $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/v
 		$(BUILD)/tools/mkcpio $(BUILD)/test-list $@
 
 .PHONY: bench-guest
-bench-guest: $(BUILD)/test-initramfs.cpio
+bench-guest: $(BUILD)/test-initramfs.cpio $(BUILD)/tools/vsock_test
 
 # ---- freestanding test guests --------------------------------------------
 GUESTS     := hello triple cpuid first spin kvmerr
@@ -145,7 +150,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # ---- unit tests (cmocka) ---------------------------------------------------
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
-              test_virtqueue test_virtio_mmio test_virtio_blk
+              test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -156,6 +161,7 @@ test_vm_SRCS      := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
+test_virtio_vsock_SRCS := devices/virtio_vsock.c $(test_virtio_mmio_SRCS)
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
@@ -189,11 +195,13 @@ asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/guests/run.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request
+FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
 fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devices/virtio_mmio.c \
+                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
+fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c devices/virtio_mmio.c \
                          devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)

@@ -370,7 +370,8 @@ static void rx_payload(struct vsock_conn *c, struct vq_reader *r, uint32_t len)
 
 /* ---- tx: packets from the guest ------------------------------------------ */
 
-static void guest_connect(struct vsock_dev *v, uint32_t host_port, uint32_t guest_port)
+static void guest_connect(struct vsock_dev *v, uint32_t host_port, uint32_t guest_port,
+			  const struct virtio_vsock_hdr *h)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct vsock_conn *c;
@@ -393,6 +394,9 @@ static void guest_connect(struct vsock_dev *v, uint32_t host_port, uint32_t gues
 		queue_rst(v, host_port, guest_port);
 		return;
 	}
+	/* The REQUEST carries the guest's receive buffer, as every packet. */
+	c->peer_buf_alloc = le32toh(h->buf_alloc);
+	c->peer_fwd_cnt = le32toh(h->fwd_cnt);
 	c->pending |= PEND_RESPONSE;
 	pend(c);
 }
@@ -446,7 +450,7 @@ void vsock_handle_tx(struct vsock_dev *v, const struct vq_chain *ch)
 		if (c)
 			conn_reset(c);
 		else
-			guest_connect(v, local, peer);
+			guest_connect(v, local, peer, &h);
 		break;
 	case VIRTIO_VSOCK_OP_RESPONSE:
 		if (!c || c->state != CONN_CONNECTING) {

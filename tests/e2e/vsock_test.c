@@ -1,5 +1,7 @@
 /* vsock_test: the guest side of the vsock end-to-end test (static, musl).
  *   vsock_test serve PORT
+ *   vsock_test serve-unix PATH   (the same server on a host Unix socket:
+ *                                 bench/vsock's ceiling)
  * Listens on vsock PORT; each connection sends one command line:
  *   SINK <n>          read n bytes, answer "SUM <crc32 hex>\n"
  *   SOURCE <n> <seed> send n pseudo-random bytes, then "SUM <crc32 hex>\n"
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static uint32_t crc_table[256];
@@ -185,21 +188,34 @@ out:
 int main(int argc, char **argv)
 {
 	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY };
+	struct sockaddr_un su = { .sun_family = AF_UNIX };
 	pthread_attr_t attr;
-	int lfd;
+	int lfd, unix_mode;
 
-	if (argc != 3 || strcmp(argv[1], "serve")) {
-		fprintf(stderr, "usage: vsock_test serve PORT\n");
+	if (argc != 3 || (strcmp(argv[1], "serve") && strcmp(argv[1], "serve-unix"))) {
+		fprintf(stderr, "usage: vsock_test serve PORT | serve-unix PATH\n");
 		return 2;
 	}
 	crc_init();
-	sa.svm_port = (unsigned)atoi(argv[2]);
-	lfd = socket(AF_VSOCK, SOCK_STREAM, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 256) < 0) {
-		perror("vsock_test: listen");
-		return 1;
+	unix_mode = !strcmp(argv[1], "serve-unix");
+	if (unix_mode) {
+		snprintf(su.sun_path, sizeof(su.sun_path), "%s", argv[2]);
+		unlink(su.sun_path);
+		lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (lfd < 0 || bind(lfd, (struct sockaddr *)&su, sizeof(su)) < 0 || listen(lfd, 256) < 0) {
+			perror("vsock_test: listen");
+			return 1;
+		}
+		printf("vsock_test: listening on %s\n", su.sun_path);
+	} else {
+		sa.svm_port = (unsigned)atoi(argv[2]);
+		lfd = socket(AF_VSOCK, SOCK_STREAM, 0);
+		if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 256) < 0) {
+			perror("vsock_test: listen");
+			return 1;
+		}
+		printf("vsock_test: listening on port %u\n", sa.svm_port);
 	}
-	printf("vsock_test: listening on port %u\n", sa.svm_port);
 	fflush(stdout);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

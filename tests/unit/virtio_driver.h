@@ -23,10 +23,13 @@ static inline void vd_wr(struct virtio_dev *d, uint32_t off, uint32_t v)
 	d->bus.ops->write(&d->bus, off, &v, 4);
 }
 
-/* Negotiates `features` (both halves) and sets up queue 0 from cfg.
- * Returns the status read back. */
-static inline uint32_t vd_setup(struct virtio_dev *d, uint64_t features, const struct vq_config *cfg)
+/* Negotiates `features` (both halves) and sets up queues 0..n-1 from
+ * cfg[]. Returns the status read back. */
+static inline uint32_t vd_setup_n(struct virtio_dev *d, uint64_t features, const struct vq_config *cfg,
+				  unsigned n)
 {
+	unsigned q;
+
 	vd_wr(d, 0x070, 0);
 	vd_wr(d, 0x070, VIRTIO_STATUS_ACKNOWLEDGE);
 	vd_wr(d, 0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
@@ -37,18 +40,25 @@ static inline uint32_t vd_setup(struct virtio_dev *d, uint64_t features, const s
 	vd_wr(d, 0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK);
 	if (!(vd_rd(d, 0x070) & VIRTIO_STATUS_FEATURES_OK))
 		return vd_rd(d, 0x070);
-	vd_wr(d, 0x030, 0);
-	vd_wr(d, 0x038, cfg->size);
-	vd_wr(d, 0x080, (uint32_t)cfg->desc);
-	vd_wr(d, 0x084, (uint32_t)(cfg->desc >> 32));
-	vd_wr(d, 0x090, (uint32_t)cfg->avail);
-	vd_wr(d, 0x094, (uint32_t)(cfg->avail >> 32));
-	vd_wr(d, 0x0a0, (uint32_t)cfg->used);
-	vd_wr(d, 0x0a4, (uint32_t)(cfg->used >> 32));
-	vd_wr(d, 0x044, 1);
+	for (q = 0; q < n; q++) {
+		vd_wr(d, 0x030, q);
+		vd_wr(d, 0x038, cfg[q].size);
+		vd_wr(d, 0x080, (uint32_t)cfg[q].desc);
+		vd_wr(d, 0x084, (uint32_t)(cfg[q].desc >> 32));
+		vd_wr(d, 0x090, (uint32_t)cfg[q].avail);
+		vd_wr(d, 0x094, (uint32_t)(cfg[q].avail >> 32));
+		vd_wr(d, 0x0a0, (uint32_t)cfg[q].used);
+		vd_wr(d, 0x0a4, (uint32_t)(cfg[q].used >> 32));
+		vd_wr(d, 0x044, 1);
+	}
 	vd_wr(d, 0x070, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER |
 			       VIRTIO_STATUS_FEATURES_OK | VIRTIO_STATUS_DRIVER_OK);
 	return vd_rd(d, 0x070);
+}
+
+static inline uint32_t vd_setup(struct virtio_dev *d, uint64_t features, const struct vq_config *cfg)
+{
+	return vd_setup_n(d, features, cfg, 1);
 }
 
 /* Waits (up to 5 s) for an interrupt on the device's irq eventfd; returns

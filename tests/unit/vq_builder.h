@@ -1,6 +1,8 @@
 /* Test helper: lays out a split virtqueue and descriptor chains in fake
  * guest memory, the way a driver would. Header-only, for unit tests and
- * fuzzers. Memory map of the fake guest (one RAM region of VQB_RAM bytes):
+ * fuzzers. Memory map of the fake guest (one RAM region of VQB_RAM bytes),
+ * relative to the queue's base (0, or 1 MiB apart for more queues sharing
+ * the memory, see vqb_init_view):
  *   0x1000 descriptor table, 0x5000 avail ring, 0x6000 used ring,
  *   0x10000.. indirect tables, 0x20000.. data buffers. */
 #ifndef TESTS_VQ_BUILDER_H
@@ -12,7 +14,8 @@
 #include "devices/virtqueue.h"
 #include "vmm/gm.h"
 
-#define VQB_RAM (1u << 20)
+#define VQB_RAM (4u << 20)
+#define VQB_SPAN (1u << 20) /* per queue */
 #define VQB_DESC 0x1000u
 #define VQB_AVAIL 0x5000u
 #define VQB_USED 0x6000u
@@ -20,7 +23,8 @@
 #define VQB_DATA 0x20000u
 
 struct vqb {
-	struct gm gm;
+	struct gm gm;         /* a copy for views: shares the owner's mapping */
+	uint64_t base;
 	uint16_t size;
 	uint16_t next_desc;   /* next free descriptor */
 	uint16_t avail_idx;
@@ -41,18 +45,30 @@ static inline int vqb_init(struct vqb *b, uint16_t size)
 	return 0;
 }
 
+/* A second (third...) queue in the same memory, `index` MiB further up. */
+static inline void vqb_init_view(struct vqb *b, const struct vqb *owner, unsigned index, uint16_t size)
+{
+	memset(b, 0, sizeof(*b));
+	b->gm = owner->gm;
+	b->base = (uint64_t)index * VQB_SPAN;
+	b->size = size;
+	b->next_data = b->base + VQB_DATA;
+	b->next_ind = b->base + VQB_INDIRECT;
+}
+
 static inline void vqb_destroy(struct vqb *b) { gm_destroy(&b->gm); }
 
 static inline struct vq_config vqb_config(const struct vqb *b)
 {
-	struct vq_config c = { .size = b->size, .desc = VQB_DESC, .avail = VQB_AVAIL, .used = VQB_USED };
+	struct vq_config c = { .size = b->size, .desc = b->base + VQB_DESC, .avail = b->base + VQB_AVAIL,
+			       .used = b->base + VQB_USED };
 
 	return c;
 }
 
 static inline struct virtq_desc *vqb_desc(struct vqb *b, uint16_t i)
 {
-	return (struct virtq_desc *)gm_ptr(&b->gm, VQB_DESC + 16u * i, 16);
+	return (struct virtq_desc *)gm_ptr(&b->gm, b->base + VQB_DESC + 16u * i, 16);
 }
 
 /* Writes descriptor i. */
@@ -80,7 +96,7 @@ static inline uint64_t vqb_buf(struct vqb *b, uint32_t len, uint8_t fill)
 /* Publishes head as the next avail entry. */
 static inline void vqb_publish(struct vqb *b, uint16_t head)
 {
-	uint16_t *avail = gm_ptr(&b->gm, VQB_AVAIL, 6 + 2u * b->size);
+	uint16_t *avail = gm_ptr(&b->gm, b->base + VQB_AVAIL, 6 + 2u * b->size);
 
 	avail[2 + b->avail_idx % b->size] = head;
 	b->avail_idx++;
@@ -90,7 +106,7 @@ static inline void vqb_publish(struct vqb *b, uint16_t head)
 /* Sets avail->idx directly (to test index jumps). */
 static inline void vqb_set_avail_idx(struct vqb *b, uint16_t idx)
 {
-	uint16_t *avail = gm_ptr(&b->gm, VQB_AVAIL, 4);
+	uint16_t *avail = gm_ptr(&b->gm, b->base + VQB_AVAIL, 4);
 
 	avail[1] = idx;
 }
@@ -139,19 +155,19 @@ static inline uint16_t vqb_indirect(struct vqb *b, unsigned n, const uint32_t *l
  * (Linux sets it to the last used index it has seen). */
 static inline void vqb_set_used_event(struct vqb *b, uint16_t idx)
 {
-	*(uint16_t *)gm_ptr(&b->gm, VQB_AVAIL + 4 + 2u * b->size, 2) = idx;
+	*(uint16_t *)gm_ptr(&b->gm, b->base + VQB_AVAIL + 4 + 2u * b->size, 2) = idx;
 }
 
 static inline uint16_t vqb_used_idx(struct vqb *b)
 {
-	return *(uint16_t *)gm_ptr(&b->gm, VQB_USED + 2, 2);
+	return *(uint16_t *)gm_ptr(&b->gm, b->base + VQB_USED + 2, 2);
 }
 
 static inline struct virtq_used_elem vqb_used(struct vqb *b, uint16_t i)
 {
 	struct virtq_used_elem e;
 
-	memcpy(&e, gm_ptr(&b->gm, VQB_USED + 4 + 8u * (i % b->size), 8), 8);
+	memcpy(&e, gm_ptr(&b->gm, b->base + VQB_USED + 4 + 8u * (i % b->size), 8), 8);
 	return e;
 }
 

@@ -1,0 +1,658 @@
+/* virtio-vsock: the header check, then the connection state machine driven
+ * by synthetic guest packets through the transport (fake guest memory,
+ * real Unix sockets on the host side, no KVM). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "devices/virtio_vsock.h"
+#include "tests/unit/virtio_driver.h"
+#include "tests/unit/vq_builder.h"
+
+#define GCID 7
+#define RXBUF (VSOCK_MAX_PAYLOAD + 44)
+#define RXBUF_SMALL (4096 + 44) /* Linux's rx buffer size */
+
+static struct virtio_vsock_hdr hdr(uint16_t op, uint32_t src_port, uint32_t dst_port, uint32_t len)
+{
+	struct virtio_vsock_hdr h = {
+		.src_cid = GCID, .dst_cid = VSOCK_HOST_CID, .src_port = src_port, .dst_port = dst_port,
+		.len = len, .type = VIRTIO_VSOCK_TYPE_STREAM, .op = op, .buf_alloc = 65536, .fwd_cnt = 0,
+	};
+
+	return h;
+}
+
+static void check_table(void **state)
+{
+	struct virtio_vsock_hdr h = hdr(VIRTIO_VSOCK_OP_RW, 1, 2, 100);
+	const char *why;
+
+	(void)state;
+	assert_int_equal(vsock_check(&h, 100, GCID, &why), VSOCK_ACCEPT);
+	assert_int_equal(vsock_check(&h, 99, GCID, &why), VSOCK_REPLY_RST);  /* len > payload */
+	h.len = VSOCK_MAX_PAYLOAD + 1;
+	assert_int_equal(vsock_check(&h, 1 << 20, GCID, &why), VSOCK_REPLY_RST);
+	h = hdr(VIRTIO_VSOCK_OP_REQUEST, 1, 2, 0);
+	h.src_cid = GCID + 1; /* spoofed */
+	assert_int_equal(vsock_check(&h, 0, GCID, &why), VSOCK_DROP);
+	h = hdr(VIRTIO_VSOCK_OP_REQUEST, 1, 2, 0);
+	h.dst_cid = 9; /* another guest */
+	assert_int_equal(vsock_check(&h, 0, GCID, &why), VSOCK_REPLY_RST);
+	h = hdr(VIRTIO_VSOCK_OP_REQUEST, 1, 2, 0);
+	h.type = 2; /* SEQPACKET: not offered */
+	assert_int_equal(vsock_check(&h, 0, GCID, &why), VSOCK_REPLY_RST);
+	h = hdr(0, 1, 2, 0);
+	assert_int_equal(vsock_check(&h, 0, GCID, &why), VSOCK_REPLY_RST);
+	h = hdr(8, 1, 2, 0);
+	assert_int_equal(vsock_check(&h, 0, GCID, &why), VSOCK_REPLY_RST);
+	h = hdr(VIRTIO_VSOCK_OP_RST, 1, 2, 0);
+	assert_int_equal(vsock_check(&h, 0, GCID, &why), VSOCK_ACCEPT);
+	h.dst_cid = 9; /* an RST is never answered */
+	assert_int_equal(vsock_check(&h, 0, GCID, &why), VSOCK_DROP);
+}
+
+static void options(void **state)
+{
+	struct vsock_options o;
+	const char *why;
+
+	(void)state;
+	assert_int_equal(vsock_options_parse("cid=3,uds=/tmp/x.sock", &o, &why), 0);
+	assert_int_equal(o.cid, 3);
+	assert_string_equal(o.uds, "/tmp/x.sock");
+	assert_int_equal(vsock_options_parse("cid=2,uds=/tmp/x", &o, &why), -EINVAL);
+	assert_int_equal(vsock_options_parse("cid=4294967295,uds=/tmp/x", &o, &why), -EINVAL);
+	assert_int_equal(vsock_options_parse("cid=x,uds=/tmp/x", &o, &why), -EINVAL);
+	assert_int_equal(vsock_options_parse("cid=5", &o, &why), -EINVAL);
+	assert_int_equal(vsock_options_parse("uds=/tmp/x", &o, &why), -EINVAL);
+	assert_int_equal(vsock_options_parse("cid=5,uds=/tmp/x,color=red", &o, &why), -EINVAL);
+}
+
+/* ---- the device ----------------------------------------------------------- */
+
+struct fx {
+	struct vqb rx, tx, ev;
+	struct vsock_dev v;
+	char dir[64], uds[96];
+};
+
+#define F_VS ((1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_F_EVENT_IDX) | (1ull << VIRTIO_F_INDIRECT_DESC))
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct vsock_options o = { .cid = GCID };
+	struct vq_config c[3];
+
+	if (!f || vqb_init(&f->rx, 64))
+		return -1;
+	vqb_init_view(&f->tx, &f->rx, 1, 64);
+	vqb_init_view(&f->ev, &f->rx, 2, 8);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/vmm-vsock-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->uds, sizeof(f->uds), "%s/v.sock", f->dir);
+	snprintf(o.uds, sizeof(o.uds), "%s", f->uds);
+	if (virtio_vsock_init(&f->v, &o, -1, &f->rx.gm, 0xd0000000, 5))
+		return -1;
+	c[0] = vqb_config(&f->rx);
+	c[1] = vqb_config(&f->tx);
+	c[2] = vqb_config(&f->ev);
+	if (!(vd_setup_n(&f->v.vdev, F_VS, c, 3) & VIRTIO_STATUS_DRIVER_OK))
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	virtio_vsock_destroy(&f->v);
+	vqb_destroy(&f->rx);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Waits until the queue's used index reaches `want` (5 s at most). */
+static int wait_used(struct vqb *b, uint16_t want)
+{
+	double end = now() + 5;
+
+	while ((int16_t)(vqb_used_idx(b) - want) < 0) {
+		if (now() > end)
+			return -1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/* Posts n rx buffers (one descriptor each). Small ones (Linux's size) fit
+ * the test memory 200 at a time; big ones (a whole packet) 13 at a time. */
+static uint32_t rx_size = RXBUF;
+static void post_rx(struct fx *f, unsigned n)
+{
+	const uint32_t lens[] = { rx_size };
+	const int w[] = { 1 };
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		if (f->rx.next_desc >= 60)
+			f->rx.next_desc = 0;
+		if (f->rx.next_data + rx_size > f->rx.base + VQB_SPAN)
+			f->rx.next_data = f->rx.base + VQB_DATA;
+		vqb_chain(&f->rx, 1, lens, w);
+	}
+	vqb_set_used_event(&f->rx, vqb_used_idx(&f->rx));
+	vd_notify(&f->v.vdev, VSOCK_QUEUE_RX);
+}
+
+/* Sends a packet from the guest: header and payload in `split` descriptors
+ * (1: together; 2: header then payload; 3: the header itself split). */
+static void send_pkt(struct fx *f, struct virtio_vsock_hdr h, const void *payload, uint32_t plen,
+		     int split)
+{
+	uint8_t *buf = malloc(sizeof(h) + plen);
+	uint32_t lens[3];
+	int w[3] = { 0, 0, 0 };
+	unsigned n, i;
+	uint16_t head, before = vqb_used_idx(&f->tx);
+	uint32_t off = 0;
+
+	memcpy(buf, &h, sizeof(h));
+	if (plen)
+		memcpy(buf + sizeof(h), payload, plen);
+	if (split == 1 || !plen) {
+		n = 1;
+		lens[0] = (uint32_t)sizeof(h) + plen;
+		if (split == 3) {
+			n = 2;
+			lens[0] = 20;
+			lens[1] = (uint32_t)sizeof(h) - 20 + plen;
+		}
+	} else if (split == 2) {
+		n = 2;
+		lens[0] = sizeof(h);
+		lens[1] = plen;
+	} else {
+		n = 3;
+		lens[0] = 20;
+		lens[1] = sizeof(h) - 20;
+		lens[2] = plen;
+	}
+	if (f->tx.next_desc + n >= 64)
+		f->tx.next_desc = 0;
+	if (f->tx.next_data + sizeof(h) + plen + 64 > f->tx.base + VQB_SPAN)
+		f->tx.next_data = f->tx.base + VQB_DATA;
+	head = vqb_chain(&f->tx, n, lens, w);
+	for (i = 0; i < n; i++) {
+		struct virtq_desc *d = vqb_desc(&f->tx, (uint16_t)(head + i));
+
+		memcpy(gm_ptr(&f->tx.gm, d->addr, d->len), buf + off, d->len);
+		off += d->len;
+	}
+	free(buf);
+	vqb_set_used_event(&f->tx, before);
+	vd_notify(&f->v.vdev, VSOCK_QUEUE_TX);
+	assert_int_equal(wait_used(&f->tx, (uint16_t)(before + 1)), 0);
+}
+
+/* Next packet the device put in the rx queue; -1 if none comes in `secs`. */
+static int recv_pkt(struct fx *f, uint16_t *seen, struct virtio_vsock_hdr *h, uint8_t *payload,
+		    double secs)
+{
+	double end = now() + secs;
+	struct virtq_used_elem e;
+	struct virtq_desc *d;
+
+	while (vqb_used_idx(&f->rx) == *seen) {
+		if (now() > end)
+			return -1;
+		usleep(1000);
+	}
+	e = vqb_used(&f->rx, *seen);
+	(*seen)++;
+	d = vqb_desc(&f->rx, (uint16_t)e.id);
+	memcpy(h, gm_ptr(&f->rx.gm, d->addr, sizeof(*h)), sizeof(*h));
+	assert_int_equal(e.len, sizeof(*h) + h->len);
+	if (payload && h->len)
+		memcpy(payload, gm_ptr(&f->rx.gm, d->addr + sizeof(*h), h->len), h->len);
+	assert_int_equal(h->src_cid, VSOCK_HOST_CID);
+	assert_int_equal(h->dst_cid, GCID);
+	return 0;
+}
+
+static int host_listener(struct fx *f, unsigned port)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", f->uds, port);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	return fd;
+}
+
+static int host_client(struct fx *f)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", f->uds);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static ssize_t read_timeout(int fd, void *buf, size_t n, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (poll(&p, 1, ms) != 1)
+		return -2;
+	return read(fd, buf, n);
+}
+
+static void config_cid(void **state)
+{
+	struct fx *f = *state;
+	uint64_t cid = 0;
+
+	f->v.vdev.bus.ops->read(&f->v.vdev.bus, 0x100, &cid, 8);
+	assert_int_equal(cid, GCID);
+}
+
+/* Guest connects to host port 1000 (a listener exists), data both ways,
+ * graceful close in both directions. */
+static void guest_initiated(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint8_t pl[RXBUF];
+	uint16_t seen = 0;
+	int lfd = host_listener(f, 1000), cfd;
+	char buf[64];
+
+	post_rx(f, 12);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_REQUEST, 5555, 1000, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RESPONSE);
+	assert_int_equal(h.src_port, 1000);
+	assert_int_equal(h.dst_port, 5555);
+	assert_int_equal(h.buf_alloc, VSOCK_BUF_ALLOC);
+	cfd = accept(lfd, NULL, NULL);
+	assert_true(cfd >= 0);
+	/* guest -> host, header and payload together and split */
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RW, 5555, 1000, 5), "hello", 5, 1);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RW, 5555, 1000, 6), " world", 6, 2);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RW, 5555, 1000, 1), "!", 1, 3);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RW, 5555, 1000, 1), "?", 1, 4);
+	assert_int_equal(read_timeout(cfd, buf, sizeof(buf), 2000), 13);
+	assert_memory_equal(buf, "hello world!?", 13);
+	/* host -> guest */
+	assert_int_equal(write(cfd, "pong", 4), 4);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RW);
+	assert_int_equal(h.len, 4);
+	assert_memory_equal(pl, "pong", 4);
+	assert_int_equal(h.fwd_cnt, 13); /* what we forwarded so far */
+	/* guest half-close: the host reads EOF, can still write */
+	{
+		struct virtio_vsock_hdr s = hdr(VIRTIO_VSOCK_OP_SHUTDOWN, 5555, 1000, 0);
+
+		s.flags = VIRTIO_VSOCK_SHUTDOWN_SEND;
+		send_pkt(f, s, NULL, 0, 1);
+	}
+	assert_int_equal(read_timeout(cfd, buf, sizeof(buf), 2000), 0);
+	assert_int_equal(write(cfd, "late", 4), 4);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RW);
+	assert_memory_equal(pl, "late", 4);
+	/* host closes: the guest hears SHUTDOWN(SEND), then the RST that ends it */
+	close(cfd);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_SHUTDOWN);
+	assert_int_equal(h.flags, VIRTIO_VSOCK_SHUTDOWN_SEND);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+	close(lfd);
+}
+
+static void guest_connect_refused(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint16_t seen = 0;
+
+	post_rx(f, 4);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_REQUEST, 777, 4242, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+	assert_int_equal(h.src_port, 4242);
+	assert_int_equal(h.dst_port, 777);
+}
+
+/* Host client: CONNECT, the guest accepts, data, guest RST = abortive. */
+static void host_initiated(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint8_t pl[RXBUF];
+	uint16_t seen = 0;
+	int c = host_client(f);
+	char line[64];
+	unsigned hostport;
+	ssize_t n;
+
+	post_rx(f, 8);
+	assert_int_equal(write(c, "CONNECT 52\n", 11), 11);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_REQUEST);
+	assert_int_equal(h.dst_port, 52);
+	hostport = h.src_port;
+	assert_true(hostport >= VSOCK_HOST_PORT_FIRST);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RESPONSE, 52, hostport, 0), NULL, 0, 1);
+	n = read_timeout(c, line, sizeof(line) - 1, 2000);
+	assert_true(n > 0);
+	line[n] = 0;
+	{
+		char want[32];
+
+		snprintf(want, sizeof(want), "OK %u\n", hostport);
+		assert_string_equal(line, want);
+	}
+	assert_int_equal(write(c, "abc", 3), 3);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RW);
+	assert_memory_equal(pl, "abc", 3);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RST, 52, hostport, 0), NULL, 0, 1);
+	assert_int_equal(read_timeout(c, line, sizeof(line), 2000), 0); /* closed */
+	close(c);
+	/* A packet for the connection that no longer exists: RST back. */
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RW, 52, hostport, 1), "x", 1, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+}
+
+static void host_connect_guest_refuses(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint16_t seen = 0;
+	int c = host_client(f);
+	char buf[16];
+
+	post_rx(f, 4);
+	assert_int_equal(write(c, "CONNECT 9\n", 10), 10);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_REQUEST);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RST, 9, h.src_port, 0), NULL, 0, 1);
+	assert_int_equal(read_timeout(c, buf, sizeof(buf), 2000), 0);
+	close(c);
+	/* A malformed handshake is closed without a packet to the guest. */
+	c = host_client(f);
+	assert_int_equal(write(c, "CONNECT nine\n", 13), 13);
+	assert_int_equal(read_timeout(c, buf, sizeof(buf), 2000), 0);
+	close(c);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 0.2), -1);
+}
+
+/* Sets up a guest-initiated connection to a host listener; returns the
+ * host's end. */
+static int establish(struct fx *f, uint16_t *seen, unsigned gport, unsigned hport, int *lfd,
+		     uint32_t guest_buf)
+{
+	struct virtio_vsock_hdr h = hdr(VIRTIO_VSOCK_OP_REQUEST, gport, hport, 0);
+	int c;
+
+	*lfd = host_listener(f, hport);
+	h.buf_alloc = guest_buf;
+	send_pkt(f, h, NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RESPONSE);
+	c = accept(*lfd, NULL, NULL);
+	assert_true(c >= 0);
+	return c;
+}
+
+/* The guest grants 4 KiB: the device sends no more than that until the
+ * guest's fwd_cnt moves, asks for credit once, then resumes. */
+static void credit_exhaustion_and_recovery(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h, cu;
+	uint8_t pl[RXBUF], big[10000];
+	uint16_t seen = 0;
+	int lfd, c;
+	uint32_t got = 0;
+
+	post_rx(f, 12);
+	c = establish(f, &seen, 600, 2000, &lfd, 4096);
+	memset(big, 0x33, sizeof(big));
+	assert_int_equal(write(c, big, sizeof(big)), (ssize_t)sizeof(big));
+	while (got < 4096) {
+		assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+		if (h.op == VIRTIO_VSOCK_OP_RW)
+			got += h.len;
+	}
+	assert_int_equal(got, 4096);
+	/* Out of credit: at most a CREDIT_REQUEST, no data. */
+	while (recv_pkt(f, &seen, &h, pl, 0.3) == 0)
+		assert_int_equal(h.op, VIRTIO_VSOCK_OP_CREDIT_REQUEST);
+	/* The guest consumed it all: credit update, the rest flows. */
+	cu = hdr(VIRTIO_VSOCK_OP_CREDIT_UPDATE, 600, 2000, 0);
+	cu.buf_alloc = 4096;
+	cu.fwd_cnt = 4096;
+	send_pkt(f, cu, NULL, 0, 1);
+	while (got < 8192) {
+		assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+		if (h.op == VIRTIO_VSOCK_OP_RW)
+			got += h.len;
+	}
+	assert_int_equal(got, 8192);
+	cu.buf_alloc = 65536;
+	send_pkt(f, cu, NULL, 0, 1);
+	while (got < sizeof(big)) {
+		assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+		if (h.op == VIRTIO_VSOCK_OP_RW)
+			got += h.len;
+	}
+	assert_int_equal(got, sizeof(big));
+	/* CREDIT_REQUEST from the guest gets a CREDIT_UPDATE. */
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_CREDIT_REQUEST, 600, 2000, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_CREDIT_UPDATE);
+	close(c);
+	close(lfd);
+}
+
+/* The host does not read; the guest keeps sending: the device buffers up
+ * to the credit it granted, then a guest that overruns it is reset. */
+static void guest_overruns_credit(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	static uint8_t chunk[VSOCK_MAX_PAYLOAD];
+	uint16_t seen = 0;
+	int lfd, c, i, reset = 0;
+
+	post_rx(f, 12);
+	c = establish(f, &seen, 601, 2001, &lfd, 65536);
+	memset(chunk, 0x44, sizeof(chunk));
+	for (i = 0; i < 40 && !reset; i++) {
+		send_pkt(f, hdr(VIRTIO_VSOCK_OP_RW, 601, 2001, sizeof(chunk)), chunk, sizeof(chunk), 2);
+		while (recv_pkt(f, &seen, &h, NULL, 0.05) == 0)
+			if (h.op == VIRTIO_VSOCK_OP_RST)
+				reset = 1;
+	}
+	assert_true(reset);
+	/* Never more than socket buffer + credit went anywhere. */
+	assert_true(i * (int)sizeof(chunk) <= 4 * 1024 * 1024);
+	close(c);
+	close(lfd);
+}
+
+static void malformed_packets(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint16_t seen = 0;
+	const uint32_t lens[] = { 20 };
+	const int w[] = { 0 };
+	uint16_t before;
+
+	post_rx(f, 12);
+	/* Short header: dropped, no reply. */
+	before = vqb_used_idx(&f->tx);
+	vqb_chain(&f->tx, 1, lens, w);
+	vqb_set_used_event(&f->tx, before);
+	vd_notify(&f->v.vdev, VSOCK_QUEUE_TX);
+	assert_int_equal(wait_used(&f->tx, (uint16_t)(before + 1)), 0);
+	/* Spoofed source CID: dropped. */
+	h = hdr(VIRTIO_VSOCK_OP_REQUEST, 1, 2, 0);
+	h.src_cid = 99;
+	send_pkt(f, h, NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 0.2), -1);
+	/* Unknown op, wrong type, length beyond the packet: RST. */
+	send_pkt(f, hdr(42, 3, 4, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+	h = hdr(VIRTIO_VSOCK_OP_REQUEST, 3, 4, 0);
+	h.type = 3;
+	send_pkt(f, h, NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RW, 3, 4, 1000), "short", 5, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+	/* RST for nothing: nothing. SHUTDOWN for nothing: RST. */
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RST, 3, 4, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 0.2), -1);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_SHUTDOWN, 3, 4, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+	/* A RESPONSE nobody asked for: RST. */
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RESPONSE, 3, 4, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+	assert_int_equal(f->v.vdev.status & VIRTIO_STATUS_NEEDS_RESET, 0);
+}
+
+static void no_rx_buffers_then_some(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint16_t seen = 0;
+
+	/* No rx buffers: the RST waits, then goes out once buffers arrive. */
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_REQUEST, 1, 4343, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 0.2), -1);
+	post_rx(f, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+}
+
+static void transport_reset_event(void **state)
+{
+	struct fx *f = *state;
+	const uint32_t lens[] = { 4 };
+	const int w[] = { 1 };
+	uint16_t head;
+	uint32_t ev = 0xffffffff;
+
+	head = vqb_chain(&f->ev, 1, lens, w);
+	vqb_set_used_event(&f->ev, 0);
+	evloop_pause(&f->v.vdev.loop);
+	virtio_vsock_transport_reset(&f->v);
+	evloop_resume(&f->v.vdev.loop);
+	assert_int_equal(wait_used(&f->ev, 1), 0);
+	memcpy(&ev, gm_ptr(&f->ev.gm, vqb_desc(&f->ev, head)->addr, 4), 4);
+	assert_int_equal(ev, VIRTIO_VSOCK_EVENT_TRANSPORT_RESET);
+}
+
+static void many_connections(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint8_t pl[RXBUF];
+	uint16_t seen = 0;
+	int lfd = host_listener(f, 3000), fds[300];
+	unsigned i, got = 0, seen_ports[300] = { 0 };
+
+	rx_size = RXBUF_SMALL;
+	post_rx(f, 60);
+	for (i = 0; i < 300; i++) {
+		send_pkt(f, hdr(VIRTIO_VSOCK_OP_REQUEST, 10000 + i, 3000, 0), NULL, 0, 1);
+		if (recv_pkt(f, &seen, &h, NULL, 5))
+			fail_msg("no RESPONSE for connection %u (rx avail %u used %u)", i, f->rx.avail_idx,
+				 vqb_used_idx(&f->rx));
+		assert_int_equal(h.op, VIRTIO_VSOCK_OP_RESPONSE);
+		fds[i] = accept(lfd, NULL, NULL);
+		assert_true(fds[i] >= 0);
+		/* Like a driver: new buffers only for used ones it has read. */
+		if ((uint16_t)(f->rx.avail_idx - seen) < 8)
+			post_rx(f, 8);
+	}
+	/* Every host end writes at once: each connection gets its turn. */
+	for (i = 0; i < 300; i++)
+		assert_int_equal(write(fds[i], "x", 1), 1);
+	while (got < 300) {
+		if ((uint16_t)(f->rx.avail_idx - seen) < 8)
+			post_rx(f, 16);
+		assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+		assert_int_equal(h.op, VIRTIO_VSOCK_OP_RW);
+		assert_true(h.dst_port >= 10000 && h.dst_port < 10300);
+		if (seen_ports[h.dst_port - 10000])
+			fail_msg("port %u twice (packet %u, len %u, used %u, avail %u)", h.dst_port, got, h.len,
+				 vqb_used_idx(&f->rx), f->rx.avail_idx);
+		seen_ports[h.dst_port - 10000] = 1;
+		got++;
+	}
+	for (i = 0; i < 300; i++)
+		close(fds[i]);
+	close(lfd);
+	rx_size = RXBUF;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(check_table),
+		cmocka_unit_test(options),
+		cmocka_unit_test_setup_teardown(config_cid, setup, teardown),
+		cmocka_unit_test_setup_teardown(guest_initiated, setup, teardown),
+		cmocka_unit_test_setup_teardown(guest_connect_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(host_initiated, setup, teardown),
+		cmocka_unit_test_setup_teardown(host_connect_guest_refuses, setup, teardown),
+		cmocka_unit_test_setup_teardown(credit_exhaustion_and_recovery, setup, teardown),
+		cmocka_unit_test_setup_teardown(guest_overruns_credit, setup, teardown),
+		cmocka_unit_test_setup_teardown(malformed_packets, setup, teardown),
+		cmocka_unit_test_setup_teardown(no_rx_buffers_then_some, setup, teardown),
+		cmocka_unit_test_setup_teardown(transport_reset_event, setup, teardown),
+		cmocka_unit_test_setup_teardown(many_connections, setup, teardown),
+	};
+
+	log_set_level(LOG_ERROR);
+	return cmocka_run_group_tests_name("virtio_vsock", tests, NULL, NULL);
+}
