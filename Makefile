@@ -28,7 +28,8 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c
-CLI_SRCS  := cli/main.c cli/run.c cli/util.c
+CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
+             guest-init/json.c guest-init/proto.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
 # patched "emulating" kernel; everyone else gets the unpatched "hw" one.
@@ -73,24 +74,40 @@ $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 	@$(if $(Q),echo "  MUSLCC  $<")
 	$(Q)$(MUSL_CC) -std=c11 $(WARN) -Os -static -s -o $@ $<
 
+# guest-init: PID 1 and the sandbox API server (static, musl), and the
+# same code built for the host, where it serves the API on a Unix socket
+# for tests (guest-init --serve-unix PATH).
+GUEST_INIT_SRCS := guest-init/init.c guest-init/api.c guest-init/json.c guest-init/proto.c
+GUEST_INIT_HDRS := guest-init/api.h guest-init/json.h guest-init/proto.h guest-init/vsock.h
+$(BUILD)/guest/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  MUSLCC  guest-init")
+	$(Q)$(MUSL_CC) -std=c11 $(WARN) -Os -static -s -o $@ $(GUEST_INIT_SRCS)
+
+$(BUILD)/tools/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      guest-init (host)")
+	$(Q)$(CC) -std=c11 $(WARN) -O2 -g -o $@ $(GUEST_INIT_SRCS)
+
 $(BUILD)/tools/mkcpio: boot/mkcpio.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $<
 
 BUSYBOX ?= /bin/busybox
-$(BUILD)/initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/tools/mkcpio
+ROOTFS_ENV = BUSYBOX=$(BUSYBOX) VMMCTL=$(BUILD)/guest/vmmctl GUEST_INIT=$(BUILD)/guest/guest-init \
+	     SELFTEST=boot/rootfs/init
+$(BUILD)/initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init $(BUILD)/tools/mkcpio
 	@$(if $(Q),echo "  CPIO    $@")
 	$(Q)test -x $(BUSYBOX) || { echo "$(BUSYBOX) missing: install busybox-static (make deps)" >&2; exit 1; }
-	$(Q)BUSYBOX=$(BUSYBOX) VMMCTL=$(BUILD)/guest/vmmctl INIT=boot/rootfs/init \
-		$(BUILD)/tools/mkcpio boot/rootfs/list $@
+	$(Q)$(ROOTFS_ENV) $(BUILD)/tools/mkcpio boot/rootfs/list $@
 
 # The default root image: the same busybox userland and init on ext4, for
 # booting from virtio-blk (root=/dev/vda). mkfs.ext4 -d needs no root.
 ROOTFS_MIB ?= 64
-$(BUILD)/rootfs.ext4: boot/rootfs/init boot/mkrootfs.sh $(BUILD)/guest/vmmctl
+$(BUILD)/rootfs.ext4: boot/rootfs/init boot/mkrootfs.sh $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init
 	@$(if $(Q),echo "  EXT4    $@")
-	$(Q)boot/mkrootfs.sh $(BUSYBOX) $(BUILD)/guest/vmmctl boot/rootfs/init $(ROOTFS_MIB) $@
+	$(Q)boot/mkrootfs.sh $(BUSYBOX) $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init boot/rootfs/init $(ROOTFS_MIB) $@
 
 # The test initramfs: the default one plus the guest sides of the e2e tests
 # and benchmarks (blkbench, vsock_test).
@@ -110,12 +127,11 @@ $(BUILD)/tools/vsock_test: tests/e2e/vsock_test.c guest-init/vsock.h
 	$(Q)$(CC) -std=c11 $(WARN) -O2 -pthread -o $@ $<
 
 TEST_TOOLS := $(BUILD)/guest/blkbench $(BUILD)/guest/vsock_test
-$(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(TEST_TOOLS) $(BUILD)/tools/mkcpio
+$(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init $(TEST_TOOLS) $(BUILD)/tools/mkcpio
 	@$(if $(Q),echo "  CPIO    $@")
 	$(Q){ cat boot/rootfs/list; echo 'file /sbin/blkbench $$BLKBENCH 0755'; \
 	      echo 'file /sbin/vsock_test $$VSOCK_TEST 0755'; } > $(BUILD)/test-list
-	$(Q)BUSYBOX=$(BUSYBOX) VMMCTL=$(BUILD)/guest/vmmctl BLKBENCH=$(BUILD)/guest/blkbench \
-		VSOCK_TEST=$(BUILD)/guest/vsock_test INIT=boot/rootfs/init \
+	$(Q)$(ROOTFS_ENV) BLKBENCH=$(BUILD)/guest/blkbench VSOCK_TEST=$(BUILD)/guest/vsock_test \
 		$(BUILD)/tools/mkcpio $(BUILD)/test-list $@
 
 .PHONY: bench-guest
@@ -212,7 +228,7 @@ fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c devices/
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ-CC $@")
-	$(Q)$(FUZZ_CC) -std=c11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined -o $@ $^
+	$(Q)$(FUZZ_CC) -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -o $@ $^
 fuzz: $(patsubst %,$(BUILD)/fuzz/%,$(FUZZ_TARGETS))
 	$(Q)for t in $(FUZZ_TARGETS); do \
 		mkdir -p $(BUILD)/fuzz/corpus-$$t && \

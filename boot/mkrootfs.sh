@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# mkrootfs.sh BUSYBOX VMMCTL INIT SIZE_MIB OUT: an ext4 root image holding
-# busybox, vmmctl and the init, built without root privileges
-# (mkfs.ext4 -d). /dev comes from devtmpfs, mounted by the kernel.
+# mkrootfs.sh BUSYBOX VMMCTL GUEST_INIT SELFTEST SIZE_MIB OUT: an ext4 root
+# image holding busybox, vmmctl, guest-init as /sbin/init and the e2e
+# selftest script, built without root privileges (mkfs.ext4 -d). /dev comes
+# from devtmpfs, mounted by the kernel.
 set -euo pipefail
-busybox=$1 vmmctl=$2 init=$3 size=$4 out=$5
+busybox=$1 vmmctl=$2 guest_init=$3 selftest=$4 size=$5 out=$6
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage"/{bin,sbin,dev,proc,sys,tmp,run,root,etc,mnt,data}
@@ -11,8 +12,8 @@ chmod 1777 "$stage/tmp"
 install -m 0755 "$busybox" "$stage/bin/busybox"
 ln -s busybox "$stage/bin/sh"
 install -m 0755 "$vmmctl" "$stage/sbin/vmmctl"
-install -m 0755 "$init" "$stage/init"
-ln -s ../init "$stage/sbin/init"
+install -m 0755 "$guest_init" "$stage/sbin/init"
+install -m 0755 "$selftest" "$stage/sbin/vmm-selftest"
 echo sandbox > "$stage/etc/hostname"
 rm -f "$out.tmp"
 truncate -s "${size}M" "$out.tmp"

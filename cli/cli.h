@@ -12,6 +12,8 @@ struct cli_verb {
 };
 
 extern const struct cli_verb cli_verb_run;
+extern const struct cli_verb cli_verb_exec;
+extern const struct cli_verb cli_verb_cp;
 
 /* Exit statuses of the CLI itself (the guest's are in docs/exit-status.md). */
 #define CLI_EXIT_ERROR 1
@@ -19,6 +21,9 @@ extern const struct cli_verb cli_verb_run;
 
 /* Parses a size in MiB ("512", "2G" = 2048 MiB, "512M"). 0 or -EINVAL. */
 int cli_parse_mib(const char *s, unsigned long long *mib);
+/* The guest API's vsock port: 1024, or $VMM_API_PORT (0: the socket is
+ * the API itself, as `guest-init --serve-unix` serves it in tests). */
+unsigned cli_api_port(void);
 /* Directory holding the running vmm binary (for build/kernel/...). */
 int cli_exe_dir(char *buf, size_t len);
 

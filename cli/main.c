@@ -12,6 +12,8 @@
 
 static const struct cli_verb *const verbs[] = {
 	&cli_verb_run,
+	&cli_verb_exec,
+	&cli_verb_cp,
 };
 #define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 

@@ -49,3 +49,10 @@ int cli_exe_dir(char *buf, size_t len)
 	*slash = '\0';
 	return 0;
 }
+
+unsigned cli_api_port(void)
+{
+	const char *p = getenv("VMM_API_PORT");
+
+	return p ? (unsigned)strtoul(p, NULL, 10) : 1024;
+}

@@ -474,7 +474,7 @@ void vsock_handle_tx(struct vsock_dev *v, const struct vq_chain *ch)
 		break;
 	case VIRTIO_VSOCK_OP_RST:
 		if (c) {
-			if (c->state == CONN_CONNECTING)
+			if (c->state == CONN_CONNECTING && log_ratelimit_ok(&v->rl))
 				log_info("vsock: guest refused the connection to port %u", c->peer_port);
 			conn_kill(c);
 		}

@@ -3,6 +3,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -100,6 +101,12 @@ static void *evloop_thread(void *arg)
 {
 	struct evloop *l = arg;
 	struct epoll_event evs[64];
+	sigset_t all;
+
+	/* Process-directed signals (SIGTERM...) are the main thread's to take
+	 * through its signalfd: a device thread must never be picked for one. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
 
 	for (;;) {
 		int n, i;

@@ -112,8 +112,11 @@ void vm_boot_marker(struct vm *vm)
 
 	if (t == 0)
 		t = 1;
-	if (atomic_compare_exchange_strong(&vm->marker_ns, &expected, t))
-		log_info("boot marker: guest ready %.1f ms after VMM start (first guest instruction at %.1f ms)",
+	if (!atomic_compare_exchange_strong(&vm->marker_ns, &expected, t))
+		return;
+	if (vm->marker_fd >= 0 && write(vm->marker_fd, "R", 1) < 0)
+		log_debug("boot marker notification: %s", strerror(errno));
+	log_info("boot marker: guest ready %.1f ms after VMM start (first guest instruction at %.1f ms)",
 			 (double)t / 1e6, (double)atomic_load(&vm->first_run_ns) / 1e6);
 }
 
@@ -362,6 +365,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	vm->cfg = *cfg;
 	vm->fd = -1;
 	vm->gm.fd = -1;
+	vm->marker_fd = -1;
 	atomic_init(&vm->exit_reason, VM_RUNNING);
 	vm->exit_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (vm->exit_efd < 0)
@@ -521,7 +525,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 
 	sigemptyset(&stop_sigs);
 	sigaddset(&stop_sigs, SIGTERM);
-	sigaddset(&stop_sigs, SIGINT);
+	if (!vm->cfg.ignore_sigint)
+		sigaddset(&stop_sigs, SIGINT);
 	sigaddset(&stop_sigs, SIGHUP);
 	sigaddset(&stop_sigs, SIGQUIT);
 	sigaddset(&stop_sigs, VCPU_KICK_SIGNAL);

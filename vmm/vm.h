@@ -51,6 +51,7 @@ struct vm_config {
 	int console_in;          /* fd the UART reads from, -1 for none */
 	int console_out;         /* fd the UART writes to, -1 for none */
 	int console_escape;      /* Ctrl-A x quits (interactive terminal) */
+	int ignore_sigint;       /* SIGINT is for a command in the guest, not the VM */
 	const char *kvm_path;
 	unsigned nr_disks;
 	struct blk_options disks[VM_MAX_DISKS]; /* owned by the caller */
@@ -92,6 +93,7 @@ struct vm {
 
 	_Atomic uint64_t first_run_ns; /* first KVM_RUN, since cfg.t0_ns */
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */
+	int marker_fd;                 /* -1, or gets one byte at the boot marker */
 };
 
 /* Builds the whole VM (KVM, memory, kernel, tables, vCPUs, devices).

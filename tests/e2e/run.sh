@@ -27,7 +27,7 @@ if [ ! -r /dev/kvm ] || [ ! -w /dev/kvm ]; then
 fi
 emulating=0
 [ -d /sys/module/kvm_pvm ] && emulating=1
-base="console=ttyS0 reboot=k panic=-1 vmm_selftest=1"
+base="console=ttyS0 reboot=k panic=-1 vmm_selftest=1 rdinit=/sbin/vmm-selftest init=/sbin/vmm-selftest"
 
 # boot CPUS STOP INPUT [VMM ARGS...]: boots, waits for it to end; files
 # $tmp/CPUS.{out,err,st}

@@ -1,0 +1,58 @@
+/* Host side of the sandbox API (docs/api.md): connects through the
+ * sandbox's vsock Unix socket and speaks the framed protocol. The exec/cp
+ * verbs use it today; the lifecycle CLI and the control API will too. */
+#ifndef CLI_API_CLIENT_H
+#define CLI_API_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../guest-init/json.h"
+
+struct sandbox_addr {
+	const char *uds;     /* the sandbox's vsock Unix socket */
+	unsigned port;       /* guest API port (1024); 0: no CONNECT handshake */
+	const char *token;   /* access token, or NULL */
+};
+
+/* Opens a connection to the API and sends a REQUEST with `json` (an object
+ * without "v"/"token": they are added). Returns the fd or -errno. */
+int api_open(const struct sandbox_addr *a, const char *json_fields);
+
+struct api_error {
+	int eno;
+	char name[32];
+	char message[256];
+};
+
+/* Reads one RESULT (or ERROR) frame into buf as a NUL-terminated string.
+ * 0 on RESULT, -1 on ERROR (err filled), -2 on a broken connection. */
+int api_result(int fd, char *buf, size_t size, struct api_error *err);
+
+/* Waits until the API answers health (or `timeout_ms` passes). 0 or -1. */
+int api_wait_ready(const struct sandbox_addr *a, unsigned timeout_ms);
+
+struct exec_opts {
+	const char *const *argv;
+	const char *const *env;   /* NAME=value, NULL-terminated, may be NULL */
+	const char *cwd;
+	int tty;                  /* a pty in the guest, raw mode here */
+	int stdin_pass;           /* stream our stdin to the command */
+	uint64_t timeout_ms;
+};
+
+/* Runs a command, streaming its output to our stdout/stderr and our stdin
+ * to it; Ctrl-C (SIGINT), SIGTERM and SIGHUP are forwarded. Returns the
+ * exit status to use (the command's, 128+N for signal N), or -errno on a
+ * failure before the command ran (a message is printed). */
+int api_exec(const struct sandbox_addr *a, const struct exec_opts *o);
+
+/* Copies a host path (file or directory tree) into the sandbox, or back.
+ * 0 or -errno, with a message printed. */
+int api_copy_in(const struct sandbox_addr *a, const char *local, const char *remote);
+int api_copy_out(const struct sandbox_addr *a, const char *remote, const char *local);
+
+/* Asks the guest to power off. 0 or -errno. */
+int api_shutdown(const struct sandbox_addr *a);
+
+#endif

@@ -1,0 +1,56 @@
+/* The sandbox API server (docs/api.md): request parsing (pure, fuzzed) and
+ * the operations, each run in a process of its own per connection. */
+#ifndef GUEST_API_H
+#define GUEST_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json.h"
+
+#define API_MAX_ARGS 256
+#define API_MAX_ENV 256
+
+enum api_op {
+	OP_HEALTH, OP_EXEC, OP_READ, OP_WRITE, OP_LIST, OP_STAT, OP_MKDIR, OP_REMOVE,
+	OP_RENAME, OP_PS, OP_KILL, OP_SHUTDOWN,
+};
+
+struct api_request {
+	enum api_op op;
+	const char *argv[API_MAX_ARGS + 1];
+	unsigned argc;
+	const char *env[API_MAX_ENV + 1];
+	unsigned envc;
+	const char *cwd;
+	int stdin_stream;   /* the client streams stdin (else /dev/null) */
+	int pty;
+	unsigned rows, cols;
+	int64_t timeout_ms; /* 0: none */
+	const char *path;
+	const char *to;     /* rename */
+	int64_t mode;       /* -1: default */
+	int parents;        /* write/mkdir: create missing parents */
+	int recursive;      /* remove */
+	int64_t pid;
+	int64_t sig;
+};
+
+/* Parses and validates a REQUEST payload. `token` is the sandbox's access
+ * token (NULL: none required). Returns 0, or -1 with *err (message) and
+ * *eno (errno to report: EINVAL, EACCES, EPROTO). */
+int api_parse(const char *text, size_t len, const char *token, struct json_arena *a,
+	      struct api_request *r, const char **err, int *eno);
+
+struct api_config {
+	const char *token;
+	const char *registry;  /* directory of running exec sessions */
+	int (*shutdown)(void); /* asks the init to power off */
+	uint64_t start_ms;
+};
+
+/* Serves one connection (reads the request, runs it, replies). Runs in a
+ * process of its own; returns when the connection is done. */
+void api_serve(int fd, const struct api_config *cfg);
+
+#endif

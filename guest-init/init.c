@@ -1,0 +1,368 @@
+/* guest-init: PID 1 of a vmm sandbox, and the sandbox API server.
+ *
+ * As PID 1: mounts, hostname, loopback, a shell on the console, reaping of
+ * every orphan, SIGTERM forwarded to all processes and a clean power-off on
+ * request; it never exits (a PID 1 exit panics the kernel). It serves the
+ * API (docs/api.md) on vsock port 1024, one process per connection, and
+ * writes the boot marker once the API listens.
+ *
+ * Kernel command line: vmm.token=SECRET (requests must carry it),
+ * vmm.hostname=NAME, vmm.api_port=N, vmm.shell=0 (no console shell).
+ *
+ * Outside a VM (for tests): guest-init --serve-unix PATH serves the same
+ * API on a Unix socket, without the PID 1 duties. */
+#define _GNU_SOURCE
+#include "api.h"
+#include "proto.h"
+#include "vsock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __x86_64__
+#include <sys/io.h>
+#endif
+
+#define VMM_PORT 0x0550
+#define VMM_PORT_BOOT_READY 0x7b
+#define VMM_PORT_POWEROFF 0x01
+#define REGISTRY "/run/vmm-api"
+
+struct init {
+	int pid1;
+	char token[256];
+	char hostname[65];
+	unsigned port;
+	int shell;
+	pid_t shell_pid;
+	int listen_fd;
+	struct api_config api;
+};
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "guest-init: ");
+	va_start(ap, fmt);
+	vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	strcat(buf, "\n");
+	if (write(2, buf, strlen(buf)) < 0) {
+		/* no console: nothing to do */
+	}
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void vmm_port(unsigned char v)
+{
+#ifdef __x86_64__
+	if (ioperm(VMM_PORT, 1, 1) == 0)
+		outb(v, VMM_PORT);
+#else
+	(void)v;
+#endif
+}
+
+static void mount_one(const char *src, const char *dst, const char *type, unsigned long flags,
+		      const char *data)
+{
+	mkdir(dst, 0755);
+	if (mount(src, dst, type, flags, data) < 0 && errno != EBUSY)
+		say("mount %s on %s: %s", type, dst, strerror(errno));
+}
+
+static void read_cmdline(struct init *in)
+{
+	char buf[4096], *tok, *save = NULL;
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	for (tok = strtok_r(buf, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+		if (!strncmp(tok, "vmm.token=", 10))
+			snprintf(in->token, sizeof(in->token), "%s", tok + 10);
+		else if (!strncmp(tok, "vmm.hostname=", 13))
+			snprintf(in->hostname, sizeof(in->hostname), "%s", tok + 13);
+		else if (!strncmp(tok, "vmm.api_port=", 13))
+			in->port = (unsigned)strtoul(tok + 13, NULL, 10);
+		else if (!strcmp(tok, "vmm.shell=0"))
+			in->shell = 0;
+	}
+}
+
+static void loopback_up(void)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		return;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	close(s);
+}
+
+static void setup_system(struct init *in)
+{
+	mount_one("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	mount_one("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	mount_one("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+	mount_one("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "mode=0620,ptmxmode=0666");
+	mount_one("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	mount_one("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	mount_one("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	mkdir(REGISTRY, 0700);
+	read_cmdline(in);
+	if (sethostname(in->hostname, strlen(in->hostname)) < 0)
+		say("sethostname: %s", strerror(errno));
+	loopback_up();
+	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+	setenv("HOME", "/root", 1);
+	/* busybox installs its applet links once, if it is the only userland. */
+	if (access("/bin/busybox", X_OK) == 0 && access("/bin/ls", X_OK) < 0) {
+		pid_t p = fork();
+
+		if (p == 0) {
+			execl("/bin/busybox", "busybox", "--install", "-s", "/bin", (char *)NULL);
+			_exit(127);
+		}
+		if (p > 0)
+			waitpid(p, NULL, 0);
+	}
+}
+
+static pid_t spawn_shell(void)
+{
+	pid_t p = fork();
+
+	if (p == 0) {
+		sigset_t none;
+		int fd;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		setsid();
+		fd = open("/dev/console", O_RDWR);
+		if (fd >= 0) {
+			ioctl(fd, TIOCSCTTY, 1);
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+			if (fd > 2)
+				close(fd);
+		}
+		if (chdir("/root") < 0 && chdir("/") < 0)
+			_exit(127);
+		execl("/bin/sh", "-sh", (char *)NULL);
+		_exit(127);
+	}
+	return p;
+}
+
+/* Everything stops: TERM to all, a moment to go, KILL, sync, power off. */
+static void __attribute__((noreturn)) power_off(struct init *in)
+{
+	uint64_t end;
+
+	say("powering off");
+	kill(-1, SIGTERM);
+	end = now_ms() + 3000;
+	while (now_ms() < end) {
+		pid_t p = waitpid(-1, NULL, WNOHANG);
+
+		if (p < 0 && errno == ECHILD)
+			break;
+		if (p <= 0)
+			usleep(20000);
+	}
+	kill(-1, SIGKILL);
+	while (waitpid(-1, NULL, WNOHANG) > 0) {
+	}
+	sync();
+	mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL);
+	(void)in;
+	vmm_port(VMM_PORT_POWEROFF);
+	/* Not under vmm (or the port failed): the kernel's own way. */
+	reboot(RB_POWER_OFF);
+	reboot(RB_AUTOBOOT);
+	for (;;)
+		pause();
+}
+
+static int request_shutdown(void)
+{
+	/* Runs in a connection's process: ask PID 1. */
+	return kill(1, SIGUSR2);
+}
+
+static int listen_vsock(unsigned port)
+{
+	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY, .svm_port = port };
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int listen_unix(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	unlink(path);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0)
+		return -1;
+	return fd;
+}
+
+static void serve_loop(struct init *in)
+{
+	sigset_t set;
+	int sfd;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	signal(SIGPIPE, SIG_IGN);
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = in->listen_fd, .events = POLLIN } };
+
+		if (poll(p, in->listen_fd >= 0 ? 2 : 1, -1) < 0)
+			continue;
+		if (p[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) != sizeof(si))
+				continue;
+			if (si.ssi_signo == SIGCHLD) {
+				pid_t pid;
+				int st;
+
+				/* Reap everything: connection handlers and orphans. */
+				while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+					if (pid == in->shell_pid && in->pid1) {
+						in->shell_pid = 0;
+						power_off(in);
+					}
+				}
+			} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGUSR2 || si.ssi_signo == SIGINT) {
+				if (in->pid1)
+					power_off(in);
+				exit(0);
+			}
+		}
+		if (in->listen_fd >= 0 && (p[1].revents & POLLIN)) {
+			int c = accept4(in->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+			pid_t h;
+
+			if (c < 0)
+				continue;
+			h = fork();
+			if (h == 0) {
+				sigset_t none;
+
+				sigemptyset(&none);
+				sigprocmask(SIG_SETMASK, &none, NULL);
+				close(in->listen_fd);
+				close(sfd);
+				api_serve(c, &in->api);
+				_exit(0);
+			}
+			close(c);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct init in;
+
+	in.pid1 = getpid() == 1;
+	in.port = API_VSOCK_PORT;
+	in.shell = 1;
+	in.listen_fd = -1;
+	snprintf(in.hostname, sizeof(in.hostname), "sandbox");
+	in.api.start_ms = now_ms();
+	in.api.shutdown = request_shutdown;
+
+	if (!in.pid1) {
+		const char *reg = getenv("VMM_API_REGISTRY");
+
+		if (argc != 3 || strcmp(argv[1], "--serve-unix")) {
+			fprintf(stderr, "usage: guest-init --serve-unix PATH   (as PID 1 it takes no arguments)\n");
+			return 2;
+		}
+		in.api.token = getenv("VMM_API_TOKEN");
+		in.api.registry = reg ? reg : NULL;
+		in.api.shutdown = NULL;
+		in.listen_fd = listen_unix(argv[2]);
+		if (in.listen_fd < 0) {
+			perror(argv[2]);
+			return 1;
+		}
+		printf("guest-init: serving on %s\n", argv[2]);
+		fflush(stdout);
+		serve_loop(&in);
+		return 0;
+	}
+
+	setup_system(&in);
+	in.api.token = in.token[0] ? in.token : NULL;
+	in.api.registry = REGISTRY;
+	in.listen_fd = listen_vsock(in.port);
+	if (in.listen_fd < 0)
+		say("no vsock (%s): the API is not served; add --vsock to vmm run", strerror(errno));
+	else
+		say("API ready on vsock port %u", in.port);
+	vmm_port(VMM_PORT_BOOT_READY);
+	if (in.shell)
+		in.shell_pid = spawn_shell();
+	serve_loop(&in);
+	return 0; /* not reached */
+}

@@ -1,0 +1,112 @@
+#define _GNU_SOURCE
+#include "proto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int write_full(int fd, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int read_full(int fd, void *buf, size_t n)
+{
+	uint8_t *p = buf;
+
+	while (n) {
+		ssize_t r = read(fd, p, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			errno = 0;
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+int frame_write(int fd, uint8_t type, const void *data, size_t len)
+{
+	uint8_t hdr[FRAME_HDR] = { 0 };
+
+	if (len > FRAME_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	hdr[0] = (uint8_t)len;
+	hdr[1] = (uint8_t)(len >> 8);
+	hdr[2] = (uint8_t)(len >> 16);
+	hdr[3] = (uint8_t)(len >> 24);
+	hdr[4] = type;
+	if (write_full(fd, hdr, sizeof(hdr)))
+		return -1;
+	return len ? write_full(fd, data, len) : 0;
+}
+
+int frame_read(int fd, uint8_t *type, void *buf, size_t max, size_t *len)
+{
+	uint8_t hdr[FRAME_HDR];
+	uint32_t n;
+
+	if (read_full(fd, hdr, sizeof(hdr)))
+		return -1;
+	n = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
+	if (n > max || n > FRAME_MAX)
+		return -2;
+	*type = hdr[4];
+	*len = n;
+	return n ? read_full(fd, buf, n) : 0;
+}
+
+static const struct {
+	int e;
+	const char *name;
+} names[] = {
+	{ EPERM, "EPERM" }, { ENOENT, "ENOENT" }, { ESRCH, "ESRCH" }, { EINTR, "EINTR" },
+	{ EIO, "EIO" }, { E2BIG, "E2BIG" }, { ENOEXEC, "ENOEXEC" }, { EBADF, "EBADF" },
+	{ ECHILD, "ECHILD" }, { EAGAIN, "EAGAIN" }, { ENOMEM, "ENOMEM" }, { EACCES, "EACCES" },
+	{ EFAULT, "EFAULT" }, { EBUSY, "EBUSY" }, { EEXIST, "EEXIST" }, { EXDEV, "EXDEV" },
+	{ ENOTDIR, "ENOTDIR" }, { EISDIR, "EISDIR" }, { EINVAL, "EINVAL" }, { EMFILE, "EMFILE" },
+	{ ETXTBSY, "ETXTBSY" }, { EFBIG, "EFBIG" }, { ENOSPC, "ENOSPC" }, { EROFS, "EROFS" },
+	{ EMLINK, "EMLINK" }, { EPIPE, "EPIPE" }, { ENAMETOOLONG, "ENAMETOOLONG" },
+	{ ENOSYS, "ENOSYS" }, { ENOTEMPTY, "ENOTEMPTY" }, { ELOOP, "ELOOP" },
+	{ EMSGSIZE, "EMSGSIZE" }, { EPROTO, "EPROTO" }, { ETIMEDOUT, "ETIMEDOUT" },
+	{ EDQUOT, "EDQUOT" }, { ENOTSUP, "ENOTSUP" }, { ECANCELED, "ECANCELED" },
+};
+
+const char *errno_name(int e)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].e == e)
+			return names[i].name;
+	return "EIO";
+}
+
+int errno_from_name(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(names[i].name, name))
+			return names[i].e;
+	return EIO;
+}
