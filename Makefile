@@ -166,7 +166,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # ---- unit tests (cmocka) ---------------------------------------------------
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
-              test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock
+              test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -178,6 +178,7 @@ test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 test_virtio_vsock_SRCS := devices/virtio_vsock.c $(test_virtio_mmio_SRCS)
+test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
@@ -197,8 +198,13 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm guests
+guest-test: $(BUILD)/vmm guests api-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
+
+# The sandbox API through vmm exec/cp against the host build of guest-init.
+.PHONY: api-test
+api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
+	$(Q)tests/api/host.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 e2e: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
 	$(Q)tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
@@ -216,12 +222,13 @@ asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/guests/run.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
 
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock
+FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
 fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devices/virtio_mmio.c \
                          devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
+fuzz_api_request_SRCS := tests/fuzz/fuzz_api_request.c guest-init/api.c guest-init/json.c guest-init/proto.c
 fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c devices/virtio_mmio.c \
                          devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 .SECONDEXPANSION:

@@ -264,6 +264,12 @@ int api_exec(const struct sandbox_addr *a, const struct exec_opts *o)
 	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGQUIT);
 	sigaddset(&sigs, SIGWINCH);
+	/* Forwarded signals must reach our signalfd even if we were started
+	 * with them ignored (a background job of a script ignores SIGINT). */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
 	sigprocmask(SIG_BLOCK, &sigs, &old);
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);

@@ -688,7 +688,10 @@ static pid_t spawn(const struct api_request *r, struct exec_io *io, int *err)
 
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
+		/* A clean slate: dispositions ignored anywhere up the chain
+		 * would stick across exec (and a shell cannot trap them). */
+		for (int sig = 1; sig < 65; sig++)
+			signal(sig, SIG_DFL);
 		setsid();
 		if (r->pty) {
 			ioctl(slave, TIOCSCTTY, 0);

@@ -325,8 +325,9 @@ int json_get_int(const struct json *obj, const char *key, int64_t *out)
 {
 	const struct json *v = json_get(obj, key);
 
-	if (!v || v->type != JSON_NUM || v->u.num != (double)(int64_t)v->u.num ||
-	    v->u.num > 9007199254740992.0 || v->u.num < -9007199254740992.0)
+	/* Range first: converting an out-of-range double is undefined. */
+	if (!v || v->type != JSON_NUM || !(v->u.num <= 9007199254740992.0 && v->u.num >= -9007199254740992.0) ||
+	    v->u.num != (double)(int64_t)v->u.num)
 		return -1;
 	*out = (int64_t)v->u.num;
 	return 0;

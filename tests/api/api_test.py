@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""The sandbox API end to end, through the real `vmm exec` / `vmm cp` and
+raw frames: against the host build of guest-init (fast, every `make test`)
+or a real sandbox (e2e).
+
+  api_test.py VMM SOCKET PORT TOKEN [--scale small|full]
+
+PORT 0 means SOCKET is the API itself (guest-init --serve-unix); otherwise
+the vsock "CONNECT PORT" handshake is done. Prints ok/FAIL lines and
+"api: N passed, M failed"."""
+import hashlib
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+vmm, sock, port, token = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+full = "--scale" in sys.argv and sys.argv[sys.argv.index("--scale") + 1] == "full"
+passed = failed = 0
+env = dict(os.environ, VMM_API_PORT=str(port), VMM_TOKEN=token)
+
+
+def ok(m):
+    global passed
+    passed += 1
+    print(f"ok   {m}", flush=True)
+
+
+def bad(m):
+    global failed
+    failed += 1
+    print(f"FAIL {m}", flush=True)
+
+
+def vx(args, stdin=None, timeout=300):
+    return subprocess.run([vmm, "exec", sock, "--"] + args, input=stdin, capture_output=True,
+                          env=env, timeout=timeout)
+
+
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(60)
+    s.connect(sock)
+    if port:
+        s.sendall(f"CONNECT {port}\n".encode())
+        line = b""
+        while not line.endswith(b"\n"):
+            line += s.recv(1)
+        assert line.startswith(b"OK "), line
+    return s
+
+
+def frame(t, payload=b""):
+    return struct.pack("<IB3x", len(payload), t) + payload
+
+
+def read_frame(s):
+    h = b""
+    while len(h) < 8:
+        c = s.recv(8 - len(h))
+        if not c:
+            return None, None
+        h += c
+    n, t = struct.unpack("<IB3x", h)
+    body = b""
+    while len(body) < n:
+        c = s.recv(n - len(body))
+        if not c:
+            return None, None
+        body += c
+    return t, body
+
+
+def check(name, cond, detail=""):
+    (ok if cond else bad)(name + ("" if cond else f": {detail}"))
+
+
+def main():
+    # exec basics
+    r = vx(["echo", "hello"])
+    check("exec: echo hello", r.returncode == 0 and r.stdout == b"hello\n", r)
+    codes = range(0, 256) if full else (0, 1, 2, 42, 127, 128, 200, 255)
+    wrong = [c for c in codes if vx(["sh", "-c", f"exit {c}"]).returncode != c]
+    check(f"exec: exit codes propagate ({len(codes)} values)", not wrong, f"wrong: {wrong[:5]}")
+    r = vx(["sh", "-c", "kill -TERM $$"])
+    check("exec: death by SIGTERM -> 143", r.returncode == 143, r.returncode)
+    r = vx(["sh", "-c", "kill -KILL $$"])
+    check("exec: death by SIGKILL -> 137", r.returncode == 137, r.returncode)
+    r = vx(["sh", "-c", "echo out; echo err >&2"])
+    check("exec: stdout and stderr kept apart", r.stdout == b"out\n" and r.stderr.endswith(b"err\n"), r)
+    r = vx(["no-such-command-xyz"])
+    check("exec: a missing command -> 127 with a message", r.returncode == 127 and b"not found" in r.stderr, r)
+    # big binary output, byte-exact
+    n = (10 << 20)
+    r = vx(["sh", "-c", f"head -c {n} /dev/urandom | tee /tmp/api-big | cat; sha256sum /tmp/api-big >&2"])
+    want = r.stderr.split()[-2].decode() if len(r.stderr.split()) >= 2 else "?"
+    check("exec: 10 MiB of binary output byte-exact",
+          len(r.stdout) == n and hashlib.sha256(r.stdout).hexdigest() == want, f"{len(r.stdout)} bytes")
+    # stdin passthrough
+    data = os.urandom(1 << 20)
+    r = vx(["sha256sum"], stdin=data)
+    check("exec: 1 MiB of stdin passed through", r.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest(), r.stdout[:80])
+    # timeout
+    t0 = time.monotonic()
+    r = subprocess.run([vmm, "exec", "--timeout", "1", sock, "--", "sleep", "60"], capture_output=True, env=env)
+    check("exec: a command past its timeout is killed", r.returncode == 137 and time.monotonic() - t0 < 30,
+          f"{r.returncode} after {time.monotonic() - t0:.1f}s")
+    # env and cwd
+    r = subprocess.run([vmm, "exec", "-e", "FOO=bar baz", "-w", "/tmp", sock, "--", "sh", "-c", "echo $FOO; pwd"],
+                       capture_output=True, env=env)
+    check("exec: --env and --cwd", r.stdout == b"bar baz\n/tmp\n", r.stdout)
+    # pty
+    r = subprocess.run([vmm, "exec", "-t", sock, "--", "sh", "-c", "tty; stty size"], capture_output=True,
+                       env=env, stdin=subprocess.DEVNULL)
+    check("exec: -t gives a pty", b"/dev/pts/" in r.stdout and r.returncode == 0, r.stdout)
+    # signals forwarded
+    p = subprocess.Popen([vmm, "exec", "-n", sock, "--", "sh", "-c", "trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.1; done"],
+                         stdout=subprocess.PIPE, env=env)
+    line = p.stdout.readline()
+    p.send_signal(2)
+    out = p.stdout.read()
+    p.wait(60)
+    check("exec: Ctrl-C (SIGINT) reaches the command", line == b"ready\n" and b"got-int" in out and p.returncode == 3,
+          (line, out, p.returncode))
+    # concurrency
+    res = [None] * 20
+
+    def one(i):
+        res[i] = vx(["sh", "-c", f"echo job-{i}"])
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(20)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check("exec: 20 concurrent commands", all(r and r.stdout == f"job-{i}\n".encode() for i, r in enumerate(res)),
+          [r.stdout for r in res if r][:3])
+    # files: a 32 MiB binary file both ways, and a tree
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "big.bin")
+        size = (32 if full or not port else 8) << 20
+        with open(src, "wb") as f:
+            f.write(os.urandom(size))
+        h = hashlib.sha256(open(src, "rb").read()).hexdigest()
+        r = subprocess.run([vmm, "cp", src, f"{sock}:/tmp/cp/in/big.bin"], capture_output=True, env=env)
+        r2 = vx(["sha256sum", "/tmp/cp/in/big.bin"])
+        check(f"cp: {size >> 20} MiB file into the sandbox, same checksum",
+              r.returncode == 0 and r2.stdout.split()[:1] == [h.encode()], (r.stderr, r2.stdout))
+        back = os.path.join(d, "back.bin")
+        r = subprocess.run([vmm, "cp", f"{sock}:/tmp/cp/in/big.bin", back], capture_output=True, env=env)
+        check(f"cp: {size >> 20} MiB file out of the sandbox, same checksum",
+              r.returncode == 0 and hashlib.sha256(open(back, "rb").read()).hexdigest() == h, r.stderr)
+        tree = os.path.join(d, "tree")
+        os.makedirs(os.path.join(tree, "a/b"))
+        open(os.path.join(tree, "a/b/c.txt"), "w").write("deep\n")
+        open(os.path.join(tree, "top.txt"), "w").write("top\n")
+        r = subprocess.run([vmm, "cp", tree, f"{sock}:/tmp/cp/tree"], capture_output=True, env=env)
+        r2 = vx(["cat", "/tmp/cp/tree/a/b/c.txt", "/tmp/cp/tree/top.txt"])
+        check("cp: a directory tree into the sandbox", r.returncode == 0 and r2.stdout == b"deep\ntop\n", (r.stderr, r2.stdout))
+        r = subprocess.run([vmm, "cp", f"{sock}:/tmp/cp/tree", os.path.join(d, "tree2")], capture_output=True, env=env)
+        check("cp: a directory tree out of the sandbox",
+              r.returncode == 0 and open(os.path.join(d, "tree2/a/b/c.txt")).read() == "deep\n", r.stderr)
+        r = subprocess.run([vmm, "cp", f"{sock}:/no/such/file", os.path.join(d, "x")], capture_output=True, env=env)
+        check("cp: a missing file is a clear error", r.returncode != 0 and b"ENOENT" in r.stderr, r.stderr)
+    # raw protocol: health, bad token, garbage, oversized
+    s = connect()
+    s.sendall(frame(1, b'{"v":1,"op":"health","token":' + f'"{token}"'.encode() + b"}"))
+    t, body = read_frame(s)
+    check("api: health", t == 19 and b'"api":1' in body, (t, body))
+    s.close()
+    if token:
+        s = connect()
+        s.sendall(frame(1, b'{"v":1,"op":"health","token":"wrong"}'))
+        t, body = read_frame(s)
+        check("api: a wrong token is refused", t == 20 and b"EACCES" in body, (t, body))
+        s.close()
+        r = subprocess.run([vmm, "exec", "--token", "nope", sock, "--", "true"], capture_output=True, env=env)
+        check("api: vmm exec with a bad token fails", r.returncode != 0 and b"token" in r.stderr, r.stderr)
+    s = connect()
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + os.urandom(64))
+    t, body = read_frame(s)
+    check("api: garbage gets an error reply", t == 20, (t, body))
+    s.close()
+    s = connect()
+    s.sendall(frame(1, b'{"v":1,"op":"exec","argv":"not-a-list","token":' + f'"{token}"'.encode() + b"}"))
+    t, body = read_frame(s)
+    check("api: a malformed request gets EINVAL", t == 20 and b"EINVAL" in body, body)
+    s.close()
+    s = connect()
+    s.sendall(struct.pack("<IB3x", 5 << 20, 1))
+    t, body = read_frame(s)
+    check("api: an oversized request gets EMSGSIZE", t == 20 and b"EMSGSIZE" in body, body)
+    s.close()
+    r = vx(["echo", "still-serving"])
+    check("api: the server keeps serving after bad requests", r.stdout == b"still-serving\n", r)
+    print(f"api: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+main()

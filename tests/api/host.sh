@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs tests/api/api_test.py against the host build of guest-init serving
+# on a Unix socket (no VM): the API's behaviour in seconds.
+#   host.sh VMM GUEST_INIT
+set -u
+vmm=$1
+gi=$2
+tmp=$(mktemp -d)
+mkdir -p "$tmp/reg"
+VMM_API_TOKEN=host-test-token VMM_API_REGISTRY="$tmp/reg" setsid "$gi" --serve-unix "$tmp/api.sock" > "$tmp/log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 50); do [ -S "$tmp/api.sock" ] && break; sleep 0.1; done
+timeout 600 python3 "$(dirname "$0")/api_test.py" "$vmm" "$tmp/api.sock" 0 host-test-token --scale full
