@@ -94,12 +94,6 @@ def main():
     check("exec: stdout and stderr kept apart", r.stdout == b"out\n" and r.stderr.endswith(b"err\n"), r)
     r = vx(["no-such-command-xyz"])
     check("exec: a missing command -> 127 with a message", r.returncode == 127 and b"not found" in r.stderr, r)
-    # big binary output, byte-exact
-    n = (10 << 20)
-    r = vx(["sh", "-c", f"head -c {n} /dev/urandom | tee /tmp/api-big | cat; sha256sum /tmp/api-big >&2"])
-    want = r.stderr.split()[-2].decode() if len(r.stderr.split()) >= 2 else "?"
-    check("exec: 10 MiB of binary output byte-exact",
-          len(r.stdout) == n and hashlib.sha256(r.stdout).hexdigest() == want, f"{len(r.stdout)} bytes")
     # stdin passthrough
     data = os.urandom(1 << 20)
     r = vx(["sha256sum"], stdin=data)
@@ -141,7 +135,7 @@ def main():
     # files: a 32 MiB binary file both ways, and a tree
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "big.bin")
-        size = (32 if full or not port else 8) << 20
+        size = 32 << 20
         with open(src, "wb") as f:
             f.write(os.urandom(size))
         h = hashlib.sha256(open(src, "rb").read()).hexdigest()
@@ -149,6 +143,12 @@ def main():
         r2 = vx(["sha256sum", "/tmp/cp/in/big.bin"])
         check(f"cp: {size >> 20} MiB file into the sandbox, same checksum",
               r.returncode == 0 and r2.stdout.split()[:1] == [h.encode()], (r.stderr, r2.stdout))
+        # 10 MiB of binary output, byte-exact (the file just copied in:
+        # generating random bytes in an emulated guest kernel is slow)
+        n = 10 << 20
+        r = vx(["head", "-c", str(n), "/tmp/cp/in/big.bin"])
+        want = open(src, "rb").read(n)
+        check("exec: 10 MiB of binary output byte-exact", r.stdout == want, f"{len(r.stdout)} bytes")
         back = os.path.join(d, "back.bin")
         r = subprocess.run([vmm, "cp", f"{sock}:/tmp/cp/in/big.bin", back], capture_output=True, env=env)
         check(f"cp: {size >> 20} MiB file out of the sandbox, same checksum",
@@ -196,6 +196,12 @@ def main():
     s.close()
     r = vx(["echo", "still-serving"])
     check("api: the server keeps serving after bad requests", r.stdout == b"still-serving\n", r)
+    if "--shutdown" in sys.argv:
+        s = connect()
+        s.sendall(frame(1, b'{"v":1,"op":"shutdown","token":' + f'"{token}"'.encode() + b"}"))
+        t, body = read_frame(s)
+        check("api: shutdown acknowledged", t == 19, (t, body))
+        s.close()
     print(f"api: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 

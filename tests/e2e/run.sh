@@ -117,6 +117,40 @@ for cpus in 1 2; do
 done
 check "2 vCPU: all CPUs online" "$tmp/2.out.txt" "vmm-selftest: cpus-online=0-1"
 check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: got=typed-by-the-host"
+# Boot 3: guest-init as PID 1 (the root image's /sbin/init) serving the
+# sandbox API over vsock, driven through vmm exec / vmm cp and raw frames.
+cp "$rootfs" "$tmp/root3.img"
+start=$(date +%s)
+timeout 1200 "$vmm" run --kernel "$kernel" --mem 256 --disk "path=$tmp/root3.img,root" \
+	--vsock "cid=4,uds=$tmp/api.sock" --console "file:$tmp/3.out" \
+	--cmdline "console=ttyS0 reboot=k panic=-1 vmm.token=e2e-token" < /dev/null 2> "$tmp/3.err" &
+pid3=$!
+for _ in $(seq 1200); do
+	grep -q "API ready" "$tmp/3.out" 2>/dev/null && break
+	kill -0 $pid3 2>/dev/null || break
+	sleep 0.5
+done
+timeout 1200 python3 "$(dirname "$0")/../api/api_test.py" "$vmm" "$tmp/api.sock" 1024 e2e-token \
+	--scale full --shutdown > "$tmp/3.api" 2>&1
+wait $pid3
+st3=$?
+echo "     boot 3 (sandbox API): status $st3 after $(( $(date +%s) - start )) s"
+sed 's/^/     | /' "$tmp/3.api"
+if grep -q "^api: [1-9][0-9]* passed, 0 failed" "$tmp/3.api"; then
+	ok "api: $(grep -c '^ok' "$tmp/3.api") checks through vmm exec / vmm cp against guest-init"
+else bad "api: checks against guest-init failed"; fi
+check "api: guest-init wrote the boot marker once the API listened" "$tmp/3.err" "boot marker: guest ready"
+if [ "$st3" = 0 ]; then ok "api: shutdown request powered the sandbox off (status 0)"
+else bad "api: sandbox ended with status $st3 after shutdown"; fi
+
+# Boot 4: vmm run -- CMD, the one-shot form.
+timeout 600 "$vmm" run --kernel "$kernel" --initrd "$initrd" --mem 256 -- sh -c 'echo hello from $(hostname); exit 3' \
+	< /dev/null > "$tmp/4.out" 2> "$tmp/4.err"
+st4=$?
+if [ "$st4" = 3 ] && [ "$(cat "$tmp/4.out")" = "hello from sandbox" ]; then
+	ok "vmm run -- CMD: output, exit status 3 propagated"
+else bad "vmm run -- CMD: status $st4, output '$(head -c 200 "$tmp/4.out")' $(tail -3 "$tmp/4.err")"; fi
+
 # virtio-vsock, from boot 1.
 if [ -f "$tmp/1.driver" ]; then
 	sed 's/^/     | /' "$tmp/1.driver"
