@@ -219,36 +219,18 @@ done:
 	return (int64_t)(written + 1);
 }
 
+static int64_t blk_chain(struct virtio_dev *d, const struct vq_chain *c)
+{
+	int64_t len = virtio_blk_handle(container_of(d, struct virtio_blk, vdev), c);
+
+	if (len < 0)
+		virtio_needs_reset(d, "virtio-blk request without header or status byte");
+	return len;
+}
+
 static void blk_queue_notify(struct virtio_dev *d, unsigned qi)
 {
-	struct virtio_blk *b = container_of(d, struct virtio_blk, vdev);
-	struct vq *q = &d->q[qi].vq;
-	const char *why = NULL;
-	int pushed = 0, r;
-
-	for (;;) {
-		while ((r = vq_pop(q, &b->chain, &why)) > 0) {
-			int64_t len = virtio_blk_handle(b, &b->chain);
-
-			if (len < 0) {
-				virtio_needs_reset(d, "virtio-blk request without header or status byte");
-				return;
-			}
-			vq_push(q, b->chain.head, (uint32_t)len);
-			pushed = 1;
-		}
-		if (r < 0) {
-			virtio_needs_reset(d, why);
-			return;
-		}
-		/* EVENT_IDX: ask for the next notification, then look again
-		 * so a buffer added meanwhile is not missed. */
-		vq_set_avail_event(q);
-		if (!vq_has_work(q))
-			break;
-	}
-	if (pushed)
-		virtio_queue_used(d, qi);
+	virtio_serve_queue(d, qi, &container_of(d, struct virtio_blk, vdev)->chain, blk_chain);
 }
 
 static const struct virtio_dev_ops blk_ops = {

@@ -78,6 +78,33 @@ void virtio_queue_used(struct virtio_dev *d, unsigned q)
 		raise_irq(d, VIRTIO_MMIO_INT_VRING);
 }
 
+void virtio_serve_queue(struct virtio_dev *d, unsigned qi, struct vq_chain *chain, virtio_chain_fn *fn)
+{
+	struct vq *q = &d->q[qi].vq;
+	const char *why = NULL;
+	int pushed = 0, r;
+
+	for (;;) {
+		while ((r = vq_pop(q, chain, &why)) > 0) {
+			int64_t len = fn(d, chain);
+
+			if (len < 0)
+				return;
+			vq_push(q, chain->head, (uint32_t)len);
+			pushed = 1;
+		}
+		if (r < 0) {
+			virtio_needs_reset(d, why);
+			return;
+		}
+		vq_set_avail_event(q);
+		if (!vq_has_work(q))
+			break;
+	}
+	if (pushed)
+		virtio_queue_used(d, qi);
+}
+
 void virtio_needs_reset(struct virtio_dev *d, const char *why)
 {
 	uint32_t old = atomic_fetch_or(&d->status, VIRTIO_STATUS_NEEDS_RESET);

@@ -98,6 +98,13 @@ void virtio_mmio_destroy(struct virtio_dev *d);
 int virtio_has_feature(const struct virtio_dev *d, unsigned bit);
 /* The driver used buffers of queue q: interrupt it if it wants one. */
 void virtio_queue_used(struct virtio_dev *d, unsigned q);
+/* Serves queue q until it is empty: pops each chain into *chain, calls fn,
+ * pushes the chain back with the length fn returns. fn returns -1 after it
+ * put the device in NEEDS_RESET; a broken ring does that here. After the
+ * ring is empty it re-arms EVENT_IDX and looks once more, so a buffer added
+ * meanwhile is not missed, then interrupts the driver if it wants one. */
+typedef int64_t virtio_chain_fn(struct virtio_dev *d, const struct vq_chain *chain);
+void virtio_serve_queue(struct virtio_dev *d, unsigned q, struct vq_chain *chain, virtio_chain_fn *fn);
 /* The guest broke a rule: DEVICE_NEEDS_RESET, a config interrupt, one
  * rate-limited log line. The device stops serving until the driver resets
  * it; the VMM and other devices carry on (2.1.1). */

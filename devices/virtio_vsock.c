@@ -856,34 +856,20 @@ static void after_batch(struct evloop *l, void *arg)
 
 /* ---- virtio ops --------------------------------------------------------- */
 
+static int64_t tx_chain(struct virtio_dev *d, const struct vq_chain *c)
+{
+	vsock_handle_tx(container_of(d, struct vsock_dev, vdev), c);
+	return 0; /* tx buffers are only read */
+}
+
 static void vsock_queue_notify(struct virtio_dev *d, unsigned qi)
 {
 	struct vsock_dev *v = container_of(d, struct vsock_dev, vdev);
 
-	if (qi == VSOCK_QUEUE_TX) {
-		struct vq *q = &d->q[qi].vq;
-		const char *why = NULL;
-		int r, pushed = 0;
-
-		for (;;) {
-			while ((r = vq_pop(q, &v->chain, &why)) > 0) {
-				vsock_handle_tx(v, &v->chain);
-				vq_push(q, v->chain.head, 0);
-				pushed = 1;
-			}
-			if (r < 0) {
-				virtio_needs_reset(d, why);
-				return;
-			}
-			vq_set_avail_event(q);
-			if (!vq_has_work(q))
-				break;
-		}
-		if (pushed)
-			virtio_queue_used(d, qi);
-	} else if (qi == VSOCK_QUEUE_EVENT) {
+	if (qi == VSOCK_QUEUE_TX)
+		virtio_serve_queue(d, qi, &v->chain, tx_chain);
+	else if (qi == VSOCK_QUEUE_EVENT)
 		send_event_reset(v);
-	}
 	rx_pump(v); /* rx buffers came, or tx produced replies */
 }
 
