@@ -152,12 +152,13 @@ static struct vsock_conn *conn_find(struct vsock_dev *v, uint32_t local, uint32_
 	return NULL;
 }
 
-static int port_in_use(struct vsock_dev *v, uint32_t local)
+/* Is `local` the host port of a connection other than `self`? */
+static int port_taken(struct vsock_dev *v, uint32_t local, const struct vsock_conn *self)
 {
 	unsigned i;
 
 	for (i = 0; i < v->nr_conns; i++)
-		if (v->conns[i]->local_port == local)
+		if (v->conns[i] != self && v->conns[i]->local_port == local)
 			return 1;
 	return 0;
 }
@@ -784,7 +785,7 @@ static void handshake(struct vsock_conn *c)
 			c->local_port = c->dev->next_port++;
 			if (c->dev->next_port < VSOCK_HOST_PORT_FIRST)
 				c->dev->next_port = VSOCK_HOST_PORT_FIRST;
-		} while (port_in_use(c->dev, c->local_port) && conn_find(c->dev, c->local_port, c->peer_port) != c);
+		} while (port_taken(c->dev, c->local_port, c));
 		c->state = CONN_CONNECTING;
 		c->pending |= PEND_REQUEST;
 		conn_arm(c, EPOLLRDHUP);

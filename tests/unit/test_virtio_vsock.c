@@ -395,6 +395,32 @@ static void host_initiated(void **state)
 	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
 }
 
+/* Host ports are never handed out twice, even when the counter comes
+ * round to one that is in use. */
+static void host_ports_unique(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint16_t seen = 0;
+	int c1 = host_client(f), c2;
+	uint32_t first;
+
+	post_rx(f, 8);
+	assert_int_equal(write(c1, "CONNECT 60\n", 11), 11);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	first = h.src_port;
+	evloop_pause(&f->v.vdev.loop);
+	f->v.next_port = first; /* as if the counter had wrapped around */
+	evloop_resume(&f->v.vdev.loop);
+	c2 = host_client(f);
+	assert_int_equal(write(c2, "CONNECT 61\n", 11), 11); /* another guest port */
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_REQUEST);
+	assert_int_not_equal(h.src_port, first);
+	close(c1);
+	close(c2);
+}
+
 static void host_connect_guest_refuses(void **state)
 {
 	struct fx *f = *state;
@@ -644,6 +670,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(guest_initiated, setup, teardown),
 		cmocka_unit_test_setup_teardown(guest_connect_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_initiated, setup, teardown),
+		cmocka_unit_test_setup_teardown(host_ports_unique, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_connect_guest_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(credit_exhaustion_and_recovery, setup, teardown),
 		cmocka_unit_test_setup_teardown(guest_overruns_credit, setup, teardown),
