@@ -130,14 +130,6 @@ int api_result(int fd, char *buf, size_t size, struct api_error *err)
 	return type == F_RESULT ? 0 : -2;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int api_wait_ready(const struct sandbox_addr *a, unsigned timeout_ms)
 {
 	uint64_t end = now_ms() + timeout_ms;

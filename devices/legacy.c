@@ -7,8 +7,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#define container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
-
 /* i8042 at 0x60 (data) and 0x64 (command/status). Writing command 0xFE
  * pulses the CPU reset line: that is how `reboot=k` resets the machine. */
 #define I8042_DATA 0x60

@@ -13,8 +13,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#define container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
-
 enum {
 	UART_RX = 0, UART_TX = 0, UART_DLL = 0,
 	UART_IER = 1, UART_DLM = 1,

@@ -16,8 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
-
 /* Is [sector, sector + n) inside the disk? (overflow-safe) */
 static int in_range(uint64_t sector, uint64_t n, uint64_t capacity)
 {

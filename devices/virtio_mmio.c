@@ -11,8 +11,6 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#define container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
-
 /* Register offsets (4.2.2). */
 enum {
 	REG_MAGIC = 0x000,

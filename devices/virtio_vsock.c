@@ -14,8 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
-
 enum conn_state {
 	CONN_HANDSHAKE,   /* host client: reading "CONNECT <port>\n" */
 	CONN_CONNECTING,  /* REQUEST sent to the guest, waiting for RESPONSE */

@@ -198,14 +198,6 @@ static void send_json(int fd, uint8_t type, struct json_writer *w)
 	frame_write(fd, type, w->buf, w->len);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- files --------------------------------------------------------------- */
 
 static const char *type_name(mode_t m)

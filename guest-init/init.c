@@ -72,14 +72,6 @@ static void say(const char *fmt, ...)
 	}
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void vmm_port(unsigned char v)
 {
 #ifdef __x86_64__

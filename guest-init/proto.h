@@ -48,6 +48,9 @@ int frame_read(int fd, uint8_t *type, void *buf, size_t max, size_t *len);
 int read_full(int fd, void *buf, size_t n);
 int write_full(int fd, const void *buf, size_t n);
 
+/* CLOCK_MONOTONIC in milliseconds (timeouts, uptime). */
+uint64_t now_ms(void);
+
 /* Error names for F_ERROR ("ENOENT" ...); "EIO" style for unknown ones. */
 const char *errno_name(int e);
 int errno_from_name(const char *name);

@@ -4,7 +4,12 @@
 #ifndef VMM_BUS_H
 #define VMM_BUS_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+/* The struct of type T whose member m is at p (devices embed their bus_dev
+ * and virtio_dev; handlers get back to the device with this). */
+#define container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
 
 #define BUS_MAX_DEVS 32
 

@@ -18,8 +18,6 @@ struct rec {
 	int writes;
 };
 
-#define container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
-
 static void rec_read(struct bus_dev *d, uint64_t off, void *data, unsigned len)
 {
 	struct rec *r = container_of(d, struct rec, bus);

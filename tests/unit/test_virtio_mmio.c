@@ -13,8 +13,6 @@
 #include "tests/unit/virtio_driver.h"
 #include "tests/unit/vq_builder.h"
 
-#define container_of(p, T, m) ((T *)((char *)(p) - offsetof(T, m)))
-
 struct dummy {
 	struct virtio_dev vdev;
 	uint8_t config[10];
