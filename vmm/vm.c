@@ -599,7 +599,21 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		vcpu_kick(&vm->vcpus[i]);
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_join(&vm->vcpus[i]);
+	/* Discard stop signals already pending (timeout(1) sends its SIGTERM
+	 * to the child and to the group: two) and keep them blocked, so the
+	 * caller's teardown runs to the end (see vm.h). */
+	for (;;) {
+		struct signalfd_siginfo si;
+
+		if (read(sfd, &si, sizeof(si)) != sizeof(si))
+			break;
+	}
 	close(sfd);
+	sigaddset(&old, SIGTERM);
+	sigaddset(&old, SIGHUP);
+	sigaddset(&old, SIGQUIT);
+	if (!vm->cfg.ignore_sigint)
+		sigaddset(&old, SIGINT);
 out_mask:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return (enum vm_exit_reason)atomic_load(&vm->exit_reason);

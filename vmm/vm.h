@@ -101,7 +101,12 @@ struct vm {
  * is left open. */
 int vm_create(struct vm *vm, const struct vm_config *cfg)
 	__attribute__((warn_unused_result));
-/* Runs until the guest or the host stops it; returns the reason. */
+/* Runs until the guest or the host stops it; returns the reason.
+ * SIGTERM, SIGHUP, SIGQUIT (and SIGINT unless cfg.ignore_sigint) stop it.
+ * They stay blocked when it returns, with any already pending discarded:
+ * a second Ctrl-C or a supervisor's repeated SIGTERM must not cut short the
+ * caller's teardown (sockets, TAP devices, snapshot files); a stop signal
+ * that arrives after that stops the next vm_run at once. */
 enum vm_exit_reason vm_run(struct vm *vm);
 void vm_destroy(struct vm *vm);
 

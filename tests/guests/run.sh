@@ -138,9 +138,12 @@ if run help 0 --help && grep -q "run" "$tmp/out" && run help 0 run --help && gre
 else bad "help/version"; fi
 
 # SIGTERM stops the VM: status 128+15.
-timeout 30 "$vmm" run --kernel "$dir/spin.elf" --mem 64 < /dev/null > /dev/null 2> "$tmp/err" &
+# Wait for the guest's line first: a signal before vm_run takes it would
+# kill vmm with the default action (same status, no message), which is
+# startup, not what this checks.
+timeout 30 "$vmm" run --kernel "$dir/spin.elf" --mem 64 < /dev/null > "$tmp/out" 2> "$tmp/err" &
 pid=$!
-sleep 0.5
+for _ in $(seq 200); do grep -q spinning "$tmp/out" && break; sleep 0.1; done
 kill -TERM $pid
 wait $pid
 st=$?
