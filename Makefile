@@ -25,11 +25,13 @@ endif
 
 # Sources of the VMM proper (everything but the CLI entry points).
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
+             vmm/snapfmt.c vmm/snapshot.c vmm/control.c guest-init/json.c \
              vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
-             guest-init/json.c guest-init/proto.c
+             cli/sandbox.c cli/snapshot.c cli/pause.c \
+             guest-init/proto.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
 # patched "emulating" kernel; everyone else gets the unpatched "hw" one.
@@ -171,11 +173,12 @@ test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
 test_cpuid_SRCS   := vmm/cpuid.c
-test_serial_SRCS  := devices/serial.c vmm/log.c
+test_serial_SRCS  := devices/serial.c vmm/log.c vmm/snapfmt.c
 test_bus_SRCS     := vmm/bus.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
-test_virtio_mmio_SRCS := devices/virtio_mmio.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
+test_virtio_mmio_SRCS := devices/virtio_mmio.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
+                         vmm/snapfmt.c
 test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 test_virtio_vsock_SRCS := devices/virtio_vsock.c $(test_virtio_mmio_SRCS)
 test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
@@ -227,10 +230,10 @@ FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
 fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devices/virtio_mmio.c \
-                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
+                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
 fuzz_api_request_SRCS := tests/fuzz/fuzz_api_request.c guest-init/api.c guest-init/json.c guest-init/proto.c
 fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c devices/virtio_mmio.c \
-                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
+                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -678,4 +679,21 @@ out:
 int api_shutdown(const struct sandbox_addr *a)
 {
 	return remote_op(a, "\"op\":\"shutdown\"", "shutdown", NULL, 0);
+}
+
+int api_sync(const struct sandbox_addr *a)
+{
+	char fields[256], hex[2 * 32 + 1];
+	uint8_t seed[32];
+	struct timespec now;
+	unsigned i;
+
+	if (getrandom(seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+		return -errno;
+	for (i = 0; i < sizeof(seed); i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	clock_gettime(CLOCK_REALTIME, &now);
+	snprintf(fields, sizeof(fields), "\"op\":\"sync\",\"time_s\":%lld,\"time_ns\":%ld,\"seed\":\"%s\"",
+		 (long long)now.tv_sec, (long)now.tv_nsec, hex);
+	return remote_op(a, fields, "sync", NULL, 0);
 }

@@ -52,6 +52,10 @@ int api_exec(const struct sandbox_addr *a, const struct exec_opts *o);
 int api_copy_in(const struct sandbox_addr *a, const char *local, const char *remote);
 int api_copy_out(const struct sandbox_addr *a, const char *remote, const char *local);
 
+/* After a restore: gives the guest the host's wall-clock time and 32
+ * bytes of fresh entropy (getrandom). 0 or -errno. */
+int api_sync(const struct sandbox_addr *a);
+
 /* Asks the guest to power off. 0 or -errno. */
 int api_shutdown(const struct sandbox_addr *a);
 

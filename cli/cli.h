@@ -14,6 +14,10 @@ struct cli_verb {
 extern const struct cli_verb cli_verb_run;
 extern const struct cli_verb cli_verb_exec;
 extern const struct cli_verb cli_verb_cp;
+extern const struct cli_verb cli_verb_snapshot;
+extern const struct cli_verb cli_verb_restore;
+extern const struct cli_verb cli_verb_pause;
+extern const struct cli_verb cli_verb_resume;
 
 /* Exit statuses of the CLI itself (the guest's are in docs/exit-status.md). */
 #define CLI_EXIT_ERROR 1
@@ -24,6 +28,8 @@ int cli_parse_mib(const char *s, unsigned long long *mib);
 /* The guest API's vsock port: 1024, or $VMM_API_PORT (0: the socket is
  * the API itself, as `guest-init --serve-unix` serves it in tests). */
 unsigned cli_api_port(void);
+/* A control reply ({"ok":...}): 0 if ok, else prints its error. */
+int cli_reply_ok(const char *verb, const char *reply);
 /* Directory holding the running vmm binary (for build/kernel/...). */
 int cli_exe_dir(char *buf, size_t len);
 

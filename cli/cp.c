@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "api_client.h"
 #include "cli.h"
+#include "sandbox.h"
 #include "../guest-init/proto.h"
 
 #include <getopt.h>
@@ -16,11 +17,12 @@ static void cp_usage(FILE *out)
 		"usage: vmm cp [--token TOKEN] SRC DST\n\n"
 		"Copies a file or a directory tree into a sandbox or out of it. One of\n"
 		"SRC and DST is SANDBOX:/absolute/path, where SANDBOX is the sandbox's\n"
-		"vsock socket; the other is a host path. Writes in the sandbox are\n"
+		"name or its vsock socket; the other is a host path. Writes in the sandbox are\n"
 		"atomic per file (a reader never sees half a file); parents are created.\n");
 }
 
-/* "SOCK:/path" with SOCK an existing Unix socket? Splits it. */
+/* "SANDBOX:/path", SANDBOX a sandbox's name or an existing Unix socket?
+ * Splits it. */
 static int split_remote(char *spec, char **sock, char **path)
 {
 	char *colon = strrchr(spec, ':');
@@ -28,7 +30,8 @@ static int split_remote(char *spec, char **sock, char **path)
 
 	while (colon) {
 		*colon = '\0';
-		if (colon[1] == '/' && stat(spec, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		if (colon[1] == '/' && ((stat(spec, &st) == 0 && S_ISSOCK(st.st_mode)) ||
+					(!strchr(spec, '/') && sandbox_name_ok(spec)))) {
 			*sock = spec;
 			*path = colon + 1;
 			return 1;
@@ -50,7 +53,8 @@ static int cp_main(int argc, char **argv)
 	};
 	struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
 	char *sock, *path;
-	int opt, r;
+	int opt, r, token_given = 0;
+	struct sandbox sb;
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -59,16 +63,19 @@ static int cp_main(int argc, char **argv)
 			return CLI_EXIT_USAGE;
 		}
 		a.token = optarg;
+		token_given = 1;
 	}
 	if (argc - optind != 2) {
 		cp_usage(stderr);
 		return CLI_EXIT_USAGE;
 	}
 	if (split_remote(argv[optind + 1], &sock, &path)) {
-		a.uds = sock;
+		if (sandbox_api_addr(sock, token_given, &sb, &a))
+			return CLI_EXIT_ERROR;
 		r = api_copy_in(&a, argv[optind], path);
 	} else if (split_remote(argv[optind], &sock, &path)) {
-		a.uds = sock;
+		if (sandbox_api_addr(sock, token_given, &sb, &a))
+			return CLI_EXIT_ERROR;
 		r = api_copy_out(&a, path, argv[optind + 1]);
 	} else {
 		fprintf(stderr, "vmm cp: one of SRC and DST must be SANDBOX:/path, with SANDBOX a sandbox's socket\n");

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "api_client.h"
 #include "cli.h"
+#include "sandbox.h"
 #include "../guest-init/proto.h"
 
 #include <getopt.h>
@@ -16,13 +17,15 @@ static void exec_usage(FILE *out)
 		"Runs CMD in a running sandbox and exits with its exit status (128+N if\n"
 		"signal N killed it). Output streams as it is produced; stdin is passed\n"
 		"through; Ctrl-C, SIGTERM and SIGHUP are forwarded to the command.\n"
-		"SANDBOX is the sandbox's vsock socket (vmm run --vsock cid=N,uds=PATH).\n\n"
+		"SANDBOX is the sandbox's name (vmm run --name), or the path of its vsock\n"
+		"socket (vmm run --vsock cid=N,uds=PATH).\n\n"
 		"  -t, --tty            run in a pseudo-terminal (raw mode here, resizes follow)\n"
 		"  -n, --no-stdin       do not pass stdin (the command reads /dev/null)\n"
 		"  -e, --env NAME=VALUE set a variable (repeatable)\n"
 		"  -w, --cwd DIR        working directory in the sandbox (default /root)\n"
 		"      --timeout SECS   kill the command after SECS seconds\n"
-		"      --token TOKEN    the sandbox's access token (default: $VMM_TOKEN)\n");
+		"      --token TOKEN    the sandbox's access token (default: a named sandbox's\n"
+		"                       own, $VMM_TOKEN for a socket path)\n");
 }
 
 static int exec_main(int argc, char **argv)
@@ -40,7 +43,8 @@ static int exec_main(int argc, char **argv)
 	struct exec_opts o = { .stdin_pass = 1 };
 	const char *env[257];
 	unsigned nenv = 0;
-	int opt, r;
+	int opt, r, token_given = 0;
+	struct sandbox sb;
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "+tne:w:", opts, NULL)) != -1) {
@@ -74,6 +78,7 @@ static int exec_main(int argc, char **argv)
 		}
 		case 'T':
 			a.token = optarg;
+			token_given = 1;
 			break;
 		default:
 			exec_usage(stderr);
@@ -87,7 +92,8 @@ static int exec_main(int argc, char **argv)
 		exec_usage(stderr);
 		return CLI_EXIT_USAGE;
 	}
-	a.uds = argv[optind];
+	if (sandbox_api_addr(argv[optind], token_given, &sb, &a))
+		return CLI_EXIT_ERROR;
 	env[nenv] = NULL;
 	o.env = nenv ? env : NULL;
 	o.argv = (const char *const *)&argv[optind + 2];

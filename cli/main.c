@@ -14,6 +14,10 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_run,
 	&cli_verb_exec,
 	&cli_verb_cp,
+	&cli_verb_snapshot,
+	&cli_verb_restore,
+	&cli_verb_pause,
+	&cli_verb_resume,
 };
 #define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 

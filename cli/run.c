@@ -2,6 +2,9 @@
 #define _GNU_SOURCE
 #include "api_client.h"
 #include "cli.h"
+#include "sandbox.h"
+#include "../vmm/control.h"
+#include "../vmm/snapshot.h"
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
 #include "../vmm/vm.h"
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -44,13 +48,16 @@ static void run_usage(FILE *out)
 		"                       virtio-vsock: guest CID N (3 or more); host clients\n"
 		"                       connect to the Unix socket PATH and write\n"
 		"                       \"CONNECT <port>\\n\"; guest connections to host port P\n"
-		"                       go to the Unix socket PATH_P\n"
+		"                       go to the Unix socket PATH_P (default: cid=3 and\n"
+		"                       vsock.sock in the sandbox's folder)\n"
+		"  --name NAME          the sandbox's name (default: a generated sb-XXXXXXXX);\n"
+		"                       vmm exec/cp/snapshot/pause/resume NAME reach it\n"
 		"  --cpu-template T     host (all KVM offers) or safe (hides what a\n"
 		"                       ring-0-emulating KVM cannot run); default: safe on\n"
 		"                       such hosts, host elsewhere\n"
 		"  --dump-cpuid PATH    write vCPU 0's CPUID table to PATH (debugging)\n"
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
-		"      --token TOKEN    the API access token (with CMD: a random one by default)\n"
+		"      --token TOKEN    the API access token (default: a random one)\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
 		"  -q, --quiet          only errors on stderr\n"
 		"  -v, --verbose        debug logging\n\n"
@@ -62,7 +69,7 @@ static void run_usage(FILE *out)
 }
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
-       OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY };
+       OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -78,16 +85,44 @@ static const struct option run_opts[] = {
 	{ "tty", no_argument, NULL, 't' },
 	{ "token", required_argument, NULL, OPT_TOKEN },
 	{ "ready-timeout", required_argument, NULL, OPT_READY },
+	{ "name", required_argument, NULL, OPT_NAME },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
 };
 
+static void restore_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: vmm restore DIR [options] [-- CMD [ARGS...]]\n\n"
+		"Starts a sandbox from the snapshot in DIR (vmm snapshot): its memory is\n"
+		"mapped copy-on-write (clones of one snapshot share it), its writable disks\n"
+		"are copied for this sandbox (reflinks where the filesystem can), and the\n"
+		"guest gets the current time and fresh entropy once its API answers.\n"
+		"Start as many as you like from one snapshot; give each its own name.\n\n"
+		"  --name NAME          the new sandbox's name (default: generated)\n"
+		"  --vsock cid=N[,uds=PATH]\n"
+		"                       another guest CID or socket for this clone\n"
+		"                       (default: the snapshot's CID, vsock.sock in its folder)\n"
+		"  --disk path=FILE[,id=ID]\n"
+		"                       use FILE for the snapshot's disk ID (or, without id,\n"
+		"                       the next disk in order) instead of a fresh copy; it\n"
+		"                       must have the same size\n"
+		"  --console MODE       stdio (default), file:PATH or none\n"
+		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
+		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
+		"  -q, --quiet / -v, --verbose\n\n"
+		"With CMD: runs it once the API answers, powers the sandbox off and exits\n"
+		"with CMD's status. A snapshot that is missing, truncated, corrupted, of\n"
+		"another format version or from another CPU is refused before any guest\n"
+		"code runs (docs/snapshot.md).\n");
+}
+
 static int bad_usage(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "vmm run: ");
+	fprintf(stderr, "vmm: ");
 	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n(see 'vmm run --help')\n");
+	fprintf(stderr, "\n(see 'vmm run --help' or 'vmm restore --help')\n");
 	return CLI_EXIT_USAGE;
 }
 
@@ -96,130 +131,207 @@ static int file_exists(const char *p)
 	return access(p, R_OK) == 0;
 }
 
-/* `vmm run -- CMD`: the sandbox needs the API (vsock, with a private socket
- * and a fresh token unless given), and the terminal belongs to CMD, so the
- * console goes nowhere unless --console says otherwise. */
-static int setup_command(struct vm_config *cfg, const char **console, int console_explicit,
-			 const char *token, char *tmpdir, size_t tmplen, char *cmdline, size_t cmdlen,
-			 char *tok, size_t toklen)
+
+static int random_token(char *tok, size_t len)
 {
 	uint8_t rnd[16];
-	int n;
+	unsigned i;
 
-	if (!cfg->has_vsock) {
-		snprintf(tmpdir, tmplen, "/tmp/vmm-run-XXXXXX");
-		if (!mkdtemp(tmpdir)) {
-			log_err("cannot create a directory for the sandbox's socket: %s", strerror(errno));
-			tmpdir[0] = '\0';
-			return -1;
-		}
-		cfg->has_vsock = 1;
-		cfg->vsock.cid = 3;
-		snprintf(cfg->vsock.uds, sizeof(cfg->vsock.uds), "%s/vsock.sock", tmpdir);
-	}
-	if (token) {
-		snprintf(tok, toklen, "%s", token);
-	} else {
-		unsigned i;
-
-		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-			log_err("getrandom: %s", strerror(errno));
-			return -1;
-		}
-		for (i = 0; i < sizeof(rnd); i++)
-			snprintf(tok + 2 * i, toklen - 2 * i, "%02x", rnd[i]);
-	}
-	n = snprintf(cmdline, cmdlen, "%s vmm.shell=0 vmm.token=%s", cfg->cmdline, tok);
-	if (n < 0 || (size_t)n >= cmdlen) {
-		log_err("kernel command line too long");
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+		log_err("getrandom: %s", strerror(errno));
 		return -1;
 	}
-	cfg->cmdline = cmdline;
-	if (!console_explicit)
-		*console = "none";
+	for (i = 0; i < sizeof(rnd) && 2 * i + 2 < len; i++)
+		snprintf(tok + 2 * i, len - 2 * i, "%02x", rnd[i]);
 	return 0;
 }
 
-/* Runs the VM here and the API client in a child process: the child waits
- * for the API, runs the command, then asks the guest to power off. */
-static int run_command(struct vm *vm, const struct sandbox_addr *a, const struct exec_opts *cmd,
-		       unsigned long ready_s)
-{
-	enum vm_exit_reason reason;
-	int st = 0, ready[2];
-	pid_t child;
+/* What happens next to the VM, in a child process while this one runs it:
+ * wait for the API (after the boot marker on a fresh boot), give a restored
+ * guest the time and fresh entropy, run CMD and power off. */
+struct helper {
+	const struct sandbox_addr *a;
+	const struct exec_opts *cmd; /* NULL: none */
+	int restored;
+	unsigned long ready_s;
+};
 
-	/* The guest's init writes the boot marker once its API listens: the
-	 * VMM passes that on through a pipe, so the child does not poll a
-	 * port the guest keeps refusing while it boots. */
-	if (pipe2(ready, O_CLOEXEC) < 0) {
+static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
+{
+	int ready[2] = { -1, -1 };
+
+	/* On a fresh boot the guest's init writes the boot marker once its
+	 * API listens: the VMM passes it on through a pipe, so the child does
+	 * not poll a port the guest keeps refusing while it boots. */
+	if (!h->restored && pipe2(ready, O_CLOEXEC) < 0) {
 		log_err("pipe: %s", strerror(errno));
-		return CLI_EXIT_ERROR;
+		return -1;
 	}
-	signal(SIGINT, SIG_IGN); /* Ctrl-C is the command's, forwarded by the child */
-	child = fork();
-	if (child < 0) {
+	if (h->cmd)
+		signal(SIGINT, SIG_IGN); /* Ctrl-C is the command's, forwarded by the child */
+	*child = fork();
+	if (*child < 0) {
 		log_err("fork: %s", strerror(errno));
-		return CLI_EXIT_ERROR;
+		return -1;
 	}
-	if (child == 0) {
+	if (*child == 0) {
 		struct pollfd p = { .fd = ready[0], .events = POLLIN };
 		int r;
 
 		signal(SIGINT, SIG_DFL);
-		close(ready[1]);
-		if (poll(&p, 1, (int)(ready_s * 1000)) != 1) {
-			log_err("the sandbox did not get ready within %lu s", ready_s);
-			kill(getppid(), SIGTERM);
+		if (!h->restored) {
+			close(ready[1]);
+			if (poll(&p, 1, (int)(h->ready_s * 1000)) != 1) {
+				log_err("the sandbox did not get ready within %lu s", h->ready_s);
+				if (h->cmd)
+					kill(getppid(), SIGTERM);
+				_exit(CLI_EXIT_ERROR);
+			}
+		}
+		if (api_wait_ready(h->a, h->restored ? (unsigned)(h->ready_s * 1000) : 30000)) {
+			log_err("the sandbox API did not answer within %lu s", h->ready_s);
+			if (h->cmd)
+				kill(getppid(), SIGTERM);
 			_exit(CLI_EXIT_ERROR);
 		}
-		if (api_wait_ready(a, 30000)) {
-			log_err("the sandbox API did not answer within %lu s", ready_s);
-			kill(getppid(), SIGTERM);
-			_exit(CLI_EXIT_ERROR);
-		}
-		r = api_exec(a, cmd);
-		if (api_shutdown(a))
+		if (h->restored && api_sync(h->a))
+			log_warn("could not give the restored sandbox the time and fresh entropy");
+		if (!h->cmd)
+			_exit(0);
+		r = api_exec(h->a, h->cmd);
+		if (api_shutdown(h->a))
 			kill(getppid(), SIGTERM);
 		_exit(r < 0 ? CLI_EXIT_ERROR : r);
 	}
-	close(ready[0]);
-	vm->marker_fd = ready[1];
-	vm->cfg.ignore_sigint = 1;
-	reason = vm_run(vm);
-	close(ready[1]);
+	if (!h->restored) {
+		close(ready[0]);
+		vm->marker_fd = ready[1];
+	}
+	if (h->cmd)
+		vm->cfg.ignore_sigint = 1;
+	return 0;
+}
+
+/* Runs the VM; with a command, its status is the command's. */
+static int run_vm(struct vm *vm, const struct helper *h, pid_t child)
+{
+	enum vm_exit_reason reason = vm_run(vm);
+	int st = 0;
+
+	if (vm->marker_fd >= 0)
+		close(vm->marker_fd);
 	vm->marker_fd = -1;
-	if (waitpid(child, &st, WNOHANG) == 0) {
+	if (child > 0 && waitpid(child, &st, WNOHANG) == 0) {
 		kill(child, SIGTERM);
 		waitpid(child, &st, 0);
 	}
-	if (reason == VM_EXIT_POWEROFF && WIFEXITED(st))
-		return WEXITSTATUS(st);
-	if (reason == VM_EXIT_SIGNAL && WIFEXITED(st) && WEXITSTATUS(st) == CLI_EXIT_ERROR)
-		return CLI_EXIT_ERROR; /* the child said why */
-	log_err("the sandbox stopped before the command finished: %s", vm->exit_msg);
+	if (h->cmd) {
+		if (reason == VM_EXIT_POWEROFF && WIFEXITED(st))
+			return WEXITSTATUS(st);
+		if (reason == VM_EXIT_SIGNAL && WIFEXITED(st) && WEXITSTATUS(st) == CLI_EXIT_ERROR)
+			return CLI_EXIT_ERROR; /* the child said why */
+		log_err("the sandbox stopped before the command finished: %s", vm->exit_msg);
+		return vm_exit_status(reason, vm->exit_signo);
+	}
+	if (reason == VM_EXIT_REBOOT || reason == VM_EXIT_POWEROFF || reason == VM_EXIT_CONSOLE ||
+	    reason == VM_EXIT_SIGNAL || reason == VM_EXIT_STOPPED)
+		log_info("%s (exit status %d)", vm->exit_msg, vm_exit_status(reason, vm->exit_signo));
+	else
+		log_err("%s (exit status %d)", vm->exit_msg, vm_exit_status(reason, vm->exit_signo));
 	return vm_exit_status(reason, vm->exit_signo);
 }
 
-int run_main(int argc, char **argv);
-int run_main(int argc, char **argv)
+/* restore: the snapshot's disks for this clone. An override (--disk
+ * path=F[,id=ID]) is used as is; a read-only disk is used in place if it
+ * has not changed; a writable one is copied from the snapshot. */
+static int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct blk_options *over,
+			 unsigned nr_over, const struct sandbox *sb)
+{
+	unsigned i, j, next = 0;
+	int used[VM_MAX_DISKS] = { 0 };
+
+	for (j = 0; j < nr_over; j++) {
+		for (i = 0; i < s->conf.nr_disks && over[j].id[0]; i++)
+			if (!strcmp(s->conf.disks[i].id, over[j].id))
+				break;
+		if (!over[j].id[0]) {
+			while (next < s->conf.nr_disks && used[next])
+				next++;
+			i = next;
+		}
+		if (i >= s->conf.nr_disks || used[i]) {
+			log_err("--disk %s: the snapshot has no%s disk %s", over[j].path,
+				used[i] ? " other" : "", over[j].id[0] ? over[j].id : "left to replace");
+			return -EINVAL;
+		}
+		used[i] = 1;
+		cfg->disks[i].path = over[j].path;
+		over[j].path = NULL;
+	}
+	cfg->nr_disks = s->conf.nr_disks;
+	for (i = 0; i < s->conf.nr_disks; i++) {
+		const struct snap_disk *d = &s->conf.disks[i];
+		struct blk_options *o = &cfg->disks[i];
+		struct stat st;
+		char p[PATH_MAX], src[PATH_MAX];
+		int r;
+
+		o->ro = d->ro;
+		o->root = d->root;
+		snprintf(o->id, sizeof(o->id), "%s", d->id);
+		if (used[i])
+			continue;
+		if (d->ro) {
+			if (stat(d->path, &st) < 0 || (uint64_t)st.st_size != d->size ||
+			    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != d->mtime_ns) {
+				log_err("snapshot %s: read-only disk %s is missing or changed since the "
+					"snapshot (give --disk path=FILE,id=%s)", s->dir, d->path, d->id);
+				return -EINVAL;
+			}
+			o->path = strdup(d->path);
+		} else {
+			if (snprintf(src, sizeof(src), "%s/%s", s->dir, d->file) >= (int)sizeof(src) ||
+			    snprintf(p, sizeof(p), "%s/disk%u", sb->dir, i) >= (int)sizeof(p))
+				return -ENAMETOOLONG;
+			r = snap_copy_file(src, p);
+			if (r) {
+				log_err("snapshot %s: cannot copy %s for this sandbox: %s", s->dir, d->file,
+					strerror(-r));
+				return r;
+			}
+			o->path = strdup(p);
+		}
+		if (!o->path)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int sandbox_main(int argc, char **argv, int restore)
 {
 	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
 	struct vm_config cfg;
 	struct termios saved;
 	int raw = 0, console_file = -1, opt, status = 0;
-	const char *console = "stdio", *dump_cpuid = NULL;
+	const char *console = "stdio", *dump_cpuid = NULL, *name = NULL;
 	unsigned long long mib = VM_DEFAULT_MEM_MIB;
-	enum vm_exit_reason reason;
-	struct vm *vm;
+	struct vm *vm = NULL;
 	char dir[PATH_MAX];
 	struct exec_opts cmd = { .stdin_pass = 1 };
 	const char *token = NULL;
 	unsigned long ready_s = 300;
-	int console_explicit = 0, level_set = 0;
-	char tmpdir[64] = "", cmdline_buf[4096], token_buf[80] = "";
+	int console_explicit = 0, level_set = 0, vsock_given = 0, have_snap = 0;
+	char cmdline_buf[4096], token_buf[160] = "";
+	struct blk_options over[VM_MAX_DISKS];
+	unsigned nr_over = 0;
+	struct snapshot snap;
+	struct sandbox sb = { .created = 0 };
+	struct control ctl = { .fd = -1 };
+	struct helper h = { .cmd = NULL };
+	pid_t child = -1;
 
 	memset(&cfg, 0, sizeof(cfg));
+	memset(over, 0, sizeof(over));
 	cfg.t0_ns = log_now_ns();
 	cfg.cpus = 1;
 	cfg.console_in = -1;
@@ -228,10 +340,19 @@ int run_main(int argc, char **argv)
 	cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+qvt", run_opts, NULL)) != -1) {
+	/* run: options end at the first non-option (the command follows "--");
+	 * restore: options may follow DIR too, so let getopt permute. */
+	while ((opt = getopt_long(argc, argv, restore ? "qvt" : "+qvt", run_opts, NULL)) != -1) {
 		char *end;
 		unsigned long v;
 
+		/* restore takes what may differ per clone, nothing that shapes the VM */
+		if (restore && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
+				opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE ||
+				opt == OPT_DUMP_CPUID || opt == OPT_TOKEN)) {
+			status = bad_usage("restore: %s comes from the snapshot", argv[optind - 1]);
+			goto out_disks;
+		}
 		switch (opt) {
 		case OPT_KERNEL:
 			cfg.kernel = optarg;
@@ -278,31 +399,44 @@ int run_main(int argc, char **argv)
 			break;
 		case OPT_DISK: {
 			const char *why = "";
+			struct blk_options *o = restore ? &over[nr_over] : &cfg.disks[cfg.nr_disks];
 
-			if (cfg.nr_disks == VM_MAX_DISKS) {
+			if ((restore ? nr_over : cfg.nr_disks) == VM_MAX_DISKS) {
 				status = bad_usage("--disk: at most %s disks", "16");
 				goto out_disks;
 			}
-			if (blk_options_parse(optarg, &cfg.disks[cfg.nr_disks], &why)) {
-				fprintf(stderr, "vmm run: --disk '%s': %s\n", optarg, why);
+			if (blk_options_parse(optarg, o, &why)) {
+				fprintf(stderr, "vmm: --disk '%s': %s\n", optarg, why);
 				status = CLI_EXIT_USAGE;
 				goto out_disks;
 			}
-			cfg.nr_disks++;
+			if (restore)
+				nr_over++;
+			else
+				cfg.nr_disks++;
 			break;
 		}
 		case OPT_VSOCK: {
 			const char *why = "";
+			char tmp[160];
 
-			if (cfg.has_vsock || vsock_options_parse(optarg, &cfg.vsock, &why)) {
-				fprintf(stderr, "vmm run: --vsock '%s': %s\n", optarg,
-					cfg.has_vsock ? "only one vsock device" : why);
+			/* restore: "cid=N" alone is fine, the socket has a default */
+			snprintf(tmp, sizeof(tmp), "%s%s", optarg,
+				 restore && !strstr(optarg, "uds=") ? ",uds=-" : "");
+			if (vsock_given || vsock_options_parse(tmp, &cfg.vsock, &why)) {
+				fprintf(stderr, "vmm: --vsock '%s': %s\n", optarg,
+					vsock_given ? "only one vsock device" : why);
 				status = CLI_EXIT_USAGE;
 				goto out_disks;
 			}
-			cfg.has_vsock = 1;
+			if (!strcmp(cfg.vsock.uds, "-"))
+				cfg.vsock.uds[0] = '\0';
+			vsock_given = 1;
 			break;
 		}
+		case OPT_NAME:
+			name = optarg;
+			break;
 		case 't':
 			cmd.tty = 1;
 			break;
@@ -321,46 +455,106 @@ int run_main(int argc, char **argv)
 			level_set = 1;
 			break;
 		default:
-			{
-				status = bad_usage("%s", "unknown option");
-				goto out_disks;
-			}
+			status = bad_usage("%s", "unknown option");
+			goto out_disks;
 		}
+	}
+	if (restore) {
+		if (optind >= argc) {
+			status = bad_usage("%s", "restore: which snapshot directory?");
+			goto out_disks;
+		}
+		if (snapshot_open(&snap, argv[optind++])) {
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		have_snap = 1;
+		if (optind < argc && !strcmp(argv[optind], "--"))
+			optind++;
 	}
 	if (optind < argc) {
 		cmd.argv = (const char *const *)&argv[optind]; /* after "--": the command */
 		/* The terminal carries CMD's output: only warnings from us. */
 		if (!level_set && log_get_level() > LOG_WARN)
 			log_set_level(LOG_WARN);
+		if (!console_explicit)
+			console = "none";
 	}
-	cfg.mem_bytes = mib << 20;
 
-	if (!cfg.kernel) {
-		if (cli_exe_dir(dir, sizeof(dir) - 32) == 0) {
-			snprintf(kernel_buf, sizeof(kernel_buf), "%.4000s/kernel/vmlinux", dir);
-			snprintf(initrd_buf, sizeof(initrd_buf), "%.4000s/initramfs.cpio", dir);
-		}
-		if (!kernel_buf[0] || !file_exists(kernel_buf)) {
-			log_err("no --kernel given and no kernel built next to vmm (%s): run 'make' first",
-				kernel_buf);
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
-		}
-		cfg.kernel = kernel_buf;
-		if (!cfg.initrd && !(cfg.nr_disks && cfg.disks[0].root) && file_exists(initrd_buf))
-			cfg.initrd = initrd_buf;
-	}
-	if (!cfg.cmdline)
-		cfg.cmdline = DEFAULT_CMDLINE;
-	if (cmd.argv && setup_command(&cfg, &console, console_explicit, token, tmpdir, sizeof(tmpdir),
-				     cmdline_buf, sizeof(cmdline_buf), token_buf, sizeof(token_buf))) {
+	if (sandbox_create(&sb, name)) {
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
 	}
-	if (!cfg.tmpl_explicit && cfg.host_emulates_ring0) {
-		cfg.tmpl = CPU_TEMPLATE_SAFE;
-		log_info("this host's KVM emulates guest ring 0 (kvm_pvm): using CPU template 'safe'");
+	if (restore) {
+		const struct snap_conf *c = &snap.conf;
+
+		cfg.restore = &snap;
+		cfg.mem_bytes = c->mem_bytes;
+		cfg.cpus = c->cpus;
+		cfg.tmpl = (enum cpu_template)c->tmpl;
+		cfg.tmpl_explicit = 1;
+		snprintf(token_buf, sizeof(token_buf), "%s", c->token);
+		if (restore_disks(&cfg, &snap, over, nr_over, &sb)) {
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		cfg.has_vsock = (int)c->has_vsock;
+		if (cfg.has_vsock && !vsock_given)
+			cfg.vsock.cid = c->cid;
+		if (!cfg.has_vsock && vsock_given) {
+			log_err("restore: the snapshot has no vsock device to configure");
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+	} else {
+		cfg.mem_bytes = mib << 20;
+		/* Every sandbox has its API device unless told otherwise. */
+		if (!vsock_given) {
+			cfg.vsock.cid = 3;
+			cfg.vsock.uds[0] = '\0';
+		}
+		cfg.has_vsock = 1;
+		if (token)
+			snprintf(token_buf, sizeof(token_buf), "%s", token);
+		else if (random_token(token_buf, sizeof(token_buf))) {
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		if (!cfg.kernel) {
+			if (cli_exe_dir(dir, sizeof(dir) - 32) == 0) {
+				snprintf(kernel_buf, sizeof(kernel_buf), "%.4000s/kernel/vmlinux", dir);
+				snprintf(initrd_buf, sizeof(initrd_buf), "%.4000s/initramfs.cpio", dir);
+			}
+			if (!kernel_buf[0] || !file_exists(kernel_buf)) {
+				log_err("no --kernel given and no kernel built next to vmm (%s): run 'make' first",
+					kernel_buf);
+				status = CLI_EXIT_ERROR;
+				goto out_disks;
+			}
+			cfg.kernel = kernel_buf;
+			if (!cfg.initrd && !(cfg.nr_disks && cfg.disks[0].root) && file_exists(initrd_buf))
+				cfg.initrd = initrd_buf;
+		}
+		if (!cfg.cmdline)
+			cfg.cmdline = DEFAULT_CMDLINE;
+		if (cmd.argv) {
+			int n = snprintf(cmdline_buf, sizeof(cmdline_buf), "%s vmm.shell=0", cfg.cmdline);
+
+			if (n < 0 || (size_t)n >= sizeof(cmdline_buf)) {
+				log_err("kernel command line too long");
+				status = CLI_EXIT_ERROR;
+				goto out_disks;
+			}
+			cfg.cmdline = cmdline_buf;
+		}
+		if (!cfg.tmpl_explicit && cfg.host_emulates_ring0) {
+			cfg.tmpl = CPU_TEMPLATE_SAFE;
+			log_info("this host's KVM emulates guest ring 0 (kvm_pvm): using CPU template 'safe'");
+		}
 	}
+	cfg.api_token = token_buf;
+	if (cfg.has_vsock && !cfg.vsock.uds[0])
+		snprintf(cfg.vsock.uds, sizeof(cfg.vsock.uds), "%s", sb.vsock);
 
 	if (!strcmp(console, "stdio")) {
 		cfg.console_out = STDOUT_FILENO;
@@ -397,25 +591,33 @@ int run_main(int argc, char **argv)
 		status = CLI_EXIT_ERROR;
 		goto out_destroy;
 	}
-	log_debug("kernel command line: %s", vm->cmdline);
-	if (cmd.argv) {
-		struct sandbox_addr a = { .uds = cfg.vsock.uds, .port = API_VSOCK_PORT, .token = token_buf };
-
-		status = run_command(vm, &a, &cmd, ready_s);
+	if (control_open(&ctl, sb.control, sb.name) || sandbox_publish(&sb, token_buf)) {
+		status = CLI_EXIT_ERROR;
 		goto out_destroy;
 	}
-	reason = vm_run(vm);
-	status = vm_exit_status(reason, vm->exit_signo);
+	vm->ctl = &ctl;
+	log_debug("kernel command line: %s", vm->cmdline);
+	log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
+		 restore ? " restored" : "", sb.name, sb.dir);
+	{
+		struct sandbox_addr a = { .uds = cfg.vsock.uds, .port = API_VSOCK_PORT, .token = token_buf };
+
+		h.a = &a;
+		h.cmd = cmd.argv ? &cmd : NULL;
+		h.restored = restore;
+		h.ready_s = ready_s;
+		if ((h.cmd || restore) && start_helper(vm, &h, &child)) {
+			status = CLI_EXIT_ERROR;
+			goto out_destroy;
+		}
+		status = run_vm(vm, &h, child);
+	}
 	if (raw) {
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
 		raw = 0;
 	}
-	if (reason == VM_EXIT_REBOOT || reason == VM_EXIT_POWEROFF || reason == VM_EXIT_CONSOLE ||
-	    reason == VM_EXIT_SIGNAL)
-		log_info("%s (exit status %d)", vm->exit_msg, status);
-	else
-		log_err("%s (exit status %d)", vm->exit_msg, status);
 out_destroy:
+	control_close(&ctl);
 	vm_destroy(vm);
 out_free:
 	free(vm);
@@ -427,12 +629,31 @@ out_console:
 out_disks:
 	while (cfg.nr_disks > 0)
 		blk_options_free(&cfg.disks[--cfg.nr_disks]);
-	if (tmpdir[0]) {
-		unlink(cfg.vsock.uds);
-		rmdir(tmpdir);
-	}
+	while (nr_over > 0)
+		blk_options_free(&over[--nr_over]);
+	sandbox_remove(&sb);
+	if (have_snap)
+		snapshot_close(&snap);
 	return status;
 }
+
+int run_main(int argc, char **argv);
+int run_main(int argc, char **argv)
+{
+	return sandbox_main(argc, argv, 0);
+}
+
+static int restore_main(int argc, char **argv)
+{
+	return sandbox_main(argc, argv, 1);
+}
+
+const struct cli_verb cli_verb_restore = {
+	.name = "restore",
+	.summary = "start a sandbox from a snapshot (many clones from one)",
+	.run = restore_main,
+	.usage = restore_usage,
+};
 
 const struct cli_verb cli_verb_run = {
 	.name = "run",

@@ -7,6 +7,7 @@
 
 #include "../vmm/bus.h"
 #include "../vmm/log.h"
+#include "../vmm/snapfmt.h"
 
 struct vm;
 
@@ -34,6 +35,9 @@ void serial_destroy(struct serial *s);
 /* Feeds host input to the guest; returns how many bytes fit. */
 size_t serial_rx(struct serial *s, const uint8_t *buf, size_t len);
 size_t serial_rx_space(struct serial *s);
+/* Snapshot record (registers and receive FIFO); restore masks reserved bits. */
+void serial_save(struct serial *s, struct sbuf *b);
+int serial_restore(struct serial *s, struct srd *r) __attribute__((warn_unused_result));
 
 /* i8042: only what a guest needs to reset the machine (reboot=k). */
 struct i8042 {

@@ -262,3 +262,61 @@ size_t serial_rx(struct serial *s, const uint8_t *buf, size_t len)
 	pthread_mutex_unlock(&s->lock);
 	return i;
 }
+
+void serial_save(struct serial *s, struct sbuf *b)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&s->lock);
+	sb_u8(b, s->ier);
+	sb_u8(b, s->lcr);
+	sb_u8(b, s->mcr);
+	sb_u8(b, s->lsr);
+	sb_u8(b, s->msr);
+	sb_u8(b, s->scr);
+	sb_u8(b, s->dll);
+	sb_u8(b, s->dlm);
+	sb_u8(b, s->fcr);
+	sb_u8(b, (uint8_t)s->thri_pending);
+	sb_u8(b, (uint8_t)s->irq_level);
+	sb_u32(b, s->rx_count);
+	for (i = 0; i < s->rx_count; i++)
+		sb_u8(b, s->rx[(s->rx_head + i) % SERIAL_RX_FIFO]);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int serial_restore(struct serial *s, struct srd *r)
+{
+	uint8_t rx[SERIAL_RX_FIFO];
+	uint8_t v[11];
+	uint32_t n, i;
+
+	for (i = 0; i < sizeof(v); i++)
+		v[i] = sr_u8(r);
+	n = sr_u32(r);
+	if (n > SERIAL_RX_FIFO) {
+		sr_fail(r, "serial receive FIFO larger than the device's");
+		return -EINVAL;
+	}
+	for (i = 0; i < n; i++)
+		rx[i] = sr_u8(r);
+	if (r->err)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	s->ier = v[0] & 0x0f;
+	s->lcr = v[1];
+	s->mcr = v[2] & 0x1f;
+	s->lsr = v[3];
+	s->msr = v[4];
+	s->scr = v[5];
+	s->dll = v[6];
+	s->dlm = v[7];
+	s->fcr = v[8];
+	s->thri_pending = v[9] ? 1 : 0;
+	s->irq_level = v[10] ? 1 : 0; /* the irqchip state carries the line */
+	s->rx_head = 0;
+	s->rx_count = n;
+	memcpy(s->rx, rx, n);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}

@@ -555,3 +555,164 @@ int virtio_mmio_cmdline(const struct virtio_dev *d, char *buf, size_t len)
 
 	return n < 0 || (size_t)n >= len ? -E2BIG : 0;
 }
+
+/* Snapshot record of the transport (docs/snapshot.md): the registers the
+ * driver wrote and each queue's placement and indices. */
+void virtio_mmio_save(const struct virtio_dev *d, struct sbuf *b)
+{
+	unsigned i;
+
+	sb_u32(b, d->ops->device_id);
+	sb_u64(b, d->features);
+	sb_u64(b, d->driver_features);
+	sb_u32(b, atomic_load(&d->status));
+	sb_u32(b, d->dev_feat_sel);
+	sb_u32(b, d->drv_feat_sel);
+	sb_u32(b, d->queue_sel);
+	sb_u32(b, atomic_load(&d->isr));
+	sb_u32(b, atomic_load(&d->config_gen));
+	sb_u32(b, d->ops->nr_queues);
+	for (i = 0; i < d->ops->nr_queues; i++) {
+		const struct virtio_queue *q = &d->q[i];
+
+		sb_u16(b, q->cfg.size);
+		sb_u8(b, (uint8_t)q->ready);
+		sb_u64(b, q->cfg.desc);
+		sb_u64(b, q->cfg.avail);
+		sb_u64(b, q->cfg.used);
+		sb_u16(b, q->vq.last_avail);
+		sb_u16(b, q->vq.used_idx);
+		sb_u16(b, q->vq.signalled);
+		sb_u8(b, (uint8_t)q->vq.signalled_valid);
+	}
+}
+
+/* The states a driver can reach (3.1.1), NEEDS_RESET and FAILED aside. */
+static int status_reachable(uint32_t s)
+{
+	const uint32_t A = VIRTIO_STATUS_ACKNOWLEDGE, D = VIRTIO_STATUS_DRIVER,
+		       F = VIRTIO_STATUS_FEATURES_OK, O = VIRTIO_STATUS_DRIVER_OK;
+
+	s &= ~(uint32_t)(VIRTIO_STATUS_NEEDS_RESET | VIRTIO_STATUS_FAILED);
+	return s == 0 || s == A || s == (A | D) || s == (A | D | F) || s == (A | D | F | O);
+}
+
+int virtio_mmio_restore(struct virtio_dev *d, struct srd *r, const char **why)
+{
+	struct virtio_queue qs[VIRTIO_MAX_QUEUES];
+	uint64_t features, drv;
+	uint32_t status, dsel, vsel, qsel, isr, gen, nq;
+	uint16_t last[VIRTIO_MAX_QUEUES], used[VIRTIO_MAX_QUEUES], sig[VIRTIO_MAX_QUEUES];
+	uint8_t sigv[VIRTIO_MAX_QUEUES];
+	unsigned i;
+
+	if (sr_u32(r) != d->ops->device_id) {
+		*why = "a device of another type sits in this slot";
+		return -EINVAL;
+	}
+	features = sr_u64(r);
+	drv = sr_u64(r);
+	status = sr_u32(r);
+	dsel = sr_u32(r);
+	vsel = sr_u32(r);
+	qsel = sr_u32(r);
+	isr = sr_u32(r);
+	gen = sr_u32(r);
+	nq = sr_u32(r);
+	if (r->err)
+		return -EINVAL;
+	if (nq != d->ops->nr_queues) {
+		*why = "queue count differs from this device's";
+		return -EINVAL;
+	}
+	memset(qs, 0, sizeof(qs));
+	for (i = 0; i < nq; i++) {
+		qs[i].cfg.size = sr_u16(r);
+		qs[i].ready = sr_u8(r);
+		qs[i].cfg.desc = sr_u64(r);
+		qs[i].cfg.avail = sr_u64(r);
+		qs[i].cfg.used = sr_u64(r);
+		last[i] = sr_u16(r);
+		used[i] = sr_u16(r);
+		sig[i] = sr_u16(r);
+		sigv[i] = sr_u8(r);
+	}
+	if (r->err)
+		return -EINVAL;
+	/* The same checks live register writes go through. */
+	if (features != d->features) {
+		*why = "the device offers other features than when the snapshot was taken";
+		return -EINVAL;
+	}
+	if (drv & ~features) {
+		*why = "driver features include bits the device never offered";
+		return -EINVAL;
+	}
+	if (!status_reachable(status)) {
+		*why = "device status is not one a driver can reach";
+		return -EINVAL;
+	}
+	if ((status & VIRTIO_STATUS_FEATURES_OK) && !((drv >> VIRTIO_F_VERSION_1) & 1)) {
+		*why = "FEATURES_OK without VERSION_1";
+		return -EINVAL;
+	}
+	if (isr & ~(uint32_t)(VIRTIO_MMIO_INT_VRING | VIRTIO_MMIO_INT_CONFIG)) {
+		*why = "interrupt status has undefined bits";
+		return -EINVAL;
+	}
+	d->driver_features = drv; /* vq_init below reads the negotiated bits */
+	for (i = 0; i < nq; i++) {
+		if (qs[i].ready > 1) {
+			*why = "queue ready flag is neither 0 nor 1";
+			return -EINVAL;
+		}
+		if (!qs[i].ready)
+			continue;
+		if (!(status & VIRTIO_STATUS_FEATURES_OK)) {
+			*why = "a queue is ready before FEATURES_OK";
+			return -EINVAL;
+		}
+		if (vq_init(&qs[i].vq, d->gm, &qs[i].cfg, d->ops->queue_max,
+			    virtio_has_feature(d, VIRTIO_F_EVENT_IDX),
+			    virtio_has_feature(d, VIRTIO_F_INDIRECT_DESC), why))
+			return -EINVAL;
+		if ((uint16_t)(last[i] - used[i]) > qs[i].cfg.size) {
+			*why = "queue indices further apart than the queue size";
+			return -EINVAL;
+		}
+		qs[i].vq.last_avail = last[i];
+		qs[i].vq.used_idx = used[i];
+		qs[i].vq.signalled = sig[i];
+		qs[i].vq.signalled_valid = sigv[i] ? 1 : 0;
+	}
+	/* Everything checked: commit. */
+	pthread_mutex_lock(&d->lock);
+	d->dev_feat_sel = dsel;
+	d->drv_feat_sel = vsel;
+	d->queue_sel = qsel;
+	for (i = 0; i < nq; i++) {
+		d->q[i].cfg = qs[i].cfg;
+		d->q[i].vq = qs[i].vq;
+		d->q[i].ready = qs[i].ready;
+	}
+	atomic_store(&d->isr, isr);
+	atomic_store(&d->config_gen, gen);
+	atomic_store(&d->status, status);
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
+void virtio_mmio_restart(struct virtio_dev *d)
+{
+	unsigned i;
+
+	if (atomic_load(&d->isr))
+		raise_irq(d, 0);
+	for (i = 0; i < d->ops->nr_queues; i++) {
+		uint64_t one = 1;
+
+		if (d->q[i].ready && write(d->q[i].notify_fd, &one, sizeof(one)) < 0) {
+			/* saturated: already pending */
+		}
+	}
+}

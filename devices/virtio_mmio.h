@@ -17,6 +17,7 @@
 #include "../vmm/bus.h"
 #include "../vmm/evloop.h"
 #include "../vmm/log.h"
+#include "../vmm/snapfmt.h"
 
 #define VIRTIO_MMIO_SIZE 0x1000
 #define VIRTIO_MMIO_BASE 0xd0000000ull /* first device; each next +0x1000 */
@@ -116,5 +117,16 @@ int virtio_live(const struct virtio_dev *d);
 
 /* "virtio_mmio.device=4K@0xd0000000:5" for the kernel command line. */
 int virtio_mmio_cmdline(const struct virtio_dev *d, char *buf, size_t len);
+
+/* Snapshots (docs/snapshot.md). Save: the transport's registers and each
+ * queue's placement and indices. Restore (device loop paused): every value
+ * goes through the checks a live driver's writes go through (reachable
+ * status, offered features, each ready ring validated against guest RAM)
+ * before any is applied; -EINVAL with *why otherwise, device untouched. */
+void virtio_mmio_save(const struct virtio_dev *d, struct sbuf *b);
+int virtio_mmio_restore(struct virtio_dev *d, struct srd *r, const char **why)
+	__attribute__((warn_unused_result));
+/* After a restore: re-raise a pending interrupt, look at every ready queue. */
+void virtio_mmio_restart(struct virtio_dev *d);
 
 #endif

@@ -5,6 +5,7 @@
 #include "proto.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,6 +32,7 @@ static const struct {
 	{ "health", OP_HEALTH }, { "exec", OP_EXEC }, { "read", OP_READ }, { "write", OP_WRITE },
 	{ "list", OP_LIST }, { "stat", OP_STAT }, { "mkdir", OP_MKDIR }, { "remove", OP_REMOVE },
 	{ "rename", OP_RENAME }, { "ps", OP_PS }, { "kill", OP_KILL }, { "shutdown", OP_SHUTDOWN },
+	{ "sync", OP_SYNC },
 };
 
 static int fail(const char **err, int *eno, const char *msg, int e)
@@ -162,6 +164,25 @@ int api_parse(const char *text, size_t len, const char *token, struct json_arena
 		if (json_get(root, "signal") && (json_get_int(root, "signal", &r->sig) || r->sig < 1 || r->sig > 64))
 			return fail(err, eno, "\"signal\" must be 1..64", EINVAL);
 		return 0;
+	case OP_SYNC: {
+		const char *hex = NULL;
+
+		if (json_get_int(root, "time_s", &r->time_s) || r->time_s < 0 ||
+		    json_get_int(root, "time_ns", &r->time_ns) || r->time_ns < 0 || r->time_ns > 999999999)
+			return fail(err, eno, "sync needs \"time_s\" and \"time_ns\" (0..999999999)", EINVAL);
+		if (json_get_str(root, "seed", &hex) || strlen(hex) % 2 || strlen(hex) / 2 > API_MAX_SEED)
+			return fail(err, eno, "sync needs \"seed\": hex, at most 256 bytes", EINVAL);
+		for (i = 0; hex[2 * i]; i++) {
+			unsigned byte;
+
+			if (!isxdigit((unsigned char)hex[2 * i]) || !isxdigit((unsigned char)hex[2 * i + 1]) ||
+			    sscanf(hex + 2 * i, "%2x", &byte) != 1)
+				return fail(err, eno, "\"seed\" must be hex", EINVAL);
+			r->seed[i] = (uint8_t)byte;
+		}
+		r->seed_len = i;
+		return 0;
+	}
 	case OP_HEALTH:
 	case OP_PS:
 	case OP_SHUTDOWN:
@@ -1035,6 +1056,16 @@ void api_serve(int fd, const struct api_config *cfg)
 	case OP_RENAME: op_rename(fd, &r); break;
 	case OP_PS: op_ps(fd, cfg); break;
 	case OP_KILL: op_kill(fd, &r, cfg); break;
+	case OP_SYNC:
+		if (!cfg->sync) {
+			send_error(fd, ENOTSUP, "this server does not set the clock or the entropy pool");
+			break;
+		}
+		if (cfg->sync(r.time_s, r.time_ns, r.seed, r.seed_len) < 0)
+			send_error(fd, errno, "setting the clock or adding entropy failed");
+		else
+			send_ok(fd);
+		break;
 	case OP_SHUTDOWN:
 		/* Reply first: the power-off stops this process too. */
 		if (!cfg->shutdown) {

@@ -10,10 +10,11 @@
 
 #define API_MAX_ARGS 256
 #define API_MAX_ENV 256
+#define API_MAX_SEED 256 /* bytes of entropy a sync carries */
 
 enum api_op {
 	OP_HEALTH, OP_EXEC, OP_READ, OP_WRITE, OP_LIST, OP_STAT, OP_MKDIR, OP_REMOVE,
-	OP_RENAME, OP_PS, OP_KILL, OP_SHUTDOWN,
+	OP_RENAME, OP_PS, OP_KILL, OP_SHUTDOWN, OP_SYNC,
 };
 
 struct api_request {
@@ -34,6 +35,9 @@ struct api_request {
 	int recursive;      /* remove */
 	int64_t pid;
 	int64_t sig;
+	int64_t time_s, time_ns; /* sync: wall-clock time */
+	uint8_t seed[API_MAX_SEED];
+	size_t seed_len;         /* sync: entropy to mix in */
 };
 
 /* Parses and validates a REQUEST payload. `token` is the sandbox's access
@@ -46,6 +50,9 @@ struct api_config {
 	const char *token;
 	const char *registry;  /* directory of running exec sessions */
 	int (*shutdown)(void); /* asks the init to power off */
+	/* sync (after a snapshot restore): set the clock, mix in entropy.
+	 * NULL where the server must not (the host build in tests). */
+	int (*sync)(int64_t time_s, int64_t time_ns, const uint8_t *seed, size_t len);
 	uint64_t start_ms;
 };
 

@@ -315,6 +315,20 @@ static void vcpu_report_error(struct vcpu *v, const char *what)
 		vm_request_exit(v->vm, VM_EXIT_KVM_ERROR, "vcpu%u: %s", v->index, what);
 }
 
+/* Parks until the pause ends or the VM stops. */
+static void vcpu_park(struct vcpu *v)
+{
+	struct vm *vm = v->vm;
+
+	pthread_mutex_lock(&vm->pause_lock);
+	vm->parked++;
+	pthread_cond_broadcast(&vm->pause_cond);
+	while (atomic_load(&vm->pause_req) && atomic_load(&vm->exit_reason) == VM_RUNNING)
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	vm->parked--;
+	pthread_mutex_unlock(&vm->pause_lock);
+}
+
 static void *vcpu_thread(void *arg)
 {
 	struct vcpu *v = arg;
@@ -333,10 +347,18 @@ static void *vcpu_thread(void *arg)
 
 		if (v->index == 0 && atomic_load(&vm->first_run_ns) == 0)
 			atomic_store(&vm->first_run_ns, log_now_ns() - vm->cfg.t0_ns);
+		/* A pause request seen here (not through the kick) still goes
+		 * through KVM_RUN once: with immediate_exit it completes the
+		 * MMIO/PIO the last exit left pending and returns EINTR, so the
+		 * state read while parked is the state after the instruction. */
+		if (atomic_load(&vm->pause_req))
+			v->run->immediate_exit = 1;
 		r = ioctl(v->fd, KVM_RUN, 0);
 		if (r < 0) {
 			if (errno == EINTR || errno == EAGAIN) {
 				v->run->immediate_exit = 0;
+				if (atomic_load(&vm->pause_req))
+					vcpu_park(v);
 				continue;
 			}
 			snprintf(what, sizeof(what), "KVM_RUN: %s", strerror(errno));
@@ -392,6 +414,11 @@ static void *vcpu_thread(void *arg)
 			vcpu_report_error(v, what);
 		}
 	}
+	/* Gone counts as parked: a pause never waits for a vCPU that left. */
+	pthread_mutex_lock(&vm->pause_lock);
+	vm->parked++;
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
 	return NULL;
 }
 

@@ -1,6 +1,8 @@
 /* VM lifecycle: build everything in order, run, tear down in reverse. */
 #define _GNU_SOURCE
 #include "vm.h"
+#include "control.h"
+#include "snapshot.h"
 #include "log.h"
 #include "mptable.h"
 #include "vcpu.h"
@@ -43,6 +45,7 @@ int vm_exit_status(enum vm_exit_reason r, int signo)
 {
 	switch (r) {
 	case VM_EXIT_POWEROFF:
+	case VM_EXIT_STOPPED:
 		return 0;
 	case VM_EXIT_REBOOT:
 		return 3;
@@ -75,6 +78,7 @@ const char *vm_exit_reason_name(enum vm_exit_reason r)
 		[VM_EXIT_VMM_ERROR] = "vmm-error",
 		[VM_EXIT_SIGNAL] = "signal",
 		[VM_EXIT_CONSOLE] = "console-escape",
+		[VM_EXIT_STOPPED] = "stopped",
 	};
 
 	if ((unsigned)r < sizeof(names) / sizeof(names[0]) && names[r])
@@ -96,6 +100,54 @@ void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)
 	if (write(vm->exit_efd, &one, sizeof(one)) < 0) {
 		/* cannot fail for a fresh eventfd; vm_run also polls exit_reason */
 	}
+	/* Parked vCPUs look at exit_reason when woken. */
+	pthread_mutex_lock(&vm->pause_lock);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
+}
+
+int vm_pause(struct vm *vm)
+{
+	unsigned i;
+
+	if (vm->paused)
+		return 0;
+	pthread_mutex_lock(&vm->pause_lock);
+	atomic_store(&vm->pause_req, 1);
+	pthread_mutex_unlock(&vm->pause_lock);
+	for (i = 0; i < vm->nr_vcpus; i++)
+		vcpu_kick(&vm->vcpus[i]);
+	pthread_mutex_lock(&vm->pause_lock);
+	while (vm->parked < vm->nr_vcpus)
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	pthread_mutex_unlock(&vm->pause_lock);
+	/* Device loops park between two handler calls: no request half done
+	 * (the vCPUs are parked first, so no new notification arrives). */
+	for (i = 0; i < vm->nr_virtio; i++)
+		if (vm->virtio[i])
+			evloop_pause(&vm->virtio[i]->loop);
+	vm->paused = 1;
+	if (atomic_load(&vm->exit_reason) != VM_RUNNING) {
+		vm_resume(vm);
+		return -ESHUTDOWN;
+	}
+	return 0;
+}
+
+void vm_resume(struct vm *vm)
+{
+	unsigned i;
+
+	if (!vm->paused)
+		return;
+	for (i = 0; i < vm->nr_virtio; i++)
+		if (vm->virtio[i])
+			evloop_resume(&vm->virtio[i]->loop);
+	pthread_mutex_lock(&vm->pause_lock);
+	atomic_store(&vm->pause_req, 0);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
+	vm->paused = 0;
 }
 
 void vm_irq_line(struct vm *vm, unsigned gsi, int level)
@@ -179,6 +231,13 @@ static int vm_build_cmdline(struct vm *vm)
 	if (vm->vsock && ((r = virtio_mmio_cmdline(&vm->vsock->vdev, dev, sizeof(dev))) ||
 			  (r = cmdline_add(vm, dev))))
 		return r;
+	if (vm->cfg.api_token && *vm->cfg.api_token) {
+		char tok[160];
+
+		snprintf(tok, sizeof(tok), "vmm.token=%.128s", vm->cfg.api_token);
+		if ((r = cmdline_add(vm, tok)))
+			return r;
+	}
 	if (vm->cfg.nr_disks && vm->cfg.disks[0].root &&
 	    (r = cmdline_add(vm, vm->cfg.disks[0].ro ? "root=/dev/vda ro" : "root=/dev/vda rw")))
 		return r;
@@ -220,6 +279,7 @@ static int vm_add_virtio(struct vm *vm)
 			vm->disks[i] = NULL;
 			return r;
 		}
+		vm->virtio[vm->nr_virtio - 1] = &vm->disks[i]->vdev;
 		if ((r = bus_add(&vm->mmio, &vm->disks[i]->vdev.bus)))
 			return r;
 	}
@@ -235,6 +295,7 @@ static int vm_add_virtio(struct vm *vm)
 			vm->vsock = NULL;
 			return r;
 		}
+		vm->virtio[vm->nr_virtio - 1] = &vm->vsock->vdev;
 		if ((r = bus_add(&vm->mmio, &vm->vsock->vdev.bus)))
 			return r;
 	}
@@ -257,6 +318,7 @@ static void vm_remove_virtio(struct vm *vm)
 		free(vm->vsock);
 		vm->vsock = NULL;
 	}
+	memset(vm->virtio, 0, sizeof(vm->virtio));
 }
 
 static int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
@@ -363,6 +425,8 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 
 	memset(vm, 0, sizeof(*vm));
 	vm->cfg = *cfg;
+	pthread_mutex_init(&vm->pause_lock, NULL);
+	pthread_cond_init(&vm->pause_cond, NULL);
 	vm->fd = -1;
 	vm->gm.fd = -1;
 	vm->marker_fd = -1;
@@ -411,7 +475,23 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	    (r = kvm_ioctl_ptr(vm->fd, KVM_CREATE_PIT2, &pit)) < 0)
 		goto err_vmfd;
 
-	r = gm_create_x86(&vm->gm, cfg->mem_bytes);
+	if (cfg->restore) {
+		struct gm_region regions[GM_MAX_REGIONS];
+		char path[PATH_MAX];
+		int nr = gm_x86_layout(cfg->mem_bytes, regions);
+
+		int w = snprintf(path, sizeof(path), "%s/%s", cfg->restore->dir, SNAP_MEMORY_FILE);
+
+		r = nr < 0 ? nr : (w < 0 || (size_t)w >= sizeof(path)) ? -ENAMETOOLONG
+			: gm_open_file(&vm->gm, path, regions, (unsigned)nr);
+		if (r) {
+			log_err("snapshot %s: cannot map the memory file: %s", cfg->restore->dir,
+				strerror(-r));
+			goto err_vmfd;
+		}
+	} else {
+		r = gm_create_x86(&vm->gm, cfg->mem_bytes);
+	}
 	if (r) {
 		log_err("cannot allocate %llu MiB of guest memory: %s",
 			(unsigned long long)(cfg->mem_bytes >> 20), strerror(-r));
@@ -448,12 +528,21 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	r = vm_add_virtio(vm);
 	if (r)
 		goto err_virtio;
-	r = vm_build_cmdline(vm);
-	if (r)
-		goto err_virtio;
-	r = vm_load_boot(vm, leaf1 ? leaf1->eax : 0x600, leaf1 ? leaf1->edx : 0);
-	if (r)
-		goto err_virtio;
+	if (cfg->restore) {
+		/* The guest booted long ago: its state comes from the snapshot,
+		 * checked field by field before KVM or a device sees it. */
+		snprintf(vm->cmdline, sizeof(vm->cmdline), "%s", cfg->restore->conf.cmdline);
+		r = vm_restore_state(vm, cfg->restore);
+		if (r)
+			goto err_virtio;
+	} else {
+		r = vm_build_cmdline(vm);
+		if (r)
+			goto err_virtio;
+		r = vm_load_boot(vm, leaf1 ? leaf1->eax : 0x600, leaf1 ? leaf1->edx : 0);
+		if (r)
+			goto err_virtio;
+	}
 	free(cpuid);
 	free(msrs);
 	return 0;
@@ -549,8 +638,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	}
 
 	while (atomic_load(&vm->exit_reason) == VM_RUNNING) {
-		struct pollfd p[4];
-		int n = 0, in_idx = -1, space_idx = -1;
+		struct pollfd p[5];
+		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1;
 
 		p[n].fd = vm->exit_efd;
 		p[n++].events = POLLIN;
@@ -566,6 +655,11 @@ enum vm_exit_reason vm_run(struct vm *vm)
 				p[n].fd = vm->dev.com1.rx_space_efd;
 				p[n++].events = POLLIN;
 			}
+		}
+		if (vm->ctl && vm->ctl->fd >= 0) {
+			ctl_idx = n;
+			p[n].fd = vm->ctl->fd;
+			p[n++].events = POLLIN;
 		}
 		if (poll(p, (nfds_t)n, -1) < 0) {
 			if (errno == EINTR)
@@ -589,12 +683,15 @@ enum vm_exit_reason vm_run(struct vm *vm)
 				/* spurious: poll again */
 			}
 		}
+		if (ctl_idx >= 0 && (p[ctl_idx].revents & POLLIN))
+			control_serve(vm->ctl, vm);
 		if (in_idx >= 0 && (p[in_idx].revents & (POLLIN | POLLHUP | POLLERR))) {
 			if (console_input(vm, &escape_pending))
 				vm_request_exit(vm, VM_EXIT_CONSOLE, "console escape (Ctrl-A x)");
 		}
 	}
 
+	vm_resume(vm); /* a paused VM that is told to stop: let it go */
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_kick(&vm->vcpus[i]);
 	for (i = 0; i < vm->nr_vcpus; i++)

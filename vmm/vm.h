@@ -11,6 +11,9 @@
 #include "cpuid.h"
 #include "gm.h"
 #include "kvm.h"
+
+struct control;
+struct snapshot;
 #include "../devices/devices.h"
 #include "../devices/virtio_blk.h"
 #include "../devices/virtio_vsock.h"
@@ -33,6 +36,7 @@ enum vm_exit_reason {
 	VM_EXIT_VMM_ERROR,   /* host-side failure while running */
 	VM_EXIT_SIGNAL,      /* the VMM was told to stop (SIGTERM, SIGINT, ...) */
 	VM_EXIT_CONSOLE,     /* the user typed the console escape (Ctrl-A x) */
+	VM_EXIT_STOPPED,     /* stopped through the control socket */
 };
 
 /* Process exit status for each reason (documented in docs/exit-status.md). */
@@ -58,6 +62,8 @@ struct vm_config {
 	int has_vsock;
 	struct vsock_options vsock;
 	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
+	const char *api_token;   /* appended as vmm.token=, recorded in snapshots */
+	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
 };
 
 struct vcpu {
@@ -83,6 +89,16 @@ struct vm {
 	struct virtio_blk *disks[VM_MAX_DISKS];
 	struct vsock_dev *vsock;
 	char cmdline[4096];      /* the full command line given to the guest */
+	struct virtio_dev *virtio[VM_MAX_VIRTIO]; /* every virtio device, by slot */
+
+	/* Pause: vCPUs park at a clean point (pending MMIO/PIO completed),
+	 * device loops park between requests. */
+	pthread_mutex_t pause_lock;
+	pthread_cond_t pause_cond;
+	_Atomic int pause_req;
+	unsigned parked;         /* vCPU threads parked or gone */
+	int paused;              /* vm_pause() succeeded, not resumed yet */
+	struct control *ctl;     /* control socket served by vm_run, or NULL */
 
 	int cpuid_overridden;    /* KVM does not apply the CPUID we set */
 
@@ -109,6 +125,12 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
  * that arrives after that stops the next vm_run at once. */
 enum vm_exit_reason vm_run(struct vm *vm);
 void vm_destroy(struct vm *vm);
+
+/* Stops every vCPU at a clean point (an MMIO/PIO exit is completed first)
+ * and parks every device loop between requests. Main thread, while vm_run
+ * runs. 0, or -ESHUTDOWN if the VM is stopping. Idempotent. */
+int vm_pause(struct vm *vm);
+void vm_resume(struct vm *vm);
 
 /* Called by devices and vCPU threads. The first reason wins. */
 void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)

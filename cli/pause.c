@@ -1,0 +1,55 @@
+/* vmm pause SANDBOX / vmm resume SANDBOX. */
+#include "cli.h"
+#include "sandbox.h"
+
+#include <string.h>
+
+static void pause_usage(FILE *out)
+{
+	fprintf(out, "usage: vmm pause SANDBOX\n\n"
+		     "Stops the sandbox's vCPUs at a clean point and parks its devices between\n"
+		     "requests; nothing is lost. 'vmm resume SANDBOX' goes on.\n");
+}
+
+static void resume_usage(FILE *out)
+{
+	fprintf(out, "usage: vmm resume SANDBOX\n\nResumes a paused sandbox.\n");
+}
+
+static int control_verb(int argc, char **argv, const char *op, void (*usage)(FILE *))
+{
+	char req[64], reply[4096];
+
+	if (argc != 2 || argv[1][0] == '-') {
+		usage(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
+		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : CLI_EXIT_USAGE;
+	}
+	snprintf(req, sizeof(req), "{\"op\":\"%s\"}", op);
+	if (sandbox_control(argv[1], req, reply, sizeof(reply), 30000) || cli_reply_ok(op, reply))
+		return CLI_EXIT_ERROR;
+	return 0;
+}
+
+static int pause_main(int argc, char **argv)
+{
+	return control_verb(argc, argv, "pause", pause_usage);
+}
+
+static int resume_main(int argc, char **argv)
+{
+	return control_verb(argc, argv, "resume", resume_usage);
+}
+
+const struct cli_verb cli_verb_pause = {
+	.name = "pause",
+	.summary = "pause a running sandbox",
+	.run = pause_main,
+	.usage = pause_usage,
+};
+
+const struct cli_verb cli_verb_resume = {
+	.name = "resume",
+	.summary = "resume a paused sandbox",
+	.run = resume_main,
+	.usage = resume_usage,
+};

@@ -1,0 +1,50 @@
+/* The sandbox state directory: one folder per running sandbox, named, with
+ * its control socket, vsock socket, API token, pid and per-clone disks.
+ *   root: $VMM_STATE_DIR, else /run/vmm as root, else $XDG_RUNTIME_DIR/vmm,
+ *   else /tmp/vmm-UID. */
+#ifndef CLI_SANDBOX_H
+#define CLI_SANDBOX_H
+
+#include <linux/limits.h>
+#include <limits.h>
+#include <stddef.h>
+#include <sys/un.h>
+
+#define SANDBOX_NAME_MAX 64
+
+struct sandbox {
+	char name[SANDBOX_NAME_MAX + 1];
+	char dir[PATH_MAX];
+	char control[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char vsock[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char token[160];
+	int created; /* this process made dir */
+};
+
+/* Root of the state directory, created (0700) if missing. 0 or -errno. */
+int sandbox_root(char *buf, size_t len);
+/* Valid: 1..64 of [A-Za-z0-9_.-], not starting with '.' or '-'. */
+int sandbox_name_ok(const char *name);
+/* Creates the folder for `name` (NULL: a generated "sb-XXXXXXXX").
+ * Refuses a name in use, saying whether its VMM still runs. 0 or -errno
+ * (logged). */
+int sandbox_create(struct sandbox *sb, const char *name);
+/* Writes the pid and token files (0600). */
+int sandbox_publish(struct sandbox *sb, const char *token);
+/* Removes what sandbox_create and the VMM put in the folder, and it. */
+void sandbox_remove(struct sandbox *sb);
+/* A sandbox named on the command line: a name in the state directory, or
+ * a path (containing '/') to its vsock socket (older form; control is then
+ * empty). Fills the paths and reads the token. 0 or -errno (logged). */
+int sandbox_lookup(struct sandbox *sb, const char *arg);
+
+struct sandbox_addr;
+/* Where the API of the sandbox named `arg` (or at socket path `arg`) is:
+ * fills *a's socket and, for a name, its token unless token_given. */
+int sandbox_api_addr(const char *arg, int token_given, struct sandbox *sb, struct sandbox_addr *a);
+
+/* Sends one control request (docs/control-api.md) to a named sandbox and
+ * reads the reply line. 0 or -errno (logged). */
+int sandbox_control(const char *arg, const char *req, char *out, size_t outlen, int timeout_ms);
+
+#endif

@@ -1,0 +1,1120 @@
+/* Snapshot and restore of a whole VM: see snapshot.h and docs/snapshot.md.
+ *
+ * Every piece of state goes through one "visit" function per structure
+ * that writes it (save) or reads it (restore), so the two directions
+ * cannot drift apart; the file format is those visits in order. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "snapshot.h"
+#include "log.h"
+#include "vcpu.h"
+
+#include <cpuid.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TAG_CONF SNAP_TAG('C', 'O', 'N', 'F')
+#define TAG_HOST SNAP_TAG('H', 'O', 'S', 'T')
+#define TAG_MEMR SNAP_TAG('M', 'E', 'M', 'R')
+#define TAG_VMST SNAP_TAG('V', 'M', 'S', 'T')
+#define TAG_VCPU SNAP_TAG('V', 'C', 'P', 'U')
+#define TAG_SERL SNAP_TAG('S', 'E', 'R', 'L')
+#define TAG_VIRT SNAP_TAG('V', 'I', 'R', 'T')
+
+#define SNAP_MAX_MSRS 1024u
+#define SNAP_MAX_XSAVE (64u << 10)
+
+/* One direction at a time: w set to save, r set to restore. */
+struct sio {
+	struct sbuf *w;
+	struct srd *r;
+};
+
+static void io_u8(struct sio *io, uint8_t *v)
+{
+	if (io->w)
+		sb_u8(io->w, *v);
+	else
+		*v = sr_u8(io->r);
+}
+
+static void io_u16(struct sio *io, uint16_t *v)
+{
+	if (io->w)
+		sb_u16(io->w, *v);
+	else
+		*v = sr_u16(io->r);
+}
+
+static void io_u32(struct sio *io, uint32_t *v)
+{
+	if (io->w)
+		sb_u32(io->w, *v);
+	else
+		*v = sr_u32(io->r);
+}
+
+static void io_ul(struct sio *io, uint64_t *v)
+{
+	if (io->w)
+		sb_u64(io->w, *v);
+	else
+		*v = sr_u64(io->r);
+}
+
+/* KVM's __u64 is unsigned long long, uint64_t is unsigned long. */
+static void io_ull(struct sio *io, __u64 *v)
+{
+	uint64_t u = *v;
+
+	io_ul(io, &u);
+	*v = u;
+}
+
+static void io_s64(struct sio *io, int64_t *v)
+{
+	uint64_t u = (uint64_t)*v;
+
+	io_ul(io, &u);
+	*v = (int64_t)u;
+}
+
+#define io_u64(io, p) _Generic((p), uint64_t *: io_ul, __u64 *: io_ull)(io, p)
+
+static void io_bytes(struct sio *io, void *p, size_t n)
+{
+	if (io->w)
+		sb_bytes(io->w, p, n);
+	else
+		sr_bytes(io->r, p, n);
+}
+
+static void io_str(struct sio *io, char *s, size_t cap)
+{
+	if (io->w)
+		sb_str(io->w, s);
+	else
+		sr_str(io->r, s, cap);
+}
+
+/* ---- config and host ---- */
+
+static void visit_conf(struct sio *io, struct snap_conf *c)
+{
+	uint32_t i;
+
+	io_u64(io, &c->mem_bytes);
+	io_u32(io, &c->cpus);
+	io_u32(io, &c->tmpl);
+	io_u32(io, &c->ring0);
+	io_str(io, c->cmdline, sizeof(c->cmdline));
+	io_str(io, c->token, sizeof(c->token));
+	io_u32(io, &c->nr_disks);
+	if (c->nr_disks > VM_MAX_DISKS) {
+		if (io->r)
+			sr_fail(io->r, "more disks than a VM can have");
+		return;
+	}
+	for (i = 0; i < c->nr_disks; i++) {
+		struct snap_disk *d = &c->disks[i];
+
+		io_str(io, d->path, sizeof(d->path));
+		io_str(io, d->file, sizeof(d->file));
+		io_u8(io, &d->ro);
+		io_u8(io, &d->root);
+		io_str(io, d->id, sizeof(d->id));
+		io_u64(io, &d->size);
+		io_s64(io, &d->mtime_ns);
+	}
+	io_u32(io, &c->has_vsock);
+	io_u64(io, &c->cid);
+	io_str(io, c->uds, sizeof(c->uds));
+}
+
+static void visit_host(struct sio *io, struct snap_conf *c)
+{
+	io_bytes(io, c->vendor, 12);
+	c->vendor[12] = '\0';
+	io_u32(io, &c->cpu_sig);
+	io_u32(io, &c->tsc_khz);
+}
+
+static void host_cpu(char vendor[13], uint32_t *sig)
+{
+	unsigned a = 0, b = 0, c = 0, d = 0;
+
+	__get_cpuid(0, &a, &b, &c, &d);
+	memcpy(vendor, &b, 4);
+	memcpy(vendor + 4, &d, 4);
+	memcpy(vendor + 8, &c, 4);
+	vendor[12] = '\0';
+	__get_cpuid(1, &a, &b, &c, &d);
+	*sig = a;
+}
+
+/* Family and model, as CPUID.1:EAX encodes them; the stepping may differ. */
+static uint32_t family_model(uint32_t sig)
+{
+	return sig & 0x0fff0ff0u;
+}
+
+/* ---- VM-wide KVM state ---- */
+
+struct vm_state {
+	struct kvm_clock_data clock;
+	struct kvm_irqchip pic[2];
+	struct kvm_irqchip ioapic;
+	struct kvm_pit_state2 pit;
+};
+
+static void visit_pic(struct sio *io, struct kvm_pic_state *p)
+{
+	io_u8(io, &p->last_irr);
+	io_u8(io, &p->irr);
+	io_u8(io, &p->imr);
+	io_u8(io, &p->isr);
+	io_u8(io, &p->priority_add);
+	io_u8(io, &p->irq_base);
+	io_u8(io, &p->read_reg_select);
+	io_u8(io, &p->poll);
+	io_u8(io, &p->special_mask);
+	io_u8(io, &p->init_state);
+	io_u8(io, &p->auto_eoi);
+	io_u8(io, &p->rotate_on_auto_eoi);
+	io_u8(io, &p->special_fully_nested_mode);
+	io_u8(io, &p->init4);
+	io_u8(io, &p->elcr);
+	io_u8(io, &p->elcr_mask);
+}
+
+static void visit_vm(struct sio *io, struct vm_state *s)
+{
+	struct kvm_ioapic_state *a = &s->ioapic.chip.ioapic;
+	unsigned i;
+
+	io_u64(io, &s->clock.clock);
+	visit_pic(io, &s->pic[0].chip.pic);
+	visit_pic(io, &s->pic[1].chip.pic);
+	io_u64(io, &a->base_address);
+	io_u32(io, &a->ioregsel);
+	io_u32(io, &a->id);
+	io_u32(io, &a->irr);
+	for (i = 0; i < KVM_IOAPIC_NUM_PINS; i++)
+		io_u64(io, &a->redirtbl[i].bits);
+	for (i = 0; i < 3; i++) {
+		struct kvm_pit_channel_state *c = &s->pit.channels[i];
+
+		io_u32(io, &c->count);
+		io_u16(io, &c->latched_count);
+		io_u8(io, &c->count_latched);
+		io_u8(io, &c->status_latched);
+		io_u8(io, &c->status);
+		io_u8(io, &c->read_state);
+		io_u8(io, &c->write_state);
+		io_u8(io, &c->write_latch);
+		io_u8(io, &c->rw_mode);
+		io_u8(io, &c->mode);
+		io_u8(io, &c->bcd);
+		io_u8(io, &c->gate);
+		{
+			int64_t t = c->count_load_time;
+
+			io_s64(io, &t);
+			c->count_load_time = t;
+		}
+	}
+	io_u32(io, &s->pit.flags);
+}
+
+static int vm_state_get(struct vm *vm, struct vm_state *s)
+{
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	s->pic[0].chip_id = KVM_IRQCHIP_PIC_MASTER;
+	s->pic[1].chip_id = KVM_IRQCHIP_PIC_SLAVE;
+	s->ioapic.chip_id = KVM_IRQCHIP_IOAPIC;
+	if ((r = kvm_ioctl_ptr(vm->fd, KVM_GET_CLOCK, &s->clock)) < 0 ||
+	    (r = kvm_ioctl_ptr(vm->fd, KVM_GET_IRQCHIP, &s->pic[0])) < 0 ||
+	    (r = kvm_ioctl_ptr(vm->fd, KVM_GET_IRQCHIP, &s->pic[1])) < 0 ||
+	    (r = kvm_ioctl_ptr(vm->fd, KVM_GET_IRQCHIP, &s->ioapic)) < 0 ||
+	    (r = kvm_ioctl_ptr(vm->fd, KVM_GET_PIT2, &s->pit)) < 0)
+		return r;
+	return 0;
+}
+
+static int vm_state_set(struct vm *vm, struct vm_state *s)
+{
+	struct kvm_clock_data clock = { .clock = s->clock.clock };
+	int r;
+
+	s->pic[0].chip_id = KVM_IRQCHIP_PIC_MASTER;
+	s->pic[1].chip_id = KVM_IRQCHIP_PIC_SLAVE;
+	s->ioapic.chip_id = KVM_IRQCHIP_IOAPIC;
+	if ((r = kvm_ioctl_ptr(vm->fd, KVM_SET_PIT2, &s->pit)) < 0 ||
+	    (r = kvm_ioctl_ptr(vm->fd, KVM_SET_CLOCK, &clock)) < 0 ||
+	    (r = kvm_ioctl_ptr(vm->fd, KVM_SET_IRQCHIP, &s->pic[0])) < 0 ||
+	    (r = kvm_ioctl_ptr(vm->fd, KVM_SET_IRQCHIP, &s->pic[1])) < 0 ||
+	    (r = kvm_ioctl_ptr(vm->fd, KVM_SET_IRQCHIP, &s->ioapic)) < 0)
+		return r;
+	return 0;
+}
+
+/* ---- vCPU state ---- */
+
+struct vcpu_state {
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	uint8_t has_xsave;
+	uint32_t xsave_len;
+	struct kvm_xsave *xsave; /* xsave_len bytes */
+	struct kvm_fpu fpu;
+	uint8_t has_xcrs;
+	struct kvm_xcrs xcrs;
+	struct kvm_lapic_state lapic;
+	uint32_t nmsrs;
+	struct kvm_msrs *msrs;   /* room for SNAP_MAX_MSRS */
+	struct kvm_vcpu_events events;
+	struct kvm_mp_state mp;
+	struct kvm_debugregs dbg;
+};
+
+static void visit_seg(struct sio *io, struct kvm_segment *s)
+{
+	io_u64(io, &s->base);
+	io_u32(io, &s->limit);
+	io_u16(io, &s->selector);
+	io_u8(io, &s->type);
+	io_u8(io, &s->present);
+	io_u8(io, &s->dpl);
+	io_u8(io, &s->db);
+	io_u8(io, &s->s);
+	io_u8(io, &s->l);
+	io_u8(io, &s->g);
+	io_u8(io, &s->avl);
+	io_u8(io, &s->unusable);
+}
+
+static void visit_dtable(struct sio *io, struct kvm_dtable *d)
+{
+	io_u64(io, &d->base);
+	io_u16(io, &d->limit);
+}
+
+static void visit_vcpu(struct sio *io, struct vcpu_state *v, uint32_t host_xsave_len)
+{
+	struct kvm_regs *g = &v->regs;
+	struct kvm_sregs *s = &v->sregs;
+	__u64 *regs[] = { &g->rax, &g->rbx, &g->rcx, &g->rdx, &g->rsi, &g->rdi,
+			     &g->rsp, &g->rbp, &g->r8,  &g->r9,  &g->r10, &g->r11,
+			     &g->r12, &g->r13, &g->r14, &g->r15, &g->rip, &g->rflags };
+	struct kvm_segment *segs[] = { &s->cs, &s->ds, &s->es, &s->fs, &s->gs, &s->ss, &s->tr, &s->ldt };
+	unsigned i;
+
+	for (i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
+		io_u64(io, regs[i]);
+	for (i = 0; i < sizeof(segs) / sizeof(segs[0]); i++)
+		visit_seg(io, segs[i]);
+	visit_dtable(io, &s->gdt);
+	visit_dtable(io, &s->idt);
+	io_u64(io, &s->cr0);
+	io_u64(io, &s->cr2);
+	io_u64(io, &s->cr3);
+	io_u64(io, &s->cr4);
+	io_u64(io, &s->cr8);
+	io_u64(io, &s->efer);
+	io_u64(io, &s->apic_base);
+	for (i = 0; i < 4; i++)
+		io_u64(io, &s->interrupt_bitmap[i]);
+
+	/* FPU: the XSAVE area (its layout is the CPU's, CPUID leaf 0xD) where
+	 * KVM has it, else the legacy FPU fields. */
+	io_u8(io, &v->has_xsave);
+	if (v->has_xsave) {
+		io_u32(io, &v->xsave_len);
+		if (io->r && (v->xsave_len != host_xsave_len || !v->xsave)) {
+			sr_fail(io->r, "the XSAVE area differs in size from this host's (another CPU)");
+			return;
+		}
+		io_bytes(io, v->xsave, v->xsave_len);
+	} else {
+		struct kvm_fpu *f = &v->fpu;
+
+		io_bytes(io, f->fpr, sizeof(f->fpr));
+		io_u16(io, &f->fcw);
+		io_u16(io, &f->fsw);
+		io_u8(io, &f->ftwx);
+		io_u16(io, &f->last_opcode);
+		io_u64(io, &f->last_ip);
+		io_u64(io, &f->last_dp);
+		io_bytes(io, f->xmm, sizeof(f->xmm));
+		io_u32(io, &f->mxcsr);
+	}
+	io_u8(io, &v->has_xcrs);
+	if (v->has_xcrs) {
+		io_u32(io, &v->xcrs.nr_xcrs);
+		if (v->xcrs.nr_xcrs > KVM_MAX_XCRS) {
+			if (io->r)
+				sr_fail(io->r, "more XCRs than KVM has");
+			return;
+		}
+		for (i = 0; i < v->xcrs.nr_xcrs; i++) {
+			io_u32(io, &v->xcrs.xcrs[i].xcr);
+			io_u64(io, &v->xcrs.xcrs[i].value);
+		}
+	}
+	/* The LAPIC's register page is architectural (1 KiB, SDM 11.4.1). */
+	io_bytes(io, v->lapic.regs, sizeof(v->lapic.regs));
+
+	io_u32(io, &v->nmsrs);
+	if (v->nmsrs > SNAP_MAX_MSRS) {
+		if (io->r)
+			sr_fail(io->r, "more MSRs than any KVM reports");
+		return;
+	}
+	for (i = 0; i < v->nmsrs; i++) {
+		io_u32(io, &v->msrs->entries[i].index);
+		io_u64(io, &v->msrs->entries[i].data);
+	}
+
+	io_u8(io, &v->events.exception.injected);
+	io_u8(io, &v->events.exception.nr);
+	io_u8(io, &v->events.exception.has_error_code);
+	io_u8(io, &v->events.exception.pending);
+	io_u32(io, &v->events.exception.error_code);
+	io_u8(io, &v->events.interrupt.injected);
+	io_u8(io, &v->events.interrupt.nr);
+	io_u8(io, &v->events.interrupt.soft);
+	io_u8(io, &v->events.interrupt.shadow);
+	io_u8(io, &v->events.nmi.injected);
+	io_u8(io, &v->events.nmi.pending);
+	io_u8(io, &v->events.nmi.masked);
+	io_u32(io, &v->events.sipi_vector);
+	io_u32(io, &v->events.flags);
+	io_u8(io, &v->events.smi.smm);
+	io_u8(io, &v->events.smi.pending);
+	io_u8(io, &v->events.smi.smm_inside_nmi);
+	io_u8(io, &v->events.smi.latched_init);
+	io_u8(io, &v->events.triple_fault.pending);
+	io_u8(io, &v->events.exception_has_payload);
+	io_u64(io, &v->events.exception_payload);
+
+	io_u32(io, &v->mp.mp_state);
+	for (i = 0; i < 4; i++)
+		io_u64(io, &v->dbg.db[i]);
+	io_u64(io, &v->dbg.dr6);
+	io_u64(io, &v->dbg.dr7);
+	io_u64(io, &v->dbg.flags);
+}
+
+static void vcpu_state_free(struct vcpu_state *v)
+{
+	free(v->xsave);
+	free(v->msrs);
+	memset(v, 0, sizeof(*v));
+}
+
+/* How big this host's XSAVE area is: KVM_CAP_XSAVE2 where KVM has it
+ * (at least 4096), 4096 with only KVM_CAP_XSAVE, 0 without XSAVE. */
+static uint32_t host_xsave_len(struct vm *vm)
+{
+	int n;
+
+	if (ioctl(vm->kvm.fd, KVM_CHECK_EXTENSION, KVM_CAP_XSAVE) <= 0)
+		return 0;
+	n = ioctl(vm->fd, KVM_CHECK_EXTENSION, KVM_CAP_XSAVE2);
+	if (n > (int)sizeof(struct kvm_xsave) && n <= (int)SNAP_MAX_XSAVE)
+		return (uint32_t)n;
+	return sizeof(struct kvm_xsave);
+}
+
+static int vcpu_state_alloc(struct vcpu_state *v, uint32_t xsave_len)
+{
+	memset(v, 0, sizeof(*v));
+	v->msrs = calloc(1, sizeof(*v->msrs) + SNAP_MAX_MSRS * sizeof(v->msrs->entries[0]));
+	if (xsave_len)
+		v->xsave = calloc(1, xsave_len);
+	if (!v->msrs || (xsave_len && !v->xsave)) {
+		vcpu_state_free(v);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Reads every MSR KVM lists that this vCPU has. KVM_GET_MSRS stops at the
+ * first index it cannot read: that one is left out, and it goes on. */
+static int vcpu_get_msrs(struct vm *vm, struct vcpu *c, struct vcpu_state *v)
+{
+	struct kvm_msr_list *list;
+	struct kvm_msrs *batch;
+	uint32_t i = 0;
+	int r;
+
+	list = calloc(1, sizeof(*list) + SNAP_MAX_MSRS * sizeof(uint32_t));
+	batch = calloc(1, sizeof(*batch) + SNAP_MAX_MSRS * sizeof(batch->entries[0]));
+	if (!list || !batch) {
+		r = -ENOMEM;
+		goto out;
+	}
+	list->nmsrs = SNAP_MAX_MSRS;
+	r = kvm_ioctl_var(vm->kvm.fd, KVM_GET_MSR_INDEX_LIST, list);
+	if (r < 0)
+		goto out;
+	v->nmsrs = 0;
+	while (i < list->nmsrs) {
+		uint32_t n = list->nmsrs - i, k;
+
+		memset(batch, 0, sizeof(*batch) + n * sizeof(batch->entries[0]));
+		batch->nmsrs = n;
+		for (k = 0; k < n; k++)
+			batch->entries[k].index = list->indices[i + k];
+		r = ioctl(c->fd, KVM_GET_MSRS, batch);
+		if (r < 0) {
+			r = -errno;
+			log_err("vcpu%u: KVM_GET_MSRS: %s", c->index, strerror(errno));
+			goto out;
+		}
+		for (k = 0; k < (uint32_t)r; k++)
+			v->msrs->entries[v->nmsrs++] = batch->entries[k];
+		i += (uint32_t)r + 1; /* skip the one KVM could not read */
+	}
+	r = 0;
+out:
+	free(list);
+	free(batch);
+	return r;
+}
+
+static int vcpu_state_get(struct vm *vm, struct vcpu *c, struct vcpu_state *v, uint32_t xlen)
+{
+	int r;
+
+	if ((r = kvm_ioctl_ptr(c->fd, KVM_GET_REGS, &v->regs)) < 0 ||
+	    (r = kvm_ioctl_ptr(c->fd, KVM_GET_SREGS, &v->sregs)) < 0)
+		return r;
+	if (xlen) {
+		v->has_xsave = 1;
+		v->xsave_len = xlen;
+		r = xlen > sizeof(struct kvm_xsave) ? kvm_ioctl_var(c->fd, KVM_GET_XSAVE2, v->xsave)
+						     : kvm_ioctl_var(c->fd, KVM_GET_XSAVE, v->xsave);
+	} else {
+		r = kvm_ioctl_ptr(c->fd, KVM_GET_FPU, &v->fpu);
+	}
+	if (r < 0)
+		return r;
+	if (ioctl(vm->kvm.fd, KVM_CHECK_EXTENSION, KVM_CAP_XCRS) > 0) {
+		v->has_xcrs = 1;
+		if ((r = kvm_ioctl_ptr(c->fd, KVM_GET_XCRS, &v->xcrs)) < 0)
+			return r;
+	}
+	if ((r = kvm_ioctl_ptr(c->fd, KVM_GET_LAPIC, &v->lapic)) < 0 ||
+	    (r = vcpu_get_msrs(vm, c, v)) < 0 ||
+	    (r = kvm_ioctl_ptr(c->fd, KVM_GET_VCPU_EVENTS, &v->events)) < 0 ||
+	    (r = kvm_ioctl_ptr(c->fd, KVM_GET_MP_STATE, &v->mp)) < 0 ||
+	    (r = kvm_ioctl_ptr(c->fd, KVM_GET_DEBUGREGS, &v->dbg)) < 0)
+		return r;
+	return 0;
+}
+
+/* In the order Firecracker uses: MSRs after the LAPIC (the TSC deadline
+ * needs the LAPIC's timer mode), events and MP state last. */
+static int vcpu_state_set(struct vm *vm, struct vcpu *c, struct vcpu_state *v)
+{
+	int r;
+
+	(void)vm;
+	if ((r = kvm_ioctl_ptr(c->fd, KVM_SET_MP_STATE, &v->mp)) < 0 ||
+	    (r = kvm_ioctl_ptr(c->fd, KVM_SET_REGS, &v->regs)) < 0 ||
+	    (r = kvm_ioctl_ptr(c->fd, KVM_SET_SREGS, &v->sregs)) < 0)
+		return r;
+	if (v->has_xsave)
+		r = kvm_ioctl_var(c->fd, KVM_SET_XSAVE, v->xsave);
+	else
+		r = kvm_ioctl_ptr(c->fd, KVM_SET_FPU, &v->fpu);
+	if (r < 0)
+		return r;
+	if (v->has_xcrs && (r = kvm_ioctl_ptr(c->fd, KVM_SET_XCRS, &v->xcrs)) < 0)
+		return r;
+	if ((r = kvm_ioctl_ptr(c->fd, KVM_SET_DEBUGREGS, &v->dbg)) < 0 ||
+	    (r = kvm_ioctl_ptr(c->fd, KVM_SET_LAPIC, &v->lapic)) < 0)
+		return r;
+	v->msrs->nmsrs = v->nmsrs;
+	r = ioctl(c->fd, KVM_SET_MSRS, v->msrs);
+	if (r < 0 || (uint32_t)r != v->nmsrs) {
+		if (r < 0)
+			log_err("vcpu%u: KVM_SET_MSRS: %s", c->index, strerror(errno));
+		else
+			log_err("vcpu%u: this host's KVM refuses MSR 0x%x = 0x%llx from the snapshot",
+				c->index, v->msrs->entries[r].index,
+				(unsigned long long)v->msrs->entries[r].data);
+		return -EINVAL;
+	}
+	if ((r = kvm_ioctl_ptr(c->fd, KVM_SET_VCPU_EVENTS, &v->events)) < 0)
+		return r;
+	return 0;
+}
+
+/* ---- devices ---- */
+
+static void save_virtio(struct vm *vm, unsigned slot, struct sbuf *b)
+{
+	struct virtio_dev *d = vm->virtio[slot];
+	unsigned i;
+
+	virtio_mmio_save(d, b);
+	for (i = 0; i < vm->cfg.nr_disks; i++)
+		if (vm->disks[i] && &vm->disks[i]->vdev == d)
+			sb_u64(b, vm->disks[i]->capacity);
+	if (vm->vsock && &vm->vsock->vdev == d)
+		sb_u64(b, vm->vsock->config.guest_cid);
+}
+
+static int restore_virtio(struct vm *vm, unsigned slot, struct srd *r)
+{
+	struct virtio_dev *d = vm->virtio[slot];
+	const char *why = "the record is truncated or corrupted";
+	unsigned i;
+	int e;
+
+	if (virtio_mmio_restore(d, r, &why))
+		goto bad;
+	for (i = 0; i < vm->cfg.nr_disks; i++) {
+		if (vm->disks[i] && &vm->disks[i]->vdev == d &&
+		    sr_u64(r) != vm->disks[i]->capacity && !r->err) {
+			why = "the disk image has another size than at snapshot time";
+			goto bad;
+		}
+	}
+	if (vm->vsock && &vm->vsock->vdev == d)
+		(void)sr_u64(r); /* the CID comes from the options (a clone may differ) */
+	if (r->err)
+		goto bad;
+	return 0;
+bad:
+	e = -EINVAL;
+	log_err("snapshot %s: device %s: %s", "state", d->name, r->err && r->why ? r->why : why);
+	return e;
+}
+
+/* ---- files ---- */
+
+static int path_join(char *out, size_t len, const char *dir, const char *name)
+{
+	int n = snprintf(out, len, "%s/%s", dir, name);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int snap_copy_file(const char *src, const char *dst)
+{
+	struct stat st;
+	off_t off = 0;
+	int in, out, r = 0;
+
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0) {
+		r = -errno;
+		close(in);
+		return r;
+	}
+	if (fstat(in, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (ioctl(out, FICLONE, in) == 0)
+		goto sync;
+	if (ftruncate(out, st.st_size) < 0) {
+		r = -errno;
+		goto out;
+	}
+	/* Data extents only: holes stay holes. */
+	while (off < st.st_size) {
+		off_t data = lseek(in, off, SEEK_DATA), hole;
+
+		if (data < 0) {
+			if (errno == ENXIO)
+				break;
+			data = off; /* no SEEK_DATA: copy everything */
+		}
+		hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0 || hole > st.st_size)
+			hole = st.st_size;
+		off = data;
+		while (off < hole) {
+			off_t o_in = off, o_out = off;
+			ssize_t n = copy_file_range(in, &o_in, out, &o_out, (size_t)(hole - off), 0);
+
+			if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
+				      errno == EOPNOTSUPP)) {
+				char buf[65536];
+				size_t want = (size_t)(hole - off) < sizeof(buf) ? (size_t)(hole - off) : sizeof(buf);
+
+				n = pread(in, buf, want, off);
+				if (n > 0 && pwrite(out, buf, (size_t)n, off) != n)
+					n = errno ? -1 : (errno = ENOSPC, -1);
+			}
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				r = -errno;
+				goto out;
+			}
+			if (n == 0) {
+				r = -EIO; /* the source shrank under us */
+				goto out;
+			}
+			off += n;
+		}
+	}
+sync:
+	if (fsync(out) < 0)
+		r = -errno;
+out:
+	close(in);
+	close(out);
+	if (r)
+		unlink(dst);
+	return r;
+}
+
+static int fsync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+/* Removes a partial snapshot directory: only the files vm_snapshot writes. */
+static void remove_partial(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char p[PATH_MAX];
+
+	if (d) {
+		while ((e = readdir(d))) {
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			if (!path_join(p, sizeof(p), dir, e->d_name))
+				unlink(p);
+		}
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* ---- save ---- */
+
+static int build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf)
+{
+	struct sio io = { .w = b };
+	struct vm_state vs;
+	uint32_t xlen = host_xsave_len(vm);
+	unsigned i;
+	int r;
+
+	sb_begin(b, TAG_CONF);
+	visit_conf(&io, conf);
+	sb_end(b);
+	sb_begin(b, TAG_HOST);
+	visit_host(&io, conf);
+	sb_end(b);
+
+	sb_begin(b, TAG_MEMR);
+	sb_u32(b, vm->gm.nr);
+	for (i = 0; i < vm->gm.nr; i++) {
+		sb_u64(b, vm->gm.r[i].gpa);
+		sb_u64(b, vm->gm.r[i].size);
+	}
+	sb_u64(b, vm->gm.total);
+	sb_end(b);
+
+	if ((r = vm_state_get(vm, &vs)))
+		return r;
+	sb_begin(b, TAG_VMST);
+	visit_vm(&io, &vs);
+	sb_end(b);
+
+	for (i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu_state v;
+
+		if ((r = vcpu_state_alloc(&v, xlen)))
+			return r;
+		r = vcpu_state_get(vm, &vm->vcpus[i], &v, xlen);
+		if (!r) {
+			sb_begin(b, TAG_VCPU);
+			visit_vcpu(&io, &v, xlen);
+			sb_end(b);
+		}
+		vcpu_state_free(&v);
+		if (r)
+			return r;
+	}
+	sb_begin(b, TAG_SERL);
+	serial_save(&vm->dev.com1, b);
+	sb_end(b);
+	for (i = 0; i < vm->nr_virtio; i++) {
+		sb_begin(b, TAG_VIRT);
+		save_virtio(vm, i, b);
+		sb_end(b);
+	}
+	return b->err;
+}
+
+int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
+{
+	char tmp[PATH_MAX], p[PATH_MAX];
+	struct snap_conf *conf;
+	struct stat st;
+	struct sbuf b;
+	unsigned i;
+	int fd, r;
+	const char *slash;
+
+	if (!vm->paused)
+		return -EBUSY;
+	if (lstat(dir, &st) == 0) {
+		log_err("snapshot: %s already exists (a snapshot is never overwritten)", dir);
+		return -EEXIST;
+	}
+	if (snprintf(tmp, sizeof(tmp), "%s.partial-%d", dir, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	conf = calloc(1, sizeof(*conf));
+	if (!conf)
+		return -ENOMEM;
+	sb_init(&b);
+	if (mkdir(tmp, 0700) < 0) {
+		r = -errno;
+		log_err("snapshot: cannot create %s: %s", tmp, strerror(errno));
+		free(conf);
+		return r;
+	}
+
+	/* Guest memory, sparse. */
+	if ((r = path_join(p, sizeof(p), tmp, SNAP_MEMORY_FILE)))
+		goto fail;
+	fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = gm_dump(&vm->gm, fd);
+	if (!r && fsync(fd) < 0)
+		r = -errno;
+	if (!r && fstat(fd, &st) == 0 && mem_written)
+		*mem_written = (uint64_t)st.st_blocks * 512;
+	close(fd);
+	if (r) {
+		log_err("snapshot: writing guest memory: %s", strerror(-r));
+		goto fail;
+	}
+
+	/* Config; writable disks copied as they are now (the loops are
+	 * paused: every write the guest saw completed is in the file). */
+	conf->mem_bytes = vm->cfg.mem_bytes;
+	conf->cpus = vm->nr_vcpus;
+	conf->tmpl = (uint32_t)vm->cfg.tmpl;
+	conf->ring0 = (uint32_t)vm->cfg.host_emulates_ring0;
+	snprintf(conf->cmdline, sizeof(conf->cmdline), "%s", vm->cmdline);
+	snprintf(conf->token, sizeof(conf->token), "%s", vm->cfg.api_token ? vm->cfg.api_token : "");
+	conf->nr_disks = vm->cfg.nr_disks;
+	for (i = 0; i < vm->cfg.nr_disks; i++) {
+		struct snap_disk *d = &conf->disks[i];
+		const struct blk_options *o = &vm->cfg.disks[i];
+
+		if (!realpath(o->path, d->path))
+			snprintf(d->path, sizeof(d->path), "%s", o->path);
+		d->ro = (uint8_t)o->ro;
+		d->root = (uint8_t)o->root;
+		snprintf(d->id, sizeof(d->id), "%s", o->id);
+		d->size = vm->disks[i]->capacity * BLK_SECTOR;
+		if (stat(o->path, &st) == 0)
+			d->mtime_ns = mtime_ns(&st);
+		if (o->ro)
+			continue;
+		snprintf(d->file, sizeof(d->file), "disk%u", i);
+		if ((r = path_join(p, sizeof(p), tmp, d->file)))
+			goto fail;
+		if (vm->disks[i]->fd >= 0 && fdatasync(vm->disks[i]->fd) < 0) {
+			r = -errno;
+			goto fail;
+		}
+		r = snap_copy_file(o->path, p);
+		if (r) {
+			log_err("snapshot: copying disk %s: %s", o->path, strerror(-r));
+			goto fail;
+		}
+	}
+	conf->has_vsock = vm->vsock != NULL;
+	if (vm->vsock) {
+		conf->cid = vm->vsock->opt.cid;
+		snprintf(conf->uds, sizeof(conf->uds), "%s", vm->vsock->opt.uds);
+	}
+	host_cpu(conf->vendor, &conf->cpu_sig);
+	r = vm->nr_vcpus ? ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0) : 0;
+	conf->tsc_khz = r > 0 ? (uint32_t)r : 0;
+
+	r = build_state(vm, &b, conf);
+	if (r) {
+		log_err("snapshot: reading VM state: %s", strerror(-r));
+		goto fail;
+	}
+	/* The state file last: without it the directory is no snapshot. */
+	if ((r = path_join(p, sizeof(p), tmp, SNAP_STATE_FILE)) || (r = snapfile_write(p, &b))) {
+		log_err("snapshot: writing the state file: %s", strerror(-r));
+		goto fail;
+	}
+	if ((r = fsync_path(tmp)))
+		goto fail;
+	if (rename(tmp, dir) < 0) {
+		r = -errno;
+		log_err("snapshot: cannot rename %s to %s: %s", tmp, dir, strerror(errno));
+		goto fail;
+	}
+	slash = strrchr(dir, '/');
+	if (slash) {
+		char parent[PATH_MAX];
+
+		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - dir) ? (int)(slash - dir) : 1, dir);
+		(void)fsync_path(parent);
+	} else {
+		(void)fsync_path(".");
+	}
+	sb_free(&b);
+	free(conf);
+	return 0;
+
+fail:
+	remove_partial(tmp);
+	sb_free(&b);
+	free(conf);
+	return r;
+}
+
+/* ---- open and restore ---- */
+
+int snapshot_open(struct snapshot *s, const char *dir)
+{
+	const uint8_t *body;
+	size_t body_len;
+	const char *why = NULL;
+	char p[PATH_MAX];
+	struct sio io;
+	struct stat st;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	if (!realpath(dir, s->dir)) {
+		r = -errno;
+		log_err("snapshot %s: %s", dir, strerror(errno));
+		return r;
+	}
+	if ((r = path_join(p, sizeof(p), s->dir, SNAP_STATE_FILE)))
+		return r;
+	r = snapfile_read(p, &s->file, &s->len, &body, &body_len, &why);
+	if (r) {
+		log_err("snapshot %s: %s", dir, why ? why : strerror(-r));
+		snapshot_close(s);
+		return r;
+	}
+	sr_init(&s->rd, body, body_len);
+	io = (struct sio){ .r = &s->rd };
+	if (!sr_begin(&s->rd, TAG_CONF, "config")) {
+		visit_conf(&io, &s->conf);
+		sr_end(&s->rd, "config");
+	}
+	if (!s->rd.err && !sr_begin(&s->rd, TAG_HOST, "host")) {
+		visit_host(&io, &s->conf);
+		sr_end(&s->rd, "host");
+	}
+	if (s->rd.err) {
+		log_err("snapshot %s: %s", dir, s->rd.why);
+		snapshot_close(s);
+		return -EINVAL;
+	}
+	if (s->conf.cpus == 0 || s->conf.cpus > VM_MAX_VCPUS || s->conf.mem_bytes == 0 ||
+	    s->conf.tmpl > CPU_TEMPLATE_SAFE) {
+		log_err("snapshot %s: the config holds impossible values", dir);
+		snapshot_close(s);
+		return -EINVAL;
+	}
+	if ((r = path_join(p, sizeof(p), s->dir, SNAP_MEMORY_FILE)))
+		return r;
+	if (stat(p, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != s->conf.mem_bytes) {
+		log_err("snapshot %s: the memory file is missing or is not %llu bytes (truncated?)", dir,
+			(unsigned long long)s->conf.mem_bytes);
+		snapshot_close(s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+void snapshot_close(struct snapshot *s)
+{
+	free(s->file);
+	s->file = NULL;
+}
+
+static int check_host(struct vm *vm, struct snapshot *s)
+{
+	char vendor[13];
+	uint32_t sig;
+	int khz;
+	unsigned i;
+
+	host_cpu(vendor, &sig);
+	if (strcmp(vendor, s->conf.vendor) || family_model(sig) != family_model(s->conf.cpu_sig)) {
+		log_err("snapshot %s was taken on another CPU (%s %08x, this host: %s %08x): refused",
+			s->dir, s->conf.vendor, s->conf.cpu_sig, vendor, sig);
+		return -EINVAL;
+	}
+	khz = vm->nr_vcpus ? ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0) : 0;
+	if (s->conf.tsc_khz && khz > 0 && (uint32_t)khz != s->conf.tsc_khz) {
+		for (i = 0; i < vm->nr_vcpus; i++)
+			if (ioctl(vm->vcpus[i].fd, KVM_SET_TSC_KHZ, s->conf.tsc_khz) < 0)
+				break;
+		if (i < vm->nr_vcpus)
+			log_warn("snapshot %s: TSC was %u kHz, this host runs %d kHz and cannot scale it: "
+				 "guest time may drift", s->dir, s->conf.tsc_khz, khz);
+	}
+	return 0;
+}
+
+int vm_restore_state(struct vm *vm, struct snapshot *s)
+{
+	struct srd *r = &s->rd;
+	struct sio io = { .r = r };
+	struct vm_state vs;
+	struct vcpu_state *vcs = NULL;
+	uint32_t xlen = host_xsave_len(vm), nr, i;
+	int e = -EINVAL;
+
+	if ((e = check_host(vm, s)))
+		return e;
+	e = -EINVAL;
+	/* Memory layout: what vm_create built must be what was saved. */
+	if (sr_begin(r, TAG_MEMR, "memory"))
+		goto bad;
+	nr = sr_u32(r);
+	if (nr != vm->gm.nr) {
+		sr_fail(r, "guest memory layout differs");
+		goto bad;
+	}
+	for (i = 0; i < nr; i++) {
+		uint64_t gpa = sr_u64(r), size = sr_u64(r);
+
+		if (!r->err && (gpa != vm->gm.r[i].gpa || size != vm->gm.r[i].size)) {
+			sr_fail(r, "guest memory layout differs");
+			goto bad;
+		}
+	}
+	if (sr_u64(r) != vm->gm.total && !r->err)
+		sr_fail(r, "guest memory size differs");
+	if (sr_end(r, "memory"))
+		goto bad;
+
+	/* Parse everything before touching KVM. */
+	memset(&vs, 0, sizeof(vs));
+	if (sr_begin(r, TAG_VMST, "vm"))
+		goto bad;
+	visit_vm(&io, &vs);
+	if (sr_end(r, "vm"))
+		goto bad;
+	vcs = calloc(vm->nr_vcpus, sizeof(*vcs));
+	if (!vcs) {
+		e = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < vm->nr_vcpus; i++) {
+		if (vcpu_state_alloc(&vcs[i], xlen)) {
+			e = -ENOMEM;
+			goto out;
+		}
+		if (sr_begin(r, TAG_VCPU, "vcpu"))
+			goto bad;
+		visit_vcpu(&io, &vcs[i], xlen);
+		if (sr_end(r, "vcpu"))
+			goto bad;
+	}
+	if (sr_begin(r, TAG_SERL, "serial") || serial_restore(&vm->dev.com1, r) ||
+	    sr_end(r, "serial"))
+		goto bad;
+
+	/* Devices: their loops stay paused until everything is in place. */
+	for (i = 0; i < vm->nr_virtio; i++)
+		evloop_pause(&vm->virtio[i]->loop);
+	for (i = 0; i < vm->nr_virtio; i++) {
+		if (sr_begin(r, TAG_VIRT, "device")) {
+			log_err("snapshot %s: %s (the VM has other devices than the snapshot?)", s->dir,
+				r->why);
+			e = -EINVAL;
+			goto resume;
+		}
+		if ((e = restore_virtio(vm, i, r)))
+			goto resume;
+		if (sr_end(r, "device")) {
+			log_err("snapshot %s: %s", s->dir, r->why);
+			e = -EINVAL;
+			goto resume;
+		}
+	}
+	if (r->off != r->len) {
+		log_err("snapshot %s: the snapshot has more devices than this VM", s->dir);
+		e = -EINVAL;
+		goto resume;
+	}
+
+	/* KVM: the VM first, then each vCPU. */
+	if ((e = vm_state_set(vm, &vs))) {
+		log_err("snapshot %s: this host's KVM refuses the saved irqchip/PIT/clock state", s->dir);
+		goto resume;
+	}
+	for (i = 0; i < vm->nr_vcpus; i++) {
+		if ((e = vcpu_state_set(vm, &vm->vcpus[i], &vcs[i]))) {
+			log_err("snapshot %s: this host's KVM refuses vcpu%u's saved state", s->dir, i);
+			goto resume;
+		}
+	}
+	for (i = 0; i < vm->nr_virtio; i++)
+		virtio_mmio_restart(vm->virtio[i]);
+	/* 5.10.6.6: connections are not carried over; the guest is told. */
+	if (vm->vsock)
+		virtio_vsock_transport_reset(vm->vsock);
+	e = 0;
+resume:
+	for (i = 0; i < vm->nr_virtio; i++)
+		evloop_resume(&vm->virtio[i]->loop);
+	goto out;
+bad:
+	log_err("snapshot %s: %s", s->dir, r->why ? r->why : "corrupted");
+	e = -EINVAL;
+out:
+	if (vcs) {
+		for (i = 0; i < vm->nr_vcpus; i++)
+			vcpu_state_free(&vcs[i]);
+		free(vcs);
+	}
+	return e;
+}

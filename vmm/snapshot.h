@@ -1,0 +1,80 @@
+/* Snapshot and restore of a whole VM (docs/snapshot.md).
+ *
+ * A snapshot is a directory:
+ *   state    the state file (snapfmt.h): config, host, memory layout, VM
+ *            (irqchip, PIT, kvmclock), every vCPU, every device
+ *   memory   guest RAM, sparse (all-zero pages are holes); restore maps it
+ *            MAP_PRIVATE: pages load lazily and clones share the page cache
+ *   diskN    a copy of writable disk N as it was at the pause (reflink
+ *            where the filesystem can, sparse copy otherwise)
+ * It is written to DIR.partial-PID and renamed to DIR only once complete
+ * and fsynced, so a failure (a full disk) never leaves a directory that
+ * looks like a snapshot. */
+#ifndef VMM_SNAPSHOT_H
+#define VMM_SNAPSHOT_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "snapfmt.h"
+#include "vm.h"
+
+#define SNAP_STATE_FILE "state"
+#define SNAP_MEMORY_FILE "memory"
+
+struct snap_disk {
+	char path[PATH_MAX];  /* the disk's host path at snapshot time */
+	char file[32];        /* its copy in the snapshot directory, "" if read-only */
+	uint8_t ro, root;
+	char id[24];
+	uint64_t size;        /* bytes */
+	int64_t mtime_ns;     /* read-only disks: must not have changed since */
+};
+
+/* The config part of a snapshot: what a restore needs to rebuild the VM. */
+struct snap_conf {
+	uint64_t mem_bytes;
+	uint32_t cpus;
+	uint32_t tmpl;
+	uint32_t ring0;
+	char cmdline[4096];
+	char token[128];
+	uint32_t nr_disks;
+	struct snap_disk disks[VM_MAX_DISKS];
+	uint32_t has_vsock;
+	uint64_t cid;
+	char uds[108];
+	/* host */
+	char vendor[13];
+	uint32_t cpu_sig;     /* CPUID.1:EAX (family, model, stepping) */
+	uint32_t tsc_khz;
+};
+
+struct snapshot {
+	char dir[PATH_MAX];
+	uint8_t *file;        /* the state file */
+	size_t len;
+	struct srd rd;        /* positioned after the config sections */
+	struct snap_conf conf;
+};
+
+/* Opens DIR: reads and checks the state file (magic, version, length,
+ * checksum), parses the config, checks the memory file's size. 0, or
+ * -errno after one clear log line; nothing of the guest has run. */
+int snapshot_open(struct snapshot *s, const char *dir) __attribute__((warn_unused_result));
+void snapshot_close(struct snapshot *s);
+
+/* Writes a snapshot of a paused VM to DIR (which must not exist).
+ * *bytes gets the memory file's allocated size. 0 or -errno (logged). */
+int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_bytes_written)
+	__attribute__((warn_unused_result));
+
+/* Inside vm_create, for cfg->restore: applies the VM, vCPU and device
+ * state on top of the freshly built VM, every value checked first. */
+int vm_restore_state(struct vm *vm, struct snapshot *s) __attribute__((warn_unused_result));
+
+/* Copies a file for a clone: FICLONE (reflink) if the filesystem can,
+ * else a sparse copy (holes stay holes); fsynced. dst must not exist. */
+int snap_copy_file(const char *src, const char *dst) __attribute__((warn_unused_result));
+
+#endif
