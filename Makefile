@@ -168,7 +168,8 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # ---- unit tests (cmocka) ---------------------------------------------------
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
-              test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api
+              test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
+              test_snapshot
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -176,6 +177,7 @@ test_cpuid_SRCS   := vmm/cpuid.c
 test_serial_SRCS  := devices/serial.c vmm/log.c vmm/snapfmt.c
 test_bus_SRCS     := vmm/bus.c
 test_vm_SRCS      := $(CORE_SRCS)
+test_snapshot_SRCS := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
                          vmm/snapfmt.c

@@ -1011,6 +1011,14 @@ int vm_restore_state(struct vm *vm, struct snapshot *s)
 	uint32_t xlen = host_xsave_len(vm), nr, i;
 	int e = -EINVAL;
 
+	if (vm->nr_vcpus != s->conf.cpus || vm->cfg.mem_bytes != s->conf.mem_bytes ||
+	    vm->cfg.nr_disks != s->conf.nr_disks || !!vm->vsock != !!s->conf.has_vsock) {
+		log_err("snapshot %s: the VM was configured differently from the snapshot "
+			"(%u vCPUs, %llu MiB, %u disks, %s vsock)", s->dir, s->conf.cpus,
+			(unsigned long long)(s->conf.mem_bytes >> 20), s->conf.nr_disks,
+			s->conf.has_vsock ? "with" : "no");
+		return -EINVAL;
+	}
 	if ((e = check_host(vm, s)))
 		return e;
 	e = -EINVAL;

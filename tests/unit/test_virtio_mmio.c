@@ -8,7 +8,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/unit/virtio_driver.h"
 #include "tests/unit/vq_builder.h"
@@ -228,6 +230,153 @@ static void bad_queue_needs_reset(void **state)
 	assert_int_equal(vd_setup(d, F_V1, &c), STATUS_ALL);
 }
 
+
+/* Saves the transport after some traffic into *b. */
+static void save_after_traffic(struct fx *f, struct sbuf *b)
+{
+	struct virtio_dev *d = &f->d.vdev;
+	struct vq_config c = vqb_config(&f->b);
+	const uint32_t lens[] = { 40 };
+	const int w[] = { 0 };
+
+	assert_int_equal(vd_setup(d, F_V1 | (1ull << VIRTIO_F_EVENT_IDX), &c), STATUS_ALL);
+	vqb_chain(&f->b, 1, lens, w);
+	vd_notify(d, 0);
+	assert_int_equal(vd_wait_irq(d), VIRTIO_MMIO_INT_VRING);
+	vd_wr(d, 0x064, VIRTIO_MMIO_INT_VRING);
+	evloop_pause(&d->loop);
+	sb_init(b);
+	virtio_mmio_save(d, b);
+	evloop_resume(&d->loop);
+	assert_int_equal(b->err, 0);
+}
+
+/* A second device on the same guest memory, restored from the record. */
+static int restore_into(struct fx *f, struct dummy *t, const uint8_t *rec, size_t len, const char **why)
+{
+	struct srd r;
+	int e;
+
+	memset(t, 0, sizeof(*t));
+	assert_int_equal(virtio_mmio_init(&t->vdev, &dummy_ops, "clone", -1, &f->b.gm, 0xd0001000, 6,
+					  (1ull << VIRTIO_F_EVENT_IDX) | (1ull << 3), t->config,
+					  sizeof(t->config)), 0);
+	sr_init(&r, rec, len);
+	evloop_pause(&t->vdev.loop);
+	e = virtio_mmio_restore(&t->vdev, &r, why);
+	evloop_resume(&t->vdev.loop);
+	if (!e && r.off != r.len)
+		e = -EMSGSIZE;
+	return e;
+}
+
+static void snapshot_roundtrip(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_dev *d = &f->d.vdev;
+	struct dummy *t = calloc(1, sizeof(*t));
+	const uint32_t lens[] = { 24 };
+	const int w[] = { 0 };
+	const char *why = NULL;
+	struct sbuf b;
+	unsigned q;
+
+	save_after_traffic(f, &b);
+	assert_int_equal(restore_into(f, t, b.p, b.len, &why), 0);
+	assert_int_equal(atomic_load(&t->vdev.status), atomic_load(&d->status));
+	assert_int_equal(t->vdev.driver_features, d->driver_features);
+	for (q = 0; q < dummy_ops.nr_queues; q++) {
+		assert_int_equal(t->vdev.q[q].ready, d->q[q].ready);
+		assert_memory_equal(&t->vdev.q[q].cfg, &d->q[q].cfg, sizeof(d->q[q].cfg));
+		assert_int_equal(t->vdev.q[q].vq.last_avail, d->q[q].vq.last_avail);
+		assert_int_equal(t->vdev.q[q].vq.used_idx, d->q[q].vq.used_idx);
+		assert_int_equal(t->vdev.q[q].vq.event_idx, d->q[q].vq.event_idx);
+	}
+	assert_int_equal(t->vdev.q[0].vq.used_idx, 1);
+	/* The clone carries on where the original was: the next chain is
+	 * served into used slot 1. */
+	vqb_set_used_event(&f->b, 1); /* EVENT_IDX: interrupt after used slot 1 */
+	vqb_chain(&f->b, 1, lens, w);
+	virtio_mmio_restart(&t->vdev);
+	assert_int_equal(vd_wait_irq(&t->vdev), VIRTIO_MMIO_INT_VRING);
+	assert_int_equal(vqb_used_idx(&f->b), 2);
+	assert_int_equal(vqb_used(&f->b, 1).len, 24);
+	virtio_mmio_destroy(&t->vdev);
+	free(t);
+	sb_free(&b);
+}
+
+/* Offsets in the record (virtio_mmio_save's order). */
+#define REC_DEVICE_ID 0
+#define REC_DRV_FEATURES 12
+#define REC_STATUS 20
+#define REC_ISR 36
+#define REC_Q0 48              /* size u16, ready u8, desc u64, avail u64, used u64, ... */
+#define REC_Q0_DESC (REC_Q0 + 3)
+#define REC_Q0_LAST (REC_Q0 + 27)
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (unsigned i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void snapshot_tampered_refused(void **state)
+{
+	struct fx *f = *state;
+	struct dummy *t = calloc(1, sizeof(*t));
+	struct sbuf b;
+	uint8_t *rec;
+	const char *why;
+	static const struct {
+		const char *what;
+		unsigned off, len;
+		uint64_t v;
+	} cases[] = {
+		{ "queue 0 outside guest RAM", REC_Q0_DESC, 8, 0xfffffffffffff000ull },
+		{ "queue 0 crossing the end of RAM", REC_Q0_DESC, 8, VQB_RAM - 16 },
+		{ "queue 0 misaligned", REC_Q0_DESC, 8, VQB_DESC + 8 },
+		{ "queue size not a power of 2", REC_Q0, 2, 12 },
+		{ "indices further apart than the queue", REC_Q0_LAST, 2, 100 },
+		{ "status DRIVER_OK without FEATURES_OK", REC_STATUS, 4, 0x7 },
+		{ "driver features never offered", REC_DRV_FEATURES, 8, 1ull << 40 },
+		{ "another device type", REC_DEVICE_ID, 4, 7 },
+		{ "undefined interrupt bits", REC_ISR, 4, 0x80 },
+	};
+	unsigned i;
+
+	save_after_traffic(f, &b);
+	rec = malloc(b.len);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memcpy(rec, b.p, b.len);
+		if (cases[i].len == 8)
+			put64(rec + cases[i].off, cases[i].v);
+		else if (cases[i].len == 4)
+			rec[cases[i].off] = (uint8_t)cases[i].v, rec[cases[i].off + 1] = (uint8_t)(cases[i].v >> 8),
+			rec[cases[i].off + 2] = 0, rec[cases[i].off + 3] = 0;
+		else
+			rec[cases[i].off] = (uint8_t)cases[i].v, rec[cases[i].off + 1] = (uint8_t)(cases[i].v >> 8);
+		why = NULL;
+		if (restore_into(f, t, rec, b.len, &why) != -EINVAL)
+			fail_msg("not refused: %s", cases[i].what);
+		assert_non_null(why);
+		/* Refused means untouched: the device is still reset. */
+		assert_int_equal(atomic_load(&t->vdev.status), 0);
+		assert_int_equal(t->vdev.q[0].ready, 0);
+		virtio_mmio_destroy(&t->vdev);
+	}
+	/* Truncated anywhere: refused. */
+	for (i = 0; i < b.len; i += 7) {
+		if (restore_into(f, t, b.p, i, &why) == 0)
+			fail_msg("a record cut at %u bytes was accepted", i);
+		assert_int_equal(atomic_load(&t->vdev.status), 0);
+		virtio_mmio_destroy(&t->vdev);
+	}
+	free(rec);
+	free(t);
+	sb_free(&b);
+}
+
 static void echo_and_guest_error(void **state)
 {
 	struct fx *f = *state;
@@ -327,6 +476,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(echo_and_guest_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(config_space_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(pause_resume, setup, teardown),
+		cmocka_unit_test_setup_teardown(snapshot_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(snapshot_tampered_refused, setup, teardown),
 	};
 
 	log_set_level(LOG_ERROR);

@@ -1,0 +1,465 @@
+/* Snapshots: the state-file format (every field type round-trips, every
+ * corruption is refused), and whole VMs (needs /dev/kvm and the test
+ * guests): a paused VM is saved, a second VM restored from it has the same
+ * vCPU state and runs on, and each corruption of a real snapshot (bad
+ * magic, version, checksums, truncation, a memory file of the wrong size,
+ * a layout that does not match) is refused before any guest code runs. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vmm/log.h"
+#include "vmm/snapfmt.h"
+#include "vmm/snapshot.h"
+#include "vmm/vm.h"
+
+#define TAG_A SNAP_TAG('T', 'S', 'T', 'A')
+#define TAG_B SNAP_TAG('T', 'S', 'T', 'B')
+
+static void fields_roundtrip(void **state)
+{
+	struct sbuf b;
+	struct srd r;
+	uint8_t raw[5] = { 1, 2, 3, 4, 5 }, back[5];
+	char s[16];
+
+	(void)state;
+	sb_init(&b);
+	sb_begin(&b, TAG_A);
+	sb_u8(&b, 0xab);
+	sb_u16(&b, 0xbeef);
+	sb_u32(&b, 0xdeadbeef);
+	sb_u64(&b, 0x0123456789abcdefull);
+	sb_bytes(&b, raw, sizeof(raw));
+	sb_str(&b, "hello");
+	sb_str(&b, "");
+	sb_end(&b);
+	sb_begin(&b, TAG_B);
+	sb_u32(&b, 7);
+	sb_end(&b);
+	assert_int_equal(b.err, 0);
+
+	sr_init(&r, b.p, b.len);
+	assert_int_equal(sr_begin(&r, TAG_A, "a"), 0);
+	assert_int_equal(sr_u8(&r), 0xab);
+	assert_int_equal(sr_u16(&r), 0xbeef);
+	assert_int_equal(sr_u32(&r), 0xdeadbeef);
+	assert_true(sr_u64(&r) == 0x0123456789abcdefull);
+	sr_bytes(&r, back, sizeof(back));
+	assert_memory_equal(back, raw, sizeof(raw));
+	sr_str(&r, s, sizeof(s));
+	assert_string_equal(s, "hello");
+	sr_str(&r, s, sizeof(s));
+	assert_string_equal(s, "");
+	assert_int_equal(sr_end(&r, "a"), 0);
+	assert_int_equal(sr_begin(&r, TAG_B, "b"), 0);
+	assert_int_equal(sr_u32(&r), 7);
+	assert_int_equal(sr_end(&r, "b"), 0);
+	assert_int_equal(r.off, r.len);
+
+	/* Reading past a section's end fails, sticky, and yields zeros. */
+	sr_init(&r, b.p, b.len);
+	assert_int_equal(sr_begin(&r, TAG_A, "a"), 0);
+	sr_bytes(&r, back, 2);
+	{
+		uint8_t big[64];
+
+		sr_bytes(&r, big, sizeof(big));
+	}
+	assert_true(r.err);
+	assert_int_equal(sr_u32(&r), 0);
+	assert_non_null(r.why);
+
+	/* A string longer than its field, a section under another tag, a
+	 * section with unread fields: all refused. */
+	sr_init(&r, b.p, b.len);
+	assert_int_equal(sr_begin(&r, TAG_A, "a"), 0);
+	sr_u8(&r), sr_u16(&r), sr_u32(&r), sr_u64(&r), sr_bytes(&r, back, 5);
+	sr_str(&r, s, 5); /* "hello" needs 6 with its NUL */
+	assert_true(r.err);
+	sr_init(&r, b.p, b.len);
+	assert_int_not_equal(sr_begin(&r, TAG_B, "b"), 0);
+	sr_init(&r, b.p, b.len);
+	assert_int_equal(sr_begin(&r, TAG_A, "a"), 0);
+	sr_u8(&r);
+	assert_int_not_equal(sr_end(&r, "a"), 0);
+	sb_free(&b);
+}
+
+static void string_with_nul_refused(void **state)
+{
+	const uint8_t rec[] = { 3, 0, 0, 0, 'a', 0, 'b' };
+	struct srd r;
+	char s[8];
+
+	(void)state;
+	sr_init(&r, rec, sizeof(rec));
+	sr_str(&r, s, sizeof(s));
+	assert_true(r.err);
+}
+
+static void le32(uint8_t *p, uint32_t v)
+{
+	for (unsigned i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void file_corruptions_refused(void **state)
+{
+	char path[] = "/tmp/vmm-test-state-XXXXXX";
+	uint8_t *file, *bad;
+	size_t len, blen;
+	const uint8_t *body;
+	const char *why;
+	struct sbuf b;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	unlink(path);
+	sb_init(&b);
+	sb_begin(&b, TAG_A);
+	for (unsigned i = 0; i < 100; i++)
+		sb_u32(&b, i * 2654435761u);
+	sb_end(&b);
+	assert_int_equal(snapfile_write(path, &b), 0);
+	assert_int_equal(snapfile_write(path, &b), -EEXIST); /* never overwritten */
+	assert_int_equal(snapfile_read(path, &file, &len, &body, &blen, &why), 0);
+	assert_int_equal(blen, b.len);
+	assert_memory_equal(body, b.p, b.len);
+	bad = malloc(len + 1);
+
+#define REFUSED(mutate, n)                                                        \
+	do {                                                                      \
+		memcpy(bad, file, len);                                           \
+		mutate;                                                           \
+		why = NULL;                                                       \
+		assert_int_equal(snapfile_check(bad, (n), &body, &blen, &why), -EINVAL); \
+		assert_non_null(why);                                             \
+	} while (0)
+
+	REFUSED(bad[0] ^= 1, len);                        /* magic */
+	REFUSED(bad[8] = 9, len);                         /* version, header checksum stale */
+	REFUSED((bad[8] = 9, le32(bad + 28, snap_crc32c(0, bad, 28))), len); /* version */
+	REFUSED(bad[16] ^= 4, len);                       /* length, header checksum stale */
+	REFUSED(bad[SNAP_HEADER + 17] ^= 0x40, len);      /* body bit flip */
+	REFUSED((void)0, len - 1);                        /* truncated by one byte */
+	REFUSED((void)0, SNAP_HEADER - 1);                /* truncated into the header */
+	REFUSED(bad[len] = 0, len + 1);                   /* a byte past the end */
+	{
+		/* Every single-byte truncation is refused. */
+		size_t n;
+
+		for (n = 0; n < len; n++) {
+			why = NULL;
+			assert_int_equal(snapfile_check(file, n, &body, &blen, &why), -EINVAL);
+		}
+	}
+	free(bad);
+	free(file);
+	unlink(path);
+	assert_int_equal(snapfile_read(path, &file, &len, &body, &blen, &why), -ENOENT);
+	free(file);
+	sb_free(&b);
+}
+
+/* ---- whole VMs ---- */
+
+static const char *guest_dir(void)
+{
+	const char *d = getenv("VMM_TEST_GUESTS");
+
+	return d ? d : "build/guests";
+}
+
+static int have_kvm(void)
+{
+	return access(KVM_DEVICE_PATH, R_OK | W_OK) == 0;
+}
+
+struct run {
+	struct vm vm;
+	struct vm_config cfg;
+	char kernel[512];
+	int out[2];
+	pthread_t t;
+	enum vm_exit_reason reason;
+};
+
+static void *run_thread(void *arg)
+{
+	struct run *r = arg;
+
+	r->reason = vm_run(&r->vm);
+	return NULL;
+}
+
+static void config(struct run *r)
+{
+	memset(&r->cfg, 0, sizeof(r->cfg));
+	snprintf(r->kernel, sizeof(r->kernel), "%s/spin.elf", guest_dir());
+	assert_int_equal(pipe2(r->out, O_NONBLOCK | O_CLOEXEC), 0);
+	r->cfg.mem_bytes = 64ull << 20;
+	r->cfg.cpus = 2;
+	r->cfg.kernel = r->kernel;
+	r->cfg.cmdline = "";
+	r->cfg.console_in = -1;
+	r->cfg.console_out = r->out[1];
+	r->cfg.t0_ns = log_now_ns();
+	r->cfg.api_token = "secret-token";
+}
+
+/* Waits until the guest printed `want` on its console. */
+static void wait_output(struct run *r, const char *want)
+{
+	char buf[256] = "";
+	size_t n = 0;
+	int i;
+
+	for (i = 0; i < 500 && !strstr(buf, want); i++) {
+		ssize_t got = read(r->out[0], buf + n, sizeof(buf) - 1 - n);
+
+		if (got > 0) {
+			n += (size_t)got;
+			buf[n] = '\0';
+		} else {
+			usleep(10000);
+		}
+	}
+	assert_non_null(strstr(buf, want));
+}
+
+static void stop(struct run *r)
+{
+	vm_request_exit(&r->vm, VM_EXIT_STOPPED, "test done");
+	pthread_join(r->t, NULL);
+	vm_destroy(&r->vm);
+	close(r->out[0]);
+	close(r->out[1]);
+}
+
+static char snapdir[64];
+
+static void cleanup_dir(const char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* Snapshot a running two-vCPU guest, restore it into a second VM, compare
+ * the vCPU state KVM reports for both, and let the clone run. */
+static void vm_snapshot_restore(void **state)
+{
+	struct run *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	struct kvm_regs ra, rb;
+	struct kvm_sregs sa, sb;
+	struct snapshot s;
+	char tmpl[] = "/tmp/vmm-test-snap-XXXXXX";
+	uint64_t bytes = 0;
+	unsigned i;
+
+	(void)state;
+	if (!have_kvm())
+		skip();
+	assert_non_null(mkdtemp(tmpl));
+	snprintf(snapdir, sizeof(snapdir), "%s/snap", tmpl);
+	config(a);
+	assert_int_equal(vm_create(&a->vm, &a->cfg), 0);
+	assert_int_equal(pthread_create(&a->t, NULL, run_thread, a), 0);
+	wait_output(a, "spinning");
+	assert_int_equal(vm_pause(&a->vm), 0);
+	assert_int_equal(vm_pause(&a->vm), 0); /* idempotent */
+	assert_int_equal(vm_snapshot(&a->vm, snapdir, &bytes), 0);
+	assert_true(bytes > 0 && bytes < a->cfg.mem_bytes); /* sparse */
+	assert_int_equal(vm_snapshot(&a->vm, snapdir, &bytes), -EEXIST);
+
+	assert_int_equal(snapshot_open(&s, snapdir), 0);
+	assert_int_equal(s.conf.cpus, 2);
+	assert_true(s.conf.mem_bytes == a->cfg.mem_bytes);
+	assert_string_equal(s.conf.token, "secret-token");
+	assert_non_null(strstr(s.conf.cmdline, "vmm.token=secret-token"));
+	config(b);
+	b->cfg.restore = &s;
+	assert_int_equal(vm_create(&b->vm, &b->cfg), 0);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(kvm_ioctl_ptr(a->vm.vcpus[i].fd, KVM_GET_REGS, &ra), 0);
+		assert_int_equal(kvm_ioctl_ptr(b->vm.vcpus[i].fd, KVM_GET_REGS, &rb), 0);
+		assert_memory_equal(&ra, &rb, sizeof(ra));
+		assert_int_equal(kvm_ioctl_ptr(a->vm.vcpus[i].fd, KVM_GET_SREGS, &sa), 0);
+		assert_int_equal(kvm_ioctl_ptr(b->vm.vcpus[i].fd, KVM_GET_SREGS, &sb), 0);
+		assert_memory_equal(&sa, &sb, sizeof(sa));
+	}
+	/* Guest memory is the snapshot's, copy-on-write. */
+	assert_memory_equal(gm_ptr(&a->vm.gm, 0x100000, 4096), gm_ptr(&b->vm.gm, 0x100000, 4096), 4096);
+	snapshot_close(&s);
+	/* The clone runs on (it spins: still running after a while), and
+	 * the original resumes independently. */
+	assert_int_equal(pthread_create(&b->t, NULL, run_thread, b), 0);
+	vm_resume(&a->vm);
+	usleep(200000);
+	assert_int_equal(atomic_load(&b->vm.exit_reason), VM_RUNNING);
+	assert_int_equal(atomic_load(&a->vm.exit_reason), VM_RUNNING);
+	stop(b);
+	stop(a);
+	free(a);
+	free(b);
+}
+
+/* Copies the snapshot, applies `fn` to its state file's bytes (optionally
+ * fixing the checksums, as a deliberate tamperer would), and tries it. */
+static int try_variant(void (*fn)(uint8_t *p, size_t *len), int fix_crc, int (*mem)(const char *path))
+{
+	char dir[128], cmd[512], p[192];
+	struct snapshot s;
+	struct stat st;
+	uint8_t *buf;
+	size_t len;
+	FILE *f;
+	int r;
+
+	snprintf(dir, sizeof(dir), "%s-variant", snapdir);
+	cleanup_dir(dir);
+	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", snapdir, dir);
+	assert_int_equal(system(cmd), 0);
+	snprintf(p, sizeof(p), "%s/state", dir);
+	assert_int_equal(stat(p, &st), 0);
+	len = (size_t)st.st_size;
+	buf = malloc(len + 64);
+	f = fopen(p, "rb");
+	assert_int_equal(fread(buf, 1, len, f), len);
+	fclose(f);
+	if (fn)
+		fn(buf, &len);
+	if (fix_crc) {
+		le32(buf + 16, (uint32_t)(len - SNAP_HEADER));
+		le32(buf + 24, snap_crc32c(0, buf + SNAP_HEADER, len - SNAP_HEADER));
+		le32(buf + 28, snap_crc32c(0, buf, 28));
+	}
+	f = fopen(p, "wb");
+	assert_int_equal(fwrite(buf, 1, len, f), len);
+	fclose(f);
+	free(buf);
+	if (mem) {
+		snprintf(p, sizeof(p), "%s/memory", dir);
+		assert_int_equal(mem(p), 0);
+	}
+	r = snapshot_open(&s, dir);
+	if (r == 0) {
+		struct run *b = calloc(1, sizeof(*b));
+
+		config(b);
+		b->cfg.restore = &s;
+		b->cfg.cpus = s.conf.cpus; /* as vmm restore does */
+		r = vm_create(&b->vm, &b->cfg);
+		if (r == 0)
+			vm_destroy(&b->vm);
+		close(b->out[0]);
+		close(b->out[1]);
+		free(b);
+		snapshot_close(&s);
+	}
+	cleanup_dir(dir);
+	return r;
+}
+
+static void flip_magic(uint8_t *p, size_t *len) { (void)len; p[1] ^= 0xff; }
+static void bump_version(uint8_t *p, size_t *len) { (void)len; p[8]++; le32(p + 28, snap_crc32c(0, p, 28)); }
+static void flip_body(uint8_t *p, size_t *len) { p[*len / 2] ^= 0x10; }
+static void truncate_state(uint8_t *p, size_t *len) { (void)p; *len -= 100; }
+static void drop_last_section_byte(uint8_t *p, size_t *len) { (void)p; *len -= 1; }
+
+/* Finds the first section with `tag`; returns the offset of its body. */
+static size_t find_section(const uint8_t *p, size_t len, uint32_t tag)
+{
+	size_t off = SNAP_HEADER;
+
+	while (off + 8 <= len) {
+		uint32_t t = p[off] | p[off + 1] << 8 | p[off + 2] << 16 | (uint32_t)p[off + 3] << 24;
+		uint32_t n = p[off + 4] | p[off + 5] << 8 | p[off + 6] << 16 | (uint32_t)p[off + 7] << 24;
+
+		if (t == tag)
+			return off + 8;
+		off += 8 + n;
+	}
+	fail_msg("section not found");
+	return 0;
+}
+
+/* The memory region count in MEMR: a layout this VM does not have. */
+static void wrong_layout(uint8_t *p, size_t *len)
+{
+	p[find_section(p, *len, SNAP_TAG('M', 'E', 'M', 'R'))] = 3;
+}
+
+/* The vCPU count in CONF: the VM built has 1 vCPU, the file holds 2. */
+static void wrong_cpus(uint8_t *p, size_t *len)
+{
+	p[find_section(p, *len, SNAP_TAG('C', 'O', 'N', 'F')) + 8] = 1;
+}
+
+/* Another CPU vendor. */
+static void other_host(uint8_t *p, size_t *len)
+{
+	memcpy(p + find_section(p, *len, SNAP_TAG('H', 'O', 'S', 'T')), "OtherVendor!", 12);
+}
+
+static int shrink_memory(const char *path) { return truncate(path, 4096); }
+static int remove_memory(const char *path) { return unlink(path); }
+
+static void corrupted_snapshots_refused(void **state)
+{
+	(void)state;
+	if (!have_kvm() || !snapdir[0])
+		skip();
+	assert_int_equal(try_variant(NULL, 0, NULL), 0); /* the copy itself is good */
+	assert_int_not_equal(try_variant(flip_magic, 0, NULL), 0);
+	assert_int_not_equal(try_variant(bump_version, 0, NULL), 0);
+	assert_int_not_equal(try_variant(flip_body, 0, NULL), 0);
+	assert_int_not_equal(try_variant(truncate_state, 0, NULL), 0);
+	assert_int_not_equal(try_variant(drop_last_section_byte, 0, NULL), 0);
+	assert_int_not_equal(try_variant(drop_last_section_byte, 1, NULL), 0);
+	assert_int_not_equal(try_variant(NULL, 0, shrink_memory), 0);
+	assert_int_not_equal(try_variant(NULL, 0, remove_memory), 0);
+	/* Tampered with valid checksums: caught by the checks behind them. */
+	assert_int_not_equal(try_variant(wrong_layout, 1, NULL), 0);
+	assert_int_not_equal(try_variant(wrong_cpus, 1, NULL), 0);
+	assert_int_not_equal(try_variant(other_host, 1, NULL), 0);
+	{
+		struct snapshot s;
+
+		assert_int_not_equal(snapshot_open(&s, "/nonexistent/snapshot"), 0);
+		assert_int_not_equal(snapshot_open(&s, "/tmp"), 0); /* a directory without state */
+	}
+	cleanup_dir(snapdir);
+	*strrchr(snapdir, '/') = '\0';
+	cleanup_dir(snapdir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(fields_roundtrip),
+		cmocka_unit_test(string_with_nul_refused),
+		cmocka_unit_test(file_corruptions_refused),
+		cmocka_unit_test(vm_snapshot_restore),
+		cmocka_unit_test(corrupted_snapshots_refused),
+	};
+
+	log_set_level(LOG_ERROR);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
