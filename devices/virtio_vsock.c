@@ -739,7 +739,30 @@ static void send_event_reset(struct vsock_dev *v)
 	}
 	vq_push(q, v->chain.head, sizeof(ev));
 	v->event_reset_pending = 0;
+	v->reset_unacked = 1;
+	v->reset_avail_idx = vq_avail_idx(q);
+	/* With EVENT_IDX the driver kicks after refilling only if asked to:
+	 * ask for the first buffer past the ones it has already given. */
+	vq_notify_after(q, v->reset_avail_idx);
 	virtio_queue_used(d, VSOCK_QUEUE_EVENT);
+}
+
+/* Host connections are held (not accepted) while the guest has a
+ * transport reset to handle; see reset_unacked. */
+static void hold_host_connections(struct vsock_dev *v)
+{
+	struct virtio_dev *d = &v->vdev;
+	int hold = virtio_live(d) && d->q[VSOCK_QUEUE_EVENT].ready &&
+		   (v->event_reset_pending || v->reset_unacked);
+
+	if (v->reset_unacked && vq_avail_idx(&d->q[VSOCK_QUEUE_EVENT].vq) != v->reset_avail_idx) {
+		v->reset_unacked = 0; /* the guest refilled: it handled the event */
+		hold = v->event_reset_pending;
+	}
+	if (v->listen_fd >= 0 && hold != v->listen_held) {
+		if (evloop_mod(&v->vdev.loop, &v->listen_src, hold ? 0 : EPOLLIN) == 0)
+			v->listen_held = hold;
+	}
 }
 
 /* ---- host sockets --------------------------------------------------------- */
@@ -869,6 +892,7 @@ static void vsock_queue_notify(struct virtio_dev *d, unsigned qi)
 		virtio_serve_queue(d, qi, &v->chain, tx_chain);
 	else if (qi == VSOCK_QUEUE_EVENT)
 		send_event_reset(v);
+	hold_host_connections(v);
 	rx_pump(v); /* rx buffers came, or tx produced replies */
 }
 
@@ -885,7 +909,12 @@ static void close_all(struct vsock_dev *v)
 /* Driver reset: the guest forgot every connection; so do we. */
 static void vsock_reset(struct virtio_dev *d)
 {
-	close_all(container_of(d, struct vsock_dev, vdev));
+	struct vsock_dev *v = container_of(d, struct vsock_dev, vdev);
+
+	close_all(v);
+	v->event_reset_pending = 0;
+	v->reset_unacked = 0;
+	hold_host_connections(v); /* not live now: host connections flow again */
 }
 
 static const struct virtio_dev_ops vsock_ops = {
@@ -901,6 +930,7 @@ void virtio_vsock_transport_reset(struct vsock_dev *v)
 	close_all(v);
 	v->event_reset_pending = 1;
 	send_event_reset(v);
+	hold_host_connections(v);
 }
 
 static int listen_on(const char *path)

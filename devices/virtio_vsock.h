@@ -95,6 +95,14 @@ struct vsock_dev {
 	unsigned nr_rst;
 	struct vsock_conn *graveyard; /* freed after the loop's batch */
 	int event_reset_pending;
+	/* A transport reset went to the guest and it has not yet put a new
+	 * event buffer back (which it does after handling the event): host
+	 * connections wait in the listen backlog meanwhile, or the guest
+	 * could take our REQUEST first and then reset the new connection
+	 * without a word to us. */
+	int reset_unacked;
+	uint16_t reset_avail_idx;
+	int listen_held;
 	struct vq_chain chain;
 	struct vq_chain rxchain;
 	struct iovec iov[VQ_MAX_CHAIN];

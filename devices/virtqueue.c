@@ -50,6 +50,11 @@ static uint16_t avail_idx(const struct vq *q)
 	return le16toh(__atomic_load_n(&q->avail[AVAIL_IDX], __ATOMIC_ACQUIRE));
 }
 
+uint16_t vq_avail_idx(const struct vq *q)
+{
+	return avail_idx(q);
+}
+
 int vq_has_work(struct vq *q)
 {
 	return avail_idx(q) != q->last_avail;
@@ -254,11 +259,16 @@ int vq_should_notify(struct vq *q)
 
 void vq_set_avail_event(struct vq *q)
 {
+	vq_notify_after(q, q->last_avail);
+}
+
+void vq_notify_after(struct vq *q, uint16_t idx)
+{
 	uint16_t *ev = (uint16_t *)(q->used + USED_RING_OFF + 8 * (size_t)q->size);
 
 	if (!q->event_idx)
 		return;
-	__atomic_store_n(ev, htole16(q->last_avail), __ATOMIC_RELAXED);
+	__atomic_store_n(ev, htole16(idx), __ATOMIC_RELAXED);
 	/* Full barrier: avail_event must be visible before we re-check
 	 * avail->idx, pairing with the driver's barrier between publishing
 	 * avail->idx and reading avail_event (virtqueue_kick_prepare_split). */

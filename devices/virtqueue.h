@@ -93,6 +93,12 @@ void vq_push(struct vq *q, uint16_t head, uint32_t len);
 int vq_should_notify(struct vq *q);
 /* Tells the driver (EVENT_IDX) to notify at the next buffer it adds. */
 void vq_set_avail_event(struct vq *q);
+/* ... once its avail index moves past `idx` (2.7.10), even while buffers
+ * before it are still unused. */
+void vq_notify_after(struct vq *q, uint16_t idx);
+/* The driver's current avail index (acquire: the entries it covers are
+ * visible). */
+uint16_t vq_avail_idx(const struct vq *q);
 /* Is there anything to pop? */
 int vq_has_work(struct vq *q);
 

@@ -2,13 +2,17 @@
 # Tier 3: the project's Linux kernel booted to the test init, on 1 and on 2
 # vCPUs. Each boot costs 30-50 s where guest ring 0 is emulated, so each
 # boot serves many checks: boot 1 runs from the initramfs, boot 2 from the
-# ext4 root image on virtio-blk with a read-only and a scratch disk.
-#   run.sh VMM KERNEL INITRD ROOTFS
+# ext4 root image on virtio-blk with a read-only and a scratch disk, boot 3
+# (guest-init on the root image) is snapshotted at API-ready and every
+# later sandbox is restored from it (snapshot.sh), boot 4 is `vmm run --
+# CMD`.
+#   run.sh VMM KERNEL INITRD ROOTFS [ASAN_VMM]
 set -u
 vmm=$1
 kernel=$2
 initrd=$3
 rootfs=$4
+asan_vmm=${5:-$1}
 tmp=$(mktemp -d)
 pass=0
 fail=0
@@ -118,30 +122,9 @@ done
 check "2 vCPU: all CPUs online" "$tmp/2.out.txt" "vmm-selftest: cpus-online=0-1"
 check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: got=typed-by-the-host"
 # Boot 3: guest-init as PID 1 (the root image's /sbin/init) serving the
-# sandbox API over vsock, driven through vmm exec / vmm cp and raw frames.
-cp "$rootfs" "$tmp/root3.img"
-start=$(date +%s)
-timeout 1200 "$vmm" run --kernel "$kernel" --mem 256 --disk "path=$tmp/root3.img,root" \
-	--vsock "cid=4,uds=$tmp/api.sock" --console "file:$tmp/3.out" \
-	--cmdline "console=ttyS0 reboot=k panic=-1 vmm.token=e2e-token" < /dev/null 2> "$tmp/3.err" &
-pid3=$!
-for _ in $(seq 1200); do
-	grep -q "API ready" "$tmp/3.out" 2>/dev/null && break
-	kill -0 $pid3 2>/dev/null || break
-	sleep 0.5
-done
-timeout 1200 python3 "$(dirname "$0")/../api/api_test.py" "$vmm" "$tmp/api.sock" 1024 e2e-token \
-	--scale full --shutdown > "$tmp/3.api" 2>&1
-wait $pid3
-st3=$?
-echo "     boot 3 (sandbox API): status $st3 after $(( $(date +%s) - start )) s"
-sed 's/^/     | /' "$tmp/3.api"
-if grep -q "^api: [1-9][0-9]* passed, 0 failed" "$tmp/3.api"; then
-	ok "api: $(grep -c '^ok' "$tmp/3.api") checks through vmm exec / vmm cp against guest-init"
-else bad "api: checks against guest-init failed"; fi
-check "api: guest-init wrote the boot marker once the API listened" "$tmp/3.err" "boot marker: guest ready"
-if [ "$st3" = 0 ]; then ok "api: shutdown request powered the sandbox off (status 0)"
-else bad "api: sandbox ended with status $st3 after shutdown"; fi
+# sandbox API over vsock, snapshotted at API-ready; the snapshot tests and
+# the API suite run on clones restored from it (tests/e2e/snapshot.sh).
+. "$(dirname "$0")/snapshot.sh"
 
 # Boot 4: vmm run -- CMD, the one-shot form.
 timeout 600 "$vmm" run --kernel "$kernel" --initrd "$initrd" --mem 256 -- sh -c 'echo hello from $(hostname); exit 3' \
