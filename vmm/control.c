@@ -267,30 +267,22 @@ void control_serve(struct control *c, struct vm *vm)
 {
 	char req[CONTROL_MAX_REQUEST], out[4096];
 	int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	ssize_t n;
+	size_t len;
 
 	if (fd < 0)
 		return;
-	for (;;) {
-		ssize_t n = read_line(fd, req, sizeof(req), mono_ms() + CONTROL_TIMEOUT_MS);
-		size_t len;
-
-		if (n <= 0) {
-			if (n == -E2BIG) {
-				reply_error(out, sizeof(out), "request longer than 8 KiB");
-				len = strlen(out);
-				out[len] = '\n';
-				(void)write_all(fd, out, len + 1, mono_ms() + CONTROL_TIMEOUT_MS);
-			}
-			break;
-		}
+	/* One request per connection, so a client cannot hold the loop
+	 * between requests. */
+	n = read_line(fd, req, sizeof(req), mono_ms() + CONTROL_TIMEOUT_MS);
+	if (n > 0)
 		control_handle(vm, c, req, (size_t)n, out, sizeof(out) - 1);
+	else if (n == -E2BIG)
+		reply_error(out, sizeof(out) - 1, "request longer than 8 KiB");
+	if (n > 0 || n == -E2BIG) {
 		len = strlen(out);
 		out[len] = '\n';
-		if (write_all(fd, out, len + 1, mono_ms() + CONTROL_TIMEOUT_MS))
-			break;
-		/* One request per connection keeps a client from holding the
-		 * loop between requests. */
-		break;
+		(void)write_all(fd, out, len + 1, mono_ms() + CONTROL_TIMEOUT_MS);
 	}
 	close(fd);
 }

@@ -578,7 +578,7 @@ static void save_virtio(struct vm *vm, unsigned slot, struct sbuf *b)
 		sb_u64(b, vm->vsock->config.guest_cid);
 }
 
-static int restore_virtio(struct vm *vm, unsigned slot, struct srd *r)
+static int restore_virtio(struct vm *vm, const char *dir, unsigned slot, struct srd *r)
 {
 	struct virtio_dev *d = vm->virtio[slot];
 	const char *why = "the record is truncated or corrupted";
@@ -601,7 +601,7 @@ static int restore_virtio(struct vm *vm, unsigned slot, struct srd *r)
 	return 0;
 bad:
 	e = -EINVAL;
-	log_err("snapshot %s: device %s: %s", "state", d->name, r->err && r->why ? r->why : why);
+	log_err("snapshot %s: device %s: %s", dir, d->name, r->err && r->why ? r->why : why);
 	return e;
 }
 
@@ -1080,7 +1080,7 @@ int vm_restore_state(struct vm *vm, struct snapshot *s)
 			e = -EINVAL;
 			goto resume;
 		}
-		if ((e = restore_virtio(vm, i, r)))
+		if ((e = restore_virtio(vm, s->dir, i, r)))
 			goto resume;
 		if (sr_end(r, "device")) {
 			log_err("snapshot %s: %s", s->dir, r->why);
