@@ -140,6 +140,14 @@ static void requests_ok(void **state)
 	assert_int_equal(parse("{\"v\":1,\"op\":\"kill\",\"pid\":42,\"signal\":9}", NULL, &r, &eno), 0);
 	assert_int_equal(r.sig, 9);
 	assert_int_equal(parse("{\"v\":1,\"op\":\"health\",\"token\":\"s3\"}", "s3", &r, &eno), 0);
+	assert_int_equal(parse("{\"v\":1,\"op\":\"sync\",\"time_s\":1700000000,\"time_ns\":999999999,"
+			       "\"seed\":\"00ff10Ab\"}", NULL, &r, &eno), 0);
+	assert_int_equal(r.op, OP_SYNC);
+	assert_int_equal(r.time_s, 1700000000);
+	assert_int_equal(r.time_ns, 999999999);
+	assert_int_equal(r.seed_len, 4);
+	assert_int_equal(r.seed[1], 0xff);
+	assert_int_equal(r.seed[3], 0xab);
 }
 
 static void requests_refused(void **state)
@@ -170,6 +178,13 @@ static void requests_refused(void **state)
 		{ "{\"v\":1,\"op\":\"write\",\"path\":\"/a\",\"mode\":99999}", EINVAL },
 		{ "{\"v\":1,\"op\":\"kill\",\"pid\":1}", EINVAL },             /* never init */
 		{ "{\"v\":1,\"op\":\"kill\",\"pid\":5,\"signal\":0}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"seed\":\"\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":-1,\"time_ns\":0,\"seed\":\"\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":1000000000,\"seed\":\"\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"abc\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"zz\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"0x\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0}", EINVAL },
 	};
 	struct api_request r;
 	unsigned i;
@@ -182,6 +197,19 @@ static void requests_refused(void **state)
 			fail_msg("accepted: %s", t[i].json);
 		if (eno != t[i].eno)
 			fail_msg("%s: errno %d, want %d", t[i].json, eno, t[i].eno);
+	}
+	/* A seed of 257 bytes: one too many. */
+	{
+		static char big[1024];
+		size_t n = (size_t)sprintf(big, "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"");
+
+		for (i = 0; i < 257; i++)
+			n += (size_t)sprintf(big + n, "ab");
+		sprintf(big + n, "\"}");
+		assert_int_equal(parse(big, NULL, &r, &eno), -1);
+		big[n - 2] = '\0';
+		sprintf(big + n - 2, "\"}");
+		assert_int_equal(parse(big, NULL, &r, &eno), 0); /* 256 bytes: fine */
 	}
 	/* 257 arguments: one too many. */
 	{
