@@ -2,6 +2,7 @@
 #ifndef CLI_CLI_H
 #define CLI_CLI_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 struct cli_verb {
@@ -18,16 +19,30 @@ extern const struct cli_verb cli_verb_snapshot;
 extern const struct cli_verb cli_verb_restore;
 extern const struct cli_verb cli_verb_pause;
 extern const struct cli_verb cli_verb_resume;
+extern const struct cli_verb cli_verb_ls;
+extern const struct cli_verb cli_verb_inspect;
+extern const struct cli_verb cli_verb_logs;
+extern const struct cli_verb cli_verb_stop;
+extern const struct cli_verb cli_verb_rm;
+extern const struct cli_verb cli_verb_prune;
 
 /* Exit statuses of the CLI itself (the guest's are in docs/exit-status.md). */
 #define CLI_EXIT_ERROR 1
 #define CLI_EXIT_USAGE 2
 
+/* Parses a duration: seconds, or a number with s, m, h or d. 0 or -EINVAL. */
+int cli_parse_duration(const char *s, long long *secs);
+/* "45s", "12m", "3h05m", "2d". */
+void cli_human_duration(long long secs, char *buf, size_t len);
 /* Parses a size in MiB ("512", "2G" = 2048 MiB, "512M"). 0 or -EINVAL. */
 int cli_parse_mib(const char *s, unsigned long long *mib);
 /* The guest API's vsock port: 1024, or $VMM_API_PORT (0: the socket is
  * the API itself, as `guest-init --serve-unix` serves it in tests). */
 unsigned cli_api_port(void);
+struct json_writer;
+struct sandbox_status;
+/* One sandbox as a JSON object (ls --json, inspect). */
+void cli_status_json(struct json_writer *w, const struct sandbox_status *st);
 /* A control reply ({"ok":...}): 0 if ok, else prints its error. */
 int cli_reply_ok(const char *verb, const char *reply);
 /* Directory holding the running vmm binary (for build/kernel/...). */

@@ -14,10 +14,16 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_run,
 	&cli_verb_exec,
 	&cli_verb_cp,
-	&cli_verb_snapshot,
-	&cli_verb_restore,
+	&cli_verb_ls,
+	&cli_verb_inspect,
+	&cli_verb_logs,
+	&cli_verb_stop,
+	&cli_verb_rm,
+	&cli_verb_prune,
 	&cli_verb_pause,
 	&cli_verb_resume,
+	&cli_verb_snapshot,
+	&cli_verb_restore,
 };
 #define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 

@@ -51,7 +51,11 @@ static void run_usage(FILE *out)
 		"                       go to the Unix socket PATH_P (default: cid=3 and\n"
 		"                       vsock.sock in the sandbox's folder)\n"
 		"  --name NAME          the sandbox's name (default: a generated sb-XXXXXXXX);\n"
-		"                       vmm exec/cp/snapshot/pause/resume NAME reach it\n"
+		"                       vmm exec/cp/ls/logs/stop/snapshot NAME reach it\n"
+		"  -d, --detach         run in the background: returns once the sandbox's API\n"
+		"                       answers, prints its name; console in `vmm logs NAME`\n"
+		"  --ttl DURATION       stop and remove the sandbox after DURATION (90s, 10m,\n"
+		"                       2h, 1d); the VMM enforces it, `vmm ls` shows what is left\n"
 		"  --cpu-template T     host (all KVM offers) or safe (hides what a\n"
 		"                       ring-0-emulating KVM cannot run); default: safe on\n"
 		"                       such hosts, host elsewhere\n"
@@ -69,7 +73,8 @@ static void run_usage(FILE *out)
 }
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
-       OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME };
+       OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
+       OPT_TTL };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -86,6 +91,8 @@ static const struct option run_opts[] = {
 	{ "token", required_argument, NULL, OPT_TOKEN },
 	{ "ready-timeout", required_argument, NULL, OPT_READY },
 	{ "name", required_argument, NULL, OPT_NAME },
+	{ "detach", no_argument, NULL, 'd' },
+	{ "ttl", required_argument, NULL, OPT_TTL },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -101,6 +108,8 @@ static void restore_usage(FILE *out)
 		"guest gets the current time and fresh entropy once its API answers.\n"
 		"Start as many as you like from one snapshot; give each its own name.\n\n"
 		"  --name NAME          the new sandbox's name (default: generated)\n"
+		"  -d, --detach         in the background (see vmm run --help)\n"
+		"  --ttl DURATION       stop and remove it after DURATION\n"
 		"  --vsock cid=N[,uds=PATH]\n"
 		"                       another guest CID or socket for this clone\n"
 		"                       (default: the snapshot's CID, vsock.sock in its folder)\n"
@@ -307,6 +316,81 @@ static int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct
 	return 0;
 }
 
+/* -d: the sandbox runs on in a child of its own session, its stdout and
+ * stderr in vmm.log in its folder. Returns -1 in that child (go on), or in
+ * the caller the status to exit with: 0 once the sandbox's API answers
+ * (its name printed), 1 if it died first (its log shown). */
+static int detach_self(const struct sandbox *sb, unsigned long ready_s)
+{
+	char logp[PATH_MAX + 16];
+	struct sandbox_addr a = { .uds = sb->vsock, .port = API_VSOCK_PORT };
+	uint64_t end = log_now_ns() + (uint64_t)ready_s * 1000000000ull;
+	pid_t pid;
+	int fd, st;
+
+	snprintf(logp, sizeof(logp), "%s/vmm.log", sb->dir);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		log_err("fork: %s", strerror(errno));
+		return CLI_EXIT_ERROR;
+	}
+	if (pid == 0) {
+		setsid();
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			dup2(fd, STDIN_FILENO);
+			close(fd);
+		}
+		fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+			close(fd);
+		}
+		return -1;
+	}
+	/* The token is published with the pid; wait for both, then the API. */
+	while (log_now_ns() < end) {
+		char tok[160] = "", p[PATH_MAX + 16];
+		FILE *f;
+
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			char buf[2048];
+			ssize_t n;
+
+			log_err("sandbox %s did not start; the end of its log:", sb->name);
+			fd = open(logp, O_RDONLY | O_CLOEXEC);
+			if (fd >= 0) {
+				off_t size = lseek(fd, 0, SEEK_END);
+
+				n = pread(fd, buf, sizeof(buf), size > (off_t)sizeof(buf) ? size - (off_t)sizeof(buf) : 0);
+				if (n > 0 && write(STDERR_FILENO, buf, (size_t)n) < 0) {
+					/* nothing more to say */
+				}
+				close(fd);
+			}
+			return CLI_EXIT_ERROR;
+		}
+		snprintf(p, sizeof(p), "%s/token", sb->dir);
+		f = fopen(p, "re");
+		if (f) {
+			if (fgets(tok, sizeof(tok), f))
+				tok[strcspn(tok, "\n")] = '\0';
+			fclose(f);
+		}
+		a.token = tok;
+		if (tok[0] && api_wait_ready(&a, 0) == 0) {
+			printf("%s\n", sb->name);
+			return 0;
+		}
+		usleep(100000);
+	}
+	log_err("sandbox %s is running but its API did not answer within %lu s (vmm logs %s)",
+		sb->name, ready_s, sb->name);
+	return CLI_EXIT_ERROR;
+}
+
 static int sandbox_main(int argc, char **argv, int restore)
 {
 	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
@@ -329,6 +413,9 @@ static int sandbox_main(int argc, char **argv, int restore)
 	struct control ctl = { .fd = -1 };
 	struct helper h = { .cmd = NULL };
 	pid_t child = -1;
+	int detach = 0;
+	long long ttl_s = 0;
+	char console_buf[PATH_MAX + 32];
 
 	memset(&cfg, 0, sizeof(cfg));
 	memset(over, 0, sizeof(over));
@@ -342,7 +429,7 @@ static int sandbox_main(int argc, char **argv, int restore)
 	optind = 1;
 	/* run: options end at the first non-option (the command follows "--");
 	 * restore: options may follow DIR too, so let getopt permute. */
-	while ((opt = getopt_long(argc, argv, restore ? "qvt" : "+qvt", run_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, restore ? "qvtd" : "+qvtd", run_opts, NULL)) != -1) {
 		char *end;
 		unsigned long v;
 
@@ -437,6 +524,15 @@ static int sandbox_main(int argc, char **argv, int restore)
 		case OPT_NAME:
 			name = optarg;
 			break;
+		case 'd':
+			detach = 1;
+			break;
+		case OPT_TTL:
+			if (cli_parse_duration(optarg, &ttl_s)) {
+				status = bad_usage("--ttl '%s': a duration such as 90s, 10m, 2h or 1d", optarg);
+				goto out_disks;
+			}
+			break;
 		case 't':
 			cmd.tty = 1;
 			break;
@@ -481,10 +577,28 @@ static int sandbox_main(int argc, char **argv, int restore)
 			console = "none";
 	}
 
+	if (detach && cmd.argv) {
+		status = bad_usage("%s", "-d runs a sandbox in the background: no -- CMD with it");
+		goto out_disks;
+	}
 	if (sandbox_create(&sb, name)) {
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
 	}
+	if (detach) {
+		if (!console_explicit) {
+			snprintf(console_buf, sizeof(console_buf), "file:%s/console.log", sb.dir);
+			console = console_buf;
+		}
+		status = detach_self(&sb, ready_s);
+		if (status >= 0) {
+			sb.created = 0; /* the sandbox's own process owns the folder now */
+			goto out_disks;
+		}
+		status = 0;
+	}
+	if (ttl_s)
+		cfg.expire_ns = cfg.t0_ns + (uint64_t)ttl_s * 1000000000ull;
 	if (restore) {
 		const struct snap_conf *c = &snap.conf;
 
@@ -591,9 +705,20 @@ static int sandbox_main(int argc, char **argv, int restore)
 		status = CLI_EXIT_ERROR;
 		goto out_destroy;
 	}
-	if (control_open(&ctl, sb.control, sb.name) || sandbox_publish(&sb, token_buf)) {
-		status = CLI_EXIT_ERROR;
-		goto out_destroy;
+	{
+		struct sandbox_info info = {
+			.kind = restore ? "restore" : "run",
+			.source = restore ? snap.dir : cfg.kernel,
+			.cpus = vm->nr_vcpus,
+			.mem_mib = cfg.mem_bytes >> 20,
+			.ttl_s = ttl_s,
+			.detached = detach,
+		};
+
+		if (control_open(&ctl, sb.control, sb.name) || sandbox_publish(&sb, token_buf, &info)) {
+			status = CLI_EXIT_ERROR;
+			goto out_destroy;
+		}
 	}
 	vm->ctl = &ctl;
 	log_debug("kernel command line: %s", vm->cmdline);
@@ -612,6 +737,10 @@ static int sandbox_main(int argc, char **argv, int restore)
 		}
 		status = run_vm(vm, &h, child);
 	}
+	/* A detached sandbox leaves its record for `vmm ls`/`logs` until
+	 * `vmm rm`; one whose time ran out is removed, as --ttl promises. */
+	if (detach && atomic_load(&vm->exit_reason) != VM_EXIT_EXPIRED)
+		sandbox_exited(&sb, status, vm->exit_msg);
 	if (raw) {
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
 		raw = 0;

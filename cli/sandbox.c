@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "sandbox.h"
 #include "api_client.h"
+#include "../guest-init/json.h"
+#include "../guest-init/proto.h"
 #include "../vmm/control.h"
 #include "../vmm/log.h"
 
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int mkdir_p(const char *path)
@@ -162,16 +165,52 @@ static int write_file(const char *dir, const char *name, const char *text)
 	return r;
 }
 
-int sandbox_publish(struct sandbox *sb, const char *token)
+int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_info *info)
 {
-	char pid[32];
+	char pid[32], cfg[PATH_MAX + 1024];
+	struct json_writer w;
 	int r;
 
 	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
 	snprintf(sb->token, sizeof(sb->token), "%s", token ? token : "");
-	if ((r = write_file(sb->dir, "token", sb->token)) || (r = write_file(sb->dir, "pid", pid)))
+	jw_init(&w, cfg, sizeof(cfg));
+	jw_obj(&w);
+	jw_key(&w, "name");
+	jw_str(&w, sb->name);
+	jw_key(&w, "kind");
+	jw_str(&w, info->kind);
+	jw_key(&w, "source");
+	jw_str(&w, info->source ? info->source : "");
+	jw_key(&w, "cpus");
+	jw_int(&w, info->cpus);
+	jw_key(&w, "mem_mib");
+	jw_int(&w, (int64_t)info->mem_mib);
+	jw_key(&w, "created");
+	jw_int(&w, (int64_t)time(NULL));
+	jw_key(&w, "expires");
+	jw_int(&w, info->ttl_s > 0 ? (int64_t)time(NULL) + info->ttl_s : 0);
+	jw_key(&w, "detached");
+	jw_bool(&w, info->detached);
+	jw_obj_end(&w);
+	if (!jw_done(&w))
+		return -E2BIG;
+	if ((r = write_file(sb->dir, "token", sb->token)) || (r = write_file(sb->dir, "config.json", cfg)) ||
+	    (r = write_file(sb->dir, "pid", pid)))
 		log_err("cannot write to %s: %s", sb->dir, strerror(-r));
 	return r;
+}
+
+void sandbox_exited(struct sandbox *sb, int status, const char *reason)
+{
+	char text[512], p[PATH_MAX + 16];
+
+	snprintf(text, sizeof(text), "%d\n%s\n", status, reason ? reason : "");
+	(void)write_file(sb->dir, "exit", text);
+	snprintf(p, sizeof(p), "%s/pid", sb->dir);
+	unlink(p);
+	unlink(sb->control);
+	unlink(sb->vsock);
+	sb->created = 0; /* kept */
 }
 
 void sandbox_remove(struct sandbox *sb)
@@ -260,4 +299,175 @@ int sandbox_api_addr(const char *arg, int token_given, struct sandbox *sb, struc
 	if (sb->control[0] && !token_given)
 		a->token = sb->token;
 	return 0;
+}
+
+const char *sandbox_state_name(enum sandbox_state s)
+{
+	static const char *const names[] = {
+		[SB_RUNNING] = "running", [SB_PAUSED] = "paused", [SB_STARTING] = "starting",
+		[SB_EXITED] = "exited", [SB_DEAD] = "dead",
+	};
+
+	return names[s];
+}
+
+static int read_small(const char *dir, const char *name, char *buf, size_t len)
+{
+	char p[PATH_MAX + 32];
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -EIO;
+	buf[n] = '\0';
+	return 0;
+}
+
+int sandbox_status(const char *name, struct sandbox_status *st)
+{
+	char buf[8192], arena_buf[16384], reply[1024];
+	struct json_arena a = { .buf = arena_buf, .size = sizeof(arena_buf) };
+	const struct json *j;
+	const char *err, *str;
+	int64_t v;
+	int r;
+
+	memset(st, 0, sizeof(*st));
+	if ((r = sandbox_lookup(&st->sb, name)))
+		return r;
+	if (read_small(st->sb.dir, "config.json", buf, sizeof(buf)) == 0 &&
+	    (j = json_parse(buf, strlen(buf), &a, &err))) {
+		if (!json_get_str(j, "kind", &str))
+			snprintf(st->kind, sizeof(st->kind), "%s", str);
+		if (!json_get_str(j, "source", &str))
+			snprintf(st->source, sizeof(st->source), "%s", str);
+		if (!json_get_int(j, "cpus", &v))
+			st->cpus = (unsigned)v;
+		if (!json_get_int(j, "mem_mib", &v))
+			st->mem_mib = (unsigned long long)v;
+		if (!json_get_int(j, "created", &v))
+			st->created = v;
+		if (!json_get_int(j, "expires", &v))
+			st->expires = v;
+		(void)json_get_bool(j, "detached", &st->detached);
+	}
+	if (read_small(st->sb.dir, "exit", buf, sizeof(buf)) == 0) {
+		char *nl = strchr(buf, '\n');
+
+		st->state = SB_EXITED;
+		st->exit_status = atoi(buf);
+		if (nl) {
+			snprintf(st->exit_reason, sizeof(st->exit_reason), "%s", nl + 1);
+			st->exit_reason[strcspn(st->exit_reason, "\n")] = '\0';
+		}
+		return 0;
+	}
+	st->pid = (int)read_pid(st->sb.dir);
+	if (st->pid <= 0 || (kill(st->pid, 0) < 0 && errno == ESRCH)) {
+		/* No pid yet (a VMM still setting up) or a VMM that is gone
+		 * without writing its exit file: it crashed or was killed. */
+		struct stat sst;
+
+		st->state = st->pid <= 0 && stat(st->sb.dir, &sst) == 0 &&
+					    time(NULL) - sst.st_mtime < 10 ? SB_STARTING : SB_DEAD;
+		return 0;
+	}
+	if (control_call(st->sb.control, "{\"op\":\"info\"}", reply, sizeof(reply), 2000)) {
+		st->state = SB_DEAD; /* alive but not answering: hung, shown as such */
+		return 0;
+	}
+	st->state = strstr(reply, "\"paused\"") ? SB_PAUSED : SB_RUNNING;
+	return 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int sandbox_list(char ***names)
+{
+	char root[PATH_MAX];
+	struct dirent *e;
+	char **v = NULL;
+	int n = 0, r;
+	DIR *d;
+
+	*names = NULL;
+	if ((r = sandbox_root(root, sizeof(root))))
+		return r;
+	d = opendir(root);
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		char **nv;
+
+		if (!sandbox_name_ok(e->d_name) || strstr(e->d_name, ".partial-"))
+			continue;
+		nv = realloc(v, sizeof(*v) * (size_t)(n + 1));
+		if (!nv || !(nv[n] = strdup(e->d_name))) {
+			free(nv ? nv : v);
+			closedir(d);
+			return -ENOMEM;
+		}
+		v = nv;
+		n++;
+	}
+	closedir(d);
+	if (n)
+		qsort(v, (size_t)n, sizeof(*v), cmp_names);
+	*names = v;
+	return n;
+}
+
+static int wait_gone(int pid, unsigned ms)
+{
+	unsigned waited;
+
+	for (waited = 0; waited < ms; waited += 100) {
+		if (kill(pid, 0) < 0 && errno == ESRCH)
+			return 0;
+		usleep(100000);
+	}
+	return kill(pid, 0) < 0 && errno == ESRCH ? 0 : -ETIMEDOUT;
+}
+
+int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms)
+{
+	char reply[1024];
+	int pid = st->pid;
+
+	if (st->state == SB_EXITED || st->state == SB_DEAD || pid <= 0)
+		return 0;
+	if (graceful_ms) {
+		struct sandbox_addr a = { .uds = st->sb.vsock, .port = API_VSOCK_PORT, .token = st->sb.token };
+
+		if (st->state == SB_PAUSED &&
+		    control_call(st->sb.control, "{\"op\":\"resume\"}", reply, sizeof(reply), 5000))
+			log_warn("sandbox %s: cannot resume it to power it off", st->sb.name);
+		/* Through the guest: its processes get SIGTERM, filesystems
+		 * are synced, it powers off. */
+		if (api_shutdown(&a) == 0 && wait_gone(pid, graceful_ms) == 0)
+			return 0;
+		log_warn("sandbox %s did not power off within %u s: stopping it", st->sb.name,
+			 graceful_ms / 1000);
+	}
+	if (control_call(st->sb.control, "{\"op\":\"stop\"}", reply, sizeof(reply), 5000) == 0 &&
+	    wait_gone(pid, 5000) == 0)
+		return 0;
+	log_warn("sandbox %s's VMM does not answer: killing it (pid %d)", st->sb.name, pid);
+	kill(pid, SIGKILL);
+	return wait_gone(pid, 5000);
+}
+
+void sandbox_delete(struct sandbox *sb)
+{
+	sb->created = 1;
+	sandbox_remove(sb);
 }

@@ -29,10 +29,53 @@ int sandbox_name_ok(const char *name);
  * Refuses a name in use, saying whether its VMM still runs. 0 or -errno
  * (logged). */
 int sandbox_create(struct sandbox *sb, const char *name);
-/* Writes the pid and token files (0600). */
-int sandbox_publish(struct sandbox *sb, const char *token);
+/* What config.json records about a sandbox (docs/cli.md). */
+struct sandbox_info {
+	const char *kind;     /* "run" or "restore" */
+	const char *source;   /* the kernel, or the snapshot directory */
+	unsigned cpus;
+	unsigned long long mem_mib;
+	long long ttl_s;      /* 0: none */
+	int detached;
+};
+/* Writes the token, pid and config.json files (0600). */
+int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_info *info);
 /* Removes what sandbox_create and the VMM put in the folder, and it. */
 void sandbox_remove(struct sandbox *sb);
+/* A detached sandbox's VMM exits: its sockets and pid go, an `exit` file
+ * records the status and reason; logs, config and disks stay for `vmm
+ * logs` until `vmm rm` or `vmm prune`. */
+void sandbox_exited(struct sandbox *sb, int status, const char *reason);
+
+enum sandbox_state { SB_RUNNING, SB_PAUSED, SB_STARTING, SB_EXITED, SB_DEAD };
+const char *sandbox_state_name(enum sandbox_state s);
+
+/* A sandbox as `ls` and `inspect` show it: config.json, and its state
+ * probed (the pid alive and the control socket answering: running or
+ * paused; an exit file: exited; otherwise dead, its VMM crashed). */
+struct sandbox_status {
+	struct sandbox sb;
+	enum sandbox_state state;
+	int pid;
+	int exit_status;
+	char exit_reason[256];
+	char kind[16];
+	char source[PATH_MAX];
+	unsigned cpus;
+	unsigned long long mem_mib;
+	long long created, expires; /* Unix seconds; expires 0: never */
+	int detached;
+};
+int sandbox_status(const char *name, struct sandbox_status *st);
+/* Stops a running sandbox: through the guest (the API's shutdown) and
+ * up to graceful_ms for it to power off, then the control socket's stop,
+ * then SIGKILL. 0 once its VMM is gone. */
+int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms);
+/* Removes a sandbox's folder (its VMM must be gone). */
+void sandbox_delete(struct sandbox *sb);
+/* Names in the state directory, sorted; *names is malloc'd (free each and
+ * it). Returns the count or -errno. */
+int sandbox_list(char ***names);
 /* A sandbox named on the command line: a name in the state directory, or
  * a path (containing '/') to its vsock socket (older form; control is then
  * empty). Fills the paths and reads the token. 0 or -errno (logged). */

@@ -3,10 +3,50 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+int cli_parse_duration(const char *s, long long *secs)
+{
+	char *end;
+	long long v, mul = 1;
+
+	errno = 0;
+	if (!*s || *s == '-')
+		return -EINVAL;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || v <= 0)
+		return -EINVAL;
+	switch (*end) {
+	case 's': mul = 1; end++; break;
+	case 'm': mul = 60; end++; break;
+	case 'h': mul = 3600; end++; break;
+	case 'd': mul = 86400; end++; break;
+	case '\0': break;
+	default: return -EINVAL;
+	}
+	if (*end || v > (1ll << 40) / mul)
+		return -EINVAL;
+	*secs = v * mul;
+	return 0;
+}
+
+void cli_human_duration(long long secs, char *buf, size_t len)
+{
+	if (secs < 0)
+		secs = 0;
+	if (secs < 120)
+		snprintf(buf, len, "%llds", secs);
+	else if (secs < 7200)
+		snprintf(buf, len, "%lldm", secs / 60);
+	else if (secs < 172800)
+		snprintf(buf, len, "%lldh%02lldm", secs / 3600, secs % 3600 / 60);
+	else
+		snprintf(buf, len, "%lldd", secs / 86400);
+}
 
 int cli_parse_mib(const char *s, unsigned long long *mib)
 {

@@ -46,6 +46,7 @@ int vm_exit_status(enum vm_exit_reason r, int signo)
 	switch (r) {
 	case VM_EXIT_POWEROFF:
 	case VM_EXIT_STOPPED:
+	case VM_EXIT_EXPIRED:
 		return 0;
 	case VM_EXIT_REBOOT:
 		return 3;
@@ -79,6 +80,7 @@ const char *vm_exit_reason_name(enum vm_exit_reason r)
 		[VM_EXIT_SIGNAL] = "signal",
 		[VM_EXIT_CONSOLE] = "console-escape",
 		[VM_EXIT_STOPPED] = "stopped",
+		[VM_EXIT_EXPIRED] = "expired",
 	};
 
 	if ((unsigned)r < sizeof(names) / sizeof(names[0]) && names[r])
@@ -639,7 +641,7 @@ enum vm_exit_reason vm_run(struct vm *vm)
 
 	while (atomic_load(&vm->exit_reason) == VM_RUNNING) {
 		struct pollfd p[5];
-		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1;
+		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1, timeout;
 
 		p[n].fd = vm->exit_efd;
 		p[n++].events = POLLIN;
@@ -661,7 +663,17 @@ enum vm_exit_reason vm_run(struct vm *vm)
 			p[n].fd = vm->ctl->fd;
 			p[n++].events = POLLIN;
 		}
-		if (poll(p, (nfds_t)n, -1) < 0) {
+		timeout = -1;
+		if (vm->cfg.expire_ns) {
+			uint64_t now = log_now_ns();
+
+			if (now >= vm->cfg.expire_ns) {
+				vm_request_exit(vm, VM_EXIT_EXPIRED, "its time to live ran out");
+				break;
+			}
+			timeout = (int)((vm->cfg.expire_ns - now) / 1000000 + 1);
+		}
+		if (poll(p, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			vm_request_exit(vm, VM_EXIT_VMM_ERROR, "poll: %s", strerror(errno));

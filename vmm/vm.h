@@ -37,6 +37,7 @@ enum vm_exit_reason {
 	VM_EXIT_SIGNAL,      /* the VMM was told to stop (SIGTERM, SIGINT, ...) */
 	VM_EXIT_CONSOLE,     /* the user typed the console escape (Ctrl-A x) */
 	VM_EXIT_STOPPED,     /* stopped through the control socket */
+	VM_EXIT_EXPIRED,     /* its time to live (--ttl) ran out */
 };
 
 /* Process exit status for each reason (documented in docs/exit-status.md). */
@@ -64,6 +65,7 @@ struct vm_config {
 	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
 	const char *api_token;   /* appended as vmm.token=, recorded in snapshots */
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
+	uint64_t expire_ns;      /* log_now_ns() deadline (--ttl), 0: none */
 };
 
 struct vcpu {

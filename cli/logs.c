@@ -1,0 +1,86 @@
+/* vmm logs NAME [-f]: a detached sandbox's console (and VMM log). */
+#define _GNU_SOURCE
+#include "cli.h"
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+static void logs_usage(FILE *out)
+{
+	fprintf(out, "usage: vmm logs [-f] [--vmm] NAME\n\n"
+		     "Prints the console of a sandbox started with -d (console.log in its\n"
+		     "folder). -f follows it until the sandbox stops. --vmm prints the VMM's own\n"
+		     "log (vmm.log) instead.\n");
+}
+
+static int copy_out(int fd)
+{
+	char buf[65536];
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		if (write(STDOUT_FILENO, buf, (size_t)n) != n)
+			return -EIO;
+	return n < 0 ? -errno : 0;
+}
+
+static int logs_main(int argc, char **argv)
+{
+	struct sandbox_status st;
+	const char *name = NULL, *file = "console.log";
+	char p[PATH_MAX + 32];
+	int follow = 0, i, fd;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--follow"))
+			follow = 1;
+		else if (!strcmp(argv[i], "--vmm"))
+			file = "vmm.log";
+		else if (argv[i][0] != '-' && !name)
+			name = argv[i];
+		else {
+			logs_usage(strcmp(argv[i], "--help") ? stderr : stdout);
+			return strcmp(argv[i], "--help") ? CLI_EXIT_USAGE : 0;
+		}
+	}
+	if (!name) {
+		logs_usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	if (sandbox_status(name, &st))
+		return CLI_EXIT_ERROR;
+	snprintf(p, sizeof(p), "%s/%s", st.sb.dir, file);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "vmm logs: %s has no %s (only sandboxes started with -d keep one)\n", name,
+			file);
+		return CLI_EXIT_ERROR;
+	}
+	if (copy_out(fd)) {
+		close(fd);
+		return CLI_EXIT_ERROR;
+	}
+	while (follow) {
+		if (sandbox_status(name, &st) || (st.state != SB_RUNNING && st.state != SB_PAUSED &&
+						  st.state != SB_STARTING)) {
+			copy_out(fd);
+			break;
+		}
+		usleep(200000);
+		if (copy_out(fd))
+			break;
+	}
+	close(fd);
+	return 0;
+}
+
+const struct cli_verb cli_verb_logs = {
+	.name = "logs",
+	.summary = "print a sandbox's console",
+	.run = logs_main,
+	.usage = logs_usage,
+};
