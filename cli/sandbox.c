@@ -89,6 +89,27 @@ static int paths(struct sandbox *sb, const char *root, const char *name)
 	return 0;
 }
 
+/* Alive: signalable and not a zombie (a killed VMM whose parent has not
+ * reaped it yet is gone for us). */
+static int pid_alive(pid_t pid)
+{
+	char p[64], buf[256], *rp;
+	FILE *f;
+	size_t n;
+
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+		return 0;
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	f = fopen(p, "re");
+	if (!f)
+		return 1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	rp = strrchr(buf, ')'); /* the state follows the command name */
+	return !(rp && rp[1] == ' ' && rp[2] == 'Z');
+}
+
 static pid_t read_pid(const char *dir)
 {
 	char p[PATH_MAX + 16], buf[32] = "";
@@ -138,7 +159,7 @@ int sandbox_create(struct sandbox *sb, const char *name)
 		if (name) {
 			pid_t pid = read_pid(sb->dir);
 
-			if (pid > 0 && (kill(pid, 0) == 0 || errno == EPERM))
+			if (pid_alive(pid))
 				log_err("a sandbox named %s is running (pid %d)", name, (int)pid);
 			else
 				log_err("a sandbox named %s exists but its VMM is gone (crashed?): "
@@ -369,7 +390,7 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 		return 0;
 	}
 	st->pid = (int)read_pid(st->sb.dir);
-	if (st->pid <= 0 || (kill(st->pid, 0) < 0 && errno == ESRCH)) {
+	if (!pid_alive(st->pid)) {
 		/* No pid yet (a VMM still setting up) or a VMM that is gone
 		 * without writing its exit file: it crashed or was killed. */
 		struct stat sst;
@@ -431,11 +452,11 @@ static int wait_gone(int pid, unsigned ms)
 	unsigned waited;
 
 	for (waited = 0; waited < ms; waited += 100) {
-		if (kill(pid, 0) < 0 && errno == ESRCH)
+		if (!pid_alive(pid))
 			return 0;
 		usleep(100000);
 	}
-	return kill(pid, 0) < 0 && errno == ESRCH ? 0 : -ETIMEDOUT;
+	return pid_alive(pid) ? -ETIMEDOUT : 0;
 }
 
 int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms)

@@ -1,0 +1,48 @@
+# Sourced by run.sh after snapshot.sh (uses $tmp/gold, its ok/bad, $vmm):
+# the lifecycle CLI on named, detached sandboxes restored from the gold
+# snapshot (fast, no boot).
+export VMM_STATE_DIR=$tmp/lstate
+lsline() { "$vmm" ls | awk -v n="$1" '$1 == n {print $2}'; }
+
+if out=$(timeout 300 "$vmm" restore -d "$tmp/gold" --name l1 2> "$tmp/l1.err") && [ "$out" = l1 ]; then
+	ok "lifecycle: restore -d returns once the API answers, prints the name"
+else bad "lifecycle: restore -d: $out $(cat "$tmp/l1.err")"; fi
+[ "$(lsline l1)" = running ] && ok "lifecycle: ls shows l1 running" || bad "lifecycle: ls: $("$vmm" ls)"
+if "$vmm" ls --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[0]["name"]=="l1" and d[0]["state"]=="running" and d[0]["pid"]>0'; then
+	ok "lifecycle: ls --json"
+else bad "lifecycle: ls --json: $("$vmm" ls --json)"; fi
+echo lifecycle-data > "$tmp/l.txt"
+if "$vmm" cp "$tmp/l.txt" l1:/root/l.txt && [ "$(timeout 60 "$vmm" exec l1 -- cat /root/l.txt)" = lifecycle-data ]; then
+	ok "lifecycle: cp and exec by name"
+else bad "lifecycle: cp/exec by name"; fi
+"$vmm" pause l1 && [ "$(lsline l1)" = paused ] && "$vmm" resume l1 && [ "$(lsline l1)" = running ] &&
+	ok "lifecycle: pause / resume" || bad "lifecycle: pause/resume: $("$vmm" ls)"
+if timeout 120 "$vmm" snapshot l1 "$tmp/l1snap" > /dev/null && timeout 300 "$vmm" restore -d "$tmp/l1snap" --name l2 > /dev/null &&
+	[ "$(timeout 60 "$vmm" exec l2 -- cat /root/l.txt)" = lifecycle-data ]; then
+	ok "lifecycle: snapshot, restore under a new name (the file came along)"
+else bad "lifecycle: snapshot/restore under a new name"; fi
+if timeout 120 "$vmm" stop l1 > /dev/null && [ "$(lsline l1)" = exited ] &&
+	"$vmm" inspect l1 | grep -q '"exit_status":0'; then
+	ok "lifecycle: stop through the guest; ls and inspect show it exited (0)"
+else bad "lifecycle: stop: $("$vmm" ls) $("$vmm" inspect l1)"; fi
+"$vmm" logs l1 | grep -q "powering off" && ok "lifecycle: logs shows the console" || bad "lifecycle: logs"
+"$vmm" rm l2 > /dev/null 2>&1 && bad "lifecycle: rm of a running sandbox was not refused" ||
+	ok "lifecycle: rm refuses a running sandbox"
+"$vmm" rm l1 > /dev/null && [ -z "$(lsline l1)" ] && [ ! -e "$VMM_STATE_DIR/l1" ] &&
+	ok "lifecycle: rm removes it and its folder" || bad "lifecycle: rm l1"
+kill -9 "$(cat "$VMM_STATE_DIR/l2/pid")"
+sleep 1
+[ "$(lsline l2)" = dead ] && ok "lifecycle: a VMM killed with SIGKILL shows as dead" || bad "lifecycle: killed: $("$vmm" ls)"
+if timeout 300 "$vmm" run --name l2 --kernel "$kernel" -- true > /dev/null 2> "$tmp/l2.err"; then
+	bad "lifecycle: the dead sandbox's name was reused"
+else grep -q "its VMM is gone" "$tmp/l2.err" && ok "lifecycle: a dead sandbox's name is not silently reused" ||
+	bad "lifecycle: reuse of a dead name: $(cat "$tmp/l2.err")"; fi
+timeout 300 "$vmm" restore -d "$tmp/gold" --name l3 --ttl 5s > /dev/null
+left=$("$vmm" ls | awk '$1 == "l3" {print $NF}')
+[ -n "$left" ] && [ "$left" != - ] && ok "lifecycle: ls shows the time left ($left)" || bad "lifecycle: ttl in ls: $("$vmm" ls)"
+sleep 8
+[ -z "$(lsline l3)" ] && [ ! -e "$VMM_STATE_DIR/l3" ] && ok "lifecycle: --ttl stopped and removed the sandbox" ||
+	bad "lifecycle: ttl: $("$vmm" ls)"
+[ "$("$vmm" prune)" = l2 ] && [ -z "$("$vmm" ls | tail -n +2)" ] && ok "lifecycle: prune removes the dead one" ||
+	bad "lifecycle: prune: $("$vmm" ls)"
+unset VMM_STATE_DIR
