@@ -15,6 +15,7 @@ pkgs=(
 	flex bison bc libelf-dev libssl-dev xz-utils patch # guest kernel build
 	clang             # make fuzz (libFuzzer)
 	python3           # tests (pty console), bench/boot
+	curl              # tests: published ports, from the host
 )
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against

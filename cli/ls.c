@@ -40,6 +40,8 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st)
 	jw_int(w, st->expires);
 	jw_key(w, "detached");
 	jw_bool(w, st->detached);
+	jw_key(w, "publish");
+	jw_str(w, st->publish);
 	jw_key(w, "dir");
 	jw_str(w, st->sb.dir);
 	jw_key(w, "control_socket");
@@ -75,7 +77,8 @@ static int ls_main(int argc, char **argv)
 	if (json)
 		printf("[");
 	else
-		printf("%-24s %-9s %8s %4s %8s %7s %9s\n", "NAME", "STATE", "PID", "CPUS", "MEMORY", "AGE", "TTL LEFT");
+		printf("%-24s %-9s %8s %4s %8s %7s %9s  %s\n", "NAME", "STATE", "PID", "CPUS", "MEMORY", "AGE",
+		       "TTL LEFT", "PORTS");
 	for (i = 0; i < n; i++) {
 		struct sandbox_status st;
 		char age[16] = "-", left[16] = "-", mem[16] = "-", pid[16] = "-";
@@ -100,8 +103,8 @@ static int ls_main(int argc, char **argv)
 					snprintf(pid, sizeof(pid), "%d", st.pid);
 				if (st.state == SB_EXITED)
 					snprintf(pid, sizeof(pid), "(%d)", st.exit_status);
-				printf("%-24s %-9s %8s %4u %8s %7s %9s\n", st.sb.name, sandbox_state_name(st.state), pid,
-				       st.cpus, mem, age, left);
+				printf("%-24s %-9s %8s %4u %8s %7s %9s  %s\n", st.sb.name, sandbox_state_name(st.state),
+				       pid, st.cpus, mem, age, left, st.publish);
 			}
 		}
 		free(names[i]);

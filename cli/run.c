@@ -3,6 +3,7 @@
 #include "api_client.h"
 #include "cli.h"
 #include "sandbox.h"
+#include "publish.h"
 #include "../vmm/control.h"
 #include "../vmm/snapshot.h"
 #include "../guest-init/proto.h"
@@ -56,6 +57,9 @@ static void run_usage(FILE *out)
 		"                       answers, prints its name; console in `vmm logs NAME`\n"
 		"  --ttl DURATION       stop and remove the sandbox after DURATION (90s, 10m,\n"
 		"                       2h, 1d); the VMM enforces it, `vmm ls` shows what is left\n"
+		"  --publish [ADDR:]HOST_PORT:GUEST_PORT\n"
+		"                       forward a host TCP port (on 127.0.0.1 unless ADDR) to a\n"
+		"                       TCP port in the sandbox, over vsock; repeatable\n"
 		"  --cpu-template T     host (all KVM offers) or safe (hides what a\n"
 		"                       ring-0-emulating KVM cannot run); default: safe on\n"
 		"                       such hosts, host elsewhere\n"
@@ -74,7 +78,7 @@ static void run_usage(FILE *out)
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL };
+       OPT_TTL, OPT_PUBLISH };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -93,6 +97,7 @@ static const struct option run_opts[] = {
 	{ "name", required_argument, NULL, OPT_NAME },
 	{ "detach", no_argument, NULL, 'd' },
 	{ "ttl", required_argument, NULL, OPT_TTL },
+	{ "publish", required_argument, NULL, OPT_PUBLISH },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -110,6 +115,7 @@ static void restore_usage(FILE *out)
 		"  --name NAME          the new sandbox's name (default: generated)\n"
 		"  -d, --detach         in the background (see vmm run --help)\n"
 		"  --ttl DURATION       stop and remove it after DURATION\n"
+		"  --publish [ADDR:]HOST_PORT:GUEST_PORT   as with vmm run\n"
 		"  --vsock cid=N[,uds=PATH]\n"
 		"                       another guest CID or socket for this clone\n"
 		"                       (default: the snapshot's CID, vsock.sock in its folder)\n"
@@ -415,6 +421,10 @@ static int sandbox_main(int argc, char **argv, int restore)
 	pid_t child = -1;
 	int detach = 0;
 	long long ttl_s = 0;
+	struct publish pub[PUBLISH_MAX];
+	unsigned nr_pub = 0, i;
+	char pub_text[PUBLISH_MAX * 48] = "";
+	struct sandbox_addr api = { .port = API_VSOCK_PORT };
 	char console_buf[PATH_MAX + 32];
 
 	memset(&cfg, 0, sizeof(cfg));
@@ -526,6 +536,13 @@ static int sandbox_main(int argc, char **argv, int restore)
 			break;
 		case 'd':
 			detach = 1;
+			break;
+		case OPT_PUBLISH:
+			if (nr_pub == PUBLISH_MAX || publish_parse(optarg, &pub[nr_pub])) {
+				status = bad_usage("--publish '%s': [ADDR:]HOST_PORT:GUEST_PORT (at most 16)", optarg);
+				goto out_disks;
+			}
+			nr_pub++;
 			break;
 		case OPT_TTL:
 			if (cli_parse_duration(optarg, &ttl_s)) {
@@ -713,7 +730,16 @@ static int sandbox_main(int argc, char **argv, int restore)
 			.mem_mib = cfg.mem_bytes >> 20,
 			.ttl_s = ttl_s,
 			.detached = detach,
+			.publish = pub_text,
 		};
+
+		for (i = 0; i < nr_pub; i++) {
+			size_t n = strlen(pub_text);
+
+			publish_format(&pub[i], pub_text + n, sizeof(pub_text) - n - 1);
+			if (i + 1 < nr_pub)
+				strcat(pub_text, ",");
+		}
 
 		if (control_open(&ctl, sb.control, sb.name) || sandbox_publish(&sb, token_buf, &info)) {
 			status = CLI_EXIT_ERROR;
@@ -724,10 +750,18 @@ static int sandbox_main(int argc, char **argv, int restore)
 	log_debug("kernel command line: %s", vm->cmdline);
 	log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
 		 restore ? " restored" : "", sb.name, sb.dir);
+	api.uds = cfg.vsock.uds;
+	api.token = token_buf;
+	for (i = 0; i < nr_pub; i++) {
+		if (!cfg.has_vsock || publish_start(&pub[i], &api)) {
+			if (!cfg.has_vsock)
+				log_err("--publish needs the sandbox's vsock device");
+			status = CLI_EXIT_ERROR;
+			goto out_publish;
+		}
+	}
 	{
-		struct sandbox_addr a = { .uds = cfg.vsock.uds, .port = API_VSOCK_PORT, .token = token_buf };
-
-		h.a = &a;
+		h.a = &api;
 		h.cmd = cmd.argv ? &cmd : NULL;
 		h.restored = restore;
 		h.ready_s = ready_s;
@@ -745,6 +779,9 @@ static int sandbox_main(int argc, char **argv, int restore)
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
 		raw = 0;
 	}
+out_publish:
+	for (i = 0; i < nr_pub; i++)
+		publish_stop(&pub[i]);
 out_destroy:
 	control_close(&ctl);
 	vm_destroy(vm);

@@ -212,6 +212,8 @@ int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_
 	jw_int(&w, info->ttl_s > 0 ? (int64_t)time(NULL) + info->ttl_s : 0);
 	jw_key(&w, "detached");
 	jw_bool(&w, info->detached);
+	jw_key(&w, "publish");
+	jw_str(&w, info->publish ? info->publish : "");
 	jw_obj_end(&w);
 	if (!jw_done(&w))
 		return -E2BIG;
@@ -377,6 +379,8 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 		if (!json_get_int(j, "expires", &v))
 			st->expires = v;
 		(void)json_get_bool(j, "detached", &st->detached);
+		if (!json_get_str(j, "publish", &str))
+			snprintf(st->publish, sizeof(st->publish), "%s", str);
 	}
 	if (read_small(st->sb.dir, "exit", buf, sizeof(buf)) == 0) {
 		char *nl = strchr(buf, '\n');

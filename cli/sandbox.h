@@ -37,6 +37,7 @@ struct sandbox_info {
 	unsigned long long mem_mib;
 	long long ttl_s;      /* 0: none */
 	int detached;
+	const char *publish;  /* "ADDR:HOST:GUEST,..." or "" */
 };
 /* Writes the token, pid and config.json files (0600). */
 int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_info *info);
@@ -65,6 +66,7 @@ struct sandbox_status {
 	unsigned long long mem_mib;
 	long long created, expires; /* Unix seconds; expires 0: never */
 	int detached;
+	char publish[PATH_MAX];
 };
 int sandbox_status(const char *name, struct sandbox_status *st);
 /* Stops a running sandbox: through the guest (the API's shutdown) and

@@ -7,6 +7,9 @@
 #include <dirent.h>
 #include <ctype.h>
 #include <errno.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -32,7 +35,7 @@ static const struct {
 	{ "health", OP_HEALTH }, { "exec", OP_EXEC }, { "read", OP_READ }, { "write", OP_WRITE },
 	{ "list", OP_LIST }, { "stat", OP_STAT }, { "mkdir", OP_MKDIR }, { "remove", OP_REMOVE },
 	{ "rename", OP_RENAME }, { "ps", OP_PS }, { "kill", OP_KILL }, { "shutdown", OP_SHUTDOWN },
-	{ "sync", OP_SYNC },
+	{ "sync", OP_SYNC }, { "connect", OP_CONNECT },
 };
 
 static int fail(const char **err, int *eno, const char *msg, int e)
@@ -183,6 +186,10 @@ int api_parse(const char *text, size_t len, const char *token, struct json_arena
 		r->seed_len = i;
 		return 0;
 	}
+	case OP_CONNECT:
+		if (json_get_int(root, "port", &r->port) || r->port < 1 || r->port > 65535)
+			return fail(err, eno, "connect needs \"port\": 1..65535", EINVAL);
+		return 0;
 	case OP_HEALTH:
 	case OP_PS:
 	case OP_SHUTDOWN:
@@ -611,6 +618,51 @@ static void op_ps(int fd, const struct api_config *cfg)
 	jw_arr_end(&w);
 	jw_obj_end(&w);
 	send_json(fd, F_RESULT, &w);
+}
+
+/* connect: a TCP connection to 127.0.0.1:port in the sandbox, then the
+ * API connection carries its bytes both ways (published ports). Each side's
+ * end of stream is passed on as a half-close. */
+static void op_connect(int fd, const struct api_request *r)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)r->port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	char buf[65536];
+	int tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), open_in = 1, open_out = 1;
+
+	if (tcp < 0 || connect(tcp, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		send_error(fd, errno, "nothing listens on that port in the sandbox");
+		if (tcp >= 0)
+			close(tcp);
+		return;
+	}
+	send_ok(fd);
+	while (open_in || open_out) {
+		struct pollfd p[2] = { { .fd = open_in ? fd : -1, .events = POLLIN },
+				       { .fd = open_out ? tcp : -1, .events = POLLIN } };
+		ssize_t n;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents) {
+			n = read(fd, buf, sizeof(buf));
+			if (n <= 0 || write_full(tcp, buf, (size_t)n)) {
+				open_in = 0;
+				shutdown(tcp, SHUT_WR);
+			}
+		}
+		if (p[1].revents) {
+			n = read(tcp, buf, sizeof(buf));
+			if (n <= 0 || write_full(fd, buf, (size_t)n)) {
+				open_out = 0;
+				shutdown(fd, SHUT_WR);
+			}
+		}
+	}
+	close(tcp);
 }
 
 static void op_kill(int fd, const struct api_request *r, const struct api_config *cfg)
@@ -1056,6 +1108,7 @@ void api_serve(int fd, const struct api_config *cfg)
 	case OP_RENAME: op_rename(fd, &r); break;
 	case OP_PS: op_ps(fd, cfg); break;
 	case OP_KILL: op_kill(fd, &r, cfg); break;
+	case OP_CONNECT: op_connect(fd, &r); break;
 	case OP_SYNC:
 		if (!cfg->sync) {
 			send_error(fd, ENOTSUP, "this server does not set the clock or the entropy pool");

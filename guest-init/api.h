@@ -14,7 +14,7 @@
 
 enum api_op {
 	OP_HEALTH, OP_EXEC, OP_READ, OP_WRITE, OP_LIST, OP_STAT, OP_MKDIR, OP_REMOVE,
-	OP_RENAME, OP_PS, OP_KILL, OP_SHUTDOWN, OP_SYNC,
+	OP_RENAME, OP_PS, OP_KILL, OP_SHUTDOWN, OP_SYNC, OP_CONNECT,
 };
 
 struct api_request {
@@ -36,6 +36,7 @@ struct api_request {
 	int64_t pid;
 	int64_t sig;
 	int64_t time_s, time_ns; /* sync: wall-clock time */
+	int64_t port;            /* connect: a TCP port in the sandbox */
 	uint8_t seed[API_MAX_SEED];
 	size_t seed_len;         /* sync: entropy to mix in */
 };

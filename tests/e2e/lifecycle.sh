@@ -45,4 +45,20 @@ sleep 8
 	bad "lifecycle: ttl: $("$vmm" ls)"
 [ "$("$vmm" prune)" = l2 ] && [ -z "$("$vmm" ls | tail -n +2)" ] && ok "lifecycle: prune removes the dead one" ||
 	bad "lifecycle: prune: $("$vmm" ls)"
+# A published port: a page from a server in the guest to curl on the host;
+# a guest port nobody listens on closes the client's connection at once.
+port=$((20000 + RANDOM % 20000))
+if timeout 300 "$vmm" restore -d "$tmp/gold" --name l4 --publish "127.0.0.1:$port:8000" --publish "$((port + 1)):8001" > /dev/null &&
+	timeout 60 "$vmm" exec l4 -- sh -c 'mkdir -p /root/www && echo page-from-the-guest > /root/www/index.html && busybox httpd -p 8000 -h /root/www'; then
+	got=$(curl -s -m 60 "http://127.0.0.1:$port/")
+	[ "$got" = page-from-the-guest ] && ok "publish: curl on the host gets the guest's page through --publish" ||
+		bad "publish: curl got '$got'"
+	start=$(date +%s)
+	curl -s -m 60 "http://127.0.0.1:$((port + 1))/" > /dev/null
+	st=$?
+	[ "$st" != 0 ] && [ $(( $(date +%s) - start )) -lt 30 ] && ok "publish: a guest port nobody listens on closes the connection (curl $st), no hang" ||
+		bad "publish: unused guest port: curl $st after $(( $(date +%s) - start )) s"
+	"$vmm" ls | grep -q "127.0.0.1:$port:8000" && ok "publish: ls shows the ports" || bad "publish: ls: $("$vmm" ls)"
+else bad "publish: l4 did not start"; fi
+"$vmm" rm -f l4 > /dev/null
 unset VMM_STATE_DIR

@@ -148,6 +148,9 @@ static void requests_ok(void **state)
 	assert_int_equal(r.seed_len, 4);
 	assert_int_equal(r.seed[1], 0xff);
 	assert_int_equal(r.seed[3], 0xab);
+	assert_int_equal(parse("{\"v\":1,\"op\":\"connect\",\"port\":8080}", NULL, &r, &eno), 0);
+	assert_int_equal(r.op, OP_CONNECT);
+	assert_int_equal(r.port, 8080);
 }
 
 static void requests_refused(void **state)
@@ -185,6 +188,9 @@ static void requests_refused(void **state)
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"zz\"}", EINVAL },
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"0x\"}", EINVAL },
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0}", EINVAL },
+		{ "{\"v\":1,\"op\":\"connect\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"connect\",\"port\":0}", EINVAL },
+		{ "{\"v\":1,\"op\":\"connect\",\"port\":65536}", EINVAL },
 	};
 	struct api_request r;
 	unsigned i;

@@ -1,0 +1,209 @@
+/* Published ports: see publish.h. */
+#define _GNU_SOURCE
+#include "publish.h"
+#include "../guest-init/proto.h"
+#include "../vmm/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int parse_port(const char *s, size_t n, unsigned *port)
+{
+	char buf[8];
+	char *end;
+	unsigned long v;
+
+	if (n == 0 || n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	v = strtoul(buf, &end, 10);
+	if (*end || v == 0 || v > 65535)
+		return -EINVAL;
+	*port = (unsigned)v;
+	return 0;
+}
+
+int publish_parse(const char *s, struct publish *p)
+{
+	const char *last = strrchr(s, ':'), *first;
+	unsigned host_port;
+	char addr[64];
+
+	memset(p, 0, sizeof(*p));
+	p->fd = -1;
+	p->addr.sin_family = AF_INET;
+	p->addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (!last || parse_port(last + 1, strlen(last + 1), &p->guest_port))
+		return -EINVAL;
+	first = memrchr(s, ':', (size_t)(last - s));
+	if (first) {
+		if ((size_t)(first - s) >= sizeof(addr))
+			return -EINVAL;
+		memcpy(addr, s, (size_t)(first - s));
+		addr[first - s] = '\0';
+		if (inet_pton(AF_INET, addr, &p->addr.sin_addr) != 1)
+			return -EINVAL;
+		s = first + 1;
+	}
+	if (parse_port(s, (size_t)(last - s), &host_port))
+		return -EINVAL;
+	p->addr.sin_port = htons((uint16_t)host_port);
+	return 0;
+}
+
+void publish_format(const struct publish *p, char *buf, size_t len)
+{
+	char a[INET_ADDRSTRLEN] = "?";
+
+	inet_ntop(AF_INET, &p->addr.sin_addr, a, sizeof(a));
+	snprintf(buf, len, "%s:%u:%u", a, ntohs(p->addr.sin_port), p->guest_port);
+}
+
+struct conn {
+	struct publish *p;
+	int fd;
+};
+
+/* One connection: open the guest side, then carry bytes both ways,
+ * passing each end of stream on as a half-close. */
+static void *conn_thread(void *arg)
+{
+	struct conn *c = arg;
+	struct publish *p = c->p;
+	char fields[64], buf[65536];
+	uint8_t type;
+	size_t len;
+	int g, open_in = 1, open_out = 1;
+
+	snprintf(fields, sizeof(fields), "\"op\":\"connect\",\"port\":%u", p->guest_port);
+	g = api_open(p->api, fields);
+	if (g < 0 || frame_read(g, &type, buf, sizeof(buf) - 1, &len) || type != F_RESULT) {
+		/* Nothing listens there (or the API is down): the client gets
+		 * a closed connection at once, not a hang. */
+		if (g >= 0)
+			close(g);
+		close(c->fd);
+		goto out;
+	}
+	while (open_in || open_out) {
+		struct pollfd f[2] = { { .fd = open_in ? c->fd : -1, .events = POLLIN },
+				       { .fd = open_out ? g : -1, .events = POLLIN } };
+		ssize_t n;
+
+		if (poll(f, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (f[0].revents) {
+			n = read(c->fd, buf, sizeof(buf));
+			if (n <= 0 || write_full(g, buf, (size_t)n)) {
+				open_in = 0;
+				shutdown(g, SHUT_WR);
+			}
+		}
+		if (f[1].revents) {
+			n = read(g, buf, sizeof(buf));
+			if (n <= 0 || write_full(c->fd, buf, (size_t)n)) {
+				open_out = 0;
+				shutdown(c->fd, SHUT_WR);
+			}
+		}
+	}
+	close(g);
+	close(c->fd);
+out:
+	atomic_fetch_sub(&p->conns, 1);
+	free(c);
+	return NULL;
+}
+
+static void *accept_thread(void *arg)
+{
+	struct publish *p = arg;
+	pthread_attr_t attr;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (;;) {
+		int fd = accept4(p->fd, NULL, NULL, SOCK_CLOEXEC);
+		struct conn *c;
+		pthread_t t;
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
+				if (errno != EINTR && errno != ECONNABORTED)
+					usleep(100000); /* out of fds: wait, do not spin */
+				continue;
+			}
+			break; /* the listening socket was shut down */
+		}
+		if (atomic_load(&p->conns) >= PUBLISH_MAX_CONNS || !(c = malloc(sizeof(*c)))) {
+			close(fd);
+			continue;
+		}
+		c->p = p;
+		c->fd = fd;
+		atomic_fetch_add(&p->conns, 1);
+		if (pthread_create(&t, &attr, conn_thread, c)) {
+			atomic_fetch_sub(&p->conns, 1);
+			close(fd);
+			free(c);
+		}
+	}
+	pthread_attr_destroy(&attr);
+	return NULL;
+}
+
+int publish_start(struct publish *p, const struct sandbox_addr *api)
+{
+	sigset_t all, old;
+	char what[96];
+	int one = 1, r;
+
+	p->api = api;
+	publish_format(p, what, sizeof(what));
+	p->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (p->fd < 0)
+		return -errno;
+	setsockopt(p->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(p->fd, (struct sockaddr *)&p->addr, sizeof(p->addr)) < 0 || listen(p->fd, 64) < 0) {
+		r = -errno;
+		log_err("--publish %s: %s", what, strerror(errno));
+		close(p->fd);
+		p->fd = -1;
+		return r;
+	}
+	/* Process-directed signals stay the main thread's (vm_run takes them). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	r = pthread_create(&p->thread, NULL, accept_thread, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r) {
+		close(p->fd);
+		p->fd = -1;
+		return -r;
+	}
+	p->started = 1;
+	return 0;
+}
+
+void publish_stop(struct publish *p)
+{
+	if (p->started) {
+		shutdown(p->fd, SHUT_RDWR);
+		pthread_join(p->thread, NULL);
+		p->started = 0;
+	}
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+}
