@@ -16,6 +16,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <termios.h>
 #include <time.h>
@@ -38,9 +39,12 @@ static int connect_uds(const struct sandbox_addr *a)
 		return e;
 	}
 	if (a->port) {
+		struct timeval tv = { .tv_sec = 30 }, none = { 0 };
 		char line[64];
 		size_t n = 0;
 
+		/* The handshake is bounded; the stream after it is not. */
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		dprintf(fd, "CONNECT %u\n", a->port);
 		while (n < sizeof(line) - 1) {
 			ssize_t r = read(fd, line + n, 1);
@@ -52,6 +56,7 @@ static int connect_uds(const struct sandbox_addr *a)
 			n++;
 		}
 		line[n] = '\0';
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
 		if (strncmp(line, "OK ", 3)) {
 			close(fd);
 			return -ECONNREFUSED; /* the guest API is not listening (yet) */

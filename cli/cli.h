@@ -25,6 +25,11 @@ extern const struct cli_verb cli_verb_logs;
 extern const struct cli_verb cli_verb_stop;
 extern const struct cli_verb cli_verb_rm;
 extern const struct cli_verb cli_verb_prune;
+extern const struct cli_verb cli_verb_create;
+extern const struct cli_verb cli_verb_start;
+
+/* vmm create: checks `vmm run` options without starting anything. */
+int run_check_args(int argc, char **argv);
 
 /* Exit statuses of the CLI itself (the guest's are in docs/exit-status.md). */
 #define CLI_EXIT_ERROR 1

@@ -12,6 +12,8 @@
 
 static const struct cli_verb *const verbs[] = {
 	&cli_verb_run,
+	&cli_verb_create,
+	&cli_verb_start,
 	&cli_verb_exec,
 	&cli_verb_cp,
 	&cli_verb_ls,

@@ -78,7 +78,7 @@ static void run_usage(FILE *out)
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL, OPT_PUBLISH };
+       OPT_TTL, OPT_PUBLISH, OPT_ADOPT };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -98,6 +98,7 @@ static const struct option run_opts[] = {
 	{ "detach", no_argument, NULL, 'd' },
 	{ "ttl", required_argument, NULL, OPT_TTL },
 	{ "publish", required_argument, NULL, OPT_PUBLISH },
+	{ "adopt", no_argument, NULL, OPT_ADOPT }, /* vmm start: the folder vmm create made */
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -397,7 +398,7 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s)
 	return CLI_EXIT_ERROR;
 }
 
-static int sandbox_main(int argc, char **argv, int restore)
+static int sandbox_main(int argc, char **argv, int restore, int check_only)
 {
 	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
 	struct vm_config cfg;
@@ -419,7 +420,7 @@ static int sandbox_main(int argc, char **argv, int restore)
 	struct control ctl = { .fd = -1 };
 	struct helper h = { .cmd = NULL };
 	pid_t child = -1;
-	int detach = 0;
+	int detach = 0, adopt = 0;
 	long long ttl_s = 0;
 	struct publish pub[PUBLISH_MAX];
 	unsigned nr_pub = 0, i;
@@ -534,6 +535,9 @@ static int sandbox_main(int argc, char **argv, int restore)
 		case OPT_NAME:
 			name = optarg;
 			break;
+		case OPT_ADOPT:
+			adopt = 1;
+			break;
 		case 'd':
 			detach = 1;
 			break;
@@ -598,7 +602,17 @@ static int sandbox_main(int argc, char **argv, int restore)
 		status = bad_usage("%s", "-d runs a sandbox in the background: no -- CMD with it");
 		goto out_disks;
 	}
-	if (sandbox_create(&sb, name)) {
+	if (check_only) {
+		/* vmm create: the options are good; the kernel is there. */
+		if (!restore && cfg.kernel && !file_exists(cfg.kernel)) {
+			log_err("--kernel %s: %s", cfg.kernel, strerror(errno));
+			status = CLI_EXIT_ERROR;
+		}
+		if (detach || cmd.argv)
+			status = bad_usage("%s", "vmm create takes the options of vmm run, without -d or -- CMD");
+		goto out_disks;
+	}
+	if (sandbox_create(&sb, name, adopt)) {
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
 	}
@@ -806,12 +820,17 @@ out_disks:
 int run_main(int argc, char **argv);
 int run_main(int argc, char **argv)
 {
-	return sandbox_main(argc, argv, 0);
+	return sandbox_main(argc, argv, 0, 0);
+}
+
+int run_check_args(int argc, char **argv)
+{
+	return sandbox_main(argc, argv, 0, 1);
 }
 
 static int restore_main(int argc, char **argv)
 {
-	return sandbox_main(argc, argv, 1);
+	return sandbox_main(argc, argv, 1, 0);
 }
 
 const struct cli_verb cli_verb_restore = {

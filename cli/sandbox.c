@@ -125,7 +125,7 @@ static pid_t read_pid(const char *dir)
 	return (pid_t)strtol(buf, NULL, 10);
 }
 
-int sandbox_create(struct sandbox *sb, const char *name)
+int sandbox_create(struct sandbox *sb, const char *name, int adopt)
 {
 	char root[PATH_MAX], gen[16];
 	int r, tries;
@@ -158,12 +158,23 @@ int sandbox_create(struct sandbox *sb, const char *name)
 		}
 		if (name) {
 			pid_t pid = read_pid(sb->dir);
+			char marker[PATH_MAX + 16];
+			struct stat st;
 
+			snprintf(marker, sizeof(marker), "%s/created", sb->dir);
+			if (adopt && pid <= 0 && stat(marker, &st) == 0) {
+				/* vmm start: the folder vmm create made is ours. */
+				unlink(marker);
+				sb->created = 1;
+				return 0;
+			}
 			if (pid_alive(pid))
 				log_err("a sandbox named %s is running (pid %d)", name, (int)pid);
+			else if (stat(marker, &st) == 0)
+				log_err("a sandbox named %s is created, not started: 'vmm start %s'", name, name);
 			else
-				log_err("a sandbox named %s exists but its VMM is gone (crashed?): "
-					"remove %s to reuse the name", name, sb->dir);
+				log_err("a sandbox named %s exists, stopped or its VMM gone (crashed?): "
+					"'vmm rm %s' to reuse the name", name, name);
 			return -EEXIST;
 		}
 	}
@@ -328,7 +339,7 @@ const char *sandbox_state_name(enum sandbox_state s)
 {
 	static const char *const names[] = {
 		[SB_RUNNING] = "running", [SB_PAUSED] = "paused", [SB_STARTING] = "starting",
-		[SB_EXITED] = "exited", [SB_DEAD] = "dead",
+		[SB_EXITED] = "exited", [SB_DEAD] = "dead", [SB_CREATED] = "created",
 	};
 
 	return names[s];
@@ -381,6 +392,10 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 		(void)json_get_bool(j, "detached", &st->detached);
 		if (!json_get_str(j, "publish", &str))
 			snprintf(st->publish, sizeof(st->publish), "%s", str);
+	}
+	if (read_small(st->sb.dir, "created", buf, sizeof(buf)) == 0) {
+		st->state = SB_CREATED;
+		return 0;
 	}
 	if (read_small(st->sb.dir, "exit", buf, sizeof(buf)) == 0) {
 		char *nl = strchr(buf, '\n');
@@ -468,7 +483,7 @@ int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms)
 	char reply[1024];
 	int pid = st->pid;
 
-	if (st->state == SB_EXITED || st->state == SB_DEAD || pid <= 0)
+	if (st->state == SB_EXITED || st->state == SB_DEAD || st->state == SB_CREATED || pid <= 0)
 		return 0;
 	if (graceful_ms) {
 		struct sandbox_addr a = { .uds = st->sb.vsock, .port = API_VSOCK_PORT, .token = st->sb.token };

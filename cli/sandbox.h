@@ -26,9 +26,10 @@ int sandbox_root(char *buf, size_t len);
 /* Valid: 1..64 of [A-Za-z0-9_.-], not starting with '.' or '-'. */
 int sandbox_name_ok(const char *name);
 /* Creates the folder for `name` (NULL: a generated "sb-XXXXXXXX").
- * Refuses a name in use, saying whether its VMM still runs. 0 or -errno
+ * Refuses a name in use, saying whether its VMM still runs. With adopt,
+ * takes over the folder `vmm create` left for `vmm start`. 0 or -errno
  * (logged). */
-int sandbox_create(struct sandbox *sb, const char *name);
+int sandbox_create(struct sandbox *sb, const char *name, int adopt);
 /* What config.json records about a sandbox (docs/cli.md). */
 struct sandbox_info {
 	const char *kind;     /* "run" or "restore" */
@@ -48,7 +49,7 @@ void sandbox_remove(struct sandbox *sb);
  * logs` until `vmm rm` or `vmm prune`. */
 void sandbox_exited(struct sandbox *sb, int status, const char *reason);
 
-enum sandbox_state { SB_RUNNING, SB_PAUSED, SB_STARTING, SB_EXITED, SB_DEAD };
+enum sandbox_state { SB_RUNNING, SB_PAUSED, SB_STARTING, SB_EXITED, SB_DEAD, SB_CREATED };
 const char *sandbox_state_name(enum sandbox_state s);
 
 /* A sandbox as `ls` and `inspect` show it: config.json, and its state

@@ -801,6 +801,13 @@ static void handshake(struct vsock_conn *c)
 			conn_kill(c);
 			return;
 		}
+		if (!virtio_live(&c->dev->vdev)) {
+			/* No driver in the guest (yet): nobody could answer the
+			 * REQUEST. The client sees its connection closed and
+			 * may try again, rather than wait forever. */
+			conn_kill(c);
+			return;
+		}
 		c->peer_port = (uint32_t)port;
 		do {
 			c->local_port = c->dev->next_port++;
