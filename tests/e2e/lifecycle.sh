@@ -35,7 +35,7 @@ sleep 1
 [ "$(lsline l2)" = dead ] && ok "lifecycle: a VMM killed with SIGKILL shows as dead" || bad "lifecycle: killed: $("$vmm" ls)"
 if timeout 300 "$vmm" run --name l2 --kernel "$kernel" -- true > /dev/null 2> "$tmp/l2.err"; then
 	bad "lifecycle: the dead sandbox's name was reused"
-else grep -q "its VMM is gone" "$tmp/l2.err" && ok "lifecycle: a dead sandbox's name is not silently reused" ||
+else grep -q "VMM gone" "$tmp/l2.err" && ok "lifecycle: a dead sandbox's name is not silently reused" ||
 	bad "lifecycle: reuse of a dead name: $(cat "$tmp/l2.err")"; fi
 timeout 300 "$vmm" restore -d "$tmp/gold" --name l3 --ttl 5s > /dev/null
 left=$("$vmm" ls | awk '$1 == "l3" {print $NF}')

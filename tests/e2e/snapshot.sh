@@ -56,8 +56,9 @@ gold_disk_md5=$(md5sum < "$tmp/gold/disk0")
 restore_bg e2e-a
 if ready e2e-a; then ok "restore: clone e2e-a answers vmm exec"
 else bad "restore: e2e-a never answered: $(tail -3 "$tmp/e2e-a.err")"; fi
+# The counter renames its file into place: a reader never sees it empty.
 timeout 60 "$vmm" exec e2e-a -- sh -c 'echo from-a > /root/mark.txt; sync
-	(i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done) < /dev/null > /dev/null 2>&1 &
+	(i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done) < /dev/null > /dev/null 2>&1 &
 	sleep 2; cat /tmp/count' > "$tmp/a.count0" 2>&1
 timeout 120 "$vmm" snapshot e2e-a "$tmp/snap-a" > "$tmp/a.snap" 2>&1 || bad "snapshot of a running clone: $(cat "$tmp/a.snap")"
 c_after=$(timeout 60 "$vmm" exec e2e-a -- cat /tmp/count)
