@@ -574,8 +574,10 @@ static void save_virtio(struct vm *vm, unsigned slot, struct sbuf *b)
 	for (i = 0; i < vm->cfg.nr_disks; i++)
 		if (vm->disks[i] && &vm->disks[i]->vdev == d)
 			sb_u64(b, vm->disks[i]->capacity);
-	if (vm->vsock && &vm->vsock->vdev == d)
+	if (vm->vsock && &vm->vsock->vdev == d) {
 		sb_u64(b, vm->vsock->config.guest_cid);
+		sb_u32(b, vm->vsock->next_port);
+	}
 }
 
 static int restore_virtio(struct vm *vm, const char *dir, unsigned slot, struct srd *r)
@@ -594,8 +596,18 @@ static int restore_virtio(struct vm *vm, const char *dir, unsigned slot, struct 
 			goto bad;
 		}
 	}
-	if (vm->vsock && &vm->vsock->vdev == d)
+	if (vm->vsock && &vm->vsock->vdev == d) {
+		uint32_t next;
+
 		(void)sr_u64(r); /* the CID comes from the options (a clone may differ) */
+		/* Host ports go on from where the snapshot's left off: a guest
+		 * socket from before the snapshot that the transport reset has
+		 * not released yet must not meet a new connection on its port
+		 * (the guest would answer that REQUEST with RST). */
+		next = sr_u32(r);
+		if (next >= VSOCK_HOST_PORT_FIRST)
+			vm->vsock->next_port = next;
+	}
 	if (r->err)
 		goto bad;
 	return 0;
