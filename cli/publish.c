@@ -169,7 +169,12 @@ int publish_start(struct publish *p, const struct sandbox_addr *api)
 	char what[96];
 	int one = 1, r;
 
-	p->api = api;
+	snprintf(p->uds, sizeof(p->uds), "%s", api->uds);
+	snprintf(p->token, sizeof(p->token), "%s", api->token ? api->token : "");
+	p->api_copy = *api;
+	p->api_copy.uds = p->uds;
+	p->api_copy.token = api->token ? p->token : NULL;
+	p->api = &p->api_copy;
 	publish_format(p, what, sizeof(what));
 	p->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (p->fd < 0)

@@ -21,6 +21,9 @@ struct publish {
 	int fd;
 	pthread_t thread;
 	int started;
+	struct sandbox_addr api_copy; /* its strings below: no pointer into the caller */
+	char uds[108];
+	char token[160];
 	const struct sandbox_addr *api;
 	_Atomic unsigned conns;
 };

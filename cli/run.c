@@ -148,6 +148,19 @@ static int file_exists(const char *p)
 }
 
 
+static int token_ok(const char *t)
+{
+	size_t n = strlen(t), i;
+
+	if (n == 0 || n > 127)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z') ||
+		      (t[i] >= '0' && t[i] <= '9') || t[i] == '_' || t[i] == '.' || t[i] == '-'))
+			return 0;
+	return 1;
+}
+
 static int random_token(char *tok, size_t len)
 {
 	uint8_t rnd[16];
@@ -167,6 +180,7 @@ static int random_token(char *tok, size_t len)
  * guest the time and fresh entropy, run CMD and power off. */
 struct helper {
 	const struct sandbox_addr *a;
+	const char *synced;          /* created once a restored guest took the sync */
 	const struct exec_opts *cmd; /* NULL: none */
 	int restored;
 	unsigned long ready_s;
@@ -210,8 +224,16 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 				kill(getppid(), SIGTERM);
 			_exit(CLI_EXIT_ERROR);
 		}
-		if (h->restored && api_sync(h->a))
-			log_warn("could not give the restored sandbox the time and fresh entropy");
+		if (h->restored) {
+			if (api_sync(h->a)) {
+				log_err("could not give the restored sandbox the time and fresh entropy");
+			} else if (h->synced) {
+				int fd = open(h->synced, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+
+				if (fd >= 0)
+					close(fd);
+			}
+		}
 		if (!h->cmd)
 			_exit(0);
 		r = api_exec(h->a, h->cmd);
@@ -277,7 +299,7 @@ static int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct
 		}
 		if (i >= s->conf.nr_disks || used[i]) {
 			log_err("--disk %s: the snapshot has no%s disk %s", over[j].path,
-				used[i] ? " other" : "", over[j].id[0] ? over[j].id : "left to replace");
+				i < s->conf.nr_disks ? " other" : "", over[j].id[0] ? over[j].id : "left to replace");
 			return -EINVAL;
 		}
 		used[i] = 1;
@@ -327,7 +349,7 @@ static int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct
  * stderr in vmm.log in its folder. Returns -1 in that child (go on), or in
  * the caller the status to exit with: 0 once the sandbox's API answers
  * (its name printed), 1 if it died first (its log shown). */
-static int detach_self(const struct sandbox *sb, unsigned long ready_s)
+static int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored)
 {
 	char logp[PATH_MAX + 16];
 	struct sandbox_addr a = { .uds = sb->vsock, .port = API_VSOCK_PORT };
@@ -387,7 +409,9 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s)
 			fclose(f);
 		}
 		a.token = tok;
-		if (tok[0] && api_wait_ready(&a, 0) == 0) {
+		/* A clone is ready once it also took its fresh entropy. */
+		snprintf(p, sizeof(p), "%s/synced", sb->dir);
+		if (tok[0] && (!restored || access(p, F_OK) == 0) && api_wait_ready(&a, 0) == 0) {
 			printf("%s\n", sb->name);
 			return 0;
 		}
@@ -420,9 +444,12 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	struct control ctl = { .fd = -1 };
 	struct helper h = { .cmd = NULL };
 	pid_t child = -1;
-	int detach = 0, adopt = 0;
+	int detach = 0, adopt = 0, ran = 0;
+	char synced[PATH_MAX + 16] = "";
 	long long ttl_s = 0;
-	struct publish pub[PUBLISH_MAX];
+	/* On the heap: a published port's connection threads may outlive this
+	 * frame by a moment at exit (see the end). */
+	struct publish *pub = calloc(PUBLISH_MAX, sizeof(*pub));
 	unsigned nr_pub = 0, i;
 	char pub_text[PUBLISH_MAX * 48] = "";
 	struct sandbox_addr api = { .port = API_VSOCK_PORT };
@@ -430,6 +457,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 
 	memset(&cfg, 0, sizeof(cfg));
 	memset(over, 0, sizeof(over));
+	if (!pub)
+		return CLI_EXIT_ERROR;
 	cfg.t0_ns = log_now_ns();
 	cfg.cpus = 1;
 	cfg.console_in = -1;
@@ -559,6 +588,11 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			break;
 		case OPT_TOKEN:
 			token = optarg;
+			if (!token_ok(token)) {
+				status = bad_usage("--token: 1 to 127 of A-Z a-z 0-9 _ . - (it goes on the "
+						   "kernel command line)%s", "");
+				goto out_disks;
+			}
 			break;
 		case OPT_READY:
 			ready_s = strtoul(optarg, NULL, 10);
@@ -621,7 +655,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			snprintf(console_buf, sizeof(console_buf), "file:%s/console.log", sb.dir);
 			console = console_buf;
 		}
-		status = detach_self(&sb, ready_s);
+		status = detach_self(&sb, ready_s, restore);
 		if (status >= 0) {
 			sb.created = 0; /* the sandbox's own process owns the folder now */
 			goto out_disks;
@@ -779,11 +813,14 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		h.cmd = cmd.argv ? &cmd : NULL;
 		h.restored = restore;
 		h.ready_s = ready_s;
+		snprintf(synced, sizeof(synced), "%s/synced", sb.dir);
+		h.synced = synced;
 		if ((h.cmd || restore) && start_helper(vm, &h, &child)) {
 			status = CLI_EXIT_ERROR;
-			goto out_destroy;
+			goto out_publish;
 		}
 		status = run_vm(vm, &h, child);
+		ran = 1;
 	}
 	/* A detached sandbox leaves its record for `vmm ls`/`logs` until
 	 * `vmm rm`; one whose time ran out is removed, as --ttl promises. */
@@ -811,9 +848,17 @@ out_disks:
 		blk_options_free(&cfg.disks[--cfg.nr_disks]);
 	while (nr_over > 0)
 		blk_options_free(&over[--nr_over]);
+	/* A detached sandbox that failed before it ran keeps its folder (its
+	 * vmm.log says why) until vmm rm; `vmm start` keeps its record. */
+	if (detach && sb.created && !ran)
+		sandbox_exited(&sb, status ? status : CLI_EXIT_ERROR, "failed to start (vmm logs --vmm)");
 	sandbox_remove(&sb);
 	if (have_snap)
 		snapshot_close(&snap);
+	for (i = 0; i < nr_pub && !atomic_load(&pub[i].conns); i++) {
+	}
+	if (i == nr_pub)
+		free(pub); /* else a connection thread still holds it: the process exits anyway */
 	return status;
 }
 

@@ -89,6 +89,8 @@ static int paths(struct sandbox *sb, const char *root, const char *name)
 	return 0;
 }
 
+static int write_file(const char *dir, const char *name, const char *text);
+
 /* Alive: signalable and not a zombie (a killed VMM whose parent has not
  * reaped it yet is gone for us). */
 static int pid_alive(pid_t pid)
@@ -148,8 +150,13 @@ int sandbox_create(struct sandbox *sb, const char *name, int adopt)
 		if ((r = paths(sb, root, name ? name : gen)))
 			return r;
 		if (mkdir(sb->dir, 0700) == 0) {
+			char pid[32];
+
 			sb->created = 1;
-			return 0;
+			/* The pid first: from now on a folder without a live pid
+			 * is a VMM that died, never one still setting up. */
+			snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+			return write_file(sb->dir, "pid", pid);
 		}
 		if (errno != EEXIST) {
 			r = -errno;
@@ -162,11 +169,14 @@ int sandbox_create(struct sandbox *sb, const char *name, int adopt)
 			struct stat st;
 
 			snprintf(marker, sizeof(marker), "%s/created", sb->dir);
-			if (adopt && pid <= 0 && stat(marker, &st) == 0) {
+			if (adopt && !pid_alive(pid) && stat(marker, &st) == 0) {
 				/* vmm start: the folder vmm create made is ours. */
+				char me[32];
+
 				unlink(marker);
 				sb->created = 1;
-				return 0;
+				snprintf(me, sizeof(me), "%d\n", (int)getpid());
+				return write_file(sb->dir, "pid", me);
 			}
 			if (pid_alive(pid))
 				log_err("a sandbox named %s is running (pid %d)", name, (int)pid);
@@ -338,7 +348,7 @@ int sandbox_api_addr(const char *arg, int token_given, struct sandbox *sb, struc
 const char *sandbox_state_name(enum sandbox_state s)
 {
 	static const char *const names[] = {
-		[SB_RUNNING] = "running", [SB_PAUSED] = "paused", [SB_STARTING] = "starting",
+		[SB_RUNNING] = "running", [SB_PAUSED] = "paused", [SB_STARTING] = "busy",
 		[SB_EXITED] = "exited", [SB_DEAD] = "dead", [SB_CREATED] = "created",
 	};
 
@@ -410,19 +420,21 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 	}
 	st->pid = (int)read_pid(st->sb.dir);
 	if (!pid_alive(st->pid)) {
-		/* No pid yet (a VMM still setting up) or a VMM that is gone
-		 * without writing its exit file: it crashed or was killed. */
-		struct stat sst;
+		/* Gone without writing its exit file: it crashed or was killed. */
+		st->state = SB_DEAD;
+		return 0;
+	}
+	/* Alive: running, paused, or busy (setting up, writing a snapshot,
+	 * or hung): never dead while its process lives. */
+	st->state = SB_STARTING;
+	if (control_call(st->sb.control, "{\"op\":\"info\"}", reply, sizeof(reply), 2000) == 0) {
+		struct json_arena ra = { .buf = arena_buf, .size = sizeof(arena_buf) };
+		const struct json *rj = json_parse(reply, strlen(reply), &ra, &err);
+		const char *state = NULL;
 
-		st->state = st->pid <= 0 && stat(st->sb.dir, &sst) == 0 &&
-					    time(NULL) - sst.st_mtime < 10 ? SB_STARTING : SB_DEAD;
-		return 0;
+		if (rj && !json_get_str(rj, "state", &state))
+			st->state = !strcmp(state, "paused") ? SB_PAUSED : SB_RUNNING;
 	}
-	if (control_call(st->sb.control, "{\"op\":\"info\"}", reply, sizeof(reply), 2000)) {
-		st->state = SB_DEAD; /* alive but not answering: hung, shown as such */
-		return 0;
-	}
-	st->state = strstr(reply, "\"paused\"") ? SB_PAUSED : SB_RUNNING;
 	return 0;
 }
 

@@ -730,8 +730,11 @@ static void send_event_reset(struct vsock_dev *v)
 		virtio_needs_reset(d, why);
 		return;
 	}
-	if (r == 0)
-		return; /* sent when the guest adds an event buffer */
+	if (r == 0) {
+		/* Sent when the guest adds an event buffer: ask for that kick. */
+		vq_notify_after(q, vq_avail_idx(q));
+		return;
+	}
 	vq_writer_init(&w, &v->chain);
 	if (vq_write(&w, &ev, sizeof(ev)) != sizeof(ev)) {
 		virtio_needs_reset(d, "vsock event buffer too small");

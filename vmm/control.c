@@ -118,7 +118,8 @@ static void do_snapshot(struct vm *vm, const struct json *req, char *out, size_t
 		return;
 	}
 	if ((r = vm_pause(vm))) {
-		reply_error(out, outlen, "the VM is stopping");
+		reply_error(out, outlen, r == -ETIMEDOUT ? "a vCPU did not stop within 10 s (a stalled console?)"
+							 : "the VM is stopping");
 		return;
 	}
 	t1 = mono_ms();
@@ -180,8 +181,11 @@ void control_handle(struct vm *vm, const struct control *c, const char *req, siz
 		return;
 	}
 	if (!strcmp(op, "pause")) {
-		if (vm_pause(vm)) {
-			reply_error(out, outlen, "the VM is stopping");
+		int r = vm_pause(vm);
+
+		if (r) {
+			reply_error(out, outlen, r == -ETIMEDOUT ? "a vCPU did not stop within 10 s (a stalled console?)"
+								 : "the VM is stopping");
 			return;
 		}
 	} else if (!strcmp(op, "resume")) {

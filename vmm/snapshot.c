@@ -632,9 +632,13 @@ int snap_copy_file(const char *src, const char *dst)
 	off_t off = 0;
 	int in, out, r = 0;
 
-	in = open(src, O_RDONLY | O_CLOEXEC);
+	in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (in < 0)
 		return -errno;
+	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(in);
+		return -EINVAL; /* a symlink or device planted in a snapshot is not copied */
+	}
 	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (out < 0) {
 		r = -errno;
@@ -862,8 +866,10 @@ int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
 		d->root = (uint8_t)o->root;
 		snprintf(d->id, sizeof(d->id), "%s", o->id);
 		d->size = vm->disks[i]->capacity * BLK_SECTOR;
-		if (stat(o->path, &st) == 0)
+		if (stat(o->path, &st) == 0) {
+			d->size = (uint64_t)st.st_size; /* what a restore compares */
 			d->mtime_ns = mtime_ns(&st);
+		}
 		if (o->ro)
 			continue;
 		snprintf(d->file, sizeof(d->file), "disk%u", i);
@@ -963,6 +969,23 @@ int snapshot_open(struct snapshot *s, const char *dir)
 	}
 	if (s->rd.err) {
 		log_err("snapshot %s: %s", dir, s->rd.why);
+		snapshot_close(s);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < s->conf.nr_disks; i++) {
+		char want[32];
+
+		/* A writable disk's copy is diskN in the snapshot directory and
+		 * nothing else: never a path that leads out of it. */
+		snprintf(want, sizeof(want), "disk%u", i);
+		if (!s->conf.disks[i].ro && strcmp(s->conf.disks[i].file, want)) {
+			log_err("snapshot %s: disk %u's copy is not named %s (tampered?)", dir, i, want);
+			snapshot_close(s);
+			return -EINVAL;
+		}
+	}
+	if (s->conf.has_vsock && (s->conf.cid < 3 || s->conf.cid > 0xfffffffeull)) {
+		log_err("snapshot %s: vsock CID %llu out of range", dir, (unsigned long long)s->conf.cid);
 		snapshot_close(s);
 		return -EINVAL;
 	}

@@ -10,6 +10,7 @@
 #include "../boot/loader.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define KVM_TSS_ADDR 0xfffbd000ull
@@ -120,8 +122,24 @@ int vm_pause(struct vm *vm)
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_kick(&vm->vcpus[i]);
 	pthread_mutex_lock(&vm->pause_lock);
-	while (vm->parked < vm->nr_vcpus)
-		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	{
+		struct timespec until;
+		int r = 0;
+
+		/* A vCPU stuck in a device (a console write to a stalled pipe)
+		 * must not wedge the main thread: give up after 10 s. */
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 10;
+		while (vm->parked < vm->nr_vcpus && r != ETIMEDOUT)
+			r = pthread_cond_timedwait(&vm->pause_cond, &vm->pause_lock, &until);
+		if (vm->parked < vm->nr_vcpus) {
+			atomic_store(&vm->pause_req, 0);
+			pthread_cond_broadcast(&vm->pause_cond);
+			pthread_mutex_unlock(&vm->pause_lock);
+			log_warn("pause: a vCPU did not stop within 10 s; the VM runs on");
+			return -ETIMEDOUT;
+		}
+	}
 	pthread_mutex_unlock(&vm->pause_lock);
 	/* Device loops park between two handler calls: no request half done
 	 * (the vCPUs are parked first, so no new notification arrives). */
@@ -671,7 +689,9 @@ enum vm_exit_reason vm_run(struct vm *vm)
 				vm_request_exit(vm, VM_EXIT_EXPIRED, "its time to live ran out");
 				break;
 			}
-			timeout = (int)((vm->cfg.expire_ns - now) / 1000000 + 1);
+			uint64_t ms = (vm->cfg.expire_ns - now) / 1000000 + 1;
+
+			timeout = ms > INT_MAX ? INT_MAX : (int)ms;
 		}
 		if (poll(p, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
