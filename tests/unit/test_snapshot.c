@@ -23,6 +23,7 @@
 #include "vmm/snapfmt.h"
 #include "vmm/snapshot.h"
 #include "vmm/vm.h"
+#include "tests/unit/vm_fixture.h"
 
 #define TAG_A SNAP_TAG('T', 'S', 'T', 'A')
 #define TAG_B SNAP_TAG('T', 'S', 'T', 'B')
@@ -177,35 +178,6 @@ static void file_corruptions_refused(void **state)
 }
 
 /* ---- whole VMs ---- */
-
-static const char *guest_dir(void)
-{
-	const char *d = getenv("VMM_TEST_GUESTS");
-
-	return d ? d : "build/guests";
-}
-
-static int have_kvm(void)
-{
-	return access(KVM_DEVICE_PATH, R_OK | W_OK) == 0;
-}
-
-struct run {
-	struct vm vm;
-	struct vm_config cfg;
-	char kernel[512];
-	int out[2];
-	pthread_t t;
-	enum vm_exit_reason reason;
-};
-
-static void *run_thread(void *arg)
-{
-	struct run *r = arg;
-
-	r->reason = vm_run(&r->vm);
-	return NULL;
-}
 
 static void config(struct run *r)
 {

@@ -17,34 +17,7 @@
 
 #include "vmm/log.h"
 #include "vmm/vm.h"
-
-static const char *guest_dir(void)
-{
-	const char *d = getenv("VMM_TEST_GUESTS");
-
-	return d ? d : "build/guests";
-}
-
-static int have_kvm(void)
-{
-	return access(KVM_DEVICE_PATH, R_OK | W_OK) == 0;
-}
-
-struct run {
-	struct vm vm;
-	struct vm_config cfg;
-	char kernel[512];
-	int out[2];
-	enum vm_exit_reason reason;
-};
-
-static void *run_thread(void *arg)
-{
-	struct run *r = arg;
-
-	r->reason = vm_run(&r->vm);
-	return NULL;
-}
+#include "tests/unit/vm_fixture.h"
 
 static void config(struct run *r, const char *guest, unsigned cpus)
 {
