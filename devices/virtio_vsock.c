@@ -1,6 +1,7 @@
 /* virtio-vsock device: see virtio_vsock.h for the host-side convention. */
 #define _GNU_SOURCE
 #include "virtio_vsock.h"
+#include "../vmm/unixsock.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -943,44 +944,6 @@ void virtio_vsock_transport_reset(struct vsock_dev *v)
 	hold_host_connections(v);
 }
 
-static int listen_on(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	int fd, e;
-
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	/* A stale socket from a VMM that died is replaced; anything else at
-	 * that path is left alone. */
-	if (lstat(path, &st) == 0) {
-		int probe;
-
-		if (!S_ISSOCK(st.st_mode)) {
-			log_err("--vsock uds=%s exists and is not a socket", path);
-			return -EEXIST;
-		}
-		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-			close(probe);
-			log_err("--vsock uds=%s: another VMM is listening there", path);
-			return -EADDRINUSE;
-		}
-		if (probe >= 0)
-			close(probe);
-		unlink(path);
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
-		e = -errno;
-		log_err("--vsock uds=%s: %s", path, strerror(errno));
-		close(fd);
-		return e;
-	}
-	return fd;
-}
-
 int virtio_vsock_init(struct vsock_dev *v, const struct vsock_options *o, int vm_fd,
 		      const struct gm *gm, uint64_t base, unsigned irq)
 {
@@ -993,7 +956,7 @@ int virtio_vsock_init(struct vsock_dev *v, const struct vsock_options *o, int vm
 	v->rl = rl;
 	v->next_port = VSOCK_HOST_PORT_FIRST;
 	v->config.guest_cid = htole64(o->cid);
-	v->listen_fd = listen_on(o->uds);
+	v->listen_fd = unix_listen(o->uds, 128, 0, "--vsock uds");
 	if (v->listen_fd < 0)
 		return v->listen_fd;
 	r = virtio_mmio_init(&v->vdev, &vsock_ops, "virtio-vsock", vm_fd, gm, base, irq, features,

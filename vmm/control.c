@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "control.h"
 #include "log.h"
+#include "unixsock.h"
 #include "snapshot.h"
 #include "vm.h"
 #include "../guest-init/json.h"
@@ -26,51 +27,10 @@ static uint64_t mono_ms(void)
 
 int control_open(struct control *c, const char *path, const char *name)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-	mode_t old;
-	int e;
-
-	c->fd = -1;
 	c->name = name;
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		log_err("control socket path too long: %s", path);
-		return -ENAMETOOLONG;
-	}
 	snprintf(c->path, sizeof(c->path), "%s", path);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	if (lstat(path, &st) == 0) {
-		int probe;
-
-		if (!S_ISSOCK(st.st_mode)) {
-			log_err("control socket %s: exists and is not a socket", path);
-			return -EEXIST;
-		}
-		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-			close(probe);
-			log_err("control socket %s: another VMM is serving it", path);
-			return -EADDRINUSE;
-		}
-		if (probe >= 0)
-			close(probe);
-		unlink(path); /* stale: its VMM is gone */
-	}
-	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (c->fd < 0)
-		return -errno;
-	old = umask(0177); /* the socket is the owner's alone */
-	e = bind(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
-	umask(old);
-	if (!e && listen(c->fd, 16) < 0)
-		e = -errno;
-	if (e) {
-		log_err("control socket %s: %s", path, strerror(-e));
-		close(c->fd);
-		c->fd = -1;
-		return e;
-	}
-	return 0;
+	c->fd = unix_listen(path, 16, 1, "control socket");
+	return c->fd < 0 ? c->fd : 0;
 }
 
 void control_close(struct control *c)

@@ -1,0 +1,57 @@
+/* Listening Unix sockets: see unixsock.h. */
+#define _GNU_SOURCE
+#include "unixsock.h"
+#include "log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int unix_listen(const char *path, int backlog, int owner_only, const char *what)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	mode_t old = 0;
+	int fd, e;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_err("%s %s: path too long for a Unix socket", what, path);
+		return -ENAMETOOLONG;
+	}
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (lstat(path, &st) == 0) {
+		int probe;
+
+		if (!S_ISSOCK(st.st_mode)) {
+			log_err("%s %s: exists and is not a socket", what, path);
+			return -EEXIST;
+		}
+		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(probe);
+			log_err("%s %s: another VMM is listening there", what, path);
+			return -EADDRINUSE;
+		}
+		if (probe >= 0)
+			close(probe);
+		unlink(path); /* stale: its VMM is gone */
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (owner_only)
+		old = umask(0177);
+	e = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, backlog) < 0 ? -errno : 0;
+	if (owner_only)
+		umask(old);
+	if (e) {
+		log_err("%s %s: %s", what, path, strerror(-e));
+		close(fd);
+		return e;
+	}
+	return fd;
+}
