@@ -929,7 +929,7 @@ static int op_create(struct req *q)
 	if ((r = ino_ref(s, pfd, &st, q->h.nodeid, name, &nodeid)))
 		goto err_close;
 	memset(&out, 0, sizeof(out));
-	if ((r = fh_alloc(s, fd, nodeid, 0, (uint32_t)(fl & ~(O_TRUNC | O_CREAT | O_EXCL)), &out.o.fh))) {
+	if ((r = fh_alloc(s, fd, nodeid, 0, (uint32_t)(fl & ~(O_TRUNC | O_CREAT | O_EXCL | O_NOFOLLOW)), &out.o.fh))) {
 		ino_forget(s, nodeid, 1);
 		return r;
 	}

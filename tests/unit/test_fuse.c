@@ -688,6 +688,13 @@ static void snapshot_roundtrip(void **state)
 	g = lookup(t, 1, "gone", NULL);
 	fh = do_open(t, (uint64_t)f, O_RDWR);
 	assert_true(fh >= 0);
+	/* A handle from CREATE too (its flags must load back: the fuzzer
+	 * once found they did not). */
+	{
+		struct fuse_create_in c = { .flags = O_WRONLY | O_CREAT | O_APPEND, .mode = 0644 };
+
+		assert_int_equal(call2(t, FUSE_CREATE, (uint64_t)d, &c, sizeof(c), "created", 8), 0);
+	}
 	sb_init(&b);
 	fuse_save(&t->s, &b);
 	assert_int_equal(b.err, 0);
