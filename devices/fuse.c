@@ -1341,8 +1341,13 @@ static int op_init(struct req *q)
 	}
 	/* Only what is implemented: no locks, no writeback cache, no DAX,
 	 * no export (no LOOKUP of "." by handle), no ACLs or killpriv. */
-	offer = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES | FUSE_DO_READDIRPLUS |
-		FUSE_READDIRPLUS_AUTO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES;
+	offer = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES | FUSE_PARALLEL_DIROPS |
+		FUSE_MAX_PAGES;
+	/* READDIRPLUS fills the guest's dentry cache; with cache=none every
+	 * entry expires at once, so it would only cost lookups (and guest
+	 * time: tens of ms per entry on a ring-0-emulating host). */
+	if (s->cache != FUSE_CACHE_NONE)
+		offer |= FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO;
 	out.flags = in->flags & offer;
 	out.max_readahead = in->max_readahead < FUSE_MAX_READAHEAD ? in->max_readahead : FUSE_MAX_READAHEAD;
 	out.max_background = 64;
