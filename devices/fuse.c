@@ -25,6 +25,9 @@
 #include <unistd.h>
 
 #define DENTS_BUF (32u << 10)
+/* Guest buffers one READ or WRITE may span: max_pages (256) plus slack for
+ * misaligned and split ones. */
+#define FUSE_MAX_IOV 260
 
 _Static_assert(sizeof(struct fuse_in_header) == 40, "fuse_in_header is 40 bytes");
 _Static_assert(sizeof(struct fuse_out_header) == 16, "fuse_out_header is 16 bytes");
@@ -950,7 +953,7 @@ err_close:
 static int op_read(struct req *q)
 {
 	const struct fuse_read_in *in = (const void *)q->body;
-	struct iovec iov[64];
+	struct iovec iov[FUSE_MAX_IOV];
 	struct fuse_handle *h;
 	size_t len;
 	ssize_t n;
@@ -967,7 +970,7 @@ static int op_read(struct req *q)
 		len = q->out.left;
 	if (len > FUSE_MAX_WRITE_BYTES)
 		len = FUSE_MAX_WRITE_BYTES;
-	k = cur_iov(&q->out, len, iov, 64);
+	k = cur_iov(&q->out, len, iov, FUSE_MAX_IOV);
 	if (k < 0)
 		return -EINVAL;
 	do
@@ -984,7 +987,7 @@ static int op_write(struct req *q)
 	struct fuse_server *s = q->s;
 	struct fuse_write_in w;
 	struct fuse_write_out out;
-	struct iovec iov[64];
+	struct iovec iov[FUSE_MAX_IOV];
 	struct fuse_handle *h;
 	ssize_t n;
 	int k;
@@ -999,7 +1002,7 @@ static int op_write(struct req *q)
 		return -EBADF;
 	if (w.offset > (uint64_t)INT64_MAX)
 		return -EINVAL;
-	k = cur_iov(&q->in, w.size, iov, 64);
+	k = cur_iov(&q->in, w.size, iov, FUSE_MAX_IOV);
 	if (k < 0)
 		return -EINVAL;
 	do

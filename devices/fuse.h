@@ -24,9 +24,9 @@
 
 #define FUSE_MIN_MINOR 31                /* oldest protocol we accept: 7.31 */
 #define FUSE_OUR_MINOR 31                /* what we answer (structures we use exist since) */
-#define FUSE_MAX_WRITE_BYTES (256u << 10)/* max_write and max read size offered */
-#define FUSE_MAX_PAGES_OFFER 64          /* = FUSE_MAX_WRITE_BYTES / 4 KiB */
-#define FUSE_MAX_READAHEAD (256u << 10)
+#define FUSE_MAX_WRITE_BYTES (1u << 20) /* max_write and max read size offered */
+#define FUSE_MAX_PAGES_OFFER 256         /* = FUSE_MAX_WRITE_BYTES / 4 KiB */
+#define FUSE_MAX_READAHEAD (1u << 20)
 #define FUSE_MAX_BODY (64u * 1024 + 512) /* largest request body but WRITE's (SETXATTR's value) */
 #define FUSE_MAX_REPLY (64u * 1024 + 64) /* largest reply built in memory (not READ's data) */
 #define FUSE_INODES_MAX 65536u           /* default inode table limit (also capped by RLIMIT_NOFILE) */

@@ -91,7 +91,7 @@ if [ "$(cat "$share/b.txt")" = hel ] && [ "$(readlink "$share/sym.txt")" = b.txt
 else bad "fs: host view: $(ls -lR "$share" 2>&1 | head -20)"; fi
 
 # ---- 64 MiB byte-exact, both ways -------------------------------------------
-# The guest copies it through the drive in 1 MiB requests (256 KiB FUSE
+# The guest copies it through the drive in 1 MiB requests (1 MiB FUSE
 # reads and writes); the host compares the copy's sha256 with the
 # original's. Hashing in the guest costs a syscall per 4 KiB (busybox), so
 # the guest hashes a 4 MiB file only (on its tmpfs).
