@@ -374,6 +374,24 @@ static void rw_and_ops(void **state)
 	assert_int_equal(call(t, FUSE_READ, node, &r, sizeof(r)), 0);
 	assert_int_equal(t->oh.len, 16 + 3);
 	t->out_size = sizeof(t->out);
+	/* A reply scattered over more buffers than any request spans. */
+	{
+		struct fuse_in_header h = { .len = sizeof(h) + sizeof(r), .opcode = FUSE_READ, .unique = 77,
+					    .nodeid = node };
+		struct iovec in = { t->in, sizeof(h) + sizeof(r) }, out[400];
+		int i;
+
+		memcpy(t->in, &h, sizeof(h));
+		memcpy(t->in + sizeof(h), &r, sizeof(r));
+		out[0] = (struct iovec){ t->out, 16 };
+		for (i = 1; i < 400; i++)
+			out[i] = (struct iovec){ t->out + 16 + i, 1 };
+		assert_int_equal(fuse_handle(&t->s, &in, 1, out, 400), 16);
+		assert_int_equal(((struct fuse_out_header *)(void *)t->out)->error, -EINVAL);
+		for (i = 1; i < 3; i++)
+			out[i] = (struct iovec){ t->out + 16 + i * 2, 2 };
+		assert_int_equal(fuse_handle(&t->s, &in, 1, out, 3), 16 + 4);
+	}
 	/* SETATTR size and mode. */
 	{
 		struct fuse_setattr_in sa = { .valid = FATTR_SIZE | FATTR_MODE, .size = 2, .mode = 0600 };
