@@ -81,8 +81,8 @@ $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 # guest-init: PID 1 and the sandbox API server (static, musl), and the
 # same code built for the host, where it serves the API on a Unix socket
 # for tests (guest-init --serve-unix PATH).
-GUEST_INIT_SRCS := guest-init/init.c guest-init/api.c guest-init/json.c guest-init/proto.c
-GUEST_INIT_HDRS := guest-init/api.h guest-init/json.h guest-init/proto.h guest-init/vsock.h
+GUEST_INIT_SRCS := guest-init/init.c guest-init/api.c guest-init/json.c guest-init/proto.c guest-init/net.c
+GUEST_INIT_HDRS := guest-init/api.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h
 $(BUILD)/guest/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  guest-init")
@@ -181,11 +181,11 @@ test_bus_SRCS     := vmm/bus.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
-test_virtio_mmio_SRCS := devices/virtio_mmio.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
+test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
                          vmm/snapfmt.c
 test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c $(test_virtio_mmio_SRCS)
-test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c vmm/ratelimit.c $(test_virtio_mmio_SRCS)
+test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SRCS)
 test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
 
 define unit_test
@@ -232,16 +232,18 @@ asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
-                fuzz_snapshot
+                fuzz_snapshot fuzz_net
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
-fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devices/virtio_mmio.c \
+fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devices/virtio_mmio.c vmm/ratelimit.c \
                          devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
 fuzz_api_request_SRCS := tests/fuzz/fuzz_api_request.c guest-init/api.c guest-init/json.c guest-init/proto.c
-fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c vmm/unixsock.c devices/virtio_mmio.c \
+fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c vmm/unixsock.c devices/virtio_mmio.c vmm/ratelimit.c \
                          devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
-fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c devices/virtqueue.c \
+fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.c devices/virtio_mmio.c \
+                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
+fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \
                          devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)

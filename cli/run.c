@@ -1,6 +1,7 @@
 /* vmm run: boot a kernel in a new VM and stay attached to its console. */
 #define _GNU_SOURCE
 #include "api_client.h"
+#include "../guest-init/api.h"
 #include "cli.h"
 #include "sandbox.h"
 #include "publish.h"
@@ -10,6 +11,7 @@
 #include "../vmm/log.h"
 #include "../vmm/vm.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -51,6 +53,12 @@ static void run_usage(FILE *out)
 		"                       \"CONNECT <port>\\n\"; guest connections to host port P\n"
 		"                       go to the Unix socket PATH_P (default: cid=3 and\n"
 		"                       vsock.sock in the sandbox's folder)\n"
+		"  --net tap=NAME[,mac=MAC][,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR][,host_ip=ADDR/PREFIX]\n"
+		"        [,offload=off][,rx_bps=R][,tx_bps=R][,rx_pps=R][,tx_pps=R]\n"
+		"                       a virtio-net interface on TAP NAME (created if it does\n"
+		"                       not exist, removed at exit), repeatable; guest-init\n"
+		"                       gives it ip/gw/dns; host_ip: the host side's address;\n"
+		"                       *_bps/*_pps: rate limits (docs/networking.md)\n"
 		"  --name NAME          the sandbox's name (default: a generated sb-XXXXXXXX);\n"
 		"                       vmm exec/cp/ls/logs/stop/snapshot NAME reach it\n"
 		"  -d, --detach         run in the background: returns once the sandbox's API\n"
@@ -78,7 +86,7 @@ static void run_usage(FILE *out)
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL, OPT_PUBLISH, OPT_ADOPT };
+       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -91,6 +99,7 @@ static const struct option run_opts[] = {
 	{ "dump-cpuid", required_argument, NULL, OPT_DUMP_CPUID },
 	{ "disk", required_argument, NULL, OPT_DISK },
 	{ "vsock", required_argument, NULL, OPT_VSOCK },
+	{ "net", required_argument, NULL, OPT_NET },
 	{ "tty", no_argument, NULL, 't' },
 	{ "token", required_argument, NULL, OPT_TOKEN },
 	{ "ready-timeout", required_argument, NULL, OPT_READY },
@@ -124,6 +133,10 @@ static void restore_usage(FILE *out)
 		"                       use FILE for the snapshot's disk ID (or, without id,\n"
 		"                       the next disk in order) instead of a fresh copy; it\n"
 		"                       must have the same size\n"
+		"  --net tap=NAME[,host_ip=ADDR/PREFIX][,mac=MAC,ip=ADDR/PREFIX,gw=ADDR,dns=ADDR]...\n"
+		"                       the TAP for the snapshot's next network interface\n"
+		"                       (default: the snapshot's own TAP name); with mac/ip/\n"
+		"                       gw/dns the clone takes new ones once it runs\n"
 		"  --console MODE       stdio (default), file:PATH or none\n"
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
@@ -180,6 +193,8 @@ static int random_token(char *tok, size_t len)
  * guest the time and fresh entropy, run CMD and power off. */
 struct helper {
 	const struct sandbox_addr *a;
+	const char *const *nets;     /* restore: interfaces the guest reconfigures */
+	unsigned nr_nets;
 	const char *synced;          /* created once a restored guest took the sync */
 	const struct exec_opts *cmd; /* NULL: none */
 	int restored;
@@ -225,7 +240,7 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 			_exit(CLI_EXIT_ERROR);
 		}
 		if (h->restored) {
-			if (api_sync(h->a)) {
+			if (api_sync(h->a, h->nets, h->nr_nets)) {
 				log_err("could not give the restored sandbox the time and fresh entropy");
 			} else if (h->synced) {
 				int fd = open(h->synced, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -277,6 +292,68 @@ static int run_vm(struct vm *vm, const struct helper *h, pid_t child)
 	else
 		log_err("%s (exit status %d)", vm->exit_msg, vm_exit_status(reason, vm->exit_signo));
 	return vm_exit_status(reason, vm->exit_signo);
+}
+
+/* restore: the snapshot's network interfaces, each on the TAP the k-th
+ * --net names (default: the snapshot's). The device keeps the MAC the
+ * guest's driver read at boot; a new mac=/ip=/gw=/dns= for the clone is
+ * applied by guest-init once the API answers (the sync request), written
+ * into spec[k]. */
+static int restore_nets(struct vm_config *cfg, const struct snapshot *s, const struct net_options *over,
+			const int *mac_given, unsigned nr_over, char spec[][API_NET_SPEC], unsigned *nr_spec)
+{
+	unsigned i;
+
+	*nr_spec = 0;
+	if (nr_over > s->conf.nr_nets) {
+		log_err("restore: %u --net given, the snapshot has %u network interfaces", nr_over,
+			s->conf.nr_nets);
+		return -EINVAL;
+	}
+	cfg->nr_nets = s->conf.nr_nets;
+	for (i = 0; i < s->conf.nr_nets; i++) {
+		struct net_options *o = &cfg->nets[i];
+		const struct snap_net *sn = &s->conf.nets[i];
+
+		if (i < nr_over) {
+			*o = over[i];
+			if ((mac_given[i] && memcmp(o->mac, sn->mac, 6)) || o->ip) {
+				struct net_options g = *o;
+				char old[18], b[API_NET_SPEC];
+				size_t n;
+
+				/* net_guest_cmdline's form, then the old MAC first. */
+				if (!mac_given[i])
+					memcpy(g.mac, sn->mac, 6);
+				if (net_guest_cmdline(&g, b, sizeof(b))) {
+					log_err("restore: --net %s: description too long", o->tap);
+					return -EINVAL;
+				}
+				net_format_mac(sn->mac, old);
+				n = (size_t)snprintf(spec[*nr_spec], API_NET_SPEC, "%s,mac=%s", old,
+						     b + strlen("vmm.net="));
+				if (n >= API_NET_SPEC) {
+					log_err("restore: --net %s: description too long", o->tap);
+					return -EINVAL;
+				}
+				(*nr_spec)++;
+			} else if (o->gw || o->dns) {
+				log_err("restore: --net %s: gw= and dns= need ip= too", o->tap);
+				return -EINVAL;
+			}
+		} else {
+			memset(o, 0, sizeof(*o));
+			snprintf(o->tap, sizeof(o->tap), "%s", sn->tap);
+		}
+		/* The device: the snapshot's MAC and offloads, the guest-side
+		 * settings go through guest-init (above), not the command line. */
+		o->ip = o->gw = o->dns = 0;
+		o->prefix = 0;
+		memcpy(o->mac, sn->mac, 6);
+		o->has_mac = 1;
+		o->no_offload = sn->no_offload;
+	}
+	return 0;
 }
 
 /* restore: the snapshot's disks for this clone. An override (--disk
@@ -438,7 +515,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	int console_explicit = 0, level_set = 0, vsock_given = 0, have_snap = 0;
 	char cmdline_buf[4096], token_buf[160] = "";
 	struct blk_options over[VM_MAX_DISKS];
-	unsigned nr_over = 0;
+	unsigned nr_over = 0, nr_net_over = 0;
+	struct net_options net_over[VM_MAX_NETS];
+	int net_mac_given[VM_MAX_NETS] = { 0 };
+	char net_spec[VM_MAX_NETS][API_NET_SPEC];
+	const char *net_spec_p[VM_MAX_NETS];
+	unsigned nr_net_spec = 0;
+	char net_text[VM_MAX_NETS * 64] = "";
 	struct snapshot snap;
 	struct sandbox sb = { .created = 0 };
 	struct control ctl = { .fd = -1 };
@@ -541,6 +624,25 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 				nr_over++;
 			else
 				cfg.nr_disks++;
+			break;
+		}
+		case OPT_NET: {
+			const char *why = "";
+			unsigned *nr = restore ? &nr_net_over : &cfg.nr_nets;
+			struct net_options *o = restore ? &net_over[*nr] : &cfg.nets[*nr];
+
+			if (*nr == VM_MAX_NETS) {
+				status = bad_usage("--net: at most %s interfaces", "8");
+				goto out_disks;
+			}
+			if (net_options_parse(optarg, o, &why)) {
+				fprintf(stderr, "vmm: --net '%s': %s\n", optarg, why);
+				status = CLI_EXIT_USAGE;
+				goto out_disks;
+			}
+			if (restore)
+				net_mac_given[*nr] = strstr(optarg, "mac=") != NULL;
+			(*nr)++;
 			break;
 		}
 		case OPT_VSOCK: {
@@ -677,6 +779,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
+		if (restore_nets(&cfg, &snap, net_over, net_mac_given, nr_net_over, net_spec, &nr_net_spec)) {
+			status = CLI_EXIT_USAGE;
+			goto out_disks;
+		}
 		cfg.has_vsock = (int)c->has_vsock;
 		if (cfg.has_vsock && !vsock_given)
 			cfg.vsock.cid = c->cid;
@@ -779,8 +885,19 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			.ttl_s = ttl_s,
 			.detached = detach,
 			.publish = pub_text,
+			.net = net_text,
 		};
 
+		for (i = 0; i < cfg.nr_nets; i++) {
+			size_t n = strlen(net_text);
+			char mac[18], ip[INET_ADDRSTRLEN] = "";
+
+			net_format_mac(vm->nets[i]->config.mac, mac);
+			if (cfg.nets[i].ip)
+				inet_ntop(AF_INET, &cfg.nets[i].ip, ip, sizeof(ip));
+			snprintf(net_text + n, sizeof(net_text) - n, "%s%s=%s%s%s", i ? "," : "",
+				 vm->nets[i]->tap.name, mac, ip[0] ? "/" : "", ip);
+		}
 		for (i = 0; i < nr_pub; i++) {
 			size_t n = strlen(pub_text);
 
@@ -815,6 +932,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		h.ready_s = ready_s;
 		snprintf(synced, sizeof(synced), "%s/synced", sb.dir);
 		h.synced = synced;
+		for (i = 0; i < nr_net_spec; i++)
+			net_spec_p[i] = net_spec[i];
+		h.nets = net_spec_p;
+		h.nr_nets = nr_net_spec;
 		if ((h.cmd || restore) && start_helper(vm, &h, &child)) {
 			status = CLI_EXIT_ERROR;
 			goto out_publish;

@@ -16,6 +16,7 @@ struct control;
 struct snapshot;
 #include "../devices/devices.h"
 #include "../devices/virtio_blk.h"
+#include "../devices/virtio_net.h"
 #include "../devices/virtio_vsock.h"
 
 #define VM_MAX_VCPUS 64
@@ -24,6 +25,7 @@ struct snapshot;
 /* virtio-mmio devices: one 4 KiB window and one IOAPIC pin (5..23) each. */
 #define VM_MAX_VIRTIO 19
 #define VM_MAX_DISKS 16
+#define VM_MAX_NETS 8
 
 /* Why a VM stopped; each maps to a documented exit status (docs/exit-status.md). */
 enum vm_exit_reason {
@@ -62,6 +64,8 @@ struct vm_config {
 	struct blk_options disks[VM_MAX_DISKS]; /* owned by the caller */
 	int has_vsock;
 	struct vsock_options vsock;
+	unsigned nr_nets;
+	struct net_options nets[VM_MAX_NETS];
 	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
 	const char *api_token;   /* appended as vmm.token=, recorded in snapshots */
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
@@ -90,6 +94,7 @@ struct vm {
 	unsigned nr_virtio;      /* virtio-mmio slots handed out */
 	struct virtio_blk *disks[VM_MAX_DISKS];
 	struct vsock_dev *vsock;
+	struct virtio_net *nets[VM_MAX_NETS];
 	char cmdline[4096];      /* the full command line given to the guest */
 	struct virtio_dev *virtio[VM_MAX_VIRTIO]; /* every virtio device, by slot */
 
