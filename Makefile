@@ -33,6 +33,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c \
+             cli/image.c cli/image_build.c \
              guest-init/proto.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
@@ -41,7 +42,7 @@ KERNEL_VARIANT ?= $(shell test -d /sys/module/kvm_pvm && echo emulating || echo 
 KERNEL_INPUTS  := boot/kernel/build.sh boot/kernel/config.fragment $(wildcard boot/kernel/patches-emulating/*.patch)
 
 .PHONY: all
-all: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4 guests
+all: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4 guests base-image
 
 # ---- objects, per build flavour ----------------------------------------
 # $(call objs,FLAVOUR,SRCS)
@@ -112,6 +113,15 @@ ROOTFS_MIB ?= 64
 $(BUILD)/rootfs.ext4: boot/rootfs/init boot/mkrootfs.sh $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init
 	@$(if $(Q),echo "  EXT4    $@")
 	$(Q)boot/mkrootfs.sh $(BUSYBOX) $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init boot/rootfs/init $(ROOTFS_MIB) $@
+
+# The built-in base image (vmm image, docs/images.md): busybox and
+# guest-init, in the user's image store; a new version only when its inputs
+# changed.
+.PHONY: base-image
+base-image: $(BUILD)/vmm $(BUILD)/guest/guest-init
+	$(Q)test -x $(BUSYBOX) || { echo "$(BUSYBOX) missing: install busybox-static (make deps)" >&2; exit 1; }
+	@$(if $(Q),echo "  IMAGE   base (vmm image build base --busybox $(BUSYBOX))")
+	$(Q)$(BUILD)/vmm image build base --busybox $(BUSYBOX) --if-changed -q > /dev/null
 
 # The test initramfs: the default one plus the guest sides of the e2e tests
 # and benchmarks (blkbench, vsock_test).

@@ -27,6 +27,7 @@ extern const struct cli_verb cli_verb_rm;
 extern const struct cli_verb cli_verb_prune;
 extern const struct cli_verb cli_verb_create;
 extern const struct cli_verb cli_verb_start;
+extern const struct cli_verb cli_verb_image;
 
 /* vmm create: checks `vmm run` options without starting anything. */
 int run_check_args(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* vmm run: boot a kernel in a new VM and stay attached to its console. */
 #define _GNU_SOURCE
 #include "api_client.h"
+#include "image.h"
 #include "../guest-init/api.h"
 #include "cli.h"
 #include "sandbox.h"
@@ -59,6 +60,10 @@ static void run_usage(FILE *out)
 		"                       not exist, removed at exit), repeatable; guest-init\n"
 		"                       gives it ip/gw/dns; host_ip: the host side's address;\n"
 		"                       *_bps/*_pps: rate limits (docs/networking.md)\n"
+		"  --image NAME[:VERSION]\n"
+		"                       boot a copy-on-write copy of an image (vmm image), with\n"
+		"                       its defaults; from its warm snapshot if it has one and\n"
+		"                       no option here needs a boot (docs/images.md)\n"
 		"  --name NAME          the sandbox's name (default: a generated sb-XXXXXXXX);\n"
 		"                       vmm exec/cp/ls/logs/stop/snapshot NAME reach it\n"
 		"  -d, --detach         run in the background: returns once the sandbox's API\n"
@@ -86,7 +91,7 @@ static void run_usage(FILE *out)
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET };
+       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -108,6 +113,9 @@ static const struct option run_opts[] = {
 	{ "ttl", required_argument, NULL, OPT_TTL },
 	{ "publish", required_argument, NULL, OPT_PUBLISH },
 	{ "adopt", no_argument, NULL, OPT_ADOPT }, /* vmm start: the folder vmm create made */
+	/* vmm run --image, rewritten by image_run_args(): */
+	{ "image-root", required_argument, NULL, OPT_IMAGE_ROOT },
+	{ "image-ref", required_argument, NULL, OPT_IMAGE_REF },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -356,6 +364,41 @@ static int restore_nets(struct vm_config *cfg, const struct snapshot *s, const s
 	return 0;
 }
 
+/* vmm run --image: the sandbox's own copy of the image's root filesystem
+ * (a reflink where the filesystem can, else a sparse copy: docs/images.md)
+ * becomes disk 0, the root, and guest-init the init. */
+static int use_image(struct vm_config *cfg, const struct sandbox *sb, const char *rootfs, char *cmdline,
+		     size_t len)
+{
+	char p[PATH_MAX + 16];
+	unsigned i;
+	int r;
+
+	if (cfg->nr_disks == VM_MAX_DISKS || (cfg->nr_disks && cfg->disks[0].root)) {
+		log_err("--image: the image is the root disk; no --disk ...,root with it, at most %u more disks",
+			VM_MAX_DISKS - 1);
+		return -EINVAL;
+	}
+	snprintf(p, sizeof(p), "%s/rootfs.img", sb->dir);
+	if ((r = snap_copy_file(rootfs, p))) {
+		log_err("--image: copying %s for this sandbox: %s", rootfs, strerror(-r));
+		return r;
+	}
+	for (i = cfg->nr_disks; i > 0; i--)
+		cfg->disks[i] = cfg->disks[i - 1];
+	memset(&cfg->disks[0], 0, sizeof(cfg->disks[0]));
+	cfg->disks[0].path = strdup(p);
+	cfg->disks[0].root = 1;
+	snprintf(cfg->disks[0].id, sizeof(cfg->disks[0].id), "root");
+	cfg->nr_disks++;
+	if (!cfg->disks[0].path)
+		return -ENOMEM;
+	if (snprintf(cmdline, len, "%s init=" IMAGE_INIT, cfg->cmdline ? cfg->cmdline : DEFAULT_CMDLINE) >= (int)len)
+		return -E2BIG;
+	cfg->cmdline = cmdline;
+	return 0;
+}
+
 /* restore: the snapshot's disks for this clone. An override (--disk
  * path=F[,id=ID]) is used as is; a read-only disk is used in place if it
  * has not changed; a writable one is copied from the snapshot. */
@@ -529,6 +572,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	pid_t child = -1;
 	int detach = 0, adopt = 0, ran = 0;
 	char synced[PATH_MAX + 16] = "";
+	const char *image_root = NULL, *image_ref = "";
+	char image_cmdline[4096];
 	long long ttl_s = 0;
 	/* On the heap: a published port's connection threads may outlive this
 	 * frame by a moment at exit (see the end). */
@@ -669,6 +714,16 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		case OPT_ADOPT:
 			adopt = 1;
 			break;
+		case OPT_IMAGE_ROOT:
+			if (restore) {
+				status = bad_usage("%s", "restore: no --image-root");
+				goto out_disks;
+			}
+			image_root = optarg;
+			break;
+		case OPT_IMAGE_REF:
+			image_ref = optarg;
+			break;
 		case 'd':
 			detach = 1;
 			break;
@@ -792,6 +847,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			goto out_disks;
 		}
 	} else {
+		if (image_root && use_image(&cfg, &sb, image_root, image_cmdline, sizeof(image_cmdline))) {
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
 		cfg.mem_bytes = mib << 20;
 		/* Every sandbox has its API device unless told otherwise. */
 		if (!vsock_given) {
@@ -886,6 +945,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			.detached = detach,
 			.publish = pub_text,
 			.net = net_text,
+			.image = image_ref,
 		};
 
 		for (i = 0; i < cfg.nr_nets; i++) {
@@ -983,15 +1043,30 @@ out_disks:
 	return status;
 }
 
+/* vmm run --image: the arguments rewritten by image_run_args(). */
+static int with_image(int argc, char **argv, int check_only)
+{
+	char **v = NULL;
+	int n = 0, restore = 0, r;
+
+	if (image_run_args(argc, argv, &v, &n, &restore))
+		return CLI_EXIT_ERROR;
+	if (!v)
+		return sandbox_main(argc, argv, 0, check_only);
+	r = sandbox_main(n, v, restore, check_only);
+	free(v); /* its strings live as long as the process needs them */
+	return r;
+}
+
 int run_main(int argc, char **argv);
 int run_main(int argc, char **argv)
 {
-	return sandbox_main(argc, argv, 0, 0);
+	return with_image(argc, argv, 0);
 }
 
 int run_check_args(int argc, char **argv)
 {
-	return sandbox_main(argc, argv, 0, 1);
+	return with_image(argc, argv, 1);
 }
 
 static int restore_main(int argc, char **argv)

@@ -128,6 +128,8 @@ check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: 
 . "$(dirname "$0")/lifecycle.sh"
 # Boot 5: virtio-net in a network namespace (tests/e2e/net.sh).
 . "$(dirname "$0")/net.sh"
+# Boots 6-8: sandbox images, cold and warm (tests/e2e/images.sh).
+. "$(dirname "$0")/images.sh"
 
 # Boot 4: vmm run -- CMD, the one-shot form.
 timeout 600 "$vmm" run --kernel "$kernel" --initrd "$initrd" --mem 256 -- sh -c 'echo hello from $(hostname); exit 3' \
