@@ -443,6 +443,14 @@ int image_build_main(int argc, char **argv)
 				"--debian, --busybox (vmm image build --help)\n");
 		return CLI_EXIT_USAGE;
 	}
+	if (b.debian && geteuid() != 0) {
+		fprintf(stderr, "vmm image build: --debian needs root (debootstrap)\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (b.debian && access("/usr/sbin/debootstrap", X_OK)) {
+		fprintf(stderr, "vmm image build: --debian needs debootstrap (make deps, or apt install debootstrap)\n");
+		return CLI_EXIT_ERROR;
+	}
 	if (b.from_dir && access(b.from_dir, R_OK | X_OK)) {
 		fprintf(stderr, "vmm image build: --from-dir %s: %s\n", b.from_dir, strerror(errno));
 		return CLI_EXIT_USAGE;

@@ -48,6 +48,12 @@ static void run_usage(FILE *out)
 		"                       a virtio-blk disk (raw image), repeatable: /dev/vda,\n"
 		"                       /dev/vdb, ... ro: read-only; root (first disk only):\n"
 		"                       boot from it (root=/dev/vda); id: GET_ID serial\n"
+		"  --fs tag=NAME,path=DIR[,ro][,cache=none|auto]\n"
+		"                       share the host directory DIR (virtio-fs), repeatable;\n"
+		"                       the guest finds it mounted at /mnt/NAME. ro: read-only;\n"
+		"                       cache=none (default): every sandbox sharing DIR sees\n"
+		"                       writes at once; auto: 1 s metadata cache, page cache\n"
+		"                       until reopen (docs/virtio-fs.md)\n"
 		"  --vsock cid=N,uds=PATH\n"
 		"                       virtio-vsock: guest CID N (3 or more); host clients\n"
 		"                       connect to the Unix socket PATH and write\n"
@@ -91,7 +97,7 @@ static void run_usage(FILE *out)
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF };
+       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -105,6 +111,7 @@ static const struct option run_opts[] = {
 	{ "disk", required_argument, NULL, OPT_DISK },
 	{ "vsock", required_argument, NULL, OPT_VSOCK },
 	{ "net", required_argument, NULL, OPT_NET },
+	{ "fs", required_argument, NULL, OPT_FS },
 	{ "tty", no_argument, NULL, 't' },
 	{ "token", required_argument, NULL, OPT_TOKEN },
 	{ "ready-timeout", required_argument, NULL, OPT_READY },
@@ -145,6 +152,9 @@ static void restore_usage(FILE *out)
 		"                       the TAP for the snapshot's next network interface\n"
 		"                       (default: the snapshot's own TAP name); with mac/ip/\n"
 		"                       gw/dns the clone takes new ones once it runs\n"
+		"  --fs tag=NAME,path=DIR\n"
+		"                       share DIR as the snapshot's drive NAME instead of the\n"
+		"                       directory it had (default: the same directory)\n"
 		"  --console MODE       stdio (default), file:PATH or none\n"
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
@@ -364,6 +374,41 @@ static int restore_nets(struct vm_config *cfg, const struct snapshot *s, const s
 	return 0;
 }
 
+/* restore: the snapshot's shared drives, in its order, each on the
+ * directory it had or the one an override (--fs tag=T,path=P) names. */
+static int restore_fs(struct vm_config *cfg, const struct snapshot *s, struct fs_options *over,
+		      unsigned nr_over)
+{
+	unsigned i, j;
+
+	for (j = 0; j < nr_over; j++) {
+		for (i = 0; i < s->conf.nr_fs; i++)
+			if (!strcmp(s->conf.fs[i].tag, over[j].tag))
+				break;
+		if (i == s->conf.nr_fs) {
+			log_err("--fs tag=%s: the snapshot has no shared drive of that name", over[j].tag);
+			return -EINVAL;
+		}
+	}
+	cfg->nr_fs = s->conf.nr_fs;
+	for (i = 0; i < s->conf.nr_fs; i++) {
+		const struct snap_fs *f = &s->conf.fs[i];
+		struct fs_options *o = &cfg->fs[i];
+		const char *path = f->path;
+
+		for (j = 0; j < nr_over; j++)
+			if (!strcmp(f->tag, over[j].tag))
+				path = over[j].path;
+		snprintf(o->tag, sizeof(o->tag), "%s", f->tag);
+		o->ro = f->ro;
+		o->cache = (enum fuse_cache)f->cache;
+		o->path = strdup(path);
+		if (!o->path)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* vmm run --image: the sandbox's own copy of the image's root filesystem
  * (a reflink where the filesystem can, else a sparse copy: docs/images.md)
  * becomes disk 0, the root, and guest-init the init. */
@@ -565,6 +610,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	const char *net_spec_p[VM_MAX_NETS];
 	unsigned nr_net_spec = 0;
 	char net_text[VM_MAX_NETS * 64] = "";
+	struct fs_options over_fs[VM_MAX_FS];
+	unsigned nr_over_fs = 0;
 	struct snapshot snap;
 	struct sandbox sb = { .created = 0 };
 	struct control ctl = { .fd = -1 };
@@ -585,6 +632,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 
 	memset(&cfg, 0, sizeof(cfg));
 	memset(over, 0, sizeof(over));
+	memset(over_fs, 0, sizeof(over_fs));
 	if (!pub)
 		return CLI_EXIT_ERROR;
 	cfg.t0_ns = log_now_ns();
@@ -688,6 +736,30 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			if (restore)
 				net_mac_given[*nr] = strstr(optarg, "mac=") != NULL;
 			(*nr)++;
+			break;
+		}
+		case OPT_FS: {
+			const char *why = "";
+			struct fs_options *o = restore ? &over_fs[nr_over_fs] : &cfg.fs[cfg.nr_fs];
+			struct stat st;
+
+			if ((restore ? nr_over_fs : cfg.nr_fs) == VM_MAX_FS) {
+				status = bad_usage("--fs: at most %s shared drives", "8");
+				goto out_disks;
+			}
+			if (fs_options_parse(optarg, o, &why)) {
+				fprintf(stderr, "vmm: --fs '%s': %s\n", optarg, why);
+				status = CLI_EXIT_USAGE;
+				goto out_disks;
+			}
+			if (restore)
+				nr_over_fs++;
+			else
+				cfg.nr_fs++;
+			if (stat(o->path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+				status = bad_usage("--fs: %s is not a directory", o->path);
+				goto out_disks;
+			}
 			break;
 		}
 		case OPT_VSOCK: {
@@ -830,7 +902,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		cfg.tmpl = (enum cpu_template)c->tmpl;
 		cfg.tmpl_explicit = 1;
 		snprintf(token_buf, sizeof(token_buf), "%s", c->token);
-		if (restore_disks(&cfg, &snap, over, nr_over, &sb)) {
+		if (restore_disks(&cfg, &snap, over, nr_over, &sb) ||
+		    restore_fs(&cfg, &snap, over_fs, nr_over_fs)) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
@@ -1029,6 +1102,10 @@ out_disks:
 		blk_options_free(&cfg.disks[--cfg.nr_disks]);
 	while (nr_over > 0)
 		blk_options_free(&over[--nr_over]);
+	while (cfg.nr_fs > 0)
+		fs_options_free(&cfg.fs[--cfg.nr_fs]);
+	while (nr_over_fs > 0)
+		fs_options_free(&over_fs[--nr_over_fs]);
 	/* A detached sandbox that failed before it ran keeps its folder (its
 	 * vmm.log says why) until vmm rm; `vmm start` keeps its record. */
 	if (detach && sb.created && !ran)

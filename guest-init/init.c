@@ -9,7 +9,7 @@
  * Kernel command line: vmm.token=SECRET (requests must carry it),
  * vmm.hostname=NAME, vmm.api_port=N, vmm.shell=0 (no console shell),
  * vmm.net=MAC[,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR] per network interface
- * (net.h).
+ * (net.h), vmm.fs=TAG[,ro] (repeatable: mount the virtio-fs drive TAG at /mnt/TAG).
  *
  * Outside a VM (for tests): guest-init --serve-unix PATH serves the same
  * API on a Unix socket, without the PID 1 duties. */
@@ -96,6 +96,31 @@ static void mount_one(const char *src, const char *dst, const char *type, unsign
 		say("mount %s on %s: %s", type, dst, strerror(errno));
 }
 
+/* vmm.fs=TAG[,ro]: the VMM shares a host directory as virtio-fs TAG
+ * (docs/virtio-fs.md); it goes at /mnt/TAG. */
+static void mount_shared(const char *arg)
+{
+	char tag[40], dir[48];
+	unsigned long flags = MS_NOSUID | MS_NODEV;
+	size_t n = strcspn(arg, ",");
+
+	if (n == 0 || n >= sizeof(tag)) {
+		say("vmm.fs=%s: not a drive tag", arg);
+		return;
+	}
+	memcpy(tag, arg, n);
+	tag[n] = '\0';
+	if (strchr(tag, '/') || !strcmp(tag, ".") || !strcmp(tag, "..")) {
+		say("vmm.fs=%s: not a drive tag", arg);
+		return;
+	}
+	if (!strcmp(arg + n, ",ro"))
+		flags |= MS_RDONLY;
+	snprintf(dir, sizeof(dir), "/mnt/%s", tag);
+	mkdir("/mnt", 0755);
+	mount_one(tag, dir, "virtiofs", flags, NULL);
+}
+
 static void read_cmdline(struct init *in)
 {
 	char buf[4096], *tok, *save = NULL;
@@ -118,6 +143,8 @@ static void read_cmdline(struct init *in)
 			in->shell = 0;
 		else if (!strncmp(tok, "vmm.net=", 8) && in->nr_nets < MAX_NETS)
 			snprintf(in->nets[in->nr_nets++], sizeof(in->nets[0]), "%s", tok + 8);
+		else if (!strncmp(tok, "vmm.fs=", 7))
+			mount_shared(tok + 7);
 	}
 }
 

@@ -31,6 +31,12 @@ struct snap_disk {
 	int64_t mtime_ns;     /* read-only disks: must not have changed since */
 };
 
+struct snap_fs {
+	char tag[VIRTIO_FS_TAG_LEN];
+	char path[PATH_MAX];  /* the shared directory (clones share it, never copied) */
+	uint8_t ro, cache;
+};
+
 /* The config part of a snapshot: what a restore needs to rebuild the VM. */
 /* A network interface: its TAP at snapshot time (a clone is usually given
  * another) and what the guest has already seen of it. */
@@ -54,6 +60,8 @@ struct snap_conf {
 	char uds[108];
 	uint32_t nr_nets;
 	struct snap_net nets[VM_MAX_NETS];
+	uint32_t nr_fs;
+	struct snap_fs fs[VM_MAX_FS];
 	/* host */
 	char vendor[13];
 	uint32_t cpu_sig;     /* CPUID.1:EAX (family, model, stepping) */
