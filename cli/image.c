@@ -20,26 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int mkdirs(const char *path)
-{
-	char tmp[PATH_MAX];
-	char *p;
-
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	for (p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 int image_store(char *buf, size_t len)
 {
 	const char *env = getenv("VMM_IMAGE_DIR"), *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
@@ -57,7 +37,7 @@ int image_store(char *buf, size_t len)
 		n = snprintf(buf, len, "/tmp/vmm-images-%u", (unsigned)geteuid());
 	if (n < 0 || (size_t)n >= len)
 		return -ENAMETOOLONG;
-	if ((r = mkdirs(buf)))
+	if ((r = cli_mkdir_p(buf, 0755)))
 		log_err("cannot create the image store %s: %s", buf, strerror(-r));
 	return r;
 }
@@ -102,21 +82,6 @@ int image_parse_ref(const char *ref, char name[IMAGE_NAME_MAX + 1], unsigned *ve
 	return 0;
 }
 
-static int read_text(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -EIO;
-	buf[n] = '\0';
-	return 0;
-}
-
 static const char *status_name(enum image_status s)
 {
 	return s == IMG_BUILT ? "BUILT" : s == IMG_FAILED ? "FAILED" : "BUILDING";
@@ -140,7 +105,7 @@ int image_load(const char *name, unsigned version, struct image_info *im)
 		return -ENAMETOOLONG;
 	snprintf(im->rootfs, sizeof(im->rootfs), "%s/rootfs.ext4", im->dir);
 	snprintf(path, sizeof(path), "%s/image.json", im->dir);
-	if ((r = read_text(path, buf, sizeof(buf))))
+	if ((r = cli_read_text(path, buf, sizeof(buf))))
 		return r;
 	if (!(j = json_parse(buf, strlen(buf), &a, &err)))
 		return -EINVAL;
@@ -354,7 +319,7 @@ int image_warm_dir(const struct image_info *im, const char *kernel, char *dir, s
 	if (image_warm_key(im, kernel, key, sizeof(key)))
 		return -ENOENT;
 	snprintf(p, sizeof(p), "%s/warm/key", im->dir);
-	if (read_text(p, have, sizeof(have)))
+	if (cli_read_text(p, have, sizeof(have)))
 		return -ENOENT;
 	have[strcspn(have, "\n")] = '\0';
 	if (strcmp(have, key)) {

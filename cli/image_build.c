@@ -55,11 +55,47 @@ static void step(struct build *b, const char *what)
 		fprintf(stderr, "[%u/%u] %-44s (%5.1f s)\n", b->step, b->steps, what, now_s() - b->t0);
 }
 
+/* Starts argv (exe, or argv[0] on $PATH when NULL) with stdin on
+ * /dev/null and stdout/stderr on out/err (-1: ours). */
+static pid_t start_proc(const char *exe, const char *const *argv, int out, int err)
+{
+	pid_t p = fork();
+
+	if (p == 0) {
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		if (nul >= 0)
+			dup2(nul, 0);
+		if (out >= 0)
+			dup2(out, 1);
+		if (err >= 0)
+			dup2(err, 2);
+		if (exe)
+			execv(exe, (char *const *)argv);
+		else
+			execvp(argv[0], (char *const *)argv);
+		dprintf(2, "%s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	return p < 0 ? -errno : p;
+}
+
+/* Its exit status (128 + N for signal N), or -errno. */
+static int wait_proc(pid_t p)
+{
+	int st;
+
+	if (p < 0)
+		return p;
+	while (waitpid(p, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
 /* Runs argv with stdout/stderr into the build log; 0 or the exit status. */
 static int tool(struct build *b, const char *const *argv)
 {
-	pid_t p;
-	int st;
 	unsigned i;
 
 	if (b->logfd >= 0) {
@@ -68,27 +104,7 @@ static int tool(struct build *b, const char *const *argv)
 			dprintf(b->logfd, " %s", argv[i]);
 		dprintf(b->logfd, "\n");
 	}
-	p = fork();
-	if (p < 0)
-		return -errno;
-	if (p == 0) {
-		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		if (nul >= 0)
-			dup2(nul, 0);
-		if (b->logfd >= 0) {
-			dup2(b->logfd, 1);
-			dup2(b->logfd, 2);
-		}
-		execvp(argv[0], (char *const *)argv);
-		dprintf(2, "%s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	if (waitpid(p, &st, 0) < 0)
-		return -errno;
-	if (WIFEXITED(st))
-		return WEXITSTATUS(st);
-	return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	return wait_proc(start_proc(NULL, argv, b->logfd, b->logfd));
 }
 
 static int fail(struct build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -578,38 +594,26 @@ int image_build_main(int argc, char **argv)
 
 /* ---- vmm image warm ------------------------------------------------------ */
 
+/* Runs this vmm binary with argv; its stdout into out (if not NULL). */
 static int run_self(const char *const *argv, char *out, size_t outlen)
 {
 	char exe[PATH_MAX];
-	int pfd[2], st;
 	ssize_t n, got = 0;
+	int pfd[2];
 	pid_t p;
 
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n < 0 || pipe2(pfd, O_CLOEXEC) < 0)
 		return -errno;
 	exe[n] = '\0';
-	p = fork();
-	if (p < 0)
-		return -errno;
-	if (p == 0) {
-		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		if (nul >= 0)
-			dup2(nul, 0);
-		dup2(pfd[1], 1);
-		execv(exe, (char *const *)argv);
-		_exit(127);
-	}
+	p = start_proc(exe, argv, pfd[1], -1);
 	close(pfd[1]);
 	while (out && (size_t)got + 1 < outlen && (n = read(pfd[0], out + got, outlen - 1 - (size_t)got)) > 0)
 		got += n;
 	if (out)
 		out[got] = '\0';
 	close(pfd[0]);
-	if (waitpid(p, &st, 0) < 0)
-		return -errno;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+	return wait_proc(p);
 }
 
 int image_warm_main(int argc, char **argv)
