@@ -27,6 +27,7 @@ extern const struct cli_verb cli_verb_rm;
 extern const struct cli_verb cli_verb_prune;
 extern const struct cli_verb cli_verb_create;
 extern const struct cli_verb cli_verb_start;
+extern const struct cli_verb cli_verb_image;
 
 /* vmm create: checks `vmm run` options without starting anything. */
 int run_check_args(int argc, char **argv);
@@ -50,6 +51,10 @@ struct sandbox_status;
 void cli_status_json(struct json_writer *w, const struct sandbox_status *st);
 /* A control reply ({"ok":...}): 0 if ok, else prints its error. */
 int cli_reply_ok(const char *verb, const char *reply);
+/* mkdir -p PATH (each missing level with `mode`). 0 or -errno. */
+int cli_mkdir_p(const char *path, unsigned mode);
+/* Reads a small file into buf (NUL-terminated, at most len - 1 bytes). */
+int cli_read_text(const char *path, char *buf, size_t len);
 /* Directory holding the running vmm binary (for build/kernel/...). */
 int cli_exe_dir(char *buf, size_t len);
 

@@ -1,6 +1,7 @@
 /* Sandbox state directory: see sandbox.h. */
 #define _GNU_SOURCE
 #include "sandbox.h"
+#include "cli.h"
 #include "api_client.h"
 #include "../guest-init/json.h"
 #include "../guest-init/proto.h"
@@ -19,26 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int mkdir_p(const char *path)
-{
-	char tmp[PATH_MAX];
-	char *p;
-
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	for (p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 int sandbox_root(char *buf, size_t len)
 {
 	const char *env = getenv("VMM_STATE_DIR"), *xdg = getenv("XDG_RUNTIME_DIR");
@@ -54,7 +35,7 @@ int sandbox_root(char *buf, size_t len)
 		n = snprintf(buf, len, "/tmp/vmm-%u", (unsigned)geteuid());
 	if (n < 0 || (size_t)n >= len)
 		return -ENAMETOOLONG;
-	r = mkdir_p(buf);
+	r = cli_mkdir_p(buf, 0700);
 	if (r)
 		log_err("cannot create the state directory %s: %s", buf, strerror(-r));
 	return r;
@@ -235,6 +216,10 @@ int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_
 	jw_bool(&w, info->detached);
 	jw_key(&w, "publish");
 	jw_str(&w, info->publish ? info->publish : "");
+	jw_key(&w, "net");
+	jw_str(&w, info->net ? info->net : "");
+	jw_key(&w, "image");
+	jw_str(&w, info->image ? info->image : "");
 	jw_obj_end(&w);
 	if (!jw_done(&w))
 		return -E2BIG;
@@ -358,19 +343,9 @@ const char *sandbox_state_name(enum sandbox_state s)
 static int read_small(const char *dir, const char *name, char *buf, size_t len)
 {
 	char p[PATH_MAX + 32];
-	ssize_t n;
-	int fd;
 
 	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -EIO;
-	buf[n] = '\0';
-	return 0;
+	return cli_read_text(p, buf, len);
 }
 
 int sandbox_status(const char *name, struct sandbox_status *st)
@@ -402,6 +377,10 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 		(void)json_get_bool(j, "detached", &st->detached);
 		if (!json_get_str(j, "publish", &str))
 			snprintf(st->publish, sizeof(st->publish), "%s", str);
+		if (!json_get_str(j, "net", &str))
+			snprintf(st->net, sizeof(st->net), "%s", str);
+		if (!json_get_str(j, "image", &str))
+			snprintf(st->image, sizeof(st->image), "%s", str);
 	}
 	if (read_small(st->sb.dir, "created", buf, sizeof(buf)) == 0) {
 		st->state = SB_CREATED;

@@ -38,6 +38,14 @@ struct snap_fs {
 };
 
 /* The config part of a snapshot: what a restore needs to rebuild the VM. */
+/* A network interface: its TAP at snapshot time (a clone is usually given
+ * another) and what the guest has already seen of it. */
+struct snap_net {
+	char tap[16];
+	uint8_t mac[6];
+	uint8_t no_offload;
+};
+
 struct snap_conf {
 	uint64_t mem_bytes;
 	uint32_t cpus;
@@ -50,6 +58,8 @@ struct snap_conf {
 	uint32_t has_vsock;
 	uint64_t cid;
 	char uds[108];
+	uint32_t nr_nets;
+	struct snap_net nets[VM_MAX_NETS];
 	uint32_t nr_fs;
 	struct snap_fs fs[VM_MAX_FS];
 	/* host */

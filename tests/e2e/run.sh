@@ -129,6 +129,10 @@ check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: 
 # Boot 5: a sandbox with shared drives (virtio-fs), snapshotted at
 # API-ready; the checks run in clones restored from it (tests/e2e/fs.sh).
 . "$(dirname "$0")/fs.sh"
+# Boot 6: virtio-net in a network namespace (tests/e2e/net.sh).
+. "$(dirname "$0")/net.sh"
+# Boots 7-9: sandbox images, cold and warm (tests/e2e/images.sh).
+. "$(dirname "$0")/images.sh"
 
 # Boot 4: vmm run -- CMD, the one-shot form.
 timeout 600 "$vmm" run --kernel "$kernel" --initrd "$initrd" --mem 256 -- sh -c 'echo hello from $(hostname); exit 3' \
