@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <linux/fuse.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +37,19 @@ static void put(const char *name, const char *content)
 		abort();
 	fputs(content, f);
 	fclose(f);
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)flag, (void)f;
+	return remove(p);
+}
+
+/* The scratch directory goes when the fuzzer exits normally. */
+static void cleanup(void)
+{
+	fuse_server_destroy(&srv);
+	nftw(top, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -74,6 +88,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	p.path = dir;
 	if (fuse_server_init(&srv, &p))
 		abort();
+	atexit(cleanup);
 	return 0;
 }
 
