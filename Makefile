@@ -34,8 +34,10 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c \
-             cli/image.c cli/image_build.c \
+             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c \
              guest-init/proto.c
+# The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
+TLS_LIBS  := -lssl -lcrypto
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
 # patched "emulating" kernel; everyone else gets the unpatched "hw" one.
@@ -62,12 +64,12 @@ $(BUILD)/asan/%.o: %.c
 
 $(BUILD)/vmm: $(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(TLS_LIBS) $(LDLIBS)
 
 $(BUILD)/asan/bin/vmm: $(call objs,asan,$(CORE_SRCS) $(CLI_SRCS))
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD/ASAN $@")
-	$(Q)$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(TLS_LIBS) $(LDLIBS)
 
 # ---- guest kernel, initramfs, guest tools --------------------------------
 $(BUILD)/kernel/vmlinux: $(KERNEL_INPUTS)
@@ -182,7 +184,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net test_fuse test_virtio_fs
+              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -200,6 +202,7 @@ test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SR
 test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
 test_fuse_SRCS    := devices/fuse.c vmm/log.c vmm/snapfmt.c
 test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c $(test_virtio_mmio_SRCS)
+test_egress_SRCS  := cli/egress_http.c guest-init/json.c
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
