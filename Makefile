@@ -248,7 +248,7 @@ asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
-                fuzz_snapshot fuzz_net fuzz_fuse
+                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
@@ -262,6 +262,7 @@ fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.
 fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \
                          devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c devices/fuse.c vmm/log.c vmm/snapfmt.c
+fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c guest-init/json.c
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)
