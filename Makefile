@@ -85,8 +85,10 @@ $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 # guest-init: PID 1 and the sandbox API server (static, musl), and the
 # same code built for the host, where it serves the API on a Unix socket
 # for tests (guest-init --serve-unix PATH).
-GUEST_INIT_SRCS := guest-init/init.c guest-init/api.c guest-init/json.c guest-init/proto.c guest-init/net.c
-GUEST_INIT_HDRS := guest-init/api.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h
+GUEST_INIT_SRCS := guest-init/init.c guest-init/api.c guest-init/json.c guest-init/proto.c guest-init/net.c \
+                   guest-init/egress.c
+GUEST_INIT_HDRS := guest-init/api.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h \
+                   guest-init/egress.h
 $(BUILD)/guest/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  guest-init")
