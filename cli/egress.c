@@ -394,6 +394,7 @@ static void forward(struct conn *c, SSL_CTX *ctx)
 		dial_failed(c, c->up);
 		goto out;
 	}
+	errno = 0;
 	c->ssl = SSL_new(ctx);
 	if (!c->ssl || SSL_set_fd(c->ssl, c->up) != 1 || SSL_set_tlsext_host_name(c->ssl, c->req.host) != 1 ||
 	    SSL_set1_host(c->ssl, c->req.host) != 1) {
@@ -403,7 +404,11 @@ static void forward(struct conn *c, SSL_CTX *ctx)
 	if (SSL_connect(c->ssl) != 1) {
 		long v = SSL_get_verify_result(c->ssl);
 
-		reply(c, 502, v != X509_V_OK ? "upstream certificate not trusted" : "TLS handshake with the upstream failed");
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			reply(c, 504, "TLS handshake with the upstream timed out");
+		else
+			reply(c, 502, v != X509_V_OK ? "upstream certificate not trusted" :
+						       "TLS handshake with the upstream failed");
 		goto out;
 	}
 	if (ssl_write_all(c->ssl, head, (size_t)hl)) {
