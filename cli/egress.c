@@ -593,6 +593,10 @@ int egress_start(struct egress *e, const char *vsock_uds, const char *log_path)
 		r = e->fd;
 		goto err_log;
 	}
+	/* Every signal blocked in the proxy's threads (connection threads
+	 * inherit the mask): process signals stay vm_run's, and the SIGPIPE of
+	 * a write to a peer that went away stays pending on the thread, the
+	 * write failing with EPIPE, instead of killing the VMM. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	r = -pthread_create(&e->thread, NULL, accept_thread, e);

@@ -41,7 +41,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                 "body_len": len(body), "body": body[:64].decode("latin-1")}) + "\n")
         out = ("upstream-ok %s %s\n" % (self.command, self.path)).encode()
         if self.path.startswith("/v1/big"):
-            out = b"x" * (4 << 20)
+            out = b"x" * (256 << 10)
         self.send_response(200)
         self.send_header("Content-Length", str(len(out)))
         self.send_header("Connection", "close")
