@@ -419,6 +419,15 @@ static void forward(struct conn *c, SSL_CTX *ctx)
 	/* The body: what came with the head, then the rest as it arrives. */
 	eg_chunked_init(&ck);
 	r = (c->req.chunked || left) ? 0 : 1;
+	/* Expect: 100-continue (curl's large uploads): the upstream is there
+	 * and has the head, so the body may come; the upstream never sees
+	 * the Expect, so it sends no 100 of its own. */
+	if (!r && c->req.expect_continue && c->len == c->req.head_len) {
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+		if (!write_full(c->fd, cont, sizeof(cont) - 1))
+			c->bytes_down += sizeof(cont) - 1;
+	}
 	if (!r && c->len > c->req.head_len)
 		r = body_piece(c, &ck, &left, c->buf + c->req.head_len, c->len - c->req.head_len);
 	while (r == 0) {

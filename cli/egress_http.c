@@ -192,6 +192,8 @@ int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const ch
 		h->value_len = (size_t)(ve - v);
 		if (name_is(h, "Content-Length") && parse_content_length(h, &r->content_length, why))
 			return -EINVAL;
+		if (name_is(h, "Expect") && h->value_len == 12 && !strncasecmp(h->value, "100-continue", 12))
+			r->expect_continue = 1;
 		if (name_is(h, "Transfer-Encoding")) {
 			if (te || h->value_len != 7 || strncasecmp(h->value, "chunked", 7))
 				return fail(why, "only Transfer-Encoding: chunked is accepted");
@@ -622,11 +624,11 @@ static void puts_(struct out *o, const char *s)
 }
 
 /* Hop-by-hop (RFC 9110 section 7.6.1) and proxy headers, and the ones the
- * proxy writes itself. */
+ * proxy writes or answers itself (Expect: the proxy sends the 100). */
 static int dropped(const struct eg_header *h, const struct eg_rule *rule)
 {
 	static const char *const names[] = { "Host", "Connection", "Proxy-Connection", "Keep-Alive",
-					     "Proxy-Authorization", "Proxy-Authenticate", "TE", "Upgrade" };
+					     "Proxy-Authorization", "Proxy-Authenticate", "TE", "Upgrade", "Expect" };
 	size_t i;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)

@@ -32,6 +32,7 @@ struct eg_request {
 	unsigned nr_headers;
 	int64_t content_length;    /* -1: none */
 	int chunked;               /* Transfer-Encoding: chunked */
+	int expect_continue;       /* Expect: 100-continue (the proxy answers it) */
 	size_t head_len;           /* bytes up to and including the blank line */
 };
 

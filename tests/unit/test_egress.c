@@ -322,6 +322,7 @@ static void injection(void **state)
 			  "Proxy-Connection: keep-alive\r\n"
 			  "Connection: keep-alive, Upgrade\r\n"
 			  "Content-Length: 4\r\n"
+			  "Expect: 100-continue\r\n"
 			  "X-Other: kept\r\n\r\nbody";
 	long n;
 
@@ -336,6 +337,8 @@ static void injection(void **state)
 	assert_null(strstr(out, "guest-fake"));
 	assert_null(strcasestr(out, "Proxy-"));
 	assert_null(strstr(out, "keep-alive"));
+	assert_true(r.expect_continue);
+	assert_null(strstr(out, "100-continue"));
 	assert_non_null(strstr(out, "\r\nContent-Length: 4\r\n"));
 	assert_non_null(strstr(out, "\r\nX-Other: kept\r\n"));
 	assert_non_null(strstr(out, "\r\nConnection: close\r\n\r\n"));
