@@ -34,8 +34,10 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c \
-             cli/image.c cli/image_build.c \
+             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c \
              guest-init/proto.c
+# The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
+TLS_LIBS  := -lssl -lcrypto
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
 # patched "emulating" kernel; everyone else gets the unpatched "hw" one.
@@ -62,12 +64,12 @@ $(BUILD)/asan/%.o: %.c
 
 $(BUILD)/vmm: $(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(TLS_LIBS) $(LDLIBS)
 
 $(BUILD)/asan/bin/vmm: $(call objs,asan,$(CORE_SRCS) $(CLI_SRCS))
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD/ASAN $@")
-	$(Q)$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(TLS_LIBS) $(LDLIBS)
 
 # ---- guest kernel, initramfs, guest tools --------------------------------
 $(BUILD)/kernel/vmlinux: $(KERNEL_INPUTS)
@@ -83,8 +85,10 @@ $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 # guest-init: PID 1 and the sandbox API server (static, musl), and the
 # same code built for the host, where it serves the API on a Unix socket
 # for tests (guest-init --serve-unix PATH).
-GUEST_INIT_SRCS := guest-init/init.c guest-init/api.c guest-init/json.c guest-init/proto.c guest-init/net.c
-GUEST_INIT_HDRS := guest-init/api.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h
+GUEST_INIT_SRCS := guest-init/init.c guest-init/api.c guest-init/json.c guest-init/proto.c guest-init/net.c \
+                   guest-init/egress.c
+GUEST_INIT_HDRS := guest-init/api.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h \
+                   guest-init/egress.h
 $(BUILD)/guest/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  guest-init")
@@ -182,7 +186,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net test_fuse test_virtio_fs
+              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -200,6 +204,7 @@ test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SR
 test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
 test_fuse_SRCS    := devices/fuse.c vmm/log.c vmm/snapfmt.c
 test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c $(test_virtio_mmio_SRCS)
+test_egress_SRCS  := cli/egress_http.c guest-init/json.c
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
@@ -245,7 +250,7 @@ asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
-                fuzz_snapshot fuzz_net fuzz_fuse
+                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
@@ -259,6 +264,7 @@ fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.
 fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \
                          devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c devices/fuse.c vmm/log.c vmm/snapfmt.c
+fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c guest-init/json.c
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)

@@ -687,7 +687,7 @@ int api_shutdown(const struct sandbox_addr *a)
 	return remote_op(a, "\"op\":\"shutdown\"", "shutdown", NULL, 0);
 }
 
-int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets)
+int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets, unsigned egress_port)
 {
 	char fields[2048], hex[2 * 32 + 1];
 	struct json_writer w;
@@ -718,6 +718,10 @@ int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_
 		for (i = 0; i < nr_nets; i++)
 			jw_str(&w, nets[i]);
 		jw_arr_end(&w);
+	}
+	if (egress_port) {
+		jw_key(&w, "egress_port");
+		jw_int(&w, egress_port);
 	}
 	jw_obj_end(&w);
 	if (!jw_done(&w))

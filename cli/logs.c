@@ -11,10 +11,11 @@
 
 static void logs_usage(FILE *out)
 {
-	fprintf(out, "usage: vmm logs [-f] [--vmm] NAME\n\n"
+	fprintf(out, "usage: vmm logs [-f] [--vmm | --egress] NAME\n\n"
 		     "Prints the console of a sandbox started with -d (console.log in its\n"
 		     "folder). -f follows it until the sandbox stops. --vmm prints the VMM's own\n"
-		     "log (vmm.log) instead.\n");
+		     "log (vmm.log) instead; --egress the egress proxy's requests (egress.log,\n"
+		     "one JSON line each: docs/egress.md).\n");
 }
 
 static int copy_out(int fd)
@@ -40,6 +41,8 @@ static int logs_main(int argc, char **argv)
 			follow = 1;
 		else if (!strcmp(argv[i], "--vmm"))
 			file = "vmm.log";
+		else if (!strcmp(argv[i], "--egress"))
+			file = "egress.log";
 		else if (argv[i][0] != '-' && !name)
 			name = argv[i];
 		else {
@@ -56,8 +59,9 @@ static int logs_main(int argc, char **argv)
 	snprintf(p, sizeof(p), "%s/%s", st.sb.dir, file);
 	fd = open(p, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "vmm logs: %s has no %s (only sandboxes started with -d keep one)\n", name,
-			file);
+		fprintf(stderr, "vmm logs: %s has no %s (%s)\n", name, file,
+			strcmp(file, "egress.log") ? "only sandboxes started with -d keep one" :
+						     "only sandboxes given --egress-policy have one");
 		return CLI_EXIT_ERROR;
 	}
 	if (copy_out(fd)) {

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "sandbox.h"
 #include "publish.h"
+#include "egress.h"
 #include "../vmm/control.h"
 #include "../vmm/snapshot.h"
 #include "../guest-init/proto.h"
@@ -79,6 +80,9 @@ static void run_usage(FILE *out)
 		"  --publish [ADDR:]HOST_PORT:GUEST_PORT\n"
 		"                       forward a host TCP port (on 127.0.0.1 unless ADDR) to a\n"
 		"                       TCP port in the sandbox, over vsock; repeatable\n"
+		"  --egress-policy FILE the sandbox reaches the HTTP APIs FILE allows through a\n"
+		"                       proxy on the host that adds their credentials; commands\n"
+		"                       get HTTP_PROXY=http://127.0.0.1:3128 (docs/egress.md)\n"
 		"  --cpu-template T     host (all KVM offers) or safe (hides what a\n"
 		"                       ring-0-emulating KVM cannot run); default: safe on\n"
 		"                       such hosts, host elsewhere\n"
@@ -97,7 +101,8 @@ static void run_usage(FILE *out)
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS };
+       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS,
+       OPT_EGRESS };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -119,6 +124,7 @@ static const struct option run_opts[] = {
 	{ "detach", no_argument, NULL, 'd' },
 	{ "ttl", required_argument, NULL, OPT_TTL },
 	{ "publish", required_argument, NULL, OPT_PUBLISH },
+	{ "egress-policy", required_argument, NULL, OPT_EGRESS },
 	{ "adopt", no_argument, NULL, OPT_ADOPT }, /* vmm start: the folder vmm create made */
 	/* vmm run --image, rewritten by image_run_args(): */
 	{ "image-root", required_argument, NULL, OPT_IMAGE_ROOT },
@@ -141,6 +147,8 @@ static void restore_usage(FILE *out)
 		"  -d, --detach         in the background (see vmm run --help)\n"
 		"  --ttl DURATION       stop and remove it after DURATION\n"
 		"  --publish [ADDR:]HOST_PORT:GUEST_PORT   as with vmm run\n"
+		"  --egress-policy FILE as with vmm run (not kept in the snapshot: give it to\n"
+		"                       every clone that needs it)\n"
 		"  --vsock cid=N[,uds=PATH]\n"
 		"                       another guest CID or socket for this clone\n"
 		"                       (default: the snapshot's CID, vsock.sock in its folder)\n"
@@ -214,6 +222,7 @@ struct helper {
 	const char *const *nets;     /* restore: interfaces the guest reconfigures */
 	unsigned nr_nets;
 	const char *synced;          /* created once a restored guest took the sync */
+	unsigned egress_port;        /* restore: the guest side of the egress proxy; 0: none */
 	const struct exec_opts *cmd; /* NULL: none */
 	int restored;
 	unsigned long ready_s;
@@ -258,7 +267,7 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 			_exit(CLI_EXIT_ERROR);
 		}
 		if (h->restored) {
-			if (api_sync(h->a, h->nets, h->nr_nets)) {
+			if (api_sync(h->a, h->nets, h->nr_nets, h->egress_port)) {
 				log_err("could not give the restored sandbox the time and fresh entropy");
 			} else if (h->synced) {
 				int fd = open(h->synced, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -629,6 +638,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	char pub_text[PUBLISH_MAX * 48] = "";
 	struct sandbox_addr api = { .port = API_VSOCK_PORT };
 	char console_buf[PATH_MAX + 32];
+	const char *egress_policy = NULL;
+	struct egress *eg = NULL; /* on the heap, as pub above */
+	char egress_cmdline[4096], egress_log[PATH_MAX + 16];
 
 	memset(&cfg, 0, sizeof(cfg));
 	memset(over, 0, sizeof(over));
@@ -806,6 +818,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			}
 			nr_pub++;
 			break;
+		case OPT_EGRESS:
+			egress_policy = optarg;
+			break;
 		case OPT_TTL:
 			if (cli_parse_duration(optarg, &ttl_s)) {
 				status = bad_usage("--ttl '%s': a duration such as 90s, 10m, 2h or 1d", optarg);
@@ -878,6 +893,17 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	if (sandbox_create(&sb, name, adopt)) {
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
+	}
+	/* The policy and its credentials, before -d: a missing one is an
+	 * error on this terminal. Threads start once the VM exists. */
+	if (egress_policy) {
+		eg = malloc(sizeof(*eg));
+		if (!eg || egress_load(eg, egress_policy, sb.name)) {
+			free(eg);
+			eg = NULL;
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
 	}
 	if (detach) {
 		if (!console_explicit) {
@@ -963,6 +989,18 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 				goto out_disks;
 			}
 			cfg.cmdline = cmdline_buf;
+		}
+		if (eg) {
+			/* guest-init's side of the proxy (docs/egress.md) */
+			int n = snprintf(egress_cmdline, sizeof(egress_cmdline), "%s vmm.egress=%u", cfg.cmdline,
+					 EGRESS_VSOCK_PORT);
+
+			if (n < 0 || (size_t)n >= sizeof(egress_cmdline)) {
+				log_err("kernel command line too long");
+				status = CLI_EXIT_ERROR;
+				goto out_disks;
+			}
+			cfg.cmdline = egress_cmdline;
 		}
 		if (!cfg.tmpl_explicit && cfg.host_emulates_ring0) {
 			cfg.tmpl = CPU_TEMPLATE_SAFE;
@@ -1050,6 +1088,15 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		 restore ? " restored" : "", sb.name, sb.dir);
 	api.uds = cfg.vsock.uds;
 	api.token = token_buf;
+	if (eg) {
+		snprintf(egress_log, sizeof(egress_log), "%s/egress.log", sb.dir);
+		if (!cfg.has_vsock || egress_start(eg, cfg.vsock.uds, egress_log)) {
+			if (!cfg.has_vsock)
+				log_err("--egress-policy needs the sandbox's vsock device");
+			status = CLI_EXIT_ERROR;
+			goto out_publish;
+		}
+	}
 	for (i = 0; i < nr_pub; i++) {
 		if (!cfg.has_vsock || publish_start(&pub[i], &api)) {
 			if (!cfg.has_vsock)
@@ -1069,6 +1116,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			net_spec_p[i] = net_spec[i];
 		h.nets = net_spec_p;
 		h.nr_nets = nr_net_spec;
+		h.egress_port = eg ? EGRESS_VSOCK_PORT : 0;
 		if ((h.cmd || restore) && start_helper(vm, &h, &child)) {
 			status = CLI_EXIT_ERROR;
 			goto out_publish;
@@ -1087,6 +1135,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 out_publish:
 	for (i = 0; i < nr_pub; i++)
 		publish_stop(&pub[i]);
+	if (eg)
+		egress_stop(eg);
 out_destroy:
 	control_close(&ctl);
 	vm_destroy(vm);
@@ -1113,6 +1163,8 @@ out_disks:
 	sandbox_remove(&sb);
 	if (have_snap)
 		snapshot_close(&snap);
+	if (eg)
+		egress_release(eg);
 	for (i = 0; i < nr_pub && !atomic_load(&pub[i].conns); i++) {
 	}
 	if (i == nr_pub)

@@ -194,6 +194,9 @@ int api_parse(const char *text, size_t len, const char *token, struct json_arena
 				r->net[r->nr_net++] = e->u.str.s;
 			}
 		}
+		if (json_get(root, "egress_port") &&
+		    (json_get_int(root, "egress_port", &r->egress_port) || r->egress_port < 1 || r->egress_port > 65535))
+			return fail(err, eno, "\"egress_port\" must be 1..65535", EINVAL);
 		r->seed_len = i;
 		return 0;
 	}
@@ -693,7 +696,9 @@ static void op_kill(int fd, const struct api_request *r, const struct api_config
 		send_ok(fd);
 }
 
-static void default_env(const struct api_request *r, char **env, unsigned max)
+/* extra[]: the egress proxy's variables (NULL-terminated), before the
+ * request's own, which override them. */
+static void default_env(const struct api_request *r, const char *const *extra, char **env, unsigned max)
 {
 	static const char *const base[] = {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -714,6 +719,16 @@ static void default_env(const struct api_request *r, char **env, unsigned max)
 	}
 	if (r->pty)
 		env[n++] = "TERM=xterm-256color";
+	for (i = 0; extra && extra[i]; i++) {
+		size_t k = strchr(extra[i], '=') - extra[i] + 1;
+		int overridden = 0;
+
+		for (j = 0; j < r->envc; j++)
+			if (!strncmp(r->env[j], extra[i], k))
+				overridden = 1;
+		if (!overridden)
+			env[n++] = (char *)extra[i];
+	}
 	for (j = 0; j < r->envc && n + 1 < max; j++)
 		env[n++] = (char *)r->env[j];
 	env[n] = NULL;
@@ -725,16 +740,16 @@ struct exec_io {
 	int pty;
 };
 
-static pid_t spawn(const struct api_request *r, struct exec_io *io, int *err)
+static pid_t spawn(const struct api_request *r, const char *const *extra, struct exec_io *io, int *err)
 {
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 }, ep[2];
-	char *env[API_MAX_ENV + 8];
+	char *env[API_MAX_ENV + 16];
 	int master = -1, slave = -1;
 	pid_t pid;
 	ssize_t n;
 	int e = 0;
 
-	default_env(r, env, sizeof(env) / sizeof(env[0]));
+	default_env(r, extra, env, sizeof(env) / sizeof(env[0]));
 	if (pipe2(ep, O_CLOEXEC) < 0) {
 		*err = errno;
 		return -1;
@@ -845,6 +860,22 @@ fail_noep:
 	return -1;
 }
 
+/* The egress proxy's guest side (guest-init/egress.h) listens on
+ * 127.0.0.1:port: commands get the variables HTTP clients look for. */
+static void proxy_env(unsigned port, char buf[5][64], const char *vars[6])
+{
+	static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
+	unsigned i;
+
+	for (i = 0; i < 4; i++) {
+		snprintf(buf[i], 64, "%s=http://127.0.0.1:%u", names[i], port);
+		vars[i] = buf[i];
+	}
+	snprintf(buf[4], 64, "NO_PROXY=localhost,127.0.0.1");
+	vars[4] = buf[4];
+	vars[5] = NULL;
+}
+
 static void op_exec(int fd, const struct api_request *r, const struct api_config *cfg)
 {
 	static uint8_t buf[FRAME_MAX], inbuf[FRAME_MAX];
@@ -855,13 +886,18 @@ static void op_exec(int fd, const struct api_request *r, const struct api_config
 	sigset_t chld;
 	int sfd, status = 0, exited = 0, timed_out = 0, client_gone = 0, e = 0;
 	uint64_t deadline = r->timeout_ms ? now_ms() + (uint64_t)r->timeout_ms : 0;
+	char egress_buf[5][64];
+	const char *extra[6] = { NULL };
+	unsigned port;
 	pid_t pid;
 
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-	pid = spawn(r, &io, &e);
+	if (cfg->egress_port && (port = cfg->egress_port()))
+		proxy_env(port, egress_buf, extra);
+	pid = spawn(r, extra, &io, &e);
 	if (pid < 0) {
 		send_error(fd, e, e == ENOENT ? "command not found" : NULL);
 		close(sfd);
@@ -1142,8 +1178,17 @@ void api_serve(int fd, const struct api_config *cfg)
 				break;
 			}
 		}
-		if (i == r.nr_net)
-			send_ok(fd);
+		if (i < r.nr_net)
+			break;
+		if (r.egress_port && !cfg->egress) {
+			send_error(fd, ENOTSUP, "this server has no egress proxy side");
+			break;
+		}
+		if (r.egress_port && (eno = cfg->egress((unsigned)r.egress_port)) < 0) {
+			send_error(fd, -eno, "starting the egress proxy's guest side failed");
+			break;
+		}
+		send_ok(fd);
 		break;
 	case OP_SHUTDOWN:
 		/* Reply first: the power-off stops this process too. */

@@ -44,6 +44,7 @@ struct api_request {
 	/* sync: interfaces to reconfigure, "MAC[,mac=NEW][,ip=A/P][,gw=G][,dns=D]" */
 	const char *net[API_MAX_NETS];
 	unsigned nr_net;
+	int64_t egress_port;     /* sync: start the egress proxy's guest side (0: no) */
 };
 
 /* Parses and validates a REQUEST payload. `token` is the sandbox's access
@@ -61,6 +62,11 @@ struct api_config {
 	int (*sync)(int64_t time_s, int64_t time_ns, const uint8_t *seed, size_t len);
 	/* sync's "net": reconfigures one interface (guest-init/net.h); NULL: none. */
 	int (*net)(const char *spec, char *err, size_t errlen);
+	/* sync's "egress_port": starts the guest side of the egress proxy
+	 * (guest-init/egress.h); NULL: none. */
+	int (*egress)(unsigned port);
+	/* exec: the port commands get HTTP_PROXY for (0: none); NULL: none. */
+	unsigned (*egress_port)(void);
 	uint64_t start_ms;
 };
 

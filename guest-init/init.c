@@ -9,12 +9,14 @@
  * Kernel command line: vmm.token=SECRET (requests must carry it),
  * vmm.hostname=NAME, vmm.api_port=N, vmm.shell=0 (no console shell),
  * vmm.net=MAC[,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR] per network interface
- * (net.h), vmm.fs=TAG[,ro] (repeatable: mount the virtio-fs drive TAG at /mnt/TAG).
+ * (net.h), vmm.fs=TAG[,ro] (repeatable: mount the virtio-fs drive TAG at /mnt/TAG),
+ * vmm.egress=PORT (the egress proxy's guest side on 127.0.0.1:PORT: egress.h).
  *
  * Outside a VM (for tests): guest-init --serve-unix PATH serves the same
  * API on a Unix socket, without the PID 1 duties. */
 #define _GNU_SOURCE
 #include "api.h"
+#include "egress.h"
 #include "net.h"
 #include "proto.h"
 #include "vsock.h"
@@ -58,6 +60,7 @@ struct init {
 	int listen_fd;
 	struct api_config api;
 	unsigned nr_nets;
+	unsigned egress_port;
 	char nets[MAX_NETS][128];
 };
 
@@ -143,6 +146,8 @@ static void read_cmdline(struct init *in)
 			in->shell = 0;
 		else if (!strncmp(tok, "vmm.net=", 8) && in->nr_nets < MAX_NETS)
 			snprintf(in->nets[in->nr_nets++], sizeof(in->nets[0]), "%s", tok + 8);
+		else if (!strncmp(tok, "vmm.egress=", 11))
+			in->egress_port = (unsigned)strtoul(tok + 11, NULL, 10);
 		else if (!strncmp(tok, "vmm.fs=", 7))
 			mount_shared(tok + 7);
 	}
@@ -186,6 +191,23 @@ static void setup_system(struct init *in)
 	}
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	setenv("HOME", "/root", 1);
+	if (in->egress_port) {
+		char url[64];
+		int r = gegress_start(in->egress_port);
+
+		if (r < 0) {
+			say("egress proxy on 127.0.0.1:%u: %s", in->egress_port, strerror(-r));
+		} else {
+			/* The console shell's environment; the API's commands
+			 * get the same from api.c. */
+			snprintf(url, sizeof(url), "http://127.0.0.1:%u", in->egress_port);
+			setenv("HTTP_PROXY", url, 1);
+			setenv("HTTPS_PROXY", url, 1);
+			setenv("http_proxy", url, 1);
+			setenv("https_proxy", url, 1);
+			setenv("NO_PROXY", "localhost,127.0.0.1", 1);
+		}
+	}
 	/* busybox installs its applet links once, if it is the only userland. */
 	if (access("/bin/busybox", X_OK) == 0 && access("/bin/ls", X_OK) < 0) {
 		pid_t p = fork();
@@ -405,6 +427,8 @@ int main(int argc, char **argv)
 	in.api.shutdown = request_shutdown;
 	in.api.sync = sync_guest;
 	in.api.net = gnet_apply;
+	in.api.egress = gegress_start;
+	in.api.egress_port = gegress_port;
 
 	if (!in.pid1) {
 		const char *reg = getenv("VMM_API_REGISTRY");
@@ -418,6 +442,8 @@ int main(int argc, char **argv)
 		in.api.shutdown = NULL;
 		in.api.sync = NULL;
 		in.api.net = NULL;
+		in.api.egress = NULL;
+		in.api.egress_port = NULL;
 		in.listen_fd = listen_unix(argv[2]);
 		if (in.listen_fd < 0) {
 			perror(argv[2]);

@@ -149,6 +149,10 @@ static void requests_ok(void **state)
 	assert_int_equal(r.seed[1], 0xff);
 	assert_int_equal(r.seed[3], 0xab);
 	assert_int_equal(r.nr_net, 0);
+	assert_int_equal(r.egress_port, 0);
+	assert_int_equal(parse("{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\","
+			       "\"egress_port\":3128}", NULL, &r, &eno), 0);
+	assert_int_equal(r.egress_port, 3128);
 	assert_int_equal(parse("{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\","
 			       "\"net\":[\"02:00:00:00:00:01,mac=02:00:00:00:00:02,ip=10.0.0.2/24\",\"02:00:00:00:00:03\"]}",
 			       NULL, &r, &eno), 0);
@@ -195,6 +199,8 @@ static void requests_refused(void **state)
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"zz\"}", EINVAL },
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"0x\"}", EINVAL },
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\",\"egress_port\":0}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\",\"egress_port\":\"x\"}", EINVAL },
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\",\"net\":\"x\"}", EINVAL },
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\",\"net\":[1]}", EINVAL },
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\",\"net\":[\"\"]}", EINVAL },

@@ -1,0 +1,104 @@
+/* The egress proxy's pure half (docs/egress.md): the HTTP request-head
+ * parser, the chunked-body framer, the policy (parsed from JSON, matched
+ * against requests) and the upstream request head with the credential
+ * injected. No I/O here: unit tests and fuzz_egress reach all of it. */
+#ifndef CLI_EGRESS_HTTP_H
+#define CLI_EGRESS_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define EG_MAX_HEAD 16384   /* bytes of a request line and headers */
+#define EG_MAX_HEADERS 64
+#define EG_MAX_HOST 253
+#define EG_MAX_RULES 32
+#define EG_MAX_METHODS 8
+#define EG_MAX_CRED 4096    /* bytes of an injected header value */
+
+struct eg_header {
+	const char *name, *value; /* into the request buffer, not NUL-terminated */
+	size_t name_len, value_len;
+};
+
+struct eg_request {
+	char method[16];
+	int connect;               /* CONNECT host:port (a tunnel) */
+	int https;                 /* the guest wrote https:// (absolute-form) */
+	char host[EG_MAX_HOST + 1]; /* lower case */
+	unsigned port;             /* from the target; 0: not given */
+	const char *path;          /* origin-form path and query, into the buffer */
+	size_t path_len;
+	struct eg_header h[EG_MAX_HEADERS];
+	unsigned nr_headers;
+	int64_t content_length;    /* -1: none */
+	int chunked;               /* Transfer-Encoding: chunked */
+	int expect_continue;       /* Expect: 100-continue (the proxy answers it) */
+	size_t head_len;           /* bytes up to and including the blank line */
+};
+
+/* Parses the request head at buf[0..len). 0: complete (r->head_len tells
+ * where the body starts); -EAGAIN: no blank line yet and len is below
+ * EG_MAX_HEAD; -E2BIG: head too long or too many headers; -EINVAL:
+ * malformed or not a proxy request (*why says what). */
+int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const char **why)
+	__attribute__((warn_unused_result));
+
+/* A chunked body, framed as it streams past (RFC 9112 section 7.1):
+ * extensions and trailers are passed through, sizes checked. */
+struct eg_chunked {
+	int state;
+	uint64_t left;   /* data bytes left in this chunk */
+	unsigned digits; /* hex digits of the size line */
+	unsigned line;   /* bytes of the current size/trailer line */
+};
+void eg_chunked_init(struct eg_chunked *c);
+/* Consumes from buf[0..len): returns how many bytes belong to the body
+ * (all of them until the end), sets *done at its last byte; -EINVAL if
+ * the framing is broken. */
+long eg_chunked_feed(struct eg_chunked *c, const char *buf, size_t len, int *done);
+
+struct eg_rule {
+	char host[EG_MAX_HOST + 1]; /* lower case; "*.example.com": any subdomain */
+	unsigned port;              /* the upstream's (TLS) port, default 443 */
+	char path_prefix[256];      /* "" : any */
+	char methods[EG_MAX_METHODS][16];
+	unsigned nr_methods;        /* 0: any */
+	int tunnel;                 /* CONNECT allowed (default 1) */
+	char header[64];            /* the header to inject; "" : none */
+	char *cred;                 /* its value (prefix included), heap; never logged */
+	char connect[EG_MAX_HOST + 8]; /* "ADDR:PORT" instead of host:port; "" : none */
+	char ca_file[256];          /* "" : the system's CAs */
+	unsigned timeout_ms;        /* connect and idle (default 30000) */
+};
+
+struct eg_policy {
+	struct eg_rule rules[EG_MAX_RULES];
+	unsigned nr_rules;
+};
+
+/* Where a credential comes from, for eg_policy_parse: look up an
+ * environment variable or read a file. Returns a heap string or NULL. */
+struct eg_cred_source {
+	char *(*env)(const char *name, void *ctx);
+	char *(*file)(const char *path, void *ctx);
+	void *ctx;
+};
+
+/* Parses a policy file's text. 0, or -EINVAL with why[] filled. */
+int eg_policy_parse(const char *text, size_t len, const struct eg_cred_source *src, struct eg_policy *p,
+		    char *why, size_t whylen) __attribute__((warn_unused_result));
+void eg_policy_free(struct eg_policy *p);
+
+/* The rule that allows r, or NULL with *why (a reason for the 403). */
+const struct eg_rule *eg_policy_match(const struct eg_policy *p, const struct eg_request *r, const char **why);
+
+/* Writes the upstream request head for r under rule: origin-form request
+ * line, the guest's headers minus hop-by-hop ones, Proxy-*, Host and the
+ * rule's header (the guest's own copy is dropped), then Host, Connection:
+ * close and the credential. Returns its length, or -E2BIG. */
+long eg_upstream_head(const struct eg_request *r, const struct eg_rule *rule, char *out, size_t len);
+
+/* The status code of a response that starts with buf, or 0. */
+int eg_response_status(const char *buf, size_t len);
+
+#endif
