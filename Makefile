@@ -25,7 +25,7 @@ endif
 
 # Sources of the VMM proper (everything but the CLI entry points).
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
-             vmm/snapfmt.c vmm/snapshot.c vmm/control.c vmm/unixsock.c guest-init/json.c \
+             vmm/snapfmt.c vmm/snapshot.c vmm/control.c vmm/http.c vmm/fcapi.c vmm/unixsock.c guest-init/json.c \
              vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c
