@@ -26,6 +26,7 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_resume,
 	&cli_verb_snapshot,
 	&cli_verb_restore,
+	&cli_verb_serve,
 };
 #define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 
@@ -72,6 +73,10 @@ int main(int argc, char **argv)
 		printf("vmm %s\n", VMM_VERSION);
 		return 0;
 	}
+	/* Firecracker's command line: `vmm --api-sock PATH`, `--config-file F`. */
+	if (!strncmp(argv[1], "--api-sock", 10) || !strncmp(argv[1], "--config-file", 13) ||
+	    !strncmp(argv[1], "--id", 4))
+		return cli_verb_serve.run(argc, argv);
 	for (i = 0; i < NR_VERBS; i++) {
 		if (!strcmp(argv[1], verbs[i]->name)) {
 			int j;

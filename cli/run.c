@@ -5,6 +5,7 @@
 #include "sandbox.h"
 #include "publish.h"
 #include "../vmm/control.h"
+#include "../vmm/fcapi.h"
 #include "../vmm/snapshot.h"
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
@@ -78,7 +79,7 @@ static void run_usage(FILE *out)
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL, OPT_PUBLISH, OPT_ADOPT };
+       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_API_SOCK, OPT_CONFIG_FILE };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -99,6 +100,9 @@ static const struct option run_opts[] = {
 	{ "ttl", required_argument, NULL, OPT_TTL },
 	{ "publish", required_argument, NULL, OPT_PUBLISH },
 	{ "adopt", no_argument, NULL, OPT_ADOPT }, /* vmm start: the folder vmm create made */
+	{ "api-sock", required_argument, NULL, OPT_API_SOCK },   /* vmm serve */
+	{ "config-file", required_argument, NULL, OPT_CONFIG_FILE },
+	{ "id", required_argument, NULL, OPT_NAME },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -422,7 +426,39 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 	return CLI_EXIT_ERROR;
 }
 
-static int sandbox_main(int argc, char **argv, int restore, int check_only)
+/* vmm serve (--config-file): the Firecracker configuration file, applied
+ * through the same checks as the API's PUTs. */
+static int apply_config_file(struct control *ctl, const char *path)
+{
+	char why[512];
+	struct stat st;
+	char *text;
+	FILE *f = fopen(path, "re");
+	size_t n;
+	int r;
+
+	if (!f || fstat(fileno(f), &st) < 0 || st.st_size > (1 << 20)) {
+		log_err("--config-file %s: %s", path, f ? "larger than 1 MiB" : strerror(errno));
+		if (f)
+			fclose(f);
+		return -EINVAL;
+	}
+	text = malloc((size_t)st.st_size + 1);
+	n = text ? fread(text, 1, (size_t)st.st_size, f) : 0;
+	fclose(f);
+	if (!text)
+		return -ENOMEM;
+	r = fcapi_apply_config_file(ctl->api, text, n, why, sizeof(why));
+	free(text);
+	if (r) {
+		log_err("--config-file %s: %s", path, why);
+		return r;
+	}
+	ctl->api->pending = FCAPI_START;
+	return 0;
+}
+
+static int sandbox_main(int argc, char **argv, int restore, int check_only, int api)
 {
 	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
 	struct vm_config cfg;
@@ -452,7 +488,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	struct publish *pub = calloc(PUBLISH_MAX, sizeof(*pub));
 	unsigned nr_pub = 0, i;
 	char pub_text[PUBLISH_MAX * 48] = "";
-	struct sandbox_addr api = { .port = API_VSOCK_PORT };
+	struct sandbox_addr api_addr = { .port = API_VSOCK_PORT };
+	const char *api_sock = NULL, *config_file = NULL;
 	char console_buf[PATH_MAX + 32];
 
 	memset(&cfg, 0, sizeof(cfg));
@@ -480,7 +517,26 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			status = bad_usage("restore: %s comes from the snapshot", argv[optind - 1]);
 			goto out_disks;
 		}
+		/* serve: the VM's shape comes from the API or the config file */
+		if (api && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
+			    opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE || opt == OPT_DISK ||
+			    opt == OPT_VSOCK || opt == OPT_ADOPT || opt == 'd' || opt == 't' ||
+			    opt == OPT_READY)) {
+			status = bad_usage("serve: %s: configure the VM through the API or --config-file",
+					   argv[optind - 1]);
+			goto out_disks;
+		}
+		if (!api && (opt == OPT_API_SOCK || opt == OPT_CONFIG_FILE)) {
+			status = bad_usage("%s: only with vmm serve (or vmm --api-sock PATH)", argv[optind - 1]);
+			goto out_disks;
+		}
 		switch (opt) {
+		case OPT_API_SOCK:
+			api_sock = optarg;
+			break;
+		case OPT_CONFIG_FILE:
+			config_file = optarg;
+			break;
 		case OPT_KERNEL:
 			cfg.kernel = optarg;
 			break;
@@ -664,6 +720,35 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	}
 	if (ttl_s)
 		cfg.expire_ns = cfg.t0_ns + (uint64_t)ttl_s * 1000000000ull;
+	if (api) {
+		char why[256];
+
+		if (control_open(&ctl, sb.control, sb.name) || (api_sock && control_listen(&ctl, api_sock)) ||
+		    (config_file && apply_config_file(&ctl, config_file))) {
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		log_info("sandbox %s: serving the API on %s; configure it and PUT /actions InstanceStart",
+			 sb.name, api_sock ? api_sock : sb.control);
+		if (!config_file && serve_preboot(&ctl)) {
+			status = 0; /* stopped by a signal before anything ran */
+			goto out_disks;
+		}
+		if (ctl.api->pending == FCAPI_LOAD) {
+			if (snapshot_open(&snap, ctl.api->load_dir)) {
+				control_finish(&ctl, "the snapshot cannot be loaded (the VMM's log says why)");
+				status = CLI_EXIT_ERROR;
+				goto out_disks;
+			}
+			have_snap = 1;
+			restore = 1;
+			cfg.start_paused = !ctl.api->load_resume;
+		} else if (fcapi_vm_config(ctl.api, &cfg, why, sizeof(why))) {
+			log_err("InstanceStart: %s", why);
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+	}
 	if (restore) {
 		const struct snap_conf *c = &snap.conf;
 
@@ -685,14 +770,18 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
-	} else {
-		cfg.mem_bytes = mib << 20;
-		/* Every sandbox has its API device unless told otherwise. */
-		if (!vsock_given) {
-			cfg.vsock.cid = 3;
-			cfg.vsock.uds[0] = '\0';
+	}
+	if (!restore) {
+		/* Every sandbox has its API device unless told otherwise (the
+		 * API's have what PUT /vsock said). */
+		if (!api) {
+			cfg.mem_bytes = mib << 20;
+			if (!vsock_given) {
+				cfg.vsock.cid = 3;
+				cfg.vsock.uds[0] = '\0';
+			}
+			cfg.has_vsock = 1;
 		}
-		cfg.has_vsock = 1;
 		if (token)
 			snprintf(token_buf, sizeof(token_buf), "%s", token);
 		else if (random_token(token_buf, sizeof(token_buf))) {
@@ -789,19 +878,21 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 				strcat(pub_text, ",");
 		}
 
-		if (control_open(&ctl, sb.control, sb.name) || sandbox_publish(&sb, token_buf, &info)) {
+		if ((!api && control_open(&ctl, sb.control, sb.name)) || sandbox_publish(&sb, token_buf, &info)) {
 			status = CLI_EXIT_ERROR;
 			goto out_destroy;
 		}
 	}
 	vm->ctl = &ctl;
+	if (api)
+		control_finish(&ctl, NULL); /* InstanceStart or the snapshot load: done */
 	log_debug("kernel command line: %s", vm->cmdline);
 	log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
 		 restore ? " restored" : "", sb.name, sb.dir);
-	api.uds = cfg.vsock.uds;
-	api.token = token_buf;
+	api_addr.uds = cfg.vsock.uds;
+	api_addr.token = token_buf;
 	for (i = 0; i < nr_pub; i++) {
-		if (!cfg.has_vsock || publish_start(&pub[i], &api)) {
+		if (!cfg.has_vsock || publish_start(&pub[i], &api_addr)) {
 			if (!cfg.has_vsock)
 				log_err("--publish needs the sandbox's vsock device");
 			status = CLI_EXIT_ERROR;
@@ -809,13 +900,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		}
 	}
 	{
-		h.a = &api;
+		h.a = &api_addr;
 		h.cmd = cmd.argv ? &cmd : NULL;
 		h.restored = restore;
 		h.ready_s = ready_s;
 		snprintf(synced, sizeof(synced), "%s/synced", sb.dir);
 		h.synced = synced;
-		if ((h.cmd || restore) && start_helper(vm, &h, &child)) {
+		if ((h.cmd || (restore && cfg.has_vsock)) && start_helper(vm, &h, &child)) {
 			status = CLI_EXIT_ERROR;
 			goto out_publish;
 		}
@@ -834,6 +925,8 @@ out_publish:
 	for (i = 0; i < nr_pub; i++)
 		publish_stop(&pub[i]);
 out_destroy:
+	if (ctl.api && ctl.api->pending != FCAPI_NONE)
+		control_finish(&ctl, "the microVM could not be started (the VMM's log says why)");
 	control_close(&ctl);
 	vm_destroy(vm);
 out_free:
@@ -844,6 +937,9 @@ out_console:
 	if (console_file >= 0)
 		close(console_file);
 out_disks:
+	if (ctl.api && ctl.api->pending != FCAPI_NONE)
+		control_finish(&ctl, "the microVM could not be started (the VMM's log says why)");
+	control_close(&ctl);
 	while (cfg.nr_disks > 0)
 		blk_options_free(&cfg.disks[--cfg.nr_disks]);
 	while (nr_over > 0)
@@ -865,17 +961,22 @@ out_disks:
 int run_main(int argc, char **argv);
 int run_main(int argc, char **argv)
 {
-	return sandbox_main(argc, argv, 0, 0);
+	return sandbox_main(argc, argv, 0, 0, 0);
+}
+
+int serve_run(int argc, char **argv)
+{
+	return sandbox_main(argc, argv, 0, 0, 1);
 }
 
 int run_check_args(int argc, char **argv)
 {
-	return sandbox_main(argc, argv, 0, 1);
+	return sandbox_main(argc, argv, 0, 1, 0);
 }
 
 static int restore_main(int argc, char **argv)
 {
-	return sandbox_main(argc, argv, 1, 0);
+	return sandbox_main(argc, argv, 1, 0, 0);
 }
 
 const struct cli_verb cli_verb_restore = {
