@@ -170,7 +170,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot
+              test_snapshot test_http
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -179,6 +179,7 @@ test_serial_SRCS  := devices/serial.c vmm/log.c vmm/snapfmt.c
 test_bus_SRCS     := vmm/bus.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
+test_http_SRCS    := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
                          vmm/snapfmt.c
