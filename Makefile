@@ -205,8 +205,14 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm guests api-test
+guest-test: $(BUILD)/vmm guests api-test fc-api-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
+
+# The Firecracker-compatible control API (curl --unix-socket) on VMMs
+# booting the test guests, and every route of docs/openapi.yaml.
+.PHONY: fc-api-test
+fc-api-test: $(BUILD)/vmm guests
+	$(Q)tests/api/fc_api.sh $(BUILD)/vmm $(BUILD)/guests
 
 # The sandbox API through vmm exec/cp against the host build of guest-init.
 .PHONY: api-test
@@ -228,6 +234,7 @@ test: deps
 asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)
 	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/guests/run.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
+	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/api/fc_api.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \

@@ -71,7 +71,12 @@ int serve_preboot(struct control *c)
 			break;
 		}
 		if (p[0].revents & POLLIN) {
-			log_info("stopped by a signal before the VM started");
+			struct signalfd_siginfo si;
+
+			/* Taken, so it does not kill us once unblocked. */
+			if (read(sfd, &si, sizeof(si)) != sizeof(si))
+				continue;
+			log_info("stopped by signal %s before the VM started", strsignal((int)si.ssi_signo));
 			r = -EINTR;
 			break;
 		}

@@ -185,6 +185,10 @@ void control_handle(struct vm *vm, const struct control *c, const char *req, siz
 	const char *op = NULL, *err = NULL;
 	struct json_writer w;
 
+	if (!vm) {
+		reply_error(out, outlen, "the VM is not started yet (configure and start it through the HTTP API)");
+		return;
+	}
 	j = json_parse(req, len, &a, &err);
 	if (!j || j->type != JSON_OBJ) {
 		reply_error(out, outlen, j ? "a request is a JSON object" : err);
