@@ -730,23 +730,36 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		}
 		log_info("sandbox %s: serving the API on %s; configure it and PUT /actions InstanceStart",
 			 sb.name, api_sock ? api_sock : sb.control);
-		if (!config_file && serve_preboot(&ctl)) {
-			status = 0; /* stopped by a signal before anything ran */
-			goto out_disks;
-		}
-		if (ctl.api->pending == FCAPI_LOAD) {
-			if (snapshot_open(&snap, ctl.api->load_dir)) {
-				control_finish(&ctl, "the snapshot cannot be loaded (the VMM's log says why)");
+		/* Until an InstanceStart or a load that can go ahead: one that
+		 * cannot is answered and the API serves on. */
+		for (;;) {
+			int r;
+
+			if (!config_file && serve_preboot(&ctl)) {
+				status = 0; /* stopped by a signal before anything ran */
+				goto out_disks;
+			}
+			if (ctl.api->pending == FCAPI_LOAD) {
+				if ((r = snapshot_open(&snap, ctl.api->load_dir)) == 0)
+					break;
+				snprintf(why, sizeof(why), "snapshot %.150s cannot be loaded: %s (the VMM's log says more)",
+					 ctl.api->load_dir, strerror(-r));
+			} else if (fcapi_vm_config(ctl.api, &cfg, why, sizeof(why)) == 0) {
+				break;
+			}
+			if (config_file) {
+				log_err("--config-file %s: %s", config_file, why);
 				status = CLI_EXIT_ERROR;
 				goto out_disks;
 			}
+			while (cfg.nr_disks > 0)
+				blk_options_free(&cfg.disks[--cfg.nr_disks]);
+			control_finish(&ctl, why);
+		}
+		if (ctl.api->pending == FCAPI_LOAD) {
 			have_snap = 1;
 			restore = 1;
 			cfg.start_paused = !ctl.api->load_resume;
-		} else if (fcapi_vm_config(ctl.api, &cfg, why, sizeof(why))) {
-			log_err("InstanceStart: %s", why);
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
 		}
 	}
 	if (restore) {

@@ -242,6 +242,14 @@ try:
                                                        "mem_file_path": os.path.join(tmp, "other.mem")})
     check(fault(code, body, 400, "memory file must be the snapshot's own"), "load with another memory file: 400",
           (code, body))
+    badsnap = os.path.join(tmp, "badsnap")
+    shutil.copytree(snap, badsnap, symlinks=True)
+    with open(os.path.join(badsnap, "state"), "r+b") as f:
+        f.truncate(100)
+    code, body = curl(sock2, "PUT", "/snapshot/load", {"snapshot_path": badsnap,
+                                                       "mem_file_path": badsnap + "/memory"})
+    check(fault(code, body, 400, "cannot be loaded") and state(sock2) == "Not started",
+          "load of a truncated snapshot: 400, the VMM serves on", (code, body))
     t0 = time.time()
     code, body = curl(sock2, "PUT", "/snapshot/load", {"snapshot_path": snap, "resume_vm": True,
                                                        "mem_backend": {"backend_type": "File",
