@@ -126,6 +126,7 @@ check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: 
 # the API suite run on clones restored from it (tests/e2e/snapshot.sh).
 . "$(dirname "$0")/snapshot.sh"
 . "$(dirname "$0")/lifecycle.sh"
+. "$(dirname "$0")/fc_api.sh"
 
 # Boot 4: vmm run -- CMD, the one-shot form.
 timeout 600 "$vmm" run --kernel "$kernel" --initrd "$initrd" --mem 256 -- sh -c 'echo hello from $(hostname); exit 3' \
