@@ -418,8 +418,8 @@ static void conn_process(struct control *c, struct control_conn *k, struct vm *v
 			char *nl = memchr(k->in, '\n', k->in_len);
 			size_t len;
 
-			if (!nl) {
-				if (k->in_len >= CONTROL_MAX_REQUEST) {
+			if (!nl || nl - k->in >= CONTROL_MAX_REQUEST) {
+				if (nl || k->in_len >= CONTROL_MAX_REQUEST) {
 					reply_error(out, sizeof(out) - 1, "request longer than 8 KiB");
 				} else {
 					if (k->eof)
@@ -466,8 +466,11 @@ static void conn_process(struct control *c, struct control_conn *k, struct vm *v
 					k->waiting = 1;
 					k->keep_alive = req.keep_alive;
 				} else {
-					http_reply(k, status, body, blen, req.keep_alive && !k->eof);
+					http_reply(k, status, body, blen, req.keep_alive);
 				}
+				/* Half-open: answer what came, then close. */
+				if (k->eof && !k->in_len)
+					k->close_after = 1;
 			}
 		}
 		conn_flush(k);
@@ -596,8 +599,12 @@ void control_finish(struct control *c, const char *fault)
 			continue;
 		k->waiting = 0;
 		k->last_active = mono_ms();
-		http_reply(k, status, body, len, k->keep_alive && !k->eof);
+		http_reply(k, status, body, len, k->keep_alive);
+		if (k->eof && !k->in_len)
+			k->close_after = 1;
 		conn_flush(k);
+		if (k->fd >= 0)
+			conn_process(c, k, c->api->vm); /* requests pipelined behind it */
 	}
 }
 

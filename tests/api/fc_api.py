@@ -186,6 +186,9 @@ try:
           "%.1f s" % (time.time() - t0))
     half = raw(sock, b"PUT /vm HTTP/1.1\r\nContent-Length: 50\r\n\r\n{", shutdown=True, read_timeout=8)
     check(half == b"", "half-open client with half a request: closed, no reply", half[:80])
+    got = raw(sock, b"GET / HTTP/1.1\r\n\r\nGET /version HTTP/1.1\r\n\r\n", shutdown=True, read_timeout=8)
+    check(got.count(b"HTTP/1.1 200 OK") == 2, "half-open client with two whole requests: both answered, closed",
+          got[:80])
     slow.settimeout(10)
     try:
         got = slow.recv(4096)
