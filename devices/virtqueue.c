@@ -220,6 +220,11 @@ void vq_unpop(struct vq *q)
 	q->last_avail--;
 }
 
+void vq_unpop_n(struct vq *q, uint16_t n)
+{
+	q->last_avail = (uint16_t)(q->last_avail - n);
+}
+
 void vq_push(struct vq *q, uint16_t head, uint32_t len)
 {
 	struct virtq_used_elem e = { .id = htole32(head), .len = htole32(len) };

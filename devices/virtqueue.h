@@ -86,6 +86,9 @@ int vq_pop(struct vq *q, struct vq_chain *c, const char **why)
 /* Gives back the chain just popped, untouched (the device found nothing to
  * put in it after all): the next pop returns it again. */
 void vq_unpop(struct vq *q);
+/* Gives back the last `n` chains popped, none of them pushed yet (e.g. a
+ * frame that needed more buffers than the ring held). */
+void vq_unpop_n(struct vq *q, uint16_t n);
 /* Returns a chain to the driver with `len` bytes written. */
 void vq_push(struct vq *q, uint16_t head, uint32_t len);
 /* After pushes: does the driver want an interrupt (EVENT_IDX or the
