@@ -745,7 +745,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 				snprintf(why, sizeof(why), "snapshot %.150s cannot be loaded: %s (the VMM's log says more)",
 					 ctl.api->load_dir, strerror(-r));
 			} else if (fcapi_vm_config(ctl.api, &cfg, why, sizeof(why)) == 0) {
-				break;
+				if (!nr_pub || cfg.has_vsock)
+					break;
+				snprintf(why, sizeof(why), "--publish needs a vsock device: PUT /vsock first");
 			}
 			if (config_file) {
 				log_err("--config-file %s: %s", config_file, why);
@@ -897,8 +899,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		}
 	}
 	vm->ctl = &ctl;
-	if (api)
+	if (api) {
+		/* vmm exec NAME finds the guest API at vsock.sock in the folder,
+		 * wherever PUT /vsock put the socket. */
+		if (cfg.has_vsock && strcmp(cfg.vsock.uds, sb.vsock) && symlink(cfg.vsock.uds, sb.vsock) < 0)
+			log_warn("cannot link %s to the vsock socket %s: %s", sb.vsock, cfg.vsock.uds, strerror(errno));
 		control_finish(&ctl, NULL); /* InstanceStart or the snapshot load: done */
+	}
 	log_debug("kernel command line: %s", vm->cmdline);
 	log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
 		 restore ? " restored" : "", sb.name, sb.dir);

@@ -143,6 +143,9 @@ try:
           "vsock, InstanceStart all 204", results)
     check(wait_for(console, "spinning"), "the guest booted through the API runs")
     check(state(sock) == "Running", "GET /: Running")
+    link = os.path.join(os.environ["VMM_STATE_DIR"], "fca", "vsock.sock")
+    check(os.path.islink(link) and os.readlink(link) == os.path.join(tmp, "fca.vsock"),
+          "the folder's vsock.sock leads to PUT /vsock's uds_path (for vmm exec)")
     code, mc = curl(sock, "GET", "/machine-config")
     check(code == 200 and mc.get("vcpu_count") == 2 and mc.get("mem_size_mib") == 64,
           "GET /machine-config after boot: the running VM's", mc)
