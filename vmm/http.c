@@ -126,6 +126,9 @@ int http_parse(const char *buf, size_t len, struct http_request *req)
 		eol = find_crlf(p, p + scan);
 		if (eol && (r = parse_request_line(p, eol, req, &http10)))
 			return r;
+		if (memmem(p, scan, "\n\n", 2) || memmem(p, scan, "\n\r\n", 3) ||
+		    (!eol && memchr(p, '\n', scan)))
+			return refuse(req, 400, "lines must end in CRLF");
 		if (scan >= HTTP_MAX_HEADER - (size_t)(p - buf))
 			return refuse(req, 431, "request line and headers longer than 8 KiB");
 		return 0;

@@ -125,6 +125,9 @@ static void http_refusals(void **state)
 		{ "GET / HTTP/1.1\r\n: empty name\r\n\r\n", 400 },
 		{ "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", 400 },
 		{ "GET / HTTP/1.1\r\nX: a\x02" "b\r\n\r\n", 400 },
+		{ "GET / HTTP/1.1\n\n", 400 },
+		{ "GET / HTTP/1.1\r\nHost: x\n\r\n", 400 },
+		{ "GET / HTTP/1.1\r\nHost: x\n\n", 400 },
 	};
 	struct http_request r;
 	size_t i;
