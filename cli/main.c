@@ -75,8 +75,16 @@ int main(int argc, char **argv)
 	}
 	/* Firecracker's command line: `vmm --api-sock PATH`, `--config-file F`. */
 	if (!strncmp(argv[1], "--api-sock", 10) || !strncmp(argv[1], "--config-file", 13) ||
-	    !strncmp(argv[1], "--id", 4))
+	    !strncmp(argv[1], "--id", 4)) {
+		int j;
+
+		for (j = 2; j < argc; j++)
+			if (!strcmp(argv[j], "--help") || !strcmp(argv[j], "-h")) {
+				cli_verb_serve.usage(stdout);
+				return 0;
+			}
 		return cli_verb_serve.run(argc, argv);
+	}
 	for (i = 0; i < NR_VERBS; i++) {
 		if (!strcmp(argv[1], verbs[i]->name)) {
 			int j;

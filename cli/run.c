@@ -426,6 +426,12 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 	return CLI_EXIT_ERROR;
 }
 
+/* The option getopt just took, not its separate argument. */
+static const char *opt_text(char **argv, int ind)
+{
+	return argv[ind - 1][0] == '-' || ind < 2 ? argv[ind - 1] : argv[ind - 2];
+}
+
 /* vmm serve (--config-file): the Firecracker configuration file, applied
  * through the same checks as the API's PUTs. */
 static int apply_config_file(struct control *ctl, const char *path)
@@ -477,7 +483,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	unsigned nr_over = 0;
 	struct snapshot snap;
 	struct sandbox sb = { .created = 0 };
-	struct control ctl = { .fd = -1 };
+	struct control ctl = { .open = 0 };
 	struct helper h = { .cmd = NULL };
 	pid_t child = -1;
 	int detach = 0, adopt = 0, ran = 0;
@@ -523,11 +529,11 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			    opt == OPT_VSOCK || opt == OPT_ADOPT || opt == 'd' || opt == 't' ||
 			    opt == OPT_READY)) {
 			status = bad_usage("serve: %s: configure the VM through the API or --config-file",
-					   argv[optind - 1]);
+					   opt_text(argv, optind));
 			goto out_disks;
 		}
 		if (!api && (opt == OPT_API_SOCK || opt == OPT_CONFIG_FILE)) {
-			status = bad_usage("%s: only with vmm serve (or vmm --api-sock PATH)", argv[optind - 1]);
+			status = bad_usage("%s: only with vmm serve (or vmm --api-sock PATH)", opt_text(argv, optind));
 			goto out_disks;
 		}
 		switch (opt) {

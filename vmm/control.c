@@ -48,7 +48,6 @@ int control_open(struct control *c, const char *path, const char *name)
 	int r;
 
 	memset(c, 0, sizeof(*c));
-	c->fd = -1;
 	for (i = 0; i < CONTROL_MAX_CONNS; i++)
 		c->conns[i].fd = -1;
 	c->name = name;
@@ -62,7 +61,6 @@ int control_open(struct control *c, const char *path, const char *name)
 		control_close(c);
 		return r;
 	}
-	c->fd = c->lfd[0];
 	return 0;
 }
 
@@ -96,7 +94,6 @@ void control_close(struct control *c)
 	c->nr_listen = 0;
 	free(c->api);
 	c->api = NULL;
-	c->fd = -1;
 	c->open = 0;
 }
 

@@ -47,8 +47,7 @@ struct control_conn {
 };
 
 struct control {
-	int open;
-	int fd;                 /* the first listener (control.sock), or -1 */
+	int open;               /* control_open() succeeded, not closed yet */
 	int lfd[CONTROL_MAX_LISTEN];
 	char lpath[CONTROL_MAX_LISTEN][sizeof(((struct sockaddr_un *)0)->sun_path)];
 	unsigned nr_listen;
