@@ -308,11 +308,12 @@ static int put_drive(struct fcapi *a, const struct json *b, const char *path_id,
 	eng = get_str(b, "io_engine");
 	if ((r = check_id(path_id, id, "drive_id", FCAPI_DRIVE_ID_MAX, w)))
 		return r;
-	if (has(b, "partuuid"))
+	/* An empty string is what some clients send for "none". */
+	if (get_str(b, "partuuid") && get_str(b, "partuuid")[0])
 		return fail(w, "'partuuid' is not supported: the root device is /dev/vda");
 	if (has(b, "rate_limiter"))
 		return fail(w, "'rate_limiter' is not supported");
-	if (has(b, "socket"))
+	if (get_str(b, "socket") && get_str(b, "socket")[0])
 		return fail(w, "'socket' (vhost-user) is not supported");
 	if (cache && strcmp(cache, "Unsafe") && strcmp(cache, "Writeback"))
 		return fail(w, "'cache_type' must be Unsafe or Writeback");

@@ -342,7 +342,8 @@ static void route_drives(void **state)
 	snprintf(body, sizeof(body), "{\"drive_id\":\"data\",\"path_on_host\":\"%s\",\"is_root_device\":true}", disk);
 	expect_fault(400, "PUT", "/drives/data", body, "root block device already exists");
 	snprintf(body, sizeof(body), "{\"drive_id\":\"data\",\"path_on_host\":\"%s\",\"is_root_device\":false,"
-		 "\"is_read_only\":true,\"cache_type\":\"Writeback\",\"io_engine\":\"Sync\",\"rate_limiter\":null}", disk);
+		 "\"is_read_only\":true,\"cache_type\":\"Writeback\",\"io_engine\":\"Sync\",\"rate_limiter\":null,"
+		 "\"partuuid\":\"\"}", disk);
 	assert_int_equal(req("PUT", "/drives/data", body), 204);
 	assert_int_equal(api.cfg.nr_drives, 2);
 	/* The same id again replaces it. */
