@@ -762,7 +762,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			}
 			while (cfg.nr_disks > 0)
 				blk_options_free(&cfg.disks[--cfg.nr_disks]);
-			control_finish(&ctl, why);
+			control_finish(&ctl, NULL, why);
 		}
 		if (ctl.api->pending == FCAPI_LOAD) {
 			have_snap = 1;
@@ -910,7 +910,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		 * wherever PUT /vsock put the socket. */
 		if (cfg.has_vsock && strcmp(cfg.vsock.uds, sb.vsock) && symlink(cfg.vsock.uds, sb.vsock) < 0)
 			log_warn("cannot link %s to the vsock socket %s: %s", sb.vsock, cfg.vsock.uds, strerror(errno));
-		control_finish(&ctl, NULL); /* InstanceStart or the snapshot load: done */
+		control_finish(&ctl, vm, NULL); /* InstanceStart or the snapshot load: done */
 	}
 	log_debug("kernel command line: %s", vm->cmdline);
 	log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
@@ -952,7 +952,7 @@ out_publish:
 		publish_stop(&pub[i]);
 out_destroy:
 	if (ctl.api && ctl.api->pending != FCAPI_NONE)
-		control_finish(&ctl, "the microVM could not be started (the VMM's log says why)");
+		control_finish(&ctl, NULL, "the microVM could not be started (the VMM's log says why)");
 	control_close(&ctl);
 	vm_destroy(vm);
 out_free:
@@ -964,7 +964,7 @@ out_console:
 		close(console_file);
 out_disks:
 	if (ctl.api && ctl.api->pending != FCAPI_NONE)
-		control_finish(&ctl, "the microVM could not be started (the VMM's log says why)");
+		control_finish(&ctl, NULL, "the microVM could not be started (the VMM's log says why)");
 	control_close(&ctl);
 	while (cfg.nr_disks > 0)
 		blk_options_free(&cfg.disks[--cfg.nr_disks]);

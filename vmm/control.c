@@ -582,12 +582,15 @@ void control_events(struct control *c, struct vm *vm, const struct pollfd *p, un
 	}
 }
 
-void control_finish(struct control *c, const char *fault)
+void control_finish(struct control *c, struct vm *vm, const char *fault)
 {
 	char body[FCAPI_REPLY_MAX];
 	size_t len = 0;
 	unsigned i;
-	int status = fcapi_finish(c->api, fault, body, sizeof(body), &len);
+	int status;
+
+	c->api->vm = vm;
+	status = fcapi_finish(c->api, fault, body, sizeof(body), &len);
 
 	for (i = 0; i < CONTROL_MAX_CONNS; i++) {
 		struct control_conn *k = &c->conns[i];
@@ -600,9 +603,12 @@ void control_finish(struct control *c, const char *fault)
 		if (k->eof && !k->in_len)
 			k->close_after = 1;
 		conn_flush(k);
-		if (k->fd >= 0)
-			conn_process(c, k, c->api->vm); /* requests pipelined behind it */
 	}
+	/* Requests that arrived meanwhile (pipelined behind it, or on other
+	 * connections) were held while the action was pending. */
+	for (i = 0; i < CONTROL_MAX_CONNS; i++)
+		if (c->conns[i].fd >= 0 && c->conns[i].in_len)
+			conn_process(c, &c->conns[i], vm);
 }
 
 int control_call(const char *path, const char *req, char *out, size_t outlen, int timeout_ms)

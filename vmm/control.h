@@ -74,8 +74,9 @@ unsigned control_pollfds(struct control *c, struct pollfd *p, int *timeout_ms);
  * vm is NULL before the VM exists (the pre-boot API). */
 void control_events(struct control *c, struct vm *vm, const struct pollfd *p, unsigned n);
 /* Answers the request waiting on an action (InstanceStart, snapshot
- * load): fault NULL for success (204), else 400 with it. */
-void control_finish(struct control *c, const char *fault);
+ * load): fault NULL for success (204), else 400 with it; vm is the VM it
+ * built (NULL if none), which later requests then see. */
+void control_finish(struct control *c, struct vm *vm, const char *fault);
 /* Handles one request line; writes the reply (NUL-terminated, no newline)
  * into out. Exposed for tests. */
 void control_handle(struct vm *vm, const struct control *c, const char *req, size_t len,

@@ -305,6 +305,18 @@ try:
     check(p4.returncode == 0 and not os.path.exists(sock4), "SIGTERM before boot: exit 0, socket removed",
           (p4.returncode, os.path.exists(sock4)))
 
+    # ---- InstanceStart with a request pipelined behind it --------------------------------
+    p6, sock6, console6 = serve("fcf")
+    curl(sock6, "PUT", "/boot-source", {"kernel_image_path": spin})
+    curl(sock6, "PUT", "/machine-config", {"vcpu_count": 1, "mem_size_mib": 64})
+    start = b'{"action_type": "InstanceStart"}'
+    got = raw(sock6, b"PUT /actions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%sGET / HTTP/1.1\r\n"
+              b"Connection: close\r\n\r\n" % (len(start), start))
+    check(got.startswith(b"HTTP/1.1 204") and b"HTTP/1.1 200" in got and b'"state":"Running"' in got,
+          "InstanceStart with GET / pipelined behind it: 204, then 200 Running", got[:200])
+    p6.send_signal(signal.SIGTERM)
+    p6.wait(10)
+
     # ---- --config-file ---------------------------------------------------------------
     cfgf = os.path.join(tmp, "vm.json")
     with open(cfgf, "w") as f:
