@@ -16,6 +16,8 @@ pkgs=(
 	clang             # make fuzz (libFuzzer)
 	python3           # tests (pty console), bench/boot
 	curl              # tests: published ports, from the host
+	iproute2          # tests: network namespaces and TAPs (ip)
+	debootstrap       # vmm image build --debian
 )
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against

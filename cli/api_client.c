@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "api_client.h"
+#include "../guest-init/json.h"
 #include "../guest-init/proto.h"
 
 #include <dirent.h>
@@ -686,9 +687,10 @@ int api_shutdown(const struct sandbox_addr *a)
 	return remote_op(a, "\"op\":\"shutdown\"", "shutdown", NULL, 0);
 }
 
-int api_sync(const struct sandbox_addr *a)
+int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets)
 {
-	char fields[256], hex[2 * 32 + 1];
+	char fields[2048], hex[2 * 32 + 1];
+	struct json_writer w;
 	uint8_t seed[32];
 	struct timespec now;
 	unsigned i;
@@ -698,7 +700,28 @@ int api_sync(const struct sandbox_addr *a)
 	for (i = 0; i < sizeof(seed); i++)
 		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
 	clock_gettime(CLOCK_REALTIME, &now);
-	snprintf(fields, sizeof(fields), "\"op\":\"sync\",\"time_s\":%lld,\"time_ns\":%ld,\"seed\":\"%s\"",
-		 (long long)now.tv_sec, (long)now.tv_nsec, hex);
-	return remote_op(a, fields, "sync", NULL, 0);
+	/* The fields go into remote_op's object as they are: write them as
+	 * the members of one, then drop its braces. */
+	jw_init(&w, fields, sizeof(fields));
+	jw_obj(&w);
+	jw_key(&w, "op");
+	jw_str(&w, "sync");
+	jw_key(&w, "time_s");
+	jw_int(&w, (int64_t)now.tv_sec);
+	jw_key(&w, "time_ns");
+	jw_int(&w, (int64_t)now.tv_nsec);
+	jw_key(&w, "seed");
+	jw_str(&w, hex);
+	if (nr_nets) {
+		jw_key(&w, "net");
+		jw_arr(&w);
+		for (i = 0; i < nr_nets; i++)
+			jw_str(&w, nets[i]);
+		jw_arr_end(&w);
+	}
+	jw_obj_end(&w);
+	if (!jw_done(&w))
+		return -E2BIG;
+	fields[strlen(fields) - 1] = '\0';
+	return remote_op(a, fields + 1, "sync", NULL, 0);
 }

@@ -54,7 +54,9 @@ int api_copy_out(const struct sandbox_addr *a, const char *remote, const char *l
 
 /* After a restore: gives the guest the host's wall-clock time and 32
  * bytes of fresh entropy (getrandom). 0 or -errno. */
-int api_sync(const struct sandbox_addr *a);
+/* nets[0..nr_nets): interfaces the guest reconfigures after the clock and
+ * entropy ("OLDMAC[,mac=NEW][,ip=A/P][,gw=G][,dns=D]", guest-init/net.h). */
+int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets);
 
 /* Asks the guest to power off. 0 or -errno. */
 int api_shutdown(const struct sandbox_addr *a);

@@ -28,6 +28,7 @@ extern const struct cli_verb cli_verb_prune;
 extern const struct cli_verb cli_verb_create;
 extern const struct cli_verb cli_verb_start;
 extern const struct cli_verb cli_verb_serve;
+extern const struct cli_verb cli_verb_image;
 
 /* vmm serve: sandbox_main in API mode (run.c). */
 int serve_run(int argc, char **argv);

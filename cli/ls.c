@@ -42,6 +42,10 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st)
 	jw_bool(w, st->detached);
 	jw_key(w, "publish");
 	jw_str(w, st->publish);
+	jw_key(w, "net");
+	jw_str(w, st->net);
+	jw_key(w, "image");
+	jw_str(w, st->image);
 	jw_key(w, "dir");
 	jw_str(w, st->sb.dir);
 	jw_key(w, "control_socket");

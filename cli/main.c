@@ -27,6 +27,7 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_snapshot,
 	&cli_verb_restore,
 	&cli_verb_serve,
+	&cli_verb_image,
 };
 #define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 

@@ -1,6 +1,8 @@
 /* vmm run: boot a kernel in a new VM and stay attached to its console. */
 #define _GNU_SOURCE
 #include "api_client.h"
+#include "image.h"
+#include "../guest-init/api.h"
 #include "cli.h"
 #include "sandbox.h"
 #include "publish.h"
@@ -11,6 +13,7 @@
 #include "../vmm/log.h"
 #include "../vmm/vm.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -46,12 +49,28 @@ static void run_usage(FILE *out)
 		"                       a virtio-blk disk (raw image), repeatable: /dev/vda,\n"
 		"                       /dev/vdb, ... ro: read-only; root (first disk only):\n"
 		"                       boot from it (root=/dev/vda); id: GET_ID serial\n"
+		"  --fs tag=NAME,path=DIR[,ro][,cache=none|auto]\n"
+		"                       share the host directory DIR (virtio-fs), repeatable;\n"
+		"                       the guest finds it mounted at /mnt/NAME. ro: read-only;\n"
+		"                       cache=none (default): every sandbox sharing DIR sees\n"
+		"                       writes at once; auto: 1 s metadata cache, page cache\n"
+		"                       until reopen (docs/virtio-fs.md)\n"
 		"  --vsock cid=N,uds=PATH\n"
 		"                       virtio-vsock: guest CID N (3 or more); host clients\n"
 		"                       connect to the Unix socket PATH and write\n"
 		"                       \"CONNECT <port>\\n\"; guest connections to host port P\n"
 		"                       go to the Unix socket PATH_P (default: cid=3 and\n"
 		"                       vsock.sock in the sandbox's folder)\n"
+		"  --net tap=NAME[,mac=MAC][,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR][,host_ip=ADDR/PREFIX]\n"
+		"        [,offload=off][,rx_bps=R][,tx_bps=R][,rx_pps=R][,tx_pps=R]\n"
+		"                       a virtio-net interface on TAP NAME (created if it does\n"
+		"                       not exist, removed at exit), repeatable; guest-init\n"
+		"                       gives it ip/gw/dns; host_ip: the host side's address;\n"
+		"                       *_bps/*_pps: rate limits (docs/networking.md)\n"
+		"  --image NAME[:VERSION]\n"
+		"                       boot a copy-on-write copy of an image (vmm image), with\n"
+		"                       its defaults; from its warm snapshot if it has one and\n"
+		"                       no option here needs a boot (docs/images.md)\n"
 		"  --name NAME          the sandbox's name (default: a generated sb-XXXXXXXX);\n"
 		"                       vmm exec/cp/ls/logs/stop/snapshot NAME reach it\n"
 		"  -d, --detach         run in the background: returns once the sandbox's API\n"
@@ -79,7 +98,8 @@ static void run_usage(FILE *out)
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_API_SOCK, OPT_CONFIG_FILE };
+       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
+       OPT_CONFIG_FILE };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -92,6 +112,8 @@ static const struct option run_opts[] = {
 	{ "dump-cpuid", required_argument, NULL, OPT_DUMP_CPUID },
 	{ "disk", required_argument, NULL, OPT_DISK },
 	{ "vsock", required_argument, NULL, OPT_VSOCK },
+	{ "net", required_argument, NULL, OPT_NET },
+	{ "fs", required_argument, NULL, OPT_FS },
 	{ "tty", no_argument, NULL, 't' },
 	{ "token", required_argument, NULL, OPT_TOKEN },
 	{ "ready-timeout", required_argument, NULL, OPT_READY },
@@ -100,6 +122,9 @@ static const struct option run_opts[] = {
 	{ "ttl", required_argument, NULL, OPT_TTL },
 	{ "publish", required_argument, NULL, OPT_PUBLISH },
 	{ "adopt", no_argument, NULL, OPT_ADOPT }, /* vmm start: the folder vmm create made */
+	/* vmm run --image, rewritten by image_run_args(): */
+	{ "image-root", required_argument, NULL, OPT_IMAGE_ROOT },
+	{ "image-ref", required_argument, NULL, OPT_IMAGE_REF },
 	{ "api-sock", required_argument, NULL, OPT_API_SOCK },   /* vmm serve */
 	{ "config-file", required_argument, NULL, OPT_CONFIG_FILE },
 	{ "id", required_argument, NULL, OPT_NAME },
@@ -128,6 +153,13 @@ static void restore_usage(FILE *out)
 		"                       use FILE for the snapshot's disk ID (or, without id,\n"
 		"                       the next disk in order) instead of a fresh copy; it\n"
 		"                       must have the same size\n"
+		"  --net tap=NAME[,host_ip=ADDR/PREFIX][,mac=MAC,ip=ADDR/PREFIX,gw=ADDR,dns=ADDR]...\n"
+		"                       the TAP for the snapshot's next network interface\n"
+		"                       (default: the snapshot's own TAP name); with mac/ip/\n"
+		"                       gw/dns the clone takes new ones once it runs\n"
+		"  --fs tag=NAME,path=DIR\n"
+		"                       share DIR as the snapshot's drive NAME instead of the\n"
+		"                       directory it had (default: the same directory)\n"
 		"  --console MODE       stdio (default), file:PATH or none\n"
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
@@ -184,6 +216,8 @@ static int random_token(char *tok, size_t len)
  * guest the time and fresh entropy, run CMD and power off. */
 struct helper {
 	const struct sandbox_addr *a;
+	const char *const *nets;     /* restore: interfaces the guest reconfigures */
+	unsigned nr_nets;
 	const char *synced;          /* created once a restored guest took the sync */
 	const struct exec_opts *cmd; /* NULL: none */
 	int restored;
@@ -229,7 +263,7 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 			_exit(CLI_EXIT_ERROR);
 		}
 		if (h->restored) {
-			if (api_sync(h->a)) {
+			if (api_sync(h->a, h->nets, h->nr_nets)) {
 				log_err("could not give the restored sandbox the time and fresh entropy");
 			} else if (h->synced) {
 				int fd = open(h->synced, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -281,6 +315,138 @@ static int run_vm(struct vm *vm, const struct helper *h, pid_t child)
 	else
 		log_err("%s (exit status %d)", vm->exit_msg, vm_exit_status(reason, vm->exit_signo));
 	return vm_exit_status(reason, vm->exit_signo);
+}
+
+/* restore: the snapshot's network interfaces, each on the TAP the k-th
+ * --net names (default: the snapshot's). The device keeps the MAC the
+ * guest's driver read at boot; a new mac=/ip=/gw=/dns= for the clone is
+ * applied by guest-init once the API answers (the sync request), written
+ * into spec[k]. */
+static int restore_nets(struct vm_config *cfg, const struct snapshot *s, const struct net_options *over,
+			const int *mac_given, unsigned nr_over, char spec[][API_NET_SPEC], unsigned *nr_spec)
+{
+	unsigned i;
+
+	*nr_spec = 0;
+	if (nr_over > s->conf.nr_nets) {
+		log_err("restore: %u --net given, the snapshot has %u network interfaces", nr_over,
+			s->conf.nr_nets);
+		return -EINVAL;
+	}
+	cfg->nr_nets = s->conf.nr_nets;
+	for (i = 0; i < s->conf.nr_nets; i++) {
+		struct net_options *o = &cfg->nets[i];
+		const struct snap_net *sn = &s->conf.nets[i];
+
+		if (i < nr_over) {
+			*o = over[i];
+			if ((mac_given[i] && memcmp(o->mac, sn->mac, 6)) || o->ip) {
+				struct net_options g = *o;
+				char old[18], b[API_NET_SPEC];
+				size_t n;
+
+				/* net_guest_cmdline's form, then the old MAC first. */
+				if (!mac_given[i])
+					memcpy(g.mac, sn->mac, 6);
+				if (net_guest_cmdline(&g, b, sizeof(b))) {
+					log_err("restore: --net %s: description too long", o->tap);
+					return -EINVAL;
+				}
+				net_format_mac(sn->mac, old);
+				n = (size_t)snprintf(spec[*nr_spec], API_NET_SPEC, "%s,mac=%s", old,
+						     b + strlen("vmm.net="));
+				if (n >= API_NET_SPEC) {
+					log_err("restore: --net %s: description too long", o->tap);
+					return -EINVAL;
+				}
+				(*nr_spec)++;
+			} else if (o->gw || o->dns) {
+				log_err("restore: --net %s: gw= and dns= need ip= too", o->tap);
+				return -EINVAL;
+			}
+		} else {
+			memset(o, 0, sizeof(*o));
+			snprintf(o->tap, sizeof(o->tap), "%s", sn->tap);
+		}
+		/* The device: the snapshot's MAC and offloads, the guest-side
+		 * settings go through guest-init (above), not the command line. */
+		o->ip = o->gw = o->dns = 0;
+		o->prefix = 0;
+		memcpy(o->mac, sn->mac, 6);
+		o->has_mac = 1;
+		o->no_offload = sn->no_offload;
+	}
+	return 0;
+}
+
+/* restore: the snapshot's shared drives, in its order, each on the
+ * directory it had or the one an override (--fs tag=T,path=P) names. */
+static int restore_fs(struct vm_config *cfg, const struct snapshot *s, struct fs_options *over,
+		      unsigned nr_over)
+{
+	unsigned i, j;
+
+	for (j = 0; j < nr_over; j++) {
+		for (i = 0; i < s->conf.nr_fs; i++)
+			if (!strcmp(s->conf.fs[i].tag, over[j].tag))
+				break;
+		if (i == s->conf.nr_fs) {
+			log_err("--fs tag=%s: the snapshot has no shared drive of that name", over[j].tag);
+			return -EINVAL;
+		}
+	}
+	cfg->nr_fs = s->conf.nr_fs;
+	for (i = 0; i < s->conf.nr_fs; i++) {
+		const struct snap_fs *f = &s->conf.fs[i];
+		struct fs_options *o = &cfg->fs[i];
+		const char *path = f->path;
+
+		for (j = 0; j < nr_over; j++)
+			if (!strcmp(f->tag, over[j].tag))
+				path = over[j].path;
+		snprintf(o->tag, sizeof(o->tag), "%s", f->tag);
+		o->ro = f->ro;
+		o->cache = (enum fuse_cache)f->cache;
+		o->path = strdup(path);
+		if (!o->path)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* vmm run --image: the sandbox's own copy of the image's root filesystem
+ * (a reflink where the filesystem can, else a sparse copy: docs/images.md)
+ * becomes disk 0, the root, and guest-init the init. */
+static int use_image(struct vm_config *cfg, const struct sandbox *sb, const char *rootfs, char *cmdline,
+		     size_t len)
+{
+	char p[PATH_MAX + 16];
+	unsigned i;
+	int r;
+
+	if (cfg->nr_disks == VM_MAX_DISKS || (cfg->nr_disks && cfg->disks[0].root)) {
+		log_err("--image: the image is the root disk; no --disk ...,root with it, at most %u more disks",
+			VM_MAX_DISKS - 1);
+		return -EINVAL;
+	}
+	snprintf(p, sizeof(p), "%s/rootfs.img", sb->dir);
+	if ((r = snap_copy_file(rootfs, p))) {
+		log_err("--image: copying %s for this sandbox: %s", rootfs, strerror(-r));
+		return r;
+	}
+	for (i = cfg->nr_disks; i > 0; i--)
+		cfg->disks[i] = cfg->disks[i - 1];
+	memset(&cfg->disks[0], 0, sizeof(cfg->disks[0]));
+	cfg->disks[0].path = strdup(p);
+	cfg->disks[0].root = 1;
+	snprintf(cfg->disks[0].id, sizeof(cfg->disks[0].id), "root");
+	cfg->nr_disks++;
+	if (!cfg->disks[0].path)
+		return -ENOMEM;
+	if (snprintf(cmdline, len, "%s init=" IMAGE_INIT, cfg->cmdline ? cfg->cmdline : DEFAULT_CMDLINE) >= (int)len)
+		return -E2BIG;
+	cfg->cmdline = cmdline;
+	return 0;
 }
 
 /* restore: the snapshot's disks for this clone. An override (--disk
@@ -480,7 +646,15 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	int console_explicit = 0, level_set = 0, vsock_given = 0, have_snap = 0;
 	char cmdline_buf[4096], token_buf[160] = "";
 	struct blk_options over[VM_MAX_DISKS];
-	unsigned nr_over = 0;
+	unsigned nr_over = 0, nr_net_over = 0;
+	struct net_options net_over[VM_MAX_NETS];
+	int net_mac_given[VM_MAX_NETS] = { 0 };
+	char net_spec[VM_MAX_NETS][API_NET_SPEC];
+	const char *net_spec_p[VM_MAX_NETS];
+	unsigned nr_net_spec = 0;
+	char net_text[VM_MAX_NETS * 64] = "";
+	struct fs_options over_fs[VM_MAX_FS];
+	unsigned nr_over_fs = 0;
 	struct snapshot snap;
 	struct sandbox sb = { .created = 0 };
 	struct control ctl = { .open = 0 };
@@ -488,6 +662,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	pid_t child = -1;
 	int detach = 0, adopt = 0, ran = 0;
 	char synced[PATH_MAX + 16] = "";
+	const char *image_root = NULL, *image_ref = "";
+	char image_cmdline[4096];
 	long long ttl_s = 0;
 	/* On the heap: a published port's connection threads may outlive this
 	 * frame by a moment at exit (see the end). */
@@ -500,6 +676,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 
 	memset(&cfg, 0, sizeof(cfg));
 	memset(over, 0, sizeof(over));
+	memset(over_fs, 0, sizeof(over_fs));
 	if (!pub)
 		return CLI_EXIT_ERROR;
 	cfg.t0_ns = log_now_ns();
@@ -527,7 +704,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		if (api && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
 			    opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE || opt == OPT_DISK ||
 			    opt == OPT_VSOCK || opt == OPT_ADOPT || opt == 'd' || opt == 't' ||
-			    opt == OPT_READY)) {
+			    opt == OPT_READY || opt == OPT_NET || opt == OPT_FS || opt == OPT_IMAGE_ROOT ||
+			    opt == OPT_IMAGE_REF)) {
 			status = bad_usage("serve: %s: configure the VM through the API or --config-file",
 					   opt_text(argv, optind));
 			goto out_disks;
@@ -605,6 +783,49 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 				cfg.nr_disks++;
 			break;
 		}
+		case OPT_NET: {
+			const char *why = "";
+			unsigned *nr = restore ? &nr_net_over : &cfg.nr_nets;
+			struct net_options *o = restore ? &net_over[*nr] : &cfg.nets[*nr];
+
+			if (*nr == VM_MAX_NETS) {
+				status = bad_usage("--net: at most %s interfaces", "8");
+				goto out_disks;
+			}
+			if (net_options_parse(optarg, o, &why)) {
+				fprintf(stderr, "vmm: --net '%s': %s\n", optarg, why);
+				status = CLI_EXIT_USAGE;
+				goto out_disks;
+			}
+			if (restore)
+				net_mac_given[*nr] = strstr(optarg, "mac=") != NULL;
+			(*nr)++;
+			break;
+		}
+		case OPT_FS: {
+			const char *why = "";
+			struct fs_options *o = restore ? &over_fs[nr_over_fs] : &cfg.fs[cfg.nr_fs];
+			struct stat st;
+
+			if ((restore ? nr_over_fs : cfg.nr_fs) == VM_MAX_FS) {
+				status = bad_usage("--fs: at most %s shared drives", "8");
+				goto out_disks;
+			}
+			if (fs_options_parse(optarg, o, &why)) {
+				fprintf(stderr, "vmm: --fs '%s': %s\n", optarg, why);
+				status = CLI_EXIT_USAGE;
+				goto out_disks;
+			}
+			if (restore)
+				nr_over_fs++;
+			else
+				cfg.nr_fs++;
+			if (stat(o->path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+				status = bad_usage("--fs: %s is not a directory", o->path);
+				goto out_disks;
+			}
+			break;
+		}
 		case OPT_VSOCK: {
 			const char *why = "";
 			char tmp[160];
@@ -628,6 +849,16 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			break;
 		case OPT_ADOPT:
 			adopt = 1;
+			break;
+		case OPT_IMAGE_ROOT:
+			if (restore) {
+				status = bad_usage("%s", "restore: no --image-root");
+				goto out_disks;
+			}
+			image_root = optarg;
+			break;
+		case OPT_IMAGE_REF:
+			image_ref = optarg;
 			break;
 		case 'd':
 			detach = 1;
@@ -779,8 +1010,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		cfg.tmpl = (enum cpu_template)c->tmpl;
 		cfg.tmpl_explicit = 1;
 		snprintf(token_buf, sizeof(token_buf), "%s", c->token);
-		if (restore_disks(&cfg, &snap, over, nr_over, &sb)) {
+		if (restore_disks(&cfg, &snap, over, nr_over, &sb) ||
+		    restore_fs(&cfg, &snap, over_fs, nr_over_fs)) {
 			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		if (restore_nets(&cfg, &snap, net_over, net_mac_given, nr_net_over, net_spec, &nr_net_spec)) {
+			status = CLI_EXIT_USAGE;
 			goto out_disks;
 		}
 		cfg.has_vsock = (int)c->has_vsock;
@@ -796,6 +1032,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		/* Every sandbox has its API device unless told otherwise (the
 		 * API's have what PUT /vsock said). */
 		if (!api) {
+			if (image_root && use_image(&cfg, &sb, image_root, image_cmdline, sizeof(image_cmdline))) {
+				status = CLI_EXIT_ERROR;
+				goto out_disks;
+			}
 			cfg.mem_bytes = mib << 20;
 			if (!vsock_given) {
 				cfg.vsock.cid = 3;
@@ -889,8 +1129,20 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			.ttl_s = ttl_s,
 			.detached = detach,
 			.publish = pub_text,
+			.net = net_text,
+			.image = image_ref,
 		};
 
+		for (i = 0; i < cfg.nr_nets; i++) {
+			size_t n = strlen(net_text);
+			char mac[18], ip[INET_ADDRSTRLEN] = "";
+
+			net_format_mac(vm->nets[i]->config.mac, mac);
+			if (cfg.nets[i].ip)
+				inet_ntop(AF_INET, &cfg.nets[i].ip, ip, sizeof(ip));
+			snprintf(net_text + n, sizeof(net_text) - n, "%s%s=%s%s%s", i ? "," : "",
+				 vm->nets[i]->tap.name, mac, ip[0] ? "/" : "", ip);
+		}
 		for (i = 0; i < nr_pub; i++) {
 			size_t n = strlen(pub_text);
 
@@ -932,6 +1184,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		h.ready_s = ready_s;
 		snprintf(synced, sizeof(synced), "%s/synced", sb.dir);
 		h.synced = synced;
+		for (i = 0; i < nr_net_spec; i++)
+			net_spec_p[i] = net_spec[i];
+		h.nets = net_spec_p;
+		h.nr_nets = nr_net_spec;
 		if ((h.cmd || (restore && cfg.has_vsock)) && start_helper(vm, &h, &child)) {
 			status = CLI_EXIT_ERROR;
 			goto out_publish;
@@ -970,6 +1226,10 @@ out_disks:
 		blk_options_free(&cfg.disks[--cfg.nr_disks]);
 	while (nr_over > 0)
 		blk_options_free(&over[--nr_over]);
+	while (cfg.nr_fs > 0)
+		fs_options_free(&cfg.fs[--cfg.nr_fs]);
+	while (nr_over_fs > 0)
+		fs_options_free(&over_fs[--nr_over_fs]);
 	/* A detached sandbox that failed before it ran keeps its folder (its
 	 * vmm.log says why) until vmm rm; `vmm start` keeps its record. */
 	if (detach && sb.created && !ran)
@@ -984,10 +1244,25 @@ out_disks:
 	return status;
 }
 
+/* vmm run --image: the arguments rewritten by image_run_args(). */
+static int with_image(int argc, char **argv, int check_only)
+{
+	char **v = NULL;
+	int n = 0, restore = 0, r;
+
+	if (image_run_args(argc, argv, &v, &n, &restore))
+		return CLI_EXIT_ERROR;
+	if (!v)
+		return sandbox_main(argc, argv, 0, check_only, 0);
+	r = sandbox_main(n, v, restore, check_only, 0);
+	free(v); /* its strings live as long as the process needs them */
+	return r;
+}
+
 int run_main(int argc, char **argv);
 int run_main(int argc, char **argv)
 {
-	return sandbox_main(argc, argv, 0, 0, 0);
+	return with_image(argc, argv, 0);
 }
 
 int serve_run(int argc, char **argv)
@@ -997,7 +1272,7 @@ int serve_run(int argc, char **argv)
 
 int run_check_args(int argc, char **argv)
 {
-	return sandbox_main(argc, argv, 0, 1, 0);
+	return with_image(argc, argv, 1);
 }
 
 static int restore_main(int argc, char **argv)

@@ -235,6 +235,10 @@ int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_
 	jw_bool(&w, info->detached);
 	jw_key(&w, "publish");
 	jw_str(&w, info->publish ? info->publish : "");
+	jw_key(&w, "net");
+	jw_str(&w, info->net ? info->net : "");
+	jw_key(&w, "image");
+	jw_str(&w, info->image ? info->image : "");
 	jw_obj_end(&w);
 	if (!jw_done(&w))
 		return -E2BIG;
@@ -402,6 +406,10 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 		(void)json_get_bool(j, "detached", &st->detached);
 		if (!json_get_str(j, "publish", &str))
 			snprintf(st->publish, sizeof(st->publish), "%s", str);
+		if (!json_get_str(j, "net", &str))
+			snprintf(st->net, sizeof(st->net), "%s", str);
+		if (!json_get_str(j, "image", &str))
+			snprintf(st->image, sizeof(st->image), "%s", str);
 	}
 	if (read_small(st->sb.dir, "created", buf, sizeof(buf)) == 0) {
 		st->state = SB_CREATED;

@@ -39,6 +39,8 @@ struct sandbox_info {
 	long long ttl_s;      /* 0: none */
 	int detached;
 	const char *publish;  /* "ADDR:HOST:GUEST,..." or "" */
+	const char *net;      /* "TAP=MAC[/ADDR/PREFIX],..." or "" */
+	const char *image;    /* "NAME:VERSION" it started from, or "" */
 };
 /* Writes the token, pid and config.json files (0600). */
 int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_info *info);
@@ -68,6 +70,8 @@ struct sandbox_status {
 	long long created, expires; /* Unix seconds; expires 0: never */
 	int detached;
 	char publish[PATH_MAX];
+	char net[512];
+	char image[80];
 };
 int sandbox_status(const char *name, struct sandbox_status *st);
 /* Stops a running sandbox: through the guest (the API's shutdown) and

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 /* Is [sector, sector + n) inside the disk? (overflow-safe) */
@@ -228,7 +230,43 @@ static int64_t blk_chain(struct virtio_dev *d, const struct vq_chain *c)
 
 static void blk_queue_notify(struct virtio_dev *d, unsigned qi)
 {
-	virtio_serve_queue(d, qi, &container_of(d, struct virtio_blk, vdev)->chain, blk_chain);
+	struct virtio_blk *b = container_of(d, struct virtio_blk, vdev);
+	uint64_t wait;
+
+	if (b->timer_fd < 0) {
+		virtio_serve_queue(d, qi, &b->chain, blk_chain);
+		return;
+	}
+	if (b->throttled)
+		return; /* the timer resumes us */
+	wait = virtio_serve_queue_rl(d, qi, &b->chain, blk_chain, &b->rl);
+	if (wait) {
+		struct itimerspec its = { .it_value = { .tv_sec = (time_t)(wait / 1000000000ull),
+							.tv_nsec = (long)(wait % 1000000000ull) } };
+
+		b->waits++;
+		if (timerfd_settime(b->timer_fd, 0, &its, NULL) == 0)
+			b->throttled = 1;
+	}
+}
+
+static void blk_timer(struct evloop *l, struct evloop_source *s, uint32_t events)
+{
+	struct virtio_blk *b = s->arg;
+	uint64_t v;
+
+	(void)l;
+	(void)events;
+	if (read(b->timer_fd, &v, sizeof(v)) < 0 && errno == EAGAIN)
+		return;
+	b->throttled = 0;
+	if (virtio_live(&b->vdev) && b->vdev.q[0].ready)
+		blk_queue_notify(&b->vdev, 0);
+}
+
+static void blk_reset(struct virtio_dev *d)
+{
+	container_of(d, struct virtio_blk, vdev)->throttled = 0;
 }
 
 static const struct virtio_dev_ops blk_ops = {
@@ -236,6 +274,7 @@ static const struct virtio_dev_ops blk_ops = {
 	.nr_queues = 1,
 	.queue_max = BLK_QUEUE_SIZE,
 	.queue_notify = blk_queue_notify,
+	.reset = blk_reset,
 };
 
 int blk_options_parse(const char *s, struct blk_options *o, const char **why)
@@ -254,6 +293,12 @@ int blk_options_parse(const char *s, struct blk_options *o, const char **why)
 				r = -ENOMEM;
 				break;
 			}
+		} else if (!strncmp(tok, "bps=", 4) || !strncmp(tok, "iops=", 5)) {
+			if (rl_parse_rate(strchr(tok, '=') + 1, tok[0] == 'b' ? &o->bps : &o->iops)) {
+				*why = "bps= and iops= are numbers per second, with an optional k, M or G";
+				r = -EINVAL;
+				break;
+			}
 		} else if (!strcmp(tok, "ro")) {
 			o->ro = 1;
 		} else if (!strcmp(tok, "root")) {
@@ -268,7 +313,7 @@ int blk_options_parse(const char *s, struct blk_options *o, const char **why)
 			}
 			snprintf(o->id, sizeof(o->id), "%s", v);
 		} else {
-			*why = "unknown --disk option (path=FILE[,ro][,root][,id=ID])";
+			*why = "unknown --disk option (path=FILE[,ro][,root][,id=ID][,bps=RATE][,iops=RATE])";
 			r = -EINVAL;
 			break;
 		}
@@ -298,6 +343,7 @@ int virtio_blk_init(struct virtio_blk *b, const struct blk_options *o, int vm_fd
 	int r;
 
 	memset(b, 0, sizeof(*b));
+	b->timer_fd = -1;
 	b->ro = o->ro;
 	b->fd = open(o->path, (o->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (b->fd < 0) {
@@ -344,14 +390,37 @@ int virtio_blk_init(struct virtio_blk *b, const struct blk_options *o, int vm_fd
 	b->config.max_write_zeroes_seg = htole32(BLK_MAX_DISCARD_SEG);
 	b->config.write_zeroes_may_unmap = 1;
 	snprintf(name, sizeof(name), "virtio-blk%u", index);
+	if (o->bps || o->iops) {
+		rl_init(&b->rl, o->bps, 0, o->iops, 0, log_now_ns());
+		b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (b->timer_fd < 0) {
+			r = -errno;
+			log_err("--disk %s: timerfd: %s", o->path, strerror(errno));
+			goto err_close;
+		}
+	}
 	r = virtio_mmio_init(&b->vdev, &blk_ops, name, vm_fd, gm, base, irq, features,
 			     (uint8_t *)&b->config, sizeof(b->config));
 	if (r) {
 		log_err("--disk %s: cannot set up the device: %s", o->path, strerror(-r));
-		goto err_close;
+		goto err_timer;
+	}
+	if (b->timer_fd >= 0) {
+		/* Sources are added while the loop is paused (evloop.h). */
+		evloop_pause(&b->vdev.loop);
+		r = evloop_add(&b->vdev.loop, &b->timer_src, b->timer_fd, EPOLLIN, blk_timer, b);
+		evloop_resume(&b->vdev.loop);
+		if (r) {
+			virtio_mmio_destroy(&b->vdev);
+			goto err_timer;
+		}
 	}
 	return 0;
 
+err_timer:
+	if (b->timer_fd >= 0)
+		close(b->timer_fd);
+	b->timer_fd = -1;
 err_close:
 	close(b->fd);
 	b->fd = -1;
@@ -364,4 +433,7 @@ void virtio_blk_destroy(struct virtio_blk *b)
 	if (b->fd >= 0)
 		close(b->fd);
 	b->fd = -1;
+	if (b->timer_fd >= 0)
+		close(b->timer_fd);
+	b->timer_fd = -1;
 }

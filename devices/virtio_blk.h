@@ -105,6 +105,7 @@ struct blk_options {
 	int ro;
 	int root;
 	char id[24];       /* serial reported by GET_ID (20 bytes used) */
+	uint64_t bps, iops;/* rate limits (bytes and requests per second), 0: none */
 };
 
 struct virtio_blk {
@@ -117,6 +118,11 @@ struct virtio_blk {
 	struct vq_chain chain;
 	struct iovec iov[VQ_MAX_CHAIN];
 	uint64_t reqs, errors;
+	struct ratelimit rl;
+	int timer_fd;      /* -1 without a limit */
+	int throttled;     /* waiting for the timer */
+	uint64_t waits;    /* times the limiter made the queue wait */
+	struct evloop_source timer_src;
 };
 
 /* Runs one request; returns bytes written to the guest (incl. status), or
@@ -129,7 +135,8 @@ int virtio_blk_init(struct virtio_blk *b, const struct blk_options *o, int vm_fd
 	__attribute__((warn_unused_result));
 void virtio_blk_destroy(struct virtio_blk *b);
 
-/* Parses "path=FILE[,ro][,root][,id=ID][,serial=ID]". 0 or -EINVAL (why set). */
+/* Parses "path=FILE[,ro][,root][,id=ID][,serial=ID][,bps=RATE][,iops=RATE]".
+ * 0 or -EINVAL (why set). */
 int blk_options_parse(const char *s, struct blk_options *o, const char **why);
 void blk_options_free(struct blk_options *o);
 

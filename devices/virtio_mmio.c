@@ -76,31 +76,46 @@ void virtio_queue_used(struct virtio_dev *d, unsigned q)
 		raise_irq(d, VIRTIO_MMIO_INT_VRING);
 }
 
-void virtio_serve_queue(struct virtio_dev *d, unsigned qi, struct vq_chain *chain, virtio_chain_fn *fn)
+uint64_t virtio_serve_queue_rl(struct virtio_dev *d, unsigned qi, struct vq_chain *chain,
+			       virtio_chain_fn *fn, struct ratelimit *rl)
 {
 	struct vq *q = &d->q[qi].vq;
 	const char *why = NULL;
+	uint64_t wait = 0;
 	int pushed = 0, r;
 
 	for (;;) {
 		while ((r = vq_pop(q, chain, &why)) > 0) {
-			int64_t len = fn(d, chain);
+			int64_t len;
 
+			/* The chain's size stands for the request's cost. */
+			if (rl && (wait = rl_take(rl, chain->read_len + chain->write_len, log_now_ns()))) {
+				vq_unpop(q);
+				goto out;
+			}
+			len = fn(d, chain);
 			if (len < 0)
-				return;
+				goto out;
 			vq_push(q, chain->head, (uint32_t)len);
 			pushed = 1;
 		}
 		if (r < 0) {
 			virtio_needs_reset(d, why);
-			return;
+			goto out;
 		}
 		vq_set_avail_event(q);
 		if (!vq_has_work(q))
 			break;
 	}
+out:
 	if (pushed)
 		virtio_queue_used(d, qi);
+	return wait;
+}
+
+void virtio_serve_queue(struct virtio_dev *d, unsigned qi, struct vq_chain *chain, virtio_chain_fn *fn)
+{
+	(void)virtio_serve_queue_rl(d, qi, chain, fn, NULL);
 }
 
 void virtio_needs_reset(struct virtio_dev *d, const char *why)

@@ -17,6 +17,7 @@
 #include "../vmm/bus.h"
 #include "../vmm/evloop.h"
 #include "../vmm/log.h"
+#include "../vmm/ratelimit.h"
 #include "../vmm/snapfmt.h"
 
 #define VIRTIO_MMIO_SIZE 0x1000
@@ -106,6 +107,11 @@ void virtio_queue_used(struct virtio_dev *d, unsigned q);
  * meanwhile is not missed, then interrupts the driver if it wants one. */
 typedef int64_t virtio_chain_fn(struct virtio_dev *d, const struct vq_chain *chain);
 void virtio_serve_queue(struct virtio_dev *d, unsigned q, struct vq_chain *chain, virtio_chain_fn *fn);
+/* The same, each chain first admitted by the limiter `rl` (its byte size
+ * as the cost): returns 0 once the ring is empty, or the ns to wait before
+ * calling again (the chain that did not pass stays in the ring). */
+uint64_t virtio_serve_queue_rl(struct virtio_dev *d, unsigned qi, struct vq_chain *chain,
+			       virtio_chain_fn *fn, struct ratelimit *rl);
 /* The guest broke a rule: DEVICE_NEEDS_RESET, a config interrupt, one
  * rate-limited log line. The device stops serving until the driver resets
  * it; the VMM and other devices carry on (2.1.1). */

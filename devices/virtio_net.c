@@ -350,7 +350,7 @@ static void activate(struct virtio_net *n)
 
 /* ---- rx: TAP to guest --------------------------------------------------- */
 
-enum { RX_DONE, RX_NO_BUFFERS, RX_BROKEN };
+enum { RX_DONE = 0, RX_NO_BUFFERS = 1, RX_BROKEN = -1 };
 
 static void rx_drop(struct virtio_net *n, const char *why)
 {
@@ -363,7 +363,7 @@ static void rx_drop(struct virtio_net *n, const char *why)
 /* Places rx_frame in the guest's buffers: one chain, or with MRG_RXBUF as
  * many as it takes (5.1.6.4), num_buffers written into the first one's
  * header once known. Chains are pushed only when the whole frame is in. */
-static int rx_place(struct virtio_net *n, int *pushed)
+int virtio_net_rx_place(struct virtio_net *n, int *pushed)
 {
 	struct virtio_dev *d = &n->vdev;
 	struct vq *q = &d->q[NET_QUEUE_RX].vq;
@@ -495,7 +495,7 @@ static void rx_pump(struct virtio_net *n)
 		for (;;) {
 			uint16_t idx = vq_avail_idx(q);
 
-			r = rx_place(n, &pushed);
+			r = virtio_net_rx_place(n, &pushed);
 			if (r != RX_NO_BUFFERS)
 				break;
 			/* Ask for a kick at the next buffer the driver adds, then
@@ -519,8 +519,7 @@ static void rx_pump(struct virtio_net *n)
 
 /* ---- tx: guest to TAP --------------------------------------------------- */
 
-/* 0: the chain is consumed (sent or dropped), -EAGAIN: the TAP is full. */
-static int tx_one(struct virtio_net *n, const struct vq_chain *c)
+int virtio_net_tx_one(struct virtio_net *n, const struct vq_chain *c)
 {
 	struct virtio_net_hdr_v1 h;
 	struct vq_reader r;
@@ -594,7 +593,7 @@ static void serve_tx(struct virtio_net *n)
 					goto out;
 				}
 			}
-			if (tx_one(n, &n->chain) == -EAGAIN) {
+			if (virtio_net_tx_one(n, &n->chain) == -EAGAIN) {
 				vq_unpop(q);
 				n->tx_wait_tap = 1;
 				goto out;

@@ -136,6 +136,16 @@ int net_tx_check(const struct virtio_net_hdr_v1 *h, uint64_t frame_len, uint64_t
  * the driver negotiated, or -EINVAL (drop the frame). */
 int net_rx_fix(struct virtio_net_hdr_v1 *h, uint64_t features);
 
+/* Device thread only (exposed for the fuzzer). Sends one transmit chain to
+ * the TAP: 0 once it is consumed (sent, or dropped and counted), -EAGAIN if
+ * the TAP is full (nothing was sent). */
+int virtio_net_tx_one(struct virtio_net *n, const struct vq_chain *c);
+/* Places the waiting rx frame (rx_frame[0..rx_len)) in the rx ring: 0 when
+ * it is done (delivered, *pushed set, or dropped and counted), 1 if the
+ * ring has not enough buffers yet (nothing consumed), -1 if the driver
+ * broke a rule (the device is in NEEDS_RESET). */
+int virtio_net_rx_place(struct virtio_net *n, int *pushed);
+
 /* Opens the TAP and sets up the device. */
 int virtio_net_init(struct virtio_net *n, const struct net_options *o, int vm_fd,
 		    const struct gm *gm, uint64_t base, unsigned irq, unsigned index)

@@ -183,6 +183,17 @@ int api_parse(const char *text, size_t len, const char *token, struct json_arena
 				return fail(err, eno, "\"seed\" must be hex", EINVAL);
 			r->seed[i] = (uint8_t)byte;
 		}
+		if (json_get(root, "net")) {
+			const struct json *arr = json_get(root, "net"), *e;
+
+			if (arr->type != JSON_ARR || arr->u.kids.count > API_MAX_NETS)
+				return fail(err, eno, "\"net\" must be an array of at most 8 strings", EINVAL);
+			for (e = arr->u.kids.first; e; e = e->next) {
+				if (e->type != JSON_STR || !e->u.str.len || e->u.str.len >= API_NET_SPEC)
+					return fail(err, eno, "\"net\" entries are interface descriptions", EINVAL);
+				r->net[r->nr_net++] = e->u.str.s;
+			}
+		}
 		r->seed_len = i;
 		return 0;
 	}
@@ -1063,6 +1074,7 @@ void api_serve(int fd, const struct api_config *cfg)
 	const char *err = NULL;
 	uint8_t type;
 	size_t len;
+	unsigned i;
 	int eno = 0, rr;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -1114,9 +1126,23 @@ void api_serve(int fd, const struct api_config *cfg)
 			send_error(fd, ENOTSUP, "this server does not set the clock or the entropy pool");
 			break;
 		}
-		if (cfg->sync(r.time_s, r.time_ns, r.seed, r.seed_len) < 0)
+		if (cfg->sync(r.time_s, r.time_ns, r.seed, r.seed_len) < 0) {
 			send_error(fd, errno, "setting the clock or adding entropy failed");
-		else
+			break;
+		}
+		if (r.nr_net && !cfg->net) {
+			send_error(fd, ENOTSUP, "this server does not configure network interfaces");
+			break;
+		}
+		for (i = 0; i < r.nr_net; i++) {
+			char why[200];
+
+			if (cfg->net(r.net[i], why, sizeof(why)) < 0) {
+				send_error(fd, EINVAL, why);
+				break;
+			}
+		}
+		if (i == r.nr_net)
 			send_ok(fd);
 		break;
 	case OP_SHUTDOWN:

@@ -11,6 +11,8 @@
 #define API_MAX_ARGS 256
 #define API_MAX_ENV 256
 #define API_MAX_SEED 256 /* bytes of entropy a sync carries */
+#define API_MAX_NETS 8   /* interfaces a sync may reconfigure */
+#define API_NET_SPEC 160 /* bytes of one interface's description */
 
 enum api_op {
 	OP_HEALTH, OP_EXEC, OP_READ, OP_WRITE, OP_LIST, OP_STAT, OP_MKDIR, OP_REMOVE,
@@ -39,6 +41,9 @@ struct api_request {
 	int64_t port;            /* connect: a TCP port in the sandbox */
 	uint8_t seed[API_MAX_SEED];
 	size_t seed_len;         /* sync: entropy to mix in */
+	/* sync: interfaces to reconfigure, "MAC[,mac=NEW][,ip=A/P][,gw=G][,dns=D]" */
+	const char *net[API_MAX_NETS];
+	unsigned nr_net;
 };
 
 /* Parses and validates a REQUEST payload. `token` is the sandbox's access
@@ -54,6 +59,8 @@ struct api_config {
 	/* sync (after a snapshot restore): set the clock, mix in entropy.
 	 * NULL where the server must not (the host build in tests). */
 	int (*sync)(int64_t time_s, int64_t time_ns, const uint8_t *seed, size_t len);
+	/* sync's "net": reconfigures one interface (guest-init/net.h); NULL: none. */
+	int (*net)(const char *spec, char *err, size_t errlen);
 	uint64_t start_ms;
 };
 

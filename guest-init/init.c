@@ -7,12 +7,15 @@
  * writes the boot marker once the API listens.
  *
  * Kernel command line: vmm.token=SECRET (requests must carry it),
- * vmm.hostname=NAME, vmm.api_port=N, vmm.shell=0 (no console shell).
+ * vmm.hostname=NAME, vmm.api_port=N, vmm.shell=0 (no console shell),
+ * vmm.net=MAC[,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR] per network interface
+ * (net.h), vmm.fs=TAG[,ro] (repeatable: mount the virtio-fs drive TAG at /mnt/TAG).
  *
  * Outside a VM (for tests): guest-init --serve-unix PATH serves the same
  * API on a Unix socket, without the PID 1 duties. */
 #define _GNU_SOURCE
 #include "api.h"
+#include "net.h"
 #include "proto.h"
 #include "vsock.h"
 
@@ -43,6 +46,7 @@
 #define VMM_PORT_BOOT_READY 0x7b
 #define VMM_PORT_POWEROFF 0x01
 #define REGISTRY "/run/vmm-api"
+#define MAX_NETS 8
 
 struct init {
 	int pid1;
@@ -53,6 +57,8 @@ struct init {
 	pid_t shell_pid;
 	int listen_fd;
 	struct api_config api;
+	unsigned nr_nets;
+	char nets[MAX_NETS][128];
 };
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -90,6 +96,31 @@ static void mount_one(const char *src, const char *dst, const char *type, unsign
 		say("mount %s on %s: %s", type, dst, strerror(errno));
 }
 
+/* vmm.fs=TAG[,ro]: the VMM shares a host directory as virtio-fs TAG
+ * (docs/virtio-fs.md); it goes at /mnt/TAG. */
+static void mount_shared(const char *arg)
+{
+	char tag[40], dir[48];
+	unsigned long flags = MS_NOSUID | MS_NODEV;
+	size_t n = strcspn(arg, ",");
+
+	if (n == 0 || n >= sizeof(tag)) {
+		say("vmm.fs=%s: not a drive tag", arg);
+		return;
+	}
+	memcpy(tag, arg, n);
+	tag[n] = '\0';
+	if (strchr(tag, '/') || !strcmp(tag, ".") || !strcmp(tag, "..")) {
+		say("vmm.fs=%s: not a drive tag", arg);
+		return;
+	}
+	if (!strcmp(arg + n, ",ro"))
+		flags |= MS_RDONLY;
+	snprintf(dir, sizeof(dir), "/mnt/%s", tag);
+	mkdir("/mnt", 0755);
+	mount_one(tag, dir, "virtiofs", flags, NULL);
+}
+
 static void read_cmdline(struct init *in)
 {
 	char buf[4096], *tok, *save = NULL;
@@ -110,6 +141,10 @@ static void read_cmdline(struct init *in)
 			in->port = (unsigned)strtoul(tok + 13, NULL, 10);
 		else if (!strcmp(tok, "vmm.shell=0"))
 			in->shell = 0;
+		else if (!strncmp(tok, "vmm.net=", 8) && in->nr_nets < MAX_NETS)
+			snprintf(in->nets[in->nr_nets++], sizeof(in->nets[0]), "%s", tok + 8);
+		else if (!strncmp(tok, "vmm.fs=", 7))
+			mount_shared(tok + 7);
 	}
 }
 
@@ -143,6 +178,12 @@ static void setup_system(struct init *in)
 	if (sethostname(in->hostname, strlen(in->hostname)) < 0)
 		say("sethostname: %s", strerror(errno));
 	loopback_up();
+	for (unsigned i = 0; i < in->nr_nets; i++) {
+		char err[160];
+
+		if (gnet_apply(in->nets[i], err, sizeof(err)))
+			say("network: %s", err);
+	}
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	setenv("HOME", "/root", 1);
 	/* busybox installs its applet links once, if it is the only userland. */
@@ -363,6 +404,7 @@ int main(int argc, char **argv)
 	in.api.start_ms = now_ms();
 	in.api.shutdown = request_shutdown;
 	in.api.sync = sync_guest;
+	in.api.net = gnet_apply;
 
 	if (!in.pid1) {
 		const char *reg = getenv("VMM_API_REGISTRY");
@@ -375,6 +417,7 @@ int main(int argc, char **argv)
 		in.api.registry = reg ? reg : NULL;
 		in.api.shutdown = NULL;
 		in.api.sync = NULL;
+		in.api.net = NULL;
 		in.listen_fd = listen_unix(argv[2]);
 		if (in.listen_fd < 0) {
 			perror(argv[2]);

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define SNAP_MAGIC "VMMSNAP"
-#define SNAP_VERSION 2u
+#define SNAP_VERSION 4u
 #define SNAP_HEADER 32u
 #define SNAP_MAX_BODY (64u << 20) /* a state file is KiBs; anything huge is not ours */
 

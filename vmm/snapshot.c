@@ -138,6 +138,33 @@ static void visit_conf(struct sio *io, struct snap_conf *c)
 	io_u32(io, &c->has_vsock);
 	io_u64(io, &c->cid);
 	io_str(io, c->uds, sizeof(c->uds));
+	io_u32(io, &c->nr_nets);
+	if (c->nr_nets > VM_MAX_NETS) {
+		if (io->r)
+			sr_fail(io->r, "more network interfaces than a VM can have");
+		return;
+	}
+	for (i = 0; i < c->nr_nets; i++) {
+		struct snap_net *n = &c->nets[i];
+
+		io_str(io, n->tap, sizeof(n->tap));
+		io_bytes(io, n->mac, sizeof(n->mac));
+		io_u8(io, &n->no_offload);
+	}
+	io_u32(io, &c->nr_fs);
+	if (c->nr_fs > VM_MAX_FS) {
+		if (io->r)
+			sr_fail(io->r, "more shared drives than a VM can have");
+		return;
+	}
+	for (i = 0; i < c->nr_fs; i++) {
+		struct snap_fs *f = &c->fs[i];
+
+		io_str(io, f->tag, sizeof(f->tag));
+		io_str(io, f->path, sizeof(f->path));
+		io_u8(io, &f->ro);
+		io_u8(io, &f->cache);
+	}
 }
 
 static void visit_host(struct sio *io, struct snap_conf *c)
@@ -578,6 +605,13 @@ static void save_virtio(struct vm *vm, unsigned slot, struct sbuf *b)
 		sb_u64(b, vm->vsock->config.guest_cid);
 		sb_u32(b, vm->vsock->next_port);
 	}
+	for (i = 0; i < vm->cfg.nr_nets; i++)
+		if (vm->nets[i] && &vm->nets[i]->vdev == d)
+			sb_bytes(b, vm->nets[i]->config.mac, 6);
+	/* virtio-fs: the inode table and open handles by name, never data. */
+	for (i = 0; i < vm->cfg.nr_fs; i++)
+		if (vm->fs[i] && &vm->fs[i]->vdev == d)
+			fuse_save(&vm->fs[i]->srv, b);
 }
 
 static int restore_virtio(struct vm *vm, const char *dir, unsigned slot, struct srd *r)
@@ -607,6 +641,23 @@ static int restore_virtio(struct vm *vm, const char *dir, unsigned slot, struct 
 		next = sr_u32(r);
 		if (next >= VSOCK_HOST_PORT_FIRST)
 			vm->vsock->next_port = next;
+	}
+	for (i = 0; i < vm->cfg.nr_nets; i++) {
+		uint8_t mac[6];
+
+		if (!vm->nets[i] || &vm->nets[i]->vdev != d)
+			continue;
+		sr_bytes(r, mac, sizeof(mac));
+		if (!r->err && memcmp(mac, vm->nets[i]->config.mac, sizeof(mac))) {
+			why = "the interface has another MAC address than the guest knows";
+			goto bad;
+		}
+	}
+	for (i = 0; i < vm->cfg.nr_fs; i++) {
+		if (vm->fs[i] && &vm->fs[i]->vdev == d && !r->err && fuse_restore(&vm->fs[i]->srv, r)) {
+			why = "the shared drive's inode table cannot be rebuilt";
+			goto bad;
+		}
 	}
 	if (r->err)
 		goto bad;
@@ -890,6 +941,23 @@ int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
 		conf->cid = vm->vsock->opt.cid;
 		snprintf(conf->uds, sizeof(conf->uds), "%s", vm->vsock->opt.uds);
 	}
+	conf->nr_nets = vm->cfg.nr_nets;
+	for (i = 0; i < vm->cfg.nr_nets; i++) {
+		snprintf(conf->nets[i].tap, sizeof(conf->nets[i].tap), "%s", vm->nets[i]->tap.name);
+		memcpy(conf->nets[i].mac, vm->nets[i]->config.mac, 6);
+		conf->nets[i].no_offload = (uint8_t)vm->cfg.nets[i].no_offload;
+	}
+	conf->nr_fs = vm->cfg.nr_fs;
+	for (i = 0; i < vm->cfg.nr_fs; i++) {
+		struct snap_fs *f = &conf->fs[i];
+		const struct fs_options *o = &vm->cfg.fs[i];
+
+		snprintf(f->tag, sizeof(f->tag), "%s", o->tag);
+		if (!realpath(o->path, f->path))
+			snprintf(f->path, sizeof(f->path), "%s", o->path);
+		f->ro = (uint8_t)o->ro;
+		f->cache = (uint8_t)o->cache;
+	}
 	host_cpu(conf->vendor, &conf->cpu_sig);
 	r = vm->nr_vcpus ? ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0) : 0;
 	conf->tsc_khz = r > 0 ? (uint32_t)r : 0;
@@ -984,6 +1052,15 @@ int snapshot_open(struct snapshot *s, const char *dir)
 			return -EINVAL;
 		}
 	}
+	for (unsigned i = 0; i < s->conf.nr_fs; i++) {
+		const struct snap_fs *f = &s->conf.fs[i];
+
+		if (!fs_tag_valid(f->tag) || f->cache > FUSE_CACHE_AUTO || f->ro > 1 || f->path[0] != '/') {
+			log_err("snapshot %s: shared drive %u's record is invalid (tampered?)", dir, i);
+			snapshot_close(s);
+			return -EINVAL;
+		}
+	}
 	if (s->conf.has_vsock && (s->conf.cid < 3 || s->conf.cid > 0xfffffffeull)) {
 		log_err("snapshot %s: vsock CID %llu out of range", dir, (unsigned long long)s->conf.cid);
 		snapshot_close(s);
@@ -1047,12 +1124,22 @@ int vm_restore_state(struct vm *vm, struct snapshot *s)
 	int e = -EINVAL;
 
 	if (vm->nr_vcpus != s->conf.cpus || vm->cfg.mem_bytes != s->conf.mem_bytes ||
-	    vm->cfg.nr_disks != s->conf.nr_disks || !!vm->vsock != !!s->conf.has_vsock) {
+	    vm->cfg.nr_disks != s->conf.nr_disks || !!vm->vsock != !!s->conf.has_vsock ||
+	    vm->cfg.nr_nets != s->conf.nr_nets || vm->cfg.nr_fs != s->conf.nr_fs) {
 		log_err("snapshot %s: the VM was configured differently from the snapshot "
-			"(%u vCPUs, %llu MiB, %u disks, %s vsock)", s->dir, s->conf.cpus,
-			(unsigned long long)(s->conf.mem_bytes >> 20), s->conf.nr_disks,
-			s->conf.has_vsock ? "with" : "no");
+			"(%u vCPUs, %llu MiB, %u disks, %s vsock, %u network interfaces, %u shared drives)",
+			s->dir, s->conf.cpus, (unsigned long long)(s->conf.mem_bytes >> 20), s->conf.nr_disks,
+			s->conf.has_vsock ? "with" : "no", s->conf.nr_nets, s->conf.nr_fs);
 		return -EINVAL;
+	}
+	for (i = 0; i < s->conf.nr_fs; i++) {
+		/* The guest mounted these tags (its command line says so). */
+		if (strcmp(vm->cfg.fs[i].tag, s->conf.fs[i].tag) || vm->cfg.fs[i].ro != s->conf.fs[i].ro) {
+			log_err("snapshot %s: shared drive %u is %s%s in the snapshot, %s%s here", s->dir, i,
+				s->conf.fs[i].tag, s->conf.fs[i].ro ? " (ro)" : "", vm->cfg.fs[i].tag,
+				vm->cfg.fs[i].ro ? " (ro)" : "");
+			return -EINVAL;
+		}
 	}
 	if ((e = check_host(vm, s)))
 		return e;

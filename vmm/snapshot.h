@@ -31,7 +31,21 @@ struct snap_disk {
 	int64_t mtime_ns;     /* read-only disks: must not have changed since */
 };
 
+struct snap_fs {
+	char tag[VIRTIO_FS_TAG_LEN];
+	char path[PATH_MAX];  /* the shared directory (clones share it, never copied) */
+	uint8_t ro, cache;
+};
+
 /* The config part of a snapshot: what a restore needs to rebuild the VM. */
+/* A network interface: its TAP at snapshot time (a clone is usually given
+ * another) and what the guest has already seen of it. */
+struct snap_net {
+	char tap[16];
+	uint8_t mac[6];
+	uint8_t no_offload;
+};
+
 struct snap_conf {
 	uint64_t mem_bytes;
 	uint32_t cpus;
@@ -44,6 +58,10 @@ struct snap_conf {
 	uint32_t has_vsock;
 	uint64_t cid;
 	char uds[108];
+	uint32_t nr_nets;
+	struct snap_net nets[VM_MAX_NETS];
+	uint32_t nr_fs;
+	struct snap_fs fs[VM_MAX_FS];
 	/* host */
 	char vendor[13];
 	uint32_t cpu_sig;     /* CPUID.1:EAX (family, model, stepping) */

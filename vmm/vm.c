@@ -251,6 +251,22 @@ static int vm_build_cmdline(struct vm *vm)
 	if (vm->vsock && ((r = virtio_mmio_cmdline(&vm->vsock->vdev, dev, sizeof(dev))) ||
 			  (r = cmdline_add(vm, dev))))
 		return r;
+	for (i = 0; i < vm->cfg.nr_nets; i++) {
+		if ((r = virtio_mmio_cmdline(&vm->nets[i]->vdev, dev, sizeof(dev))) ||
+		    (r = cmdline_add(vm, dev)) ||
+		    (r = net_guest_cmdline(&vm->cfg.nets[i], dev, sizeof(dev))) ||
+		    (r = cmdline_add(vm, dev)))
+			return r;
+	}
+	for (i = 0; i < vm->cfg.nr_fs; i++) {
+		/* guest-init mounts each drive at /mnt/TAG (read-only: ",ro"). */
+		if ((r = virtio_mmio_cmdline(&vm->fs[i]->vdev, dev, sizeof(dev))) ||
+		    (r = cmdline_add(vm, dev)))
+			return r;
+		snprintf(dev, sizeof(dev), "vmm.fs=%s%s", vm->cfg.fs[i].tag, vm->cfg.fs[i].ro ? ",ro" : "");
+		if ((r = cmdline_add(vm, dev)))
+			return r;
+	}
 	if (vm->cfg.api_token && *vm->cfg.api_token) {
 		char tok[160];
 
@@ -319,6 +335,46 @@ static int vm_add_virtio(struct vm *vm)
 		if ((r = bus_add(&vm->mmio, &vm->vsock->vdev.bus)))
 			return r;
 	}
+	for (i = 0; i < vm->cfg.nr_nets; i++) {
+		if ((r = virtio_slot(vm, &base, &irq)))
+			return r;
+		vm->nets[i] = calloc(1, sizeof(*vm->nets[i]));
+		if (!vm->nets[i])
+			return -ENOMEM;
+		r = virtio_net_init(vm->nets[i], &vm->cfg.nets[i], vm->fd, &vm->gm, base, irq, i);
+		if (r) {
+			free(vm->nets[i]);
+			vm->nets[i] = NULL;
+			return r;
+		}
+		vm->virtio[vm->nr_virtio - 1] = &vm->nets[i]->vdev;
+		if ((r = bus_add(&vm->mmio, &vm->nets[i]->vdev.bus)))
+			return r;
+	}
+	for (i = 0; i < vm->cfg.nr_fs; i++) {
+		unsigned j;
+
+		for (j = 0; j < i; j++) {
+			if (!strcmp(vm->cfg.fs[i].tag, vm->cfg.fs[j].tag)) {
+				log_err("--fs: tag %s given twice", vm->cfg.fs[i].tag);
+				return -EINVAL;
+			}
+		}
+		if ((r = virtio_slot(vm, &base, &irq)))
+			return r;
+		vm->fs[i] = calloc(1, sizeof(*vm->fs[i]));
+		if (!vm->fs[i])
+			return -ENOMEM;
+		r = virtio_fs_init(vm->fs[i], &vm->cfg.fs[i], vm->fd, &vm->gm, base, irq, i);
+		if (r) {
+			free(vm->fs[i]);
+			vm->fs[i] = NULL;
+			return r;
+		}
+		vm->virtio[vm->nr_virtio - 1] = &vm->fs[i]->vdev;
+		if ((r = bus_add(&vm->mmio, &vm->fs[i]->vdev.bus)))
+			return r;
+	}
 	return 0;
 }
 
@@ -337,6 +393,20 @@ static void vm_remove_virtio(struct vm *vm)
 		virtio_vsock_destroy(vm->vsock);
 		free(vm->vsock);
 		vm->vsock = NULL;
+	}
+	for (i = 0; i < VM_MAX_NETS; i++) {
+		if (!vm->nets[i])
+			continue;
+		virtio_net_destroy(vm->nets[i]);
+		free(vm->nets[i]);
+		vm->nets[i] = NULL;
+	}
+	for (i = 0; i < VM_MAX_FS; i++) {
+		if (!vm->fs[i])
+			continue;
+		virtio_fs_destroy(vm->fs[i]);
+		free(vm->fs[i]);
+		vm->fs[i] = NULL;
 	}
 	memset(vm->virtio, 0, sizeof(vm->virtio));
 }
@@ -478,8 +548,9 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		log_warn("--cpus %u is above the %d vCPUs KVM recommends on this host", cfg->cpus,
 			 vm->kvm.nr_vcpus);
 	vm->nr_vcpus = cfg->cpus;
-	if (cfg->nr_disks > VM_MAX_DISKS) {
-		log_err("at most %u disks", VM_MAX_DISKS);
+	if (cfg->nr_disks > VM_MAX_DISKS || cfg->nr_nets > VM_MAX_NETS || cfg->nr_fs > VM_MAX_FS) {
+		log_err("at most %u disks, %u network interfaces and %u shared drives", VM_MAX_DISKS,
+			VM_MAX_NETS, VM_MAX_FS);
 		r = -EINVAL;
 		goto err_kvm;
 	}

@@ -16,6 +16,8 @@ struct control;
 struct snapshot;
 #include "../devices/devices.h"
 #include "../devices/virtio_blk.h"
+#include "../devices/virtio_net.h"
+#include "../devices/virtio_fs.h"
 #include "../devices/virtio_vsock.h"
 
 #define VM_MAX_VCPUS 64
@@ -24,6 +26,8 @@ struct snapshot;
 /* virtio-mmio devices: one 4 KiB window and one IOAPIC pin (5..23) each. */
 #define VM_MAX_VIRTIO 19
 #define VM_MAX_DISKS 16
+#define VM_MAX_NETS 8
+#define VM_MAX_FS 8
 
 /* Why a VM stopped; each maps to a documented exit status (docs/exit-status.md). */
 enum vm_exit_reason {
@@ -60,8 +64,12 @@ struct vm_config {
 	const char *kvm_path;
 	unsigned nr_disks;
 	struct blk_options disks[VM_MAX_DISKS]; /* owned by the caller */
+	unsigned nr_fs;
+	struct fs_options fs[VM_MAX_FS];        /* owned by the caller */
 	int has_vsock;
 	struct vsock_options vsock;
+	unsigned nr_nets;
+	struct net_options nets[VM_MAX_NETS];
 	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
 	const char *api_token;   /* appended as vmm.token=, recorded in snapshots */
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
@@ -91,6 +99,8 @@ struct vm {
 	unsigned nr_virtio;      /* virtio-mmio slots handed out */
 	struct virtio_blk *disks[VM_MAX_DISKS];
 	struct vsock_dev *vsock;
+	struct virtio_net *nets[VM_MAX_NETS];
+	struct virtio_fs *fs[VM_MAX_FS];
 	char cmdline[4096];      /* the full command line given to the guest */
 	struct virtio_dev *virtio[VM_MAX_VIRTIO]; /* every virtio device, by slot */
 

@@ -5,7 +5,7 @@
 # ext4 root image on virtio-blk with a read-only and a scratch disk, boot 3
 # (guest-init on the root image) is snapshotted at API-ready and every
 # later sandbox is restored from it (snapshot.sh), boot 4 is `vmm run --
-# CMD`.
+# CMD`, boot 5 has shared drives (virtio-fs) and is snapshotted too (fs.sh).
 #   run.sh VMM KERNEL INITRD ROOTFS [ASAN_VMM]
 set -u
 vmm=$1
@@ -127,6 +127,13 @@ check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: 
 . "$(dirname "$0")/snapshot.sh"
 . "$(dirname "$0")/lifecycle.sh"
 . "$(dirname "$0")/fc_api.sh"
+# Boot 5: a sandbox with shared drives (virtio-fs), snapshotted at
+# API-ready; the checks run in clones restored from it (tests/e2e/fs.sh).
+. "$(dirname "$0")/fs.sh"
+# Boot 6: virtio-net in a network namespace (tests/e2e/net.sh).
+. "$(dirname "$0")/net.sh"
+# Boots 7-9: sandbox images, cold and warm (tests/e2e/images.sh).
+. "$(dirname "$0")/images.sh"
 
 # Boot 4: vmm run -- CMD, the one-shot form.
 timeout 600 "$vmm" run --kernel "$kernel" --initrd "$initrd" --mem 256 -- sh -c 'echo hello from $(hostname); exit 3' \

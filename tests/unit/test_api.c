@@ -148,6 +148,13 @@ static void requests_ok(void **state)
 	assert_int_equal(r.seed_len, 4);
 	assert_int_equal(r.seed[1], 0xff);
 	assert_int_equal(r.seed[3], 0xab);
+	assert_int_equal(r.nr_net, 0);
+	assert_int_equal(parse("{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\","
+			       "\"net\":[\"02:00:00:00:00:01,mac=02:00:00:00:00:02,ip=10.0.0.2/24\",\"02:00:00:00:00:03\"]}",
+			       NULL, &r, &eno), 0);
+	assert_int_equal(r.nr_net, 2);
+	assert_string_equal(r.net[0], "02:00:00:00:00:01,mac=02:00:00:00:00:02,ip=10.0.0.2/24");
+	assert_string_equal(r.net[1], "02:00:00:00:00:03");
 	assert_int_equal(parse("{\"v\":1,\"op\":\"connect\",\"port\":8080}", NULL, &r, &eno), 0);
 	assert_int_equal(r.op, OP_CONNECT);
 	assert_int_equal(r.port, 8080);
@@ -188,6 +195,11 @@ static void requests_refused(void **state)
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"zz\"}", EINVAL },
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"0x\"}", EINVAL },
 		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\",\"net\":\"x\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\",\"net\":[1]}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\",\"net\":[\"\"]}", EINVAL },
+		{ "{\"v\":1,\"op\":\"sync\",\"time_s\":1,\"time_ns\":0,\"seed\":\"\","
+		  "\"net\":[\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\"]}", EINVAL },
 		{ "{\"v\":1,\"op\":\"connect\"}", EINVAL },
 		{ "{\"v\":1,\"op\":\"connect\",\"port\":0}", EINVAL },
 		{ "{\"v\":1,\"op\":\"connect\",\"port\":65536}", EINVAL },

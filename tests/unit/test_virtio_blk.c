@@ -118,6 +118,11 @@ static void options(void **state)
 	assert_int_equal(blk_options_parse("ro", &o, &why), -EINVAL);
 	assert_int_equal(blk_options_parse("path=/x,bogus", &o, &why), -EINVAL);
 	assert_int_equal(blk_options_parse("path=", &o, &why), -EINVAL);
+	assert_int_equal(blk_options_parse("path=/x.img,bps=10M,iops=1k", &o, &why), 0);
+	assert_int_equal(o.bps, 10000000);
+	assert_int_equal(o.iops, 1000);
+	blk_options_free(&o);
+	assert_int_equal(blk_options_parse("path=/x.img,iops=lots", &o, &why), -EINVAL);
 }
 
 /* ---- the device over the transport ------------------------------------ */
@@ -128,6 +133,8 @@ struct fx {
 	char path[64];
 	int ro;
 };
+
+static uint64_t setup_iops;
 
 static int setup_common(void **state, int ro)
 {
@@ -150,6 +157,7 @@ static int setup_common(void **state, int ro)
 	close(fd);
 	o.path = f->path;
 	o.ro = ro;
+	o.iops = setup_iops;
 	snprintf(o.id, sizeof(o.id), "test-serial");
 	if (virtio_blk_init(&f->blk, &o, -1, &f->b.gm, 0xd0000000, 5, 0))
 		return -1;
@@ -160,6 +168,15 @@ static int setup_common(void **state, int ro)
 
 static int setup_rw(void **state) { return setup_common(state, 0); }
 static int setup_ro(void **state) { return setup_common(state, 1); }
+static int setup_limited(void **state)
+{
+	int r;
+
+	setup_iops = 10; /* 10 requests per second, a burst of 10 */
+	r = setup_common(state, 0);
+	setup_iops = 0;
+	return r;
+}
 
 static int teardown(void **state)
 {
@@ -251,6 +268,22 @@ static void read_write_flush(void **state)
 	assert_int_equal(submit(f, VIRTIO_BLK_T_OUT, 0, 100, 0, buf, &data, &used), VIRTIO_BLK_S_IOERR);
 	assert_int_equal(submit(f, 77, 0, 0, 0, NULL, &data, &used), VIRTIO_BLK_S_UNSUPP);
 	assert_int_equal(f->blk.vdev.status & VIRTIO_STATUS_NEEDS_RESET, 0);
+}
+
+/* The limiter delays requests beyond the burst; none is lost or failed. */
+static void rate_limited(void **state)
+{
+	struct fx *f = *state;
+	uint64_t data;
+	uint32_t used;
+	unsigned i;
+
+	start(f);
+	for (i = 0; i < 14; i++)
+		assert_int_equal(submit(f, VIRTIO_BLK_T_IN, i, 512, 1, NULL, &data, &used), VIRTIO_BLK_S_OK);
+	assert_true(f->blk.waits > 0);
+	assert_int_equal(f->blk.reqs, 14);
+	assert_int_equal(f->blk.errors, 0);
 }
 
 static void get_id(void **state)
@@ -396,6 +429,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(malformed_requests, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(host_errors_are_ioerr, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(config_space, setup_rw, teardown),
+		cmocka_unit_test_setup_teardown(rate_limited, setup_limited, teardown),
 	};
 
 	log_set_level(LOG_ERROR);

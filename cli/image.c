@@ -1,0 +1,814 @@
+/* vmm image: the image store (image.h) and the verbs ls, inspect, rm;
+ * build and warm live in image_build.c. */
+#define _GNU_SOURCE
+#include "image.h"
+#include "cli.h"
+#include "sandbox.h"
+#include "../guest-init/json.h"
+#include "../vmm/log.h"
+#include "../vmm/snapfmt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int mkdirs(const char *path)
+{
+	char tmp[PATH_MAX];
+	char *p;
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int image_store(char *buf, size_t len)
+{
+	const char *env = getenv("VMM_IMAGE_DIR"), *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	int n, r;
+
+	if (env && *env)
+		n = snprintf(buf, len, "%s", env);
+	else if (geteuid() == 0)
+		n = snprintf(buf, len, "/var/lib/vmm/images");
+	else if (xdg && *xdg)
+		n = snprintf(buf, len, "%s/vmm/images", xdg);
+	else if (home && *home)
+		n = snprintf(buf, len, "%s/.local/state/vmm/images", home);
+	else
+		n = snprintf(buf, len, "/tmp/vmm-images-%u", (unsigned)geteuid());
+	if (n < 0 || (size_t)n >= len)
+		return -ENAMETOOLONG;
+	if ((r = mkdirs(buf)))
+		log_err("cannot create the image store %s: %s", buf, strerror(-r));
+	return r;
+}
+
+int image_name_ok(const char *name)
+{
+	size_t i, n = strlen(name);
+
+	if (n == 0 || n > IMAGE_NAME_MAX || name[0] == '.' || name[0] == '-')
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+			return 0;
+	}
+	return strcmp(name, "latest") != 0;
+}
+
+int image_parse_ref(const char *ref, char name[IMAGE_NAME_MAX + 1], unsigned *version)
+{
+	const char *colon = strchr(ref, ':');
+	size_t n = colon ? (size_t)(colon - ref) : strlen(ref);
+
+	*version = 0;
+	if (n > IMAGE_NAME_MAX)
+		return -EINVAL;
+	memcpy(name, ref, n);
+	name[n] = '\0';
+	if (!image_name_ok(name))
+		return -EINVAL;
+	if (colon && strcmp(colon + 1, "latest")) {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(colon + 1, &end, 10);
+		if (errno || end == colon + 1 || *end || v == 0 || v > 1000000)
+			return -EINVAL;
+		*version = (unsigned)v;
+	}
+	return 0;
+}
+
+static int read_text(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -EIO;
+	buf[n] = '\0';
+	return 0;
+}
+
+static const char *status_name(enum image_status s)
+{
+	return s == IMG_BUILT ? "BUILT" : s == IMG_FAILED ? "FAILED" : "BUILDING";
+}
+
+int image_load(const char *name, unsigned version, struct image_info *im)
+{
+	char store[PATH_MAX], path[PATH_MAX + 64], buf[8192], arena_buf[16384];
+	struct json_arena a = { arena_buf, sizeof(arena_buf), 0 };
+	const struct json *j;
+	const char *err, *s;
+	int64_t v;
+	int r;
+
+	memset(im, 0, sizeof(*im));
+	if ((r = image_store(store, sizeof(store))))
+		return r;
+	snprintf(im->name, sizeof(im->name), "%s", name);
+	im->version = version;
+	if (snprintf(im->dir, sizeof(im->dir), "%s/%s/%u", store, name, version) >= (int)sizeof(im->dir))
+		return -ENAMETOOLONG;
+	snprintf(im->rootfs, sizeof(im->rootfs), "%s/rootfs.ext4", im->dir);
+	snprintf(path, sizeof(path), "%s/image.json", im->dir);
+	if ((r = read_text(path, buf, sizeof(buf))))
+		return r;
+	if (!(j = json_parse(buf, strlen(buf), &a, &err)))
+		return -EINVAL;
+	im->status = IMG_BUILDING;
+	if (!json_get_str(j, "status", &s))
+		im->status = !strcmp(s, "BUILT") ? IMG_BUILT : !strcmp(s, "FAILED") ? IMG_FAILED : IMG_BUILDING;
+	if (!json_get_int(j, "size", &v))
+		im->size = (uint64_t)v;
+	if (!json_get_int(j, "created", &v))
+		im->created = v;
+	if (!json_get_int(j, "mem_mib", &v))
+		im->mem_mib = (unsigned)v;
+	if (!json_get_int(j, "cpus", &v))
+		im->cpus = (unsigned)v;
+	if (!json_get_str(j, "source", &s))
+		snprintf(im->source, sizeof(im->source), "%s", s);
+	if (!json_get_str(j, "inputs", &s))
+		snprintf(im->inputs, sizeof(im->inputs), "%s", s);
+	if (!json_get_str(j, "error", &s))
+		snprintf(im->error, sizeof(im->error), "%s", s);
+	/* A build whose builder is gone without a word was interrupted. */
+	if (im->status == IMG_BUILDING && !json_get_int(j, "pid", &v) &&
+	    (v <= 0 || (kill((pid_t)v, 0) < 0 && errno == ESRCH))) {
+		im->status = IMG_FAILED;
+		snprintf(im->error, sizeof(im->error), "the build was interrupted");
+	}
+	return 0;
+}
+
+int image_save(const struct image_info *im)
+{
+	char buf[4096], path[PATH_MAX + 64], tmp[PATH_MAX + 80];
+	struct json_writer w;
+	int fd, r = 0;
+	size_t n;
+
+	jw_init(&w, buf, sizeof(buf));
+	jw_obj(&w);
+	jw_key(&w, "name");
+	jw_str(&w, im->name);
+	jw_key(&w, "version");
+	jw_int(&w, im->version);
+	jw_key(&w, "status");
+	jw_str(&w, status_name(im->status));
+	jw_key(&w, "size");
+	jw_int(&w, (int64_t)im->size);
+	jw_key(&w, "created");
+	jw_int(&w, im->created);
+	jw_key(&w, "mem_mib");
+	jw_int(&w, im->mem_mib);
+	jw_key(&w, "cpus");
+	jw_int(&w, im->cpus);
+	jw_key(&w, "source");
+	jw_str(&w, im->source);
+	jw_key(&w, "inputs");
+	jw_str(&w, im->inputs);
+	jw_key(&w, "error");
+	jw_str(&w, im->error);
+	jw_key(&w, "pid");
+	jw_int(&w, im->status == IMG_BUILDING ? getpid() : 0);
+	jw_obj_end(&w);
+	if (!jw_done(&w))
+		return -E2BIG;
+	n = strlen(buf);
+	buf[n++] = '\n';
+	snprintf(path, sizeof(path), "%s/image.json", im->dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, buf, n) != (ssize_t)n || fsync(fd) < 0)
+		r = -EIO;
+	if (close(fd) < 0 && !r)
+		r = -EIO;
+	if (!r && rename(tmp, path) < 0)
+		r = -errno;
+	if (r)
+		unlink(tmp);
+	return r;
+}
+
+static int cmp_u(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int image_versions(const char *name, unsigned **out)
+{
+	char store[PATH_MAX], p[PATH_MAX + 64];
+	unsigned *v = NULL;
+	struct dirent *e;
+	int n = 0, r;
+	DIR *d;
+
+	*out = NULL;
+	if ((r = image_store(store, sizeof(store))))
+		return r;
+	snprintf(p, sizeof(p), "%s/%s", store, name);
+	if (!(d = opendir(p)))
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(d))) {
+		char *end;
+		unsigned long x = strtoul(e->d_name, &end, 10);
+		unsigned *nv;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || *end || x > 1000000)
+			continue;
+		if (!(nv = realloc(v, (size_t)(n + 1) * sizeof(*v)))) {
+			free(v);
+			closedir(d);
+			return -ENOMEM;
+		}
+		v = nv;
+		v[n++] = (unsigned)x;
+	}
+	closedir(d);
+	if (n)
+		qsort(v, (size_t)n, sizeof(*v), cmp_u);
+	*out = v;
+	return n;
+}
+
+void image_update_latest(const char *name)
+{
+	char store[PATH_MAX], link[PATH_MAX + 64], tmp[PATH_MAX + 80], target[16];
+	unsigned *v;
+	int n = image_versions(name, &v), i;
+	struct image_info im;
+
+	if (n < 0 || image_store(store, sizeof(store)))
+		return;
+	snprintf(link, sizeof(link), "%s/%s/latest", store, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", link);
+	for (i = n - 1; i >= 0; i--)
+		if (image_load(name, v[i], &im) == 0 && im.status == IMG_BUILT)
+			break;
+	if (i < 0) {
+		unlink(link);
+	} else {
+		snprintf(target, sizeof(target), "%u", v[i]);
+		unlink(tmp);
+		if (symlink(target, tmp) == 0 && rename(tmp, link) < 0)
+			unlink(tmp);
+	}
+	free(v);
+}
+
+int image_resolve(const char *ref, struct image_info *im)
+{
+	char name[IMAGE_NAME_MAX + 1];
+	unsigned version, *v;
+	int n, i;
+
+	if (image_parse_ref(ref, name, &version)) {
+		log_err("'%s' is not an image (NAME, NAME:latest or NAME:VERSION; names are a-z 0-9 . _ -)", ref);
+		return -EINVAL;
+	}
+	if (version) {
+		if (image_load(name, version, im)) {
+			log_err("no image %s:%u (vmm image ls)", name, version);
+			return -ENOENT;
+		}
+		if (im->status != IMG_BUILT) {
+			log_err("image %s:%u is %s%s%s; it cannot be used", name, version, status_name(im->status),
+				im->error[0] ? ": " : "", im->error);
+			return -ENOENT;
+		}
+		return 0;
+	}
+	n = image_versions(name, &v);
+	for (i = n - 1; i >= 0; i--) {
+		if (image_load(name, v[i], im) == 0 && im->status == IMG_BUILT) {
+			free(v);
+			return 0;
+		}
+	}
+	free(v);
+	log_err("no built version of image %s (vmm image ls; vmm image build %s ...)", name, name);
+	return -ENOENT;
+}
+
+int image_default_kernel(char *buf, size_t len)
+{
+	char dir[PATH_MAX];
+
+	if (cli_exe_dir(dir, sizeof(dir)) || snprintf(buf, len, "%s/kernel/vmlinux", dir) >= (int)len)
+		return -ENOENT;
+	return access(buf, R_OK) ? -ENOENT : 0;
+}
+
+int image_warm_key(const struct image_info *im, const char *kernel, char *key, size_t len)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	if (!realpath(kernel, real) || stat(real, &st) < 0)
+		return -errno;
+	if (snprintf(key, len, "format=%u image=%s:%u created=%lld kernel=%s size=%lld mtime=%lld.%09ld",
+		     SNAP_VERSION, im->name, im->version, im->created, real, (long long)st.st_size,
+		     (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec) >= (int)len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int image_warm_dir(const struct image_info *im, const char *kernel, char *dir, size_t len)
+{
+	char key[PATH_MAX + 256], have[PATH_MAX + 256], p[PATH_MAX + 32];
+
+	if (image_warm_key(im, kernel, key, sizeof(key)))
+		return -ENOENT;
+	snprintf(p, sizeof(p), "%s/warm/key", im->dir);
+	if (read_text(p, have, sizeof(have)))
+		return -ENOENT;
+	have[strcspn(have, "\n")] = '\0';
+	if (strcmp(have, key)) {
+		log_info("image %s:%u: its warm snapshot is stale (kernel or snapshot format changed); booting",
+			 im->name, im->version);
+		return -ENOENT;
+	}
+	if (snprintf(dir, len, "%s/warm/snapshot", im->dir) >= (int)len || access(dir, R_OK))
+		return -ENOENT;
+	return 0;
+}
+
+int image_in_use(const char *name, unsigned version)
+{
+	char **names, want[IMAGE_NAME_MAX + 16];
+	int n = sandbox_list(&names), i, used = 0;
+
+	if (n < 0)
+		return 0;
+	snprintf(want, sizeof(want), "%s:%u", name, version);
+	for (i = 0; i < n; i++) {
+		struct sandbox_status st;
+
+		if (!used && sandbox_status(names[i], &st) == 0 && !strcmp(st.image, want) &&
+		    st.state != SB_EXITED && st.state != SB_DEAD) {
+			fprintf(stderr, "vmm image: %s is used by sandbox %s (%s)\n", want, st.sb.name,
+				sandbox_state_name(st.state));
+			used = 1;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return used;
+}
+
+/* ---- vmm run --image ----------------------------------------------------- */
+
+/* Options a restore of a warm snapshot can honour; anything else means a
+ * cold boot from the image. (has argument?) */
+static const struct { const char *opt; int arg; } warm_ok[] = {
+	{ "--name", 1 }, { "-d", 0 }, { "--detach", 0 }, { "--ttl", 1 }, { "--publish", 1 },
+	{ "--console", 1 }, { "-t", 0 }, { "--tty", 0 }, { "--ready-timeout", 1 }, { "-q", 0 },
+	{ "--quiet", 0 }, { "-v", 0 }, { "--verbose", 0 },
+};
+
+static int opt_is(const char *a, const char *opt, int *inline_arg)
+{
+	size_t n = strlen(opt);
+
+	*inline_arg = 0;
+	if (!strcmp(a, opt))
+		return 1;
+	if (!strncmp(a, opt, n) && a[n] == '=' && opt[1] == '-') {
+		*inline_arg = 1;
+		return 1;
+	}
+	return 0;
+}
+
+int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *restore)
+{
+	const char *ref = NULL;
+	int i, k = 0, dashdash = argc, warm = 1, mem_given = 0, cpus_given = 0, inl;
+	struct image_info im;
+	char kernel[PATH_MAX], wdir[PATH_MAX], num[2][16], refbuf[IMAGE_NAME_MAX + 16];
+	char **v;
+
+	*out = NULL;
+	*restore = 0;
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			dashdash = i;
+			break;
+		}
+		if (opt_is(argv[i], "--image", &inl)) {
+			if (!inl && i + 1 >= argc) {
+				fprintf(stderr, "vmm run: --image needs NAME[:VERSION]\n");
+				return -EINVAL;
+			}
+			ref = inl ? argv[i] + 8 : argv[i + 1];
+			i += !inl;
+			continue;
+		}
+		if (opt_is(argv[i], "--mem", &inl))
+			mem_given = 1;
+		if (opt_is(argv[i], "--cpus", &inl))
+			cpus_given = 1;
+		{
+			size_t j;
+			int ok = 0;
+
+			for (j = 0; j < sizeof(warm_ok) / sizeof(warm_ok[0]); j++) {
+				if (opt_is(argv[i], warm_ok[j].opt, &inl)) {
+					ok = 1;
+					i += warm_ok[j].arg && !inl;
+					break;
+				}
+			}
+			if (!ok)
+				warm = 0;
+		}
+	}
+	if (!ref)
+		return 0;
+	if (image_resolve(ref, &im))
+		return -ENOENT;
+	snprintf(refbuf, sizeof(refbuf), "%s:%u", im.name, im.version);
+	if (image_default_kernel(kernel, sizeof(kernel)))
+		warm = 0;
+	if (warm && image_warm_dir(&im, kernel, wdir, sizeof(wdir)))
+		warm = 0;
+	v = calloc((size_t)argc + 16, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	v[k++] = warm ? "restore" : "run";
+	if (warm) {
+		v[k++] = strdup(wdir);
+		log_info("image %s: starting from its warm snapshot", refbuf);
+	} else {
+		v[k++] = "--image-root";
+		v[k++] = strdup(im.rootfs);
+		if (!mem_given && im.mem_mib) {
+			snprintf(num[0], sizeof(num[0]), "%u", im.mem_mib);
+			v[k++] = "--mem";
+			v[k++] = strdup(num[0]);
+		}
+		if (!cpus_given && im.cpus) {
+			snprintf(num[1], sizeof(num[1]), "%u", im.cpus);
+			v[k++] = "--cpus";
+			v[k++] = strdup(num[1]);
+		}
+	}
+	v[k++] = "--image-ref";
+	v[k++] = strdup(refbuf);
+	for (i = 1; i < argc; i++) {
+		if (i < dashdash && opt_is(argv[i], "--image", &inl)) {
+			i += !inl;
+			continue;
+		}
+		v[k++] = argv[i];
+	}
+	v[k] = NULL;
+	*out = v;
+	*out_argc = k;
+	*restore = warm;
+	return 0;
+}
+
+/* ---- ls, inspect, rm ----------------------------------------------------- */
+
+static void human_size(uint64_t b, char *buf, size_t len)
+{
+	if (b >= (1ull << 30))
+		snprintf(buf, len, "%.1f GiB", (double)b / (1 << 30));
+	else if (b >= (1ull << 20))
+		snprintf(buf, len, "%.0f MiB", (double)b / (1 << 20));
+	else
+		snprintf(buf, len, "%llu KiB", (unsigned long long)(b >> 10));
+}
+
+static void image_json(struct json_writer *w, const struct image_info *im, int latest, int warm)
+{
+	jw_obj(w);
+	jw_key(w, "name");
+	jw_str(w, im->name);
+	jw_key(w, "version");
+	jw_int(w, im->version);
+	jw_key(w, "status");
+	jw_str(w, status_name(im->status));
+	jw_key(w, "latest");
+	jw_bool(w, latest);
+	jw_key(w, "size");
+	jw_int(w, (int64_t)im->size);
+	jw_key(w, "created");
+	jw_int(w, im->created);
+	jw_key(w, "mem_mib");
+	jw_int(w, im->mem_mib);
+	jw_key(w, "cpus");
+	jw_int(w, im->cpus);
+	jw_key(w, "source");
+	jw_str(w, im->source);
+	jw_key(w, "inputs");
+	jw_str(w, im->inputs);
+	jw_key(w, "error");
+	jw_str(w, im->error);
+	jw_key(w, "rootfs");
+	jw_str(w, im->status == IMG_BUILT ? im->rootfs : "");
+	jw_key(w, "warm");
+	jw_bool(w, warm);
+	jw_obj_end(w);
+}
+
+static unsigned latest_of(const char *name)
+{
+	unsigned *v, r = 0;
+	int n = image_versions(name, &v), i;
+	struct image_info im;
+
+	for (i = n - 1; i >= 0 && !r; i--)
+		if (image_load(name, v[i], &im) == 0 && im.status == IMG_BUILT)
+			r = v[i];
+	free(v);
+	return r;
+}
+
+static int is_warm(const struct image_info *im)
+{
+	char kernel[PATH_MAX], dir[PATH_MAX];
+	enum log_level lv = log_get_level();
+	int r;
+
+	if (image_default_kernel(kernel, sizeof(kernel)))
+		return 0;
+	log_set_level(LOG_WARN); /* no "stale" notes in listings */
+	r = image_warm_dir(im, kernel, dir, sizeof(dir)) == 0;
+	log_set_level(lv);
+	return r;
+}
+
+static int ls_images(int json)
+{
+	char store[PATH_MAX], **names = NULL;
+	struct dirent *e;
+	long long now = (long long)time(NULL);
+	int nn = 0, i, first = 1;
+	DIR *d;
+
+	if (image_store(store, sizeof(store)))
+		return CLI_EXIT_ERROR;
+	if (!(d = opendir(store)))
+		return CLI_EXIT_ERROR;
+	while ((e = readdir(d))) {
+		char **nv;
+
+		if (!image_name_ok(e->d_name) || !(nv = realloc(names, (size_t)(nn + 1) * sizeof(*names))))
+			continue;
+		names = nv;
+		names[nn++] = strdup(e->d_name);
+	}
+	closedir(d);
+	qsort(names, (size_t)nn, sizeof(*names), (int (*)(const void *, const void *))strcmp);
+	if (json)
+		printf("[");
+	else
+		printf("%-28s %-9s %9s %8s %5s  %s\n", "IMAGE", "STATUS", "SIZE", "AGE", "WARM", "SOURCE");
+	for (i = 0; i < nn; i++) {
+		unsigned *v, latest = names[i] ? latest_of(names[i]) : 0;
+		int n = names[i] ? image_versions(names[i], &v) : 0, j;
+
+		for (j = 0; j < n; j++) {
+			struct image_info im;
+			char ref[IMAGE_NAME_MAX + 24], size[16] = "-", age[16] = "-";
+			int warm;
+
+			if (image_load(names[i], v[j], &im))
+				continue;
+			warm = im.status == IMG_BUILT && is_warm(&im);
+			if (json) {
+				char buf[4096];
+				struct json_writer w;
+
+				jw_init(&w, buf, sizeof(buf));
+				image_json(&w, &im, v[j] == latest, warm);
+				printf("%s%s", first ? "" : ",", jw_done(&w) ? buf : "{}");
+				first = 0;
+				continue;
+			}
+			snprintf(ref, sizeof(ref), "%s:%u%s", im.name, im.version, v[j] == latest ? " (latest)" : "");
+			if (im.status == IMG_BUILT)
+				human_size(im.size, size, sizeof(size));
+			if (im.created)
+				cli_human_duration(now - im.created, age, sizeof(age));
+			printf("%-28s %-9s %9s %8s %5s  %s\n", ref, status_name(im.status), size, age,
+			       warm ? "yes" : "-", im.status == IMG_FAILED ? im.error : im.source);
+		}
+		if (n > 0)
+			free(v);
+		free(names[i]);
+	}
+	free(names);
+	if (json)
+		printf("]\n");
+	return 0;
+}
+
+static int inspect_image(const char *ref)
+{
+	char name[IMAGE_NAME_MAX + 1], buf[4096];
+	struct json_writer w;
+	struct image_info im;
+	unsigned version;
+
+	if (image_parse_ref(ref, name, &version)) {
+		fprintf(stderr, "vmm image inspect: '%s' is not NAME[:VERSION]\n", ref);
+		return CLI_EXIT_USAGE;
+	}
+	if (!version && !(version = latest_of(name))) {
+		fprintf(stderr, "vmm image inspect: no built version of %s (vmm image ls)\n", name);
+		return CLI_EXIT_ERROR;
+	}
+	if (image_load(name, version, &im)) {
+		fprintf(stderr, "vmm image inspect: no image %s:%u (vmm image ls)\n", name, version);
+		return CLI_EXIT_ERROR;
+	}
+	jw_init(&w, buf, sizeof(buf));
+	image_json(&w, &im, version == latest_of(name), im.status == IMG_BUILT && is_warm(&im));
+	printf("%s\n", jw_done(&w) ? buf : "{}");
+	return 0;
+}
+
+/* rm -rf DIR with the tools everyone has (image folders hold a few files). */
+static int remove_tree(const char *dir)
+{
+	pid_t p = fork();
+	int st;
+
+	if (p < 0)
+		return -errno;
+	if (p == 0) {
+		execlp("rm", "rm", "-rf", "--one-file-system", "--", dir, (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(p, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+		return -EIO;
+	return 0;
+}
+
+static int rm_image(const char *ref, int force)
+{
+	char name[IMAGE_NAME_MAX + 1], store[PATH_MAX], p[PATH_MAX + 64];
+	unsigned version, *v;
+	int n, i, r = 0;
+
+	if (image_parse_ref(ref, name, &version)) {
+		fprintf(stderr, "vmm image rm: '%s' is not NAME[:VERSION]\n", ref);
+		return CLI_EXIT_USAGE;
+	}
+	n = image_versions(name, &v);
+	if (n <= 0) {
+		fprintf(stderr, "vmm image rm: no image %s (vmm image ls)\n", name);
+		return CLI_EXIT_ERROR;
+	}
+	for (i = 0; i < n; i++) {
+		if (version && v[i] != version)
+			continue;
+		if (!force && image_in_use(name, v[i])) {
+			fprintf(stderr, "vmm image rm: refused; stop and remove the sandbox first, or use -f\n");
+			free(v);
+			return CLI_EXIT_ERROR;
+		}
+	}
+	if (image_store(store, sizeof(store))) {
+		free(v);
+		return CLI_EXIT_ERROR;
+	}
+	for (i = 0; i < n; i++) {
+		if (version && v[i] != version)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s/%u", store, name, v[i]);
+		if (remove_tree(p)) {
+			fprintf(stderr, "vmm image rm: cannot remove %s\n", p);
+			r = CLI_EXIT_ERROR;
+			continue;
+		}
+		printf("%s:%u\n", name, v[i]);
+	}
+	if (version && i == n && !r) {
+		int found = 0;
+
+		for (i = 0; i < n; i++)
+			found |= v[i] == version;
+		if (!found) {
+			fprintf(stderr, "vmm image rm: no image %s:%u\n", name, version);
+			r = CLI_EXIT_ERROR;
+		}
+	}
+	free(v);
+	image_update_latest(name);
+	n = image_versions(name, &v);
+	if (n == 0) {
+		snprintf(p, sizeof(p), "%s/%s/latest", store, name);
+		unlink(p);
+		snprintf(p, sizeof(p), "%s/%s", store, name);
+		rmdir(p);
+	}
+	free(v);
+	return r;
+}
+
+static void image_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: vmm image build NAME [--from-dir DIR | --from-tar FILE |\n"
+		"                             --debian SUITE [--packages a,b,c] [--mirror URL] |\n"
+		"                             --busybox PATH] [--file SRC:DEST]... [--mem MiB]\n"
+		"                             [--cpus N] [--size SIZE] [--if-changed] [-q]\n"
+		"       vmm image ls [--json]\n"
+		"       vmm image inspect NAME[:VERSION]\n"
+		"       vmm image rm [-f] NAME[:VERSION]...\n"
+		"       vmm image warm NAME[:VERSION]\n\n"
+		"Images are ext4 root filesystems with guest-init as " IMAGE_INIT ", built\n"
+		"once into numbered, immutable versions (NAME:1, NAME:2, ... NAME:latest).\n"
+		"`vmm run --image NAME[:VERSION]` starts a sandbox on a copy-on-write copy\n"
+		"of one; after `vmm image warm`, from its snapshot instead of a boot.\n"
+		"rm refuses a version a sandbox uses (-f: remove it anyway). Store:\n"
+		"$VMM_IMAGE_DIR, /var/lib/vmm/images as root, else ~/.local/state/vmm/images\n"
+		"(docs/images.md).\n");
+}
+
+static int image_main(int argc, char **argv)
+{
+	const char *sub = argc > 1 ? argv[1] : "";
+	int i, r = 0, force = 0, json = 0;
+
+	if (!strcmp(sub, "build"))
+		return image_build_main(argc - 1, argv + 1);
+	if (!strcmp(sub, "warm"))
+		return image_warm_main(argc - 1, argv + 1);
+	if (!strcmp(sub, "ls")) {
+		for (i = 2; i < argc; i++) {
+			if (strcmp(argv[i], "--json")) {
+				image_usage(stderr);
+				return CLI_EXIT_USAGE;
+			}
+			json = 1;
+		}
+		return ls_images(json);
+	}
+	if (!strcmp(sub, "inspect") && argc == 3)
+		return inspect_image(argv[2]);
+	if (!strcmp(sub, "rm") && argc >= 3) {
+		for (i = 2; i < argc; i++) {
+			if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--force"))
+				force = 1;
+		}
+		for (i = 2; i < argc; i++) {
+			if (argv[i][0] == '-')
+				continue;
+			if (rm_image(argv[i], force))
+				r = CLI_EXIT_ERROR;
+		}
+		return r;
+	}
+	if (!strcmp(sub, "--help") || !strcmp(sub, "help")) {
+		image_usage(stdout);
+		return 0;
+	}
+	image_usage(stderr);
+	return CLI_EXIT_USAGE;
+}
+
+const struct cli_verb cli_verb_image = {
+	.name = "image",
+	.summary = "build, list, inspect, remove and warm sandbox images",
+	.run = image_main,
+	.usage = image_usage,
+};

@@ -1,0 +1,78 @@
+/* Sandbox images (docs/images.md): an image store of immutable, numbered
+ * versions of ext4 root filesystems with guest-init installed as
+ * /sbin/vmm-init, each with its defaults and build inputs recorded, and
+ * optionally a warm snapshot to start from.
+ *
+ *   STORE/NAME/VERSION/image.json   status, size, created, inputs, defaults
+ *   STORE/NAME/VERSION/rootfs.ext4  the image (read-only from then on)
+ *   STORE/NAME/VERSION/build.log    what the build's tools printed
+ *   STORE/NAME/VERSION/warm/        snapshot at API-ready (vmm image warm)
+ *   STORE/NAME/latest               symlink to the newest BUILT version */
+#ifndef CLI_IMAGE_H
+#define CLI_IMAGE_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define IMAGE_NAME_MAX 48
+#define IMAGE_INIT "/sbin/vmm-init" /* where guest-init goes in every image */
+
+enum image_status { IMG_BUILDING, IMG_BUILT, IMG_FAILED };
+
+struct image_info {
+	char name[IMAGE_NAME_MAX + 1];
+	unsigned version;
+	enum image_status status;
+	uint64_t size;            /* bytes of rootfs.ext4 */
+	long long created;        /* Unix seconds */
+	unsigned mem_mib, cpus;   /* defaults for sandboxes (0: vmm's) */
+	char source[512];         /* "dir:PATH", "tar:FILE", "debian:SUITE+PKGS", "busybox:PATH" */
+	char inputs[32];          /* hash of the build inputs (hex) */
+	char error[512];          /* FAILED: why */
+	char dir[PATH_MAX];       /* STORE/NAME/VERSION */
+	char rootfs[PATH_MAX + 16];
+};
+
+/* The store's root: $VMM_IMAGE_DIR, /var/lib/vmm/images for root, else
+ * $XDG_STATE_HOME/vmm/images (~/.local/state/vmm/images); created. */
+int image_store(char *buf, size_t len);
+int image_name_ok(const char *name);
+/* "NAME", "NAME:latest" or "NAME:N". *version 0 means latest. */
+int image_parse_ref(const char *ref, char name[IMAGE_NAME_MAX + 1], unsigned *version);
+/* One version's record (any status). 0 or -errno. */
+int image_load(const char *name, unsigned version, struct image_info *im);
+/* A usable version: NAME:N must be BUILT; NAME / NAME:latest is the newest
+ * BUILT one. 0, or -ENOENT after a message saying what exists. */
+int image_resolve(const char *ref, struct image_info *im);
+/* Writes image.json atomically (temporary file, fsync, rename). */
+int image_save(const struct image_info *im);
+/* Versions of NAME, ascending (malloc'd); count or -errno. */
+int image_versions(const char *name, unsigned **out);
+/* Points NAME/latest at the newest BUILT version (or removes it). */
+void image_update_latest(const char *name);
+/* STORE/NAME/V/warm if it holds a snapshot made with this kernel and this
+ * snapshot format ("stale" ones are ignored); 0 or -ENOENT. */
+int image_warm_dir(const struct image_info *im, const char *kernel, char *dir, size_t len);
+/* The key a warm snapshot is valid for (kernel identity, snapshot format,
+ * image version and creation time). */
+int image_warm_key(const struct image_info *im, const char *kernel, char *key, size_t len);
+/* The default kernel (next to the vmm binary: build/kernel/vmlinux). */
+int image_default_kernel(char *buf, size_t len);
+
+/* vmm run --image REF: rewrites the arguments into a `vmm run` with the
+ * image's copy-on-write root disk (hidden --image-root) and its defaults,
+ * or, when a warm snapshot of it is valid and no option asks for anything
+ * a restore cannot give, a `vmm restore` of it. *restore says which.
+ * Returns 0 with *out (malloc'd, NULL-terminated; free with free()) or
+ * 0 with *out NULL when there is no --image; -errno after a message. */
+int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *restore);
+
+/* Is a sandbox (not exited, not dead) using NAME:VERSION? Prints the first. */
+int image_in_use(const char *name, unsigned version);
+
+/* image_build.c */
+int image_build_main(int argc, char **argv);
+int image_warm_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,711 @@
+/* vmm image build and vmm image warm (image.h, docs/images.md).
+ *
+ * A build stages the root filesystem in the new version's folder, installs
+ * guest-init as /sbin/vmm-init (sandboxes boot with init=/sbin/vmm-init: the
+ * image's own init never serves the API), copies the --file entries in and
+ * makes the ext4 image with mkfs.ext4 -d. The version is BUILDING while
+ * that runs and becomes BUILT (and NAME:latest) only at the end; any
+ * failure leaves it FAILED with the reason and no root filesystem. */
+#define _GNU_SOURCE
+#include "image.h"
+#include "cli.h"
+#include "sandbox.h"
+#include "../vmm/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_FILES 64
+
+struct build {
+	struct image_info im;
+	const char *from_dir, *from_tar, *debian, *packages, *mirror, *busybox;
+	const char *files[MAX_FILES];
+	unsigned nr_files;
+	unsigned long long size_mib;
+	int quiet, if_changed;
+	char stage[PATH_MAX + 16];
+	char log[PATH_MAX + 16];
+	int logfd;
+	double t0;
+	unsigned step, steps;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void step(struct build *b, const char *what)
+{
+	b->step++;
+	if (!b->quiet)
+		fprintf(stderr, "[%u/%u] %-44s (%5.1f s)\n", b->step, b->steps, what, now_s() - b->t0);
+}
+
+/* Runs argv with stdout/stderr into the build log; 0 or the exit status. */
+static int tool(struct build *b, const char *const *argv)
+{
+	pid_t p;
+	int st;
+	unsigned i;
+
+	if (b->logfd >= 0) {
+		dprintf(b->logfd, "$");
+		for (i = 0; argv[i]; i++)
+			dprintf(b->logfd, " %s", argv[i]);
+		dprintf(b->logfd, "\n");
+	}
+	p = fork();
+	if (p < 0)
+		return -errno;
+	if (p == 0) {
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		if (nul >= 0)
+			dup2(nul, 0);
+		if (b->logfd >= 0) {
+			dup2(b->logfd, 1);
+			dup2(b->logfd, 2);
+		}
+		execvp(argv[0], (char *const *)argv);
+		dprintf(2, "%s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (waitpid(p, &st, 0) < 0)
+		return -errno;
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+static int fail(struct build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct build *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(b->im.error, sizeof(b->im.error), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* The last lines of the build log, for the error message. */
+static void log_tail(struct build *b, char *out, size_t len)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd = open(b->log, O_RDONLY | O_CLOEXEC);
+	off_t end;
+	char *p;
+
+	out[0] = '\0';
+	if (fd < 0)
+		return;
+	end = lseek(fd, 0, SEEK_END);
+	if (end > (off_t)sizeof(buf) - 1)
+		lseek(fd, end - (off_t)sizeof(buf) + 1, SEEK_SET);
+	else
+		lseek(fd, 0, SEEK_SET);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	while (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	p = strrchr(buf, '\n');
+	snprintf(out, len, "%.*s", (int)len - 1, p ? p + 1 : buf);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *c = p;
+
+	while (n--) {
+		h ^= *c++;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static uint64_t fnv_file(uint64_t h, const char *path)
+{
+	char buf[65536];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return fnv(h, path, strlen(path));
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		h = fnv(h, buf, (size_t)n);
+	close(fd);
+	return h;
+}
+
+/* What the build depends on: the source description, the guest-init
+ * binary, the busybox binary or tarball, the --file contents, the size. */
+static void inputs_hash(struct build *b, const char *guest_init)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	unsigned i;
+
+	h = fnv(h, b->im.source, strlen(b->im.source));
+	h = fnv_file(h, guest_init);
+	if (b->busybox)
+		h = fnv_file(h, b->busybox);
+	if (b->from_tar)
+		h = fnv_file(h, b->from_tar);
+	for (i = 0; i < b->nr_files; i++) {
+		char src[PATH_MAX];
+		const char *colon = strrchr(b->files[i], ':');
+
+		h = fnv(h, b->files[i], strlen(b->files[i]));
+		snprintf(src, sizeof(src), "%.*s", (int)(colon - b->files[i]), b->files[i]);
+		h = fnv_file(h, src);
+	}
+	h = fnv(h, &b->size_mib, sizeof(b->size_mib));
+	h = fnv(h, &b->im.mem_mib, sizeof(b->im.mem_mib));
+	h = fnv(h, &b->im.cpus, sizeof(b->im.cpus));
+	snprintf(b->im.inputs, sizeof(b->im.inputs), "%016llx", (unsigned long long)h);
+}
+
+static uint64_t staged_bytes;
+static uint64_t staged_inodes;
+static int count_entry(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)path;
+	(void)flag;
+	(void)f;
+	staged_bytes += (uint64_t)st->st_blocks * 512;
+	staged_inodes++;
+	return 0;
+}
+
+static int populate(struct build *b)
+{
+	if (b->from_dir) {
+		char src[PATH_MAX + 4];
+		const char *cp[] = { "cp", "-a", "--", src, b->stage, NULL };
+
+		snprintf(src, sizeof(src), "%s/.", b->from_dir);
+		step(b, "copying the directory");
+		if (tool(b, cp))
+			return fail(b, "copying %s failed", b->from_dir);
+	} else if (b->from_tar) {
+		const char *tar[] = { "tar", "-x", "--numeric-owner", "-f", b->from_tar, "-C", b->stage, NULL };
+
+		step(b, "unpacking the tarball");
+		if (tool(b, tar))
+			return fail(b, "unpacking %s failed (not a tar archive?)", b->from_tar);
+	} else if (b->debian) {
+		char inc[1024];
+		const char *ds[] = { "debootstrap", "--variant=minbase", inc, b->debian, b->stage, b->mirror, NULL };
+		const char *ds_plain[] = { "debootstrap", "--variant=minbase", b->debian, b->stage, b->mirror, NULL };
+
+		snprintf(inc, sizeof(inc), "--include=%s", b->packages ? b->packages : "");
+		step(b, "debootstrap (minutes: downloads and unpacks)");
+		if (geteuid() != 0)
+			return fail(b, "--debian needs root (debootstrap)");
+		if (tool(b, b->packages ? ds : ds_plain))
+			return fail(b, "debootstrap %s failed (a package name wrong, or the mirror %s unreachable?)",
+				    b->debian, b->mirror);
+	} else {
+		char bin[PATH_MAX + 32], sh[PATH_MAX + 32];
+		const char *cp[] = { "cp", "--", b->busybox, bin, NULL };
+
+		step(b, "installing busybox");
+		snprintf(bin, sizeof(bin), "%s/bin", b->stage);
+		if (mkdir(bin, 0755) < 0 && errno != EEXIST)
+			return fail(b, "mkdir %s: %s", bin, strerror(errno));
+		snprintf(bin, sizeof(bin), "%s/bin/busybox", b->stage);
+		if (tool(b, cp) || chmod(bin, 0755) < 0)
+			return fail(b, "copying %s failed", b->busybox);
+		snprintf(sh, sizeof(sh), "%s/bin/sh", b->stage);
+		if (symlink("busybox", sh) < 0 && errno != EEXIST)
+			return fail(b, "symlink %s: %s", sh, strerror(errno));
+	}
+	return 0;
+}
+
+static int install(struct build *b, const char *guest_init)
+{
+	static const char *const dirs[] = { "bin", "sbin", "dev", "proc", "sys", "tmp", "run", "root", "etc", "mnt" };
+	char p[PATH_MAX + 64];
+	const char *cp[] = { "cp", "--", guest_init, p, NULL };
+	unsigned i;
+	int fd;
+
+	step(b, "installing guest-init as " IMAGE_INIT);
+	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		struct stat st;
+
+		snprintf(p, sizeof(p), "%s/%s", b->stage, dirs[i]);
+		if (lstat(p, &st) == 0)
+			continue; /* a symlink (usrmerge's /bin -> usr/bin) is fine */
+		if (mkdir(p, !strcmp(dirs[i], "tmp") ? 01777 : 0755) < 0)
+			return fail(b, "mkdir %s: %s", p, strerror(errno));
+	}
+	snprintf(p, sizeof(p), "%s%s", b->stage, IMAGE_INIT);
+	unlink(p);
+	if (tool(b, cp) || chmod(p, 0755) < 0)
+		return fail(b, "installing guest-init (%s) failed", guest_init);
+	snprintf(p, sizeof(p), "%s/etc/hostname", b->stage);
+	if (access(p, F_OK) < 0 && (fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) >= 0) {
+		if (write(fd, "sandbox\n", 8) != 8)
+			log_warn("writing %s failed", p);
+		close(fd);
+	}
+	for (i = 0; i < b->nr_files; i++) {
+		const char *spec = b->files[i], *colon = strrchr(spec, ':');
+		char src[PATH_MAX], dst[PATH_MAX + 64], parent[PATH_MAX + 64];
+		const char *cpf[] = { "cp", "-a", "--", src, dst, NULL };
+		const char *mk[] = { "mkdir", "-p", "--", parent, NULL };
+		char *slash;
+
+		snprintf(src, sizeof(src), "%.*s", (int)(colon - spec), spec);
+		snprintf(dst, sizeof(dst), "%s%s", b->stage, colon + 1);
+		snprintf(parent, sizeof(parent), "%s", dst);
+		if ((slash = strrchr(parent, '/')))
+			*slash = '\0';
+		if (i == 0)
+			step(b, "copying the --file entries");
+		if (tool(b, mk) || tool(b, cpf))
+			return fail(b, "--file %s: copying failed", spec);
+	}
+	return 0;
+}
+
+static int make_ext4(struct build *b)
+{
+	char tmp[PATH_MAX + 32], lbl[] = "vmm-root", sz[32];
+	const char *mkfs[] = { "mkfs.ext4", "-q", "-F", "-L", lbl, "-E", "root_owner=0:0", "-d", b->stage, tmp, NULL };
+	uint64_t size;
+	char last[400];
+	int fd;
+
+	staged_bytes = staged_inodes = 0;
+	nftw(b->stage, count_entry, 64, FTW_PHYS);
+	/* Room for the files, the inode tables and the journal, and some to
+	 * grow into: a quarter more, 16 MiB of journal, 256 bytes per inode. */
+	size = staged_bytes + staged_bytes / 4 + staged_inodes * 512 + (48ull << 20);
+	size = (size + (1 << 20) - 1) & ~((1ull << 20) - 1);
+	if (b->size_mib)
+		size = b->size_mib << 20;
+	snprintf(sz, sizeof(sz), "%llu MiB", (unsigned long long)(size >> 20));
+	{
+		char what[80];
+
+		snprintf(what, sizeof(what), "making the ext4 image (%s)", sz);
+		step(b, what);
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", b->im.rootfs);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return fail(b, "%s: %s", tmp, strerror(errno));
+	}
+	close(fd);
+	if (tool(b, mkfs)) {
+		unlink(tmp);
+		log_tail(b, last, sizeof(last));
+		if (b->size_mib)
+			return fail(b, "mkfs.ext4 failed: the files (%llu MiB) do not fit in --size %s? (%s)",
+				    (unsigned long long)(staged_bytes >> 20), sz, last);
+		return fail(b, "mkfs.ext4 failed (%s)", last);
+	}
+	if (rename(tmp, b->im.rootfs) < 0)
+		return fail(b, "rename %s: %s", tmp, strerror(errno));
+	b->im.size = size;
+	return 0;
+}
+
+static void build_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: vmm image build NAME SOURCE [--file SRC:DEST]... [--mem MiB] [--cpus N]\n"
+		"                       [--size SIZE] [--if-changed] [-q]\n"
+		"SOURCE is one of\n"
+		"  --from-dir DIR       a root filesystem tree\n"
+		"  --from-tar FILE      a root filesystem tarball (e.g. `docker export`)\n"
+		"  --debian SUITE       debootstrap a Debian SUITE (root; downloads), with\n"
+		"    [--packages a,b,c] [--mirror URL]   extra packages, another mirror\n"
+		"  --busybox PATH       busybox alone (the built-in base image)\n"
+		"  --file SRC:DEST      copy host file or folder SRC to DEST in the image\n"
+		"  --mem, --cpus        defaults for sandboxes started from it\n"
+		"  --size SIZE          the image's size (512M, 2G; default: what the files\n"
+		"                       need plus room)\n"
+		"  --if-changed         do nothing if the newest built version has the same\n"
+		"                       inputs (sources, files, options)\n"
+		"  -q, --quiet          no progress lines\n"
+		"Prints NAME:VERSION of the new version. guest-init becomes " IMAGE_INIT ".\n");
+}
+
+int image_build_main(int argc, char **argv)
+{
+	struct build b;
+	char store[PATH_MAX], dir[PATH_MAX + 64], exe[PATH_MAX], guest_init[PATH_MAX + 32];
+	unsigned *v, next;
+	int i, n, r, nsrc = 0;
+
+	memset(&b, 0, sizeof(b));
+	b.logfd = -1;
+	b.mirror = "http://deb.debian.org/debian";
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--help")) {
+			build_usage(stdout);
+			return 0;
+		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+			b.quiet = 1;
+			continue;
+		} else if (!strcmp(a, "--if-changed")) {
+			b.if_changed = 1;
+			continue;
+		} else if (a[0] != '-' && !b.im.name[0]) {
+			if (!image_name_ok(a)) {
+				fprintf(stderr, "vmm image build: '%s': names are 1-%d of a-z 0-9 . _ - (not 'latest')\n",
+					a, IMAGE_NAME_MAX);
+				return CLI_EXIT_USAGE;
+			}
+			snprintf(b.im.name, sizeof(b.im.name), "%s", a);
+			continue;
+		}
+		if (!val) {
+			build_usage(stderr);
+			return CLI_EXIT_USAGE;
+		}
+		i++;
+		if (!strcmp(a, "--from-dir"))
+			b.from_dir = val, nsrc++;
+		else if (!strcmp(a, "--from-tar"))
+			b.from_tar = val, nsrc++;
+		else if (!strcmp(a, "--debian"))
+			b.debian = val, nsrc++;
+		else if (!strcmp(a, "--busybox"))
+			b.busybox = val, nsrc++;
+		else if (!strcmp(a, "--packages"))
+			b.packages = val;
+		else if (!strcmp(a, "--mirror"))
+			b.mirror = val;
+		else if (!strcmp(a, "--file")) {
+			const char *colon = strrchr(val, ':');
+
+			if (b.nr_files == MAX_FILES || !colon || colon == val || colon[1] != '/' ||
+			    strstr(colon, "/../") || !strcmp(colon + strlen(colon) - 3, "/..")) {
+				fprintf(stderr, "vmm image build: --file %s: SRC:DEST with DEST absolute, no '..'\n", val);
+				return CLI_EXIT_USAGE;
+			}
+			b.files[b.nr_files++] = val;
+		} else if (!strcmp(a, "--mem")) {
+			unsigned long long m;
+
+			if (cli_parse_mib(val, &m) || m < 32 || m > (1ull << 20)) {
+				fprintf(stderr, "vmm image build: --mem %s: MiB (32 or more)\n", val);
+				return CLI_EXIT_USAGE;
+			}
+			b.im.mem_mib = (unsigned)m;
+		} else if (!strcmp(a, "--cpus")) {
+			char *end;
+			unsigned long c = strtoul(val, &end, 10);
+
+			if (*end || c < 1 || c > 64) {
+				fprintf(stderr, "vmm image build: --cpus %s: 1..64\n", val);
+				return CLI_EXIT_USAGE;
+			}
+			b.im.cpus = (unsigned)c;
+		} else if (!strcmp(a, "--size")) {
+			if (cli_parse_mib(val, &b.size_mib) || b.size_mib < 8) {
+				fprintf(stderr, "vmm image build: --size %s: a size such as 512M or 2G\n", val);
+				return CLI_EXIT_USAGE;
+			}
+		} else {
+			build_usage(stderr);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (!b.im.name[0] || nsrc != 1) {
+		fprintf(stderr, "vmm image build: give NAME and exactly one of --from-dir, --from-tar, "
+				"--debian, --busybox (vmm image build --help)\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (b.debian && geteuid() != 0) {
+		fprintf(stderr, "vmm image build: --debian needs root (debootstrap)\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (b.debian && access("/usr/sbin/debootstrap", X_OK)) {
+		fprintf(stderr, "vmm image build: --debian needs debootstrap (make deps, or apt install debootstrap)\n");
+		return CLI_EXIT_ERROR;
+	}
+	if (b.from_dir && access(b.from_dir, R_OK | X_OK)) {
+		fprintf(stderr, "vmm image build: --from-dir %s: %s\n", b.from_dir, strerror(errno));
+		return CLI_EXIT_USAGE;
+	}
+	if ((b.from_tar && access(b.from_tar, R_OK)) || (b.busybox && access(b.busybox, R_OK))) {
+		fprintf(stderr, "vmm image build: %s: %s\n", b.from_tar ? b.from_tar : b.busybox, strerror(errno));
+		return CLI_EXIT_USAGE;
+	}
+	if (cli_exe_dir(exe, sizeof(exe)) ||
+	    snprintf(guest_init, sizeof(guest_init), "%s/guest/guest-init", exe) >= (int)sizeof(guest_init) ||
+	    access(guest_init, R_OK)) {
+		fprintf(stderr, "vmm image build: guest-init not found next to vmm (%s): run make\n", guest_init);
+		return CLI_EXIT_ERROR;
+	}
+	if (b.from_dir)
+		snprintf(b.im.source, sizeof(b.im.source), "dir:%s", b.from_dir);
+	else if (b.from_tar)
+		snprintf(b.im.source, sizeof(b.im.source), "tar:%s", b.from_tar);
+	else if (b.debian)
+		snprintf(b.im.source, sizeof(b.im.source), "debian:%s%s%s", b.debian, b.packages ? "+" : "",
+			 b.packages ? b.packages : "");
+	else
+		snprintf(b.im.source, sizeof(b.im.source), "busybox:%s", b.busybox);
+	inputs_hash(&b, guest_init);
+	if (image_store(store, sizeof(store)))
+		return CLI_EXIT_ERROR;
+
+	n = image_versions(b.im.name, &v);
+	if (n < 0)
+		return CLI_EXIT_ERROR;
+	if (b.if_changed) {
+		for (i = n - 1; i >= 0; i--) {
+			struct image_info old;
+
+			if (image_load(b.im.name, v[i], &old) == 0 && old.status == IMG_BUILT) {
+				if (!strcmp(old.inputs, b.im.inputs)) {
+					if (!b.quiet)
+						fprintf(stderr, "vmm image build: %s:%u is up to date\n", b.im.name, v[i]);
+					printf("%s:%u\n", b.im.name, v[i]);
+					free(v);
+					return 0;
+				}
+				break;
+			}
+		}
+	}
+	/* The next number; mkdir is the lock (two builds never share one). */
+	next = n > 0 ? v[n - 1] + 1 : 1;
+	free(v);
+	snprintf(dir, sizeof(dir), "%s/%s", store, b.im.name);
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		fprintf(stderr, "vmm image build: %s: %s\n", dir, strerror(errno));
+		return CLI_EXIT_ERROR;
+	}
+	for (;; next++) {
+		snprintf(dir, sizeof(dir), "%s/%s/%u", store, b.im.name, next);
+		if (mkdir(dir, 0755) == 0)
+			break;
+		if (errno != EEXIST) {
+			fprintf(stderr, "vmm image build: %s: %s\n", dir, strerror(errno));
+			return CLI_EXIT_ERROR;
+		}
+	}
+	b.im.version = next;
+	b.im.status = IMG_BUILDING;
+	b.im.created = (long long)time(NULL);
+	if (strlen(dir) >= sizeof(b.im.dir) - 16) {
+		fprintf(stderr, "vmm image build: %s: path too long\n", dir);
+		return CLI_EXIT_ERROR;
+	}
+	snprintf(b.im.dir, sizeof(b.im.dir), "%.4000s", dir);
+	snprintf(b.im.rootfs, sizeof(b.im.rootfs), "%.4000s/rootfs.ext4", dir);
+	snprintf(b.stage, sizeof(b.stage), "%.4000s/stage", dir);
+	snprintf(b.log, sizeof(b.log), "%.4000s/build.log", dir);
+	if ((r = image_save(&b.im))) {
+		fprintf(stderr, "vmm image build: writing %s/image.json: %s\n", dir, strerror(-r));
+		return CLI_EXIT_ERROR;
+	}
+	b.logfd = open(b.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	b.t0 = now_s();
+	b.steps = 4 + (b.nr_files ? 1 : 0);
+	if (!b.quiet)
+		fprintf(stderr, "building %s:%u from %s\n", b.im.name, b.im.version, b.im.source);
+	if (mkdir(b.stage, 0755) < 0)
+		r = fail(&b, "mkdir %s: %s", b.stage, strerror(errno));
+	else
+		r = populate(&b);
+	if (!r)
+		r = install(&b, guest_init);
+	if (!r)
+		r = make_ext4(&b);
+	{
+		const char *rm[] = { "rm", "-rf", "--one-file-system", "--", b.stage, NULL };
+
+		step(&b, r ? "cleaning up" : "cleaning up the staging tree");
+		if (tool(&b, rm) && !r)
+			log_warn("could not remove %s", b.stage);
+	}
+	if (r) {
+		unlink(b.im.rootfs);
+		b.im.status = IMG_FAILED;
+		b.im.size = 0;
+		image_save(&b.im);
+		fprintf(stderr, "vmm image build: %s:%u FAILED: %s (log: %s)\n", b.im.name, b.im.version,
+			b.im.error, b.log);
+		if (b.logfd >= 0)
+			close(b.logfd);
+		return CLI_EXIT_ERROR;
+	}
+	if (b.logfd >= 0)
+		close(b.logfd);
+	b.im.status = IMG_BUILT;
+	if ((r = image_save(&b.im))) {
+		unlink(b.im.rootfs);
+		fprintf(stderr, "vmm image build: recording %s:%u: %s\n", b.im.name, b.im.version, strerror(-r));
+		return CLI_EXIT_ERROR;
+	}
+	image_update_latest(b.im.name);
+	if (!b.quiet)
+		fprintf(stderr, "built %s:%u (%llu MiB) in %.1f s\n", b.im.name, b.im.version,
+			(unsigned long long)(b.im.size >> 20), now_s() - b.t0);
+	printf("%s:%u\n", b.im.name, b.im.version);
+	return 0;
+}
+
+/* ---- vmm image warm ------------------------------------------------------ */
+
+static int run_self(const char *const *argv, char *out, size_t outlen)
+{
+	char exe[PATH_MAX];
+	int pfd[2], st;
+	ssize_t n, got = 0;
+	pid_t p;
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0 || pipe2(pfd, O_CLOEXEC) < 0)
+		return -errno;
+	exe[n] = '\0';
+	p = fork();
+	if (p < 0)
+		return -errno;
+	if (p == 0) {
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		if (nul >= 0)
+			dup2(nul, 0);
+		dup2(pfd[1], 1);
+		execv(exe, (char *const *)argv);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (out && (size_t)got + 1 < outlen && (n = read(pfd[0], out + got, outlen - 1 - (size_t)got)) > 0)
+		got += n;
+	if (out)
+		out[got] = '\0';
+	close(pfd[0]);
+	if (waitpid(p, &st, 0) < 0)
+		return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+int image_warm_main(int argc, char **argv)
+{
+	struct image_info im;
+	char kernel[PATH_MAX], key[PATH_MAX + 256], name[64], ref[IMAGE_NAME_MAX + 16];
+	char warm[PATH_MAX + 16], snap[PATH_MAX + 64], part[PATH_MAX + 32], keyf[PATH_MAX + 64], out[256];
+	char mem[16], cpus[16];
+	double t0 = now_s();
+	int r, fd;
+
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr,
+			"usage: vmm image warm NAME[:VERSION]\n\n"
+			"Boots the image once, snapshots it when its API answers and keeps the\n"
+			"snapshot with the image: `vmm run --image` then restores from it instead\n"
+			"of booting (while the kernel and snapshot format stay the same).\n");
+		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : CLI_EXIT_USAGE;
+	}
+	if (image_resolve(argv[1], &im))
+		return CLI_EXIT_ERROR;
+	if (image_default_kernel(kernel, sizeof(kernel))) {
+		fprintf(stderr, "vmm image warm: no kernel next to vmm (build/kernel/vmlinux): run make\n");
+		return CLI_EXIT_ERROR;
+	}
+	if (image_warm_key(&im, kernel, key, sizeof(key)))
+		return CLI_EXIT_ERROR;
+	snprintf(ref, sizeof(ref), "%s:%u", im.name, im.version);
+	snprintf(name, sizeof(name), "warm-%.30s-%u-%d", im.name, im.version, (int)getpid());
+	snprintf(warm, sizeof(warm), "%s/warm", im.dir);
+	snprintf(part, sizeof(part), "%s/warm.partial-%d", im.dir, (int)getpid());
+	snprintf(snap, sizeof(snap), "%s/snapshot", part);
+	snprintf(mem, sizeof(mem), "%u", im.mem_mib ? im.mem_mib : 512);
+	snprintf(cpus, sizeof(cpus), "%u", im.cpus ? im.cpus : 1);
+	if (mkdir(part, 0755) < 0) {
+		fprintf(stderr, "vmm image warm: %s: %s\n", part, strerror(errno));
+		return CLI_EXIT_ERROR;
+	}
+	fprintf(stderr, "[1/2] booting %s until its API answers\n", ref);
+	{
+		const char *run[] = { "vmm", "run", "-d", "-q", "--name", name, "--image-root", im.rootfs,
+				      "--image-ref", ref, "--mem", mem, "--cpus", cpus, "--kernel", kernel, NULL };
+
+		r = run_self(run, out, sizeof(out));
+	}
+	if (r) {
+		fprintf(stderr, "vmm image warm: booting %s failed (status %d)\n", ref, r);
+		goto fail;
+	}
+	fprintf(stderr, "[2/2] snapshotting it (%5.1f s)\n", now_s() - t0);
+	{
+		const char *sn[] = { "vmm", "snapshot", "--stop", name, snap, NULL };
+
+		r = run_self(sn, out, sizeof(out));
+	}
+	{
+		const char *rm[] = { "vmm", "rm", "-f", name, NULL };
+
+		run_self(rm, NULL, 0);
+	}
+	if (r) {
+		fprintf(stderr, "vmm image warm: the snapshot failed (status %d)\n", r);
+		goto fail;
+	}
+	snprintf(keyf, sizeof(keyf), "%s/key", part);
+	fd = open(keyf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || dprintf(fd, "%s\n", key) < 0 || fsync(fd) < 0) {
+		fprintf(stderr, "vmm image warm: %s: %s\n", keyf, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		goto fail;
+	}
+	close(fd);
+	{
+		/* Replace an older warm snapshot: move it aside, then drop it. */
+		char old[PATH_MAX + 48];
+		const char *rmold[] = { "rm", "-rf", "--one-file-system", "--", old, NULL };
+		struct build b = { .logfd = -1 };
+
+		snprintf(old, sizeof(old), "%s/warm.old-%d", im.dir, (int)getpid());
+		if (rename(warm, old) == 0)
+			tool(&b, rmold);
+		if (rename(part, warm) < 0) {
+			fprintf(stderr, "vmm image warm: %s: %s\n", warm, strerror(errno));
+			goto fail;
+		}
+	}
+	fprintf(stderr, "warm: %s starts from its snapshot now (%.1f s)\n", ref, now_s() - t0);
+	printf("%s\n", ref);
+	return 0;
+fail:
+	{
+		const char *rm[] = { "rm", "-rf", "--one-file-system", "--", part, NULL };
+		struct build b = { .logfd = -1 };
+
+		tool(&b, rm);
+	}
+	return CLI_EXIT_ERROR;
+}

@@ -1,0 +1,1760 @@
+/* FUSE passthrough server (see fuse.h and docs/virtio-fs.md).
+ *
+ * Request path: the header is checked against the readable length before
+ * anything else is read; the body (all but WRITE's data) is copied into a
+ * bounded buffer and each operation checks its own argument size; names
+ * must be NUL-terminated inside the body, non-empty, without '/'. Then the
+ * operation runs with *at() calls on the inode's O_PATH descriptor. */
+#define _GNU_SOURCE
+#include "fuse.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fuse.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define DENTS_BUF (32u << 10)
+
+_Static_assert(sizeof(struct fuse_in_header) == 40, "fuse_in_header is 40 bytes");
+_Static_assert(sizeof(struct fuse_out_header) == 16, "fuse_out_header is 16 bytes");
+_Static_assert(sizeof(struct fuse_entry_out) == 128, "fuse_entry_out is 128 bytes");
+_Static_assert(sizeof(struct fuse_init_out) == 64, "fuse_init_out is 64 bytes");
+_Static_assert(sizeof(struct fuse_open_out) == 16, "CREATE replies entry then open, unpadded");
+
+/* ---- cursors over the request's and the reply's buffers ---- */
+
+struct cur {
+	const struct iovec *iov;
+	int n;
+	size_t off;  /* in iov[0] */
+	size_t left; /* bytes in all */
+};
+
+static void cur_init(struct cur *c, const struct iovec *iov, int n)
+{
+	int i;
+
+	c->iov = iov;
+	c->n = n;
+	c->off = 0;
+	c->left = 0;
+	for (i = 0; i < n; i++)
+		c->left += iov[i].iov_len;
+}
+
+static void cur_skip_empty(struct cur *c)
+{
+	while (c->n && c->off == c->iov->iov_len) {
+		c->iov++;
+		c->n--;
+		c->off = 0;
+	}
+}
+
+/* Copies n bytes between the cursor's buffers and p (to p if `get`). */
+static size_t cur_copy(struct cur *c, void *p, size_t n, int get)
+{
+	size_t done = 0;
+
+	while (done < n && c->left) {
+		size_t k;
+
+		cur_skip_empty(c);
+		k = c->iov->iov_len - c->off;
+		if (k > n - done)
+			k = n - done;
+		if (get)
+			memcpy((uint8_t *)p + done, (uint8_t *)c->iov->iov_base + c->off, k);
+		else
+			memcpy((uint8_t *)c->iov->iov_base + c->off, (const uint8_t *)p + done, k);
+		c->off += k;
+		c->left -= k;
+		done += k;
+	}
+	return done;
+}
+
+/* Up to max iovecs for the next len bytes (which must be left); advances. */
+static int cur_iov(struct cur *c, size_t len, struct iovec *iov, int max)
+{
+	int k = 0;
+
+	while (len) {
+		size_t take;
+
+		cur_skip_empty(c);
+		if (k == max || !c->n)
+			return -E2BIG;
+		take = c->iov->iov_len - c->off;
+		if (take > len)
+			take = len;
+		iov[k].iov_base = (uint8_t *)c->iov->iov_base + c->off;
+		iov[k].iov_len = take;
+		k++;
+		c->off += take;
+		c->left -= take;
+		len -= take;
+	}
+	return k;
+}
+
+/* ---- the inode table ---- */
+
+static uint32_t hash_of(uint64_t dev, uint64_t ino)
+{
+	uint64_t h = (dev * 0x9e3779b97f4a7c15ull) ^ (ino * 0xc2b2ae3d27d4eb4full);
+
+	return (uint32_t)(h ^ (h >> 29));
+}
+
+static struct fuse_inode *ino_at(struct fuse_server *s, uint64_t nodeid)
+{
+	if (nodeid == 0 || nodeid > s->ino_cap || !s->ino[nodeid - 1].used)
+		return NULL;
+	return &s->ino[nodeid - 1];
+}
+
+/* A live inode for nodeid: -ESTALE if unknown or stale. */
+static int ino_get(struct fuse_server *s, uint64_t nodeid, struct fuse_inode **out)
+{
+	struct fuse_inode *n = ino_at(s, nodeid);
+
+	if (!n || n->fd < 0)
+		return -ESTALE;
+	*out = n;
+	return 0;
+}
+
+static uint32_t ino_find(struct fuse_server *s, uint64_t dev, uint64_t ino)
+{
+	uint32_t i = s->hash[hash_of(dev, ino) & s->hash_mask];
+
+	while (i) {
+		const struct fuse_inode *n = &s->ino[i - 1];
+
+		if (n->dev == dev && n->ino == ino && n->fd >= 0)
+			return i;
+		i = n->hnext;
+	}
+	return 0;
+}
+
+static void hash_insert(struct fuse_server *s, uint32_t slot)
+{
+	uint32_t *b = &s->hash[hash_of(s->ino[slot].dev, s->ino[slot].ino) & s->hash_mask];
+
+	s->ino[slot].hnext = *b;
+	*b = slot + 1;
+}
+
+static void hash_remove(struct fuse_server *s, uint32_t slot)
+{
+	uint32_t *p = &s->hash[hash_of(s->ino[slot].dev, s->ino[slot].ino) & s->hash_mask];
+
+	while (*p) {
+		if (*p == slot + 1) {
+			*p = s->ino[slot].hnext;
+			return;
+		}
+		p = &s->ino[*p - 1].hnext;
+	}
+}
+
+static int set_name(struct fuse_inode *n, uint64_t parent, const char *name)
+{
+	char *copy = strdup(name);
+
+	if (!copy)
+		return -ENOMEM;
+	free(n->name);
+	n->name = copy;
+	n->parent = parent;
+	return 0;
+}
+
+/* Adds slots (doubling, up to the limit) to the free list. */
+static int grow(struct fuse_server *s)
+{
+	uint32_t cap = s->ino_cap * 2 > s->ino_max ? s->ino_max : s->ino_cap * 2;
+	struct fuse_inode *p;
+	uint32_t i;
+
+	if (cap <= s->ino_cap)
+		return -ENFILE;
+	p = realloc(s->ino, cap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	memset(p + s->ino_cap, 0, (cap - s->ino_cap) * sizeof(*p));
+	for (i = cap; i-- > s->ino_cap;) {
+		p[i].fd = -1;
+		p[i].fnext = s->free_ino;
+		s->free_ino = i + 1;
+	}
+	s->ino = p;
+	s->ino_cap = cap;
+	return 0;
+}
+
+/* A free slot (growing the table up to its limit), or -ENFILE. */
+static int slot_alloc(struct fuse_server *s, uint32_t *slot)
+{
+	int r;
+
+	if (!s->free_ino && (r = grow(s))) {
+		if (r == -ENFILE && log_ratelimit_ok(&s->rl))
+			log_warn("virtio-fs %s: inode table full (%u inodes the guest has not forgotten); "
+				 "lookups fail with ENFILE", s->tag, s->ino_max);
+		return r;
+	}
+	*slot = s->free_ino - 1;
+	s->free_ino = s->ino[*slot].fnext;
+	return 0;
+}
+
+static void slot_free(struct fuse_server *s, uint32_t slot)
+{
+	struct fuse_inode *n = &s->ino[slot];
+
+	if (n->fd >= 0) {
+		hash_remove(s, slot);
+		close(n->fd);
+	}
+	free(n->name);
+	memset(n, 0, sizeof(*n));
+	n->fd = -1;
+	n->fnext = s->free_ino;
+	s->free_ino = slot + 1;
+	s->nr_ino--;
+}
+
+/* Takes a reference on the inode `fd` (O_PATH, consumed) denotes, found
+ * as `name` in `parent`: the existing entry if the host inode is known.
+ * name NULL ("." or ".."): where it lives is not learnt from this. */
+static int ino_ref(struct fuse_server *s, int fd, const struct stat *st, uint64_t parent,
+		   const char *name, uint64_t *nodeid)
+{
+	uint32_t i = ino_find(s, (uint64_t)st->st_dev, (uint64_t)st->st_ino), slot;
+	struct fuse_inode *n;
+	int r;
+
+	if (i) {
+		n = &s->ino[i - 1];
+		close(fd);
+		if (i != 1 && name)
+			(void)set_name(n, parent, name); /* keeps the old one on ENOMEM */
+		n->nlookup++;
+		*nodeid = i;
+		return 0;
+	}
+	if ((r = slot_alloc(s, &slot))) {
+		close(fd);
+		return r;
+	}
+	n = &s->ino[slot];
+	memset(n, 0, sizeof(*n));
+	n->fd = fd;
+	n->used = 1;
+	n->type = st->st_mode & S_IFMT;
+	n->dev = (uint64_t)st->st_dev;
+	n->ino = (uint64_t)st->st_ino;
+	n->gen = ++s->next_gen;
+	n->nlookup = 1;
+	s->nr_ino++;
+	hash_insert(s, slot);
+	if ((r = set_name(n, name ? parent : 0, name ? name : ""))) {
+		slot_free(s, slot);
+		return r;
+	}
+	*nodeid = slot + 1;
+	return 0;
+}
+
+static void ino_forget(struct fuse_server *s, uint64_t nodeid, uint64_t nlookup)
+{
+	struct fuse_inode *n = ino_at(s, nodeid);
+
+	if (!n || nodeid == FUSE_ROOT_ID)
+		return; /* the root lives as long as the server */
+	n->nlookup = nlookup >= n->nlookup ? 0 : n->nlookup - nlookup;
+	if (!n->nlookup)
+		slot_free(s, (uint32_t)(nodeid - 1));
+}
+
+/* ---- host calls ---- */
+
+/* The one place a name is resolved: exactly one component under dirfd,
+ * no symlink followed (a trailing one is opened itself, O_PATH). */
+static int open_child(struct fuse_server *s, int dirfd, const char *name)
+{
+	int fd;
+
+	if (!s->no_openat2) {
+		struct open_how how = {
+			.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
+		};
+
+		fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
+		if (fd >= 0)
+			return fd;
+		if (errno != ENOSYS)
+			return -errno;
+		s->no_openat2 = 1;
+	}
+	/* name is one component (no '/', not ".."): O_NOFOLLOW is enough. */
+	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* "/proc/self/fd/N" relative to proc_fd: reopens an inode. Only for
+ * non-symlinks: through the magic link the inode itself is reached. */
+static void fd_name(char buf[16], int fd)
+{
+	snprintf(buf, 16, "%d", fd);
+}
+
+static int reopen(struct fuse_server *s, const struct fuse_inode *n, int flags)
+{
+	char p[16];
+	int fd;
+
+	if (n->type == S_IFLNK)
+		return -ELOOP;
+	if (n->type == S_IFDIR)
+		fd = openat(n->fd, ".", flags | O_DIRECTORY | O_CLOEXEC);
+	else if (n->type != S_IFREG)
+		return -EACCES; /* FIFOs and devices are the guest kernel's, never opened here */
+	else {
+		fd_name(p, n->fd);
+		fd = openat(s->proc_fd, p, flags | O_CLOEXEC);
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+static int stat_fd(int fd, struct stat *st)
+{
+	return fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+/* A name from the body: NUL within the `left` bytes, not empty, no '/'.
+ * Advances *p past it. */
+static int take_name(const uint8_t **p, size_t *left, const char **name)
+{
+	const uint8_t *nul = memchr(*p, '\0', *left);
+	size_t len;
+
+	if (!nul)
+		return -EINVAL;
+	len = (size_t)(nul - *p);
+	if (len == 0 || memchr(*p, '/', len))
+		return -EINVAL;
+	if (len > NAME_MAX)
+		return -ENAMETOOLONG;
+	*name = (const char *)*p;
+	*p = nul + 1;
+	*left -= len + 1;
+	return 0;
+}
+
+/* A name for a new entry: "." and ".." never are. */
+static int take_new_name(const uint8_t **p, size_t *left, const char **name)
+{
+	int r = take_name(p, left, name);
+
+	if (!r && (!strcmp(*name, ".") || !strcmp(*name, "..")))
+		return -EINVAL;
+	return r;
+}
+
+/* ---- replies ---- */
+
+static void fill_attr(const struct fuse_server *s, const struct stat *st, struct fuse_attr *a)
+{
+	(void)s;
+	memset(a, 0, sizeof(*a));
+	a->ino = (uint64_t)st->st_ino;
+	a->size = (uint64_t)st->st_size;
+	a->blocks = (uint64_t)st->st_blocks;
+	a->atime = (uint64_t)st->st_atim.tv_sec;
+	a->mtime = (uint64_t)st->st_mtim.tv_sec;
+	a->ctime = (uint64_t)st->st_ctim.tv_sec;
+	a->atimensec = (uint32_t)st->st_atim.tv_nsec;
+	a->mtimensec = (uint32_t)st->st_mtim.tv_nsec;
+	a->ctimensec = (uint32_t)st->st_ctim.tv_nsec;
+	a->mode = st->st_mode;
+	a->nlink = (uint32_t)st->st_nlink;
+	a->uid = st->st_uid;
+	a->gid = st->st_gid;
+	a->rdev = (uint32_t)st->st_rdev;
+	a->blksize = (uint32_t)st->st_blksize;
+}
+
+static uint64_t valid_secs(const struct fuse_server *s)
+{
+	return s->cache == FUSE_CACHE_NONE ? 0 : 1;
+}
+
+static void fill_entry(const struct fuse_server *s, uint64_t nodeid, const struct stat *st,
+		       struct fuse_entry_out *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->nodeid = nodeid;
+	e->generation = nodeid ? s->ino[nodeid - 1].gen : 0;
+	e->entry_valid = valid_secs(s);
+	e->attr_valid = valid_secs(s);
+	fill_attr(s, st, &e->attr);
+}
+
+/* One request's context. */
+struct req {
+	struct fuse_server *s;
+	struct fuse_in_header h;
+	const uint8_t *body;
+	size_t blen;
+	struct cur in;  /* after the fixed part (WRITE's data) */
+	struct cur out; /* after the reply header */
+	size_t out_len; /* payload bytes written */
+};
+
+/* The payload (copied after the header at the end). */
+static int reply(struct req *q, const void *p, size_t n)
+{
+	if (n > q->out.left)
+		return -EINVAL; /* the guest's buffer is too small for it */
+	memcpy(q->s->reply, p, n);
+	q->out_len = n;
+	return 0;
+}
+
+#define NEED(q, type) do { if ((q)->blen < sizeof(type)) return -EINVAL; } while (0)
+
+/* LOOKUP-like: resolves name in parent and replies with an entry. */
+static int entry_reply(struct req *q, uint64_t parent, const char *name)
+{
+	struct fuse_server *s = q->s;
+	struct fuse_inode *p;
+	struct fuse_entry_out e;
+	struct stat st;
+	uint64_t nodeid;
+	int fd, r;
+
+	if ((r = ino_get(s, parent, &p)))
+		return r;
+	if (p->type != S_IFDIR)
+		return -ENOTDIR;
+	if (!strcmp(name, ".") || (!strcmp(name, "..") && parent == FUSE_ROOT_ID)) {
+		/* ".." at the root is the root: the guest never gets above it. */
+		fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		name = NULL;
+	} else if (!strcmp(name, "..")) {
+		/* Below the root its parent is inside the tree as well. */
+		fd = openat(p->fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		name = NULL;
+	} else {
+		fd = open_child(s, p->fd, name);
+		if (fd < 0)
+			return fd;
+	}
+	if ((r = stat_fd(fd, &st))) {
+		close(fd);
+		return r;
+	}
+	if ((r = ino_ref(s, fd, &st, parent, name, &nodeid)))
+		return r;
+	fill_entry(s, nodeid, &st, &e);
+	if ((r = reply(q, &e, sizeof(e)))) {
+		ino_forget(s, nodeid, 1);
+		return r;
+	}
+	return 0;
+}
+
+static int op_lookup(struct req *q)
+{
+	const uint8_t *p = q->body;
+	size_t left = q->blen;
+	const char *name;
+	int r;
+
+	if ((r = take_name(&p, &left, &name)))
+		return r;
+	return entry_reply(q, q->h.nodeid, name);
+}
+
+static int op_forget(struct req *q)
+{
+	const struct fuse_forget_in *f = (const void *)q->body;
+
+	NEED(q, *f);
+	ino_forget(q->s, q->h.nodeid, f->nlookup);
+	return 0;
+}
+
+static int op_batch_forget(struct req *q)
+{
+	const struct fuse_batch_forget_in *b = (const void *)q->body;
+	struct fuse_forget_one one;
+	uint32_t i;
+
+	NEED(q, *b);
+	if (b->count > (q->blen - sizeof(*b)) / sizeof(one))
+		return -EINVAL;
+	for (i = 0; i < b->count; i++) {
+		memcpy(&one, q->body + sizeof(*b) + i * sizeof(one), sizeof(one));
+		ino_forget(q->s, one.nodeid, one.nlookup);
+	}
+	return 0;
+}
+
+static int attr_reply(struct req *q, const struct stat *st)
+{
+	struct fuse_attr_out a;
+
+	memset(&a, 0, sizeof(a));
+	a.attr_valid = valid_secs(q->s);
+	fill_attr(q->s, st, &a.attr);
+	return reply(q, &a, sizeof(a));
+}
+
+static int op_getattr(struct req *q)
+{
+	struct fuse_inode *n;
+	struct stat st;
+	int r;
+
+	NEED(q, struct fuse_getattr_in);
+	if ((r = ino_get(q->s, q->h.nodeid, &n)) || (r = stat_fd(n->fd, &st)))
+		return r;
+	return attr_reply(q, &st);
+}
+
+static struct fuse_handle *fh_at(struct fuse_server *s, uint64_t fh, int dir)
+{
+	if (fh >= s->fh_max || !s->fh[fh].used || s->fh[fh].fd < 0 || s->fh[fh].dir != dir)
+		return NULL;
+	return &s->fh[fh];
+}
+
+static int op_setattr(struct req *q)
+{
+	struct fuse_server *s = q->s;
+	const struct fuse_setattr_in *a = (const void *)q->body;
+	struct fuse_inode *n;
+	struct stat st;
+	char p[16];
+	int r;
+
+	NEED(q, *a);
+	if ((r = ino_get(s, q->h.nodeid, &n)))
+		return r;
+	fd_name(p, n->fd);
+	if (a->valid & FATTR_MODE) {
+		if (n->type == S_IFLNK)
+			return -EOPNOTSUPP;
+		if (fchmodat(s->proc_fd, p, a->mode & 07777, 0) < 0)
+			return -errno;
+	}
+	if (a->valid & (FATTR_UID | FATTR_GID)) {
+		uid_t uid = a->valid & FATTR_UID ? a->uid : (uid_t)-1;
+		gid_t gid = a->valid & FATTR_GID ? a->gid : (gid_t)-1;
+
+		if (fchownat(n->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+	}
+	if (a->valid & FATTR_SIZE) {
+		const struct fuse_handle *h = a->valid & FATTR_FH ? fh_at(s, a->fh, 0) : NULL;
+		int fd = h ? h->fd : -1;
+
+		if (a->size > (uint64_t)INT64_MAX)
+			return -EFBIG;
+		if (fd < 0 && (fd = reopen(s, n, O_WRONLY)) < 0)
+			return fd;
+		r = ftruncate(fd, (off_t)a->size) < 0 ? -errno : 0;
+		if (!h)
+			close(fd);
+		if (r)
+			return r;
+	}
+	if (a->valid & (FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) {
+		struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+
+		if (a->valid & FATTR_ATIME_NOW)
+			ts[0].tv_nsec = UTIME_NOW;
+		else if (a->valid & FATTR_ATIME)
+			ts[0] = (struct timespec){ (time_t)a->atime, a->atimensec % 1000000000 };
+		if (a->valid & FATTR_MTIME_NOW)
+			ts[1].tv_nsec = UTIME_NOW;
+		else if (a->valid & FATTR_MTIME)
+			ts[1] = (struct timespec){ (time_t)a->mtime, a->mtimensec % 1000000000 };
+		if (n->type == S_IFLNK)
+			r = utimensat(n->fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+		else
+			r = utimensat(s->proc_fd, p, ts, 0);
+		if (r < 0)
+			return -errno;
+	}
+	if ((r = stat_fd(n->fd, &st)))
+		return r;
+	return attr_reply(q, &st);
+}
+
+static int op_readlink(struct req *q)
+{
+	struct fuse_inode *n;
+	ssize_t len;
+	int r;
+
+	if ((r = ino_get(q->s, q->h.nodeid, &n)))
+		return r;
+	if (n->type != S_IFLNK)
+		return -EINVAL;
+	len = readlinkat(n->fd, "", (char *)q->s->reply, PATH_MAX);
+	if (len < 0)
+		return -errno;
+	if ((size_t)len > q->out.left)
+		return -ERANGE;
+	q->out_len = (size_t)len;
+	return 0;
+}
+
+/* The entry for a name just created in parent: looked up once more (it
+ * is a new inode, so nothing is followed and the result is ours). */
+static int created(struct req *q, uint64_t parent, const char *name, uint32_t mode)
+{
+	struct fuse_inode *p = &q->s->ino[parent - 1];
+	int fd = open_child(q->s, p->fd, name);
+	struct stat st;
+	char b[16];
+
+	if (fd >= 0 && mode != (uint32_t)-1 && stat_fd(fd, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    (st.st_mode & 07777) != (mode & 07777)) {
+		/* The VMM's own umask must not narrow what the guest asked for. */
+		fd_name(b, fd);
+		(void)fchmodat(q->s->proc_fd, b, mode & 07777, 0);
+	}
+	if (fd >= 0)
+		close(fd);
+	return entry_reply(q, parent, name);
+}
+
+static int op_mkdir(struct req *q)
+{
+	const struct fuse_mkdir_in *m = (const void *)q->body;
+	const uint8_t *p = q->body + sizeof(*m);
+	size_t left;
+	struct fuse_inode *d;
+	const char *name;
+	int r;
+
+	NEED(q, *m);
+	left = q->blen - sizeof(*m);
+	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(q->s, q->h.nodeid, &d)))
+		return r;
+	if (mkdirat(d->fd, name, m->mode & 07777) < 0)
+		return -errno;
+	return created(q, q->h.nodeid, name, m->mode);
+}
+
+static int op_mknod(struct req *q)
+{
+	const struct fuse_mknod_in *m = (const void *)q->body;
+	const uint8_t *p = q->body + sizeof(*m);
+	size_t left;
+	struct fuse_inode *d;
+	const char *name;
+	int r;
+
+	NEED(q, *m);
+	left = q->blen - sizeof(*m);
+	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(q->s, q->h.nodeid, &d)))
+		return r;
+	if (!S_ISREG(m->mode) && !S_ISFIFO(m->mode))
+		return -EPERM; /* devices and sockets stay the host's business */
+	if (mknodat(d->fd, name, (m->mode & (S_IFMT | 07777)), 0) < 0)
+		return -errno;
+	return created(q, q->h.nodeid, name, (uint32_t)-1);
+}
+
+static int op_symlink(struct req *q)
+{
+	const uint8_t *p = q->body;
+	size_t left = q->blen;
+	const char *name, *target;
+	const uint8_t *nul;
+	struct fuse_inode *d;
+	int r;
+
+	if ((r = take_new_name(&p, &left, &name)))
+		return r;
+	nul = memchr(p, '\0', left);
+	if (!nul || nul == p)
+		return -EINVAL;
+	if ((size_t)(nul - p) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	target = (const char *)p; /* stored as is: the server never follows it */
+	if ((r = ino_get(q->s, q->h.nodeid, &d)))
+		return r;
+	if (symlinkat(target, d->fd, name) < 0)
+		return -errno;
+	return created(q, q->h.nodeid, name, (uint32_t)-1);
+}
+
+static int op_unlink(struct req *q, int dir)
+{
+	const uint8_t *p = q->body;
+	size_t left = q->blen;
+	struct fuse_inode *d;
+	const char *name;
+	int r;
+
+	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(q->s, q->h.nodeid, &d)))
+		return r;
+	if (unlinkat(d->fd, name, dir ? AT_REMOVEDIR : 0) < 0)
+		return -errno;
+	return 0;
+}
+
+/* After a rename: the inode now at (dir, name) is recorded there. */
+static void renamed(struct fuse_server *s, uint64_t dir, const char *name)
+{
+	struct stat st;
+	uint32_t i;
+
+	if (fstatat(s->ino[dir - 1].fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	i = ino_find(s, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+	if (i > 1)
+		(void)set_name(&s->ino[i - 1], dir, name);
+}
+
+static int do_rename(struct req *q, uint64_t newdir, uint32_t flags, const uint8_t *p, size_t left)
+{
+	struct fuse_inode *od, *nd;
+	const char *oldname, *newname;
+	int r;
+
+	if ((r = take_new_name(&p, &left, &oldname)) || (r = take_new_name(&p, &left, &newname)))
+		return r;
+	if (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL; /* RENAME_WHITEOUT: overlayfs' business, not offered */
+	if ((r = ino_get(q->s, q->h.nodeid, &od)) || (r = ino_get(q->s, newdir, &nd)))
+		return r;
+	if (flags)
+		r = renameat2(od->fd, oldname, nd->fd, newname, flags);
+	else
+		r = renameat(od->fd, oldname, nd->fd, newname);
+	if (r < 0)
+		return -errno;
+	renamed(q->s, newdir, newname);
+	if (flags & RENAME_EXCHANGE)
+		renamed(q->s, q->h.nodeid, oldname);
+	return 0;
+}
+
+static int op_rename(struct req *q)
+{
+	const struct fuse_rename_in *m = (const void *)q->body;
+
+	NEED(q, *m);
+	return do_rename(q, m->newdir, 0, q->body + sizeof(*m), q->blen - sizeof(*m));
+}
+
+static int op_rename2(struct req *q)
+{
+	const struct fuse_rename2_in *m = (const void *)q->body;
+
+	NEED(q, *m);
+	return do_rename(q, m->newdir, m->flags, q->body + sizeof(*m), q->blen - sizeof(*m));
+}
+
+static int op_link(struct req *q)
+{
+	const struct fuse_link_in *m = (const void *)q->body;
+	const uint8_t *p = q->body + sizeof(*m);
+	struct fuse_inode *src, *d;
+	const char *name;
+	size_t left;
+	char b[16];
+	int r;
+
+	NEED(q, *m);
+	left = q->blen - sizeof(*m);
+	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(q->s, m->oldnodeid, &src)) ||
+	    (r = ino_get(q->s, q->h.nodeid, &d)))
+		return r;
+	if (src->type == S_IFDIR)
+		return -EPERM;
+	/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH: link through the magic
+	 * link instead, which lands on the inode itself (a symlink too). */
+	fd_name(b, src->fd);
+	if (linkat(q->s->proc_fd, b, d->fd, name, AT_SYMLINK_FOLLOW) < 0)
+		return -errno;
+	return entry_reply(q, q->h.nodeid, name);
+}
+
+/* Guest open flags we pass on; creation flags are ours to decide. */
+static int open_flags(const struct fuse_server *s, uint32_t f, int *out)
+{
+	int fl = (int)f & (O_ACCMODE | O_APPEND | O_TRUNC | O_NONBLOCK | O_DSYNC | O_SYNC | O_NOATIME);
+
+	if ((fl & O_ACCMODE) == O_ACCMODE)
+		return -EINVAL;
+	if (s->ro && ((fl & O_ACCMODE) != O_RDONLY || (fl & O_TRUNC)))
+		return -EROFS;
+	*out = fl;
+	return 0;
+}
+
+static int fh_alloc(struct fuse_server *s, int fd, uint64_t nodeid, int dir, uint32_t flags,
+		    uint64_t *fh)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->fh_max; i++) {
+		if (!s->fh[i].used) {
+			s->fh[i] = (struct fuse_handle){ .fd = fd, .used = 1, .dir = (uint8_t)dir,
+							 .flags = flags, .nodeid = nodeid };
+			*fh = i;
+			return 0;
+		}
+	}
+	if (log_ratelimit_ok(&s->rl))
+		log_warn("virtio-fs %s: %u files open at once; opens fail with ENFILE", s->tag, s->fh_max);
+	close(fd);
+	return -ENFILE;
+}
+
+static void fh_free(struct fuse_server *s, uint64_t fh)
+{
+	if (fh >= s->fh_max || !s->fh[fh].used)
+		return;
+	if (s->fh[fh].fd >= 0)
+		close(s->fh[fh].fd);
+	s->fh[fh] = (struct fuse_handle){ .fd = -1 };
+}
+
+static uint32_t fopen_flags(const struct fuse_server *s)
+{
+	return s->cache == FUSE_CACHE_NONE ? FOPEN_DIRECT_IO : 0;
+}
+
+static int op_open(struct req *q, int dir)
+{
+	const struct fuse_open_in *o = (const void *)q->body;
+	struct fuse_open_out out;
+	struct fuse_inode *n;
+	int fl, fd, r;
+
+	NEED(q, *o);
+	if ((r = ino_get(q->s, q->h.nodeid, &n)))
+		return r;
+	if (dir) {
+		if (n->type != S_IFDIR)
+			return -ENOTDIR;
+		fl = O_RDONLY;
+	} else {
+		if (n->type == S_IFDIR)
+			return -EISDIR;
+		if ((r = open_flags(q->s, o->flags, &fl)))
+			return r;
+	}
+	if ((fd = reopen(q->s, n, fl)) < 0)
+		return fd;
+	memset(&out, 0, sizeof(out));
+	if ((r = fh_alloc(q->s, fd, q->h.nodeid, dir, (uint32_t)(fl & ~O_TRUNC), &out.fh)))
+		return r;
+	out.open_flags = dir ? 0 : fopen_flags(q->s);
+	if ((r = reply(q, &out, sizeof(out)))) {
+		fh_free(q->s, out.fh);
+		return r;
+	}
+	return 0;
+}
+
+static int op_create(struct req *q)
+{
+	struct fuse_server *s = q->s;
+	const struct fuse_create_in *c = (const void *)q->body;
+	const uint8_t *p = q->body + sizeof(*c);
+	struct {
+		struct fuse_entry_out e;
+		struct fuse_open_out o;
+	} out;
+	struct fuse_inode *d;
+	const char *name;
+	struct stat st;
+	uint64_t nodeid;
+	size_t left;
+	char b[16];
+	int fl, fd, pfd, r;
+
+	NEED(q, *c);
+	left = q->blen - sizeof(*c);
+	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(s, q->h.nodeid, &d)))
+		return r;
+	if ((r = open_flags(s, c->flags, &fl)))
+		return r;
+	fl |= O_CREAT | O_NOFOLLOW | (c->flags & O_EXCL);
+	fd = openat(d->fd, name, fl | O_CLOEXEC, c->mode & 07777);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		r = -EIO;
+		goto err_close;
+	}
+	if ((c->flags & O_EXCL) && (st.st_mode & 07777) != (c->mode & 07777))
+		(void)fchmod(fd, c->mode & 07777); /* not narrowed by the VMM's umask */
+	/* The inode: an O_PATH descriptor of this very file. */
+	fd_name(b, fd);
+	pfd = openat(s->proc_fd, b, O_PATH | O_CLOEXEC);
+	if (pfd < 0) {
+		r = -errno;
+		goto err_close;
+	}
+	if ((r = ino_ref(s, pfd, &st, q->h.nodeid, name, &nodeid)))
+		goto err_close;
+	memset(&out, 0, sizeof(out));
+	if ((r = fh_alloc(s, fd, nodeid, 0, (uint32_t)(fl & ~(O_TRUNC | O_CREAT | O_EXCL | O_NOFOLLOW)), &out.o.fh))) {
+		ino_forget(s, nodeid, 1);
+		return r;
+	}
+	(void)fstat(fd, &st);
+	fill_entry(s, nodeid, &st, &out.e);
+	out.o.open_flags = fopen_flags(s);
+	if ((r = reply(q, &out, sizeof(out)))) {
+		fh_free(s, out.o.fh);
+		ino_forget(s, nodeid, 1);
+	}
+	return r;
+
+err_close:
+	close(fd);
+	return r;
+}
+
+static int op_read(struct req *q)
+{
+	const struct fuse_read_in *in = (const void *)q->body;
+	struct iovec iov[64];
+	struct fuse_handle *h;
+	size_t len;
+	ssize_t n;
+	int k;
+
+	NEED(q, *in);
+	if (!(h = fh_at(q->s, in->fh, 0)))
+		return -EBADF;
+	if (in->offset > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	/* Chunked to the guest's buffer and to what we offered. */
+	len = in->size;
+	if (len > q->out.left)
+		len = q->out.left;
+	if (len > FUSE_MAX_WRITE_BYTES)
+		len = FUSE_MAX_WRITE_BYTES;
+	k = cur_iov(&q->out, len, iov, 64);
+	if (k < 0)
+		return -EINVAL;
+	do
+		n = preadv(h->fd, iov, k, (off_t)in->offset);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	q->out_len = (size_t)n; /* already in place: reply() is not used */
+	return 1;
+}
+
+static int op_write(struct req *q)
+{
+	struct fuse_server *s = q->s;
+	struct fuse_write_in w;
+	struct fuse_write_out out;
+	struct iovec iov[64];
+	struct fuse_handle *h;
+	ssize_t n;
+	int k;
+
+	if (cur_copy(&q->in, &w, sizeof(w), 1) != sizeof(w))
+		return -EINVAL;
+	if (w.size != q->in.left || w.size > FUSE_MAX_WRITE_BYTES)
+		return -EINVAL; /* the data is exactly what the header says */
+	if (s->ro)
+		return -EROFS;
+	if (!(h = fh_at(s, w.fh, 0)))
+		return -EBADF;
+	if (w.offset > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	k = cur_iov(&q->in, w.size, iov, 64);
+	if (k < 0)
+		return -EINVAL;
+	do
+		n = pwritev(h->fd, iov, k, (off_t)w.offset);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	memset(&out, 0, sizeof(out));
+	out.size = (uint32_t)n;
+	return reply(q, &out, sizeof(out));
+}
+
+static int op_release(struct req *q, int dir)
+{
+	const struct fuse_release_in *r = (const void *)q->body;
+
+	NEED(q, *r);
+	if (r->fh >= q->s->fh_max || !q->s->fh[r->fh].used || q->s->fh[r->fh].dir != dir)
+		return -EBADF;
+	fh_free(q->s, r->fh);
+	return 0;
+}
+
+static int op_fsync(struct req *q, int dir)
+{
+	const struct fuse_fsync_in *f = (const void *)q->body;
+	struct fuse_handle *h;
+	int r;
+
+	NEED(q, *f);
+	if (!(h = fh_at(q->s, f->fh, dir)))
+		return -EBADF;
+	r = (f->fsync_flags & FUSE_FSYNC_FDATASYNC) ? fdatasync(h->fd) : fsync(h->fd);
+	return r < 0 ? -errno : 0;
+}
+
+static int op_flush(struct req *q)
+{
+	const struct fuse_flush_in *f = (const void *)q->body;
+
+	NEED(q, *f);
+	return fh_at(q->s, f->fh, 0) ? 0 : -EBADF; /* writes went straight to the host */
+}
+
+/* READDIR and READDIRPLUS: entries from the host directory at `offset`
+ * (a getdents64 cookie), as many as fit in the guest's buffer. */
+static int op_readdir(struct req *q, int plus)
+{
+	struct fuse_server *s = q->s;
+	const struct fuse_read_in *in = (const void *)q->body;
+	struct fuse_handle *h;
+	struct fuse_inode *dir;
+	size_t room, used = 0;
+	ssize_t n;
+	int r;
+
+	NEED(q, *in);
+	if (!(h = fh_at(s, in->fh, 1)))
+		return -EBADF;
+	if ((r = ino_get(s, h->nodeid, &dir)))
+		return r;
+	room = in->size;
+	if (room > q->out.left)
+		room = q->out.left;
+	if (room > FUSE_MAX_REPLY)
+		room = FUSE_MAX_REPLY;
+	if (in->offset > (uint64_t)INT64_MAX || lseek(h->fd, (off_t)in->offset, SEEK_SET) < 0)
+		return -EINVAL;
+	for (;;) {
+		size_t off = 0;
+
+		n = getdents64(h->fd, s->dents, DENTS_BUF);
+		if (n < 0)
+			return used ? 0 : -errno;
+		if (n == 0)
+			break;
+		while (off < (size_t)n) {
+			const struct dirent64 *de = (const void *)(s->dents + off);
+			size_t nlen = strlen(de->d_name);
+			size_t esz = FUSE_DIRENT_ALIGN((plus ? FUSE_NAME_OFFSET_DIRENTPLUS : FUSE_NAME_OFFSET) + nlen);
+			struct fuse_dirent *fd;
+			uint8_t *e = s->reply + used;
+
+			off += de->d_reclen;
+			if (used + esz > room) {
+				q->out_len = used;
+				return used ? 0 : -EINVAL; /* too small for even one entry */
+			}
+			memset(e, 0, esz);
+			if (plus) {
+				struct fuse_direntplus *dp = (void *)e;
+				int is_dot = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+				int cfd = is_dot ? -ENOENT : open_child(s, dir->fd, de->d_name);
+				struct stat st;
+				uint64_t nodeid = 0;
+
+				if (cfd >= 0 && stat_fd(cfd, &st) == 0) {
+					if (ino_ref(s, cfd, &st, h->nodeid, de->d_name, &nodeid) == 0)
+						fill_entry(s, nodeid, &st, &dp->entry_out);
+					/* else: nodeid 0, the guest just gets the name */
+				} else if (cfd >= 0) {
+					close(cfd);
+				} else if (!is_dot) {
+					continue; /* gone since getdents: skip it */
+				}
+				fd = &dp->dirent;
+			} else {
+				fd = (void *)e;
+			}
+			fd->ino = de->d_ino;
+			fd->off = (uint64_t)de->d_off;
+			fd->namelen = (uint32_t)nlen;
+			fd->type = de->d_type;
+			memcpy(fd->name, de->d_name, nlen);
+			used += esz; /* the next READDIR seeks to the last fd->off itself */
+		}
+	}
+	q->out_len = used;
+	return 0;
+}
+
+static int op_statfs(struct req *q)
+{
+	struct fuse_statfs_out out;
+	struct fuse_inode *n;
+	struct statfs st;
+	int r;
+
+	if ((r = ino_get(q->s, q->h.nodeid, &n)))
+		return r;
+	if (fstatfs(n->fd, &st) < 0)
+		return -errno;
+	memset(&out, 0, sizeof(out));
+	out.st.blocks = st.f_blocks;
+	out.st.bfree = st.f_bfree;
+	out.st.bavail = st.f_bavail;
+	out.st.files = st.f_files;
+	out.st.ffree = st.f_ffree;
+	out.st.bsize = (uint32_t)st.f_bsize;
+	out.st.namelen = (uint32_t)st.f_namelen;
+	out.st.frsize = (uint32_t)st.f_frsize;
+	return reply(q, &out, sizeof(out));
+}
+
+static int op_access(struct req *q)
+{
+	const struct fuse_access_in *a = (const void *)q->body;
+	struct fuse_inode *n;
+	char b[16];
+	int r;
+
+	NEED(q, *a);
+	if ((r = ino_get(q->s, q->h.nodeid, &n)))
+		return r;
+	if ((a->mask & W_OK) && q->s->ro)
+		return -EROFS;
+	if (n->type == S_IFLNK)
+		return 0; /* a symlink's permissions are not checked */
+	fd_name(b, n->fd);
+	return faccessat(q->s->proc_fd, b, (int)(a->mask & (R_OK | W_OK | X_OK)), 0) < 0 ? -errno : 0;
+}
+
+static int op_fallocate(struct req *q)
+{
+	const struct fuse_fallocate_in *f = (const void *)q->body;
+	struct fuse_handle *h;
+
+	NEED(q, *f);
+	if (q->s->ro)
+		return -EROFS;
+	if (!(h = fh_at(q->s, f->fh, 0)))
+		return -EBADF;
+	if (f->offset > (uint64_t)INT64_MAX || f->length > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	if (fallocate(h->fd, (int)f->mode, (off_t)f->offset, (off_t)f->length) < 0)
+		return -errno;
+	return 0;
+}
+
+static int op_lseek(struct req *q)
+{
+	const struct fuse_lseek_in *l = (const void *)q->body;
+	struct fuse_lseek_out out;
+	struct fuse_handle *h;
+	off_t o;
+
+	NEED(q, *l);
+	if (!(h = fh_at(q->s, l->fh, 0)))
+		return -EBADF;
+	if (l->whence != SEEK_SET && l->whence != SEEK_CUR && l->whence != SEEK_END &&
+	    l->whence != SEEK_DATA && l->whence != SEEK_HOLE)
+		return -EINVAL;
+	if (l->offset > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	o = lseek(h->fd, (off_t)l->offset, (int)l->whence);
+	if (o < 0)
+		return -errno;
+	out.offset = (uint64_t)o;
+	return reply(q, &out, sizeof(out));
+}
+
+/* xattrs: through the magic link to the inode (never on a symlink). */
+static int xattr_path(struct req *q, char path[40], struct fuse_inode **n)
+{
+	int r;
+
+	if ((r = ino_get(q->s, q->h.nodeid, n)))
+		return r;
+	if ((*n)->type == S_IFLNK)
+		return -EOPNOTSUPP;
+	snprintf(path, 40, "/proc/self/fd/%d", (*n)->fd);
+	return 0;
+}
+
+static int xattr_value(struct req *q, ssize_t got, uint32_t want)
+{
+	struct fuse_getxattr_out out;
+
+	if (got < 0)
+		return -errno;
+	if (want == 0) {
+		memset(&out, 0, sizeof(out));
+		out.size = (uint32_t)got;
+		return reply(q, &out, sizeof(out));
+	}
+	if ((size_t)got > q->out.left)
+		return -ERANGE;
+	q->out_len = (size_t)got;
+	return 0;
+}
+
+static int op_getxattr(struct req *q)
+{
+	const struct fuse_getxattr_in *g = (const void *)q->body;
+	const uint8_t *p = q->body + sizeof(*g);
+	struct fuse_inode *n;
+	const char *name;
+	char path[40];
+	size_t left, cap;
+	const uint8_t *nul;
+	int r;
+
+	NEED(q, *g);
+	left = q->blen - sizeof(*g);
+	nul = memchr(p, '\0', left);
+	if (!nul || nul == p)
+		return -EINVAL;
+	name = (const char *)p;
+	if ((r = xattr_path(q, path, &n)))
+		return r;
+	cap = g->size > FUSE_MAX_REPLY ? FUSE_MAX_REPLY : g->size;
+	return xattr_value(q, getxattr(path, name, g->size ? q->s->reply : NULL, cap), g->size);
+}
+
+static int op_listxattr(struct req *q)
+{
+	const struct fuse_getxattr_in *g = (const void *)q->body;
+	struct fuse_inode *n;
+	char path[40];
+	size_t cap;
+	int r;
+
+	NEED(q, *g);
+	if ((r = xattr_path(q, path, &n)))
+		return r;
+	cap = g->size > FUSE_MAX_REPLY ? FUSE_MAX_REPLY : g->size;
+	return xattr_value(q, listxattr(path, g->size ? (char *)q->s->reply : NULL, cap), g->size);
+}
+
+static int op_setxattr(struct req *q)
+{
+	/* Without FUSE_SETXATTR_EXT (not offered) the argument is 8 bytes. */
+	struct { uint32_t size, flags; } a;
+	const uint8_t *p = q->body + FUSE_COMPAT_SETXATTR_IN_SIZE, *nul;
+	struct fuse_inode *n;
+	const char *name;
+	char path[40];
+	size_t left;
+	int r;
+
+	if (q->blen < FUSE_COMPAT_SETXATTR_IN_SIZE)
+		return -EINVAL;
+	memcpy(&a, q->body, sizeof(a));
+	left = q->blen - FUSE_COMPAT_SETXATTR_IN_SIZE;
+	nul = memchr(p, '\0', left);
+	if (!nul || nul == p)
+		return -EINVAL;
+	name = (const char *)p;
+	left -= (size_t)(nul - p) + 1;
+	if (a.size != left)
+		return -EINVAL; /* the value is exactly what is left */
+	if (q->s->ro)
+		return -EROFS;
+	if ((r = xattr_path(q, path, &n)))
+		return r;
+	if (setxattr(path, name, nul + 1, a.size, (int)a.flags) < 0)
+		return -errno;
+	return 0;
+}
+
+static int op_removexattr(struct req *q)
+{
+	const uint8_t *nul = memchr(q->body, '\0', q->blen);
+	struct fuse_inode *n;
+	char path[40];
+	int r;
+
+	if (!nul || nul == q->body)
+		return -EINVAL;
+	if (q->s->ro)
+		return -EROFS;
+	if ((r = xattr_path(q, path, &n)))
+		return r;
+	return removexattr(path, (const char *)q->body) < 0 ? -errno : 0;
+}
+
+static int op_init(struct req *q)
+{
+	struct fuse_server *s = q->s;
+	const struct fuse_init_in *in = (const void *)q->body;
+	struct fuse_init_out out;
+	uint32_t offer;
+
+	/* major, minor, max_readahead, flags: what every 7.x client sends. */
+	if (q->blen < 16)
+		return -EINVAL;
+	memset(&out, 0, sizeof(out));
+	out.major = FUSE_KERNEL_VERSION;
+	out.minor = FUSE_OUR_MINOR;
+	if (in->major < 7 || (in->major == 7 && in->minor < FUSE_MIN_MINOR)) {
+		if (log_ratelimit_ok(&s->rl))
+			log_warn("virtio-fs %s: the guest speaks FUSE %u.%u, we need 7.%u or later", s->tag,
+				 in->major, in->minor, FUSE_MIN_MINOR);
+		return -EPROTO;
+	}
+	if (in->major > 7) {
+		/* The client retries with ours (only major/minor are read). */
+		return reply(q, &out, 8);
+	}
+	/* Only what is implemented: no locks, no writeback cache, no DAX,
+	 * no export (no LOOKUP of "." by handle), no ACLs or killpriv. */
+	offer = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES | FUSE_PARALLEL_DIROPS |
+		FUSE_MAX_PAGES;
+	/* READDIRPLUS fills the guest's dentry cache; with cache=none every
+	 * entry expires at once, so it would only cost lookups (and guest
+	 * time: tens of ms per entry on a ring-0-emulating host). */
+	if (s->cache != FUSE_CACHE_NONE)
+		offer |= FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO;
+	out.flags = in->flags & offer;
+	out.max_readahead = in->max_readahead < FUSE_MAX_READAHEAD ? in->max_readahead : FUSE_MAX_READAHEAD;
+	out.max_background = 64;
+	out.congestion_threshold = 48;
+	out.max_write = FUSE_MAX_WRITE_BYTES;
+	out.time_gran = 1;
+	out.max_pages = FUSE_MAX_PAGES_OFFER;
+	fuse_server_reset(s); /* a new session: nothing of an old one survives */
+	s->minor = in->minor < FUSE_OUR_MINOR ? in->minor : FUSE_OUR_MINOR;
+	s->initialized = 1;
+	return reply(q, &out, sizeof(out));
+}
+
+/* Operations that change the drive (EROFS on a read-only one). */
+static int writes(uint32_t op)
+{
+	switch (op) {
+	case FUSE_SETATTR: case FUSE_SYMLINK: case FUSE_MKNOD: case FUSE_MKDIR: case FUSE_UNLINK:
+	case FUSE_RMDIR: case FUSE_RENAME: case FUSE_RENAME2: case FUSE_LINK: case FUSE_CREATE:
+	case FUSE_WRITE: case FUSE_SETXATTR: case FUSE_REMOVEXATTR: case FUSE_FALLOCATE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* 0 (or 1: READ's data is already in place) with the payload ready, or -errno. */
+static int dispatch(struct req *q)
+{
+	uint32_t op = q->h.opcode;
+
+	if (!q->s->initialized && op != FUSE_INIT)
+		return -EIO;
+	if (q->s->ro && writes(op))
+		return -EROFS;
+	switch (op) {
+	case FUSE_INIT: return op_init(q);
+	case FUSE_DESTROY: fuse_server_reset(q->s); return 0;
+	case FUSE_LOOKUP: return op_lookup(q);
+	case FUSE_FORGET: return op_forget(q);
+	case FUSE_BATCH_FORGET: return op_batch_forget(q);
+	case FUSE_GETATTR: return op_getattr(q);
+	case FUSE_SETATTR: return op_setattr(q);
+	case FUSE_READLINK: return op_readlink(q);
+	case FUSE_SYMLINK: return op_symlink(q);
+	case FUSE_MKNOD: return op_mknod(q);
+	case FUSE_MKDIR: return op_mkdir(q);
+	case FUSE_UNLINK: return op_unlink(q, 0);
+	case FUSE_RMDIR: return op_unlink(q, 1);
+	case FUSE_RENAME: return op_rename(q);
+	case FUSE_RENAME2: return op_rename2(q);
+	case FUSE_LINK: return op_link(q);
+	case FUSE_OPEN: return op_open(q, 0);
+	case FUSE_CREATE: return op_create(q);
+	case FUSE_READ: return op_read(q);
+	case FUSE_WRITE: return op_write(q);
+	case FUSE_FLUSH: return op_flush(q);
+	case FUSE_RELEASE: return op_release(q, 0);
+	case FUSE_FSYNC: return op_fsync(q, 0);
+	case FUSE_OPENDIR: return op_open(q, 1);
+	case FUSE_READDIR: return op_readdir(q, 0);
+	case FUSE_READDIRPLUS: return op_readdir(q, 1);
+	case FUSE_RELEASEDIR: return op_release(q, 1);
+	case FUSE_FSYNCDIR: return op_fsync(q, 1);
+	case FUSE_STATFS: return op_statfs(q);
+	case FUSE_ACCESS: return op_access(q);
+	case FUSE_FALLOCATE: return op_fallocate(q);
+	case FUSE_LSEEK: return op_lseek(q);
+	case FUSE_GETXATTR: return op_getxattr(q);
+	case FUSE_SETXATTR: return op_setxattr(q);
+	case FUSE_LISTXATTR: return op_listxattr(q);
+	case FUSE_REMOVEXATTR: return op_removexattr(q);
+	default: return -ENOSYS;
+	}
+}
+
+int64_t fuse_handle(struct fuse_server *s, const struct iovec *in, int nin,
+		    const struct iovec *out, int nout)
+{
+	struct fuse_out_header oh;
+	struct cur reply_hdr;
+	struct req q;
+	size_t total;
+	int r;
+
+	memset(&q, 0, sizeof(q));
+	q.s = s;
+	cur_init(&q.in, in, nin);
+	cur_init(&q.out, out, nout);
+	total = q.in.left;
+	if (cur_copy(&q.in, &q.h, sizeof(q.h), 1) != sizeof(q.h))
+		return -EINVAL; /* nothing to answer */
+	s->reqs++;
+	/* FORGETs have no reply (and no writable part in the chain). */
+	if (q.h.opcode != FUSE_FORGET && q.h.opcode != FUSE_BATCH_FORGET && q.out.left < sizeof(oh))
+		return -EINVAL;
+	reply_hdr = q.out;
+	cur_copy(&q.out, &oh, sizeof(oh), 1); /* skip; written at the end */
+	if (q.h.len != total || q.h.len < sizeof(q.h)) {
+		r = -EINVAL; /* the header lies about the request's length */
+		goto done;
+	}
+	q.blen = q.h.len - sizeof(q.h);
+	if (q.h.opcode == FUSE_WRITE) {
+		q.body = s->body; /* op_write reads its own way through q.in */
+		q.blen = 0;
+	} else if (q.blen > FUSE_MAX_BODY) {
+		r = -E2BIG;
+		goto done;
+	} else {
+		cur_copy(&q.in, s->body, q.blen, 1);
+		s->body[q.blen] = 0; /* never relied upon: names are checked within blen */
+		q.body = s->body;
+	}
+	r = dispatch(&q);
+done:
+	if (q.h.opcode == FUSE_FORGET || q.h.opcode == FUSE_BATCH_FORGET)
+		return 0;
+	if (r < 0) {
+		s->errors++;
+		q.out_len = 0;
+	} else if (r == 0 && q.out_len) {
+		cur_copy(&q.out, s->reply, q.out_len, 0);
+	}
+	oh.len = (uint32_t)(sizeof(oh) + (r < 0 ? 0 : q.out_len));
+	oh.error = r < 0 ? r : 0;
+	oh.unique = q.h.unique;
+	cur_copy(&reply_hdr, &oh, sizeof(oh), 0);
+	return oh.len;
+}
+
+/* ---- setup ---- */
+
+static void drop_all(struct fuse_server *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->fh_max; i++)
+		fh_free(s, i);
+	for (i = 1; i < s->ino_cap; i++)
+		if (s->ino[i].used)
+			slot_free(s, i);
+}
+
+void fuse_server_reset(struct fuse_server *s)
+{
+	drop_all(s);
+	s->ino[0].nlookup = 1;
+	s->initialized = 0;
+}
+
+int fuse_server_init(struct fuse_server *s, const struct fuse_params *p)
+{
+	struct rlimit rl;
+	struct stat st;
+	uint32_t fdroom;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	s->root_fd = s->proc_fd = -1;
+	s->ro = p->ro;
+	s->cache = p->cache;
+	s->rl = (struct log_ratelimit)LOG_RATELIMIT_INIT;
+	snprintf(s->tag, sizeof(s->tag), "%s", p->tag ? p->tag : "");
+	s->root_fd = open(p->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (s->root_fd < 0) {
+		r = -errno;
+		log_err("--fs %s: %s: %s", s->tag, p->path, strerror(errno));
+		return r;
+	}
+	s->proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (s->proc_fd < 0) {
+		r = -errno;
+		log_err("--fs %s: /proc/self/fd: %s (is /proc mounted?)", s->tag, strerror(errno));
+		goto err;
+	}
+	if ((r = stat_fd(s->root_fd, &st)))
+		goto err;
+	/* Every inode holds a descriptor: the table stays well inside the
+	 * process's descriptor limit (raised to its hard limit). */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		if (rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			(void)setrlimit(RLIMIT_NOFILE, &rl);
+			(void)getrlimit(RLIMIT_NOFILE, &rl);
+		}
+	} else {
+		rl.rlim_cur = 1024;
+	}
+	s->fh_max = p->max_handles ? p->max_handles : FUSE_HANDLES_MAX;
+	s->ino_max = p->max_inodes ? p->max_inodes : FUSE_INODES_MAX;
+	fdroom = rl.rlim_cur > 2048 + s->fh_max ? (uint32_t)(rl.rlim_cur - 2048 - s->fh_max) : 64;
+	if (!p->max_inodes && s->ino_max > fdroom)
+		s->ino_max = fdroom;
+	if (s->ino_max < 2)
+		s->ino_max = 2;
+	s->ino_cap = s->ino_max < 256 ? s->ino_max : 256;
+	s->ino = calloc(s->ino_cap, sizeof(*s->ino));
+	s->fh = calloc(s->fh_max, sizeof(*s->fh));
+	for (s->hash_mask = 1; s->hash_mask < s->ino_max; s->hash_mask <<= 1)
+		;
+	s->hash = calloc(s->hash_mask, sizeof(*s->hash));
+	s->hash_mask--;
+	s->body = malloc(FUSE_MAX_BODY + 1);
+	s->reply = malloc(FUSE_MAX_REPLY);
+	s->dents = malloc(DENTS_BUF);
+	if (!s->ino || !s->fh || !s->hash || !s->body || !s->reply || !s->dents) {
+		r = -ENOMEM;
+		goto err;
+	}
+	for (uint32_t i = 0; i < s->fh_max; i++)
+		s->fh[i].fd = -1;
+	for (uint32_t i = s->ino_cap; i-- > 1;) {
+		s->ino[i].fd = -1;
+		s->ino[i].fnext = s->free_ino;
+		s->free_ino = i + 1;
+	}
+	/* The root: nodeid 1, never forgotten. */
+	s->ino[0] = (struct fuse_inode){ .fd = s->root_fd, .used = 1, .type = S_IFDIR, .nlookup = 1,
+					 .dev = (uint64_t)st.st_dev, .ino = (uint64_t)st.st_ino };
+	s->nr_ino = 1;
+	s->next_gen = 1;
+	hash_insert(s, 0);
+	return 0;
+
+err:
+	fuse_server_destroy(s);
+	return r;
+}
+
+void fuse_server_destroy(struct fuse_server *s)
+{
+	if (s->ino && s->fh)
+		drop_all(s);
+	if (s->root_fd >= 0)
+		close(s->root_fd);
+	if (s->proc_fd >= 0)
+		close(s->proc_fd);
+	free(s->ino);
+	free(s->fh);
+	free(s->hash);
+	free(s->body);
+	free(s->reply);
+	free(s->dents);
+	memset(s, 0, sizeof(*s));
+	s->root_fd = s->proc_fd = -1;
+}
+
+/* ---- snapshots ---- */
+
+void fuse_save(const struct fuse_server *s, struct sbuf *b)
+{
+	uint32_t i, n = 0;
+
+	sb_u32(b, (uint32_t)s->initialized);
+	sb_u32(b, s->minor);
+	sb_u64(b, s->next_gen);
+	for (i = 1; i < s->ino_cap; i++)
+		n += s->ino[i].used;
+	sb_u32(b, n);
+	for (i = 1; i < s->ino_cap; i++) {
+		const struct fuse_inode *x = &s->ino[i];
+
+		if (!x->used)
+			continue;
+		sb_u64(b, i + 1);
+		sb_u64(b, x->parent);
+		sb_u64(b, x->gen);
+		sb_u64(b, x->nlookup);
+		sb_u32(b, x->type);
+		sb_str(b, x->name ? x->name : "");
+	}
+	for (i = 0, n = 0; i < s->fh_max; i++)
+		n += s->fh[i].used;
+	sb_u32(b, n);
+	for (i = 0; i < s->fh_max; i++) {
+		if (!s->fh[i].used)
+			continue;
+		sb_u32(b, i);
+		sb_u64(b, s->fh[i].nodeid);
+		sb_u32(b, s->fh[i].flags);
+		sb_u8(b, s->fh[i].dir);
+	}
+}
+
+/* One saved inode, resolved again under its (already resolved) parent. */
+static void resolve(struct fuse_server *s, uint32_t slot)
+{
+	struct fuse_inode *n = &s->ino[slot];
+	const struct fuse_inode *p = ino_at(s, n->parent);
+	struct stat st;
+	int fd;
+
+	if (!p || p->fd < 0 || !n->name[0] || strchr(n->name, '/') || !strcmp(n->name, "..") ||
+	    !strcmp(n->name, "."))
+		return;
+	fd = open_child(s, p->fd, n->name);
+	if (fd < 0)
+		return;
+	if (stat_fd(fd, &st) || (st.st_mode & S_IFMT) != n->type ||
+	    ino_find(s, (uint64_t)st.st_dev, (uint64_t)st.st_ino)) {
+		close(fd); /* another kind of file now, or known under another nodeid: stale */
+		return;
+	}
+	n->fd = fd;
+	n->dev = (uint64_t)st.st_dev;
+	n->ino = (uint64_t)st.st_ino;
+	hash_insert(s, slot);
+}
+
+int fuse_restore(struct fuse_server *s, struct srd *r)
+{
+	uint32_t i, n, k, nfh, progress;
+	int e = 0;
+
+	fuse_server_reset(s);
+	s->initialized = (int)sr_u32(r);
+	s->minor = sr_u32(r);
+	s->next_gen = sr_u64(r);
+	n = sr_u32(r);
+	if (n >= s->ino_max) {
+		sr_fail(r, "virtio-fs: more inodes than this drive's table holds");
+		return -EINVAL;
+	}
+	/* Grow the table to its limit at once: nodeids come back as they were. */
+	while (s->ino_cap < s->ino_max)
+		if ((e = grow(s)))
+			return e;
+	for (k = 0; k < n && !r->err; k++) {
+		uint64_t nodeid = sr_u64(r);
+		struct fuse_inode *x;
+		char name[NAME_MAX + 1];
+
+		if (nodeid < 2 || nodeid > s->ino_cap || s->ino[nodeid - 1].used) {
+			sr_fail(r, "virtio-fs: a nodeid out of range or twice");
+			break;
+		}
+		x = &s->ino[nodeid - 1];
+		x->parent = sr_u64(r);
+		x->gen = sr_u64(r);
+		x->nlookup = sr_u64(r);
+		x->type = sr_u32(r) & S_IFMT;
+		sr_str(r, name, sizeof(name));
+		x->name = strdup(name);
+		if (!x->name) {
+			e = -ENOMEM;
+			break;
+		}
+		x->used = 1;
+		x->fd = -1;
+		s->nr_ino++;
+	}
+	{
+		/* Unlink the used slots from the free list. */
+		uint32_t *pp = &s->free_ino;
+
+		while (*pp) {
+			if (s->ino[*pp - 1].used)
+				*pp = s->ino[*pp - 1].fnext;
+			else
+				pp = &s->ino[*pp - 1].fnext;
+		}
+	}
+	if (!r->err && !e) {
+		/* Parents before children, whatever their nodeids: one pass
+		 * per level of depth, until nothing more resolves. */
+		do {
+			progress = 0;
+			for (i = 1; i < s->ino_cap; i++) {
+				if (s->ino[i].used && s->ino[i].fd < 0) {
+					resolve(s, i);
+					progress += s->ino[i].fd >= 0;
+				}
+			}
+		} while (progress);
+		for (i = 1, k = 0; i < s->ino_cap; i++)
+			k += s->ino[i].used && s->ino[i].fd < 0;
+		if (k)
+			log_warn("virtio-fs %s: %u inodes the guest knew are gone from the host since the "
+				 "snapshot; they answer ESTALE", s->tag, k);
+	}
+	nfh = sr_u32(r);
+	for (k = 0; k < nfh && !r->err && !e; k++) {
+		uint32_t fh = sr_u32(r);
+		uint64_t nodeid = sr_u64(r);
+		uint32_t flags = sr_u32(r);
+		uint8_t dir = sr_u8(r);
+		struct fuse_inode *x = ino_at(s, nodeid);
+		int fd;
+
+		if (fh >= s->fh_max || s->fh[fh].used || (flags & ~(uint32_t)(O_ACCMODE | O_APPEND | O_NONBLOCK |
+								  O_DSYNC | O_SYNC | O_NOATIME))) {
+			sr_fail(r, "virtio-fs: a file handle out of range, twice, or with odd flags");
+			break;
+		}
+		fd = x && x->fd >= 0 ? reopen(s, x, dir ? O_RDONLY : (int)flags) : -1;
+		if (s->ro && (flags & O_ACCMODE) != O_RDONLY) {
+			if (fd >= 0)
+				close(fd);
+			fd = -1;
+		}
+		s->fh[fh] = (struct fuse_handle){ .fd = fd < 0 ? -1 : fd, .used = 1, .dir = dir,
+						  .flags = flags, .nodeid = nodeid };
+	}
+	if (r->err || e) {
+		fuse_server_reset(s);
+		return e ? e : -EINVAL;
+	}
+	return 0;
+}

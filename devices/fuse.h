@@ -1,0 +1,117 @@
+/* A FUSE passthrough server for virtio-fs (docs/virtio-fs.md), pure of
+ * virtio: it takes one request as readable buffers and writes its reply
+ * into writable buffers. It speaks FUSE 7.31 and later, as Linux's
+ * virtiofs client does (structures from <linux/fuse.h>).
+ *
+ * The guest never leaves the shared directory: every inode is an O_PATH
+ * file descriptor; a lookup resolves exactly one validated name relative
+ * to its parent's descriptor (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS
+ * | RESOLVE_NO_MAGICLINKS, O_NOFOLLOW); symlinks are returned, never
+ * followed; files are reopened from their own inode, never by path.
+ *
+ * All state hangs off struct fuse_server; one thread at a time (the
+ * device's event loop) may use a server. */
+#ifndef DEVICES_FUSE_H
+#define DEVICES_FUSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "../vmm/log.h"
+#include "../vmm/snapfmt.h"
+
+#define FUSE_MIN_MINOR 31                /* oldest protocol we accept: 7.31 */
+#define FUSE_OUR_MINOR 31                /* what we answer (structures we use exist since) */
+#define FUSE_MAX_WRITE_BYTES (256u << 10)/* max_write and max read size offered */
+#define FUSE_MAX_PAGES_OFFER 64          /* = FUSE_MAX_WRITE_BYTES / 4 KiB */
+#define FUSE_MAX_READAHEAD (256u << 10)
+#define FUSE_MAX_BODY (64u * 1024 + 512) /* largest request body but WRITE's (SETXATTR's value) */
+#define FUSE_MAX_REPLY (64u * 1024 + 64) /* largest reply built in memory (not READ's data) */
+#define FUSE_INODES_MAX 65536u           /* default inode table limit (also capped by RLIMIT_NOFILE) */
+#define FUSE_HANDLES_MAX 1024u           /* open files and directories */
+
+enum fuse_cache {
+	FUSE_CACHE_NONE, /* no guest caching: timeouts 0, direct I/O (shared drives see each other) */
+	FUSE_CACHE_AUTO, /* 1 s attribute/entry timeouts, page cache dropped at open */
+};
+
+struct fuse_inode {
+	int fd;            /* O_PATH; -1: stale (vanished across a restore) */
+	uint8_t used;
+	uint32_t type;     /* S_IFMT bits: an inode never changes its type */
+	uint64_t nlookup;  /* references the guest holds (FORGET drops them) */
+	uint64_t gen;
+	uint64_t dev, ino; /* host identity, for the hash */
+	uint64_t parent;   /* nodeid of the directory it was last seen in */
+	char *name;        /* its name there (snapshots re-resolve it) */
+	uint32_t hnext;    /* hash chain: slot + 1, 0 ends */
+	uint32_t fnext;    /* free list: slot + 1, 0 ends */
+};
+
+struct fuse_handle {
+	int fd;            /* -1: free, or stale after a restore (EBADF) */
+	uint8_t used, dir;
+	uint32_t flags;    /* open flags, for a restore's reopen */
+	uint64_t nodeid;
+};
+
+struct fuse_server {
+	int root_fd;       /* O_PATH of the shared directory */
+	int proc_fd;       /* /proc/self/fd, to reopen an O_PATH inode */
+	int ro;
+	enum fuse_cache cache;
+	int no_openat2;    /* the host kernel lacks openat2: O_NOFOLLOW fallback */
+	char tag[40];      /* for log lines */
+	/* Negotiated by INIT. */
+	int initialized;
+	uint32_t minor;
+	/* Inodes: nodeid = slot + 1; slot 0 is the root (FUSE_ROOT_ID). */
+	struct fuse_inode *ino;
+	uint32_t ino_cap, ino_max, nr_ino, free_ino;
+	uint32_t *hash;    /* (dev, ino) -> slot + 1 */
+	uint32_t hash_mask;
+	uint64_t next_gen;
+	/* File handles: fh = index. */
+	struct fuse_handle *fh;
+	uint32_t fh_max;
+	/* Scratch for one request. */
+	uint8_t *body;     /* FUSE_MAX_BODY + 1 */
+	uint8_t *reply;    /* FUSE_MAX_REPLY */
+	uint8_t *dents;    /* host getdents64 buffer */
+	struct log_ratelimit rl;
+	uint64_t reqs, errors;
+};
+
+struct fuse_params {
+	const char *path;  /* the shared directory */
+	const char *tag;
+	int ro;
+	enum fuse_cache cache;
+	uint32_t max_inodes;  /* 0: default */
+	uint32_t max_handles; /* 0: default */
+};
+
+int fuse_server_init(struct fuse_server *s, const struct fuse_params *p)
+	__attribute__((warn_unused_result));
+void fuse_server_destroy(struct fuse_server *s);
+/* The guest's FUSE session ended (DESTROY, device reset): every inode but
+ * the root and every handle is dropped; the next request must be INIT. */
+void fuse_server_reset(struct fuse_server *s);
+
+/* Handles one request: `in` holds the readable bytes (header and
+ * arguments), `out` the writable ones. Returns the reply's length (0 for
+ * FORGET/BATCH_FORGET, which have none), or -EINVAL if there is no
+ * header to answer or no room for a reply header (nothing was written). */
+int64_t fuse_handle(struct fuse_server *s, const struct iovec *in, int nin,
+		    const struct iovec *out, int nout);
+
+/* Snapshots: the inode table (nodeid, parent, name, generation,
+ * references) and the open handles, never file contents. Restore rebuilds
+ * it by re-resolving every name from the root; an inode whose name is gone
+ * turns stale (ESTALE), a handle on it EBADF. */
+void fuse_save(const struct fuse_server *s, struct sbuf *b);
+int fuse_restore(struct fuse_server *s, struct srd *r) __attribute__((warn_unused_result));
+
+#endif

@@ -1,0 +1,748 @@
+/* The FUSE server against a scratch directory: request parsing and reply
+ * building, lying lengths, bad names, escapes, read-only refusals, FORGET
+ * accounting, the inode limit, READDIR chunking, snapshots. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/fuse.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "devices/fuse.h"
+
+struct t {
+	struct fuse_server s;
+	char dir[64];
+	uint8_t in[FUSE_MAX_BODY + 4096];
+	uint8_t out[FUSE_MAX_REPLY + 4096];
+	uint64_t unique;
+	size_t out_size;   /* writable bytes offered (default: all) */
+	int64_t ret;       /* fuse_handle's return */
+	struct fuse_out_header oh;
+};
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)flag, (void)f;
+	return remove(p);
+}
+
+static struct t *setup_opts(int ro, uint32_t max_inodes)
+{
+	struct t *t = calloc(1, sizeof(*t));
+	struct fuse_params p = { .tag = "test", .ro = ro, .max_inodes = max_inodes };
+
+	assert_non_null(t);
+	snprintf(t->dir, sizeof(t->dir), "/tmp/test_fuse.XXXXXX");
+	assert_non_null(mkdtemp(t->dir));
+	p.path = t->dir;
+	assert_int_equal(fuse_server_init(&t->s, &p), 0);
+	t->out_size = sizeof(t->out);
+	return t;
+}
+
+static void teardown_t(struct t *t)
+{
+	fuse_server_destroy(&t->s);
+	nftw(t->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(t);
+}
+
+/* Sends op with args a1 (n1 bytes) and a2 (n2); returns the reply's error
+ * (0 or -errno); the payload is at t->out + 16. */
+static int call2(struct t *t, uint32_t op, uint64_t nodeid, const void *a1, size_t n1, const void *a2,
+		 size_t n2)
+{
+	struct fuse_in_header h = { .len = (uint32_t)(sizeof(h) + n1 + n2), .opcode = op,
+				    .unique = ++t->unique, .nodeid = nodeid };
+	struct iovec in = { t->in, sizeof(h) + n1 + n2 }, out = { t->out, t->out_size };
+
+	memcpy(t->in, &h, sizeof(h));
+	if (n1)
+		memcpy(t->in + sizeof(h), a1, n1);
+	if (n2)
+		memcpy(t->in + sizeof(h) + n1, a2, n2);
+	memset(t->out, 0xee, sizeof(t->out));
+	t->ret = fuse_handle(&t->s, &in, 1, &out, 1);
+	if (t->ret < (int64_t)sizeof(t->oh))
+		return (int)(t->ret < 0 ? t->ret : 0);
+	memcpy(&t->oh, t->out, sizeof(t->oh));
+	assert_int_equal(t->oh.unique, h.unique);
+	assert_int_equal(t->oh.len, t->ret);
+	return t->oh.error;
+}
+
+static int call(struct t *t, uint32_t op, uint64_t nodeid, const void *a, size_t n)
+{
+	return call2(t, op, nodeid, a, n, NULL, 0);
+}
+
+static void *payload(struct t *t) { return t->out + sizeof(struct fuse_out_header); }
+
+static void do_init(struct t *t)
+{
+	struct fuse_init_in in = { .major = 7, .minor = 38, .max_readahead = 1 << 20,
+				   .flags = 0xffffffffu };
+	struct fuse_init_out *o;
+
+	assert_int_equal(call(t, FUSE_INIT, 0, &in, sizeof(in)), 0);
+	o = payload(t);
+	assert_int_equal(o->major, 7);
+	assert_int_equal(o->minor, FUSE_OUR_MINOR);
+	assert_true(o->max_write <= FUSE_MAX_WRITE_BYTES);
+	assert_true(o->max_readahead <= FUSE_MAX_READAHEAD);
+	/* Nothing unimplemented is offered. */
+	assert_int_equal(o->flags & (FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS | FUSE_WRITEBACK_CACHE |
+				     FUSE_EXPORT_SUPPORT | FUSE_POSIX_ACL | FUSE_MAP_ALIGNMENT |
+				     FUSE_SETXATTR_EXT | FUSE_INIT_EXT | FUSE_HANDLE_KILLPRIV), 0);
+}
+
+static struct t *setup_init(int ro, uint32_t max)
+{
+	struct t *t = setup_opts(ro, max);
+
+	do_init(t);
+	return t;
+}
+
+/* LOOKUP: nodeid (> 0) or -errno; *st gets the attributes. */
+static int64_t lookup(struct t *t, uint64_t parent, const char *name, struct fuse_attr *a)
+{
+	int e = call(t, FUSE_LOOKUP, parent, name, strlen(name) + 1);
+	struct fuse_entry_out *eo = payload(t);
+
+	if (e)
+		return e;
+	if (a)
+		*a = eo->attr;
+	return (int64_t)eo->nodeid;
+}
+
+static void host_file(struct t *t, const char *name, const char *content)
+{
+	char p[256];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", t->dir, name);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(content, f);
+	fclose(f);
+}
+
+static int64_t do_open(struct t *t, uint64_t nodeid, uint32_t flags)
+{
+	struct fuse_open_in o = { .flags = flags };
+	int e = call(t, FUSE_OPEN, nodeid, &o, sizeof(o));
+
+	return e ? e : (int64_t)((struct fuse_open_out *)payload(t))->fh;
+}
+
+static void init_rules(void **state)
+{
+	struct t *t = setup_opts(0, 0);
+	struct fuse_init_in old = { .major = 7, .minor = 27 };
+	struct fuse_init_in newer = { .major = 8, .minor = 0 };
+
+	(void)state;
+	/* Before INIT everything is EIO. */
+	assert_int_equal(lookup(t, 1, "x", NULL), -EIO);
+	assert_int_equal(call(t, FUSE_INIT, 0, &old, sizeof(old)), -EPROTO);
+	/* A newer major gets ours back, 8 bytes. */
+	assert_int_equal(call(t, FUSE_INIT, 0, &newer, sizeof(newer)), 0);
+	assert_int_equal(t->oh.len, 16 + 8);
+	/* INIT shorter than its four fields. */
+	assert_int_equal(call(t, FUSE_INIT, 0, &newer, 12), -EINVAL);
+	do_init(t);
+	assert_int_equal(lookup(t, 1, "x", NULL), -ENOENT);
+	teardown_t(t);
+}
+
+static void malformed(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_in_header h = { .len = 40, .opcode = FUSE_GETATTR, .unique = 7, .nodeid = 1 };
+	struct fuse_getattr_in g = { 0 };
+	struct iovec in = { t->in, 0 }, out = { t->out, sizeof(t->out) };
+
+	(void)state;
+	/* No header at all: nothing to answer. */
+	in.iov_len = 39;
+	assert_int_equal(fuse_handle(&t->s, &in, 1, &out, 1), -EINVAL);
+	/* No room for a reply header. */
+	memcpy(t->in, &h, sizeof(h));
+	memcpy(t->in + 40, &g, sizeof(g));
+	h.len = 56;
+	memcpy(t->in, &h, sizeof(h));
+	in.iov_len = 56;
+	out.iov_len = 15;
+	assert_int_equal(fuse_handle(&t->s, &in, 1, &out, 1), -EINVAL);
+	/* Lengths that lie, both ways. */
+	out.iov_len = sizeof(t->out);
+	h.len = 57;
+	memcpy(t->in, &h, sizeof(h));
+	assert_int_equal(fuse_handle(&t->s, &in, 1, &out, 1), 16);
+	assert_int_equal(((struct fuse_out_header *)t->out)->error, -EINVAL);
+	h.len = 0xffffffffu;
+	memcpy(t->in, &h, sizeof(h));
+	assert_int_equal(fuse_handle(&t->s, &in, 1, &out, 1), 16);
+	assert_int_equal(((struct fuse_out_header *)t->out)->error, -EINVAL);
+	h.len = 39;
+	memcpy(t->in, &h, sizeof(h));
+	assert_int_equal(fuse_handle(&t->s, &in, 1, &out, 1), 16);
+	assert_int_equal(((struct fuse_out_header *)t->out)->error, -EINVAL);
+	/* An argument shorter than the operation's struct. */
+	assert_int_equal(call(t, FUSE_GETATTR, 1, &g, 8), -EINVAL);
+	assert_int_equal(call(t, FUSE_GETATTR, 1, &g, sizeof(g)), 0);
+	/* Unknown and unimplemented operations. */
+	assert_int_equal(call(t, 9999, 1, NULL, 0), -ENOSYS);
+	assert_int_equal(call(t, FUSE_GETLK, 1, &g, sizeof(g)), -ENOSYS);
+	assert_int_equal(call(t, FUSE_IOCTL, 1, &g, sizeof(g)), -ENOSYS);
+	/* Unknown nodeids. */
+	assert_int_equal(call(t, FUSE_GETATTR, 0, &g, sizeof(g)), -ESTALE);
+	assert_int_equal(call(t, FUSE_GETATTR, 12345678, &g, sizeof(g)), -ESTALE);
+	/* A body bigger than any request but WRITE. */
+	{
+		static uint8_t big[FUSE_MAX_BODY + 1];
+
+		assert_int_equal(call(t, FUSE_SETXATTR, 1, big, sizeof(big)), -E2BIG);
+	}
+	/* Scattered buffers: header split across two iovecs. */
+	{
+		struct iovec parts[3];
+
+		h.len = 56;
+		h.unique = 99;
+		memcpy(t->in, &h, sizeof(h));
+		memcpy(t->in + 40, &g, sizeof(g));
+		parts[0] = (struct iovec){ t->in, 7 };
+		parts[1] = (struct iovec){ t->in + 7, 0 };
+		parts[2] = (struct iovec){ t->in + 7, 49 };
+		assert_true(fuse_handle(&t->s, parts, 3, &out, 1) == 16 + (int64_t)sizeof(struct fuse_attr_out));
+		assert_int_equal(((struct fuse_out_header *)t->out)->error, 0);
+	}
+	teardown_t(t);
+}
+
+static void names(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_mkdir_in m = { .mode = 0755 };
+	struct fuse_attr a;
+
+	(void)state;
+	host_file(t, "f", "x");
+	assert_int_equal(call(t, FUSE_LOOKUP, 1, "f", 1), -EINVAL);      /* no NUL */
+	assert_int_equal(call(t, FUSE_LOOKUP, 1, "", 1), -EINVAL);       /* empty */
+	assert_int_equal(call(t, FUSE_LOOKUP, 1, "a/f", 4), -EINVAL);    /* '/' */
+	assert_int_equal(call(t, FUSE_LOOKUP, 1, "/etc", 5), -EINVAL);
+	assert_int_equal(call(t, FUSE_LOOKUP, 1, "../etc", 7), -EINVAL);
+	{
+		char longname[300];
+
+		memset(longname, 'a', sizeof(longname) - 1);
+		longname[sizeof(longname) - 1] = 0;
+		assert_int_equal(call(t, FUSE_LOOKUP, 1, longname, sizeof(longname)), -ENAMETOOLONG);
+	}
+	/* ".." at the root stays at the root, "." is the directory. */
+	assert_int_equal(lookup(t, 1, "..", &a), 1);
+	assert_int_equal(lookup(t, 1, ".", &a), 1);
+	/* New entries never are "." or "..". */
+	assert_int_equal(call2(t, FUSE_MKDIR, 1, &m, sizeof(m), "..", 3), -EINVAL);
+	assert_int_equal(call2(t, FUSE_MKDIR, 1, &m, sizeof(m), "a/b", 4), -EINVAL);
+	assert_int_equal(call2(t, FUSE_MKDIR, 1, &m, sizeof(m), "d", 1), -EINVAL);
+	assert_int_equal(call2(t, FUSE_MKDIR, 1, &m, sizeof(m), "d", 2), 0);
+	{
+		int64_t d = lookup(t, 1, "d", NULL);
+
+		assert_true(d > 1);
+		assert_int_equal(lookup(t, (uint64_t)d, "..", NULL), 1);
+		assert_int_equal(lookup(t, (uint64_t)d, ".", NULL), d);
+	}
+	assert_true(lookup(t, 1, "f", &a) > 1);
+	assert_true(S_ISREG(a.mode));
+	teardown_t(t);
+}
+
+static void symlinks(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	char p[256];
+	struct fuse_attr a;
+	int64_t l, d;
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s/esc", t->dir);
+	assert_int_equal(symlink("/etc", p), 0);
+	snprintf(p, sizeof(p), "%s/up", t->dir);
+	assert_int_equal(symlink("..", p), 0);
+	l = lookup(t, 1, "esc", &a);
+	assert_true(l > 1);
+	assert_true(S_ISLNK(a.mode)); /* the link itself, not /etc */
+	/* Nothing resolves through it. */
+	assert_int_equal(lookup(t, (uint64_t)l, "passwd", NULL), -ENOTDIR);
+	assert_int_equal(do_open(t, (uint64_t)l, O_RDONLY), -ELOOP);
+	assert_int_equal(call(t, FUSE_OPENDIR, (uint64_t)l, &(struct fuse_open_in){ 0 },
+			      sizeof(struct fuse_open_in)), -ENOTDIR);
+	/* READLINK returns the target as written. */
+	assert_int_equal(call(t, FUSE_READLINK, (uint64_t)l, NULL, 0), 0);
+	assert_int_equal(t->oh.len, 16 + 4);
+	assert_memory_equal(payload(t), "/etc", 4);
+	d = lookup(t, 1, "up", &a);
+	assert_true(S_ISLNK(a.mode));
+	assert_int_equal(lookup(t, (uint64_t)d, "etc", NULL), -ENOTDIR);
+	/* SYMLINK stores any target; xattrs and chmod refuse symlinks. */
+	assert_int_equal(call2(t, FUSE_SYMLINK, 1, "abs", 4, "/etc/shadow", 12), 0);
+	assert_true(S_ISLNK(((struct fuse_entry_out *)payload(t))->attr.mode));
+	snprintf(p, sizeof(p), "%s/abs", t->dir);
+	{
+		char buf[64];
+		ssize_t n = readlink(p, buf, sizeof(buf));
+
+		assert_int_equal(n, 11);
+		assert_memory_equal(buf, "/etc/shadow", 11);
+	}
+	{
+		struct fuse_setattr_in sa = { .valid = FATTR_MODE, .mode = 0777 };
+
+		assert_int_equal(call(t, FUSE_SETATTR, (uint64_t)l, &sa, sizeof(sa)), -EOPNOTSUPP);
+	}
+	/* LINK of a symlink links the symlink. */
+	assert_int_equal(call2(t, FUSE_LINK, 1, &(struct fuse_link_in){ .oldnodeid = (uint64_t)l },
+			       sizeof(struct fuse_link_in), "esc2", 5), 0);
+	snprintf(p, sizeof(p), "%s/esc2", t->dir);
+	{
+		struct stat st;
+
+		assert_int_equal(lstat(p, &st), 0);
+		assert_true(S_ISLNK(st.st_mode));
+	}
+	teardown_t(t);
+}
+
+static void rw_and_ops(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_create_in c = { .flags = O_RDWR | O_CREAT | O_EXCL, .mode = 0640 };
+	struct fuse_entry_out *e;
+	struct fuse_open_out *o;
+	struct fuse_write_in w = { 0 };
+	struct fuse_read_in r = { 0 };
+	struct fuse_release_in rel = { 0 };
+	uint64_t node, fh;
+	char p[256];
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(call2(t, FUSE_CREATE, 1, &c, sizeof(c), "new", 4), 0);
+	e = payload(t);
+	o = (void *)((uint8_t *)payload(t) + sizeof(*e));
+	node = e->nodeid;
+	fh = o->fh;
+	assert_true(o->open_flags & FOPEN_DIRECT_IO); /* cache=none */
+	assert_int_equal(e->attr.mode & 07777, 0640);
+	/* CREATE O_EXCL on an existing name. */
+	assert_int_equal(call2(t, FUSE_CREATE, 1, &c, sizeof(c), "new", 4), -EEXIST);
+	w.fh = fh;
+	w.size = 5;
+	assert_int_equal(call2(t, FUSE_WRITE, node, &w, sizeof(w), "hello", 5), 0);
+	assert_int_equal(((struct fuse_write_out *)payload(t))->size, 5);
+	/* A WRITE whose size lies. */
+	w.size = 6;
+	assert_int_equal(call2(t, FUSE_WRITE, node, &w, sizeof(w), "hello", 5), -EINVAL);
+	w.size = 4;
+	assert_int_equal(call2(t, FUSE_WRITE, node, &w, sizeof(w), "hello", 5), -EINVAL);
+	w.size = 0;
+	w.fh = 999;
+	assert_int_equal(call2(t, FUSE_WRITE, node, &w, sizeof(w), NULL, 0), -EBADF);
+	/* READ, chunked to the guest's buffer. */
+	r.fh = fh;
+	r.size = 4096;
+	assert_int_equal(call(t, FUSE_READ, node, &r, sizeof(r)), 0);
+	assert_int_equal(t->oh.len, 16 + 5);
+	assert_memory_equal(payload(t), "hello", 5);
+	t->out_size = 16 + 3;
+	assert_int_equal(call(t, FUSE_READ, node, &r, sizeof(r)), 0);
+	assert_int_equal(t->oh.len, 16 + 3);
+	t->out_size = sizeof(t->out);
+	/* SETATTR size and mode. */
+	{
+		struct fuse_setattr_in sa = { .valid = FATTR_SIZE | FATTR_MODE, .size = 2, .mode = 0600 };
+		struct fuse_attr_out *ao;
+
+		assert_int_equal(call(t, FUSE_SETATTR, node, &sa, sizeof(sa)), 0);
+		ao = payload(t);
+		assert_int_equal(ao->attr.size, 2);
+		assert_int_equal(ao->attr.mode & 07777, 0600);
+		sa.valid = FATTR_MTIME;
+		sa.mtime = 1000000;
+		assert_int_equal(call(t, FUSE_SETATTR, node, &sa, sizeof(sa)), 0);
+		assert_int_equal(((struct fuse_attr_out *)payload(t))->attr.mtime, 1000000);
+	}
+	/* LSEEK, FSYNC, FLUSH, FALLOCATE. */
+	{
+		struct fuse_lseek_in ls = { .fh = fh, .offset = 0, .whence = SEEK_END };
+		struct fuse_fsync_in fs = { .fh = fh };
+		struct fuse_flush_in fl = { .fh = fh };
+		struct fuse_fallocate_in fa = { .fh = fh, .offset = 0, .length = 8192 };
+
+		assert_int_equal(call(t, FUSE_LSEEK, node, &ls, sizeof(ls)), 0);
+		assert_int_equal(((struct fuse_lseek_out *)payload(t))->offset, 2);
+		ls.whence = 77;
+		assert_int_equal(call(t, FUSE_LSEEK, node, &ls, sizeof(ls)), -EINVAL);
+		assert_int_equal(call(t, FUSE_FSYNC, node, &fs, sizeof(fs)), 0);
+		assert_int_equal(call(t, FUSE_FLUSH, node, &fl, sizeof(fl)), 0);
+		assert_int_equal(call(t, FUSE_FALLOCATE, node, &fa, sizeof(fa)), 0);
+	}
+	rel.fh = fh;
+	assert_int_equal(call(t, FUSE_RELEASE, node, &rel, sizeof(rel)), 0);
+	assert_int_equal(call(t, FUSE_RELEASE, node, &rel, sizeof(rel)), -EBADF);
+	/* RENAME, RENAME2 NOREPLACE and EXCHANGE, LINK, UNLINK, RMDIR. */
+	host_file(t, "other", "o");
+	{
+		struct fuse_rename2_in r2 = { .newdir = 1, .flags = RENAME_NOREPLACE };
+		char names2[32];
+
+		memcpy(names2, "new\0other", 10);
+		assert_int_equal(call2(t, FUSE_RENAME2, 1, &r2, sizeof(r2), names2, 10), -EEXIST);
+		r2.flags = RENAME_EXCHANGE;
+		assert_int_equal(call2(t, FUSE_RENAME2, 1, &r2, sizeof(r2), names2, 10), 0);
+		snprintf(p, sizeof(p), "%s/other", t->dir);
+		assert_int_equal(stat(p, &st), 0);
+		assert_int_equal(st.st_size, 8192); /* the created file is "other" now */
+		r2.flags = 4; /* RENAME_WHITEOUT */
+		assert_int_equal(call2(t, FUSE_RENAME2, 1, &r2, sizeof(r2), names2, 10), -EINVAL);
+		memcpy(names2, "other\0moved", 12);
+		assert_int_equal(call2(t, FUSE_RENAME, 1, &(struct fuse_rename_in){ .newdir = 1 },
+				       sizeof(struct fuse_rename_in), names2, 12), 0);
+		/* Only one name: no NUL-terminated second one. */
+		assert_int_equal(call2(t, FUSE_RENAME, 1, &(struct fuse_rename_in){ .newdir = 1 },
+				       sizeof(struct fuse_rename_in), "moved", 6), -EINVAL);
+	}
+	assert_int_equal(call2(t, FUSE_LINK, 1, &(struct fuse_link_in){ .oldnodeid = node },
+			       sizeof(struct fuse_link_in), "hard", 5), 0);
+	assert_int_equal(((struct fuse_entry_out *)payload(t))->nodeid, node); /* same inode */
+	assert_int_equal(((struct fuse_entry_out *)payload(t))->attr.nlink, 2);
+	assert_int_equal(call(t, FUSE_UNLINK, 1, "hard", 5), 0);
+	assert_int_equal(call(t, FUSE_UNLINK, 1, "hard", 5), -ENOENT);
+	{
+		struct fuse_mknod_in mk = { .mode = S_IFIFO | 0644 };
+
+		assert_int_equal(call2(t, FUSE_MKNOD, 1, &mk, sizeof(mk), "fifo", 5), 0);
+		assert_true(S_ISFIFO(((struct fuse_entry_out *)payload(t))->attr.mode));
+		/* A FIFO is never opened by the server (it would block). */
+		assert_int_equal(do_open(t, ((struct fuse_entry_out *)payload(t))->nodeid, O_RDONLY), -EACCES);
+		mk.mode = S_IFCHR | 0644;
+		assert_int_equal(call2(t, FUSE_MKNOD, 1, &mk, sizeof(mk), "dev", 4), -EPERM);
+		mk.mode = S_IFREG | 0644;
+		assert_int_equal(call2(t, FUSE_MKNOD, 1, &mk, sizeof(mk), "reg", 4), 0);
+	}
+	{
+		struct fuse_mkdir_in m = { .mode = 0777 };
+
+		assert_int_equal(call2(t, FUSE_MKDIR, 1, &m, sizeof(m), "dd", 3), 0);
+		assert_int_equal(((struct fuse_entry_out *)payload(t))->attr.mode & 0777, 0777);
+		assert_int_equal(call(t, FUSE_RMDIR, 1, "dd", 3), 0);
+	}
+	/* STATFS and ACCESS. */
+	assert_int_equal(call(t, FUSE_STATFS, 1, NULL, 0), 0);
+	assert_true(((struct fuse_statfs_out *)payload(t))->st.bsize > 0);
+	assert_int_equal(call(t, FUSE_ACCESS, 1, &(struct fuse_access_in){ .mask = R_OK | X_OK },
+			      sizeof(struct fuse_access_in)), 0);
+	/* xattrs (user.* where the host filesystem has them). */
+	{
+		char sx[64];
+		struct { uint32_t size, flags; } sa = { 3, 0 };
+		struct fuse_getxattr_in g = { .size = 0 };
+		int er;
+
+		memcpy(sx, &sa, 8);
+		memcpy(sx + 8, "user.k\0abc", 10);
+		er = call(t, FUSE_SETXATTR, node, sx, 18);
+		if (er == 0) {
+			assert_int_equal(call2(t, FUSE_GETXATTR, node, &g, sizeof(g), "user.k", 7), 0);
+			assert_int_equal(((struct fuse_getxattr_out *)payload(t))->size, 3);
+			g.size = 64;
+			assert_int_equal(call2(t, FUSE_GETXATTR, node, &g, sizeof(g), "user.k", 7), 0);
+			assert_memory_equal(payload(t), "abc", 3);
+			g.size = 1;
+			assert_int_equal(call2(t, FUSE_GETXATTR, node, &g, sizeof(g), "user.k", 7), -ERANGE);
+			g.size = 0;
+			assert_int_equal(call(t, FUSE_LISTXATTR, node, &g, sizeof(g)), 0);
+			assert_int_equal(call(t, FUSE_REMOVEXATTR, node, "user.k", 7), 0);
+		} else {
+			assert_true(er == -EOPNOTSUPP || er == -EPERM);
+		}
+		/* The value length lies. */
+		sa.size = 9;
+		memcpy(sx, &sa, 8);
+		assert_int_equal(call(t, FUSE_SETXATTR, node, sx, 18), -EINVAL);
+	}
+	teardown_t(t);
+}
+
+static void readonly(void **state)
+{
+	struct t *t = setup_init(1, 0);
+	struct fuse_mkdir_in m = { .mode = 0755 };
+	struct fuse_create_in c = { .flags = O_RDWR, .mode = 0644 };
+	struct fuse_setattr_in sa = { .valid = FATTR_SIZE };
+	int64_t f, fh;
+
+	(void)state;
+	host_file(t, "f", "data");
+	f = lookup(t, 1, "f", NULL);
+	assert_true(f > 1);
+	assert_int_equal(call2(t, FUSE_MKDIR, 1, &m, sizeof(m), "d", 2), -EROFS);
+	assert_int_equal(call2(t, FUSE_CREATE, 1, &c, sizeof(c), "n", 2), -EROFS);
+	assert_int_equal(call(t, FUSE_SETATTR, (uint64_t)f, &sa, sizeof(sa)), -EROFS);
+	assert_int_equal(call(t, FUSE_UNLINK, 1, "f", 2), -EROFS);
+	assert_int_equal(call2(t, FUSE_SYMLINK, 1, "s", 2, "f", 2), -EROFS);
+	assert_int_equal(do_open(t, (uint64_t)f, O_WRONLY), -EROFS);
+	assert_int_equal(do_open(t, (uint64_t)f, O_RDWR), -EROFS);
+	assert_int_equal(do_open(t, (uint64_t)f, O_RDONLY | O_TRUNC), -EROFS);
+	assert_int_equal(call(t, FUSE_ACCESS, (uint64_t)f, &(struct fuse_access_in){ .mask = W_OK },
+			      sizeof(struct fuse_access_in)), -EROFS);
+	fh = do_open(t, (uint64_t)f, O_RDONLY);
+	assert_true(fh >= 0);
+	{
+		struct fuse_write_in w = { .fh = (uint64_t)fh, .size = 1 };
+
+		assert_int_equal(call2(t, FUSE_WRITE, (uint64_t)f, &w, sizeof(w), "x", 1), -EROFS);
+	}
+	{
+		struct fuse_read_in r = { .fh = (uint64_t)fh, .size = 100 };
+
+		assert_int_equal(call(t, FUSE_READ, (uint64_t)f, &r, sizeof(r)), 0);
+		assert_int_equal(t->oh.len, 16 + 4);
+	}
+	teardown_t(t);
+}
+
+static void forget_and_limit(void **state)
+{
+	struct t *t = setup_init(0, 4);
+	struct fuse_forget_in fg = { .nlookup = 1 };
+	int64_t a, b;
+
+	(void)state;
+	host_file(t, "a", "");
+	host_file(t, "b", "");
+	host_file(t, "c", "");
+	host_file(t, "d", "");
+	a = lookup(t, 1, "a", NULL);
+	assert_int_equal(lookup(t, 1, "a", NULL), a); /* same inode, same nodeid */
+	assert_int_equal(t->s.nr_ino, 2);
+	assert_int_equal(t->s.ino[a - 1].nlookup, 2);
+	/* FORGET has no reply. */
+	assert_int_equal(call(t, FUSE_FORGET, (uint64_t)a, &fg, sizeof(fg)), 0);
+	assert_int_equal(t->ret, 0);
+	assert_int_equal(t->s.nr_ino, 2);
+	assert_int_equal(call(t, FUSE_FORGET, (uint64_t)a, &fg, sizeof(fg)), 0);
+	assert_int_equal(t->s.nr_ino, 1);
+	assert_int_equal(call(t, FUSE_GETATTR, (uint64_t)a, &(struct fuse_getattr_in){ 0 },
+			      sizeof(struct fuse_getattr_in)), -ESTALE);
+	/* The root is never forgotten. */
+	fg.nlookup = 1000;
+	assert_int_equal(call(t, FUSE_FORGET, 1, &fg, sizeof(fg)), 0);
+	assert_int_equal(lookup(t, 1, ".", NULL), 1);
+	/* Limit: root + 3. */
+	a = lookup(t, 1, "a", NULL);
+	b = lookup(t, 1, "b", NULL);
+	assert_true(lookup(t, 1, "c", NULL) > 1);
+	assert_int_equal(lookup(t, 1, "d", NULL), -ENFILE);
+	/* BATCH_FORGET frees room; a count that lies is refused whole. */
+	{
+		uint8_t buf[8 + 32];
+		struct fuse_batch_forget_in bf = { .count = 3 };
+		struct fuse_forget_one one[2] = { { (uint64_t)a, 1 }, { (uint64_t)b, 1 } };
+
+		memcpy(buf, &bf, 8);
+		memcpy(buf + 8, one, 32);
+		assert_int_equal(call(t, FUSE_BATCH_FORGET, 0, buf, sizeof(buf)), 0);
+		assert_int_equal(t->s.nr_ino, 4);
+		bf.count = 2;
+		memcpy(buf, &bf, 8);
+		assert_int_equal(call(t, FUSE_BATCH_FORGET, 0, buf, sizeof(buf)), 0);
+		assert_int_equal(t->s.nr_ino, 2);
+	}
+	assert_true(lookup(t, 1, "d", NULL) > 1);
+	/* A freed nodeid comes back with another generation. */
+	teardown_t(t);
+}
+
+static int count_dir(struct t *t, uint32_t op, uint32_t bufsize, int *max_per_call)
+{
+	struct fuse_open_in oi = { 0 };
+	struct fuse_read_in r = { 0 };
+	uint64_t fh, off = 0;
+	int n = 0, calls = 0;
+
+	assert_int_equal(call(t, FUSE_OPENDIR, 1, &oi, sizeof(oi)), 0);
+	fh = ((struct fuse_open_out *)payload(t))->fh;
+	*max_per_call = 0;
+	for (;;) {
+		size_t pos = 0, len;
+		int here = 0;
+
+		r.fh = fh;
+		r.offset = off;
+		r.size = bufsize;
+		assert_int_equal(call(t, op, 1, &r, sizeof(r)), 0);
+		len = t->oh.len - 16;
+		assert_true(len <= bufsize);
+		if (!len)
+			break;
+		while (pos < len) {
+			struct fuse_dirent *d;
+			size_t sz;
+
+			if (op == FUSE_READDIRPLUS) {
+				struct fuse_direntplus *dp = (void *)((uint8_t *)payload(t) + pos);
+
+				d = &dp->dirent;
+				sz = FUSE_DIRENTPLUS_SIZE(dp);
+			} else {
+				d = (void *)((uint8_t *)payload(t) + pos);
+				sz = FUSE_DIRENT_SIZE(d);
+			}
+			off = d->off;
+			pos += sz;
+			n++;
+			here++;
+		}
+		assert_int_equal(pos, len);
+		if (here > *max_per_call)
+			*max_per_call = here;
+		assert_true(++calls < 10000);
+	}
+	assert_int_equal(call(t, FUSE_RELEASEDIR, 1, &(struct fuse_release_in){ .fh = fh },
+			      sizeof(struct fuse_release_in)), 0);
+	return n;
+}
+
+static void readdir_chunks(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	char name[32];
+	int i, most;
+
+	(void)state;
+	for (i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "file-%04d", i);
+		host_file(t, name, "");
+	}
+	assert_int_equal(count_dir(t, FUSE_READDIR, 256, &most), 302);
+	assert_true(most <= 256 / 32);
+	assert_int_equal(count_dir(t, FUSE_READDIR, 1 << 20, &most), 302);
+	assert_int_equal(count_dir(t, FUSE_READDIRPLUS, 1024, &most), 302);
+	/* Every entry but . and .. took one reference; nothing leaked for
+	 * entries that did not fit. */
+	assert_int_equal(t->s.nr_ino, 301);
+	for (i = 2; i <= 301; i++)
+		assert_int_equal(t->s.ino[i - 1].nlookup, 1);
+	/* A buffer too small for one entry. */
+	{
+		struct fuse_open_in oi = { 0 };
+		struct fuse_read_in r = { .size = 8 };
+
+		assert_int_equal(call(t, FUSE_OPENDIR, 1, &oi, sizeof(oi)), 0);
+		r.fh = ((struct fuse_open_out *)payload(t))->fh;
+		assert_int_equal(call(t, FUSE_READDIR, 1, &r, sizeof(r)), -EINVAL);
+		/* A directory handle is not a file handle. */
+		assert_int_equal(call(t, FUSE_READ, 1, &r, sizeof(r)), -EBADF);
+	}
+	teardown_t(t);
+}
+
+static void snapshot_roundtrip(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_mkdir_in m = { .mode = 0755 };
+	struct sbuf b;
+	struct srd r;
+	int64_t d, f, g, fh;
+	char p[256];
+
+	(void)state;
+	assert_int_equal(call2(t, FUSE_MKDIR, 1, &m, sizeof(m), "sub", 4), 0);
+	d = (int64_t)((struct fuse_entry_out *)payload(t))->nodeid;
+	snprintf(p, sizeof(p), "%s/sub/file", t->dir);
+	{
+		FILE *fp = fopen(p, "w");
+
+		fputs("kept", fp);
+		fclose(fp);
+	}
+	host_file(t, "gone", "x");
+	f = lookup(t, (uint64_t)d, "file", NULL);
+	g = lookup(t, 1, "gone", NULL);
+	fh = do_open(t, (uint64_t)f, O_RDWR);
+	assert_true(fh >= 0);
+	/* A handle from CREATE too (its flags must load back: the fuzzer
+	 * once found they did not). */
+	{
+		struct fuse_create_in c = { .flags = O_WRONLY | O_CREAT | O_APPEND, .mode = 0644 };
+
+		assert_int_equal(call2(t, FUSE_CREATE, (uint64_t)d, &c, sizeof(c), "created", 8), 0);
+	}
+	sb_init(&b);
+	fuse_save(&t->s, &b);
+	assert_int_equal(b.err, 0);
+
+	/* Restore into a fresh server on the same directory, after "gone"
+	 * was removed on the host. */
+	snprintf(p, sizeof(p), "%s/gone", t->dir);
+	unlink(p);
+	fuse_server_destroy(&t->s);
+	{
+		struct fuse_params pp = { .path = t->dir, .tag = "test" };
+
+		assert_int_equal(fuse_server_init(&t->s, &pp), 0);
+	}
+	sr_init(&r, b.p, b.len);
+	assert_int_equal(fuse_restore(&t->s, &r), 0);
+	assert_int_equal(r.off, r.len);
+	{
+		struct fuse_read_in rd = { .fh = (uint64_t)fh, .size = 64 };
+
+		assert_int_equal(call(t, FUSE_READ, (uint64_t)f, &rd, sizeof(rd)), 0);
+		assert_int_equal(t->oh.len, 16 + 4);
+		assert_memory_equal(payload(t), "kept", 4);
+	}
+	assert_int_equal(call(t, FUSE_GETATTR, (uint64_t)g, &(struct fuse_getattr_in){ 0 },
+			      sizeof(struct fuse_getattr_in)), -ESTALE);
+	assert_int_equal(lookup(t, (uint64_t)d, "file", NULL), f); /* same nodeid again */
+	/* A truncated record is refused and leaves a clean server. */
+	sr_init(&r, b.p, b.len - 3);
+	assert_int_not_equal(fuse_restore(&t->s, &r), 0);
+	assert_int_equal(t->s.nr_ino, 1);
+	sb_free(&b);
+	teardown_t(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(init_rules),
+		cmocka_unit_test(malformed),
+		cmocka_unit_test(names),
+		cmocka_unit_test(symlinks),
+		cmocka_unit_test(rw_and_ops),
+		cmocka_unit_test(readonly),
+		cmocka_unit_test(forget_and_limit),
+		cmocka_unit_test(readdir_chunks),
+		cmocka_unit_test(snapshot_roundtrip),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
