@@ -993,6 +993,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			}
 			while (cfg.nr_disks > 0)
 				blk_options_free(&cfg.disks[--cfg.nr_disks]);
+			while (cfg.nr_fs > 0)
+				fs_options_free(&cfg.fs[--cfg.nr_fs]);
+			cfg.nr_nets = 0;
 			control_finish(&ctl, NULL, why);
 		}
 		if (ctl.api->pending == FCAPI_LOAD) {

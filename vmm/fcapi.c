@@ -376,17 +376,24 @@ static int put_net(struct fcapi *a, const struct json *b, const char *path_id, s
 	mac = get_str(b, "guest_mac");
 	if ((r = check_id(path_id, id, "iface_id", 63, w)))
 		return r;
-	if (!dev[0] || strlen(dev) > 15 || strchr(dev, '/') || strchr(dev, ' '))
+	if (!dev[0] || strlen(dev) > 15 || strpbrk(dev, "/ ,=:"))
 		return fail(w, "'host_dev_name' must be a TAP device name of 1 to 15 characters");
 	if (mac && !mac_ok(mac))
 		return fail(w, "'guest_mac' must look like 06:00:ac:10:00:02");
 	if (has(b, "rx_rate_limiter") || has(b, "tx_rate_limiter"))
-		return fail(w, "rate limiters are not supported");
-#if FCAPI_HAVE_NET
+		return fail(w, "rate limiters are not supported through the API");
 	{
 		struct fcapi_config *c = &a->cfg;
 		struct fcapi_net *n = NULL;
+		struct net_options o;
+		const char *why = NULL;
+		char spec[64];
 		unsigned i;
+
+		/* The same rules as vmm run --net (a unicast MAC, ...). */
+		snprintf(spec, sizeof(spec), "tap=%s%s%s", dev, mac ? ",mac=" : "", mac ? mac : "");
+		if (net_options_parse(spec, &o, &why))
+			return fail(w, "%s", why ? why : "invalid network interface");
 
 		for (i = 0; i < c->nr_net; i++)
 			if (!strcmp(c->net[i].id, id))
@@ -402,9 +409,6 @@ static int put_net(struct fcapi *a, const struct json *b, const char *path_id, s
 		c->touched = 1;
 		return 0;
 	}
-#else
-	return fail(w, "network interfaces are not supported yet (virtio-net is coming): nothing was configured");
-#endif
 }
 
 static int put_vsock(struct fcapi *a, const struct json *b, struct why *w)
@@ -456,22 +460,26 @@ static int put_fs(struct fcapi *a, const struct json *b, const char *path_id, st
 		return fail(w, "missing required field 'fs_id'");
 	if ((r = check_id(path_id, id ? id : path_id, "fs_id", 63, w)))
 		return r;
-	if (!tag[0] || strlen(tag) > FCAPI_FS_TAG_MAX)
-		return fail(w, "'tag' must be 1 to %d bytes", FCAPI_FS_TAG_MAX);
+	if (!fs_tag_valid(tag))
+		return fail(w, "'tag' must be 1 to %d of A-Z a-z 0-9 . _ - (and not . or ..)", VIRTIO_FS_TAG_LEN - 1);
 	if (path[0] != '/')
 		return fail(w, "'path_on_host' must be an absolute path");
 	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
 		return fail(w, "'path_on_host' %.200s: not a directory", path);
-#if FCAPI_HAVE_FS
 	{
 		struct fcapi_config *c = &a->cfg;
 		struct fcapi_fs *s = NULL;
 		unsigned i;
 
 		id = id ? id : path_id;
-		for (i = 0; i < c->nr_fs; i++)
+		if (strlen(path) >= sizeof(s->path))
+			return fail(w, "'path_on_host' is too long");
+		for (i = 0; i < c->nr_fs; i++) {
 			if (!strcmp(c->fs[i].id, id))
 				s = &c->fs[i];
+			else if (!strcmp(c->fs[i].tag, tag))
+				return fail(w, "tag %s is taken by shared directory %s", tag, c->fs[i].id);
+		}
 		if (!s) {
 			if (c->nr_fs == FCAPI_MAX_FS)
 				return fail(w, "at most %d shared directories", FCAPI_MAX_FS);
@@ -479,15 +487,11 @@ static int put_fs(struct fcapi *a, const struct json *b, const char *path_id, st
 		}
 		snprintf(s->id, sizeof(s->id), "%s", id);
 		snprintf(s->tag, sizeof(s->tag), "%s", tag);
-		if ((r = copy_str(s->path, sizeof(s->path), path, "path_on_host", w)))
-			return r;
+		snprintf(s->path, sizeof(s->path), "%s", path);
 		s->ro = get_bool(b, "read_only", 0);
 		c->touched = 1;
 		return 0;
 	}
-#else
-	return fail(w, "shared directories (virtio-fs) are not supported yet: nothing was configured");
-#endif
 }
 
 /* ---- actions and the running VM ------------------------------------------ */
@@ -930,6 +934,31 @@ int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, siz
 		cfg->vsock.cid = c->cid;
 		snprintf(cfg->vsock.uds, sizeof(cfg->vsock.uds), "%s", c->uds);
 	}
-	/* FCAPI_HAVE_NET / FCAPI_HAVE_FS: hand c->net and c->fs to the VM here. */
+	for (i = 0; i < c->nr_net; i++) {
+		const char *err = NULL;
+		char spec[64];
+
+		snprintf(spec, sizeof(spec), "tap=%s%s%s", c->net[i].host_dev, c->net[i].mac[0] ? ",mac=" : "",
+			 c->net[i].mac);
+		if (net_options_parse(spec, &cfg->nets[i], &err)) {
+			snprintf(why, n, "network interface %s: %s", c->net[i].id, err ? err : "invalid");
+			return -EINVAL;
+		}
+		cfg->nr_nets = i + 1;
+	}
+	for (i = 0; i < c->nr_fs; i++) {
+		struct fs_options *o = &cfg->fs[i];
+
+		memset(o, 0, sizeof(*o));
+		snprintf(o->tag, sizeof(o->tag), "%s", c->fs[i].tag);
+		o->path = strdup(c->fs[i].path);
+		if (!o->path) {
+			snprintf(why, n, "out of memory");
+			return -ENOMEM;
+		}
+		o->ro = c->fs[i].ro;
+		o->cache = FUSE_CACHE_NONE;
+		cfg->nr_fs = i + 1;
+	}
 	return 0;
 }

@@ -17,22 +17,11 @@
 #include "http.h"
 #include "vm.h"
 
-#define FCAPI_MAX_NET 8
-#define FCAPI_MAX_FS 8
+#define FCAPI_MAX_NET VM_MAX_NETS
+#define FCAPI_MAX_FS VM_MAX_FS
 #define FCAPI_DRIVE_ID_MAX 20   /* the virtio-blk serial (GET_ID) is 20 bytes */
-#define FCAPI_FS_TAG_MAX 36     /* virtio-fs tag (virtio 1.2 5.11.4) */
 #define FCAPI_DEFAULT_MEM_MIB 128  /* Firecracker's default */
 #define FCAPI_REPLY_MAX 4096
-
-/* Hooks for devices being built elsewhere: until they exist, a valid PUT
- * is answered 400 "... not supported yet" and nothing is stored. Set to 1
- * once vm_config carries them, and fill them in fcapi_vm_config(). */
-#ifndef FCAPI_HAVE_NET
-#define FCAPI_HAVE_NET 0
-#endif
-#ifndef FCAPI_HAVE_FS
-#define FCAPI_HAVE_FS 0
-#endif
 
 struct fcapi_drive {
 	char id[FCAPI_DRIVE_ID_MAX + 1];
@@ -48,7 +37,7 @@ struct fcapi_net {
 
 struct fcapi_fs {
 	char id[64];
-	char tag[FCAPI_FS_TAG_MAX + 1];
+	char tag[VIRTIO_FS_TAG_LEN];
 	char path[PATH_MAX];
 	int ro;
 };
@@ -105,8 +94,9 @@ int fcapi_finish(struct fcapi *a, const char *fault, char *out, size_t cap, size
  * with why[] set. */
 int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char *why, size_t n);
 
-/* Fills cfg's kernel, initrd, cmdline, vCPUs, memory, template, disks and
- * vsock from a->cfg (disk paths strdup'ed: blk_options_free). Strings
+/* Fills cfg's kernel, initrd, cmdline, vCPUs, memory, template, disks,
+ * network interfaces, shared directories and vsock from a->cfg (disk and
+ * directory paths strdup'ed: blk_options_free, fs_options_free). Strings
  * point into a, which must outlive the VM. 0 or -errno (why set). */
 int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, size_t n);
 

@@ -136,11 +136,12 @@ try:
                                    "is_read_only": False}),
         ("PUT", "/machine-config", {"vcpu_count": 2, "mem_size_mib": 64}),
         ("PUT", "/vsock", {"guest_cid": 3, "uds_path": os.path.join(tmp, "fca.vsock")}),
+        ("PUT", "/fs/share", {"tag": "share", "path_on_host": tmp, "read_only": True}),
         ("PUT", "/actions", {"action_type": "InstanceStart"}),
     ]
     results = [curl(sock, m, path, b) for m, path, b in seq]
     check(all(r == (204, None) for r in results), "getting started: boot-source, drives, machine-config, "
-          "vsock, InstanceStart all 204", results)
+          "vsock, fs, InstanceStart all 204", results)
     check(wait_for(console, "spinning"), "the guest booted through the API runs")
     check(state(sock) == "Running", "GET /: Running")
     link = os.path.join(os.environ["VMM_STATE_DIR"], "fca", "vsock.sock")
@@ -298,6 +299,11 @@ try:
                                                "Invalid request method" in body.get("fault_message", "")):
                 missing.append((method, route, code, body))
         check(not missing, "every documented route answers (%s)" % phase, missing)
+    code, body = curl(sock4, "PUT", "/network-interfaces/eth0", {"iface_id": "eth0", "host_dev_name": "vmmtap0",
+                                                                  "guest_mac": "06:00:ac:10:00:02"})
+    check(code == 204, "PUT /network-interfaces before boot: 204", (code, body))
+    code, body = curl(sock4, "PUT", "/network-interfaces/eth0", {"iface_id": "eth0", "host_dev_name": "a/b"})
+    check(fault(code, body, 400, "host_dev_name"), "a bad TAP name: 400", (code, body))
     code, body = curl(sock4, "PUT", "/undocumented", {})
     check(fault(code, body, 400, "Invalid request method"), "an undocumented route does not")
     p4.send_signal(signal.SIGTERM)

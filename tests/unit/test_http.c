@@ -382,20 +382,26 @@ static void route_vsock_net_fs(void **state)
 		     "{\"iface_id\":\"eth1\",\"host_dev_name\":\"tap0\"}", "does not match");
 	expect_fault(400, "PUT", "/network-interfaces/eth0",
 		     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"a-very-long-tap-name\"}", "host_dev_name");
-#if !FCAPI_HAVE_NET
 	expect_fault(400, "PUT", "/network-interfaces/eth0",
-		     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"guest_mac\":\"06:00:AC:10:00:02\"}",
-		     "not supported yet");
-#endif
+		     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"guest_mac\":\"01:00:5e:00:00:01\"}",
+		     "unicast");
+	expect_fault(400, "PUT", "/network-interfaces/eth0",
+		     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"rx_rate_limiter\":{}}", "rate limiters");
+	assert_int_equal(req("PUT", "/network-interfaces/eth0",
+			     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"guest_mac\":\"06:00:AC:10:00:02\"}"), 204);
+	assert_int_equal(req("PUT", "/network-interfaces/eth1", "{\"iface_id\":\"eth1\",\"host_dev_name\":\"tap1\"}"),
+			 204);
+	assert_int_equal(api.cfg.nr_net, 2);
 	expect_fault(400, "PUT", "/fs/share", "{\"tag\":\"share\"}", "path_on_host");
 	expect_fault(400, "PUT", "/fs/share", "{\"tag\":\"share\",\"path_on_host\":\"/nonexistent\"}", "not a directory");
 	expect_fault(400, "PUT", "/fs/share", "{\"fs_id\":\"other\",\"tag\":\"share\",\"path_on_host\":\"/tmp\"}",
 		     "does not match");
 	expect_fault(400, "PUT", "/fs/share", "{\"tag\":\"\",\"path_on_host\":\"/tmp\"}", "tag");
-#if !FCAPI_HAVE_FS
-	expect_fault(400, "PUT", "/fs/share", "{\"tag\":\"share\",\"path_on_host\":\"/tmp\",\"read_only\":true}",
-		     "not supported yet");
-#endif
+	expect_fault(400, "PUT", "/fs/share", "{\"tag\":\"a/b\",\"path_on_host\":\"/tmp\"}", "tag");
+	assert_int_equal(req("PUT", "/fs/share", "{\"tag\":\"share\",\"path_on_host\":\"/tmp\",\"read_only\":true}"), 204);
+	expect_fault(400, "PUT", "/fs/other", "{\"tag\":\"share\",\"path_on_host\":\"/tmp\"}", "taken");
+	assert_int_equal(req("PUT", "/fs/share", "{\"fs_id\":\"share\",\"tag\":\"share\",\"path_on_host\":\"/\"}"), 204);
+	assert_int_equal(api.cfg.nr_fs, 1);
 }
 
 static void route_preboot_state_rules(void **state)
@@ -445,8 +451,19 @@ static void route_vm_config(void **state)
 	assert_true(cfg.disks[1].ro);
 	assert_true(cfg.has_vsock);
 	assert_string_equal(cfg.vsock.uds, "/tmp/v.sock");
+	assert_int_equal(cfg.nr_nets, 2);
+	assert_string_equal(cfg.nets[0].tap, "tap0");
+	assert_true(cfg.nets[0].has_mac);
+	assert_int_equal(cfg.nets[0].mac[5], 2);
+	assert_string_equal(cfg.nets[1].tap, "tap1");
+	assert_int_equal(cfg.nr_fs, 1);
+	assert_string_equal(cfg.fs[0].tag, "share");
+	assert_string_equal(cfg.fs[0].path, "/");
+	assert_false(cfg.fs[0].ro);
 	while (cfg.nr_disks)
 		blk_options_free(&cfg.disks[--cfg.nr_disks]);
+	while (cfg.nr_fs)
+		fs_options_free(&cfg.fs[--cfg.nr_fs]);
 }
 
 /* After InstanceStart: a VM exists (a stand-in: only the state is read). */
