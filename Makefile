@@ -25,7 +25,7 @@ endif
 
 # Sources of the VMM proper (everything but the CLI entry points).
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
-             vmm/snapfmt.c vmm/snapshot.c vmm/control.c vmm/unixsock.c guest-init/json.c \
+             vmm/snapfmt.c vmm/snapshot.c vmm/control.c vmm/http.c vmm/fcapi.c vmm/unixsock.c guest-init/json.c \
              vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
@@ -33,7 +33,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              devices/fuse.c devices/virtio_fs.c
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
-             cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c \
+             cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c \
              guest-init/proto.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
@@ -186,7 +186,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress
+              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_http
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -195,6 +195,7 @@ test_serial_SRCS  := devices/serial.c vmm/log.c vmm/snapfmt.c
 test_bus_SRCS     := vmm/bus.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
+test_http_SRCS    := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
                          vmm/snapfmt.c
@@ -224,8 +225,14 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm guests api-test
+guest-test: $(BUILD)/vmm guests api-test fc-api-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
+
+# The Firecracker-compatible control API (curl --unix-socket) on VMMs
+# booting the test guests, and every route of docs/openapi.yaml.
+.PHONY: fc-api-test
+fc-api-test: $(BUILD)/vmm guests
+	$(Q)tests/api/fc_api.sh $(BUILD)/vmm $(BUILD)/guests
 
 # The sandbox API through vmm exec/cp against the host build of guest-init.
 .PHONY: api-test
@@ -247,10 +254,11 @@ test: deps
 asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)
 	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/guests/run.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
+	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/api/fc_api.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
-                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress
+                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
@@ -259,6 +267,7 @@ fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devi
 fuzz_api_request_SRCS := tests/fuzz/fuzz_api_request.c guest-init/api.c guest-init/json.c guest-init/proto.c
 fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c vmm/unixsock.c devices/virtio_mmio.c vmm/ratelimit.c \
                          devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
+fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/http.c vmm/fcapi.c guest-init/json.c vmm/log.c vmm/cpuid.c
 fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.c devices/virtio_mmio.c \
                          vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
 fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \

@@ -27,7 +27,15 @@ extern const struct cli_verb cli_verb_rm;
 extern const struct cli_verb cli_verb_prune;
 extern const struct cli_verb cli_verb_create;
 extern const struct cli_verb cli_verb_start;
+extern const struct cli_verb cli_verb_serve;
 extern const struct cli_verb cli_verb_image;
+
+/* vmm serve: sandbox_main in API mode (run.c). */
+int serve_run(int argc, char **argv);
+struct control;
+/* Serves the pre-boot API until an action is pending (0) or a stop
+ * signal came (-EINTR). */
+int serve_preboot(struct control *c);
 
 /* vmm create: checks `vmm run` options without starting anything. */
 int run_check_args(int argc, char **argv);

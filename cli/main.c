@@ -26,6 +26,7 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_resume,
 	&cli_verb_snapshot,
 	&cli_verb_restore,
+	&cli_verb_serve,
 	&cli_verb_image,
 };
 #define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
@@ -72,6 +73,18 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
 		printf("vmm %s\n", VMM_VERSION);
 		return 0;
+	}
+	/* Firecracker's command line: `vmm --api-sock PATH`, `--config-file F`. */
+	if (!strncmp(argv[1], "--api-sock", 10) || !strncmp(argv[1], "--config-file", 13) ||
+	    !strncmp(argv[1], "--id", 4)) {
+		int j;
+
+		for (j = 2; j < argc; j++)
+			if (!strcmp(argv[j], "--help") || !strcmp(argv[j], "-h")) {
+				cli_verb_serve.usage(stdout);
+				return 0;
+			}
+		return cli_verb_serve.run(argc, argv);
 	}
 	for (i = 0; i < NR_VERBS; i++) {
 		if (!strcmp(argv[1], verbs[i]->name)) {

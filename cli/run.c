@@ -8,6 +8,7 @@
 #include "publish.h"
 #include "egress.h"
 #include "../vmm/control.h"
+#include "../vmm/fcapi.h"
 #include "../vmm/snapshot.h"
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
@@ -101,8 +102,8 @@ static void run_usage(FILE *out)
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS,
-       OPT_EGRESS };
+       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
+       OPT_CONFIG_FILE, OPT_EGRESS };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -129,6 +130,9 @@ static const struct option run_opts[] = {
 	/* vmm run --image, rewritten by image_run_args(): */
 	{ "image-root", required_argument, NULL, OPT_IMAGE_ROOT },
 	{ "image-ref", required_argument, NULL, OPT_IMAGE_REF },
+	{ "api-sock", required_argument, NULL, OPT_API_SOCK },   /* vmm serve */
+	{ "config-file", required_argument, NULL, OPT_CONFIG_FILE },
+	{ "id", required_argument, NULL, OPT_NAME },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -596,7 +600,45 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 	return CLI_EXIT_ERROR;
 }
 
-static int sandbox_main(int argc, char **argv, int restore, int check_only)
+/* The option getopt just took, not its separate argument. */
+static const char *opt_text(char **argv, int ind)
+{
+	return argv[ind - 1][0] == '-' || ind < 2 ? argv[ind - 1] : argv[ind - 2];
+}
+
+/* vmm serve (--config-file): the Firecracker configuration file, applied
+ * through the same checks as the API's PUTs. */
+static int apply_config_file(struct control *ctl, const char *path)
+{
+	char why[512];
+	struct stat st;
+	char *text;
+	FILE *f = fopen(path, "re");
+	size_t n;
+	int r;
+
+	if (!f || fstat(fileno(f), &st) < 0 || st.st_size > (1 << 20)) {
+		log_err("--config-file %s: %s", path, f ? "larger than 1 MiB" : strerror(errno));
+		if (f)
+			fclose(f);
+		return -EINVAL;
+	}
+	text = malloc((size_t)st.st_size + 1);
+	n = text ? fread(text, 1, (size_t)st.st_size, f) : 0;
+	fclose(f);
+	if (!text)
+		return -ENOMEM;
+	r = fcapi_apply_config_file(ctl->api, text, n, why, sizeof(why));
+	free(text);
+	if (r) {
+		log_err("--config-file %s: %s", path, why);
+		return r;
+	}
+	ctl->api->pending = FCAPI_START;
+	return 0;
+}
+
+static int sandbox_main(int argc, char **argv, int restore, int check_only, int api)
 {
 	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
 	struct vm_config cfg;
@@ -623,7 +665,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	unsigned nr_over_fs = 0;
 	struct snapshot snap;
 	struct sandbox sb = { .created = 0 };
-	struct control ctl = { .fd = -1 };
+	struct control ctl = { .open = 0 };
 	struct helper h = { .cmd = NULL };
 	pid_t child = -1;
 	int detach = 0, adopt = 0, ran = 0;
@@ -636,7 +678,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	struct publish *pub = calloc(PUBLISH_MAX, sizeof(*pub));
 	unsigned nr_pub = 0, i;
 	char pub_text[PUBLISH_MAX * 48] = "";
-	struct sandbox_addr api = { .port = API_VSOCK_PORT };
+	struct sandbox_addr api_addr = { .port = API_VSOCK_PORT };
+	const char *api_sock = NULL, *config_file = NULL;
 	char console_buf[PATH_MAX + 32];
 	const char *egress_policy = NULL;
 	struct egress *eg = NULL; /* on the heap, as pub above */
@@ -668,7 +711,27 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			status = bad_usage("restore: %s comes from the snapshot", argv[optind - 1]);
 			goto out_disks;
 		}
+		/* serve: the VM's shape comes from the API or the config file */
+		if (api && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
+			    opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE || opt == OPT_DISK ||
+			    opt == OPT_VSOCK || opt == OPT_ADOPT || opt == 'd' || opt == 't' ||
+			    opt == OPT_READY || opt == OPT_NET || opt == OPT_FS || opt == OPT_IMAGE_ROOT ||
+			    opt == OPT_IMAGE_REF)) {
+			status = bad_usage("serve: %s: configure the VM through the API or --config-file",
+					   opt_text(argv, optind));
+			goto out_disks;
+		}
+		if (!api && (opt == OPT_API_SOCK || opt == OPT_CONFIG_FILE)) {
+			status = bad_usage("%s: only with vmm serve (or vmm --api-sock PATH)", opt_text(argv, optind));
+			goto out_disks;
+		}
 		switch (opt) {
+		case OPT_API_SOCK:
+			api_sock = optarg;
+			break;
+		case OPT_CONFIG_FILE:
+			config_file = optarg;
+			break;
 		case OPT_KERNEL:
 			cfg.kernel = optarg;
 			break;
@@ -919,6 +982,53 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	}
 	if (ttl_s)
 		cfg.expire_ns = cfg.t0_ns + (uint64_t)ttl_s * 1000000000ull;
+	if (api) {
+		char why[256];
+
+		if (control_open(&ctl, sb.control, sb.name) || (api_sock && control_listen(&ctl, api_sock)) ||
+		    (config_file && apply_config_file(&ctl, config_file))) {
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		log_info("sandbox %s: serving the API on %s; configure it and PUT /actions InstanceStart",
+			 sb.name, api_sock ? api_sock : sb.control);
+		/* Until an InstanceStart or a load that can go ahead: one that
+		 * cannot is answered and the API serves on. */
+		for (;;) {
+			int r;
+
+			if (!config_file && serve_preboot(&ctl)) {
+				status = 0; /* stopped by a signal before anything ran */
+				goto out_disks;
+			}
+			if (ctl.api->pending == FCAPI_LOAD) {
+				if ((r = snapshot_open(&snap, ctl.api->load_dir)) == 0)
+					break;
+				snprintf(why, sizeof(why), "snapshot %.150s cannot be loaded: %s (the VMM's log says more)",
+					 ctl.api->load_dir, strerror(-r));
+			} else if (fcapi_vm_config(ctl.api, &cfg, why, sizeof(why)) == 0) {
+				if (!nr_pub || cfg.has_vsock)
+					break;
+				snprintf(why, sizeof(why), "--publish needs a vsock device: PUT /vsock first");
+			}
+			if (config_file) {
+				log_err("--config-file %s: %s", config_file, why);
+				status = CLI_EXIT_ERROR;
+				goto out_disks;
+			}
+			while (cfg.nr_disks > 0)
+				blk_options_free(&cfg.disks[--cfg.nr_disks]);
+			while (cfg.nr_fs > 0)
+				fs_options_free(&cfg.fs[--cfg.nr_fs]);
+			cfg.nr_nets = 0;
+			control_finish(&ctl, NULL, why);
+		}
+		if (ctl.api->pending == FCAPI_LOAD) {
+			have_snap = 1;
+			restore = 1;
+			cfg.start_paused = !ctl.api->load_resume;
+		}
+	}
 	if (restore) {
 		const struct snap_conf *c = &snap.conf;
 
@@ -945,18 +1055,22 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
-	} else {
-		if (image_root && use_image(&cfg, &sb, image_root, image_cmdline, sizeof(image_cmdline))) {
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
+	}
+	if (!restore) {
+		/* Every sandbox has its API device unless told otherwise (the
+		 * API's have what PUT /vsock said). */
+		if (!api) {
+			if (image_root && use_image(&cfg, &sb, image_root, image_cmdline, sizeof(image_cmdline))) {
+				status = CLI_EXIT_ERROR;
+				goto out_disks;
+			}
+			cfg.mem_bytes = mib << 20;
+			if (!vsock_given) {
+				cfg.vsock.cid = 3;
+				cfg.vsock.uds[0] = '\0';
+			}
+			cfg.has_vsock = 1;
 		}
-		cfg.mem_bytes = mib << 20;
-		/* Every sandbox has its API device unless told otherwise. */
-		if (!vsock_given) {
-			cfg.vsock.cid = 3;
-			cfg.vsock.uds[0] = '\0';
-		}
-		cfg.has_vsock = 1;
 		if (token)
 			snprintf(token_buf, sizeof(token_buf), "%s", token);
 		else if (random_token(token_buf, sizeof(token_buf))) {
@@ -1077,17 +1191,24 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 				strcat(pub_text, ",");
 		}
 
-		if (control_open(&ctl, sb.control, sb.name) || sandbox_publish(&sb, token_buf, &info)) {
+		if ((!api && control_open(&ctl, sb.control, sb.name)) || sandbox_publish(&sb, token_buf, &info)) {
 			status = CLI_EXIT_ERROR;
 			goto out_destroy;
 		}
 	}
 	vm->ctl = &ctl;
+	if (api) {
+		/* vmm exec NAME finds the guest API at vsock.sock in the folder,
+		 * wherever PUT /vsock put the socket. */
+		if (cfg.has_vsock && strcmp(cfg.vsock.uds, sb.vsock) && symlink(cfg.vsock.uds, sb.vsock) < 0)
+			log_warn("cannot link %s to the vsock socket %s: %s", sb.vsock, cfg.vsock.uds, strerror(errno));
+		control_finish(&ctl, vm, NULL); /* InstanceStart or the snapshot load: done */
+	}
 	log_debug("kernel command line: %s", vm->cmdline);
 	log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
 		 restore ? " restored" : "", sb.name, sb.dir);
-	api.uds = cfg.vsock.uds;
-	api.token = token_buf;
+	api_addr.uds = cfg.vsock.uds;
+	api_addr.token = token_buf;
 	if (eg) {
 		snprintf(egress_log, sizeof(egress_log), "%s/egress.log", sb.dir);
 		if (!cfg.has_vsock || egress_start(eg, cfg.vsock.uds, egress_log)) {
@@ -1098,7 +1219,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		}
 	}
 	for (i = 0; i < nr_pub; i++) {
-		if (!cfg.has_vsock || publish_start(&pub[i], &api)) {
+		if (!cfg.has_vsock || publish_start(&pub[i], &api_addr)) {
 			if (!cfg.has_vsock)
 				log_err("--publish needs the sandbox's vsock device");
 			status = CLI_EXIT_ERROR;
@@ -1106,7 +1227,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		}
 	}
 	{
-		h.a = &api;
+		h.a = &api_addr;
 		h.cmd = cmd.argv ? &cmd : NULL;
 		h.restored = restore;
 		h.ready_s = ready_s;
@@ -1117,7 +1238,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		h.nets = net_spec_p;
 		h.nr_nets = nr_net_spec;
 		h.egress_port = eg ? EGRESS_VSOCK_PORT : 0;
-		if ((h.cmd || restore) && start_helper(vm, &h, &child)) {
+		if ((h.cmd || (restore && cfg.has_vsock)) && start_helper(vm, &h, &child)) {
 			status = CLI_EXIT_ERROR;
 			goto out_publish;
 		}
@@ -1138,6 +1259,8 @@ out_publish:
 	if (eg)
 		egress_stop(eg);
 out_destroy:
+	if (ctl.api && ctl.api->pending != FCAPI_NONE)
+		control_finish(&ctl, NULL, "the microVM could not be started (the VMM's log says why)");
 	control_close(&ctl);
 	vm_destroy(vm);
 out_free:
@@ -1148,6 +1271,9 @@ out_console:
 	if (console_file >= 0)
 		close(console_file);
 out_disks:
+	if (ctl.api && ctl.api->pending != FCAPI_NONE)
+		control_finish(&ctl, NULL, "the microVM could not be started (the VMM's log says why)");
+	control_close(&ctl);
 	while (cfg.nr_disks > 0)
 		blk_options_free(&cfg.disks[--cfg.nr_disks]);
 	while (nr_over > 0)
@@ -1181,8 +1307,8 @@ static int with_image(int argc, char **argv, int check_only)
 	if (image_run_args(argc, argv, &v, &n, &restore))
 		return CLI_EXIT_ERROR;
 	if (!v)
-		return sandbox_main(argc, argv, 0, check_only);
-	r = sandbox_main(n, v, restore, check_only);
+		return sandbox_main(argc, argv, 0, check_only, 0);
+	r = sandbox_main(n, v, restore, check_only, 0);
 	free(v); /* its strings live as long as the process needs them */
 	return r;
 }
@@ -1193,6 +1319,11 @@ int run_main(int argc, char **argv)
 	return with_image(argc, argv, 0);
 }
 
+int serve_run(int argc, char **argv)
+{
+	return sandbox_main(argc, argv, 0, 0, 1);
+}
+
 int run_check_args(int argc, char **argv)
 {
 	return with_image(argc, argv, 1);
@@ -1200,7 +1331,7 @@ int run_check_args(int argc, char **argv)
 
 static int restore_main(int argc, char **argv)
 {
-	return sandbox_main(argc, argv, 1, 0);
+	return sandbox_main(argc, argv, 1, 0, 0);
 }
 
 const struct cli_verb cli_verb_restore = {

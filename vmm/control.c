@@ -1,6 +1,8 @@
 /* Control socket: see control.h and docs/control-api.md. */
 #define _GNU_SOURCE
 #include "control.h"
+#include "fcapi.h"
+#include "http.h"
 #include "log.h"
 #include "unixsock.h"
 #include "snapshot.h"
@@ -8,6 +10,7 @@
 #include "../guest-init/json.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,21 +28,73 @@ static uint64_t mono_ms(void)
 	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
+#define CONTROL_IN_MAX (HTTP_MAX_HEADER + HTTP_MAX_BODY)
+#define CONTROL_OUT_MAX 8192
+enum { MODE_NEW, MODE_JSON, MODE_HTTP };
+
+static void conn_close(struct control_conn *k)
+{
+	if (k->fd >= 0)
+		close(k->fd);
+	free(k->in);
+	free(k->out);
+	memset(k, 0, sizeof(*k));
+	k->fd = -1;
+}
+
 int control_open(struct control *c, const char *path, const char *name)
 {
+	unsigned i;
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	for (i = 0; i < CONTROL_MAX_CONNS; i++)
+		c->conns[i].fd = -1;
 	c->name = name;
-	snprintf(c->path, sizeof(c->path), "%s", path);
-	c->fd = unix_listen(path, 16, 1, "control socket");
-	return c->fd < 0 ? c->fd : 0;
+	c->api = calloc(1, sizeof(*c->api));
+	if (!c->api)
+		return -ENOMEM;
+	fcapi_init(c->api, name);
+	c->open = 1;
+	r = control_listen(c, path);
+	if (r) {
+		control_close(c);
+		return r;
+	}
+	return 0;
+}
+
+int control_listen(struct control *c, const char *path)
+{
+	int fd;
+
+	if (c->nr_listen == CONTROL_MAX_LISTEN)
+		return -ENOSPC;
+	fd = unix_listen(path, 16, 1, "control socket");
+	if (fd < 0)
+		return fd;
+	c->lfd[c->nr_listen] = fd;
+	snprintf(c->lpath[c->nr_listen], sizeof(c->lpath[0]), "%s", path);
+	c->nr_listen++;
+	return 0;
 }
 
 void control_close(struct control *c)
 {
-	if (c->fd >= 0) {
-		close(c->fd);
-		unlink(c->path);
+	unsigned i;
+
+	if (!c->open)
+		return;
+	for (i = 0; i < CONTROL_MAX_CONNS; i++)
+		conn_close(&c->conns[i]);
+	for (i = 0; i < c->nr_listen; i++) {
+		close(c->lfd[i]);
+		unlink(c->lpath[i]);
 	}
-	c->fd = -1;
+	c->nr_listen = 0;
+	free(c->api);
+	c->api = NULL;
+	c->open = 0;
 }
 
 static void reply_error(char *out, size_t outlen, const char *msg)
@@ -127,6 +182,10 @@ void control_handle(struct vm *vm, const struct control *c, const char *req, siz
 	const char *op = NULL, *err = NULL;
 	struct json_writer w;
 
+	if (!vm) {
+		reply_error(out, outlen, "the VM is not started yet (configure and start it through the HTTP API)");
+		return;
+	}
 	j = json_parse(req, len, &a, &err);
 	if (!j || j->type != JSON_OBJ) {
 		reply_error(out, outlen, j ? "a request is a JSON object" : err);
@@ -227,28 +286,329 @@ static int write_all(int fd, const char *p, size_t n, uint64_t deadline)
 	return 0;
 }
 
-void control_serve(struct control *c, struct vm *vm)
+/* ---- connections --------------------------------------------------------- */
+
+static uint64_t conn_deadline(const struct control_conn *k)
 {
-	char req[CONTROL_MAX_REQUEST], out[4096];
-	int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	ssize_t n;
-	size_t len;
+	if (k->waiting)
+		return UINT64_MAX;
+	if (k->out_len > k->out_off)
+		return k->out_start + CONTROL_TIMEOUT_MS;
+	if (k->in_len)
+		return k->req_start + CONTROL_TIMEOUT_MS;
+	return k->last_active + CONTROL_IDLE_MS;
+}
+
+static int conn_idle(const struct control_conn *k)
+{
+	return k->fd >= 0 && !k->waiting && !k->in_len && k->out_len == k->out_off;
+}
+
+unsigned control_pollfds(struct control *c, struct pollfd *p, int *timeout_ms)
+{
+	uint64_t now = mono_ms(), next = UINT64_MAX;
+	unsigned n = 0, i;
+
+	if (!c->open)
+		return 0;
+	for (i = 0; i < c->nr_listen; i++) {
+		p[n].fd = c->lfd[i];
+		p[n].events = POLLIN;
+		p[n++].revents = 0;
+	}
+	for (i = 0; i < CONTROL_MAX_CONNS; i++) {
+		struct control_conn *k = &c->conns[i];
+		uint64_t d;
+
+		if (k->fd < 0)
+			continue;
+		/* A client that hung up while its reply is being prepared: nothing
+		 * to wait for until control_finish (poll would report HUP). */
+		p[n].fd = k->waiting && k->eof ? -1 : k->fd;
+		p[n].events = k->out_len > k->out_off ? POLLOUT : k->waiting || k->eof ? 0 : POLLIN;
+		p[n++].revents = 0;
+		d = conn_deadline(k);
+		if (d < next)
+			next = d;
+	}
+	if (next != UINT64_MAX) {
+		uint64_t ms = next > now ? next - now : 0;
+
+		if (*timeout_ms < 0 || ms < (uint64_t)*timeout_ms)
+			*timeout_ms = ms > INT_MAX ? INT_MAX : (int)ms;
+	}
+	return n;
+}
+
+/* Sends what it can of the pending reply; closes when done if told to. */
+static void conn_flush(struct control_conn *k)
+{
+	while (k->out_len > k->out_off) {
+		ssize_t w = send(k->fd, k->out + k->out_off, k->out_len - k->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				conn_close(k);
+			return;
+		}
+		k->out_off += (size_t)w;
+	}
+	k->out_len = k->out_off = 0;
+	if (k->close_after)
+		conn_close(k);
+}
+
+static void conn_queue(struct control_conn *k, const char *data, size_t len)
+{
+	if (len > CONTROL_OUT_MAX - k->out_len) {
+		k->close_after = 1; /* cannot happen with our reply sizes; do not send half */
+		return;
+	}
+	if (k->out_len == 0)
+		k->out_start = mono_ms();
+	memcpy(k->out + k->out_len, data, len);
+	k->out_len += len;
+}
+
+static void http_reply(struct control_conn *k, int status, const char *body, size_t len, int keep_alive)
+{
+	char buf[CONTROL_OUT_MAX];
+	size_t n = http_response(buf, sizeof(buf), status, body, len, keep_alive);
+
+	if (!keep_alive)
+		k->close_after = 1;
+	if (n)
+		conn_queue(k, buf, n);
+	else
+		k->close_after = 1;
+}
+
+static void http_fault_reply(struct control_conn *k, int status, const char *msg)
+{
+	char body[1024];
+	size_t n = http_fault(body, sizeof(body), msg);
+
+	http_reply(k, status, body, n, 0);
+}
+
+/* Takes `n` bytes (one request) off the front of the input. */
+static void conn_consume(struct control_conn *k, size_t n)
+{
+	memmove(k->in, k->in + n, k->in_len - n);
+	k->in_len -= n;
+	k->sent_continue = 0;
+	k->req_start = mono_ms();
+}
+
+/* Serves the complete requests in k's input, one at a time, while the
+ * previous reply has been taken (pipelined requests wait their turn). */
+static void conn_process(struct control *c, struct control_conn *k, struct vm *vm)
+{
+	while (k->fd >= 0 && !k->waiting && !k->close_after && k->out_len == 0 && k->in_len &&
+	       c->api->pending == FCAPI_NONE) {
+		if (k->mode == MODE_NEW)
+			k->mode = k->in[0] == '{' ? MODE_JSON : MODE_HTTP;
+		if (k->mode == MODE_JSON) {
+			char out[4096];
+			char *nl = memchr(k->in, '\n', k->in_len);
+			size_t len;
+
+			if (!nl || nl - k->in >= CONTROL_MAX_REQUEST) {
+				if (nl || k->in_len >= CONTROL_MAX_REQUEST) {
+					reply_error(out, sizeof(out) - 1, "request longer than 8 KiB");
+				} else {
+					if (k->eof)
+						conn_close(k);
+					return;
+				}
+			} else {
+				control_handle(vm, c, k->in, (size_t)(nl - k->in), out, sizeof(out) - 1);
+			}
+			len = strlen(out);
+			out[len++] = '\n';
+			conn_queue(k, out, len);
+			k->close_after = 1; /* one request per connection */
+			k->in_len = 0;
+		} else {
+			struct http_request req;
+			char body[FCAPI_REPLY_MAX];
+			size_t blen = 0;
+			int r = http_parse(k->in, k->in_len, &req), status;
+
+			if (r < 0) {
+				http_fault_reply(k, req.status, req.why);
+				k->in_len = 0;
+			} else if (r == 0) {
+				if (k->in_len == CONTROL_IN_MAX) {
+					http_fault_reply(k, 413, "request too large");
+					k->in_len = 0;
+				} else if (k->eof) {
+					conn_close(k);
+					return;
+				} else if (req.expect_continue && !k->sent_continue) {
+					static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+					conn_queue(k, cont, sizeof(cont) - 1);
+					k->sent_continue = 1;
+				} else {
+					return;
+				}
+			} else {
+				c->api->vm = vm;
+				status = fcapi_handle(c->api, &req, body, sizeof(body), &blen);
+				conn_consume(k, (size_t)r);
+				if (status == 0) {
+					k->waiting = 1;
+					k->keep_alive = req.keep_alive;
+				} else {
+					http_reply(k, status, body, blen, req.keep_alive);
+				}
+				/* Half-open: answer what came, then close. */
+				if (k->eof && !k->in_len)
+					k->close_after = 1;
+			}
+		}
+		conn_flush(k);
+	}
+}
+
+static void conn_read(struct control *c, struct control_conn *k, struct vm *vm)
+{
+	ssize_t r;
+
+	if (k->in_len < CONTROL_IN_MAX) {
+		r = recv(k->fd, k->in + k->in_len, CONTROL_IN_MAX - k->in_len, MSG_DONTWAIT);
+		if (r < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				conn_close(k);
+			return;
+		}
+		if (r == 0) {
+			k->eof = 1;
+			if (!k->in_len && !k->waiting) {
+				conn_close(k);
+				return;
+			}
+		} else {
+			if (!k->in_len)
+				k->req_start = mono_ms();
+			k->in_len += (size_t)r;
+			k->last_active = mono_ms();
+		}
+	}
+	conn_process(c, k, vm);
+}
+
+static void do_accept(struct control *c, int lfd)
+{
+	struct control_conn *k = NULL, *oldest = NULL;
+	unsigned i;
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 	if (fd < 0)
 		return;
-	/* One request per connection, so a client cannot hold the loop
-	 * between requests. */
-	n = read_line(fd, req, sizeof(req), mono_ms() + CONTROL_TIMEOUT_MS);
-	if (n > 0)
-		control_handle(vm, c, req, (size_t)n, out, sizeof(out) - 1);
-	else if (n == -E2BIG)
-		reply_error(out, sizeof(out) - 1, "request longer than 8 KiB");
-	if (n > 0 || n == -E2BIG) {
-		len = strlen(out);
-		out[len] = '\n';
-		(void)write_all(fd, out, len + 1, mono_ms() + CONTROL_TIMEOUT_MS);
+	for (i = 0; i < CONTROL_MAX_CONNS && !k; i++) {
+		if (c->conns[i].fd < 0)
+			k = &c->conns[i];
+		else if (conn_idle(&c->conns[i]) &&
+			 (!oldest || c->conns[i].last_active < oldest->last_active))
+			oldest = &c->conns[i];
 	}
-	close(fd);
+	if (!k && oldest) {
+		conn_close(oldest); /* the oldest idle keep-alive makes room */
+		k = oldest;
+	}
+	if (!k) {
+		close(fd); /* every slot is busy with a request: the client sees EOF */
+		return;
+	}
+	k->in = malloc(CONTROL_IN_MAX);
+	k->out = malloc(CONTROL_OUT_MAX);
+	if (!k->in || !k->out) {
+		k->fd = fd;
+		conn_close(k);
+		return;
+	}
+	k->fd = fd;
+	k->mode = MODE_NEW;
+	k->last_active = k->req_start = mono_ms();
+}
+
+void control_events(struct control *c, struct vm *vm, const struct pollfd *p, unsigned n)
+{
+	uint64_t now;
+	unsigned i, j;
+
+	if (!c->open)
+		return;
+	for (j = 0; j < n; j++) {
+		if (!p[j].revents)
+			continue;
+		for (i = 0; i < c->nr_listen; i++)
+			if (p[j].fd == c->lfd[i])
+				do_accept(c, c->lfd[i]);
+		for (i = 0; i < CONTROL_MAX_CONNS; i++) {
+			struct control_conn *k = &c->conns[i];
+
+			if (k->fd != p[j].fd)
+				continue;
+			if (k->out_len > k->out_off) {
+				if (p[j].revents & (POLLOUT | POLLERR | POLLHUP))
+					conn_flush(k);
+				if (k->fd >= 0 && k->out_len == 0)
+					conn_process(c, k, vm);
+			} else if (p[j].revents & (POLLIN | POLLHUP | POLLERR)) {
+				conn_read(c, k, vm);
+			}
+		}
+	}
+	/* Deadlines: a slow or half-open client loses its connection. */
+	now = mono_ms();
+	for (i = 0; i < CONTROL_MAX_CONNS; i++) {
+		struct control_conn *k = &c->conns[i];
+
+		if (k->fd < 0 || conn_deadline(k) > now)
+			continue;
+		if (k->mode == MODE_HTTP && k->in_len && k->out_len == k->out_off) {
+			k->in_len = 0;
+			http_fault_reply(k, 408, "the request did not arrive within 5 s");
+			conn_flush(k);
+			if (k->fd < 0)
+				continue;
+		}
+		conn_close(k);
+	}
+}
+
+void control_finish(struct control *c, struct vm *vm, const char *fault)
+{
+	char body[FCAPI_REPLY_MAX];
+	size_t len = 0;
+	unsigned i;
+	int status;
+
+	c->api->vm = vm;
+	status = fcapi_finish(c->api, fault, body, sizeof(body), &len);
+
+	for (i = 0; i < CONTROL_MAX_CONNS; i++) {
+		struct control_conn *k = &c->conns[i];
+
+		if (k->fd < 0 || !k->waiting)
+			continue;
+		k->waiting = 0;
+		k->last_active = mono_ms();
+		http_reply(k, status, body, len, k->keep_alive);
+		if (k->eof && !k->in_len)
+			k->close_after = 1;
+		conn_flush(k);
+	}
+	/* Requests that arrived meanwhile (pipelined behind it, or on other
+	 * connections) were held while the action was pending. */
+	for (i = 0; i < CONTROL_MAX_CONNS; i++)
+		if (c->conns[i].fd >= 0 && c->conns[i].in_len)
+			conn_process(c, &c->conns[i], vm);
 }
 
 int control_call(const char *path, const char *req, char *out, size_t outlen, int timeout_ms)

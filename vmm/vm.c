@@ -727,10 +727,15 @@ enum vm_exit_reason vm_run(struct vm *vm)
 			break;
 		}
 	}
+	/* A snapshot loaded without resume_vm: park the vCPUs before they
+	 * run anything. */
+	if (vm->cfg.start_paused && atomic_load(&vm->exit_reason) == VM_RUNNING && vm_pause(vm))
+		log_warn("could not start paused; the VM runs");
 
 	while (atomic_load(&vm->exit_reason) == VM_RUNNING) {
-		struct pollfd p[5];
+		struct pollfd p[4 + CONTROL_POLLFDS];
 		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1, timeout;
+		unsigned nctl = 0;
 
 		p[n].fd = vm->exit_efd;
 		p[n++].events = POLLIN;
@@ -747,11 +752,6 @@ enum vm_exit_reason vm_run(struct vm *vm)
 				p[n++].events = POLLIN;
 			}
 		}
-		if (vm->ctl && vm->ctl->fd >= 0) {
-			ctl_idx = n;
-			p[n].fd = vm->ctl->fd;
-			p[n++].events = POLLIN;
-		}
 		timeout = -1;
 		if (vm->cfg.expire_ns) {
 			uint64_t now = log_now_ns();
@@ -763,6 +763,11 @@ enum vm_exit_reason vm_run(struct vm *vm)
 			uint64_t ms = (vm->cfg.expire_ns - now) / 1000000 + 1;
 
 			timeout = ms > INT_MAX ? INT_MAX : (int)ms;
+		}
+		if (vm->ctl) {
+			ctl_idx = n;
+			nctl = control_pollfds(vm->ctl, &p[n], &timeout);
+			n += (int)nctl;
 		}
 		if (poll(p, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
@@ -786,8 +791,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 				/* spurious: poll again */
 			}
 		}
-		if (ctl_idx >= 0 && (p[ctl_idx].revents & POLLIN))
-			control_serve(vm->ctl, vm);
+		if (ctl_idx >= 0)
+			control_events(vm->ctl, vm, &p[ctl_idx], nctl);
 		if (in_idx >= 0 && (p[in_idx].revents & (POLLIN | POLLHUP | POLLERR))) {
 			if (console_input(vm, &escape_pending))
 				vm_request_exit(vm, VM_EXIT_CONSOLE, "console escape (Ctrl-A x)");

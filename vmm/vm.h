@@ -74,6 +74,7 @@ struct vm_config {
 	const char *api_token;   /* appended as vmm.token=, recorded in snapshots */
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
 	uint64_t expire_ns;      /* log_now_ns() deadline (--ttl), 0: none */
+	int start_paused;        /* vm_run parks the vCPUs at once (vm_resume) */
 };
 
 struct vcpu {

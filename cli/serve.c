@@ -1,0 +1,96 @@
+/* vmm serve (also `vmm --api-sock PATH`, Firecracker's spelling): a VMM
+ * with no VM yet, serving the Firecracker-compatible API
+ * (docs/control-api.md); the VM is built by PUT /actions InstanceStart or
+ * PUT /snapshot/load, or at once from --config-file. */
+#define _GNU_SOURCE
+#include "cli.h"
+#include "../vmm/control.h"
+#include "../vmm/fcapi.h"
+#include "../vmm/log.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+static void serve_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: vmm serve [--api-sock PATH] [--config-file FILE] [--id NAME] [options]\n"
+		"       vmm --api-sock PATH [...]      (the same, Firecracker's way)\n\n"
+		"Starts a sandbox's VMM with no VM yet and serves the Firecracker-compatible\n"
+		"HTTP API (docs/control-api.md, docs/openapi.yaml) on PATH and on control.sock\n"
+		"in the sandbox's folder: PUT /boot-source, /machine-config, /drives/ID,\n"
+		"/vsock, then PUT /actions {\"action_type\": \"InstanceStart\"} boots it; or\n"
+		"PUT /snapshot/load starts it from a snapshot. The same socket serves the\n"
+		"running VM (GET /, PATCH /vm, PUT /snapshot/create) until it stops.\n\n"
+		"  --api-sock PATH      also serve the API on this Unix socket\n"
+		"  --config-file FILE   boot at once from a Firecracker configuration file\n"
+		"                       ({\"boot-source\":..., \"drives\":[...], ...})\n"
+		"  --id NAME, --name NAME  the sandbox's name (default: generated)\n"
+		"  --console MODE       stdio (default), file:PATH or none\n"
+		"  --ttl DURATION, --publish [ADDR:]HOST_PORT:GUEST_PORT  as with vmm run\n"
+		"  -q, --quiet / -v, --verbose\n\n"
+		"The VM's exit status is vmm run's (docs/exit-status.md); a stop signal\n"
+		"before the VM starts exits 0.\n");
+}
+
+int serve_preboot(struct control *c)
+{
+	struct pollfd p[1 + CONTROL_POLLFDS];
+	sigset_t sigs, old;
+	int sfd, r = 0;
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGQUIT);
+	pthread_sigmask(SIG_BLOCK, &sigs, &old);
+	sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		r = -errno;
+		log_err("signalfd: %s", strerror(errno));
+		goto out;
+	}
+	while (c->api->pending == FCAPI_NONE) {
+		int timeout = -1;
+		unsigned n;
+
+		p[0].fd = sfd;
+		p[0].events = POLLIN;
+		p[0].revents = 0;
+		n = control_pollfds(c, &p[1], &timeout);
+		if (poll(p, n + 1, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			log_err("poll: %s", strerror(errno));
+			break;
+		}
+		if (p[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			/* Taken, so it does not kill us once unblocked. */
+			if (read(sfd, &si, sizeof(si)) != sizeof(si))
+				continue;
+			log_info("stopped by signal %s before the VM started", strsignal((int)si.ssi_signo));
+			r = -EINTR;
+			break;
+		}
+		control_events(c, NULL, &p[1], n);
+	}
+	close(sfd);
+out:
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
+const struct cli_verb cli_verb_serve = {
+	.name = "serve",
+	.summary = "serve the Firecracker-compatible API, boot when told (vmm --api-sock PATH)",
+	.run = serve_run,
+	.usage = serve_usage,
+};

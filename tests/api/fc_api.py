@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""The Firecracker-compatible control API against real VMMs booting the
+freestanding test guests (milliseconds each): Firecracker's getting-started
+sequence with curl --unix-socket, snapshot create and load across two VMMs,
+--config-file, every route in docs/openapi.yaml, and each bad-input case
+(invalid JSON, unknown field, wrong type, wrong state, oversize body,
+chunked body, slow, half-open and too many clients) while the guest runs on.
+
+    fc_api.py VMM GUEST_DIR OPENAPI_YAML
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+vmm, guests, openapi = (os.path.abspath(a) for a in sys.argv[1:4])
+tmp = tempfile.mkdtemp(prefix="vmm-fcapi-")
+os.environ["VMM_STATE_DIR"] = os.path.join(tmp, "state")
+procs = []
+passed = failed = 0
+
+
+def ok(msg):
+    global passed
+    passed += 1
+    print("ok   " + msg, flush=True)
+
+
+def bad(msg):
+    global failed
+    failed += 1
+    print("FAIL " + msg, flush=True)
+
+
+def check(cond, msg, detail=""):
+    if cond:
+        ok(msg)
+    else:
+        bad(msg + (": " + str(detail) if detail else ""))
+    return cond
+
+
+def serve(name, *args):
+    """Starts `vmm --api-sock` with the console in a file; returns (proc, sock, console)."""
+    sock = os.path.join(tmp, name + ".sock")
+    console = os.path.join(tmp, name + ".console")
+    err = open(os.path.join(tmp, name + ".err"), "w")
+    p = subprocess.Popen([vmm, "--api-sock", sock, "--id", name, "--console", "file:" + console, *args],
+                         stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+    procs.append(p)
+    for _ in range(100):
+        if os.path.exists(sock) or p.poll() is not None:
+            break
+        time.sleep(0.05)
+    return p, sock, console
+
+
+def curl(sock, method, path, body=None):
+    """curl --unix-socket: returns (status, parsed JSON body or None)."""
+    cmd = ["curl", "-s", "--max-time", "20", "--unix-socket", sock, "-X", method,
+           "-o", "-", "-w", "\n%{http_code}", "http://localhost" + path,
+           "-H", "Accept: application/json"]
+    if body is not None:
+        cmd += ["-H", "Content-Type: application/json", "-d",
+                body if isinstance(body, str) else json.dumps(body)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+    text, _, code = out.rpartition("\n")
+    try:
+        return int(code), json.loads(text) if text.strip() else None
+    except ValueError:
+        return int(code or 0), text
+
+
+def raw(sock, data, read_timeout=10, shutdown=False):
+    """Sends bytes on a fresh connection; returns everything read until close or timeout."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(read_timeout)
+    s.connect(sock)
+    s.sendall(data)
+    if shutdown:
+        s.shutdown(socket.SHUT_WR)
+    got = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    s.close()
+    return got
+
+
+def wait_for(path, text, secs=10):
+    end = time.time() + secs
+    while time.time() < end:
+        try:
+            if text in open(path, errors="replace").read():
+                return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def state(sock):
+    code, body = curl(sock, "GET", "/")
+    return body.get("state") if code == 200 and isinstance(body, dict) else (code, body)
+
+
+def fault(code, body, want_code, words):
+    return code == want_code and isinstance(body, dict) and words in body.get("fault_message", "")
+
+
+spin = os.path.join(guests, "spin.elf")
+disk = os.path.join(tmp, "rootfs.img")
+with open(disk, "wb") as f:
+    f.truncate(1 << 20)
+
+try:
+    # ---- Firecracker's getting-started sequence ----------------------------
+    p, sock, console = serve("fca")
+    check(state(sock) == "Not started", "GET / before boot: Not started")
+    got = raw(sock, b'{"op":"info"}\n')
+    check(b'"ok":false' in got and b"not started" in got, "JSON lines before boot: a clear error", got)
+    seq = [
+        ("PUT", "/boot-source", {"kernel_image_path": spin, "boot_args": "console=ttyS0 reboot=k panic=1"}),
+        ("PUT", "/drives/rootfs", {"drive_id": "rootfs", "path_on_host": disk, "is_root_device": True,
+                                   "is_read_only": False}),
+        ("PUT", "/machine-config", {"vcpu_count": 2, "mem_size_mib": 64}),
+        ("PUT", "/vsock", {"guest_cid": 3, "uds_path": os.path.join(tmp, "fca.vsock")}),
+        ("PUT", "/fs/share", {"tag": "share", "path_on_host": tmp, "read_only": True}),
+        ("PUT", "/actions", {"action_type": "InstanceStart"}),
+    ]
+    results = [curl(sock, m, path, b) for m, path, b in seq]
+    check(all(r == (204, None) for r in results), "getting started: boot-source, drives, machine-config, "
+          "vsock, fs, InstanceStart all 204", results)
+    check(wait_for(console, "spinning"), "the guest booted through the API runs")
+    check(state(sock) == "Running", "GET /: Running")
+    link = os.path.join(os.environ["VMM_STATE_DIR"], "fca", "vsock.sock")
+    check(os.path.islink(link) and os.readlink(link) == os.path.join(tmp, "fca.vsock"),
+          "the folder's vsock.sock leads to PUT /vsock's uds_path (for vmm exec)")
+    code, mc = curl(sock, "GET", "/machine-config")
+    check(code == 200 and mc.get("vcpu_count") == 2 and mc.get("mem_size_mib") == 64,
+          "GET /machine-config after boot: the running VM's", mc)
+
+    # ---- bad input while it runs -------------------------------------------
+    code, body = curl(sock, "PUT", "/machine-config", "{\"vcpu_count\": 2,")
+    check(fault(code, body, 400, "invalid JSON"), "invalid JSON: 400", (code, body))
+    code, body = curl(sock, "PATCH", "/vm", {"state": "Paused", "extra": 1})
+    check(fault(code, body, 400, "unknown field 'extra'"), "unknown field: 400", (code, body))
+    code, body = curl(sock, "PATCH", "/vm", {"state": 1})
+    check(fault(code, body, 400, "'state' must be a string"), "wrong type: 400", (code, body))
+    code, body = curl(sock, "PATCH", "/vm", {})
+    check(fault(code, body, 400, "missing required field 'state'"), "missing field: 400", (code, body))
+    code, body = curl(sock, "PUT", "/boot-source", {"kernel_image_path": spin})
+    check(fault(code, body, 400, "not supported after starting"), "config after InstanceStart: 400", (code, body))
+    code, body = curl(sock, "PUT", "/actions", {"action_type": "InstanceStart"})
+    check(fault(code, body, 400, "not supported after starting"), "a second InstanceStart: 400", (code, body))
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": os.path.join(tmp, "s0"),
+                                                        "mem_file_path": os.path.join(tmp, "s0", "memory")})
+    check(fault(code, body, 400, "paused"), "snapshot of a running VM: 400 (pause first)", (code, body))
+    code, body = curl(sock, "GET", "/nope")
+    check(fault(code, body, 400, "Invalid request method and/or path"), "unknown path: 400", (code, body))
+    code, body = curl(sock, "PUT", "/machine-config", "x" * 60000)
+    check(code == 413, "a 60 KB body: 413", (code, body))
+    got = raw(sock, b"PUT /vm HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+    check(got.startswith(b"HTTP/1.1 411") and b"Content-Length" in got, "chunked body: 411", got[:60])
+    got = raw(sock, b"GET / HTTP/1.1\r\n" + b"X-Pad: " + b"a" * 9000 + b"\r\n\r\n")
+    check(got.startswith(b"HTTP/1.1 431"), "9 KB of headers: 431", got[:60])
+
+    # A slow client, a half-open one and 20 idle ones do not hold the VMM.
+    slow = socket.socket(socket.AF_UNIX)
+    slow.connect(sock)
+    slow.sendall(b"PATCH /vm HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
+    idle = []
+    for _ in range(20):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sock)
+        idle.append(s)
+    t0 = time.time()
+    check(state(sock) == "Running", "20 idle connections and a slow one: GET / still answered",
+          "%.1f s" % (time.time() - t0))
+    half = raw(sock, b"PUT /vm HTTP/1.1\r\nContent-Length: 50\r\n\r\n{", shutdown=True, read_timeout=8)
+    check(half == b"", "half-open client with half a request: closed, no reply", half[:80])
+    got = raw(sock, b"GET / HTTP/1.1\r\n\r\nGET /version HTTP/1.1\r\n\r\n", shutdown=True, read_timeout=8)
+    check(got.count(b"HTTP/1.1 200 OK") == 2, "half-open client with two whole requests: both answered, closed",
+          got[:80])
+    slow.settimeout(10)
+    try:
+        got = slow.recv(4096)
+    except socket.timeout:
+        got = b"(nothing in 10 s)"
+    check(got.startswith(b"HTTP/1.1 408"), "slow client: 408 after 5 s", got[:60])
+    slow.close()
+    for s in idle:
+        s.close()
+
+    # Keep-alive, pipelining and Expect: 100-continue on one connection.
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect(sock)
+    replies = b""
+    s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    replies += s.recv(4096)
+    s.sendall(b"GET /machine-config HTTP/1.1\r\n\r\nGET /version HTTP/1.1\r\n\r\n")
+    time.sleep(0.3)
+    replies += s.recv(8192)
+    s.sendall(b"PATCH /vm HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 20\r\n\r\n")
+    cont = s.recv(4096)
+    s.sendall(b'{"state": "Resumed"}')
+    last = s.recv(4096)
+    s.close()
+    check(replies.count(b"HTTP/1.1 200 OK") == 3, "keep-alive and pipelining: 3 replies on one connection",
+          replies.count(b"HTTP/1.1 200"))
+    check(cont.startswith(b"HTTP/1.1 100 Continue") and last.startswith(b"HTTP/1.1 204"),
+          "Expect: 100-continue: 100, then 204", (cont[:30], last[:30]))
+
+    # The JSON lines of the vmm CLI on the same socket.
+    got = raw(sock, b'{"op":"info"}\n')
+    check(b'"ok":true' in got and b'"state":"running"' in got, "JSON lines still served on the same socket", got)
+
+    check(p.poll() is None and state(sock) == "Running", "after every bad input the VMM serves, the guest runs")
+
+    # ---- pause, snapshot, resume ------------------------------------------
+    snap = os.path.join(tmp, "snap")
+    check(curl(sock, "PATCH", "/vm", {"state": "Paused"}) == (204, None) and state(sock) == "Paused",
+          "PATCH /vm Paused: GET / says Paused")
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_type": "Full", "snapshot_path": snap,
+                                                        "mem_file_path": os.path.join(tmp, "snap.mem")})
+    check(code == 204 and os.path.isfile(os.path.join(snap, "state")) and
+          os.path.realpath(os.path.join(tmp, "snap.mem")) == os.path.realpath(os.path.join(snap, "memory")),
+          "PUT /snapshot/create: the directory, mem_file_path a link to its memory", (code, body))
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": snap, "mem_file_path": snap + "/memory"})
+    check(fault(code, body, 400, "exists"), "snapshot over an existing one: 400", (code, body))
+    check(curl(sock, "PATCH", "/vm", {"state": "Resumed"}) == (204, None) and state(sock) == "Running",
+          "PATCH /vm Resumed: Running")
+
+    # ---- a second VMM loads it -----------------------------------------------
+    p2, sock2, _ = serve("fcb")
+    code, body = curl(sock2, "PUT", "/snapshot/load", {"snapshot_path": snap,
+                                                       "mem_file_path": os.path.join(tmp, "other.mem")})
+    check(fault(code, body, 400, "memory file must be the snapshot's own"), "load with another memory file: 400",
+          (code, body))
+    badsnap = os.path.join(tmp, "badsnap")
+    shutil.copytree(snap, badsnap, symlinks=True)
+    with open(os.path.join(badsnap, "state"), "r+b") as f:
+        f.truncate(100)
+    code, body = curl(sock2, "PUT", "/snapshot/load", {"snapshot_path": badsnap,
+                                                       "mem_file_path": badsnap + "/memory"})
+    check(fault(code, body, 400, "cannot be loaded") and state(sock2) == "Not started",
+          "load of a truncated snapshot: 400, the VMM serves on", (code, body))
+    t0 = time.time()
+    code, body = curl(sock2, "PUT", "/snapshot/load", {"snapshot_path": snap, "resume_vm": True,
+                                                       "mem_backend": {"backend_type": "File",
+                                                                       "backend_path": os.path.join(tmp, "snap.mem")}})
+    check(code == 204 and state(sock2) == "Running", "PUT /snapshot/load resume_vm: Running (%.2f s)"
+          % (time.time() - t0), (code, body))
+    code, body = curl(sock2, "PUT", "/snapshot/load", {"snapshot_path": snap, "mem_file_path": snap + "/memory"})
+    check(fault(code, body, 400, "not allowed"), "a second load: 400", (code, body))
+    code, mc = curl(sock2, "GET", "/machine-config")
+    check(code == 200 and mc.get("vcpu_count") == 2, "the clone has the snapshot's 2 vCPUs", mc)
+    p3, sock3, _ = serve("fcc")
+    code, body = curl(sock3, "PUT", "/snapshot/load", {"snapshot_path": snap, "mem_file_path": snap + "/memory"})
+    check(code == 204 and state(sock3) == "Paused", "load without resume_vm: Paused", (code, body, state(sock3)))
+    check(curl(sock3, "PATCH", "/vm", {"state": "Resumed"}) == (204, None) and state(sock3) == "Running",
+          "then PATCH /vm Resumed: Running")
+    for proc in (p2, p3):
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+
+    # ---- every documented route answers -----------------------------------------
+    routes, path = [], None
+    for line in open(openapi):
+        m = re.match(r"^  (/\S*):\s*$", line)
+        if m:
+            path = m.group(1)
+            continue
+        m = re.match(r"^    (get|put|patch|post|delete):\s*$", line)
+        if m and path:
+            routes.append((m.group(1).upper(), path))
+        if re.match(r"^\S", line) and not line.startswith("paths:"):
+            path = None
+    check(len(routes) >= 14, "docs/openapi.yaml: %d routes found" % len(routes), routes)
+    p4, sock4, _ = serve("fcd")
+    for phase, s in (("before boot", sock4), ("running", sock)):
+        missing = []
+        for method, route in routes:
+            target = re.sub(r"\{[^}]*\}", "x", route)
+            code, body = curl(s, method, target, None if method == "GET" else {})
+            if code not in (200, 204, 400) or (isinstance(body, dict) and
+                                               "Invalid request method" in body.get("fault_message", "")):
+                missing.append((method, route, code, body))
+        check(not missing, "every documented route answers (%s)" % phase, missing)
+    code, body = curl(sock4, "PUT", "/network-interfaces/eth0", {"iface_id": "eth0", "host_dev_name": "vmmtap0",
+                                                                  "guest_mac": "06:00:ac:10:00:02"})
+    check(code == 204, "PUT /network-interfaces before boot: 204", (code, body))
+    code, body = curl(sock4, "PUT", "/network-interfaces/eth0", {"iface_id": "eth0", "host_dev_name": "a/b"})
+    check(fault(code, body, 400, "host_dev_name"), "a bad TAP name: 400", (code, body))
+    code, body = curl(sock4, "PUT", "/undocumented", {})
+    check(fault(code, body, 400, "Invalid request method"), "an undocumented route does not")
+    p4.send_signal(signal.SIGTERM)
+    p4.wait(10)
+    check(p4.returncode == 0 and not os.path.exists(sock4), "SIGTERM before boot: exit 0, socket removed",
+          (p4.returncode, os.path.exists(sock4)))
+
+    # ---- InstanceStart with a request pipelined behind it --------------------------------
+    p6, sock6, console6 = serve("fcf")
+    curl(sock6, "PUT", "/boot-source", {"kernel_image_path": spin})
+    curl(sock6, "PUT", "/machine-config", {"vcpu_count": 1, "mem_size_mib": 64})
+    start = b'{"action_type": "InstanceStart"}'
+    got = raw(sock6, b"PUT /actions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%sGET / HTTP/1.1\r\n"
+              b"Connection: close\r\n\r\n" % (len(start), start))
+    check(got.startswith(b"HTTP/1.1 204") and b"HTTP/1.1 200" in got and b'"state":"Running"' in got,
+          "InstanceStart with GET / pipelined behind it: 204, then 200 Running", got[:200])
+    p6.send_signal(signal.SIGTERM)
+    p6.wait(10)
+
+    # ---- --config-file ---------------------------------------------------------------
+    cfgf = os.path.join(tmp, "vm.json")
+    with open(cfgf, "w") as f:
+        json.dump({"boot-source": {"kernel_image_path": spin, "boot_args": "console=ttyS0"},
+                   "drives": [{"drive_id": "rootfs", "path_on_host": disk, "is_root_device": True,
+                               "is_read_only": True}],
+                   "machine-config": {"vcpu_count": 1, "mem_size_mib": 64},
+                   "network-interfaces": []}, f)
+    p5, sock5, console5 = serve("fce", "--config-file", cfgf)
+    check(wait_for(console5, "spinning") and state(sock5) == "Running", "--config-file boots without API calls")
+    p5.send_signal(signal.SIGTERM)
+    p5.wait(10)
+    with open(cfgf, "w") as f:
+        json.dump({"boot-source": {"kernel_image_path": spin}, "logger": {}}, f)
+    r = subprocess.run([vmm, "--config-file", cfgf, "--console", "none"], capture_output=True, text=True,
+                       timeout=30)
+    check(r.returncode == 1 and "logger" in r.stderr, "--config-file with an unsupported section: exit 1, named",
+          (r.returncode, r.stderr[-200:]))
+
+    # ---- a vmm run sandbox answers curl on its control.sock ----------------------------
+    err = open(os.path.join(tmp, "run.err"), "w")
+    prun = subprocess.Popen([vmm, "run", "--name", "fcrun", "--kernel", spin, "--mem", "64", "--console",
+                             "file:" + os.path.join(tmp, "run.console")], stdin=subprocess.DEVNULL,
+                            stdout=err, stderr=err)
+    procs.append(prun)
+    ctl = os.path.join(os.environ["VMM_STATE_DIR"], "fcrun", "control.sock")
+    wait_for(os.path.join(tmp, "run.console"), "spinning")
+    code, body = curl(ctl, "GET", "/")
+    check(code == 200 and body.get("id") == "fcrun" and body.get("state") == "Running",
+          "vmm run: curl --unix-socket control.sock http://localhost/", (code, body))
+    prun.send_signal(signal.SIGTERM)
+    prun.wait(10)
+
+    p.send_signal(signal.SIGTERM)
+    p.wait(10)
+    check(p.returncode == 143, "the API-booted VMM stops on SIGTERM (status 143)", p.returncode)
+finally:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if failed:
+        for name in sorted(os.listdir(tmp)):
+            if name.endswith(".err"):
+                print("     --- %s:" % name)
+                print("     | " + open(os.path.join(tmp, name)).read()[-600:].replace("\n", "\n     | "))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+print("fc-api: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)

@@ -1,0 +1,964 @@
+/* The Firecracker-compatible API: see fcapi.h and docs/openapi.yaml.
+ * Status codes follow Firecracker: 204 for a PUT or PATCH that worked, 200
+ * with JSON for a GET, 400 with {"fault_message": ...} for anything
+ * refused (bad JSON, an unknown or mistyped field, a missing one, a
+ * request in the wrong state, an unknown path or method). */
+#define _GNU_SOURCE
+#include "fcapi.h"
+#include "log.h"
+#include "snapshot.h"
+#include "../guest-init/json.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef VMM_VERSION
+#define VMM_VERSION "0.0.0-dev"
+#endif
+
+#define DEFAULT_BOOT_ARGS "console=ttyS0 reboot=k panic=-1"
+#define MSG_AFTER_START "The requested operation is not supported after starting the microVM."
+#define MSG_BEFORE_START "The requested operation is not supported before starting the microVM."
+#define JSON_ARENA_SIZE (1u << 17)
+
+struct why {
+	char *buf;
+	size_t len;
+};
+
+static int fail(struct why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct why *w, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(w->buf, w->len, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+void fcapi_init(struct fcapi *a, const char *id)
+{
+	memset(a, 0, sizeof(*a));
+	a->id = id;
+	a->cfg.vcpus = 1;
+	a->cfg.mem_mib = FCAPI_DEFAULT_MEM_MIB;
+}
+
+/* ---- body validation ----------------------------------------------------- */
+
+enum ftype { F_STR, F_BOOL, F_UINT, F_OBJ };
+
+struct field {
+	const char *name;
+	enum ftype type;
+	int required;
+};
+
+static const char *type_name(enum ftype t)
+{
+	return t == F_STR ? "a string" : t == F_BOOL ? "a boolean" : t == F_UINT ? "a non-negative integer" : "an object";
+}
+
+/* The object has only known fields, each once, each of its type (null
+ * counts as absent), and every required one. */
+static int check_fields(const struct json *o, const struct field *f, size_t nf, struct why *w)
+{
+	const struct json *m, *p;
+	size_t i;
+
+	if (!o || o->type != JSON_OBJ)
+		return fail(w, "the request body must be a JSON object");
+	for (m = o->u.kids.first; m; m = m->next) {
+		for (i = 0; i < nf && strcmp(f[i].name, m->key); i++) {
+		}
+		if (i == nf)
+			return fail(w, "unknown field '%.64s'", m->key);
+		for (p = o->u.kids.first; p != m; p = p->next)
+			if (!strcmp(p->key, m->key))
+				return fail(w, "field '%.64s' given twice", m->key);
+		if (m->type == JSON_NULL && !f[i].required)
+			continue;
+		switch (f[i].type) {
+		case F_STR:
+			if (m->type != JSON_STR)
+				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
+			break;
+		case F_BOOL:
+			if (m->type != JSON_BOOL)
+				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
+			break;
+		case F_OBJ:
+			if (m->type != JSON_OBJ)
+				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
+			break;
+		case F_UINT:
+			if (m->type != JSON_NUM || !(m->u.num >= 0 && m->u.num <= 9007199254740992.0) ||
+			    m->u.num != (double)(uint64_t)m->u.num)
+				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
+			break;
+		}
+	}
+	for (i = 0; i < nf; i++) {
+		const struct json *v = json_get(o, f[i].name);
+
+		if (f[i].required && (!v || v->type == JSON_NULL))
+			return fail(w, "missing required field '%s'", f[i].name);
+	}
+	return 0;
+}
+
+static const char *get_str(const struct json *o, const char *k)
+{
+	const struct json *v = json_get(o, k);
+
+	return v && v->type == JSON_STR ? v->u.str.s : NULL;
+}
+
+static int get_bool(const struct json *o, const char *k, int def)
+{
+	const struct json *v = json_get(o, k);
+
+	return v && v->type == JSON_BOOL ? v->u.boolean : def;
+}
+
+static int has(const struct json *o, const char *k)
+{
+	const struct json *v = json_get(o, k);
+
+	return v && v->type != JSON_NULL;
+}
+
+static uint64_t get_uint(const struct json *o, const char *k)
+{
+	const struct json *v = json_get(o, k);
+
+	return v && v->type == JSON_NUM ? (uint64_t)v->u.num : 0;
+}
+
+/* Copies a string field into a fixed buffer, refusing what does not fit. */
+static int copy_str(char *dst, size_t cap, const char *src, const char *field, struct why *w)
+{
+	size_t n = strlen(src);
+
+	if (n >= cap)
+		return fail(w, "'%s' is too long (at most %zu bytes)", field, cap - 1);
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
+/* Resource ids: 1..64 of [A-Za-z0-9_-]. */
+static int id_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > max)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/* The id in the path (NULL: from a config file) and the body's must agree. */
+static int check_id(const char *path_id, const char *body_id, const char *field, size_t max, struct why *w)
+{
+	if (!id_ok(body_id, max))
+		return fail(w, "'%s' must be 1 to %zu of A-Z a-z 0-9 _ -", field, max);
+	if (path_id && strcmp(path_id, body_id))
+		return fail(w, "The id from the path does not match the id from the body!");
+	return 0;
+}
+
+static int readable_file(const char *path, const char *field, int want_write, struct why *w)
+{
+	struct stat st;
+
+	if (path[0] != '/')
+		return fail(w, "'%s' must be an absolute path", field);
+	if (stat(path, &st) < 0)
+		return fail(w, "'%s' %.200s: %s", field, path, strerror(errno));
+	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+		return fail(w, "'%s' %.200s: not a regular file or block device", field, path);
+	if (access(path, want_write ? R_OK | W_OK : R_OK) < 0)
+		return fail(w, "'%s' %.200s: %s", field, path, strerror(errno));
+	return 0;
+}
+
+static int pre_boot(const struct fcapi *a, struct why *w)
+{
+	if (a->vm)
+		return fail(w, MSG_AFTER_START);
+	if (a->pending != FCAPI_NONE)
+		return fail(w, "the microVM is being started");
+	return 0;
+}
+
+/* ---- the configuration PUTs ---------------------------------------------- */
+
+static int put_boot_source(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field f[] = {
+		{ "kernel_image_path", F_STR, 1 },
+		{ "boot_args", F_STR, 0 },
+		{ "initrd_path", F_STR, 0 },
+	};
+	struct fcapi_config *c = &a->cfg;
+	const char *k, *i, *args;
+	int r;
+
+	if ((r = check_fields(b, f, 3, w)) || (r = pre_boot(a, w)))
+		return r;
+	k = get_str(b, "kernel_image_path");
+	i = get_str(b, "initrd_path");
+	args = get_str(b, "boot_args");
+	if ((r = readable_file(k, "kernel_image_path", 0, w)) || (i && (r = readable_file(i, "initrd_path", 0, w))))
+		return r;
+	if (strlen(k) >= sizeof(c->kernel) || (i && strlen(i) >= sizeof(c->initrd)))
+		return fail(w, "path too long");
+	if (args && strlen(args) > 2048)
+		return fail(w, "'boot_args' is too long (at most 2048 bytes)");
+	snprintf(c->kernel, sizeof(c->kernel), "%s", k);
+	snprintf(c->initrd, sizeof(c->initrd), "%s", i ? i : "");
+	snprintf(c->boot_args, sizeof(c->boot_args), "%s", args ? args : "");
+	c->has_boot_args = args != NULL;
+	c->has_boot = 1;
+	c->touched = 1;
+	return 0;
+}
+
+static int put_machine_config(struct fcapi *a, const struct json *b, int patch, struct why *w)
+{
+	const struct field f[] = {
+		{ "vcpu_count", F_UINT, !patch },
+		{ "mem_size_mib", F_UINT, !patch },
+		{ "smt", F_BOOL, 0 },
+		{ "track_dirty_pages", F_BOOL, 0 },
+		{ "cpu_template", F_STR, 0 },
+		{ "huge_pages", F_STR, 0 },
+	};
+	struct fcapi_config *c = &a->cfg;
+	const char *t = get_str(b, "cpu_template"), *hp = get_str(b, "huge_pages");
+	enum cpu_template tmpl = CPU_TEMPLATE_HOST;
+	int r, tmpl_set = 0;
+
+	if ((r = check_fields(b, f, 6, w)) || (r = pre_boot(a, w)))
+		return r;
+	if (has(b, "vcpu_count") && (get_uint(b, "vcpu_count") < 1 || get_uint(b, "vcpu_count") > VM_MAX_VCPUS))
+		return fail(w, "'vcpu_count' must be from 1 to %d", VM_MAX_VCPUS);
+	if (has(b, "mem_size_mib") &&
+	    (get_uint(b, "mem_size_mib") < VM_MIN_MEM_MIB || get_uint(b, "mem_size_mib") > (1u << 20)))
+		return fail(w, "'mem_size_mib' must be from %d to %u", VM_MIN_MEM_MIB, 1u << 20);
+	if (get_bool(b, "smt", 0))
+		return fail(w, "'smt' (simultaneous multithreading) is not supported: leave it false");
+	if (get_bool(b, "track_dirty_pages", 0))
+		return fail(w, "'track_dirty_pages' is not supported (no diff snapshots): leave it false");
+	if (hp && strcmp(hp, "None"))
+		return fail(w, "'huge_pages' %.32s is not supported: only None", hp);
+	if (t && strcmp(t, "None")) {
+		if (cpu_template_parse(t, &tmpl))
+			return fail(w, "'cpu_template' %.32s is not supported: None (the host's default), "
+				    "or vmm's own host or safe", t);
+		tmpl_set = 1;
+	}
+	if (has(b, "vcpu_count"))
+		c->vcpus = (unsigned)get_uint(b, "vcpu_count");
+	if (has(b, "mem_size_mib"))
+		c->mem_mib = (unsigned)get_uint(b, "mem_size_mib");
+	if (t) {
+		c->tmpl_set = tmpl_set;
+		c->tmpl = tmpl;
+	}
+	c->touched = 1;
+	return 0;
+}
+
+static int put_drive(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
+{
+	static const struct field f[] = {
+		{ "drive_id", F_STR, 1 },
+		{ "path_on_host", F_STR, 1 },
+		{ "is_root_device", F_BOOL, 1 },
+		{ "is_read_only", F_BOOL, 0 },
+		{ "partuuid", F_STR, 0 },
+		{ "cache_type", F_STR, 0 },
+		{ "io_engine", F_STR, 0 },
+		{ "rate_limiter", F_OBJ, 0 },
+		{ "socket", F_STR, 0 },
+	};
+	struct fcapi_config *c = &a->cfg;
+	const char *id, *path, *cache, *eng;
+	struct fcapi_drive *d = NULL;
+	int r, root, ro;
+	unsigned i;
+
+	if ((r = check_fields(b, f, 9, w)) || (r = pre_boot(a, w)))
+		return r;
+	id = get_str(b, "drive_id");
+	path = get_str(b, "path_on_host");
+	root = get_bool(b, "is_root_device", 0);
+	ro = get_bool(b, "is_read_only", 0);
+	cache = get_str(b, "cache_type");
+	eng = get_str(b, "io_engine");
+	if ((r = check_id(path_id, id, "drive_id", FCAPI_DRIVE_ID_MAX, w)))
+		return r;
+	/* An empty string is what some clients send for "none". */
+	if (get_str(b, "partuuid") && get_str(b, "partuuid")[0])
+		return fail(w, "'partuuid' is not supported: the root device is /dev/vda");
+	if (has(b, "rate_limiter"))
+		return fail(w, "'rate_limiter' is not supported");
+	if (get_str(b, "socket") && get_str(b, "socket")[0])
+		return fail(w, "'socket' (vhost-user) is not supported");
+	if (cache && strcmp(cache, "Unsafe") && strcmp(cache, "Writeback"))
+		return fail(w, "'cache_type' must be Unsafe or Writeback");
+	if (eng && strcmp(eng, "Sync"))
+		return fail(w, "'io_engine' %.32s is not supported: only Sync", eng);
+	if ((r = readable_file(path, "path_on_host", !ro, w)))
+		return r;
+	if (strlen(path) >= sizeof(d->path))
+		return fail(w, "'path_on_host' is too long");
+	for (i = 0; i < c->nr_drives; i++) {
+		if (!strcmp(c->drives[i].id, id))
+			d = &c->drives[i];
+		else if (root && c->drives[i].root)
+			return fail(w, "A root block device already exists (drive %s)", c->drives[i].id);
+	}
+	if (!d) {
+		if (c->nr_drives == VM_MAX_DISKS)
+			return fail(w, "at most %d drives", VM_MAX_DISKS);
+		d = &c->drives[c->nr_drives++];
+	}
+	snprintf(d->id, sizeof(d->id), "%s", id);
+	snprintf(d->path, sizeof(d->path), "%s", path);
+	d->root = root;
+	d->ro = ro;
+	c->touched = 1;
+	return 0;
+}
+
+static int mac_ok(const char *m)
+{
+	unsigned i;
+
+	if (strlen(m) != 17)
+		return 0;
+	for (i = 0; i < 17; i++) {
+		char ch = m[i];
+
+		if (i % 3 == 2 ? ch != ':' : !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F')))
+			return 0;
+	}
+	return 1;
+}
+
+static int put_net(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
+{
+	static const struct field f[] = {
+		{ "iface_id", F_STR, 1 },
+		{ "host_dev_name", F_STR, 1 },
+		{ "guest_mac", F_STR, 0 },
+		{ "rx_rate_limiter", F_OBJ, 0 },
+		{ "tx_rate_limiter", F_OBJ, 0 },
+	};
+	const char *id, *dev, *mac;
+	int r;
+
+	if ((r = check_fields(b, f, 5, w)) || (r = pre_boot(a, w)))
+		return r;
+	id = get_str(b, "iface_id");
+	dev = get_str(b, "host_dev_name");
+	mac = get_str(b, "guest_mac");
+	if ((r = check_id(path_id, id, "iface_id", 63, w)))
+		return r;
+	if (!dev[0] || strlen(dev) > 15 || strpbrk(dev, "/ ,=:"))
+		return fail(w, "'host_dev_name' must be a TAP device name of 1 to 15 characters");
+	if (mac && !mac_ok(mac))
+		return fail(w, "'guest_mac' must look like 06:00:ac:10:00:02");
+	if (has(b, "rx_rate_limiter") || has(b, "tx_rate_limiter"))
+		return fail(w, "rate limiters are not supported through the API");
+	{
+		struct fcapi_config *c = &a->cfg;
+		struct fcapi_net *n = NULL;
+		struct net_options o;
+		const char *why = NULL;
+		char spec[64];
+		unsigned i;
+
+		/* The same rules as vmm run --net (a unicast MAC, ...). */
+		snprintf(spec, sizeof(spec), "tap=%s%s%s", dev, mac ? ",mac=" : "", mac ? mac : "");
+		if (net_options_parse(spec, &o, &why))
+			return fail(w, "%s", why ? why : "invalid network interface");
+
+		for (i = 0; i < c->nr_net; i++)
+			if (!strcmp(c->net[i].id, id))
+				n = &c->net[i];
+		if (!n) {
+			if (c->nr_net == FCAPI_MAX_NET)
+				return fail(w, "at most %d network interfaces", FCAPI_MAX_NET);
+			n = &c->net[c->nr_net++];
+		}
+		snprintf(n->id, sizeof(n->id), "%s", id);
+		snprintf(n->host_dev, sizeof(n->host_dev), "%s", dev);
+		snprintf(n->mac, sizeof(n->mac), "%s", mac ? mac : "");
+		c->touched = 1;
+		return 0;
+	}
+}
+
+static int put_vsock(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field f[] = {
+		{ "guest_cid", F_UINT, 1 },
+		{ "uds_path", F_STR, 1 },
+		{ "vsock_id", F_STR, 0 },
+	};
+	struct fcapi_config *c = &a->cfg;
+	const char *uds;
+	uint64_t cid;
+	int r;
+
+	if ((r = check_fields(b, f, 3, w)) || (r = pre_boot(a, w)))
+		return r;
+	cid = get_uint(b, "guest_cid");
+	uds = get_str(b, "uds_path");
+	if (cid < 3 || cid >= 0xffffffffull)
+		return fail(w, "'guest_cid' must be from 3 to 4294967294");
+	if (!uds[0])
+		return fail(w, "'uds_path' must not be empty");
+	if ((r = copy_str(c->uds, sizeof(c->uds), uds, "uds_path", w)))
+		return r;
+	c->cid = cid;
+	c->has_vsock = 1;
+	c->touched = 1;
+	return 0;
+}
+
+static int put_fs(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
+{
+	static const struct field f[] = {
+		{ "fs_id", F_STR, 0 },
+		{ "tag", F_STR, 1 },
+		{ "path_on_host", F_STR, 1 },
+		{ "read_only", F_BOOL, 0 },
+	};
+	const char *id, *tag, *path;
+	struct stat st;
+	int r;
+
+	if ((r = check_fields(b, f, 4, w)) || (r = pre_boot(a, w)))
+		return r;
+	id = get_str(b, "fs_id");
+	tag = get_str(b, "tag");
+	path = get_str(b, "path_on_host");
+	if (!id && !path_id)
+		return fail(w, "missing required field 'fs_id'");
+	if ((r = check_id(path_id, id ? id : path_id, "fs_id", 63, w)))
+		return r;
+	if (!fs_tag_valid(tag))
+		return fail(w, "'tag' must be 1 to %d of A-Z a-z 0-9 . _ - (and not . or ..)", VIRTIO_FS_TAG_LEN - 1);
+	if (path[0] != '/')
+		return fail(w, "'path_on_host' must be an absolute path");
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return fail(w, "'path_on_host' %.200s: not a directory", path);
+	{
+		struct fcapi_config *c = &a->cfg;
+		struct fcapi_fs *s = NULL;
+		unsigned i;
+
+		id = id ? id : path_id;
+		if (strlen(path) >= sizeof(s->path))
+			return fail(w, "'path_on_host' is too long");
+		for (i = 0; i < c->nr_fs; i++) {
+			if (!strcmp(c->fs[i].id, id))
+				s = &c->fs[i];
+			else if (!strcmp(c->fs[i].tag, tag))
+				return fail(w, "tag %s is taken by shared directory %s", tag, c->fs[i].id);
+		}
+		if (!s) {
+			if (c->nr_fs == FCAPI_MAX_FS)
+				return fail(w, "at most %d shared directories", FCAPI_MAX_FS);
+			s = &c->fs[c->nr_fs++];
+		}
+		snprintf(s->id, sizeof(s->id), "%s", id);
+		snprintf(s->tag, sizeof(s->tag), "%s", tag);
+		snprintf(s->path, sizeof(s->path), "%s", path);
+		s->ro = get_bool(b, "read_only", 0);
+		c->touched = 1;
+		return 0;
+	}
+}
+
+/* ---- actions and the running VM ------------------------------------------ */
+
+static int put_actions(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field f[] = { { "action_type", F_STR, 1 } };
+	const char *t;
+	int r;
+
+	if ((r = check_fields(b, f, 1, w)))
+		return r;
+	t = get_str(b, "action_type");
+	if (!strcmp(t, "InstanceStart")) {
+		if ((r = pre_boot(a, w)))
+			return r;
+		if (!a->cfg.has_boot)
+			return fail(w, "Cannot start microvm without kernel configuration (PUT /boot-source first)");
+		a->pending = FCAPI_START;
+		return 0;
+	}
+	if (!strcmp(t, "SendCtrlAltDel")) {
+		if (!a->vm)
+			return fail(w, MSG_BEFORE_START);
+		return fail(w, "SendCtrlAltDel is not supported: the VM has no keyboard controller "
+			    "(stop the guest from inside it, or use vmm stop)");
+	}
+	if (!strcmp(t, "FlushMetrics"))
+		return fail(w, "FlushMetrics: metrics are not configured (vmm has no metrics)");
+	return fail(w, "unknown 'action_type' %.32s: InstanceStart, SendCtrlAltDel or FlushMetrics", t);
+}
+
+static int patch_vm(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field f[] = { { "state", F_STR, 1 } };
+	const char *s;
+	int r;
+
+	if ((r = check_fields(b, f, 1, w)))
+		return r;
+	s = get_str(b, "state");
+	if (strcmp(s, "Paused") && strcmp(s, "Resumed"))
+		return fail(w, "'state' must be Paused or Resumed");
+	if (!a->vm)
+		return fail(w, MSG_BEFORE_START);
+	if (!strcmp(s, "Resumed")) {
+		vm_resume(a->vm);
+		return 0;
+	}
+	r = vm_pause(a->vm);
+	if (r == -ETIMEDOUT)
+		return fail(w, "a vCPU did not stop within 10 s (a stalled console?); the VM runs on");
+	if (r)
+		return fail(w, "the VM is stopping");
+	return 0;
+}
+
+static int exists(const char *p)
+{
+	struct stat st;
+
+	return lstat(p, &st) == 0;
+}
+
+static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field f[] = {
+		{ "snapshot_path", F_STR, 1 },
+		{ "mem_file_path", F_STR, 1 },
+		{ "snapshot_type", F_STR, 0 },
+	};
+	const char *dir, *mem, *type;
+	char own_mem[PATH_MAX];
+	uint64_t bytes = 0;
+	int r;
+
+	if ((r = check_fields(b, f, 3, w)))
+		return r;
+	dir = get_str(b, "snapshot_path");
+	mem = get_str(b, "mem_file_path");
+	type = get_str(b, "snapshot_type");
+	if (type && strcmp(type, "Full"))
+		return fail(w, "'snapshot_type' %.16s is not supported: only Full", type);
+	if (dir[0] != '/' || mem[0] != '/')
+		return fail(w, "'snapshot_path' and 'mem_file_path' must be absolute paths");
+	if (snprintf(own_mem, sizeof(own_mem), "%s/%s", dir, SNAP_MEMORY_FILE) >= (int)sizeof(own_mem))
+		return fail(w, "'snapshot_path' is too long");
+	if (!a->vm)
+		return fail(w, MSG_BEFORE_START);
+	if (!a->vm->paused)
+		return fail(w, "Create snapshot only while the microVM is paused (PATCH /vm {\"state\": \"Paused\"} first)");
+	if (exists(dir))
+		return fail(w, "'snapshot_path' %.200s exists: vmm writes the snapshot as a new directory there", dir);
+	if (strcmp(mem, own_mem) && exists(mem))
+		return fail(w, "'mem_file_path' %.200s exists", mem);
+	r = vm_snapshot(a->vm, dir, &bytes);
+	if (r)
+		return fail(w, "snapshot to %.200s failed: %s (nothing was left behind)", dir, strerror(-r));
+	if (strcmp(mem, own_mem) && symlink(own_mem, mem) < 0)
+		return fail(w, "the snapshot is in %.200s, but mem_file_path could not link to its memory file: %s",
+			    dir, strerror(errno));
+	log_info("snapshot written to %s (memory %llu KiB on disk)", dir, (unsigned long long)(bytes >> 10));
+	return 0;
+}
+
+static int same_file(const char *x, const char *y)
+{
+	struct stat a, b;
+
+	return stat(x, &a) == 0 && stat(y, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field f[] = {
+		{ "snapshot_path", F_STR, 1 },
+		{ "mem_file_path", F_STR, 0 },
+		{ "mem_backend", F_OBJ, 0 },
+		{ "enable_diff_snapshots", F_BOOL, 0 },
+		{ "track_dirty_pages", F_BOOL, 0 },
+		{ "resume_vm", F_BOOL, 0 },
+	};
+	static const struct field bf[] = {
+		{ "backend_path", F_STR, 1 },
+		{ "backend_type", F_STR, 1 },
+	};
+	const char *dir, *mem;
+	char own_mem[PATH_MAX], state[PATH_MAX];
+	int r;
+
+	if ((r = check_fields(b, f, 6, w)))
+		return r;
+	if (has(b, "mem_file_path") == has(b, "mem_backend"))
+		return fail(w, "give exactly one of 'mem_file_path' and 'mem_backend'");
+	if (has(b, "mem_backend")) {
+		const struct json *mb = json_get(b, "mem_backend");
+		const char *t;
+
+		if ((r = check_fields(mb, bf, 2, w))) {
+			char tmp[256];
+
+			snprintf(tmp, sizeof(tmp), "%s", w->buf);
+			return fail(w, "mem_backend: %s", tmp);
+		}
+		t = get_str(mb, "backend_type");
+		if (strcmp(t, "File"))
+			return fail(w, "'backend_type' %.16s is not supported: only File", t);
+		mem = get_str(mb, "backend_path");
+	} else {
+		mem = get_str(b, "mem_file_path");
+	}
+	if (get_bool(b, "enable_diff_snapshots", 0) || get_bool(b, "track_dirty_pages", 0))
+		return fail(w, "diff snapshots and dirty page tracking are not supported");
+	if (a->vm || a->pending != FCAPI_NONE || a->cfg.touched)
+		return fail(w, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
+	dir = get_str(b, "snapshot_path");
+	if (dir[0] != '/')
+		return fail(w, "'snapshot_path' must be an absolute path (the snapshot directory)");
+	if (snprintf(own_mem, sizeof(own_mem), "%s/%s", dir, SNAP_MEMORY_FILE) >= (int)sizeof(own_mem) ||
+	    snprintf(state, sizeof(state), "%s/%s", dir, SNAP_STATE_FILE) >= (int)sizeof(state) ||
+	    strlen(dir) >= sizeof(a->load_dir))
+		return fail(w, "'snapshot_path' is too long");
+	if (access(state, R_OK) < 0)
+		return fail(w, "'snapshot_path' %.200s: not a vmm snapshot directory (%s)", dir, strerror(errno));
+	if (!same_file(mem, own_mem))
+		return fail(w, "the memory file must be the snapshot's own (%.200s, or a link to it)", own_mem);
+	snprintf(a->load_dir, sizeof(a->load_dir), "%s", dir);
+	a->load_resume = get_bool(b, "resume_vm", 0);
+	a->pending = FCAPI_LOAD;
+	return 0;
+}
+
+/* ---- GETs ------------------------------------------------------------------ */
+
+static const char *state_name(const struct fcapi *a)
+{
+	return !a->vm ? "Not started" : a->vm->paused ? "Paused" : "Running";
+}
+
+static size_t get_info(const struct fcapi *a, char *out, size_t cap)
+{
+	struct json_writer jw;
+
+	jw_init(&jw, out, cap);
+	jw_obj(&jw);
+	jw_key(&jw, "id");
+	jw_str(&jw, a->id ? a->id : "anonymous-instance");
+	jw_key(&jw, "state");
+	jw_str(&jw, state_name(a));
+	jw_key(&jw, "vmm_version");
+	jw_str(&jw, VMM_VERSION);
+	jw_key(&jw, "app_name");
+	jw_str(&jw, "vmm");
+	jw_obj_end(&jw);
+	return jw_done(&jw) ? jw.len : 0;
+}
+
+static size_t get_machine_config(const struct fcapi *a, char *out, size_t cap)
+{
+	struct json_writer jw;
+	unsigned vcpus = a->vm ? a->vm->nr_vcpus : a->cfg.vcpus;
+	uint64_t mib = a->vm ? a->vm->cfg.mem_bytes >> 20 : a->cfg.mem_mib;
+
+	jw_init(&jw, out, cap);
+	jw_obj(&jw);
+	jw_key(&jw, "vcpu_count");
+	jw_int(&jw, vcpus);
+	jw_key(&jw, "mem_size_mib");
+	jw_int(&jw, (int64_t)mib);
+	jw_key(&jw, "smt");
+	jw_bool(&jw, 0);
+	jw_key(&jw, "track_dirty_pages");
+	jw_bool(&jw, 0);
+	if (a->vm || a->cfg.tmpl_set) {
+		jw_key(&jw, "cpu_template");
+		jw_str(&jw, cpu_template_name(a->vm ? a->vm->cfg.tmpl : a->cfg.tmpl));
+	}
+	jw_obj_end(&jw);
+	return jw_done(&jw) ? jw.len : 0;
+}
+
+static size_t get_version(char *out, size_t cap)
+{
+	struct json_writer jw;
+
+	jw_init(&jw, out, cap);
+	jw_obj(&jw);
+	jw_key(&jw, "firecracker_version");
+	jw_str(&jw, VMM_VERSION);
+	jw_obj_end(&jw);
+	return jw_done(&jw) ? jw.len : 0;
+}
+
+/* ---- routing ---------------------------------------------------------------- */
+
+/* "/prefix/ID" -> ID, or NULL. */
+static const char *path_id(const char *path, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	if (strncmp(path, prefix, n) || !path[n] || strchr(path + n, '/'))
+		return NULL;
+	return path + n;
+}
+
+static int reply(int status, const char *fault, char *out, size_t cap, size_t *len)
+{
+	*len = fault ? http_fault(out, cap, fault) : 0;
+	return status;
+}
+
+int fcapi_finish(struct fcapi *a, const char *fault, char *out, size_t cap, size_t *len)
+{
+	a->pending = FCAPI_NONE;
+	return reply(fault ? 400 : 204, fault, out, cap, len);
+}
+
+int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, size_t cap, size_t *len)
+{
+	char *arena_buf = NULL, msg[512];
+	struct json_arena arena;
+	struct why w = { msg, sizeof(msg) };
+	const struct json *body = NULL;
+	const char *p = req->path, *id, *err = NULL;
+	int r = -EINVAL, status;
+
+	msg[0] = '\0';
+	*len = 0;
+	if (req->method == HTTP_GET) {
+		size_t n = 0;
+
+		if (!strcmp(p, "/"))
+			n = get_info(a, out, cap);
+		else if (!strcmp(p, "/machine-config"))
+			n = get_machine_config(a, out, cap);
+		else if (!strcmp(p, "/version"))
+			n = get_version(out, cap);
+		else
+			goto bad_route;
+		if (!n)
+			return reply(500, "reply too long", out, cap, len);
+		*len = n;
+		return 200;
+	}
+	if (req->method == HTTP_PATCH ? strcmp(p, "/vm") && strcmp(p, "/machine-config")
+	    : req->method != HTTP_PUT ||
+		      (strcmp(p, "/boot-source") && strcmp(p, "/machine-config") && !path_id(p, "/drives/") &&
+		       !path_id(p, "/network-interfaces/") && !path_id(p, "/fs/") && strcmp(p, "/vsock") &&
+		       strcmp(p, "/actions") && strcmp(p, "/snapshot/create") && strcmp(p, "/snapshot/load")))
+		goto bad_route;
+	/* Every PUT and PATCH takes a JSON object. */
+	if (!req->body_len) {
+		snprintf(msg, sizeof(msg), "the request needs a JSON body");
+		goto bad;
+	}
+	arena_buf = malloc(JSON_ARENA_SIZE);
+	if (!arena_buf)
+		return reply(500, "out of memory", out, cap, len);
+	arena = (struct json_arena){ .buf = arena_buf, .size = JSON_ARENA_SIZE };
+	body = json_parse(req->body, req->body_len, &arena, &err);
+	if (!body) {
+		snprintf(msg, sizeof(msg), "invalid JSON body: %s", err ? err : "parse error");
+		goto bad;
+	}
+	if (req->method == HTTP_PATCH) {
+		if (!strcmp(p, "/vm"))
+			r = patch_vm(a, body, &w);
+		else if (!strcmp(p, "/machine-config"))
+			r = put_machine_config(a, body, 1, &w);
+		else
+			goto bad_route;
+	} else if (!strcmp(p, "/boot-source")) {
+		r = put_boot_source(a, body, &w);
+	} else if (!strcmp(p, "/machine-config")) {
+		r = put_machine_config(a, body, 0, &w);
+	} else if ((id = path_id(p, "/drives/"))) {
+		r = put_drive(a, body, id, &w);
+	} else if ((id = path_id(p, "/network-interfaces/"))) {
+		r = put_net(a, body, id, &w);
+	} else if ((id = path_id(p, "/fs/"))) {
+		r = put_fs(a, body, id, &w);
+	} else if (!strcmp(p, "/vsock")) {
+		r = put_vsock(a, body, &w);
+	} else if (!strcmp(p, "/actions")) {
+		r = put_actions(a, body, &w);
+	} else if (!strcmp(p, "/snapshot/create")) {
+		r = put_snapshot_create(a, body, &w);
+	} else if (!strcmp(p, "/snapshot/load")) {
+		r = put_snapshot_load(a, body, &w);
+	} else {
+		goto bad_route;
+	}
+	free(arena_buf);
+	if (r)
+		return reply(400, msg, out, cap, len);
+	return a->pending != FCAPI_NONE ? 0 : 204;
+
+bad_route:
+	snprintf(msg, sizeof(msg), "Invalid request method and/or path: %s %.200s.", req->method_name, p);
+bad:
+	free(arena_buf);
+	status = reply(400, msg, out, cap, len);
+	return status;
+}
+
+/* ---- --config-file ------------------------------------------------------------ */
+
+int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char *why, size_t n)
+{
+	struct json_arena arena = { .size = 1u << 20 };
+	struct why w = { why, n };
+	const struct json *root, *m, *e;
+	const char *err = NULL;
+	int r = 0;
+
+	arena.buf = malloc(arena.size);
+	if (!arena.buf)
+		return -ENOMEM;
+	root = json_parse(text, len, &arena, &err);
+	if (!root || root->type != JSON_OBJ) {
+		r = fail(&w, "%s", root ? "the configuration must be a JSON object" : err ? err : "invalid JSON");
+		goto out;
+	}
+	for (m = root->u.kids.first; m && !r; m = m->next) {
+		if (!strcmp(m->key, "boot-source")) {
+			r = put_boot_source(a, m, &w);
+		} else if (!strcmp(m->key, "machine-config")) {
+			r = put_machine_config(a, m, 0, &w);
+		} else if (!strcmp(m->key, "vsock")) {
+			r = m->type == JSON_NULL ? 0 : put_vsock(a, m, &w);
+		} else if (!strcmp(m->key, "drives") || !strcmp(m->key, "network-interfaces") ||
+			   !strcmp(m->key, "fs")) {
+			if (m->type != JSON_ARR) {
+				r = fail(&w, "'%s' must be an array", m->key);
+				break;
+			}
+			for (e = m->u.kids.first; e && !r; e = e->next)
+				r = m->key[0] == 'd'   ? put_drive(a, e, NULL, &w)
+				    : m->key[0] == 'n' ? put_net(a, e, NULL, &w)
+						       : put_fs(a, e, NULL, &w);
+		} else {
+			r = fail(&w, "'%.64s' is not supported in a configuration file (boot-source, drives, "
+				 "machine-config, network-interfaces, vsock, fs)", m->key);
+			break;
+		}
+		if (r) {
+			char tmp[512];
+
+			snprintf(tmp, sizeof(tmp), "%s", why);
+			snprintf(why, n, "%s: %s", m->key, tmp);
+		}
+	}
+	if (!r && !a->cfg.has_boot)
+		r = fail(&w, "the configuration has no boot-source");
+out:
+	free(arena.buf);
+	return r;
+}
+
+/* ---- the VM's configuration ---------------------------------------------------- */
+
+int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, size_t n)
+{
+	const struct fcapi_config *c = &a->cfg;
+	unsigned i, k = 0, pass;
+
+	if (!c->has_boot) {
+		snprintf(why, n, "no boot source");
+		return -EINVAL;
+	}
+	cfg->kernel = c->kernel;
+	cfg->initrd = c->initrd[0] ? c->initrd : NULL;
+	cfg->cmdline = c->has_boot_args ? c->boot_args : DEFAULT_BOOT_ARGS;
+	cfg->cpus = c->vcpus;
+	cfg->mem_bytes = (uint64_t)c->mem_mib << 20;
+	if (c->tmpl_set) {
+		cfg->tmpl = c->tmpl;
+		cfg->tmpl_explicit = 1;
+	}
+	/* The root device is /dev/vda: first. */
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < c->nr_drives; i++) {
+			struct blk_options *o = &cfg->disks[k];
+
+			if ((pass == 0) != (c->drives[i].root != 0))
+				continue;
+			memset(o, 0, sizeof(*o));
+			o->path = strdup(c->drives[i].path);
+			if (!o->path) {
+				snprintf(why, n, "out of memory");
+				return -ENOMEM;
+			}
+			o->ro = c->drives[i].ro;
+			o->root = c->drives[i].root;
+			snprintf(o->id, sizeof(o->id), "%s", c->drives[i].id);
+			cfg->nr_disks = ++k;
+		}
+	cfg->has_vsock = c->has_vsock;
+	if (c->has_vsock) {
+		cfg->vsock.cid = c->cid;
+		snprintf(cfg->vsock.uds, sizeof(cfg->vsock.uds), "%s", c->uds);
+	}
+	for (i = 0; i < c->nr_net; i++) {
+		const char *err = NULL;
+		char spec[64];
+
+		snprintf(spec, sizeof(spec), "tap=%s%s%s", c->net[i].host_dev, c->net[i].mac[0] ? ",mac=" : "",
+			 c->net[i].mac);
+		if (net_options_parse(spec, &cfg->nets[i], &err)) {
+			snprintf(why, n, "network interface %s: %s", c->net[i].id, err ? err : "invalid");
+			return -EINVAL;
+		}
+		cfg->nr_nets = i + 1;
+	}
+	for (i = 0; i < c->nr_fs; i++) {
+		struct fs_options *o = &cfg->fs[i];
+
+		memset(o, 0, sizeof(*o));
+		snprintf(o->tag, sizeof(o->tag), "%s", c->fs[i].tag);
+		o->path = strdup(c->fs[i].path);
+		if (!o->path) {
+			snprintf(why, n, "out of memory");
+			return -ENOMEM;
+		}
+		o->ro = c->fs[i].ro;
+		o->cache = FUSE_CACHE_NONE;
+		cfg->nr_fs = i + 1;
+	}
+	return 0;
+}
