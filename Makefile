@@ -14,7 +14,7 @@ VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0)
 WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wimplicit-fallthrough \
             -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS := -std=c11 $(WARN) $(CFLAGS) -MMD -MP -I.
+ALL_CFLAGS := -std=c11 $(WARN) $(CFLAGS) -MMD -MP -I. -I$(BUILD)/gen
 LDLIBS   := -lpthread
 
 ifeq ($(V),1)
@@ -29,7 +29,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
-             devices/virtio_net.c devices/tap.c vmm/ratelimit.c
+             devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c \
@@ -59,6 +59,24 @@ $(BUILD)/asan/%.o: %.c
 	$(Q)$(CC) $(ALL_CFLAGS) $(ASAN_FLAGS) -DVMM_VERSION='"$(VERSION)"' -c $< -o $@
 
 $(BUILD)/vmm: $(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The names of system calls for the seccomp violation report, from the C
+# library's own header (x86-64).
+$(BUILD)/gen/syscall_names.h:
+	@mkdir -p $(@D)
+	$(Q)echo '#include <sys/syscall.h>' | $(CC) -E -dM - | \
+		sed -n 's/^#define __NR_\([a-z0-9_]*\) \([0-9][0-9]*\)$$/{ \2, "\1" },/p' | sort -u > $@
+$(BUILD)/obj/vmm/seccomp.o $(BUILD)/asan/vmm/seccomp.o $(BUILD)/obj/vmm/seccomp-hooks.o: $(BUILD)/gen/syscall_names.h
+
+# build/vmm-test: build/vmm with the test hooks (seccomp.h) live; only
+# tests run it.
+$(BUILD)/obj/vmm/seccomp-hooks.o: vmm/seccomp.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $< (test hooks)")
+	$(Q)$(CC) $(ALL_CFLAGS) -DVMM_TEST_HOOKS -c $< -o $@
+$(BUILD)/vmm-test: $(filter-out $(BUILD)/obj/vmm/seccomp.o,$(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))) $(BUILD)/obj/vmm/seccomp-hooks.o
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

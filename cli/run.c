@@ -75,6 +75,8 @@ static void run_usage(FILE *out)
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
 		"      --token TOKEN    the API access token (default: a random one)\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
+		"  --no-seccomp         run without the seccomp allow-lists (debugging only:\n"
+		"                       a warning says so; docs/security.md)\n"
 		"  -q, --quiet          only errors on stderr\n"
 		"  -v, --verbose        debug logging\n\n"
 		"On an interactive console, Ctrl-A x stops the VM. Exit statuses: 0 guest\n"
@@ -86,7 +88,7 @@ static void run_usage(FILE *out)
 
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET };
+       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_NO_SECCOMP };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -108,6 +110,7 @@ static const struct option run_opts[] = {
 	{ "ttl", required_argument, NULL, OPT_TTL },
 	{ "publish", required_argument, NULL, OPT_PUBLISH },
 	{ "adopt", no_argument, NULL, OPT_ADOPT }, /* vmm start: the folder vmm create made */
+	{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -140,6 +143,7 @@ static void restore_usage(FILE *out)
 		"  --console MODE       stdio (default), file:PATH or none\n"
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
+		"  --no-seccomp         without the seccomp allow-lists (debugging only)\n"
 		"  -q, --quiet / -v, --verbose\n\n"
 		"With CMD: runs it once the API answers, powers the sandbox off and exits\n"
 		"with CMD's status. A snapshot that is missing, truncated, corrupted, of\n"
@@ -548,6 +552,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	cfg.console_out = -1;
 	cfg.host_emulates_ring0 = host_emulates_ring0();
 	cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
+	cfg.seccomp = 1;
 
 	optind = 1;
 	/* run: options end at the first non-option (the command follows "--");
@@ -668,6 +673,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			break;
 		case OPT_ADOPT:
 			adopt = 1;
+			break;
+		case OPT_NO_SECCOMP:
+			cfg.seccomp = 0;
 			break;
 		case 'd':
 			detach = 1;
@@ -917,7 +925,11 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		 restore ? " restored" : "", sb.name, sb.dir);
 	api.uds = cfg.vsock.uds;
 	api.token = token_buf;
+	if (!cfg.seccomp)
+		log_warn("--no-seccomp: this VMM runs WITHOUT its system call allow-lists; a guest "
+			 "that breaks into it reaches the whole kernel API (debugging only)");
 	for (i = 0; i < nr_pub; i++) {
+		pub[i].seccomp = cfg.seccomp;
 		if (!cfg.has_vsock || publish_start(&pub[i], &api)) {
 			if (!cfg.has_vsock)
 				log_err("--publish needs the sandbox's vsock device");

@@ -70,6 +70,8 @@ struct vm_config {
 	const char *api_token;   /* appended as vmm.token=, recorded in snapshots */
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
 	uint64_t expire_ns;      /* log_now_ns() deadline (--ttl), 0: none */
+	int seccomp;             /* each thread under its allow-list (vmm/seccomp.h);
+				    the CLI sets it unless --no-seccomp */
 };
 
 struct vcpu {
