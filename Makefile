@@ -160,7 +160,7 @@ $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/v
 bench-guest: $(BUILD)/test-initramfs.cpio $(BUILD)/tools/vsock_test
 
 # ---- freestanding test guests --------------------------------------------
-GUESTS     := hello triple cpuid first spin kvmerr
+GUESTS     := hello triple cpuid first spin kvmerr attack
 GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))
 .PHONY: guests
 guests: $(GUEST_ELFS) $(BUILD)/guests/hello.bzImage
@@ -189,7 +189,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net
+              test_snapshot test_virtio_net test_seccomp
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -204,6 +204,7 @@ test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue
 test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c $(test_virtio_mmio_SRCS)
 test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SRCS)
+test_seccomp_SRCS := vmm/seccomp.c
 test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
 
 define unit_test
@@ -224,7 +225,7 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm guests api-test
+guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 
 # The sandbox API through vmm exec/cp against the host build of guest-init.

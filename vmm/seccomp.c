@@ -32,6 +32,12 @@ static const short common_calls[] = {
 	__NR_clock_gettime, __NR_clock_nanosleep, __NR_nanosleep, __NR_gettid,
 	__NR_getpid, __NR_sched_yield, __NR_restart_syscall, __NR_tgkill,
 	__NR_getrandom, __NR_fstat,
+#if defined(__SANITIZE_ADDRESS__)
+	/* ASan builds only: the sanitizer's runtime (signal stacks for its
+	 * handlers, /proc/self/maps reads, LeakSanitizer's exit-time scan). */
+	__NR_sigaltstack, __NR_sched_getaffinity, __NR_prlimit64, __NR_openat, __NR_getdents64,
+	__NR_ptrace, __NR_wait4, __NR_getppid,
+#endif
 };
 
 /* vCPU: KVM_RUN and what an exit's dispatch reaches: device registers
@@ -88,7 +94,7 @@ static const short publish_calls[] = {
 	__NR_poll, __NR_ppoll, __NR_socket, __NR_connect, __NR_accept, __NR_accept4,
 	__NR_sendmsg, __NR_recvmsg, __NR_sendto, __NR_recvfrom, __NR_shutdown,
 	__NR_getsockopt, __NR_setsockopt, __NR_fcntl, __NR_clone, __NR_clone3,
-	__NR_set_robust_list, __NR_rseq,
+	__NR_set_robust_list, __NR_rseq, __NR_rt_sigaction,
 };
 
 /* Calls allowed only with given argument values (the low 32 bits of

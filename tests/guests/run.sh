@@ -178,6 +178,41 @@ if [ "$("$vmm" create --name made --kernel "$dir/spin.elf" --mem 64 --ready-time
 else bad "vmm create: $("$vmm" ls)"; fi
 unset VMM_STATE_DIR
 
+# The attack guest: a hostile driver for virtio-blk and virtio-vsock. Every
+# attack leaves the device in NEEDS_RESET (or is ignored), the VMM runs on,
+# the disk reads again after a reset and after the attacks on vsock.
+printf 'ATTACK-DISK' > "$tmp/attack.img"
+truncate -s 1M "$tmp/attack.img"
+if run attack 0 run --kernel "$dir/attack.elf" --mem 64 --disk "path=$tmp/attack.img" &&
+	grep -q "^attack: all passed" "$tmp/out" && ! grep -q "^FAIL" "$tmp/out" &&
+	grep -q "device needs reset: descriptor chain loops" "$tmp/err"; then
+	ok "attack.elf: $(grep -c '^ok' "$tmp/out") attacks on blk and vsock survived, devices work after reset"
+else
+	grep "^FAIL" "$tmp/out" | sed 's/^/     /'
+	bad "attack.elf"
+fi
+
+# seccomp: the test build's hook (build/vmm-test, VMM_TEST_SECCOMP_VIOLATE)
+# makes one thread of each class make a forbidden call: the VMM must die at
+# once with status 159 and a line naming the thread class and the call.
+test_vmm=$(dirname "$vmm")/vmm-test
+if [ -x "$test_vmm" ]; then
+	for cls in vcpu device main; do
+		if VMM_TEST_SECCOMP_VIOLATE=$cls timeout 60 "$test_vmm" run --kernel "$dir/spin.elf" --mem 64 \
+			< /dev/null > "$tmp/out" 2> "$tmp/err"; st=$?; [ "$st" = 159 ] &&
+			grep -q "seccomp: $cls thread [0-9]* made forbidden system call [0-9]* (personality)" "$tmp/err"; then
+			ok "seccomp: a $cls thread's forbidden call kills the VMM (159) with a clear line"
+		else
+			echo "     status $st"
+			bad "seccomp: $cls thread violation"
+		fi
+	done
+	if timeout 60 "$test_vmm" run --no-seccomp --kernel "$dir/hello.elf" --mem 64 < /dev/null > "$tmp/out" 2> "$tmp/err";
+		[ $? = 3 ] && grep -q "WITHOUT its system call allow-lists" "$tmp/err"; then
+		ok "--no-seccomp: runs, and says so loudly"
+	else bad "--no-seccomp"; fi
+else skipped "seccomp violation hook: no $test_vmm (make build/vmm-test)"; fi
+
 # Interactive console: raw mode on a terminal, Ctrl-A x quits (status 7),
 # the terminal's mode comes back.
 if command -v python3 > /dev/null; then
