@@ -7,6 +7,7 @@
 #include "publish.h"
 #include "../vmm/control.h"
 #include "../vmm/snapshot.h"
+#include "../vmm/seccomp.h"
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
 #include "../vmm/vm.h"
@@ -531,7 +532,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	struct control ctl = { .fd = -1 };
 	struct helper h = { .cmd = NULL };
 	pid_t child = -1;
-	int detach = 0, adopt = 0, ran = 0;
+	int detach = 0, adopt = 0, ran = 0, no_seccomp = 0;
 	char synced[PATH_MAX + 16] = "";
 	long long ttl_s = 0;
 	/* On the heap: a published port's connection threads may outlive this
@@ -552,7 +553,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 	cfg.console_out = -1;
 	cfg.host_emulates_ring0 = host_emulates_ring0();
 	cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
-	cfg.seccomp = 1;
+	cfg.seccomp = SC_DEFAULT_ON;
 
 	optind = 1;
 	/* run: options end at the first non-option (the command follows "--");
@@ -676,6 +677,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 			break;
 		case OPT_NO_SECCOMP:
 			cfg.seccomp = 0;
+			no_seccomp = 1;
 			break;
 		case 'd':
 			detach = 1;
@@ -925,7 +927,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only)
 		 restore ? " restored" : "", sb.name, sb.dir);
 	api.uds = cfg.vsock.uds;
 	api.token = token_buf;
-	if (!cfg.seccomp)
+	if (no_seccomp)
 		log_warn("--no-seccomp: this VMM runs WITHOUT its system call allow-lists; a guest "
 			 "that breaks into it reaches the whole kernel API (debugging only)");
 	for (i = 0; i < nr_pub; i++) {

@@ -33,8 +33,8 @@ static const short common_calls[] = {
 	__NR_getpid, __NR_sched_yield, __NR_restart_syscall, __NR_tgkill,
 	__NR_getrandom, __NR_fstat,
 #if defined(__SANITIZE_ADDRESS__)
-	/* ASan builds only: the sanitizer's runtime (signal stacks for its
-	 * handlers, /proc/self/maps reads, LeakSanitizer's exit-time scan). */
+	/* ASan builds only (test_seccomp's children): the sanitizer's
+	 * runtime, signal stacks for its handlers, thread setup. */
 	__NR_sigaltstack, __NR_sched_getaffinity, __NR_prlimit64, __NR_openat, __NR_getdents64,
 	__NR_ptrace, __NR_wait4, __NR_getppid,
 #endif
