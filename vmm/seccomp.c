@@ -3,6 +3,7 @@
 #include "seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/kvm.h>
 #include <linux/seccomp.h>
@@ -94,7 +95,7 @@ static const short publish_calls[] = {
 	__NR_poll, __NR_ppoll, __NR_socket, __NR_connect, __NR_accept, __NR_accept4,
 	__NR_sendmsg, __NR_recvmsg, __NR_sendto, __NR_recvfrom, __NR_shutdown,
 	__NR_getsockopt, __NR_setsockopt, __NR_fcntl, __NR_clone, __NR_clone3,
-	__NR_set_robust_list, __NR_rseq, __NR_rt_sigaction,
+	__NR_set_robust_list, __NR_rseq, __NR_rt_sigaction, __NR_lseek,
 };
 
 /* Calls allowed only with given argument values (the low 32 bits of
@@ -112,6 +113,9 @@ struct sc_argrule {
 #define IOC_TYPE(t) ((unsigned)(t) << _IOC_TYPESHIFT)
 
 static const unsigned unix_only[] = { AF_UNIX };
+/* glibc's fstat(fd) is newfstatat(fd, "", st, AT_EMPTY_PATH): allowed in
+ * that form only (a path would let a thread probe the filesystem). */
+static const unsigned empty_path[] = { AT_EMPTY_PATH };
 static const unsigned main_families[] = { AF_UNIX, AF_INET, AF_NETLINK };
 /* The main thread starts the vCPU threads, which inherit its filter and
  * then install their own. */
@@ -124,10 +128,12 @@ static const unsigned seccomp_ops[] = { SECCOMP_SET_MODE_FILTER };
 
 static const struct sc_argrule vcpu_rules[] = {
 	{ __NR_ioctl, 1, EXACT, vcpu_ioctls, N(vcpu_ioctls) },
+	{ __NR_newfstatat, 3, EXACT, empty_path, N(empty_path) },
 };
 static const struct sc_argrule device_rules[] = {
 	{ __NR_ioctl, 1, EXACT, device_ioctls, N(device_ioctls) },
 	{ __NR_socket, 0, EXACT, unix_only, N(unix_only) },
+	{ __NR_newfstatat, 3, EXACT, empty_path, N(empty_path) },
 };
 static const struct sc_argrule main_rules[] = {
 	{ __NR_ioctl, 1, _IOC_TYPEMASK << _IOC_TYPESHIFT, main_ioctl_types, N(main_ioctl_types) },
@@ -137,6 +143,7 @@ static const struct sc_argrule main_rules[] = {
 };
 static const struct sc_argrule publish_rules[] = {
 	{ __NR_socket, 0, EXACT, unix_only, N(unix_only) },
+	{ __NR_newfstatat, 3, EXACT, empty_path, N(empty_path) },
 };
 
 struct sc_list {
