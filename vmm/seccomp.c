@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/if_tun.h>
 #include <linux/kvm.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -63,6 +64,7 @@ static const short device_calls[] = {
 };
 static const unsigned device_ioctls[] = {
 	KVM_IRQ_LINE, FIONREAD, FIONBIO,
+	TUNSETOFFLOAD, /* virtio-net: the offloads the driver took, at its first notify */
 };
 
 /* The main thread: the console and signals, the control socket, pause
