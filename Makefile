@@ -32,7 +32,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
-             cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c \
+             cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/jail.c \
              guest-init/proto.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
