@@ -194,6 +194,27 @@ static int bind_one(const char *root, const char *src, int rw)
 	return 0;
 }
 
+/* The sandbox folder and what is in it (it is flat) change hands. */
+static void hand_over(const char *dir, uid_t uid, gid_t gid)
+{
+	char p[PATH_MAX];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	if (lchown(dir, uid, gid) < 0)
+		log_warn("jail: cannot hand %s over: %s", dir, strerror(errno));
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) < (int)sizeof(p) &&
+		    lchown(p, uid, gid) < 0)
+			log_debug("jail: chown %s: %s", p, strerror(errno));
+	}
+	closedir(d);
+}
+
 /* A root process outside the jail that waits for the VMM to exit (the
  * pipe's end), then removes what the unprivileged VMM cannot: the sandbox
  * folder in the root-owned state directory, and the cgroups. */
@@ -216,7 +237,14 @@ static int start_reaper(const struct jail *j, const char *folder)
 		setsid();
 		while (read(p[0], &c, 1) > 0) {
 		}
-		rmdir(folder);
+		/* `vmm snapshot --stop` of a jailed sandbox may still be moving
+		 * the snapshot out of the folder: give it a moment. */
+		for (i = 0; i < 50 && rmdir(folder) < 0 && errno == ENOTEMPTY; i++)
+			usleep(100000);
+		/* A detached sandbox's record stays for `vmm ls`/`logs`/`rm`:
+		 * it goes back to root, whose tools look only at their own. */
+		if (i == 50)
+			hand_over(folder, 0, 0);
 		for (i = 0; i < 3; i++) {
 			char top[PATH_MAX], *v;
 
@@ -280,27 +308,6 @@ err:
 	r = -errno;
 	log_err("jail: cannot build the jail's root at %s: %s", root, strerror(errno));
 	return r;
-}
-
-/* The sandbox folder and what is in it (it is flat) change hands. */
-static void hand_over(const char *dir, uid_t uid, gid_t gid)
-{
-	char p[PATH_MAX];
-	struct dirent *e;
-	DIR *d = opendir(dir);
-
-	if (lchown(dir, uid, gid) < 0)
-		log_warn("jail: cannot hand %s over: %s", dir, strerror(errno));
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) < (int)sizeof(p) &&
-		    lchown(p, uid, gid) < 0)
-			log_debug("jail: chown %s: %s", p, strerror(errno));
-	}
-	closedir(d);
 }
 
 int jail_drop(struct jail *j, const char *owned_dir)

@@ -330,7 +330,10 @@ static int jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *sn
 		}
 		free(cfg->disks[i].path);
 		cfg->disks[i].path = abs;
-		r |= jail_add(j, abs, !cfg->disks[i].ro);
+		/* A clone's disk copy is in the folder, bound already (a bind
+		 * on it would keep the VMM from removing it at exit). */
+		if (strncmp(abs, sb->dir, strlen(sb->dir)) || abs[strlen(sb->dir)] != '/')
+			r |= jail_add(j, abs, !cfg->disks[i].ro);
 	}
 	if (r) {
 		log_err("--jail: too many paths to bind");

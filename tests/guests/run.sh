@@ -213,6 +213,48 @@ if [ -x "$test_vmm" ]; then
 	else bad "--no-seccomp"; fi
 else skipped "seccomp violation hook: no $test_vmm (make build/vmm-test)"; fi
 
+# The jailer (root only): a jailed VMM has no capabilities, an unprivileged
+# uid, seccomp on, its own mount and network namespaces, a root holding only
+# what it needs (no host /etc, no other sandbox's folder), the sandbox's
+# cgroup limits; its folder and cgroups are gone after it exits.
+if [ "$(id -u)" != 0 ]; then skipped "jail: needs root (namespaces, pivot_root, setuid)"
+elif ! unshare -m -n true 2> /dev/null; then skipped "jail: this host refuses mount/network namespaces"
+else
+	export VMM_STATE_DIR=$tmp/jstate
+	mkdir -p "$VMM_STATE_DIR/other-sandbox"
+	"$vmm" run --jail --name jt --kernel "$dir/spin.elf" --mem 64 --console "file:$tmp/jt.console" \
+		--limit-pids 64 --limit-mem 512 --limit-cpu 1 < /dev/null > "$tmp/out" 2> "$tmp/err" &
+	pid=$!
+	for _ in $(seq 100); do grep -q spinning "$tmp/jt.console" 2> /dev/null && break; sleep 0.1; done
+	st=/proc/$pid/status
+	why=""
+	grep -q "^CapEff:[[:space:]]*0000000000000000" "$st" || why="$why caps"
+	grep -q "^CapPrm:[[:space:]]*0000000000000000" "$st" || why="$why permitted-caps"
+	grep -q "^Uid:[[:space:]]*900000" "$st" || why="$why uid"
+	grep -q "^NoNewPrivs:[[:space:]]*1" "$st" || why="$why no_new_privs"
+	grep -q "^Seccomp:[[:space:]]*2" "$st" || why="$why seccomp"
+	[ "$(readlink /proc/$pid/ns/net)" != "$(readlink /proc/self/ns/net)" ] || why="$why netns"
+	[ "$(readlink /proc/$pid/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] || why="$why mntns"
+	[ ! -e /proc/$pid/root/etc ] && [ ! -e /proc/$pid/root/usr ] || why="$why host-files"
+	[ ! -e "/proc/$pid/root$VMM_STATE_DIR/other-sandbox" ] || why="$why other-sandbox"
+	[ -S "/proc/$pid/root$VMM_STATE_DIR/jt/control.sock" ] || why="$why own-folder"
+	[ "$(ls /proc/$pid/root/dev)" = kvm ] || why="$why dev"
+	[ "$(nsenter -t $pid -n ip -o link 2> /dev/null | grep -vc ': lo:')" = 0 ] || why="$why host-network"
+	grep -q "pids:/vmm/jt\|0::/vmm/jt" /proc/$pid/cgroup || why="$why cgroup"
+	"$vmm" pause jt > /dev/null && "$vmm" resume jt > /dev/null || why="$why control-socket"
+	kill $pid
+	wait $pid
+	s=$?
+	sleep 0.5
+	[ "$s" = 143 ] || why="$why status-$s"
+	[ ! -e "$VMM_STATE_DIR/jt" ] || why="$why folder-left"
+	ls -d /sys/fs/cgroup/*/vmm/jt /sys/fs/cgroup/vmm/jt > /dev/null 2>&1 && why="$why cgroup-left"
+	if [ -z "$why" ]; then
+		ok "jail: no capabilities, uid 900000, seccomp, own mount/net namespaces, minimal root, cgroup; cleaned up"
+	else bad "jail:$why"; fi
+	unset VMM_STATE_DIR
+fi
+
 # Interactive console: raw mode on a terminal, Ctrl-A x quits (status 7),
 # the terminal's mode comes back.
 if command -v python3 > /dev/null; then
