@@ -126,6 +126,7 @@ check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: 
 # the API suite run on clones restored from it (tests/e2e/snapshot.sh).
 . "$(dirname "$0")/snapshot.sh"
 . "$(dirname "$0")/lifecycle.sh"
+. "$(dirname "$0")/jail.sh"
 # Boot 5: virtio-net in a network namespace (tests/e2e/net.sh).
 . "$(dirname "$0")/net.sh"
 
