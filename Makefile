@@ -14,7 +14,7 @@ VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo 0.1.0)
 WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wimplicit-fallthrough \
             -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS := -std=c11 $(WARN) $(CFLAGS) -MMD -MP -I.
+ALL_CFLAGS := -std=c11 $(WARN) $(CFLAGS) -MMD -MP -I. -I$(BUILD)/gen
 LDLIBS   := -lpthread
 
 ifeq ($(V),1)
@@ -29,11 +29,11 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
-             devices/virtio_net.c devices/tap.c vmm/ratelimit.c \
+             devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
              devices/fuse.c devices/virtio_fs.c
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
-             cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c \
+             cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c \
              guest-init/proto.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
@@ -65,6 +65,24 @@ $(BUILD)/asan/%.o: %.c
 $(BUILD)/vmm: $(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(TLS_LIBS) $(LDLIBS)
+
+# The names of system calls for the seccomp violation report, from the C
+# library's own header (x86-64).
+$(BUILD)/gen/syscall_names.h:
+	@mkdir -p $(@D)
+	$(Q)echo '#include <sys/syscall.h>' | $(CC) -E -dM - | \
+		sed -n 's/^#define __NR_\([a-z0-9_]*\) \([0-9][0-9]*\)$$/{ \2, "\1" },/p' | sort -u > $@
+$(BUILD)/obj/vmm/seccomp.o $(BUILD)/asan/vmm/seccomp.o $(BUILD)/obj/vmm/seccomp-hooks.o: $(BUILD)/gen/syscall_names.h
+
+# build/vmm-test: build/vmm with the test hooks (seccomp.h) live; only
+# tests run it.
+$(BUILD)/obj/vmm/seccomp-hooks.o: vmm/seccomp.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $< (test hooks)")
+	$(Q)$(CC) $(ALL_CFLAGS) -DVMM_TEST_HOOKS -c $< -o $@
+$(BUILD)/vmm-test: $(filter-out $(BUILD)/obj/vmm/seccomp.o,$(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))) $(BUILD)/obj/vmm/seccomp-hooks.o
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/asan/bin/vmm: $(call objs,asan,$(CORE_SRCS) $(CLI_SRCS))
 	@mkdir -p $(@D)
@@ -157,7 +175,7 @@ $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/v
 bench-guest: $(BUILD)/test-initramfs.cpio $(BUILD)/tools/vsock_test
 
 # ---- freestanding test guests --------------------------------------------
-GUESTS     := hello triple cpuid first spin kvmerr
+GUESTS     := hello triple cpuid first spin kvmerr attack
 GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))
 .PHONY: guests
 guests: $(GUEST_ELFS) $(BUILD)/guests/hello.bzImage
@@ -186,7 +204,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_http
+              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_http test_seccomp
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -202,6 +220,7 @@ test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue
 test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c $(test_virtio_mmio_SRCS)
 test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SRCS)
+test_seccomp_SRCS := vmm/seccomp.c
 test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
 test_fuse_SRCS    := devices/fuse.c vmm/log.c vmm/snapfmt.c
 test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c $(test_virtio_mmio_SRCS)
@@ -225,7 +244,7 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm guests api-test fc-api-test
+guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test fc-api-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs

@@ -3,6 +3,7 @@
 #include "publish.h"
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
+#include "../vmm/seccomp.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -131,6 +132,17 @@ static void *accept_thread(void *arg)
 	struct publish *p = arg;
 	pthread_attr_t attr;
 
+	/* Its connection threads inherit the filter. */
+	if (p->seccomp) {
+		int r = sc_install(SC_PUBLISH);
+
+		if (r) {
+			log_err("--publish: cannot install the seccomp filter (%s): port not served",
+				strerror(-r));
+			return NULL;
+		}
+		sc_test_violate(SC_PUBLISH);
+	}
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (;;) {

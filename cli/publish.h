@@ -26,6 +26,7 @@ struct publish {
 	char token[160];
 	const struct sandbox_addr *api;
 	_Atomic unsigned conns;
+	int seccomp; /* the threads run under SC_PUBLISH (vmm/seccomp.h) */
 };
 
 /* Parses "[ADDR:]HOST_PORT:GUEST_PORT". 0 or -EINVAL. */

@@ -7,9 +7,11 @@
 #include "sandbox.h"
 #include "publish.h"
 #include "egress.h"
+#include "jail.h"
 #include "../vmm/control.h"
 #include "../vmm/fcapi.h"
 #include "../vmm/snapshot.h"
+#include "../vmm/seccomp.h"
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
 #include "../vmm/vm.h"
@@ -91,6 +93,15 @@ static void run_usage(FILE *out)
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
 		"      --token TOKEN    the API access token (default: a random one)\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
+		"  --jail               run the VMM jailed: own mount/network/IPC/UTS namespaces,\n"
+		"                       a root holding only its kernel, disks and folder, an\n"
+		"                       unprivileged uid, no capabilities (docs/security.md)\n"
+		"  --jail-uid N, --jail-gid N   the jailed VMM's ids (default 900000)\n"
+		"  --limit-cpu CPUS, --limit-mem SIZE, --limit-pids N\n"
+		"                       the sandbox's cgroup: CPU quota (e.g. 1.5), memory of\n"
+		"                       the whole VMM process, tasks\n"
+		"  --no-seccomp         run without the seccomp allow-lists (debugging only:\n"
+		"                       a warning says so; docs/security.md)\n"
 		"  -q, --quiet          only errors on stderr\n"
 		"  -v, --verbose        debug logging\n\n"
 		"On an interactive console, Ctrl-A x stops the VM. Exit statuses: 0 guest\n"
@@ -103,7 +114,8 @@ static void run_usage(FILE *out)
 enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
-       OPT_CONFIG_FILE, OPT_EGRESS };
+       OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
+       OPT_LIMIT_MEM, OPT_LIMIT_PIDS };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -133,6 +145,13 @@ static const struct option run_opts[] = {
 	{ "api-sock", required_argument, NULL, OPT_API_SOCK },   /* vmm serve */
 	{ "config-file", required_argument, NULL, OPT_CONFIG_FILE },
 	{ "id", required_argument, NULL, OPT_NAME },
+	{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
+	{ "jail", no_argument, NULL, OPT_JAIL },
+	{ "jail-uid", required_argument, NULL, OPT_JAIL_UID },
+	{ "jail-gid", required_argument, NULL, OPT_JAIL_GID },
+	{ "limit-cpu", required_argument, NULL, OPT_LIMIT_CPU },
+	{ "limit-mem", required_argument, NULL, OPT_LIMIT_MEM },
+	{ "limit-pids", required_argument, NULL, OPT_LIMIT_PIDS },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ NULL, 0, NULL, 0 },
@@ -170,6 +189,9 @@ static void restore_usage(FILE *out)
 		"  --console MODE       stdio (default), file:PATH or none\n"
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
+		"  --jail, --jail-uid N, --jail-gid N, --limit-cpu CPUS, --limit-mem SIZE,\n"
+		"  --limit-pids N       as with vmm run\n"
+		"  --no-seccomp         without the seccomp allow-lists (debugging only)\n"
 		"  -q, --quiet / -v, --verbose\n\n"
 		"With CMD: runs it once the API answers, powers the sandbox off and exits\n"
 		"with CMD's status. A snapshot that is missing, truncated, corrupted, of\n"
@@ -294,6 +316,62 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 	if (h->cmd)
 		vm->cfg.ignore_sigint = 1;
 	return 0;
+}
+
+/* --jail: what the VMM needs inside (absolute paths: the jail's cwd is
+ * its root), then into it. */
+static int jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
+		      const struct sandbox *sb, char *kernel, char *initrd, char *root, size_t root_len)
+{
+	char tmp[PATH_MAX];
+	unsigned i;
+	int r = 0;
+
+	if (cfg->has_vsock && strncmp(cfg->vsock.uds, sb->dir, strlen(sb->dir))) {
+		log_err("--jail: the vsock socket must be in the sandbox's folder (no --vsock uds=)");
+		return -EINVAL;
+	}
+	r |= jail_add(j, sb->dir, 1);
+	r |= jail_add(j, cfg->kvm_path ? cfg->kvm_path : "/dev/kvm", 1);
+	if (cfg->nr_nets)
+		r |= jail_add(j, "/dev/net/tun", 1);
+	if (snap) {
+		if (!realpath(snap->dir, tmp))
+			return -errno;
+		snprintf(snap->dir, sizeof(snap->dir), "%s", tmp);
+		r |= jail_add(j, snap->dir, 0);
+	} else {
+		if (!realpath(cfg->kernel, kernel) || (cfg->initrd && !realpath(cfg->initrd, initrd))) {
+			log_err("--jail: %s: %s", cfg->kernel, strerror(errno));
+			return -errno;
+		}
+		cfg->kernel = kernel;
+		r |= jail_add(j, kernel, 0);
+		if (cfg->initrd) {
+			cfg->initrd = initrd;
+			r |= jail_add(j, initrd, 0);
+		}
+	}
+	for (i = 0; i < cfg->nr_disks; i++) {
+		char *abs = realpath(cfg->disks[i].path, NULL);
+
+		if (!abs) {
+			log_err("--disk %s: %s", cfg->disks[i].path, strerror(errno));
+			return -errno;
+		}
+		free(cfg->disks[i].path);
+		cfg->disks[i].path = abs;
+		/* A clone's disk copy is in the folder, bound already (a bind
+		 * on it would keep the VMM from removing it at exit). */
+		if (strncmp(abs, sb->dir, strlen(sb->dir)) || abs[strlen(sb->dir)] != '/')
+			r |= jail_add(j, abs, !cfg->disks[i].ro);
+	}
+	if (r) {
+		log_err("--jail: too many paths to bind");
+		return -ENOSPC;
+	}
+	snprintf(root, root_len, "%s/jail", sb->dir);
+	return jail_enter(j, root, sb->dir);
 }
 
 /* Runs the VM; with a command, its status is the command's. */
@@ -668,7 +746,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	struct control ctl = { .open = 0 };
 	struct helper h = { .cmd = NULL };
 	pid_t child = -1;
-	int detach = 0, adopt = 0, ran = 0;
+	int detach = 0, adopt = 0, ran = 0, no_seccomp = 0;
+	struct jail jail = { .uid = JAIL_DEFAULT_ID, .gid = JAIL_DEFAULT_ID };
+	char jail_kernel[PATH_MAX], jail_initrd[PATH_MAX], jail_root[PATH_MAX + 8];
 	char synced[PATH_MAX + 16] = "";
 	const char *image_root = NULL, *image_ref = "";
 	char image_cmdline[4096];
@@ -696,6 +776,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	cfg.console_out = -1;
 	cfg.host_emulates_ring0 = host_emulates_ring0();
 	cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
+	cfg.seccomp = SC_DEFAULT_ON;
 
 	optind = 1;
 	/* run: options end at the first non-option (the command follows "--");
@@ -870,6 +951,45 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			break;
 		case OPT_IMAGE_REF:
 			image_ref = optarg;
+			break;
+		case OPT_JAIL:
+			jail.enabled = 1;
+			break;
+		case OPT_JAIL_UID:
+		case OPT_JAIL_GID:
+		case OPT_LIMIT_PIDS:
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || v == 0 || v > 0x7fffffff) {
+				status = bad_usage("'%s': a positive number", optarg);
+				goto out_disks;
+			}
+			if (opt == OPT_JAIL_UID)
+				jail.uid = (uid_t)v;
+			else if (opt == OPT_JAIL_GID)
+				jail.gid = (gid_t)v;
+			else
+				jail.pids = (unsigned)v;
+			break;
+		case OPT_LIMIT_CPU:
+			if (jail_parse_cpu(optarg, &jail.cpu_milli)) {
+				status = bad_usage("--limit-cpu '%s': CPUs, e.g. 0.5 or 2", optarg);
+				goto out_disks;
+			}
+			break;
+		case OPT_LIMIT_MEM: {
+			unsigned long long lm;
+
+			if (cli_parse_mib(optarg, &lm) || lm < 16) {
+				status = bad_usage("--limit-mem '%s': a size in MiB (at least 16), e.g. 768 or 1G", optarg);
+				goto out_disks;
+			}
+			jail.mem_bytes = lm << 20;
+			break;
+		}
+		case OPT_NO_SECCOMP:
+			cfg.seccomp = 0;
+			no_seccomp = 1;
 			break;
 		case 'd':
 			detach = 1;
@@ -1147,6 +1267,14 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		cfg.console_out = console_file;
 	}
 
+	/* The cgroup first (as root, from the host's view), then the jail:
+	 * still one thread, and everything vm_create opens is bound in. */
+	if (jail_cgroup(&jail, sb.name, cfg.cpus) ||
+	    (jail.enabled && jail_setup(&jail, &cfg, restore ? &snap : NULL, &sb, jail_kernel, jail_initrd,
+					jail_root, sizeof(jail_root)))) {
+		status = CLI_EXIT_ERROR;
+		goto out_console;
+	}
 	vm = calloc(1, sizeof(*vm));
 	if (!vm) {
 		status = CLI_EXIT_ERROR;
@@ -1218,13 +1346,22 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			goto out_publish;
 		}
 	}
+	if (no_seccomp)
+		log_warn("--no-seccomp: this VMM runs WITHOUT its system call allow-lists; a guest "
+			 "that breaks into it reaches the whole kernel API (debugging only)");
 	for (i = 0; i < nr_pub; i++) {
+		pub[i].seccomp = cfg.seccomp;
 		if (!cfg.has_vsock || publish_start(&pub[i], &api_addr)) {
 			if (!cfg.has_vsock)
 				log_err("--publish needs the sandbox's vsock device");
 			status = CLI_EXIT_ERROR;
 			goto out_publish;
 		}
+	}
+	/* Built: the jailed VMM gives up root before the guest runs. */
+	if (jail.enabled && jail_drop(&jail, sb.dir)) {
+		status = CLI_EXIT_ERROR;
+		goto out_publish;
 	}
 	{
 		h.a = &api_addr;

@@ -10,6 +10,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void snapshot_usage(FILE *out)
@@ -46,6 +48,28 @@ int cli_reply_ok(const char *verb, const char *reply)
 	return -EIO;
 }
 
+/* Is the sandbox's VMM jailed (vmm run --jail)? Its root is not ours. */
+static int jailed(const struct sandbox *sb)
+{
+	char p[PATH_MAX + 8], buf[32];
+	struct stat a, b;
+	FILE *f;
+	int pid = 0;
+
+	snprintf(p, sizeof(p), "%s/pid", sb->dir);
+	f = fopen(p, "r");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	pid = atoi(buf);
+	snprintf(p, sizeof(p), "/proc/%d/root/", pid);
+	if (pid <= 0 || stat(p, &a) < 0 || stat("/proc/self/root/", &b) < 0)
+		return 0;
+	return a.st_dev != b.st_dev || a.st_ino != b.st_ino;
+}
+
 static int snapshot_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -53,7 +77,9 @@ static int snapshot_main(int argc, char **argv)
 		{ "pause", no_argument, NULL, 'p' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char abs[PATH_MAX], req[PATH_MAX * 2 + 64], reply[4096];
+	char abs[PATH_MAX], req[PATH_MAX * 2 + 64], reply[4096], staged[PATH_MAX + 32];
+	const char *target = abs;
+	struct sandbox sb;
 	const char *then = "resume", *dir;
 	struct json_writer w;
 	int opt;
@@ -86,12 +112,19 @@ static int snapshot_main(int argc, char **argv)
 			return CLI_EXIT_ERROR;
 		}
 	}
+	/* A jailed VMM sees only its folder: it writes there, and the
+	 * snapshot is moved to DIR from here (docs/security.md). */
+	if (sandbox_lookup(&sb, argv[optind]) == 0 && jailed(&sb) &&
+	    strncmp(abs, sb.dir, strlen(sb.dir))) {
+		snprintf(staged, sizeof(staged), "%s/.snapshot-%d", sb.dir, (int)getpid());
+		target = staged;
+	}
 	jw_init(&w, req, sizeof(req));
 	jw_obj(&w);
 	jw_key(&w, "op");
 	jw_str(&w, "snapshot");
 	jw_key(&w, "dir");
-	jw_str(&w, abs);
+	jw_str(&w, target);
 	jw_key(&w, "then");
 	jw_str(&w, then);
 	jw_obj_end(&w);
@@ -102,6 +135,11 @@ static int snapshot_main(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	if (cli_reply_ok("snapshot", reply))
 		return CLI_EXIT_ERROR;
+	if (target != abs && rename(staged, abs) < 0) {
+		fprintf(stderr, "vmm snapshot: the jailed sandbox wrote its snapshot to %s; moving it to %s: %s\n",
+			staged, abs, strerror(errno));
+		return CLI_EXIT_ERROR;
+	}
 	printf("%s\n", reply);
 	return 0;
 }

@@ -86,6 +86,11 @@ static int evloop_check_state(struct evloop *l)
 	int stop;
 
 	pthread_mutex_lock(&l->lock);
+	if (l->call_pending) {
+		l->call_result = l->call_fn(l->call_arg);
+		l->call_pending = 0;
+		pthread_cond_broadcast(&l->cond);
+	}
 	if (l->state == EVLOOP_PAUSING) {
 		l->state = EVLOOP_PAUSED;
 		pthread_cond_broadcast(&l->cond);
@@ -167,6 +172,26 @@ void evloop_pause(struct evloop *l)
 	else if (!l->started)
 		l->state = EVLOOP_PAUSED;
 	pthread_mutex_unlock(&l->lock);
+}
+
+int evloop_call(struct evloop *l, int (*fn)(void *arg), void *arg)
+{
+	int r;
+
+	pthread_mutex_lock(&l->lock);
+	if (!l->started || l->state != EVLOOP_RUNNING) {
+		pthread_mutex_unlock(&l->lock);
+		return -ESRCH;
+	}
+	l->call_fn = fn;
+	l->call_arg = arg;
+	l->call_pending = 1;
+	ctl_kick(l);
+	while (l->call_pending)
+		pthread_cond_wait(&l->cond, &l->lock);
+	r = l->call_result;
+	pthread_mutex_unlock(&l->lock);
+	return r;
 }
 
 void evloop_resume(struct evloop *l)

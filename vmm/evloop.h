@@ -38,6 +38,11 @@ struct evloop {
 	/* Optional: runs on the loop thread after each batch of events. */
 	void (*after_batch)(struct evloop *l, void *arg);
 	void *after_arg;
+	/* evloop_call: a function for the loop thread to run, its result. */
+	int (*call_fn)(void *arg);
+	void *call_arg;
+	int call_result;
+	int call_pending;
 };
 
 int evloop_init(struct evloop *l, const char *name) __attribute__((warn_unused_result));
@@ -52,6 +57,11 @@ int evloop_start(struct evloop *l) __attribute__((warn_unused_result));
 /* Returns once the loop thread is parked between handlers. Idempotent. */
 void evloop_pause(struct evloop *l);
 void evloop_resume(struct evloop *l);
+/* Runs fn(arg) on the loop thread, between two handler calls, and returns
+ * its result: how a loop thread installs its own seccomp filter (vm_run).
+ * Not from the loop thread itself. -ESRCH if the loop is not running. */
+int evloop_call(struct evloop *l, int (*fn)(void *arg), void *arg)
+	__attribute__((warn_unused_result));
 /* Stops and joins the thread, closes the loop's own fds (not the sources'). */
 void evloop_destroy(struct evloop *l);
 

@@ -4,6 +4,7 @@
 #include "vcpu.h"
 #include "log.h"
 #include "vm.h"
+#include "seccomp.h"
 #include "../boot/layout.h"
 
 #include <errno.h>
@@ -341,6 +342,17 @@ static void *vcpu_thread(void *arg)
 	sigemptyset(&set);
 	sigaddset(&set, VCPU_KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	/* Its own allow-list, before the guest runs an instruction here. */
+	if (vm->cfg.seccomp) {
+		int r = sc_install(SC_VCPU);
+
+		if (r) {
+			vm_request_exit(vm, VM_EXIT_VMM_ERROR, "vcpu%u: cannot install its seccomp filter: %s",
+					v->index, strerror(-r));
+			goto out;
+		}
+		sc_test_violate(SC_VCPU);
+	}
 
 	while (atomic_load(&vm->exit_reason) == VM_RUNNING) {
 		int r;
@@ -414,6 +426,7 @@ static void *vcpu_thread(void *arg)
 			vcpu_report_error(v, what);
 		}
 	}
+out:
 	/* Gone counts as parked: a pause never waits for a vCPU that left. */
 	pthread_mutex_lock(&vm->pause_lock);
 	vm->parked++;

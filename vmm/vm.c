@@ -6,6 +6,7 @@
 #include "log.h"
 #include "mptable.h"
 #include "vcpu.h"
+#include "seccomp.h"
 #include "../boot/layout.h"
 #include "../boot/loader.h"
 
@@ -697,6 +698,48 @@ static int console_input(struct vm *vm, int *escape_pending)
 	return 0;
 }
 
+static int device_lockdown(void *arg)
+{
+	enum sc_class c = *(const enum sc_class *)arg;
+	int r = sc_install(c);
+
+	if (!r)
+		sc_test_violate(c);
+	return r;
+}
+
+/* Every device loop, then this thread, under its seccomp allow-list; the
+ * vCPU threads install theirs as they start (vcpu.c). */
+static int vm_lockdown(struct vm *vm)
+{
+	unsigned i;
+	int r;
+
+	for (i = 0; i < vm->nr_virtio; i++) {
+		enum sc_class c = SC_DEVICE;
+		unsigned j;
+
+		if (!vm->virtio[i])
+			continue;
+		for (j = 0; j < VM_MAX_FS; j++)
+			if (vm->fs[j] && &vm->fs[j]->vdev == vm->virtio[i])
+				c = SC_FS;
+		r = evloop_call(&vm->virtio[i]->loop, device_lockdown, &c);
+		if (r) {
+			log_err("%s: cannot install its seccomp filter: %s", vm->virtio[i]->loop.name,
+				strerror(-r));
+			return r;
+		}
+	}
+	r = sc_install(SC_MAIN);
+	if (r) {
+		log_err("cannot install the main thread's seccomp filter: %s", strerror(-r));
+		return r;
+	}
+	sc_test_violate(SC_MAIN);
+	return 0;
+}
+
 enum vm_exit_reason vm_run(struct vm *vm)
 {
 	sigset_t stop_sigs, old;
@@ -719,7 +762,9 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "signalfd: %s", strerror(errno));
 		goto out_mask;
 	}
-	for (i = 0; i < vm->nr_vcpus; i++) {
+	if (vm->cfg.seccomp && vm_lockdown(vm))
+		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "cannot install the seccomp filters");
+	for (i = 0; i < vm->nr_vcpus && atomic_load(&vm->exit_reason) == VM_RUNNING; i++) {
 		int r = vcpu_start(&vm->vcpus[i]);
 
 		if (r) {

@@ -75,6 +75,8 @@ struct vm_config {
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
 	uint64_t expire_ns;      /* log_now_ns() deadline (--ttl), 0: none */
 	int start_paused;        /* vm_run parks the vCPUs at once (vm_resume) */
+	int seccomp;             /* each thread under its allow-list (vmm/seccomp.h);
+				    the CLI sets it unless --no-seccomp */
 };
 
 struct vcpu {

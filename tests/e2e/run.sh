@@ -128,6 +128,8 @@ check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: 
 . "$(dirname "$0")/lifecycle.sh"
 # The egress proxy on clones of the same gold snapshot (tests/e2e/egress.sh).
 . "$(dirname "$0")/egress.sh"
+# The jailer on clones of the gold snapshot (tests/e2e/jail.sh).
+. "$(dirname "$0")/jail.sh"
 # The Firecracker-compatible HTTP API on the control socket (tests/e2e/fc_api.sh).
 . "$(dirname "$0")/fc_api.sh"
 # Boot 5: a sandbox with shared drives (virtio-fs), snapshotted at

@@ -178,6 +178,87 @@ if [ "$("$vmm" create --name made --kernel "$dir/spin.elf" --mem 64 --ready-time
 else bad "vmm create: $("$vmm" ls)"; fi
 unset VMM_STATE_DIR
 
+# The attack guest: a hostile driver for virtio-blk and virtio-vsock. Every
+# attack leaves the device in NEEDS_RESET (or is ignored), the VMM runs on,
+# the disk reads again after a reset and after the attacks on vsock.
+printf 'ATTACK-DISK' > "$tmp/attack.img"
+truncate -s 1M "$tmp/attack.img"
+if run attack 0 run --kernel "$dir/attack.elf" --mem 64 --disk "path=$tmp/attack.img" &&
+	grep -q "^attack: all passed" "$tmp/out" && ! grep -q "^FAIL" "$tmp/out" &&
+	grep -q "device needs reset: descriptor chain loops" "$tmp/err"; then
+	ok "attack.elf: $(grep -c '^ok' "$tmp/out") attacks on blk and vsock survived, devices work after reset"
+else
+	grep "^FAIL" "$tmp/out" | sed 's/^/     /'
+	bad "attack.elf"
+fi
+
+# seccomp: the test build's hook (build/vmm-test, VMM_TEST_SECCOMP_VIOLATE)
+# makes one thread of each class make a forbidden call: the VMM must die at
+# once with status 159 and a line naming the thread class and the call.
+test_vmm=$(dirname "$vmm")/vmm-test
+if [ -x "$test_vmm" ]; then
+	for cls in vcpu device main; do
+		# Its own state directory: a killed VMM leaves its folder behind.
+		if VMM_STATE_DIR=$tmp/sstate VMM_TEST_SECCOMP_VIOLATE=$cls timeout 60 "$test_vmm" run --kernel "$dir/spin.elf" --mem 64 \
+			< /dev/null > "$tmp/out" 2> "$tmp/err"; st=$?; [ "$st" = 159 ] &&
+			grep -q "seccomp: $cls thread [0-9]* made forbidden system call [0-9]* (personality)" "$tmp/err"; then
+			ok "seccomp: a $cls thread's forbidden call kills the VMM (159) with a clear line"
+		else
+			echo "     status $st"
+			bad "seccomp: $cls thread violation"
+		fi
+	done
+	if timeout 60 "$test_vmm" run --no-seccomp --kernel "$dir/hello.elf" --mem 64 < /dev/null > "$tmp/out" 2> "$tmp/err";
+		[ $? = 3 ] && grep -q "WITHOUT its system call allow-lists" "$tmp/err"; then
+		ok "--no-seccomp: runs, and says so loudly"
+	else bad "--no-seccomp"; fi
+else skipped "seccomp violation hook: no $test_vmm (make build/vmm-test)"; fi
+
+# The jailer (root only): a jailed VMM has no capabilities, an unprivileged
+# uid, seccomp on, its own mount and network namespaces, a root holding only
+# what it needs (no host /etc, no other sandbox's folder), the sandbox's
+# cgroup limits; its folder and cgroups are gone after it exits.
+if [ "$(id -u)" != 0 ]; then skipped "jail: needs root (namespaces, pivot_root, setuid)"
+elif ! unshare -m -n true 2> /dev/null; then skipped "jail: this host refuses mount/network namespaces"
+else
+	export VMM_STATE_DIR=$tmp/jstate
+	mkdir -p "$VMM_STATE_DIR/other-sandbox"
+	# Under ASan: no leak scan, the jail has no /proc for LeakSanitizer.
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		"$vmm" run --jail --name jt --kernel "$dir/spin.elf" --mem 64 --console "file:$tmp/jt.console" \
+		--limit-pids 64 --limit-mem 512 --limit-cpu 1 < /dev/null > "$tmp/out" 2> "$tmp/err" &
+	pid=$!
+	for _ in $(seq 100); do grep -q spinning "$tmp/jt.console" 2> /dev/null && break; sleep 0.1; done
+	st=/proc/$pid/status
+	why=""
+	grep -q "^CapEff:[[:space:]]*0000000000000000" "$st" || why="$why caps"
+	grep -q "^CapPrm:[[:space:]]*0000000000000000" "$st" || why="$why permitted-caps"
+	grep -q "^Uid:[[:space:]]*900000" "$st" || why="$why uid"
+	grep -q "^NoNewPrivs:[[:space:]]*1" "$st" || why="$why no_new_privs"
+	# ASan builds run without seccomp (docs/security.md).
+	grep -q "^Seccomp:[[:space:]]*2" "$st" || grep -qa __asan_init "$vmm" || why="$why seccomp"
+	[ "$(readlink /proc/$pid/ns/net)" != "$(readlink /proc/self/ns/net)" ] || why="$why netns"
+	[ "$(readlink /proc/$pid/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] || why="$why mntns"
+	[ ! -e /proc/$pid/root/etc ] && [ ! -e /proc/$pid/root/usr ] || why="$why host-files"
+	[ ! -e "/proc/$pid/root$VMM_STATE_DIR/other-sandbox" ] || why="$why other-sandbox"
+	[ -S "/proc/$pid/root$VMM_STATE_DIR/jt/control.sock" ] || why="$why own-folder"
+	[ "$(ls /proc/$pid/root/dev)" = kvm ] || why="$why dev"
+	[ "$(nsenter -t $pid -n ip -o link 2> /dev/null | grep -vc ': lo:')" = 0 ] || why="$why host-network"
+	grep -q "pids:/vmm/jt\|0::/vmm/jt" /proc/$pid/cgroup || why="$why cgroup"
+	"$vmm" pause jt > /dev/null && "$vmm" resume jt > /dev/null || why="$why control-socket"
+	kill $pid
+	wait $pid
+	s=$?
+	sleep 0.5
+	[ "$s" = 143 ] || why="$why status-$s"
+	[ ! -e "$VMM_STATE_DIR/jt" ] || why="$why folder-left"
+	ls -d /sys/fs/cgroup/*/vmm/jt /sys/fs/cgroup/vmm/jt > /dev/null 2>&1 && why="$why cgroup-left"
+	if [ -z "$why" ]; then
+		ok "jail: no capabilities, uid 900000, seccomp, own mount/net namespaces, minimal root, cgroup; cleaned up"
+	else bad "jail:$why"; fi
+	unset VMM_STATE_DIR
+fi
+
 # Interactive console: raw mode on a terminal, Ctrl-A x quits (status 7),
 # the terminal's mode comes back.
 if command -v python3 > /dev/null; then
