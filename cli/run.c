@@ -461,6 +461,8 @@ static int restore_nets(struct vm_config *cfg, const struct snapshot *s, const s
 		memcpy(o->mac, sn->mac, 6);
 		o->has_mac = 1;
 		o->no_offload = sn->no_offload;
+		memcpy(o->host_mac, sn->host_mac, 6);
+		o->has_host_mac = memcmp(sn->host_mac, "\0\0\0\0\0\0", 6) != 0;
 	}
 	return 0;
 }

@@ -132,6 +132,39 @@ fail:
 	return r;
 }
 
+static int hwaddr(const struct tap *t, uint8_t mac[6], int set)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), r = 0;
+
+	if (s < 0)
+		return -errno;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, t->name, strlen(t->name));
+	ifr.ifr_hwaddr.sa_family = 1; /* ARPHRD_ETHER */
+	if (set)
+		memcpy(ifr.ifr_hwaddr.sa_data, mac, 6);
+	if (ioctl(s, set ? SIOCSIFHWADDR : SIOCGIFHWADDR, &ifr) < 0)
+		r = -errno;
+	else if (!set)
+		memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+	close(s);
+	return r;
+}
+
+int tap_get_mac(const struct tap *t, uint8_t mac[6])
+{
+	return hwaddr(t, mac, 0);
+}
+
+int tap_set_mac(const struct tap *t, const uint8_t mac[6])
+{
+	uint8_t m[6];
+
+	memcpy(m, mac, 6);
+	return hwaddr(t, m, 1);
+}
+
 void tap_close(struct tap *t)
 {
 	if (t->fd >= 0)

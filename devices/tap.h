@@ -29,6 +29,10 @@ int tap_set_offloads(struct tap *t, unsigned off);
 /* Gives the host side address/prefix and brings the link up. */
 int tap_set_host_addr(const struct tap *t, uint32_t addr_be, unsigned prefix)
 	__attribute__((warn_unused_result));
+/* The host side's MAC address: read, and set (a restored clone's guest
+ * still has the snapshot's TAP in its neighbour cache). 0 or -errno. */
+int tap_get_mac(const struct tap *t, uint8_t mac[6]);
+int tap_set_mac(const struct tap *t, const uint8_t mac[6]);
 void tap_close(struct tap *t);
 
 #endif

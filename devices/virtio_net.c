@@ -770,6 +770,12 @@ int virtio_net_init(struct virtio_net *n, const struct net_options *o, int vm_fd
 
 	if (r)
 		return r;
+	/* A restored guest still has the snapshot's TAP in its neighbour
+	 * cache: this TAP takes that MAC, so the clone reaches its host side
+	 * at once instead of after the cache entry expires. */
+	if (o->has_host_mac && tap_set_mac(&t, o->host_mac))
+		log_warn("--net tap=%s: cannot give it the snapshot's TAP MAC; the clone may take a while to "
+			 "reach the host side (its neighbour cache entry has to expire)", o->tap);
 	if (o->host_ip && (r = tap_set_host_addr(&t, o->host_ip, o->host_prefix))) {
 		tap_close(&t);
 		return r;

@@ -85,6 +85,8 @@ struct net_options {
 	unsigned host_prefix;
 	int no_offload;
 	uint64_t rx_bps, rx_pps, tx_bps, tx_pps;
+	uint8_t host_mac[6];        /* restore: the snapshot's TAP's MAC, given to this one */
+	int has_host_mac;
 };
 
 /* 0, or -EINVAL with *why set. A MAC is made up (locally administered) when

@@ -150,6 +150,7 @@ static void visit_conf(struct sio *io, struct snap_conf *c)
 		io_str(io, n->tap, sizeof(n->tap));
 		io_bytes(io, n->mac, sizeof(n->mac));
 		io_u8(io, &n->no_offload);
+		io_bytes(io, n->host_mac, sizeof(n->host_mac));
 	}
 	io_u32(io, &c->nr_fs);
 	if (c->nr_fs > VM_MAX_FS) {
@@ -946,6 +947,8 @@ int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
 		snprintf(conf->nets[i].tap, sizeof(conf->nets[i].tap), "%s", vm->nets[i]->tap.name);
 		memcpy(conf->nets[i].mac, vm->nets[i]->config.mac, 6);
 		conf->nets[i].no_offload = (uint8_t)vm->cfg.nets[i].no_offload;
+		if (tap_get_mac(&vm->nets[i]->tap, conf->nets[i].host_mac))
+			memset(conf->nets[i].host_mac, 0, 6);
 	}
 	conf->nr_fs = vm->cfg.nr_fs;
 	for (i = 0; i < vm->cfg.nr_fs; i++) {

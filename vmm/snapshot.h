@@ -44,6 +44,7 @@ struct snap_net {
 	char tap[16];
 	uint8_t mac[6];
 	uint8_t no_offload;
+	uint8_t host_mac[6]; /* the TAP's own MAC, in the guest's neighbour cache */
 };
 
 struct snap_conf {
