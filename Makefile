@@ -26,6 +26,7 @@ endif
 # Sources of the VMM proper (everything but the CLI entry points).
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/snapfmt.c vmm/snapshot.c vmm/control.c vmm/http.c vmm/fcapi.c vmm/unixsock.c guest-init/json.c \
+             guest-init/proto.c \
              vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
@@ -34,8 +35,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
-             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c \
-             guest-init/proto.c
+             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
 TLS_LIBS  := -lssl -lcrypto
 
@@ -82,7 +82,7 @@ $(BUILD)/obj/vmm/seccomp-hooks.o: vmm/seccomp.c
 	$(Q)$(CC) $(ALL_CFLAGS) -DVMM_TEST_HOOKS -c $< -o $@
 $(BUILD)/vmm-test: $(filter-out $(BUILD)/obj/vmm/seccomp.o,$(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))) $(BUILD)/obj/vmm/seccomp-hooks.o
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(TLS_LIBS) $(LDLIBS)
 
 $(BUILD)/asan/bin/vmm: $(call objs,asan,$(CORE_SRCS) $(CLI_SRCS))
 	@mkdir -p $(@D)

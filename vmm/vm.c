@@ -7,6 +7,8 @@
 #include "mptable.h"
 #include "vcpu.h"
 #include "seccomp.h"
+#include "../guest-init/json.h"
+#include "../guest-init/proto.h"
 #include "../boot/layout.h"
 #include "../boot/loader.h"
 
@@ -23,6 +25,8 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -279,6 +283,84 @@ static int vm_build_cmdline(struct vm *vm)
 	    (r = cmdline_add(vm, vm->cfg.disks[0].ro ? "root=/dev/vda ro" : "root=/dev/vda rw")))
 		return r;
 	return 0;
+}
+
+struct guest_shutdown {
+	char uds[108];
+	char req[512];
+};
+
+static void *guest_shutdown_thread(void *arg)
+{
+	struct guest_shutdown *g = arg;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = 30 };
+	char line[64];
+	size_t n = 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", g->uds);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		goto out;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	/* The vsock handshake (docs/vsock.md), then one API request. */
+	if (dprintf(fd, "CONNECT %u\n", API_VSOCK_PORT) < 0)
+		goto out;
+	while (n < sizeof(line) - 1 && read(fd, line + n, 1) == 1 && line[n] != '\n')
+		n++;
+	line[n] = '\0';
+	if (strncmp(line, "OK ", 3)) {
+		log_warn("SendCtrlAltDel: the guest's API does not answer (%s)", line[0] ? line : "no reply");
+		goto out;
+	}
+	if (frame_write(fd, F_REQUEST, g->req, strlen(g->req)) == 0) {
+		uint8_t type;
+		size_t len;
+
+		(void)frame_read(fd, &type, line, sizeof(line), &len);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(g);
+	return NULL;
+}
+
+int vm_guest_shutdown(struct vm *vm)
+{
+	struct guest_shutdown *g;
+	struct json_writer w;
+	pthread_attr_t attr;
+	pthread_t t;
+	int r;
+
+	if (!vm->vsock || !vm->vsock->opt.uds[0])
+		return -ENOTSUP;
+	if (!(g = calloc(1, sizeof(*g))))
+		return -ENOMEM;
+	snprintf(g->uds, sizeof(g->uds), "%s", vm->vsock->opt.uds);
+	jw_init(&w, g->req, sizeof(g->req));
+	jw_obj(&w);
+	jw_key(&w, "v");
+	jw_int(&w, API_VERSION);
+	if (vm->cfg.api_token && *vm->cfg.api_token) {
+		jw_key(&w, "token");
+		jw_str(&w, vm->cfg.api_token);
+	}
+	jw_key(&w, "op");
+	jw_str(&w, "shutdown");
+	jw_obj_end(&w);
+	if (!jw_done(&w)) {
+		free(g);
+		return -E2BIG;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	r = -pthread_create(&t, &attr, guest_shutdown_thread, g);
+	pthread_attr_destroy(&attr);
+	if (r)
+		free(g);
+	return r;
 }
 
 /* Hands out the next virtio-mmio window and interrupt. */

@@ -147,6 +147,13 @@ void vm_destroy(struct vm *vm);
 int vm_pause(struct vm *vm);
 void vm_resume(struct vm *vm);
 
+/* Asks the guest to shut down cleanly (Firecracker's SendCtrlAltDel): a
+ * thread connects to the guest's API over vsock with the sandbox's token
+ * and sends the shutdown request; guest-init stops every process, syncs
+ * and powers off (status 0). Returns at once: 0, or -ENOTSUP without a
+ * vsock device. */
+int vm_guest_shutdown(struct vm *vm);
+
 /* Called by devices and vCPU threads. The first reason wins. */
 void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -46,6 +46,14 @@ out=$(fc "$tmp/fcb.sock" PUT /snapshot/load "{\"snapshot_path\": \"$tmp/fcsnap\"
 if [ "$(echo "$out" | tail -1)" = 204 ] && ready fcb && [ "$(timeout 60 "$vmm" exec fcb -- cat /root/fc.txt)" = fc-data ]; then
 	ok "fc-api: a second vmm --api-sock loads that snapshot: the file written before it is there"
 else bad "fc-api: second load: $out $(tail -3 "$tmp/fcb.err")"; fi
+# SendCtrlAltDel: a clean shutdown through the guest (guest-init powers off).
+fcb_pid=$(echo $fc_pids | awk '{print $2}')
+if [ "$(fc "$tmp/fcb.sock" PUT /actions '{"action_type": "SendCtrlAltDel"}' | tail -1)" = 204 ]; then
+	for _ in $(seq 600); do kill -0 "$fcb_pid" 2>/dev/null || break; sleep 0.1; done
+	if ! kill -0 "$fcb_pid" 2>/dev/null && wait "$fcb_pid"; then
+		ok "fc-api: PUT /actions SendCtrlAltDel: the guest shuts down cleanly, the VMM exits with 0"
+	else bad "fc-api: SendCtrlAltDel: the VMM still runs or failed: $(tail -3 "$tmp/fcb.err")"; fi
+else bad "fc-api: SendCtrlAltDel refused"; fi
 stop_sandbox fca
 stop_sandbox fcb
 # shellcheck disable=SC2086

@@ -22,6 +22,12 @@ void vm_resume(struct vm *vm)
 	(void)vm;
 }
 
+int vm_guest_shutdown(struct vm *vm)
+{
+	(void)vm;
+	return -ENOTSUP;
+}
+
 int vm_snapshot(struct vm *vm, const char *dir, uint64_t *bytes)
 {
 	(void)vm;

@@ -484,7 +484,7 @@ static void route_postboot_state_rules(void **state)
 	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":1,\"mem_size_mib\":64}", "after starting");
 	expect_fault(400, "PUT", "/vsock", "{\"guest_cid\":3,\"uds_path\":\"/tmp/v.sock\"}", "after starting");
 	expect_fault(400, "PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", "after starting");
-	expect_fault(400, "PUT", "/actions", "{\"action_type\":\"SendCtrlAltDel\"}", "not supported");
+	expect_fault(400, "PUT", "/actions", "{\"action_type\":\"SendCtrlAltDel\"}", "no vsock device");
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\"}",
 		     "not allowed");
 	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\"}",
