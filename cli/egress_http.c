@@ -614,7 +614,8 @@ static void put(struct out *o, const char *s, size_t n)
 		o->err = 1;
 		return;
 	}
-	memcpy(o->buf + o->used, s, n);
+	if (n) /* s may be NULL for an empty value */
+		memcpy(o->buf + o->used, s, n);
 	o->used += n;
 }
 

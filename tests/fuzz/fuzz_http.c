@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <errno.h>
+
 #include "vmm/fcapi.h"
 #include "vmm/http.h"
 #include "vmm/snapshot.h"
