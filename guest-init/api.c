@@ -642,7 +642,7 @@ static void op_connect(int fd, const struct api_request *r)
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)r->port),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	char buf[65536];
-	int tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), open_in = 1, open_out = 1;
+	int tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (tcp < 0 || connect(tcp, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		send_error(fd, errno, "nothing listens on that port in the sandbox");
@@ -651,31 +651,7 @@ static void op_connect(int fd, const struct api_request *r)
 		return;
 	}
 	send_ok(fd);
-	while (open_in || open_out) {
-		struct pollfd p[2] = { { .fd = open_in ? fd : -1, .events = POLLIN },
-				       { .fd = open_out ? tcp : -1, .events = POLLIN } };
-		ssize_t n;
-
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (p[0].revents) {
-			n = read(fd, buf, sizeof(buf));
-			if (n <= 0 || write_full(tcp, buf, (size_t)n)) {
-				open_in = 0;
-				shutdown(tcp, SHUT_WR);
-			}
-		}
-		if (p[1].revents) {
-			n = read(tcp, buf, sizeof(buf));
-			if (n <= 0 || write_full(fd, buf, (size_t)n)) {
-				open_out = 0;
-				shutdown(fd, SHUT_WR);
-			}
-		}
-	}
+	splice_streams(fd, tcp, buf, sizeof(buf));
 	close(tcp);
 }
 

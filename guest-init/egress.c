@@ -39,7 +39,7 @@ unsigned gegress_port(void)
 static void carry(int tcp, unsigned port)
 {
 	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST, .svm_port = port };
-	int v = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0), open_in = 1, open_out = 1;
+	int v = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	char buf[65536];
 
 	if (v < 0 || connect(v, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -51,31 +51,7 @@ static void carry(int tcp, unsigned port)
 		}
 		return;
 	}
-	while (open_in || open_out) {
-		struct pollfd p[2] = { { .fd = open_in ? tcp : -1, .events = POLLIN },
-				       { .fd = open_out ? v : -1, .events = POLLIN } };
-		ssize_t n;
-
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (p[0].revents) {
-			n = read(tcp, buf, sizeof(buf));
-			if (n <= 0 || write_full(v, buf, (size_t)n)) {
-				open_in = 0;
-				shutdown(v, SHUT_WR);
-			}
-		}
-		if (p[1].revents) {
-			n = read(v, buf, sizeof(buf));
-			if (n <= 0 || write_full(tcp, buf, (size_t)n)) {
-				open_out = 0;
-				shutdown(tcp, SHUT_WR);
-			}
-		}
-	}
+	splice_streams(tcp, v, buf, sizeof(buf));
 	close(v);
 }
 

@@ -2,9 +2,11 @@
 #include "proto.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 uint64_t now_ms(void)
@@ -118,4 +120,35 @@ int errno_from_name(const char *name)
 		if (!strcmp(names[i].name, name))
 			return names[i].e;
 	return EIO;
+}
+
+void splice_streams(int a, int b, char *buf, size_t len)
+{
+	int open_ab = 1, open_ba = 1;
+
+	while (open_ab || open_ba) {
+		struct pollfd p[2] = { { .fd = open_ab ? a : -1, .events = POLLIN },
+				       { .fd = open_ba ? b : -1, .events = POLLIN } };
+		ssize_t n;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents) {
+			n = read(a, buf, len);
+			if (n <= 0 || write_full(b, buf, (size_t)n)) {
+				open_ab = 0;
+				shutdown(b, SHUT_WR);
+			}
+		}
+		if (p[1].revents) {
+			n = read(b, buf, len);
+			if (n <= 0 || write_full(a, buf, (size_t)n)) {
+				open_ba = 0;
+				shutdown(a, SHUT_WR);
+			}
+		}
+	}
 }

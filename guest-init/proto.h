@@ -47,6 +47,10 @@ int frame_read(int fd, uint8_t *type, void *buf, size_t max, size_t *len);
 /* Reads exactly n bytes: 0, or -1 (EOF: errno 0). */
 int read_full(int fd, void *buf, size_t n);
 int write_full(int fd, const void *buf, size_t n);
+/* Carries bytes both ways between two connected streams until both ends
+ * are done; each side's end of stream is passed on as a half-close
+ * (shutdown SHUT_WR). buf is the scratch space (len bytes). */
+void splice_streams(int a, int b, char *buf, size_t len);
 
 /* CLOCK_MONOTONIC in milliseconds (timeouts, uptime). */
 uint64_t now_ms(void);
