@@ -10,17 +10,21 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define CG_ROOT "/sys/fs/cgroup"
+#define NETNS_DIR "/var/run/netns"
 
 int jail_add(struct jail *j, const char *path, int rw)
 {
@@ -66,11 +70,11 @@ static int write_file(const char *dir, const char *file, const char *val)
 	return r;
 }
 
-static int make_group(char *out, size_t len, const char *ctrl, const char *name)
+static int make_group(char *out, size_t len, const char *root, const char *ctrl, const char *name)
 {
 	char parent[PATH_MAX];
 
-	snprintf(parent, sizeof(parent), "%s%s%s/vmm", CG_ROOT, *ctrl ? "/" : "", ctrl);
+	snprintf(parent, sizeof(parent), "%s%s%s/vmm", root, *ctrl ? "/" : "", ctrl);
 	if (mkdir(parent, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	if (snprintf(out, len, "%s/%s", parent, name) >= (int)len)
@@ -82,7 +86,8 @@ static int make_group(char *out, size_t len, const char *ctrl, const char *name)
 
 int jail_cgroup(struct jail *j, const char *name, unsigned nr_vcpus)
 {
-	char v[64], pid[24];
+	const char *root = j->cg_root ? j->cg_root : CG_ROOT;
+	char v[64], pid[24], p[PATH_MAX];
 	struct stat st;
 	int r;
 
@@ -90,11 +95,13 @@ int jail_cgroup(struct jail *j, const char *name, unsigned nr_vcpus)
 	if (!j->cpu_milli && !j->mem_bytes && !j->pids)
 		return 0;
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	if (stat(CG_ROOT "/cgroup.controllers", &st) == 0) {
+	snprintf(p, sizeof(p), "%s/cgroup.controllers", root);
+	if (stat(p, &st) == 0) {
 		/* v2: one hierarchy; the parent hands its children the controllers. */
-		if ((r = write_file(CG_ROOT, "cgroup.subtree_control", "+cpu +memory +pids")) ||
-		    (r = make_group(j->cgroup[0], sizeof(j->cgroup[0]), "", name)) ||
-		    (r = write_file(CG_ROOT "/vmm", "cgroup.subtree_control", "+cpu +memory +pids")))
+		snprintf(p, sizeof(p), "%s/vmm", root);
+		if ((r = write_file(root, "cgroup.subtree_control", "+cpu +memory +pids")) ||
+		    (r = make_group(j->cgroup[0], sizeof(j->cgroup[0]), root, "", name)) ||
+		    (r = write_file(p, "cgroup.subtree_control", "+cpu +memory +pids")))
 			goto fail;
 		if (j->cpu_milli) {
 			snprintf(v, sizeof(v), "%u 100000", j->cpu_milli * 100);
@@ -118,7 +125,7 @@ int jail_cgroup(struct jail *j, const char *name, unsigned nr_vcpus)
 	/* v1: one hierarchy per controller. */
 	if (j->cpu_milli) {
 		snprintf(v, sizeof(v), "%u", j->cpu_milli * 100);
-		if ((r = make_group(j->cgroup[0], sizeof(j->cgroup[0]), "cpu", name)) ||
+		if ((r = make_group(j->cgroup[0], sizeof(j->cgroup[0]), root, "cpu", name)) ||
 		    (r = write_file(j->cgroup[0], "cpu.cfs_period_us", "100000")) ||
 		    (r = write_file(j->cgroup[0], "cpu.cfs_quota_us", v)) ||
 		    (r = write_file(j->cgroup[0], "cgroup.procs", pid)))
@@ -126,21 +133,21 @@ int jail_cgroup(struct jail *j, const char *name, unsigned nr_vcpus)
 	}
 	if (j->mem_bytes) {
 		snprintf(v, sizeof(v), "%llu", (unsigned long long)j->mem_bytes);
-		if ((r = make_group(j->cgroup[1], sizeof(j->cgroup[1]), "memory", name)) ||
+		if ((r = make_group(j->cgroup[1], sizeof(j->cgroup[1]), root, "memory", name)) ||
 		    (r = write_file(j->cgroup[1], "memory.limit_in_bytes", v)) ||
 		    (r = write_file(j->cgroup[1], "cgroup.procs", pid)))
 			goto fail;
 	}
 	if (j->pids) {
 		snprintf(v, sizeof(v), "%u", j->pids);
-		if ((r = make_group(j->cgroup[2], sizeof(j->cgroup[2]), "pids", name)) ||
+		if ((r = make_group(j->cgroup[2], sizeof(j->cgroup[2]), root, "pids", name)) ||
 		    (r = write_file(j->cgroup[2], "pids.max", v)) ||
 		    (r = write_file(j->cgroup[2], "cgroup.procs", pid)))
 			goto fail;
 	}
 	return 0;
 fail:
-	log_err("jail: cannot set up the sandbox's cgroup under %s: %s", CG_ROOT, strerror(-r));
+	log_err("jail: cannot set up the sandbox's cgroup under %s: %s", root, strerror(-r));
 	return r;
 }
 
@@ -215,65 +222,148 @@ static void hand_over(const char *dir, uid_t uid, gid_t gid)
 	closedir(d);
 }
 
-/* A root process outside the jail that waits for the VMM to exit (the
- * pipe's end), then removes what the unprivileged VMM cannot: the sandbox
- * folder in the root-owned state directory, and the cgroups. */
-static int start_reaper(const struct jail *j, const char *folder)
+/* What the unprivileged VMM cannot remove itself: the sandbox folder in
+ * the root-owned state directory, and the cgroups. */
+static void clean_up(const struct jail *j, const char *folder)
 {
-	int p[2], i;
-	char c;
-	pid_t pid;
+	int i;
 
-	if (pipe(p) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return -errno;
-	}
-	if (pid == 0) {
-		close(p[1]);
-		setsid();
-		while (read(p[0], &c, 1) > 0) {
-		}
-		/* `vmm snapshot --stop` of a jailed sandbox may still be moving
-		 * the snapshot out of the folder: give it a moment. */
-		for (i = 0; i < 50 && rmdir(folder) < 0 && errno == ENOTEMPTY; i++)
-			usleep(100000);
-		/* A detached sandbox's record stays for `vmm ls`/`logs`/`rm`:
-		 * it goes back to root, whose tools look only at their own. */
-		if (i == 50)
-			hand_over(folder, 0, 0);
-		for (i = 0; i < 3; i++) {
-			char top[PATH_MAX], *v;
+	/* `vmm snapshot --stop` of a jailed sandbox may still be moving the
+	 * snapshot out of the folder: give it a moment. */
+	for (i = 0; i < 50 && rmdir(folder) < 0 && errno == ENOTEMPTY; i++)
+		usleep(100000);
+	/* A detached sandbox's record stays for `vmm ls`/`logs`/`rm`: it goes
+	 * back to root, whose tools look only at their own. */
+	if (i == 50)
+		hand_over(folder, 0, 0);
+	for (i = 0; i < 3; i++) {
+		char top[PATH_MAX], *v;
 
-			if (!j->cgroup[i][0])
-				continue;
-			/* Out of the group first: ".../vmm/NAME" -> "...". */
-			snprintf(top, sizeof(top), "%s", j->cgroup[i]);
-			if ((v = strstr(top, "/vmm/")))
-				*v = '\0';
-			write_file(top, "cgroup.procs", "0");
-			rmdir(j->cgroup[i]);
-		}
-		_exit(0);
+		if (!j->cgroup[i][0])
+			continue;
+		/* Out of the group first: ".../vmm/NAME" -> "...". */
+		snprintf(top, sizeof(top), "%s", j->cgroup[i]);
+		if ((v = strstr(top, "/vmm/")))
+			*v = '\0';
+		write_file(top, "cgroup.procs", "0");
+		rmdir(j->cgroup[i]);
 	}
-	close(p[0]); /* the write end stays open, unwritten, until we exit */
-	return 0;
+}
+
+static void close_from(int lowest)
+{
+	if (syscall(SYS_close_range, (unsigned)lowest, ~0u, 0) < 0) {
+		int fd;
+
+		for (fd = lowest; fd < 65536; fd++)
+			close(fd);
+	}
+}
+
+/* The signals the relay passes on (and waits on, with SIGCHLD). */
+static void relay_signals(sigset_t *s)
+{
+	sigemptyset(s);
+	sigaddset(s, SIGCHLD);
+	sigaddset(s, SIGTERM);
+	sigaddset(s, SIGINT);
+	sigaddset(s, SIGHUP);
+	sigaddset(s, SIGQUIT);
+}
+
+/* Outside the jail, as root, holding nothing of the VMM's (its TAPs,
+ * console, sockets: every descriptor above stderr is closed): pass stop
+ * signals on to the VMM (`kill`, a supervisor; a terminal's Ctrl-C reaches
+ * the VMM itself, being in the same process group), wait for it, clean up,
+ * exit with its status. */
+static void __attribute__((noreturn)) relay(const struct jail *j, const char *folder, pid_t vmm)
+{
+	sigset_t s;
+	siginfo_t si;
+	int st = 0;
+
+	close_from(STDERR_FILENO + 1);
+	prctl(PR_SET_NAME, "vmm-jail", 0, 0, 0);
+	relay_signals(&s);
+	for (;;) {
+		if (sigwaitinfo(&s, &si) < 0)
+			continue;
+		if (si.si_signo == SIGCHLD) {
+			pid_t w = waitpid(vmm, &st, WNOHANG);
+
+			if (w == vmm || (w < 0 && errno == ECHILD))
+				break;
+			continue;
+		}
+		if (si.si_code != SI_KERNEL) /* a terminal's signal went to the VMM too */
+			kill(vmm, si.si_signo);
+	}
+	clean_up(j, folder);
+	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+/* The VMM is its PID namespace's init: the kernel delivers a signal to
+ * such a process only if it has a handler for it (or blocks it, as vm_run
+ * does). Until vm_run takes the stop signals over, they end it as they
+ * would end any process. */
+static void init_stop(int sig)
+{
+	_exit(128 + sig);
 }
 
 int jail_enter(struct jail *j, const char *root, const char *folder)
 {
+	static const int stops[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
 	char old[PATH_MAX];
+	sigset_t relay_sigs, mask;
+	struct sigaction sa;
+	int hp[2], r, net;
 	unsigned i;
-	int r;
+	pid_t pid;
 
-	if ((r = start_reaper(j, folder))) {
-		log_err("jail: fork: %s", strerror(-r));
+	if (pipe2(hp, O_CLOEXEC) < 0)
+		return -errno;
+	if (unshare(CLONE_NEWPID) < 0) {
+		r = -errno;
+		log_err("jail: unshare (PID namespace): %s", strerror(errno));
+		close(hp[0]);
+		close(hp[1]);
 		return r;
 	}
-	if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0) {
+	/* Blocked before the fork, so the relay misses none. */
+	relay_signals(&relay_sigs);
+	sigprocmask(SIG_BLOCK, &relay_sigs, &mask);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		log_err("jail: fork into the PID namespace: %s", strerror(errno));
+		sigprocmask(SIG_SETMASK, &mask, NULL);
+		close(hp[0]);
+		close(hp[1]);
+		return r;
+	}
+	if (pid > 0) {
+		if (write(hp[1], &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
+			kill(pid, SIGKILL);
+		relay(j, folder, pid);
+	}
+	/* The VMM, pid 1 in its namespace. */
+	close(hp[1]);
+	r = (int)read(hp[0], &j->host_pid, sizeof(j->host_pid));
+	close(hp[0]);
+	if (r != (int)sizeof(j->host_pid))
+		_exit(1);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = init_stop;
+	for (i = 0; i < sizeof(stops) / sizeof(stops[0]); i++)
+		sigaction(stops[i], &sa, NULL);
+	sigprocmask(SIG_SETMASK, &mask, NULL);
+	/* The relay gone (killed): so is the VMM. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() == 0)
+		log_debug("jail: PR_SET_PDEATHSIG: %s", strerror(errno));
+	net = j->netns ? 0 : CLONE_NEWNET;
+	if (unshare(CLONE_NEWNS | net | CLONE_NEWIPC | CLONE_NEWUTS) < 0) {
 		r = -errno;
 		log_err("jail: unshare (mount, network, IPC, UTS namespaces): %s", strerror(errno));
 		return r;
@@ -310,31 +400,222 @@ err:
 	return r;
 }
 
-int jail_drop(struct jail *j, const char *owned_dir)
+int jail_join_netns(const struct jail *j)
+{
+	char p[PATH_MAX];
+	int fd, r = 0;
+
+	if (!j->netns)
+		return 0;
+	if (strchr(j->netns, '/'))
+		snprintf(p, sizeof(p), "%s", j->netns);
+	else if (!*j->netns || !strcmp(j->netns, ".") || !strcmp(j->netns, "..") ||
+		 snprintf(p, sizeof(p), "%s/%s", NETNS_DIR, j->netns) >= (int)sizeof(p))
+		return -EINVAL;
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+		r = -errno;
+		log_err("--jail-netns %s: %s (make it with `ip netns add NAME`)", p, strerror(errno));
+	}
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+static int pid_alive(pid_t pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* The id a live jailed sandbox in `dir` holds, or 0. */
+static unsigned held_id(const char *dir)
+{
+	char p[PATH_MAX + 16], buf[32];
+	unsigned id = 0;
+	int pid = 0;
+	FILE *f;
+
+	if (snprintf(p, sizeof(p), "%s/pid", dir) >= (int)sizeof(p))
+		return 0;
+	if ((f = fopen(p, "re"))) {
+		if (fgets(buf, sizeof(buf), f))
+			pid = atoi(buf);
+		fclose(f);
+	}
+	if (!pid_alive(pid))
+		return 0;
+	if (snprintf(p, sizeof(p), "%s/jail-id", dir) >= (int)sizeof(p))
+		return 0;
+	if ((f = fopen(p, "re"))) {
+		if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%u", &id) != 1)
+			id = 0;
+		fclose(f);
+	}
+	return id;
+}
+
+int jail_pick_id(struct jail *j, const char *state_root, const char *folder)
+{
+	unsigned char *used = NULL;
+	char p[PATH_MAX + 16], text[24];
+	struct dirent *e;
+	unsigned k, id;
+	int lock, r = 0;
+	DIR *d;
+
+	snprintf(p, sizeof(p), "%s/.jail-ids", state_root);
+	lock = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0) {
+		r = -errno;
+		log_err("jail: %s: %s", p, strerror(errno));
+		goto out;
+	}
+	if (!j->uid_given) {
+		used = calloc(JAIL_ID_COUNT / 8, 1);
+		d = opendir(state_root);
+		if (!used || !d) {
+			r = used ? -errno : -ENOMEM;
+			if (d)
+				closedir(d);
+			goto out;
+		}
+		while ((e = readdir(d))) {
+			if (e->d_name[0] == '.' || snprintf(p, sizeof(p), "%s/%s", state_root, e->d_name) >= (int)sizeof(p))
+				continue;
+			id = held_id(p);
+			if (id >= JAIL_DEFAULT_ID && id - JAIL_DEFAULT_ID < JAIL_ID_COUNT)
+				used[(id - JAIL_DEFAULT_ID) / 8] |= (unsigned char)(1u << ((id - JAIL_DEFAULT_ID) % 8));
+		}
+		closedir(d);
+		for (k = 0; k < JAIL_ID_COUNT && (used[k / 8] & (1u << (k % 8))); k++) {
+		}
+		if (k == JAIL_ID_COUNT) {
+			r = -EAGAIN;
+			log_err("jail: all %u jail ids are held by running sandboxes", JAIL_ID_COUNT);
+			goto out;
+		}
+		j->uid = (uid_t)(JAIL_DEFAULT_ID + k);
+	}
+	if (!j->gid_given)
+		j->gid = (gid_t)j->uid;
+	snprintf(text, sizeof(text), "%u\n", (unsigned)j->uid);
+	snprintf(p, sizeof(p), "%s/jail-id", folder);
+	{
+		int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+		if (fd < 0)
+			r = -errno;
+		else if (write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+			r = -EIO;
+		if (fd >= 0)
+			close(fd);
+		if (r)
+			log_err("jail: %s: %s", p, strerror(-r));
+	}
+out:
+	free(used);
+	if (lock >= 0)
+		close(lock); /* the lock goes with it */
+	return r;
+}
+
+/* Rlimits, no_new_privs, no bounding set, then the ids (every thread:
+ * glibc applies them process-wide), which clears every capability. */
+static int drop_privileges(const struct jail *j)
 {
 	struct rlimit files = { 4096, 4096 }, procs = { 1024, 1024 }, core = { 0, 0 };
 	int cap;
+
+	if (setrlimit(RLIMIT_NOFILE, &files) < 0 || setrlimit(RLIMIT_NPROC, &procs) < 0 ||
+	    setrlimit(RLIMIT_CORE, &core) < 0)
+		return -errno;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	for (cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -errno;
+	/* A uid change away from 0 (real, effective and saved) clears the
+	 * permitted and effective capabilities of each thread. */
+	if (setgroups(0, NULL) < 0 || setresgid(j->gid, j->gid, j->gid) < 0 ||
+	    setresuid(j->uid, j->uid, j->uid) < 0)
+		return -errno;
+	return 0;
+}
+
+int jail_companion(struct jail *j, int (*start)(void *), void *arg)
+{
+	int up[2], life[2], r;
+	char c;
+	pid_t pid;
+
+	if (pipe2(up, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(life, O_CLOEXEC) < 0) {
+		r = -errno;
+		close(up[0]);
+		close(up[1]);
+		return r;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		close(up[0]);
+		close(up[1]);
+		close(life[0]);
+		close(life[1]);
+		return r;
+	}
+	if (pid == 0) {
+		close(up[0]);
+		close(life[1]);
+		prctl(PR_SET_NAME, "vmm-companion", 0, 0, 0);
+		/* A terminal's signals are for the VMM; this one ends with it. */
+		signal(SIGINT, SIG_IGN);
+		signal(SIGQUIT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		r = start(arg);
+		if (!r && (r = drop_privileges(j)))
+			log_err("jail: the companion process cannot drop privileges: %s", strerror(-r));
+		c = r ? 1 : 0;
+		if (write(up[1], &c, 1) != 1 || r)
+			_exit(1);
+		close(up[1]);
+		/* Its threads work until the VMM and the relay are gone (the
+		 * write end closes with the last of them). */
+		for (;;) {
+			ssize_t n = read(life[0], &c, 1);
+
+			if (n == 0 || (n < 0 && errno != EINTR))
+				_exit(0);
+		}
+	}
+	close(up[1]);
+	close(life[0]);
+	/* life[1] stays open, unwritten, in the VMM (and its relay). */
+	r = (int)read(up[0], &c, 1);
+	close(up[0]);
+	if (r != 1 || c) {
+		close(life[1]);
+		waitpid(pid, NULL, 0);
+		return -EIO;
+	}
+	return 0;
+}
+
+int jail_drop(struct jail *j, const char *owned_dir)
+{
+	int r;
 
 	/* The sandbox's folder becomes the jailed VMM's: it writes its exit
 	 * record there and removes the folder at the end. */
 	if (owned_dir)
 		hand_over(owned_dir, j->uid, j->gid);
-	if (setrlimit(RLIMIT_NOFILE, &files) < 0 || setrlimit(RLIMIT_NPROC, &procs) < 0 ||
-	    setrlimit(RLIMIT_CORE, &core) < 0)
-		goto err;
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		goto err;
-	for (cap = 0; cap <= CAP_LAST_CAP; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			goto err;
-	/* glibc applies these to every thread of the process; a uid change
-	 * away from 0 (real, effective and saved) clears the permitted and
-	 * effective capabilities of each thread. */
-	if (setgroups(0, NULL) < 0 || setresgid(j->gid, j->gid, j->gid) < 0 ||
-	    setresuid(j->uid, j->uid, j->uid) < 0)
-		goto err;
+	if ((r = drop_privileges(j))) {
+		log_err("jail: cannot drop privileges: %s", strerror(-r));
+		return r;
+	}
+	/* The credential change cleared it: the relay gone, the VMM goes. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	return 0;
-err:
-	log_err("jail: cannot drop privileges: %s", strerror(errno));
-	return -errno;
 }

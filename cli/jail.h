@@ -1,22 +1,28 @@
-/* The jailer (vmm run --jail, vmm restore --jail): the VMM process moves
- * into its own mount, network, IPC and UTS namespaces with a minimal root
- * (a tmpfs holding bind mounts of only what it needs, at the same paths),
- * joins a cgroup with the sandbox's CPU, memory and pids limits, and once
- * the VM is built drops to an unprivileged uid/gid with no capabilities,
- * no_new_privs and rlimits. docs/security.md. */
+/* The jailer (vmm run --jail, vmm restore --jail): the VMM process becomes
+ * the first process of its own PID namespace, in its own mount, network,
+ * IPC and UTS namespaces with a minimal root (a tmpfs holding bind mounts
+ * of only what it needs, at the same paths), joins a cgroup with the
+ * sandbox's CPU, memory and pids limits, and once the VM is built drops to
+ * an unprivileged uid/gid of its own with no capabilities, no_new_privs and
+ * rlimits. docs/security.md. */
 #ifndef CLI_JAIL_H
 #define CLI_JAIL_H
 
 #include <stdint.h>
 #include <sys/types.h>
 
-#define JAIL_DEFAULT_ID 900000u /* uid and gid: far above any login */
+#define JAIL_DEFAULT_ID 900000u /* first uid/gid handed out: far above any login */
+#define JAIL_ID_COUNT 65536u    /* one per running jailed sandbox */
 #define JAIL_MAX_PATHS 40
 
 struct jail {
 	int enabled;
 	uid_t uid;
 	gid_t gid;
+	int uid_given, gid_given; /* --jail-uid/--jail-gid: not picked */
+	const char *netns;       /* --jail-netns: join it (name or path) */
+	const char *cg_root;     /* NULL: /sys/fs/cgroup (tests use a fake) */
+	pid_t host_pid;          /* in the jailed VMM: its pid as the host sees it */
 	unsigned cpu_milli;      /* --limit-cpu: thousandths of a CPU, 0: none */
 	uint64_t mem_bytes;      /* --limit-mem, 0: none */
 	unsigned pids;           /* --limit-pids, 0: none */
@@ -33,13 +39,31 @@ struct jail {
 int jail_add(struct jail *j, const char *path, int rw);
 /* --limit-cpu "1.5" (CPUs). 0 or -EINVAL. */
 int jail_parse_cpu(const char *s, unsigned *milli);
+/* Picks the sandbox's uid/gid (unless given): JAIL_DEFAULT_ID + k, the
+ * lowest k that no live jailed sandbox under `state_root` holds, under an
+ * flock of state_root/.jail-ids; records it in `folder`/jail-id. So a
+ * jailed VMM cannot signal, ptrace or share RLIMIT_NPROC with another.
+ * 0 or -errno (logged). */
+int jail_pick_id(struct jail *j, const char *state_root, const char *folder);
+/* --jail-netns NAME|PATH: joins that network namespace (a NAME is
+ * /var/run/netns/NAME, as `ip netns add` makes) before the TAPs are opened,
+ * so they are created in, or found in, it. 0 or -errno (logged). */
+int jail_join_netns(const struct jail *j);
+/* Runs start(arg) in a companion process outside the jail's namespaces
+ * (it keeps the host's network: the egress proxy), which then drops to the
+ * jail's uid/gid with no capabilities and no_new_privs, and lives until
+ * the VMM exits. 0 once start succeeded there, or -errno. */
+int jail_companion(struct jail *j, int (*start)(void *), void *arg);
 /* Joins the cgroup (v2, else v1 cpu/memory/pids) named after the sandbox
  * and writes the limits. Without limits, nothing. 0 or -errno (logged). */
 int jail_cgroup(struct jail *j, const char *name, unsigned nr_vcpus);
-/* Single-threaded, as root: new namespaces, the minimal root at `root_dir`
- * (created; a tmpfs), pivot_root into it. A root process left outside
- * removes `folder` (the sandbox's) and the cgroups once the VMM exits.
- * 0 or -errno (logged). */
+/* Single-threaded, as root: a new PID namespace with a child as its first
+ * process, which returns (0) to go on as the VMM: new mount, IPC, UTS and
+ * (unless joined) network namespaces, the minimal root at `root_dir`
+ * (created; a tmpfs), pivot_root into it; j->host_pid set. This process
+ * stays outside as the relay: it passes stop signals on, waits for the VMM,
+ * removes `folder` (the sandbox's) and the cgroups, and exits with the
+ * VMM's status; it never returns. -errno (logged) if nothing was forked. */
 int jail_enter(struct jail *j, const char *root_dir, const char *folder);
 /* After the VM is built, before vm_run: rlimits, no_new_privs, the
  * bounding set emptied, then setgroups/setresgid/setresuid (every thread:

@@ -93,10 +93,15 @@ static void run_usage(FILE *out)
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
 		"      --token TOKEN    the API access token (default: a random one)\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
-		"  --jail               run the VMM jailed: own mount/network/IPC/UTS namespaces,\n"
-		"                       a root holding only its kernel, disks and folder, an\n"
-		"                       unprivileged uid, no capabilities (docs/security.md)\n"
-		"  --jail-uid N, --jail-gid N   the jailed VMM's ids (default 900000)\n"
+		"  --jail               run the VMM jailed: own PID/mount/network/IPC/UTS\n"
+		"                       namespaces, a root holding only its kernel, disks and\n"
+		"                       folder, a uid of its own, no capabilities\n"
+		"                       (docs/security.md)\n"
+		"  --jail-uid N, --jail-gid N   the jailed VMM's ids (default: the first free\n"
+		"                       one from 900000)\n"
+		"  --jail-netns NAME    the jailed VMM joins this network namespace (`ip netns\n"
+		"                       add NAME`) and its TAPs are there; default: a new,\n"
+		"                       empty one, the TAPs staying on the host\n"
 		"  --limit-cpu CPUS, --limit-mem SIZE, --limit-pids N\n"
 		"                       the sandbox's cgroup: CPU quota (e.g. 1.5), memory of\n"
 		"                       the whole VMM process, tasks\n"
@@ -115,7 +120,7 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
-       OPT_LIMIT_MEM, OPT_LIMIT_PIDS };
+       OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -149,6 +154,7 @@ static const struct option run_opts[] = {
 	{ "jail", no_argument, NULL, OPT_JAIL },
 	{ "jail-uid", required_argument, NULL, OPT_JAIL_UID },
 	{ "jail-gid", required_argument, NULL, OPT_JAIL_GID },
+	{ "jail-netns", required_argument, NULL, OPT_JAIL_NETNS },
 	{ "limit-cpu", required_argument, NULL, OPT_LIMIT_CPU },
 	{ "limit-mem", required_argument, NULL, OPT_LIMIT_MEM },
 	{ "limit-pids", required_argument, NULL, OPT_LIMIT_PIDS },
@@ -189,8 +195,8 @@ static void restore_usage(FILE *out)
 		"  --console MODE       stdio (default), file:PATH or none\n"
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
-		"  --jail, --jail-uid N, --jail-gid N, --limit-cpu CPUS, --limit-mem SIZE,\n"
-		"  --limit-pids N       as with vmm run\n"
+		"  --jail, --jail-uid N, --jail-gid N, --jail-netns NAME, --limit-cpu CPUS,\n"
+		"  --limit-mem SIZE, --limit-pids N   as with vmm run\n"
 		"  --no-seccomp         without the seccomp allow-lists (debugging only)\n"
 		"  -q, --quiet / -v, --verbose\n\n"
 		"With CMD: runs it once the API answers, powers the sandbox off and exits\n"
@@ -318,6 +324,51 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 	return 0;
 }
 
+struct egress_start_args {
+	struct egress *eg;
+	const char *uds, *log;
+};
+
+static int start_egress(void *arg)
+{
+	const struct egress_start_args *a = arg;
+
+	return egress_start(a->eg, a->uds, a->log);
+}
+
+/* --jail, before the VMM leaves the host: its id, the egress proxy in a
+ * companion process (it needs the host's network), the network namespace
+ * to join, the TAPs opened there (a TAP fd works from any namespace: with
+ * a new, empty one the interface stays on the host, where it is routed). */
+static int jail_prepare(struct jail *j, struct vm_config *cfg, struct sandbox *sb,
+			const struct egress_start_args *eg, struct tap *taps)
+{
+	char root[PATH_MAX], *slash;
+	unsigned i;
+	int r;
+
+	snprintf(root, sizeof(root), "%s", sb->dir);
+	if ((slash = strrchr(root, '/')))
+		*slash = '\0';
+	if (eg->eg && !cfg->has_vsock) {
+		log_err("--egress-policy needs the sandbox's vsock device");
+		return -EINVAL;
+	}
+	if ((r = jail_pick_id(j, root, sb->dir)))
+		return r;
+	if (eg->eg && (r = jail_companion(j, start_egress, (void *)eg))) {
+		log_err("--jail: the egress proxy did not start: %s", strerror(-r));
+		return r;
+	}
+	if ((r = jail_join_netns(j)))
+		return r;
+	for (i = 0; i < cfg->nr_nets; i++)
+		if ((r = virtio_net_open_tap(&cfg->nets[i], &taps[i])))
+			return r;
+	cfg->pre_taps = cfg->nr_nets ? taps : NULL;
+	return 0;
+}
+
 /* --jail: what the VMM needs inside (absolute paths: the jail's cwd is
  * its root), then into it. */
 static int jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
@@ -333,8 +384,18 @@ static int jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *sn
 	}
 	r |= jail_add(j, sb->dir, 1);
 	r |= jail_add(j, cfg->kvm_path ? cfg->kvm_path : "/dev/kvm", 1);
-	if (cfg->nr_nets)
-		r |= jail_add(j, "/dev/net/tun", 1);
+	/* No /dev/net/tun: the TAPs are open (jail_prepare). */
+	for (i = 0; i < cfg->nr_fs; i++) {
+		char *abs = realpath(cfg->fs[i].path, NULL);
+
+		if (!abs) {
+			log_err("--fs %s: %s", cfg->fs[i].path, strerror(errno));
+			return -errno;
+		}
+		free(cfg->fs[i].path);
+		cfg->fs[i].path = abs;
+		r |= jail_add(j, abs, !cfg->fs[i].ro);
+	}
 	if (snap) {
 		if (!realpath(snap->dir, tmp))
 			return -errno;
@@ -766,8 +827,12 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	const char *egress_policy = NULL;
 	struct egress *eg = NULL; /* on the heap, as pub above */
 	char egress_cmdline[4096], egress_log[PATH_MAX + 16];
+	struct egress_start_args eg_args = { .log = egress_log };
+	struct tap taps[VM_MAX_NETS];
 
 	memset(&cfg, 0, sizeof(cfg));
+	for (i = 0; i < VM_MAX_NETS; i++)
+		taps[i].fd = -1;
 	memset(over, 0, sizeof(over));
 	memset(over_fs, 0, sizeof(over_fs));
 	if (!pub)
@@ -957,6 +1022,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		case OPT_JAIL:
 			jail.enabled = 1;
 			break;
+		case OPT_JAIL_NETNS:
+			jail.netns = optarg;
+			break;
 		case OPT_JAIL_UID:
 		case OPT_JAIL_GID:
 		case OPT_LIMIT_PIDS:
@@ -966,10 +1034,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 				status = bad_usage("'%s': a positive number", optarg);
 				goto out_disks;
 			}
-			if (opt == OPT_JAIL_UID)
+			if (opt == OPT_JAIL_UID) {
 				jail.uid = (uid_t)v;
-			else if (opt == OPT_JAIL_GID)
+				jail.uid_given = 1;
+			} else if (opt == OPT_JAIL_GID) {
 				jail.gid = (gid_t)v;
+				jail.gid_given = 1;
+			}
 			else
 				jail.pids = (unsigned)v;
 			break;
@@ -1269,13 +1340,21 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		cfg.console_out = console_file;
 	}
 
+	snprintf(egress_log, sizeof(egress_log), "%s/egress.log", sb.dir);
+	eg_args.eg = eg;
+	eg_args.uds = cfg.vsock.uds;
 	/* The cgroup first (as root, from the host's view), then the jail:
 	 * still one thread, and everything vm_create opens is bound in. */
 	if (jail_cgroup(&jail, sb.name, cfg.cpus) ||
-	    (jail.enabled && jail_setup(&jail, &cfg, restore ? &snap : NULL, &sb, jail_kernel, jail_initrd,
-					jail_root, sizeof(jail_root)))) {
+	    (jail.enabled && (jail_prepare(&jail, &cfg, &sb, &eg_args, taps) ||
+			      jail_setup(&jail, &cfg, restore ? &snap : NULL, &sb, jail_kernel, jail_initrd,
+					 jail_root, sizeof(jail_root))))) {
 		status = CLI_EXIT_ERROR;
 		goto out_console;
+	}
+	if (jail.enabled) {
+		sb.pid = jail.host_pid;
+		cfg.host_pid = jail.host_pid;
 	}
 	vm = calloc(1, sizeof(*vm));
 	if (!vm) {
@@ -1339,8 +1418,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		 restore ? " restored" : "", sb.name, sb.dir);
 	api_addr.uds = cfg.vsock.uds;
 	api_addr.token = token_buf;
-	if (eg) {
-		snprintf(egress_log, sizeof(egress_log), "%s/egress.log", sb.dir);
+	if (eg && !jail.enabled) { /* jailed: the companion process runs it */
 		if (!cfg.has_vsock || egress_start(eg, cfg.vsock.uds, egress_log)) {
 			if (!cfg.has_vsock)
 				log_err("--egress-policy needs the sandbox's vsock device");
@@ -1395,7 +1473,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 out_publish:
 	for (i = 0; i < nr_pub; i++)
 		publish_stop(&pub[i]);
-	if (eg)
+	if (eg && !jail.enabled)
 		egress_stop(eg);
 out_destroy:
 	if (ctl.api && ctl.api->pending != FCAPI_NONE)
@@ -1405,6 +1483,9 @@ out_destroy:
 out_free:
 	free(vm);
 out_console:
+	for (i = 0; i < VM_MAX_NETS; i++)
+		if (taps[i].fd >= 0)
+			tap_close(&taps[i]);
 	if (raw)
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
 	if (console_file >= 0)

@@ -194,7 +194,7 @@ int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_
 	struct json_writer w;
 	int r;
 
-	snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	snprintf(pid, sizeof(pid), "%d\n", (int)(sb->pid ? sb->pid : getpid()));
 	snprintf(sb->token, sizeof(sb->token), "%s", token ? token : "");
 	jw_init(&w, cfg, sizeof(cfg));
 	jw_obj(&w);

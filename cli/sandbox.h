@@ -8,6 +8,7 @@
 #include <linux/limits.h>
 #include <limits.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <sys/un.h>
 
 #define SANDBOX_NAME_MAX 64
@@ -19,6 +20,8 @@ struct sandbox {
 	char vsock[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char token[160];
 	int created; /* this process made dir */
+	pid_t pid;   /* the VMM's pid as the host sees it, 0: getpid() (jailed:
+			it is pid 1 in its own namespace) */
 };
 
 /* Root of the state directory, created (0700) if missing. 0 or -errno. */

@@ -762,24 +762,33 @@ err:
 	return r;
 }
 
-int virtio_net_init(struct virtio_net *n, const struct net_options *o, int vm_fd,
-		    const struct gm *gm, uint64_t base, unsigned irq, unsigned index)
+int virtio_net_open_tap(const struct net_options *o, struct tap *t)
 {
-	struct tap t;
-	int r = tap_open(&t, o->tap);
+	int r = tap_open(t, o->tap);
 
 	if (r)
 		return r;
 	/* A restored guest still has the snapshot's TAP in its neighbour
 	 * cache: this TAP takes that MAC, so the clone reaches its host side
 	 * at once instead of after the cache entry expires. */
-	if (o->has_host_mac && tap_set_mac(&t, o->host_mac))
+	if (o->has_host_mac && tap_set_mac(t, o->host_mac))
 		log_warn("--net tap=%s: cannot give it the snapshot's TAP MAC; the clone may take a while to "
 			 "reach the host side (its neighbour cache entry has to expire)", o->tap);
-	if (o->host_ip && (r = tap_set_host_addr(&t, o->host_ip, o->host_prefix))) {
-		tap_close(&t);
+	if (o->host_ip && (r = tap_set_host_addr(t, o->host_ip, o->host_prefix))) {
+		tap_close(t);
 		return r;
 	}
+	return 0;
+}
+
+int virtio_net_init(struct virtio_net *n, const struct net_options *o, int vm_fd,
+		    const struct gm *gm, uint64_t base, unsigned irq, unsigned index)
+{
+	struct tap t;
+	int r = virtio_net_open_tap(o, &t);
+
+	if (r)
+		return r;
 	return virtio_net_init_tap(n, o, &t, vm_fd, gm, base, irq, index);
 }
 

@@ -148,6 +148,10 @@ int virtio_net_tx_one(struct virtio_net *n, const struct vq_chain *c);
  * broke a rule (the device is in NEEDS_RESET). */
 int virtio_net_rx_place(struct virtio_net *n, int *pushed);
 
+/* Opens (or creates) the TAP `o` names, gives it the snapshot's MAC and the
+ * host address if `o` says so. The jailer does this before the VMM leaves
+ * the host's network namespace. 0 or -errno (logged). */
+int virtio_net_open_tap(const struct net_options *o, struct tap *t) __attribute__((warn_unused_result));
 /* Opens the TAP and sets up the device. */
 int virtio_net_init(struct virtio_net *n, const struct net_options *o, int vm_fd,
 		    const struct gm *gm, uint64_t base, unsigned irq, unsigned index)

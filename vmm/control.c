@@ -225,7 +225,7 @@ void control_handle(struct vm *vm, const struct control *c, const char *req, siz
 		jw_key(&w, "state");
 		jw_str(&w, vm->paused ? "paused" : "running");
 		jw_key(&w, "pid");
-		jw_int(&w, getpid());
+		jw_int(&w, vm->cfg.host_pid ? vm->cfg.host_pid : getpid());
 		jw_key(&w, "vcpus");
 		jw_int(&w, vm->nr_vcpus);
 		jw_key(&w, "mem_mib");

@@ -424,7 +424,13 @@ static int vm_add_virtio(struct vm *vm)
 		vm->nets[i] = calloc(1, sizeof(*vm->nets[i]));
 		if (!vm->nets[i])
 			return -ENOMEM;
-		r = virtio_net_init(vm->nets[i], &vm->cfg.nets[i], vm->fd, &vm->gm, base, irq, i);
+		if (vm->cfg.pre_taps) {
+			r = virtio_net_init_tap(vm->nets[i], &vm->cfg.nets[i], &vm->cfg.pre_taps[i], vm->fd,
+						&vm->gm, base, irq, i);
+			vm->cfg.pre_taps[i].fd = -1; /* the device's now, or closed */
+		} else {
+			r = virtio_net_init(vm->nets[i], &vm->cfg.nets[i], vm->fd, &vm->gm, base, irq, i);
+		}
 		if (r) {
 			free(vm->nets[i]);
 			vm->nets[i] = NULL;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "bus.h"
 #include "cpuid.h"
@@ -70,6 +71,10 @@ struct vm_config {
 	struct vsock_options vsock;
 	unsigned nr_nets;
 	struct net_options nets[VM_MAX_NETS];
+	struct tap *pre_taps;    /* non-NULL: nr_nets TAPs already open (the
+				    jailer's); vm_create takes each over (fd -1) */
+	pid_t host_pid;          /* the VMM's pid on the host, 0: getpid() (a
+				    jailed VMM is pid 1 in its namespace) */
 	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
 	const char *api_token;   /* appended as vmm.token=, recorded in snapshots */
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */

@@ -215,9 +215,10 @@ if [ -x "$test_vmm" ]; then
 else skipped "seccomp violation hook: no $test_vmm (make build/vmm-test)"; fi
 
 # The jailer (root only): a jailed VMM has no capabilities, an unprivileged
-# uid, seccomp on, its own mount and network namespaces, a root holding only
-# what it needs (no host /etc, no other sandbox's folder), the sandbox's
-# cgroup limits; its folder and cgroups are gone after it exits.
+# uid of its own, seccomp on, its own PID, mount and network namespaces, a
+# root holding only what it needs (no host /etc, no other sandbox's folder),
+# the sandbox's cgroup limits; the relay outside passes signals on and the
+# VMM's status back; its folder and cgroups are gone after it exits.
 if [ "$(id -u)" != 0 ]; then skipped "jail: needs root (namespaces, pivot_root, setuid)"
 elif ! unshare -m -n true 2> /dev/null; then skipped "jail: this host refuses mount/network namespaces"
 else
@@ -227,13 +228,32 @@ else
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
 		"$vmm" run --jail --name jt --kernel "$dir/spin.elf" --mem 64 --console "file:$tmp/jt.console" \
 		--limit-pids 64 --limit-mem 512 --limit-cpu 1 < /dev/null > "$tmp/out" 2> "$tmp/err" &
-	pid=$!
+	relay=$!
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		"$vmm" run --jail --name jt2 --kernel "$dir/spin.elf" --mem 64 --console "file:$tmp/jt2.console" \
+		< /dev/null > "$tmp/out2" 2> "$tmp/err2" &
+	relay2=$!
 	for _ in $(seq 100); do grep -q spinning "$tmp/jt.console" 2> /dev/null && break; sleep 0.1; done
+	for _ in $(seq 100); do grep -q spinning "$tmp/jt2.console" 2> /dev/null && break; sleep 0.1; done
+	# The record holds the VMM's own pid (the relay's child), as the host sees it.
+	pid=$(cat "$VMM_STATE_DIR/jt/pid" 2> /dev/null)
+	pid2=$(cat "$VMM_STATE_DIR/jt2/pid" 2> /dev/null)
 	st=/proc/$pid/status
 	why=""
+	[ -n "$pid" ] && [ "$pid" != "$relay" ] && [ "$(awk '/^PPid/ {print $2}' "$st")" = "$relay" ] || why="$why relay"
+	[ "$(readlink /proc/$pid/ns/pid)" != "$(readlink /proc/self/ns/pid)" ] || why="$why pidns"
+	grep -q "^NSpid:[[:space:]]*$pid[[:space:]]*1\$" "$st" || why="$why not-pid-1"
+	[ "$(readlink /proc/$pid/ns/pid)" != "$(readlink /proc/$pid2/ns/pid)" ] || why="$why shared-pidns"
+	# Each jailed sandbox has its own uid, the first free from 900000 (the
+	# two start together: either may be first), recorded in its folder.
+	u1=$(awk '/^Uid/ {print $2}' "$st")
+	u2=$(awk '/^Uid/ {print $2}' /proc/$pid2/status)
+	[ "$(printf '%s\n' "$u1" "$u2" | sort | tr '\n' ' ')" = "900000 900001 " ] || why="$why uids-$u1-$u2"
+	[ "$(cat "$VMM_STATE_DIR/jt/jail-id" 2> /dev/null)" = "$u1" ] &&
+		[ "$(cat "$VMM_STATE_DIR/jt2/jail-id" 2> /dev/null)" = "$u2" ] || why="$why jail-id"
+	grep -q "^CapEff:[[:space:]]*0000000000000000" /proc/$relay/status && why="$why relay-unprivileged?"
 	grep -q "^CapEff:[[:space:]]*0000000000000000" "$st" || why="$why caps"
 	grep -q "^CapPrm:[[:space:]]*0000000000000000" "$st" || why="$why permitted-caps"
-	grep -q "^Uid:[[:space:]]*900000" "$st" || why="$why uid"
 	grep -q "^NoNewPrivs:[[:space:]]*1" "$st" || why="$why no_new_privs"
 	# ASan builds run without seccomp (docs/security.md).
 	grep -q "^Seccomp:[[:space:]]*2" "$st" || grep -qa __asan_init "$vmm" || why="$why seccomp"
@@ -246,15 +266,23 @@ else
 	[ "$(nsenter -t $pid -n ip -o link 2> /dev/null | grep -vc ': lo:')" = 0 ] || why="$why host-network"
 	grep -q "pids:/vmm/jt\|0::/vmm/jt" /proc/$pid/cgroup || why="$why cgroup"
 	"$vmm" pause jt > /dev/null && "$vmm" resume jt > /dev/null || why="$why control-socket"
-	kill $pid
-	wait $pid
+	[ "$("$vmm" inspect jt 2> /dev/null | grep -o '"pid": *[0-9]*' | grep -o '[0-9]*$')" = "$pid" ] ||
+		why="$why inspect-pid"
+	# A signal to the relay reaches the VMM; one to the VMM ends the relay.
+	kill $relay
+	wait $relay
 	s=$?
+	kill "$pid2"
+	wait $relay2
+	s2=$?
 	sleep 0.5
 	[ "$s" = 143 ] || why="$why status-$s"
+	[ "$s2" = 143 ] || why="$why status2-$s2"
+	[ ! -e "$VMM_STATE_DIR/jt2" ] || why="$why folder2-left"
 	[ ! -e "$VMM_STATE_DIR/jt" ] || why="$why folder-left"
 	ls -d /sys/fs/cgroup/*/vmm/jt /sys/fs/cgroup/vmm/jt > /dev/null 2>&1 && why="$why cgroup-left"
 	if [ -z "$why" ]; then
-		ok "jail: no capabilities, uid 900000, seccomp, own mount/net namespaces, minimal root, cgroup; cleaned up"
+		ok "jail: no capabilities, a uid each, seccomp, own PID/mount/net namespaces, minimal root, cgroup; cleaned up"
 	else bad "jail:$why"; fi
 	unset VMM_STATE_DIR
 fi
