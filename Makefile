@@ -204,7 +204,8 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_http test_seccomp
+              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_http test_seccomp \
+              test_jail
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -221,6 +222,7 @@ test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c $(test_virtio_mmio_SRCS)
 test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SRCS)
 test_seccomp_SRCS := vmm/seccomp.c
+test_jail_SRCS    := cli/jail.c vmm/log.c
 test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
 test_fuse_SRCS    := devices/fuse.c vmm/log.c vmm/snapfmt.c
 test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c $(test_virtio_mmio_SRCS)
