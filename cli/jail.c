@@ -289,9 +289,17 @@ static void __attribute__((noreturn)) relay(const struct jail *j, const char *fo
 		if (sigwaitinfo(&s, &si) < 0)
 			continue;
 		if (si.si_signo == SIGCHLD) {
-			pid_t w = waitpid(vmm, &st, WNOHANG);
+			/* The VMM, or the egress companion (reaped, not waited for:
+			 * it ends with the VMM). */
+			int done = 0, w_st;
+			pid_t w;
 
-			if (w == vmm || (w < 0 && errno == ECHILD))
+			while ((w = waitpid(-1, &w_st, WNOHANG)) > 0)
+				if (w == vmm) {
+					st = w_st;
+					done = 1;
+				}
+			if (done || (w < 0 && errno == ECHILD))
 				break;
 			continue;
 		}

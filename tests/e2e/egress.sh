@@ -205,6 +205,29 @@ if timeout 300 "$vmm" restore -d "$tmp/gold" --name e2 > /dev/null 2>&1; then
 		ok "egress: a clone without a policy has no proxy variables"
 else bad "egress: restore e2"; fi
 "$vmm" rm -f e2 > /dev/null 2>&1
+# Jailed: the VMM's network namespace is empty, so the proxy runs in a
+# companion process on the host's network, unprivileged (the jail's uid,
+# no capabilities).
+if [ "$(id -u)" = 0 ] && unshare -m -n true 2> /dev/null; then
+	if E2E_EGRESS_KEY=$secret timeout 300 "$vmm" restore -d "$tmp/gold" --name ej --jail \
+		--egress-policy "$ed/policy.json" > "$ed/ej.out" 2>&1; then
+		got=$(timeout 120 "$vmm" exec ej -- sh -c 'wget -q -O - http://api.test/v1/jailed' 2>&1)
+		jp=$(cat "$VMM_STATE_DIR/ej/pid" 2> /dev/null)
+		cp_=$(pgrep -x vmm-companion | head -1)
+		if [ "$got" = "upstream-ok GET /v1/jailed" ] && [ -n "$cp_" ] &&
+			[ "$(awk '/^Uid/ {print $2}' /proc/$cp_/status)" = "$(awk '/^Uid/ {print $2}' /proc/$jp/status)" ] &&
+			grep -q "^CapEff:[[:space:]]*0000000000000000" /proc/$cp_/status &&
+			[ "$(readlink /proc/$cp_/ns/net)" = "$(readlink /proc/self/ns/net)" ] &&
+			[ "$(readlink /proc/$jp/ns/net)" != "$(readlink /proc/self/ns/net)" ]; then
+			ok "egress: a jailed sandbox reaches the upstream through an unprivileged proxy process on the host's network"
+		else bad "egress: jailed: got '$got', VMM $jp, companion '$cp_' $(grep -E '^(Uid|CapEff)' /proc/$cp_/status 2>&1 | tr '\n' ' ')"; fi
+	else bad "egress: restore --jail: $(cat "$ed/ej.out")"; fi
+	"$vmm" rm -f ej > /dev/null 2>&1
+	for _ in $(seq 20); do [ -d "/proc/$cp_" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$cp_/status" || break; sleep 0.5; done
+	[ -n "$cp_" ] && [ -d "/proc/$cp_" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$cp_/status" &&
+		bad "egress: the jailed sandbox's proxy process outlived it" ||
+		ok "egress: the proxy process ends with its jailed sandbox"
+else echo "skip egress: jailed: needs root and namespaces"; fi
 kill $up_pid 2>/dev/null
 wait $up_pid 2>/dev/null
 unset VMM_STATE_DIR

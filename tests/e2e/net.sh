@@ -18,8 +18,9 @@ else
 net_mib=${VMM_E2E_NET_MIB:-$([ "$emulating" = 1 ] && echo 4 || echo 64)}
 ns=vmm-e2e-$$
 net_cleanup() {
-	VMM_STATE_DIR=$tmp/nstate "$vmm" rm -f n1 n2 n3 n4 > /dev/null 2>&1
+	VMM_STATE_DIR=$tmp/nstate "$vmm" rm -f n1 n2 n3 n4 n5 n6 > /dev/null 2>&1
 	ip netns del "$ns" 2> /dev/null
+	ip netns del "$ns-jail" 2> /dev/null
 }
 trap 'net_cleanup; exec 3>&- 2>/dev/null; rm -rf "$tmp"' EXIT
 ip netns add "$ns"
@@ -101,6 +102,35 @@ if out=$(nvmm restore -d "$tmp/nsnap" --name n3 \
 		ok "net: a clone given mac=/ip=/gw= on restore takes them and reaches its host side; the other clone still works"
 	else bad "net: clone n3 reconfiguration: $info"; fi
 else bad "net: restore n3: $out $(tail -3 "$tmp/n3.err")"; fi
+# Jailed clones (the VMM in a network namespace of its own, or in one the
+# operator prepared with the TAP in it: --jail-netns).
+if unshare -m -n true 2> /dev/null; then
+	if out=$(nvmm restore -d "$tmp/nsnap" --name n5 --jail \
+		--net tap=vmmt3,host_ip=172.30.3.1/24,mac=02:99:99:99:99:98,ip=172.30.3.2/24,gw=172.30.3.1 \
+		2> "$tmp/n5.err") && [ "$out" = n5 ]; then
+		jp=$(cat "$tmp/nstate/n5/pid" 2> /dev/null)
+		if nexec n5 -- ping -c 2 -W 10 172.30.3.1 > /dev/null 2>&1 &&
+			inns busybox ping -c 2 -W 10 172.30.3.2 > /dev/null 2>&1 &&
+			[ "$(readlink /proc/$jp/ns/net)" != "$(inns readlink /proc/self/ns/net)" ] &&
+			[ "$(nsenter -t "$jp" -n ip -o link 2> /dev/null | grep -vc ': lo:')" = 0 ] &&
+			inns ip link show vmmt3 > /dev/null 2>&1; then
+			ok "net: a jailed clone (own network namespace, nothing in it) is reached through its TAP, which stays in the host's"
+		else bad "net: jailed clone n5: VMM $jp: $(nsenter -t "$jp" -n ip -o link 2>&1 | head -3)"; fi
+	else bad "net: restore --jail n5: $out $(tail -3 "$tmp/n5.err")"; fi
+	VMM_STATE_DIR=$tmp/nstate "$vmm" rm -f n5 > /dev/null 2>&1
+	ip netns add "$ns-jail"
+	if out=$(nvmm restore -d "$tmp/nsnap" --name n6 --jail --jail-netns "$ns-jail" --net tap=vmmt6,mac=02:99:99:99:99:97 \
+		2> "$tmp/n6.err") && [ "$out" = n6 ]; then
+		jp=$(cat "$tmp/nstate/n6/pid" 2> /dev/null)
+		if ip netns exec "$ns-jail" ip link show vmmt6 > /dev/null 2>&1 && ! inns ip link show vmmt6 > /dev/null 2>&1 &&
+			[ "$(readlink /proc/$jp/ns/net)" = "$(ip netns exec "$ns-jail" readlink /proc/self/ns/net)" ] &&
+			[ "$(nexec n6 -- echo up)" = up ]; then
+			ok "net: --jail-netns: the jailed VMM joins the prepared namespace and its TAP is made there"
+		else bad "net: --jail-netns n6: $(ip netns exec "$ns-jail" ip -o link 2>&1 | head -3)"; fi
+	else bad "net: restore --jail-netns n6: $out $(tail -3 "$tmp/n6.err")"; fi
+	VMM_STATE_DIR=$tmp/nstate "$vmm" rm -f n6 > /dev/null 2>&1
+	ip netns del "$ns-jail" 2> /dev/null
+else echo "skip net: jailed clones: this host refuses mount/network namespaces"; fi
 if nvmm restore -d "$tmp/nsnap" --name n4 --net tap=vmmt4 --net tap=vmmt5 > /dev/null 2> "$tmp/n4.err"; then
 	bad "net: a restore with more --net than the snapshot has was not refused"
 else
