@@ -369,6 +369,24 @@ static int jail_prepare(struct jail *j, struct vm_config *cfg, struct sandbox *s
 	return 0;
 }
 
+/* A malloc'd path made absolute (the jail binds it at the same place).
+ * 0, or -1 with errno set (logged). */
+static int absolute(char **path, const char *opt)
+{
+	char *abs = realpath(*path, NULL);
+
+	if (!abs) {
+		int e = errno;
+
+		log_err("%s %s: %s", opt, *path, strerror(e));
+		errno = e;
+		return -1;
+	}
+	free(*path);
+	*path = abs;
+	return 0;
+}
+
 /* --jail: what the VMM needs inside (absolute paths: the jail's cwd is
  * its root), then into it. */
 static int jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
@@ -386,15 +404,9 @@ static int jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *sn
 	r |= jail_add(j, cfg->kvm_path ? cfg->kvm_path : "/dev/kvm", 1);
 	/* No /dev/net/tun: the TAPs are open (jail_prepare). */
 	for (i = 0; i < cfg->nr_fs; i++) {
-		char *abs = realpath(cfg->fs[i].path, NULL);
-
-		if (!abs) {
-			log_err("--fs %s: %s", cfg->fs[i].path, strerror(errno));
+		if (absolute(&cfg->fs[i].path, "--fs"))
 			return -errno;
-		}
-		free(cfg->fs[i].path);
-		cfg->fs[i].path = abs;
-		r |= jail_add(j, abs, !cfg->fs[i].ro);
+		r |= jail_add(j, cfg->fs[i].path, !cfg->fs[i].ro);
 	}
 	if (snap) {
 		if (!realpath(snap->dir, tmp))
@@ -414,14 +426,11 @@ static int jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *sn
 		}
 	}
 	for (i = 0; i < cfg->nr_disks; i++) {
-		char *abs = realpath(cfg->disks[i].path, NULL);
+		const char *abs;
 
-		if (!abs) {
-			log_err("--disk %s: %s", cfg->disks[i].path, strerror(errno));
+		if (absolute(&cfg->disks[i].path, "--disk"))
 			return -errno;
-		}
-		free(cfg->disks[i].path);
-		cfg->disks[i].path = abs;
+		abs = cfg->disks[i].path;
 		/* A clone's disk copy is in the folder, bound already (a bind
 		 * on it would keep the VMM from removing it at exit). */
 		if (strncmp(abs, sb->dir, strlen(sb->dir)) || abs[strlen(sb->dir)] != '/')
