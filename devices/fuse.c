@@ -1344,6 +1344,11 @@ static int op_init(struct req *q)
 	}
 	/* Only what is implemented: no locks, no writeback cache, no DAX,
 	 * no export (no LOOKUP of "." by handle), no ACLs or killpriv. */
+	/* The reply must fit before the session opens: a FUSE_INIT that got
+	 * EINVAL for a too-small buffer must not leave the server initialized
+	 * (and the old session dropped) behind the guest's back. */
+	if (q->out.left < sizeof(out))
+		return -EINVAL;
 	offer = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES | FUSE_PARALLEL_DIROPS |
 		FUSE_MAX_PAGES;
 	/* READDIRPLUS fills the guest's dentry cache; with cache=none every

@@ -44,9 +44,13 @@ static const short common_calls[] = {
 
 /* vCPU: KVM_RUN and what an exit's dispatch reaches: device registers
  * (eventfd writes, a reset waiting on its loop), the UART's output, an
- * interrupt line, the error report. */
+ * interrupt line, the error report. A driver's reset (Status 0) runs the
+ * device's reset op here, its loop paused (virtio_reset): that stops
+ * watching backend descriptors, epoll_ctl on the loop's epoll (net's TAP,
+ * vsock's connections); without it a guest resetting a live device
+ * killed the VMM (the attack guest found it). */
 static const short vcpu_calls[] = {
-	__NR_ioctl,
+	__NR_ioctl, __NR_epoll_ctl,
 };
 static const unsigned vcpu_ioctls[] = {
 	KVM_RUN, KVM_GET_REGS, KVM_IRQ_LINE,

@@ -178,18 +178,44 @@ if [ "$("$vmm" create --name made --kernel "$dir/spin.elf" --mem 64 --ready-time
 else bad "vmm create: $("$vmm" ls)"; fi
 unset VMM_STATE_DIR
 
-# The attack guest: a hostile driver for virtio-blk and virtio-vsock. Every
-# attack leaves the device in NEEDS_RESET (or is ignored), the VMM runs on,
-# the disk reads again after a reset and after the attacks on vsock.
+# The attack guest: a hostile driver for virtio-blk, virtio-vsock,
+# virtio-net (on a TAP the VMM creates: root only) and virtio-fs (on a
+# scratch folder). Every attack leaves the device in NEEDS_RESET (or is
+# dropped and counted), the VMM runs on, each device works after a reset
+# and the disk still reads after the attacks on every other device.
 printf 'ATTACK-DISK' > "$tmp/attack.img"
 truncate -s 1M "$tmp/attack.img"
-if run attack 0 run --kernel "$dir/attack.elf" --mem 64 --disk "path=$tmp/attack.img" &&
+mkdir "$tmp/attack-share"
+echo shared > "$tmp/attack-share/file"
+attack_tap=""
+attack_net=()
+if [ "$(id -u)" = 0 ] && [ -c /dev/net/tun ]; then
+	# A name of its own (15 characters at most): runs in other trees may
+	# attack at the same time. The VMM creates it and it goes with the VMM.
+	attack_tap=vatk$$
+	attack_net=(--net "tap=$attack_tap,host_ip=172.30.213.1/30")
+else
+	skipped "attack.elf on virtio-net: needs root and /dev/net/tun for the TAP"
+fi
+if run attack 0 run --kernel "$dir/attack.elf" --mem 64 --disk "path=$tmp/attack.img" \
+	"${attack_net[@]}" --fs "tag=atk,path=$tmp/attack-share" &&
 	grep -q "^attack: all passed" "$tmp/out" && ! grep -q "^FAIL" "$tmp/out" &&
-	grep -q "device needs reset: descriptor chain loops" "$tmp/err"; then
-	ok "attack.elf: $(grep -c '^ok' "$tmp/out") attacks on blk and vsock survived, devices work after reset"
+	grep -q "device needs reset: descriptor chain loops" "$tmp/err" &&
+	grep -q "^ok   attack: fs: after a reset STATFS" "$tmp/out" &&
+	{ [ -z "$attack_tap" ] || { grep -q "^ok   attack: net: after a reset an ARP" "$tmp/out" &&
+		grep -q "virtio-net0: rx [0-9]* frames ([0-9]* dropped), tx [0-9]* frames ([0-9]* dropped, 14 malformed)" "$tmp/err" &&
+		grep -q "virtio-net0: guest error, device needs reset: virtio-net rx buffer is device-readable" "$tmp/err"; }; }; then
+	ok "attack.elf: $(grep -c '^ok' "$tmp/out") attacks on blk, vsock${attack_tap:+, net} and fs survived, devices work after reset"
 else
 	grep "^FAIL" "$tmp/out" | sed 's/^/     /'
+	grep -q "^attack: all passed" "$tmp/out" || tail -3 "$tmp/out" | sed 's/^/     | /'
 	bad "attack.elf"
+fi
+if [ -n "$attack_tap" ]; then
+	if ip link show "$attack_tap" > /dev/null 2>&1; then
+		ip link del "$attack_tap" 2> /dev/null
+		bad "attack.elf: TAP $attack_tap outlived the VMM"
+	else ok "attack.elf: TAP $attack_tap is gone with the VMM"; fi
 fi
 
 # seccomp: the test build's hook (build/vmm-test, VMM_TEST_SECCOMP_VIOLATE)

@@ -162,6 +162,16 @@ static void init_rules(void **state)
 	assert_int_equal(t->oh.len, 16 + 8);
 	/* INIT shorter than its four fields. */
 	assert_int_equal(call(t, FUSE_INIT, 0, &newer, 12), -EINVAL);
+	/* An INIT whose reply does not fit fails and opens no session (the
+	 * attack guest found it left the server initialized). */
+	{
+		struct fuse_init_in in = { .major = 7, .minor = 31 };
+
+		t->out_size = sizeof(struct fuse_out_header) + 8;
+		assert_int_equal(call(t, FUSE_INIT, 0, &in, sizeof(in)), -EINVAL);
+		t->out_size = sizeof(t->out);
+		assert_int_equal(lookup(t, 1, "x", NULL), -EIO);
+	}
 	do_init(t);
 	assert_int_equal(lookup(t, 1, "x", NULL), -ENOENT);
 	teardown_t(t);
