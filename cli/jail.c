@@ -390,6 +390,16 @@ int jail_enter(struct jail *j, const char *root, const char *folder)
 			return r;
 		}
 	}
+	/* The VMM's own PID namespace's /proc (only it and its children),
+	 * without the kernel's other files (subset=pid): the FUSE server keeps
+	 * a handle on /proc/self/fd to reopen its O_PATH inodes. */
+	if (j->proc) {
+		snprintf(old, sizeof(old), "%s/proc", root);
+		if (mkdir(old, 0555) < 0 ||
+		    (mount("proc", old, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "subset=pid,hidepid=invisible") < 0 &&
+		     mount("proc", old, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0))
+			goto err;
+	}
 	snprintf(old, sizeof(old), "%s/.old", root);
 	if (mkdir(old, 0700) < 0 || syscall(SYS_pivot_root, root, old) < 0 || chdir("/") < 0 ||
 	    umount2("/.old", MNT_DETACH) < 0 || rmdir("/.old") < 0)
@@ -619,6 +629,12 @@ int jail_drop(struct jail *j, const char *owned_dir)
 	 * record there and removes the folder at the end. */
 	if (owned_dir)
 		hand_over(owned_dir, j->uid, j->gid);
+	/* Open handles (the FUSE server's) keep it; no path reaches it. */
+	if (j->proc && umount2("/proc", MNT_DETACH) < 0) {
+		r = -errno;
+		log_err("jail: cannot detach /proc: %s", strerror(errno));
+		return r;
+	}
 	if ((r = drop_privileges(j))) {
 		log_err("jail: cannot drop privileges: %s", strerror(-r));
 		return r;

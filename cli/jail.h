@@ -22,6 +22,8 @@ struct jail {
 	int uid_given, gid_given; /* --jail-uid/--jail-gid: not picked */
 	const char *netns;       /* --jail-netns: join it (name or path) */
 	const char *cg_root;     /* NULL: /sys/fs/cgroup (tests use a fake) */
+	int proc;                /* /proc while the VM is built (virtio-fs opens
+				    /proc/self/fd), detached before the guest runs */
 	pid_t host_pid;          /* in the jailed VMM: its pid as the host sees it */
 	unsigned cpu_milli;      /* --limit-cpu: thousandths of a CPU, 0: none */
 	uint64_t mem_bytes;      /* --limit-mem, 0: none */

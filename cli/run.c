@@ -403,6 +403,7 @@ static int jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *sn
 	r |= jail_add(j, sb->dir, 1);
 	r |= jail_add(j, cfg->kvm_path ? cfg->kvm_path : "/dev/kvm", 1);
 	/* No /dev/net/tun: the TAPs are open (jail_prepare). */
+	j->proc = cfg->nr_fs > 0;
 	for (i = 0; i < cfg->nr_fs; i++) {
 		if (absolute(&cfg->fs[i].path, "--fs"))
 			return -errno;

@@ -196,6 +196,26 @@ fs_stop fsb
 sleep 2
 if grep -q "ERROR: AddressSanitizer\|runtime error" "$tmp/fsb.err"; then bad "fs: ASan/UBSan: $(grep -m3 'ERROR\|runtime error' "$tmp/fsb.err")"
 else ok "fs: the ASan build served a clone without a report"; fi
+# A jailed clone: its VMM serves the drive with the jail uid's rights on
+# the host folder (docs/security.md), /proc gone from its root.
+if [ "$(id -u)" = 0 ] && unshare -m -n true 2> /dev/null; then
+	mkdir -p "$share/jailed"
+	chown 900700 "$share/jailed"
+	echo for-the-jail > "$share/for-jail"
+	if out=$(timeout 300 "$vmm" restore -d "$tmp/fsgold" --name fsj --jail --jail-uid 900700 2> "$tmp/fsj.err") &&
+		[ "$out" = fsj ]; then
+		jp=$(cat "$VMM_STATE_DIR/fsj/pid" 2> /dev/null)
+		out=$(fsx fsj 'cat /mnt/share/for-jail; echo from-jail > /mnt/share/jailed/x && echo wrote; echo no > /mnt/share/not-mine || echo refused')
+		if [ "$out" = "for-the-jail
+wrote
+refused" ] && [ "$(stat -c %u "$share/jailed/x")" = 900700 ] && [ ! -e "$share/not-mine" ] &&
+			! grep -q ' /proc ' "/proc/$jp/mountinfo"; then
+			ok "fs: a jailed clone reads and writes the drive with its jail uid's rights, no /proc in its root"
+		else bad "fs: jailed clone: '$out'"; fi
+	else bad "fs: restore --jail: $out $(tail -3 "$tmp/fsj.err")"; fi
+	timeout 60 "$vmm" rm -f fsj > /dev/null 2>&1
+	for _ in $(seq 20); do [ -e "$VMM_STATE_DIR/fsj" ] || break; sleep 0.5; done
+else echo "skip fs: jailed clone: needs root and namespaces"; fi
 if [ -z "$(ls "$VMM_STATE_DIR" 2>/dev/null)" ] && [ "$(cat "$share/from-a")" = changed-by-a ] &&
 	[ "$(cat "$share/from-b")" = from-b ] && [ "$(cat "$share/b.txt")" = hel ]; then
 	ok "fs: the files stay on the host after the sandboxes are gone"
