@@ -294,7 +294,7 @@ int blk_options_parse(const char *s, struct blk_options *o, const char **why)
 				break;
 			}
 		} else if (!strncmp(tok, "bps=", 4) || !strncmp(tok, "iops=", 5)) {
-			if (rl_parse_rate(strchr(tok, '=') + 1, tok[0] == 'b' ? &o->bps : &o->iops)) {
+			if (rl_parse_rate(strchr(tok, '=') + 1, tok[0] == 'b' ? &o->rl.bytes_per_s : &o->rl.ops_per_s)) {
 				*why = "bps= and iops= are numbers per second, with an optional k, M or G";
 				r = -EINVAL;
 				break;
@@ -390,8 +390,8 @@ int virtio_blk_init(struct virtio_blk *b, const struct blk_options *o, int vm_fd
 	b->config.max_write_zeroes_seg = htole32(BLK_MAX_DISCARD_SEG);
 	b->config.write_zeroes_may_unmap = 1;
 	snprintf(name, sizeof(name), "virtio-blk%u", index);
-	if (o->bps || o->iops) {
-		rl_init(&b->rl, o->bps, 0, o->iops, 0, log_now_ns());
+	if (o->rl.bytes_per_s || o->rl.ops_per_s) {
+		rl_init_limits(&b->rl, &o->rl, log_now_ns());
 		b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 		if (b->timer_fd < 0) {
 			r = -errno;

@@ -105,7 +105,7 @@ struct blk_options {
 	int ro;
 	int root;
 	char id[24];       /* serial reported by GET_ID (20 bytes used) */
-	uint64_t bps, iops;/* rate limits (bytes and requests per second), 0: none */
+	struct rl_limits rl; /* bytes and requests (bps=, iops=), 0: none */
 };
 
 struct virtio_blk {

@@ -129,13 +129,13 @@ int net_options_parse(const char *s, struct net_options *o, const char **why)
 			continue;
 		}
 		if (v && !strcmp(tok, "rx_bps"))
-			rate = &o->rx_bps;
+			rate = &o->rx.bytes_per_s;
 		else if (v && !strcmp(tok, "rx_pps"))
-			rate = &o->rx_pps;
+			rate = &o->rx.ops_per_s;
 		else if (v && !strcmp(tok, "tx_bps"))
-			rate = &o->tx_bps;
+			rate = &o->tx.bytes_per_s;
 		else if (v && !strcmp(tok, "tx_pps"))
-			rate = &o->tx_pps;
+			rate = &o->tx.ops_per_s;
 		if (rate) {
 			if (rl_parse_rate(v, rate)) {
 				*why = "rates are numbers per second, with an optional k, M or G (e.g. rx_bps=10M)";
@@ -715,8 +715,8 @@ int virtio_net_init_tap(struct virtio_net *n, const struct net_options *o, struc
 		r = -errno;
 		goto err;
 	}
-	rl_init(&n->rx_rl, o->rx_bps, 0, o->rx_pps, 0, now);
-	rl_init(&n->tx_rl, o->tx_bps, 0, o->tx_pps, 0, now);
+	rl_init_limits(&n->rx_rl, &o->rx, now);
+	rl_init_limits(&n->tx_rl, &o->tx, now);
 	memcpy(n->config.mac, o->mac, 6);
 	n->config.status = htole16(VIRTIO_NET_S_LINK_UP);
 	n->config.max_virtqueue_pairs = htole16(1);

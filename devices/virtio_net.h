@@ -84,7 +84,7 @@ struct net_options {
 	uint32_t host_ip;           /* host side of the TAP, 0: leave it alone */
 	unsigned host_prefix;
 	int no_offload;
-	uint64_t rx_bps, rx_pps, tx_bps, tx_pps;
+	struct rl_limits rx, tx;    /* rx_bps=, rx_pps=, tx_bps=, tx_pps= */
 	uint8_t host_mac[6];        /* restore: the snapshot's TAP's MAC, given to this one */
 	int has_host_mac;
 };

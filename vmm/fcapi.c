@@ -279,6 +279,69 @@ static int put_machine_config(struct fcapi *a, const struct json *b, int patch, 
 	return 0;
 }
 
+/* Says which nested object check_fields' complaint is about. */
+static int in_field(struct why *w, const char *field, const char *name)
+{
+	char inner[160];
+
+	snprintf(inner, sizeof(inner), "%s", w->buf);
+	return fail(w, "'%s%s%s': %s", field, name ? "." : "", name ? name : "", inner);
+}
+
+/* Firecracker's TokenBucket {size, one_time_burst, refill_time}: `size`
+ * tokens (bytes or operations) refilled over refill_time ms, so a rate of
+ * size * 1000 / refill_time per second and a bucket of `size`. A size or
+ * refill_time of 0 means no limit, as in Firecracker. */
+static int get_bucket(const struct json *lim, const char *field, const char *name, uint64_t *rate,
+		      uint64_t *burst, struct why *w)
+{
+	static const struct field f[] = {
+		{ "size", F_UINT, 1 },
+		{ "one_time_burst", F_UINT, 0 },
+		{ "refill_time", F_UINT, 1 },
+	};
+	const struct json *b = json_get(lim, name);
+	uint64_t size, ms;
+	int r;
+
+	*rate = *burst = 0;
+	if (!b || b->type == JSON_NULL)
+		return 0;
+	if ((r = check_fields(b, f, 3, w)))
+		return in_field(w, field, name);
+	if (get_uint(b, "one_time_burst"))
+		return fail(w, "'%s.%s.one_time_burst' is not supported (the bucket starts full)", field, name);
+	size = get_uint(b, "size");
+	ms = get_uint(b, "refill_time");
+	if (!size || !ms)
+		return 0;
+	if (size > UINT64_MAX / 1000)
+		return fail(w, "'%s.%s.size' is too large", field, name);
+	*rate = size * 1000 / ms ? size * 1000 / ms : 1;
+	*burst = size;
+	return 0;
+}
+
+/* A RateLimiter {bandwidth, ops} (bytes and operations per second). */
+static int get_limiter(const struct json *o, const char *field, struct rl_limits *l, struct why *w)
+{
+	static const struct field f[] = {
+		{ "bandwidth", F_OBJ, 0 },
+		{ "ops", F_OBJ, 0 },
+	};
+	const struct json *lim = json_get(o, field);
+	int r;
+
+	memset(l, 0, sizeof(*l));
+	if (!lim || lim->type == JSON_NULL)
+		return 0;
+	if ((r = check_fields(lim, f, 2, w)))
+		return in_field(w, field, NULL);
+	if ((r = get_bucket(lim, field, "bandwidth", &l->bytes_per_s, &l->bytes_burst, w)))
+		return r;
+	return get_bucket(lim, field, "ops", &l->ops_per_s, &l->ops_burst, w);
+}
+
 static int put_drive(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
 {
 	static const struct field f[] = {
@@ -295,6 +358,7 @@ static int put_drive(struct fcapi *a, const struct json *b, const char *path_id,
 	struct fcapi_config *c = &a->cfg;
 	const char *id, *path, *cache, *eng;
 	struct fcapi_drive *d = NULL;
+	struct rl_limits rl;
 	int r, root, ro;
 	unsigned i;
 
@@ -311,8 +375,8 @@ static int put_drive(struct fcapi *a, const struct json *b, const char *path_id,
 	/* An empty string is what some clients send for "none". */
 	if (get_str(b, "partuuid") && get_str(b, "partuuid")[0])
 		return fail(w, "'partuuid' is not supported: the root device is /dev/vda");
-	if (has(b, "rate_limiter"))
-		return fail(w, "'rate_limiter' is not supported");
+	if ((r = get_limiter(b, "rate_limiter", &rl, w)))
+		return r;
 	if (get_str(b, "socket") && get_str(b, "socket")[0])
 		return fail(w, "'socket' (vhost-user) is not supported");
 	if (cache && strcmp(cache, "Unsafe") && strcmp(cache, "Writeback"))
@@ -338,6 +402,7 @@ static int put_drive(struct fcapi *a, const struct json *b, const char *path_id,
 	snprintf(d->path, sizeof(d->path), "%s", path);
 	d->root = root;
 	d->ro = ro;
+	d->rl = rl;
 	c->touched = 1;
 	return 0;
 }
@@ -367,6 +432,7 @@ static int put_net(struct fcapi *a, const struct json *b, const char *path_id, s
 		{ "tx_rate_limiter", F_OBJ, 0 },
 	};
 	const char *id, *dev, *mac;
+	struct rl_limits rx, tx;
 	int r;
 
 	if ((r = check_fields(b, f, 5, w)) || (r = pre_boot(a, w)))
@@ -380,8 +446,8 @@ static int put_net(struct fcapi *a, const struct json *b, const char *path_id, s
 		return fail(w, "'host_dev_name' must be a TAP device name of 1 to 15 characters");
 	if (mac && !mac_ok(mac))
 		return fail(w, "'guest_mac' must look like 06:00:ac:10:00:02");
-	if (has(b, "rx_rate_limiter") || has(b, "tx_rate_limiter"))
-		return fail(w, "rate limiters are not supported through the API");
+	if ((r = get_limiter(b, "rx_rate_limiter", &rx, w)) || (r = get_limiter(b, "tx_rate_limiter", &tx, w)))
+		return r;
 	{
 		struct fcapi_config *c = &a->cfg;
 		struct fcapi_net *n = NULL;
@@ -406,6 +472,8 @@ static int put_net(struct fcapi *a, const struct json *b, const char *path_id, s
 		snprintf(n->id, sizeof(n->id), "%s", id);
 		snprintf(n->host_dev, sizeof(n->host_dev), "%s", dev);
 		snprintf(n->mac, sizeof(n->mac), "%s", mac ? mac : "");
+		n->rx = rx;
+		n->tx = tx;
 		c->touched = 1;
 		return 0;
 	}
@@ -929,6 +997,7 @@ int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, siz
 			}
 			o->ro = c->drives[i].ro;
 			o->root = c->drives[i].root;
+			o->rl = c->drives[i].rl;
 			snprintf(o->id, sizeof(o->id), "%s", c->drives[i].id);
 			cfg->nr_disks = ++k;
 		}
@@ -947,6 +1016,8 @@ int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, siz
 			snprintf(why, n, "network interface %s: %s", c->net[i].id, err ? err : "invalid");
 			return -EINVAL;
 		}
+		cfg->nets[i].rx = c->net[i].rx;
+		cfg->nets[i].tx = c->net[i].tx;
 		cfg->nr_nets = i + 1;
 	}
 	for (i = 0; i < c->nr_fs; i++) {

@@ -27,12 +27,14 @@ struct fcapi_drive {
 	char id[FCAPI_DRIVE_ID_MAX + 1];
 	char path[PATH_MAX];
 	int root, ro;
+	struct rl_limits rl;    /* rate_limiter */
 };
 
 struct fcapi_net {
 	char id[64];
 	char host_dev[16];      /* IFNAMSIZ */
 	char mac[18];           /* "" if not given */
+	struct rl_limits rx, tx;/* rx_rate_limiter, tx_rate_limiter */
 };
 
 struct fcapi_fs {

@@ -34,6 +34,11 @@ void rl_init(struct ratelimit *rl, uint64_t bytes_per_s, uint64_t bytes_burst,
 	bucket_init(&rl->ops, ops_per_s, ops_burst, now_ns);
 }
 
+void rl_init_limits(struct ratelimit *rl, const struct rl_limits *l, uint64_t now_ns)
+{
+	rl_init(rl, l->bytes_per_s, l->bytes_burst, l->ops_per_s, l->ops_burst, now_ns);
+}
+
 int rl_enabled(const struct ratelimit *rl)
 {
 	return rl->bytes.rate || rl->ops.rate;

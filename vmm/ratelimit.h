@@ -20,10 +20,18 @@ struct ratelimit {
 	struct rl_bucket ops;
 };
 
+/* A device direction's limits as configured: rates per second and bucket
+ * sizes (0: one second's worth); rates 0: no limit. */
+struct rl_limits {
+	uint64_t bytes_per_s, bytes_burst;
+	uint64_t ops_per_s, ops_burst;
+};
+
 /* Rates 0 disable a bucket; burst 0 means "one second's worth". The
  * buckets start full. */
 void rl_init(struct ratelimit *rl, uint64_t bytes_per_s, uint64_t bytes_burst,
 	     uint64_t ops_per_s, uint64_t ops_burst, uint64_t now_ns);
+void rl_init_limits(struct ratelimit *rl, const struct rl_limits *l, uint64_t now_ns);
 /* Is any bucket limited? */
 int rl_enabled(const struct ratelimit *rl);
 /* Takes `bytes` and one operation if both buckets hold enough; returns 0.

@@ -205,7 +205,7 @@ if [ "$(id -u)" = 0 ] && unshare -m -n true 2> /dev/null; then
 	if out=$(timeout 300 "$vmm" restore -d "$tmp/fsgold" --name fsj --jail --jail-uid 900700 2> "$tmp/fsj.err") &&
 		[ "$out" = fsj ]; then
 		jp=$(cat "$VMM_STATE_DIR/fsj/pid" 2> /dev/null)
-		out=$(fsx fsj 'cat /mnt/share/for-jail; echo from-jail > /mnt/share/jailed/x && echo wrote; echo no > /mnt/share/not-mine || echo refused')
+		out=$(fsx fsj 'cat /mnt/share/for-jail; echo from-jail > /mnt/share/jailed/x && echo wrote; { echo no > /mnt/share/not-mine; } 2> /dev/null || echo refused')
 		if [ "$out" = "for-the-jail
 wrote
 refused" ] && [ "$(stat -c %u "$share/jailed/x")" = 900700 ] && [ ! -e "$share/not-mine" ] &&

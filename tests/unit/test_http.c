@@ -359,8 +359,29 @@ static void route_drives(void **state)
 		     "\"partuuid\":\"abc\"}", "partuuid");
 	expect_fault(400, "PUT", "/drives/x", "{\"drive_id\":\"x\",\"path_on_host\":\"/x\",\"is_root_device\":false,"
 		     "\"io_engine\":\"Async\"}", "io_engine");
+	/* Firecracker's RateLimiter: size tokens per refill_time ms, a bucket
+	 * of size; an empty limiter, or size/refill_time 0, is no limit. */
+	snprintf(body, sizeof(body), "{\"drive_id\":\"data\",\"path_on_host\":\"%s\",\"is_root_device\":false,"
+		 "\"is_read_only\":true,\"rate_limiter\":{\"bandwidth\":{\"size\":1048576,\"refill_time\":100},"
+		 "\"ops\":{\"size\":50,\"one_time_burst\":0,\"refill_time\":1000}}}", disk);
+	assert_int_equal(req("PUT", "/drives/data", body), 204);
+	assert_int_equal(api.cfg.drives[1].rl.bytes_per_s, 10485760);
+	assert_int_equal(api.cfg.drives[1].rl.bytes_burst, 1048576);
+	assert_int_equal(api.cfg.drives[1].rl.ops_per_s, 50);
+	assert_int_equal(api.cfg.drives[1].rl.ops_burst, 50);
+	snprintf(body, sizeof(body), "{\"drive_id\":\"data\",\"path_on_host\":\"%s\",\"is_root_device\":false,"
+		 "\"is_read_only\":true,\"rate_limiter\":{\"bandwidth\":{\"size\":0,\"refill_time\":100}}}", disk);
+	assert_int_equal(req("PUT", "/drives/data", body), 204);
+	assert_int_equal(api.cfg.drives[1].rl.bytes_per_s, 0);
 	expect_fault(400, "PUT", "/drives/x", "{\"drive_id\":\"x\",\"path_on_host\":\"/x\",\"is_root_device\":false,"
-		     "\"rate_limiter\":{}}", "rate_limiter");
+		     "\"rate_limiter\":{\"bandwidth\":{\"size\":10}}}", "rate_limiter.bandwidth");
+	expect_fault(400, "PUT", "/drives/x", "{\"drive_id\":\"x\",\"path_on_host\":\"/x\",\"is_root_device\":false,"
+		     "\"rate_limiter\":{\"bytes\":{}}}", "rate_limiter");
+	expect_fault(400, "PUT", "/drives/x", "{\"drive_id\":\"x\",\"path_on_host\":\"/x\",\"is_root_device\":false,"
+		     "\"rate_limiter\":{\"ops\":{\"size\":10,\"one_time_burst\":5,\"refill_time\":10}}}",
+		     "one_time_burst");
+	expect_fault(400, "PUT", "/drives/x", "{\"drive_id\":\"x\",\"path_on_host\":\"/x\",\"is_root_device\":false,"
+		     "\"rate_limiter\":{\"ops\":{\"size\":-1,\"refill_time\":10}}}", "size");
 	expect_fault(400, "PUT", "/drives/a.b", "{\"drive_id\":\"a.b\",\"path_on_host\":\"/x\",\"is_root_device\":false}",
 		     "drive_id");
 	expect_fault(400, "PUT", "/drives/abcdefghijklmnopqrstu",
@@ -386,12 +407,19 @@ static void route_vsock_net_fs(void **state)
 		     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"guest_mac\":\"01:00:5e:00:00:01\"}",
 		     "unicast");
 	expect_fault(400, "PUT", "/network-interfaces/eth0",
-		     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"rx_rate_limiter\":{}}", "rate limiters");
+		     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"rx_rate_limiter\":{\"ops\":1}}",
+		     "rx_rate_limiter");
 	assert_int_equal(req("PUT", "/network-interfaces/eth0",
 			     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"guest_mac\":\"06:00:AC:10:00:02\"}"), 204);
-	assert_int_equal(req("PUT", "/network-interfaces/eth1", "{\"iface_id\":\"eth1\",\"host_dev_name\":\"tap1\"}"),
-			 204);
+	assert_int_equal(req("PUT", "/network-interfaces/eth1",
+			     "{\"iface_id\":\"eth1\",\"host_dev_name\":\"tap1\",\"rx_rate_limiter\":{\"bandwidth\":"
+			     "{\"size\":125000,\"refill_time\":1000}},\"tx_rate_limiter\":{\"ops\":{\"size\":10,"
+			     "\"refill_time\":10}}}"), 204);
 	assert_int_equal(api.cfg.nr_net, 2);
+	assert_int_equal(api.cfg.net[1].rx.bytes_per_s, 125000);
+	assert_int_equal(api.cfg.net[1].tx.ops_per_s, 1000);
+	assert_int_equal(api.cfg.net[1].tx.ops_burst, 10);
+	assert_int_equal(api.cfg.net[0].rx.bytes_per_s, 0);
 	expect_fault(400, "PUT", "/fs/share", "{\"tag\":\"share\"}", "path_on_host");
 	expect_fault(400, "PUT", "/fs/share", "{\"tag\":\"share\",\"path_on_host\":\"/nonexistent\"}", "not a directory");
 	expect_fault(400, "PUT", "/fs/share", "{\"fs_id\":\"other\",\"tag\":\"share\",\"path_on_host\":\"/tmp\"}",
@@ -456,6 +484,10 @@ static void route_vm_config(void **state)
 	assert_true(cfg.nets[0].has_mac);
 	assert_int_equal(cfg.nets[0].mac[5], 2);
 	assert_string_equal(cfg.nets[1].tap, "tap1");
+	/* The rate limiters reach the devices' options. */
+	assert_int_equal(cfg.nets[1].rx.bytes_per_s, 125000);
+	assert_int_equal(cfg.nets[1].tx.ops_per_s, 1000);
+	assert_int_equal(cfg.nets[1].tx.ops_burst, 10);
 	assert_int_equal(cfg.nr_fs, 1);
 	assert_string_equal(cfg.fs[0].tag, "share");
 	assert_string_equal(cfg.fs[0].path, "/");

@@ -119,8 +119,8 @@ static void options(void **state)
 	assert_int_equal(blk_options_parse("path=/x,bogus", &o, &why), -EINVAL);
 	assert_int_equal(blk_options_parse("path=", &o, &why), -EINVAL);
 	assert_int_equal(blk_options_parse("path=/x.img,bps=10M,iops=1k", &o, &why), 0);
-	assert_int_equal(o.bps, 10000000);
-	assert_int_equal(o.iops, 1000);
+	assert_int_equal(o.rl.bytes_per_s, 10000000);
+	assert_int_equal(o.rl.ops_per_s, 1000);
 	blk_options_free(&o);
 	assert_int_equal(blk_options_parse("path=/x.img,iops=lots", &o, &why), -EINVAL);
 }
@@ -157,7 +157,7 @@ static int setup_common(void **state, int ro)
 	close(fd);
 	o.path = f->path;
 	o.ro = ro;
-	o.iops = setup_iops;
+	o.rl.ops_per_s = setup_iops;
 	snprintf(o.id, sizeof(o.id), "test-serial");
 	if (virtio_blk_init(&f->blk, &o, -1, &f->b.gm, 0xd0000000, 5, 0))
 		return -1;

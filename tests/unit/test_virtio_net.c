@@ -42,8 +42,8 @@ static void options(void **state)
 	assert_int_equal(o.prefix, 30);
 	assert_int_equal(o.host_prefix, 24);
 	assert_int_equal(o.host_ip, inet_addr("172.16.0.1"));
-	assert_int_equal(o.rx_bps, 10000000);
-	assert_int_equal(o.tx_pps, 1000);
+	assert_int_equal(o.rx.bytes_per_s, 10000000);
+	assert_int_equal(o.tx.ops_per_s, 1000);
 	assert_int_equal(o.no_offload, 1);
 	assert_int_equal(net_guest_cmdline(&o, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "vmm.net=02:11:22:33:44:55,ip=172.16.0.2/30,gw=172.16.0.1,dns=1.1.1.1");
