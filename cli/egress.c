@@ -4,6 +4,7 @@
 #include "../guest-init/json.h"
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
+#include "../vmm/seccomp.h"
 #include "../vmm/unixsock.h"
 
 #include <errno.h>
@@ -537,6 +538,17 @@ static void *accept_thread(void *arg)
 	struct egress *e = arg;
 	pthread_attr_t attr;
 
+	/* Before the first accept; connection threads inherit the filter. */
+	if (e->seccomp) {
+		int r = sc_install(SC_EGRESS);
+
+		if (r) {
+			log_err("egress: cannot install the seccomp filter (%s): the proxy does not serve",
+				strerror(-r));
+			return NULL;
+		}
+		sc_test_violate(SC_EGRESS);
+	}
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (;;) {
@@ -584,8 +596,15 @@ static void *accept_thread(void *arg)
 
 int egress_start(struct egress *e, const char *vsock_uds, const char *log_path)
 {
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
 	sigset_t all, old;
 	int r;
+
+	/* One lookup now, before the filter: the C library reads its NSS
+	 * configuration and loads the modules it names (dlopen: files and
+	 * calls the proxy's allow-list need not include) on its first use. */
+	if (e->seccomp && !getaddrinfo("localhost", "443", &hints, &res))
+		freeaddrinfo(res);
 
 	if (snprintf(e->path, sizeof(e->path), "%s_%u", vsock_uds, EGRESS_VSOCK_PORT) >= (int)sizeof(e->path)) {
 		log_err("egress: the vsock socket path is too long");

@@ -23,6 +23,7 @@ struct egress {
 	int fd, log_fd;
 	pthread_t thread;
 	int started;
+	int seccomp;             /* the threads run under SC_EGRESS (vmm/seccomp.h) */
 	_Atomic unsigned conns;
 };
 

@@ -251,6 +251,7 @@ struct helper {
 	unsigned egress_port;        /* restore: the guest side of the egress proxy; 0: none */
 	const struct exec_opts *cmd; /* NULL: none */
 	int restored;
+	int seccomp;                 /* the child runs under SC_HELPER (vmm/seccomp.h) */
 	unsigned long ready_s;
 };
 
@@ -276,6 +277,17 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 		struct pollfd p = { .fd = ready[0], .events = POLLIN };
 		int r;
 
+		/* Its own allow-list, before it reads anything from the guest. */
+		if (h->seccomp) {
+			r = sc_install(SC_HELPER);
+			if (r) {
+				log_err("the helper process cannot install its seccomp filter: %s", strerror(-r));
+				if (h->cmd)
+					kill(getppid(), SIGTERM);
+				_exit(CLI_EXIT_ERROR);
+			}
+			sc_test_violate(SC_HELPER);
+		}
 		signal(SIGINT, SIG_DFL);
 		if (!h->restored) {
 			close(ready[1]);
@@ -386,6 +398,12 @@ static int run_vm(struct vm *vm, const struct helper *h, pid_t child)
 	if (child > 0 && waitpid(child, &st, WNOHANG) == 0) {
 		kill(child, SIGTERM);
 		waitpid(child, &st, 0);
+	}
+	/* The helper broke its seccomp allow-list: its handler said so and
+	 * stopped the VMM with SIGTERM (vmm/seccomp.c). */
+	if (reason == VM_EXIT_SIGNAL && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS) {
+		log_err("the helper process was stopped by its seccomp filter");
+		return 128 + SIGSYS;
 	}
 	if (h->cmd) {
 		if (reason == VM_EXIT_POWEROFF && WIFEXITED(st))
@@ -1341,6 +1359,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	api_addr.token = token_buf;
 	if (eg) {
 		snprintf(egress_log, sizeof(egress_log), "%s/egress.log", sb.dir);
+		eg->seccomp = cfg.seccomp;
 		if (!cfg.has_vsock || egress_start(eg, cfg.vsock.uds, egress_log)) {
 			if (!cfg.has_vsock)
 				log_err("--egress-policy needs the sandbox's vsock device");
@@ -1369,6 +1388,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		h.a = &api_addr;
 		h.cmd = cmd.argv ? &cmd : NULL;
 		h.restored = restore;
+		h.seccomp = cfg.seccomp;
 		h.ready_s = ready_s;
 		snprintf(synced, sizeof(synced), "%s/synced", sb.dir);
 		h.synced = synced;
