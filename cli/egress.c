@@ -4,6 +4,7 @@
 #include "../guest-init/json.h"
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
+#include "../vmm/seccomp.h"
 #include "../vmm/unixsock.h"
 
 #include <errno.h>
@@ -537,6 +538,17 @@ static void *accept_thread(void *arg)
 	struct egress *e = arg;
 	pthread_attr_t attr;
 
+	/* Before the first accept; connection threads inherit the filter. */
+	if (e->seccomp) {
+		int r = sc_install(SC_EGRESS);
+
+		if (r) {
+			log_err("egress: cannot install the seccomp filter (%s): the proxy does not serve",
+				strerror(-r));
+			return NULL;
+		}
+		sc_test_violate(SC_EGRESS);
+	}
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (;;) {
@@ -582,10 +594,16 @@ static void *accept_thread(void *arg)
 	return NULL;
 }
 
-int egress_start(struct egress *e, const char *vsock_uds, const char *log_path)
+int egress_open(struct egress *e, const char *vsock_uds, const char *log_path)
 {
-	sigset_t all, old;
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
 	int r;
+
+	/* One lookup now, before the filter: the C library reads its NSS
+	 * configuration and loads the modules it names (dlopen: files and
+	 * calls the proxy's allow-list need not include) on its first use. */
+	if (e->seccomp && !getaddrinfo("localhost", "443", &hints, &res))
+		freeaddrinfo(res);
 
 	if (snprintf(e->path, sizeof(e->path), "%s_%u", vsock_uds, EGRESS_VSOCK_PORT) >= (int)sizeof(e->path)) {
 		log_err("egress: the vsock socket path is too long");
@@ -600,8 +618,18 @@ int egress_start(struct egress *e, const char *vsock_uds, const char *log_path)
 	e->fd = unix_listen(e->path, 64, 1, "egress proxy");
 	if (e->fd < 0) {
 		r = e->fd;
-		goto err_log;
+		close(e->log_fd);
+		e->log_fd = -1;
+		return r;
 	}
+	return 0;
+}
+
+int egress_launch(struct egress *e)
+{
+	sigset_t all, old;
+	int r;
+
 	/* Every signal blocked in the proxy's threads (connection threads
 	 * inherit the mask): process signals stay vm_run's, and the SIGPIPE of
 	 * a write to a peer that went away stays pending on the thread, the
@@ -610,18 +638,23 @@ int egress_start(struct egress *e, const char *vsock_uds, const char *log_path)
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	r = -pthread_create(&e->thread, NULL, accept_thread, e);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r)
-		goto err_listen;
+	if (r) {
+		close(e->fd);
+		e->fd = -1;
+		unlink(e->path);
+		close(e->log_fd);
+		e->log_fd = -1;
+		return r;
+	}
 	e->started = 1;
 	return 0;
-err_listen:
-	close(e->fd);
-	e->fd = -1;
-	unlink(e->path);
-err_log:
-	close(e->log_fd);
-	e->log_fd = -1;
-	return r;
+}
+
+int egress_start(struct egress *e, const char *vsock_uds, const char *log_path)
+{
+	int r = egress_open(e, vsock_uds, log_path);
+
+	return r ? r : egress_launch(e);
 }
 
 void egress_stop(struct egress *e)

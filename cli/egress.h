@@ -23,6 +23,7 @@ struct egress {
 	int fd, log_fd;
 	pthread_t thread;
 	int started;
+	int seccomp;             /* the threads run under SC_EGRESS (vmm/seccomp.h) */
 	_Atomic unsigned conns;
 };
 
@@ -34,6 +35,12 @@ int egress_load(struct egress *e, const char *policy_file, const char *sandbox)
  * every signal blocked. 0 or -errno. */
 int egress_start(struct egress *e, const char *vsock_uds, const char *log_path)
 	__attribute__((warn_unused_result));
+/* egress_start in two steps, for the jail's companion process, which
+ * drops its privileges in between: the log and the listening socket (the
+ * sandbox folder is root's), then the threads. 0 or -errno (logged). */
+int egress_open(struct egress *e, const char *vsock_uds, const char *log_path)
+	__attribute__((warn_unused_result));
+int egress_launch(struct egress *e) __attribute__((warn_unused_result));
 /* Stops accepting; connections in flight finish on their own. The struct
  * is freed by the last of them if any are left (egress_release). */
 void egress_stop(struct egress *e);

@@ -560,7 +560,7 @@ static int drop_privileges(const struct jail *j)
 	return 0;
 }
 
-int jail_companion(struct jail *j, int (*start)(void *), void *arg)
+int jail_companion(struct jail *j, int (*prepare)(void *), int (*run)(void *), void *arg)
 {
 	int up[2], life[2], r;
 	char c;
@@ -592,9 +592,11 @@ int jail_companion(struct jail *j, int (*start)(void *), void *arg)
 		signal(SIGINT, SIG_IGN);
 		signal(SIGQUIT, SIG_IGN);
 		signal(SIGHUP, SIG_IGN);
-		r = start(arg);
+		r = prepare(arg);
 		if (!r && (r = drop_privileges(j)))
 			log_err("jail: the companion process cannot drop privileges: %s", strerror(-r));
+		if (!r)
+			r = run(arg);
 		c = r ? 1 : 0;
 		if (write(up[1], &c, 1) != 1 || r)
 			_exit(1);

@@ -51,11 +51,13 @@ int jail_pick_id(struct jail *j, const char *state_root, const char *folder);
  * /var/run/netns/NAME, as `ip netns add` makes) before the TAPs are opened,
  * so they are created in, or found in, it. 0 or -errno (logged). */
 int jail_join_netns(const struct jail *j);
-/* Runs start(arg) in a companion process outside the jail's namespaces
- * (it keeps the host's network: the egress proxy), which then drops to the
- * jail's uid/gid with no capabilities and no_new_privs, and lives until
- * the VMM exits. 0 once start succeeded there, or -errno. */
-int jail_companion(struct jail *j, int (*start)(void *), void *arg);
+/* A companion process outside the jail's namespaces (it keeps the host's
+ * network: the egress proxy): runs prepare(arg) as root, drops to the
+ * jail's uid/gid with no capabilities and no_new_privs, runs run(arg) (its
+ * threads start there, after the drop: a filtered thread could not take
+ * part in glibc's process-wide setresuid), and lives until the VMM exits.
+ * 0 once both succeeded there, or -errno. */
+int jail_companion(struct jail *j, int (*prepare)(void *), int (*run)(void *), void *arg);
 /* Joins the cgroup (v2, else v1 cpu/memory/pids) named after the sandbox
  * and writes the limits. Without limits, nothing. 0 or -errno (logged). */
 int jail_cgroup(struct jail *j, const char *name, unsigned nr_vcpus);

@@ -257,6 +257,7 @@ struct helper {
 	unsigned egress_port;        /* restore: the guest side of the egress proxy; 0: none */
 	const struct exec_opts *cmd; /* NULL: none */
 	int restored;
+	int seccomp;                 /* the child runs under SC_HELPER (vmm/seccomp.h) */
 	unsigned long ready_s;
 };
 
@@ -282,6 +283,17 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 		struct pollfd p = { .fd = ready[0], .events = POLLIN };
 		int r;
 
+		/* Its own allow-list, before it reads anything from the guest. */
+		if (h->seccomp) {
+			r = sc_install(SC_HELPER);
+			if (r) {
+				log_err("the helper process cannot install its seccomp filter: %s", strerror(-r));
+				if (h->cmd)
+					kill(getppid(), SIGTERM);
+				_exit(CLI_EXIT_ERROR);
+			}
+			sc_test_violate(SC_HELPER);
+		}
 		signal(SIGINT, SIG_DFL);
 		if (!h->restored) {
 			close(ready[1]);
@@ -329,11 +341,21 @@ struct egress_start_args {
 	const char *uds, *log;
 };
 
-static int start_egress(void *arg)
+static int open_egress(void *arg)
 {
 	const struct egress_start_args *a = arg;
 
-	return egress_start(a->eg, a->uds, a->log);
+	return egress_open(a->eg, a->uds, a->log);
+}
+
+/* In the companion, unprivileged: the proxy's threads, then its main
+ * thread (which only waits) under the same allow-list. */
+static int launch_egress(void *arg)
+{
+	const struct egress_start_args *a = arg;
+	int r = egress_launch(a->eg);
+
+	return r ? r : a->eg->seccomp ? sc_install(SC_EGRESS) : 0;
 }
 
 /* --jail, before the VMM leaves the host: its id, the egress proxy in a
@@ -356,7 +378,7 @@ static int jail_prepare(struct jail *j, struct vm_config *cfg, struct sandbox *s
 	}
 	if ((r = jail_pick_id(j, root, sb->dir)))
 		return r;
-	if (eg->eg && (r = jail_companion(j, start_egress, (void *)eg))) {
+	if (eg->eg && (r = jail_companion(j, open_egress, launch_egress, (void *)eg))) {
 		log_err("--jail: the egress proxy did not start: %s", strerror(-r));
 		return r;
 	}
@@ -457,6 +479,12 @@ static int run_vm(struct vm *vm, const struct helper *h, pid_t child)
 	if (child > 0 && waitpid(child, &st, WNOHANG) == 0) {
 		kill(child, SIGTERM);
 		waitpid(child, &st, 0);
+	}
+	/* The helper broke its seccomp allow-list: its handler said so and
+	 * stopped the VMM with SIGTERM (vmm/seccomp.c). */
+	if (reason == VM_EXIT_SIGNAL && WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGSYS) {
+		log_err("the helper process was stopped by its seccomp filter");
+		return 128 + SIGSYS;
 	}
 	if (h->cmd) {
 		if (reason == VM_EXIT_POWEROFF && WIFEXITED(st))
@@ -1353,6 +1381,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	snprintf(egress_log, sizeof(egress_log), "%s/egress.log", sb.dir);
 	eg_args.eg = eg;
 	eg_args.uds = cfg.vsock.uds;
+	if (eg)
+		eg->seccomp = cfg.seccomp;
 	/* The cgroup first (as root, from the host's view), then the jail:
 	 * still one thread, and everything vm_create opens is bound in. */
 	if (jail_cgroup(&jail, sb.name, cfg.cpus) ||
@@ -1457,6 +1487,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		h.a = &api_addr;
 		h.cmd = cmd.argv ? &cmd : NULL;
 		h.restored = restore;
+		h.seccomp = cfg.seccomp;
 		h.ready_s = ready_s;
 		snprintf(synced, sizeof(synced), "%s/synced", sb.dir);
 		h.synced = synced;

@@ -121,6 +121,50 @@ static const short publish_calls[] = {
 	__NR_set_robust_list, __NR_rseq, __NR_rt_sigaction, __NR_lseek,
 };
 
+/* The egress proxy (cli/egress.c): accept on the vsock-side Unix socket,
+ * one thread per connection, getaddrinfo and a TCP connect (with a
+ * timeout: non-blocking connect, poll, SO_ERROR) to the upstream, TLS over
+ * it, the JSON line appended to egress.log (an fd opened before). The
+ * SSL_CTXs and their CA files are loaded before (egress_load). What glibc's
+ * resolver and OpenSSL add:
+ * - openat (read-only, see egress_rules), newfstatat, lseek, getdents64:
+ *   getaddrinfo reads /etc/hosts, /etc/resolv.conf (stat'ed on every call
+ *   to notice a change), /etc/nsswitch.conf (likewise), /etc/gai.conf;
+ *   OpenSSL's hashed-directory lookup of the default CA paths (a rule
+ *   without ca_file) stats and opens CERTDIR/HASH.N lazily, during the
+ *   handshake's verification;
+ * - socket(AF_UNIX) + connect: glibc asks nscd first (its socket, usually
+ *   absent); AF_INET/AF_INET6 UDP (sendmmsg, recvfrom) to the name server;
+ *   AF_NETLINK (bind, getsockname, sendto, recvmsg): getaddrinfo reads the
+ *   host's addresses (RTM_GETADDR) to sort several answers (RFC 3484) or
+ *   for AI_ADDRCONFIG;
+ * - ioctl FIONREAD: the resolver sizes a UDP answer before reading it;
+ * - uname: the resolver's default search domain is the host name's
+ *   (gethostname) when resolv.conf names none; it reloads the file, and
+ *   asks again, whenever the file changes. */
+static const short egress_calls[] = {
+	__NR_poll, __NR_ppoll, __NR_accept, __NR_accept4, __NR_socket, __NR_connect, __NR_bind,
+	__NR_getsockname, __NR_getpeername, __NR_sendto, __NR_recvfrom, __NR_sendmsg,
+	__NR_recvmsg, __NR_sendmmsg, __NR_shutdown, __NR_getsockopt, __NR_setsockopt,
+	__NR_fcntl, __NR_ioctl, __NR_openat, __NR_newfstatat, __NR_lseek, __NR_getdents64,
+	__NR_uname, __NR_clone, __NR_clone3, __NR_set_robust_list, __NR_rseq,
+	__NR_rt_sigaction, /* glibc's first pthread_create sets its internal handlers */
+};
+
+/* The CLI's helper child (cli/run.c start_helper, cli/api_client.c): Unix
+ * socket connects to the vsock socket (readiness, the sync op, the
+ * command), poll over the socket, a signalfd and stdin, the terminal for
+ * -t (raw mode, window size), the signals it forwards (signalfd, sigaction
+ * to default them), SIGTERM to the VMM (its parent) when the command is
+ * over or the guest never got ready, the `synced` marker file. */
+static const short helper_calls[] = {
+	__NR_poll, __NR_ppoll, __NR_socket, __NR_connect, __NR_sendto, __NR_recvfrom,
+	__NR_sendmsg, __NR_recvmsg, __NR_shutdown, __NR_getsockopt, __NR_setsockopt, __NR_fcntl,
+	__NR_ioctl, __NR_rt_sigaction, __NR_signalfd4, __NR_kill, __NR_getppid, __NR_openat,
+	__NR_newfstatat,
+	__NR_lseek, /* dprintf (the CONNECT line) asks its stream's position */
+};
+
 /* Calls allowed only with given argument values (the low 32 bits of
  * argument `arg`, masked): ioctl requests, socket families, prctl ops. */
 struct sc_argrule {
@@ -148,6 +192,20 @@ static const unsigned main_prctls[] = { PR_SET_NO_NEW_PRIVS, PR_SET_NAME, PR_GET
 static const unsigned main_ioctl_types[] = { IOC_TYPE(KVMIO), IOC_TYPE('T'), IOC_TYPE(0x89),
 					     IOC_TYPE(0x94) };
 static const unsigned seccomp_ops[] = { SECCOMP_SET_MODE_FILTER };
+/* Egress: upstreams (TCP), the name server (UDP), nscd (Unix), the
+ * host's addresses (netlink). Never AF_PACKET and the like. */
+static const unsigned egress_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK };
+static const unsigned egress_ioctls[] = { FIONREAD, FIONBIO };
+/* openat's flags, masked: read-only, nothing created or truncated. */
+#define OPEN_MODE_MASK ((unsigned)(O_ACCMODE | O_CREAT | O_TRUNC))
+static const unsigned read_only[] = { O_RDONLY };
+/* The helper: the terminal (isatty, tcgetattr, tcsetattr for -t's raw
+ * mode and back) and the window size it sends the guest. */
+static const unsigned helper_ioctls[] = { TCGETS, TCSETS, TCSETSW, TCSETSF, TIOCGWINSZ };
+/* Its only signal to another process: SIGTERM to the VMM. */
+static const unsigned sigterm_only[] = { SIGTERM };
+/* Its only file: the `synced` marker, created write-only. */
+static const unsigned marker_open[] = { O_WRONLY | O_CREAT | O_CLOEXEC };
 
 static const struct sc_argrule vcpu_rules[] = {
 	{ __NR_ioctl, 1, EXACT, vcpu_ioctls, N(vcpu_ioctls) },
@@ -173,6 +231,19 @@ static const struct sc_argrule publish_rules[] = {
 	{ __NR_newfstatat, 3, EXACT, empty_path, N(empty_path) },
 };
 
+static const struct sc_argrule egress_rules[] = {
+	{ __NR_socket, 0, EXACT, egress_families, N(egress_families) },
+	{ __NR_ioctl, 1, EXACT, egress_ioctls, N(egress_ioctls) },
+	{ __NR_openat, 2, OPEN_MODE_MASK, read_only, N(read_only) },
+};
+static const struct sc_argrule helper_rules[] = {
+	{ __NR_socket, 0, EXACT, unix_only, N(unix_only) },
+	{ __NR_ioctl, 1, EXACT, helper_ioctls, N(helper_ioctls) },
+	{ __NR_kill, 1, EXACT, sigterm_only, N(sigterm_only) },
+	{ __NR_openat, 2, EXACT, marker_open, N(marker_open) },
+	{ __NR_newfstatat, 3, EXACT, empty_path, N(empty_path) },
+};
+
 struct sc_list {
 	const char *name;
 	const short *calls;
@@ -192,6 +263,8 @@ static const struct sc_list lists[SC_NR_CLASSES] = {
 			 N(publish_rules), 1 },
 	[SC_FS] = { "virtio-fs", device_calls, N(device_calls), fs_rules, N(fs_rules), 0,
 		    fs_calls, N(fs_calls) },
+	[SC_EGRESS] = { "egress", egress_calls, N(egress_calls), egress_rules, N(egress_rules), 1 },
+	[SC_HELPER] = { "helper", helper_calls, N(helper_calls), helper_rules, N(helper_rules), 0 },
 };
 
 const char *sc_class_name(enum sc_class c)
@@ -376,6 +449,15 @@ static void sigsys_handler(int sig, siginfo_t *si, void *uc)
 	n = put_str(line, n, sizeof(line), "); stopping the VMM\n");
 	if (write(STDERR_FILENO, line, n) < 0) {
 		/* nothing left to tell */
+	}
+	/* The helper is a child process: its parent, the VMM, stops too (it
+	 * reports the helper's 159). Not if the VMM is gone already and the
+	 * child was handed to init. */
+	if (cls == SC_HELPER) {
+		long parent = syscall(__NR_getppid);
+
+		if (parent > 1)
+			syscall(__NR_kill, parent, SIGTERM);
 	}
 	_exit(128 + SIGSYS);
 }

@@ -4,8 +4,9 @@
  * Each VMM thread installs its own filter itself, at its start and before
  * the guest runs its first instruction: vCPU threads before their first
  * KVM_RUN, device loops when vm_run asks them to (evloop_lockdown), the
- * main thread in vm_run before it starts the vCPUs, published-port threads
- * when they start. A call outside the list traps (SECCOMP_RET_TRAP): the
+ * main thread in vm_run before it starts the vCPUs, published-port and
+ * egress proxy threads when they start, the CLI's helper child right
+ * after its fork. A call outside the list traps (SECCOMP_RET_TRAP): the
  * SIGSYS handler writes one line naming the thread class and the call, and
  * ends the process with status 128 + SIGSYS (159). */
 #ifndef VMM_SECCOMP_H
@@ -21,6 +22,10 @@ enum sc_class {
 	SC_PUBLISH, /* published-port threads: TCP accept, vsock API connects */
 	SC_FS,      /* a virtio-fs device's loop: the device list plus the FUSE
 		       server's file calls on its shared directory */
+	SC_EGRESS,  /* the egress proxy's threads: vsock-side accept, name
+		       lookups, TCP + TLS to the upstreams, egress.log */
+	SC_HELPER,  /* the CLI's helper child (a process): the guest API over
+		       the vsock Unix socket, the terminal, the synced marker */
 	SC_NR_CLASSES,
 };
 
@@ -52,8 +57,8 @@ const char *sc_syscall_name(long nr);
 
 /* Debug hook, live only in test builds (seccomp.c compiled with
  * -DVMM_TEST_HOOKS: build/vmm-test): if VMM_TEST_SECCOMP_VIOLATE names
- * class c ("vcpu", "device", "main", "publish"), the calling thread makes a
- * system call its list forbids. Elsewhere it does nothing. */
+ * class c ("vcpu", "device", "main", "publish", "egress", "helper"), the
+ * calling thread makes a system call its list forbids. Elsewhere it does nothing. */
 void sc_test_violate(enum sc_class c);
 
 #endif

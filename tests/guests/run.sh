@@ -234,6 +234,21 @@ if [ -x "$test_vmm" ]; then
 			bad "seccomp: $cls thread violation"
 		fi
 	done
+	# The egress proxy's threads (they start before the guest runs) and the
+	# helper child of a one-shot command (it installs its list right after
+	# its fork); the helper's violation stops its parent, the VMM, too.
+	echo '{"allow": [{"host": "api.test"}]}' > "$tmp/policy.json"
+	for cls in egress helper; do
+		if VMM_STATE_DIR=$tmp/sstate VMM_TEST_SECCOMP_VIOLATE=$cls timeout 60 "$test_vmm" run --kernel "$dir/spin.elf" --mem 64 \
+			--vsock "cid=3,uds=$tmp/sc.sock" --egress-policy "$tmp/policy.json" -- true \
+			< /dev/null > "$tmp/out" 2> "$tmp/err"; st=$?; [ "$st" = 159 ] &&
+			grep -q "seccomp: $cls thread [0-9]* made forbidden system call [0-9]* (personality)" "$tmp/err"; then
+			ok "seccomp: a forbidden call in the $cls class stops the VMM (159) with a clear line"
+		else
+			echo "     status $st"
+			bad "seccomp: $cls violation"
+		fi
+	done
 	if timeout 60 "$test_vmm" run --no-seccomp --kernel "$dir/hello.elf" --mem 64 < /dev/null > "$tmp/out" 2> "$tmp/err";
 		[ $? = 3 ] && grep -q "WITHOUT its system call allow-lists" "$tmp/err"; then
 		ok "--no-seccomp: runs, and says so loudly"
