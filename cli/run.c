@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -264,6 +265,7 @@ struct helper {
 static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 {
 	int ready[2] = { -1, -1 };
+	pid_t vmm = getpid();
 
 	/* On a fresh boot the guest's init writes the boot marker once its
 	 * API listens: the VMM passes it on through a pipe, so the child does
@@ -283,6 +285,10 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 		struct pollfd p = { .fd = ready[0], .events = POLLIN };
 		int r;
 
+		/* It goes with the VMM (whose sockets it holds too: a VMM that
+		 * died must not look alive to the next one on its paths). */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != vmm)
+			_exit(CLI_EXIT_ERROR);
 		/* Its own allow-list, before it reads anything from the guest. */
 		if (h->seccomp) {
 			r = sc_install(SC_HELPER);

@@ -240,7 +240,7 @@ if [ -x "$test_vmm" ]; then
 	echo '{"allow": [{"host": "api.test"}]}' > "$tmp/policy.json"
 	for cls in egress helper; do
 		if VMM_STATE_DIR=$tmp/sstate VMM_TEST_SECCOMP_VIOLATE=$cls timeout 60 "$test_vmm" run --kernel "$dir/spin.elf" --mem 64 \
-			--vsock "cid=3,uds=$tmp/sc.sock" --egress-policy "$tmp/policy.json" -- true \
+			--vsock "cid=3,uds=$tmp/sc-$cls.sock" --egress-policy "$tmp/policy.json" -- true \
 			< /dev/null > "$tmp/out" 2> "$tmp/err"; st=$?; [ "$st" = 159 ] &&
 			grep -q "seccomp: $cls thread [0-9]* made forbidden system call [0-9]* (personality)" "$tmp/err"; then
 			ok "seccomp: a forbidden call in the $cls class stops the VMM (159) with a clear line"
