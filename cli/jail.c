@@ -368,7 +368,7 @@ int jail_enter(struct jail *j, const char *root, const char *folder)
 		sigaction(stops[i], &sa, NULL);
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 	/* The relay gone (killed): so is the VMM. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() == 0)
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		log_debug("jail: PR_SET_PDEATHSIG: %s", strerror(errno));
 	net = j->netns ? 0 : CLONE_NEWNET;
 	if (unshare(CLONE_NEWNS | net | CLONE_NEWIPC | CLONE_NEWUTS) < 0) {

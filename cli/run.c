@@ -1180,6 +1180,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		status = bad_usage("%s", "-d runs a sandbox in the background: no -- CMD with it");
 		goto out_disks;
 	}
+	if (jail.netns && !jail.enabled) {
+		status = bad_usage("%s", "--jail-netns is for a jailed VMM: add --jail");
+		goto out_disks;
+	}
 	if (check_only) {
 		/* vmm create: the options are good; the kernel is there. */
 		if (!restore && cfg.kernel && !file_exists(cfg.kernel)) {
