@@ -128,11 +128,12 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
-def print_table(title, rows, res, higher_is_better=()):
-    """rows: (label, key, unit). Prints vmm, QEMU and the ratio qemu/vmm
-    (for figures where higher is better, vmm/qemu), so >1 means vmm wins."""
+def print_table(title, rows, res, higher_is_better=(), peer="qemu microvm"):
+    """rows: (label, key, unit). Prints vmm, the peer (res["qemu"]: QEMU
+    unless `peer` names another) and the ratio peer/vmm (for figures where
+    higher is better, vmm/peer), so >1 means vmm wins."""
     print(title)
-    print(f"{'':40s} {'vmm':>14s} {'qemu microvm':>14s} {'ratio':>8s}")
+    print(f"{'':40s} {'vmm':>14s} {peer:>14s} {'ratio':>8s}")
     for label, key, unit in rows:
         v, q = median(res["vmm"][key]), median(res["qemu"][key])
         if v and q:
