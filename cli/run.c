@@ -266,6 +266,7 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 {
 	int ready[2] = { -1, -1 };
 	pid_t vmm = getpid();
+	sigset_t stops, old;
 
 	/* On a fresh boot the guest's init writes the boot marker once its
 	 * API listens: the VMM passes it on through a pipe, so the child does
@@ -276,14 +277,25 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 	}
 	if (h->cmd)
 		signal(SIGINT, SIG_IGN); /* Ctrl-C is the command's, forwarded by the child */
+	/* A SIGTERM the child sends (it gives up, or broke its allow-list) may
+	 * come before vm_run takes the stop signals over: held pending until
+	 * then, it stops the VM the orderly way instead of killing the VMM. */
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGHUP);
+	sigaddset(&stops, SIGQUIT);
+	pthread_sigmask(SIG_BLOCK, &stops, &old);
 	*child = fork();
 	if (*child < 0) {
 		log_err("fork: %s", strerror(errno));
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return -1;
 	}
 	if (*child == 0) {
 		struct pollfd p = { .fd = ready[0], .events = POLLIN };
 		int r;
+
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 
 		/* It goes with the VMM (whose sockets it holds too: a VMM that
 		 * died must not look alive to the next one on its paths). */
