@@ -51,7 +51,9 @@ int jail_parse_cpu(const char *s, unsigned *milli)
 	return 0;
 }
 
-static int write_file(const char *dir, const char *file, const char *val)
+/* Writes val into dir/file: an existing one (a cgroup's interface file),
+ * or with O_CREAT | O_TRUNC in `create` a file of ours. */
+static int write_file_as(const char *dir, const char *file, const char *val, int create)
 {
 	char p[PATH_MAX];
 	int fd, r = 0;
@@ -59,15 +61,24 @@ static int write_file(const char *dir, const char *file, const char *val)
 
 	if (snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p))
 		return -ENAMETOOLONG;
-	fd = open(p, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
+	fd = open(p, O_WRONLY | O_CLOEXEC | create, 0644);
+	if (fd < 0) {
+		r = -errno;
+		if (create)
+			log_err("jail: %s: %s", p, strerror(-r));
+		return r;
+	}
 	if (write(fd, val, n) != (ssize_t)n)
 		r = -errno;
 	close(fd);
 	if (r)
 		log_err("jail: cannot write '%s' to %s: %s", val, p, strerror(-r));
 	return r;
+}
+
+static int write_file(const char *dir, const char *file, const char *val)
+{
+	return write_file_as(dir, file, val, 0);
 }
 
 static int make_group(char *out, size_t len, const char *root, const char *ctrl, const char *name)
@@ -445,31 +456,25 @@ static int pid_alive(pid_t pid)
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
 
+/* The number on the first line of dir/name, or 0. */
+static unsigned read_number(const char *dir, const char *name)
+{
+	char p[PATH_MAX + 16], buf[32];
+	unsigned v = 0;
+	FILE *f;
+
+	if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p) || !(f = fopen(p, "re")))
+		return 0;
+	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%u", &v) != 1)
+		v = 0;
+	fclose(f);
+	return v;
+}
+
 /* The id a live jailed sandbox in `dir` holds, or 0. */
 static unsigned held_id(const char *dir)
 {
-	char p[PATH_MAX + 16], buf[32];
-	unsigned id = 0;
-	int pid = 0;
-	FILE *f;
-
-	if (snprintf(p, sizeof(p), "%s/pid", dir) >= (int)sizeof(p))
-		return 0;
-	if ((f = fopen(p, "re"))) {
-		if (fgets(buf, sizeof(buf), f))
-			pid = atoi(buf);
-		fclose(f);
-	}
-	if (!pid_alive(pid))
-		return 0;
-	if (snprintf(p, sizeof(p), "%s/jail-id", dir) >= (int)sizeof(p))
-		return 0;
-	if ((f = fopen(p, "re"))) {
-		if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%u", &id) != 1)
-			id = 0;
-		fclose(f);
-	}
-	return id;
+	return pid_alive((pid_t)read_number(dir, "pid")) ? read_number(dir, "jail-id") : 0;
 }
 
 int jail_pick_id(struct jail *j, const char *state_root, const char *folder)
@@ -517,19 +522,7 @@ int jail_pick_id(struct jail *j, const char *state_root, const char *folder)
 	if (!j->gid_given)
 		j->gid = (gid_t)j->uid;
 	snprintf(text, sizeof(text), "%u\n", (unsigned)j->uid);
-	snprintf(p, sizeof(p), "%s/jail-id", folder);
-	{
-		int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-		if (fd < 0)
-			r = -errno;
-		else if (write(fd, text, strlen(text)) != (ssize_t)strlen(text))
-			r = -EIO;
-		if (fd >= 0)
-			close(fd);
-		if (r)
-			log_err("jail: %s: %s", p, strerror(-r));
-	}
+	r = write_file_as(folder, "jail-id", text, O_CREAT | O_TRUNC);
 out:
 	free(used);
 	if (lock >= 0)
