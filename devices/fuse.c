@@ -912,10 +912,28 @@ static int op_create(struct req *q)
 		return r;
 	if ((r = open_flags(s, c->flags, &fl)))
 		return r;
-	fl |= O_CREAT | O_NOFOLLOW | (c->flags & O_EXCL);
-	fd = openat(d->fd, name, fl | O_CLOEXEC, c->mode & 07777);
+	fd = openat(d->fd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, c->mode & 07777);
+	if (fd < 0 && errno == EEXIST && !(c->flags & O_EXCL)) {
+		/* It exists: opened the way OPEN opens, through its own O_PATH
+		 * inode, and only if it is a regular file. An open by name would
+		 * open a FIFO (blocking this device until a partner comes: found
+		 * by fuzz_fuse) or a device node of the host. */
+		int pf = openat(d->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+		if (pf < 0)
+			return -errno;
+		if (fstat(pf, &st) < 0 || !S_ISREG(st.st_mode)) {
+			r = S_ISDIR(st.st_mode) ? -EISDIR : S_ISLNK(st.st_mode) ? -ELOOP : -EACCES;
+			close(pf);
+			return r;
+		}
+		fd_name(b, pf);
+		fd = openat(s->proc_fd, b, fl | O_CLOEXEC);
+		close(pf);
+	}
 	if (fd < 0)
 		return -errno;
+	fl |= O_CREAT | O_NOFOLLOW | (c->flags & O_EXCL);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		r = -EIO;
 		goto err_close;

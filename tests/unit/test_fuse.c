@@ -362,6 +362,14 @@ static void rw_and_ops(void **state)
 	assert_int_equal(e->attr.mode & 07777, 0640);
 	/* CREATE O_EXCL on an existing name. */
 	assert_int_equal(call2(t, FUSE_CREATE, 1, &c, sizeof(c), "new", 4), -EEXIST);
+	/* Without O_EXCL an existing file is opened (and O_TRUNC applies). */
+	{
+		struct fuse_create_in c2 = { .flags = O_RDWR | O_CREAT, .mode = 0600 };
+
+		assert_int_equal(call2(t, FUSE_CREATE, 1, &c2, sizeof(c2), "new", 4), 0);
+		assert_int_equal(((struct fuse_entry_out *)payload(t))->nodeid, node);
+		assert_int_equal(((struct fuse_entry_out *)payload(t))->attr.mode & 07777, 0640);
+	}
 	w.fh = fh;
 	w.size = 5;
 	assert_int_equal(call2(t, FUSE_WRITE, node, &w, sizeof(w), "hello", 5), 0);
@@ -469,6 +477,15 @@ static void rw_and_ops(void **state)
 		assert_true(S_ISFIFO(((struct fuse_entry_out *)payload(t))->attr.mode));
 		/* A FIFO is never opened by the server (it would block). */
 		assert_int_equal(do_open(t, ((struct fuse_entry_out *)payload(t))->nodeid, O_RDONLY), -EACCES);
+		/* Nor through CREATE of its name (no O_EXCL: "open it if it
+		 * exists"), which blocked the device forever (fuzz_fuse). */
+		{
+			struct fuse_create_in cf = { .flags = O_WRONLY | O_CREAT, .mode = 0644 };
+
+			assert_int_equal(call2(t, FUSE_CREATE, 1, &cf, sizeof(cf), "fifo", 5), -EACCES);
+			cf.flags = O_RDONLY | O_CREAT;
+			assert_int_equal(call2(t, FUSE_CREATE, 1, &cf, sizeof(cf), "fifo", 5), -EACCES);
+		}
 		mk.mode = S_IFCHR | 0644;
 		assert_int_equal(call2(t, FUSE_MKNOD, 1, &mk, sizeof(mk), "dev", 4), -EPERM);
 		mk.mode = S_IFREG | 0644;
