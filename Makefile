@@ -31,7 +31,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
-             devices/fuse.c devices/virtio_fs.c
+             devices/fuse.c devices/fuse_priv.c devices/virtio_fs.c
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
@@ -224,8 +224,8 @@ test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SR
 test_seccomp_SRCS := vmm/seccomp.c
 test_jail_SRCS    := cli/jail.c vmm/log.c
 test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
-test_fuse_SRCS    := devices/fuse.c vmm/log.c vmm/snapfmt.c
-test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c $(test_virtio_mmio_SRCS)
+test_fuse_SRCS    := devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
+test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c devices/fuse_priv.c $(test_virtio_mmio_SRCS)
 test_egress_SRCS  := cli/egress_http.c guest-init/json.c
 
 define unit_test
@@ -293,7 +293,7 @@ fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.
                          vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
 fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \
                          devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
-fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c devices/fuse.c vmm/log.c vmm/snapfmt.c
+fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
 fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c guest-init/json.c
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)

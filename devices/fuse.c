@@ -7,6 +7,7 @@
  * operation runs with *at() calls on the inode's O_PATH descriptor. */
 #define _GNU_SOURCE
 #include "fuse.h"
+#include "fuse_priv.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -566,18 +567,27 @@ static int op_setattr(struct req *q)
 	if ((r = ino_get(s, q->h.nodeid, &n)))
 		return r;
 	fd_name(p, n->fd);
-	if (a->valid & FATTR_MODE) {
-		if (n->type == S_IFLNK)
-			return -EOPNOTSUPP;
-		if (fchmodat(s->proc_fd, p, a->mode & 07777, 0) < 0)
-			return -errno;
-	}
+	if ((a->valid & FATTR_MODE) && n->type == S_IFLNK)
+		return -EOPNOTSUPP;
+	/* Checked before anything changes: a refused chown leaves the mode
+	 * alone too. */
+	if ((a->valid & (FATTR_UID | FATTR_GID)) &&
+	    ((r = stat_fd(n->fd, &st)) ||
+	     (r = fpriv_chown_ok(&st, a->valid & FATTR_UID ? a->uid : (uid_t)-1,
+				 a->valid & FATTR_GID ? a->gid : (gid_t)-1))))
+		return r;
+	if ((a->valid & FATTR_MODE) && fchmodat(s->proc_fd, p, fpriv_mode(n->type, a->mode), 0) < 0)
+		return -errno;
 	if (a->valid & (FATTR_UID | FATTR_GID)) {
 		uid_t uid = a->valid & FATTR_UID ? a->uid : (uid_t)-1;
 		gid_t gid = a->valid & FATTR_GID ? a->gid : (gid_t)-1;
 
 		if (fchownat(n->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;
+		/* The kernel clears the bits on chown for root too, but keeps
+		 * S_ISGID without group execute: none stay. */
+		if ((r = fpriv_kill(s->proc_fd, n->fd)))
+			return r;
 	}
 	if (a->valid & FATTR_SIZE) {
 		const struct fuse_handle *h = a->valid & FATTR_FH ? fh_at(s, a->fh, 0) : NULL;
@@ -587,7 +597,8 @@ static int op_setattr(struct req *q)
 			return -EFBIG;
 		if (fd < 0 && (fd = reopen(s, n, O_WRONLY)) < 0)
 			return fd;
-		r = ftruncate(fd, (off_t)a->size) < 0 ? -errno : 0;
+		if (!(r = fpriv_kill(s->proc_fd, fd)))
+			r = ftruncate(fd, (off_t)a->size) < 0 ? -errno : 0;
 		if (!h)
 			close(fd);
 		if (r)
@@ -644,11 +655,14 @@ static int created(struct req *q, uint64_t parent, const char *name, uint32_t mo
 	struct stat st;
 	char b[16];
 
-	if (fd >= 0 && mode != (uint32_t)-1 && stat_fd(fd, &st) == 0 && S_ISDIR(st.st_mode) &&
-	    (st.st_mode & 07777) != (mode & 07777)) {
-		/* The VMM's own umask must not narrow what the guest asked for. */
+	if (fd >= 0 && mode != (uint32_t)-1 && stat_fd(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		/* The VMM's own umask must not narrow what the guest asked for;
+		 * a setgid parent's S_ISGID, which mkdir passed on, stays. */
+		mode_t want = fpriv_mode(S_IFDIR, mode) | (st.st_mode & S_ISGID);
+
 		fd_name(b, fd);
-		(void)fchmodat(q->s->proc_fd, b, mode & 07777, 0);
+		if ((st.st_mode & 07777) != want)
+			(void)fchmodat(q->s->proc_fd, b, want, 0);
 	}
 	if (fd >= 0)
 		close(fd);
@@ -668,7 +682,7 @@ static int op_mkdir(struct req *q)
 	left = q->blen - sizeof(*m);
 	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(q->s, q->h.nodeid, &d)))
 		return r;
-	if (mkdirat(d->fd, name, m->mode & 07777) < 0)
+	if (mkdirat(d->fd, name, fpriv_mode(S_IFDIR, m->mode)) < 0)
 		return -errno;
 	return created(q, q->h.nodeid, name, m->mode);
 }
@@ -688,7 +702,7 @@ static int op_mknod(struct req *q)
 		return r;
 	if (!S_ISREG(m->mode) && !S_ISFIFO(m->mode))
 		return -EPERM; /* devices and sockets stay the host's business */
-	if (mknodat(d->fd, name, (m->mode & (S_IFMT | 07777)), 0) < 0)
+	if (mknodat(d->fd, name, (m->mode & S_IFMT) | fpriv_mode(m->mode & S_IFMT, m->mode), 0) < 0)
 		return -errno;
 	return created(q, q->h.nodeid, name, (uint32_t)-1);
 }
@@ -878,6 +892,11 @@ static int op_open(struct req *q, int dir)
 	}
 	if ((fd = reopen(q->s, n, fl)) < 0)
 		return fd;
+	/* O_TRUNC emptied it: the same as a truncating SETATTR. */
+	if ((fl & O_TRUNC) && (r = fpriv_kill(q->s->proc_fd, fd))) {
+		close(fd);
+		return r;
+	}
 	memset(&out, 0, sizeof(out));
 	if ((r = fh_alloc(q->s, fd, q->h.nodeid, dir, (uint32_t)(fl & ~O_TRUNC), &out.fh)))
 		return r;
@@ -912,7 +931,7 @@ static int op_create(struct req *q)
 		return r;
 	if ((r = open_flags(s, c->flags, &fl)))
 		return r;
-	fd = openat(d->fd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, c->mode & 07777);
+	fd = openat(d->fd, name, fl | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, fpriv_mode(S_IFREG, c->mode));
 	if (fd < 0 && errno == EEXIST && !(c->flags & O_EXCL)) {
 		/* It exists: opened the way OPEN opens, through its own O_PATH
 		 * inode, and only if it is a regular file. An open by name would
@@ -938,8 +957,11 @@ static int op_create(struct req *q)
 		r = -EIO;
 		goto err_close;
 	}
-	if ((c->flags & O_EXCL) && (st.st_mode & 07777) != (c->mode & 07777))
-		(void)fchmod(fd, c->mode & 07777); /* not narrowed by the VMM's umask */
+	if ((c->flags & O_EXCL) && (st.st_mode & 07777) != fpriv_mode(S_IFREG, c->mode))
+		(void)fchmod(fd, fpriv_mode(S_IFREG, c->mode)); /* not narrowed by the VMM's umask */
+	/* An existing file O_TRUNC emptied: as a WRITE would. */
+	if ((fl & O_TRUNC) && (r = fpriv_kill(s->proc_fd, fd)))
+		goto err_close;
 	/* The inode: an O_PATH descriptor of this very file. */
 	fd_name(b, fd);
 	pfd = openat(s->proc_fd, b, O_PATH | O_CLOEXEC);
@@ -1008,7 +1030,7 @@ static int op_write(struct req *q)
 	struct iovec iov[FUSE_MAX_IOV];
 	struct fuse_handle *h;
 	ssize_t n;
-	int k;
+	int k, r;
 
 	if (cur_copy(&q->in, &w, sizeof(w), 1) != sizeof(w))
 		return -EINVAL;
@@ -1023,6 +1045,9 @@ static int op_write(struct req *q)
 	k = cur_iov(&q->in, w.size, iov, FUSE_MAX_IOV);
 	if (k < 0)
 		return -EINVAL;
+	/* Before the data lands, as the kernel's file_remove_privs. */
+	if ((r = fpriv_kill(s->proc_fd, h->fd)))
+		return r;
 	do
 		n = pwritev(h->fd, iov, k, (off_t)w.offset);
 	while (n < 0 && errno == EINTR);
@@ -1187,6 +1212,7 @@ static int op_fallocate(struct req *q)
 {
 	const struct fuse_fallocate_in *f = (const void *)q->body;
 	struct fuse_handle *h;
+	int r;
 
 	NEED(q, *f);
 	if (q->s->ro)
@@ -1195,6 +1221,8 @@ static int op_fallocate(struct req *q)
 		return -EBADF;
 	if (f->offset > (uint64_t)INT64_MAX || f->length > (uint64_t)INT64_MAX)
 		return -EINVAL;
+	if ((r = fpriv_kill(q->s->proc_fd, h->fd)))
+		return r;
 	if (fallocate(h->fd, (int)f->mode, (off_t)f->offset, (off_t)f->length) < 0)
 		return -errno;
 	return 0;
@@ -1271,6 +1299,8 @@ static int op_getxattr(struct req *q)
 	name = (const char *)p;
 	if ((r = xattr_path(q, path, &n)))
 		return r;
+	if (!fpriv_xattr_ok(name))
+		return -ENODATA; /* the host's labels are not the guest's business */
 	cap = g->size > FUSE_MAX_REPLY ? FUSE_MAX_REPLY : g->size;
 	return xattr_value(q, getxattr(path, name, g->size ? q->s->reply : NULL, cap), g->size);
 }
@@ -1280,14 +1310,22 @@ static int op_listxattr(struct req *q)
 	const struct fuse_getxattr_in *g = (const void *)q->body;
 	struct fuse_inode *n;
 	char path[40];
-	size_t cap;
+	ssize_t got;
 	int r;
 
 	NEED(q, *g);
 	if ((r = xattr_path(q, path, &n)))
 		return r;
-	cap = g->size > FUSE_MAX_REPLY ? FUSE_MAX_REPLY : g->size;
-	return xattr_value(q, listxattr(path, g->size ? (char *)q->s->reply : NULL, cap), g->size);
+	/* The whole list (at most XATTR_LIST_MAX, 64 KiB), then only the
+	 * names the guest may see: their length is the answer to a size
+	 * query as well. */
+	got = listxattr(path, (char *)q->s->reply, FUSE_MAX_REPLY);
+	if (got < 0)
+		return -errno;
+	got = (ssize_t)fpriv_xattr_filter((char *)q->s->reply, (size_t)got);
+	if (g->size && (size_t)got > g->size)
+		return -ERANGE;
+	return xattr_value(q, got, g->size);
 }
 
 static int op_setxattr(struct req *q)
@@ -1314,6 +1352,8 @@ static int op_setxattr(struct req *q)
 		return -EINVAL; /* the value is exactly what is left */
 	if (q->s->ro)
 		return -EROFS;
+	if (!fpriv_xattr_ok(name))
+		return -EOPNOTSUPP; /* security.capability above all (docs/virtio-fs.md) */
 	if ((r = xattr_path(q, path, &n)))
 		return r;
 	if (setxattr(path, name, nul + 1, a.size, (int)a.flags) < 0)
@@ -1332,6 +1372,8 @@ static int op_removexattr(struct req *q)
 		return -EINVAL;
 	if (q->s->ro)
 		return -EROFS;
+	if (!fpriv_xattr_ok((const char *)q->body))
+		return -EOPNOTSUPP;
 	if ((r = xattr_path(q, path, &n)))
 		return r;
 	return removexattr(path, (const char *)q->body) < 0 ? -errno : 0;

@@ -73,8 +73,9 @@ static const unsigned device_ioctls[] = {
 
 /* virtio-fs loops, on top of the device list: the FUSE server's calls on
  * its shared directory (O_PATH descriptors, *at() calls relative to them,
- * openat2 with RESOLVE_BENEATH, xattrs, and the descriptor limit it raises
- * at setup). */
+ * openat2 with RESOLVE_BENEATH, xattrs, the descriptor limit it raises
+ * at setup, and its own ids: a guest chown may only give a file to them,
+ * devices/fuse_priv.c). */
 static const short fs_calls[] = {
 	__NR_openat, __NR_open, __NR_openat2, __NR_newfstatat, __NR_statx, __NR_getdents64,
 	__NR_renameat, __NR_renameat2, __NR_linkat, __NR_symlinkat, __NR_unlinkat,
@@ -84,7 +85,7 @@ static const short fs_calls[] = {
 	__NR_lsetxattr, __NR_llistxattr, __NR_lremovexattr, __NR_fgetxattr, __NR_fsetxattr,
 	__NR_flistxattr, __NR_fremovexattr, __NR_ftruncate, __NR_faccessat, __NR_faccessat2,
 	__NR_dup, __NR_dup3, __NR_prlimit64, __NR_getrlimit, __NR_setrlimit,
-	__NR_copy_file_range,
+	__NR_copy_file_range, __NR_geteuid, __NR_getegid,
 };
 
 /* The main thread: the console and signals, the control socket, pause
