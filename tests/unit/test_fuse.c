@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/securebits.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "devices/fuse.h"
@@ -775,6 +778,287 @@ static void snapshot_roundtrip(void **state)
 	teardown_t(t);
 }
 
+/* ---- what the guest may not put on the host (docs/virtio-fs.md, Ownership) ---- */
+
+static void host_path(struct t *t, char *p, size_t n, const char *name)
+{
+	snprintf(p, n, "%s/%s", t->dir, name);
+}
+
+static mode_t host_mode(struct t *t, const char *name)
+{
+	char p[256];
+	struct stat st;
+
+	host_path(t, p, sizeof(p), name);
+	assert_int_equal(lstat(p, &st), 0);
+	return st.st_mode;
+}
+
+static int setattr_mode(struct t *t, uint64_t node, uint32_t mode)
+{
+	struct fuse_setattr_in sa = { .valid = FATTR_MODE, .mode = mode };
+
+	return call(t, FUSE_SETATTR, node, &sa, sizeof(sa));
+}
+
+static void no_setuid_by_chmod(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	char p[256];
+	int64_t f, d;
+
+	(void)state;
+	host_file(t, "bin", "#!/bin/sh\n");
+	host_path(t, p, sizeof(p), "dir");
+	assert_int_equal(mkdir(p, 0755), 0);
+	f = lookup(t, 1, "bin", NULL);
+	d = lookup(t, 1, "dir", NULL);
+	/* The reproduced attack: chmod 4755 (and 2755, 6777) on a file. */
+	assert_int_equal(setattr_mode(t, (uint64_t)f, 04755), 0);
+	assert_int_equal(host_mode(t, "bin") & 07777, 0755);
+	assert_int_equal(((struct fuse_attr_out *)payload(t))->attr.mode & 07777, 0755);
+	assert_int_equal(setattr_mode(t, (uint64_t)f, 02755), 0);
+	assert_int_equal(host_mode(t, "bin") & 07777, 0755);
+	assert_int_equal(setattr_mode(t, (uint64_t)f, 07777), 0);
+	assert_int_equal(host_mode(t, "bin") & 07777, 01777); /* sticky is harmless */
+	/* A directory keeps setgid (group inheritance), never setuid. */
+	assert_int_equal(setattr_mode(t, (uint64_t)d, 06775), 0);
+	assert_int_equal(host_mode(t, "dir") & 07777, 02775);
+	teardown_t(t);
+}
+
+/* Serves one call as if the VMM ran as uid/gid `id` while keeping its
+ * capabilities (SECBIT_NO_SETUID_FIXUP): a drive that maps to `id`. */
+static int call_as(struct t *t, uid_t id, uint32_t op, uint64_t node, const void *a, size_t n)
+{
+	int e;
+
+	assert_int_equal(prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0), 0);
+	assert_int_equal(setresgid((gid_t)-1, (gid_t)id, (gid_t)-1), 0);
+	assert_int_equal(setresuid((uid_t)-1, id, (uid_t)-1), 0);
+	e = call(t, op, node, a, n);
+	assert_int_equal(setresuid((uid_t)-1, 0, (uid_t)-1), 0);
+	assert_int_equal(setresgid((gid_t)-1, 0, (gid_t)-1), 0);
+	assert_int_equal(prctl(PR_SET_SECUREBITS, 0, 0, 0, 0), 0);
+	return e;
+}
+
+static void chown_only_to_own_ids(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_setattr_in sa = { .valid = FATTR_UID | FATTR_GID };
+	char p[256];
+	struct stat st;
+	int64_t f;
+
+	(void)state;
+	if (geteuid() != 0) {
+		print_message("chown_only_to_own_ids: skipped (needs root, as CI runs it)\n");
+		teardown_t(t);
+		return;
+	}
+	/* A host user's file, setuid (as a host user may make it). */
+	host_file(t, "bin", "x");
+	host_path(t, p, sizeof(p), "bin");
+	assert_int_equal(chown(p, 1000, 1000), 0);
+	assert_int_equal(chmod(p, 0755), 0);
+	f = lookup(t, 1, "bin", NULL);
+	/* The drive maps to 1000: giving the file to root is refused, and
+	 * so is a mode change in the same request. */
+	sa.uid = 0;
+	sa.gid = 0;
+	assert_int_equal(call_as(t, 1000, FUSE_SETATTR, (uint64_t)f, &sa, sizeof(sa)), -EPERM);
+	sa.valid = FATTR_UID;
+	assert_int_equal(call_as(t, 1000, FUSE_SETATTR, (uint64_t)f, &sa, sizeof(sa)), -EPERM);
+	sa.valid = FATTR_GID | FATTR_MODE;
+	sa.mode = 0700;
+	assert_int_equal(call_as(t, 1000, FUSE_SETATTR, (uint64_t)f, &sa, sizeof(sa)), -EPERM);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_uid, 1000);
+	assert_int_equal(st.st_gid, 1000);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	/* To a third user: refused whatever the VMM runs as. */
+	sa.valid = FATTR_UID | FATTR_GID;
+	sa.uid = sa.gid = 4242;
+	assert_int_equal(call(t, FUSE_SETATTR, (uint64_t)f, &sa, sizeof(sa)), -EPERM);
+	sa.valid = FATTR_GID;
+	assert_int_equal(call(t, FUSE_SETATTR, (uint64_t)f, &sa, sizeof(sa)), -EPERM);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_uid, 1000);
+	assert_int_equal(st.st_gid, 1000);
+	/* The ids it has (cp -p, tar) and the VMM's own are fine. */
+	sa.valid = FATTR_UID | FATTR_GID;
+	sa.uid = sa.gid = 1000;
+	assert_int_equal(call(t, FUSE_SETATTR, (uint64_t)f, &sa, sizeof(sa)), 0);
+	sa.uid = geteuid();
+	sa.gid = getegid();
+	assert_int_equal(call(t, FUSE_SETATTR, (uint64_t)f, &sa, sizeof(sa)), 0);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_uid, geteuid());
+	/* A chown leaves no setuid/setgid (not even setgid without group
+	 * execute, which the kernel keeps). */
+	assert_int_equal(chmod(p, 02745), 0);
+	assert_int_equal(call(t, FUSE_SETATTR, (uint64_t)f, &sa, sizeof(sa)), 0);
+	assert_int_equal(host_mode(t, "bin") & 07777, 0745);
+	teardown_t(t);
+}
+
+static void no_setuid_by_create(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_create_in c = { .flags = O_RDWR | O_CREAT | O_EXCL, .mode = 06777 };
+	struct fuse_mknod_in mk = { .mode = S_IFREG | 06777 };
+	struct fuse_mkdir_in md = { .mode = 06777 };
+
+	(void)state;
+	assert_int_equal(call2(t, FUSE_CREATE, 1, &c, sizeof(c), "c", 2), 0);
+	assert_int_equal(host_mode(t, "c") & (S_ISUID | S_ISGID), 0);
+	c.flags = O_RDWR | O_CREAT;
+	assert_int_equal(call2(t, FUSE_CREATE, 1, &c, sizeof(c), "c2", 3), 0);
+	assert_int_equal(host_mode(t, "c2") & (S_ISUID | S_ISGID), 0);
+	assert_int_equal(call2(t, FUSE_MKNOD, 1, &mk, sizeof(mk), "m", 2), 0);
+	assert_int_equal(host_mode(t, "m") & (S_ISUID | S_ISGID), 0);
+	mk.mode = S_IFIFO | 06777;
+	assert_int_equal(call2(t, FUSE_MKNOD, 1, &mk, sizeof(mk), "p", 2), 0);
+	assert_int_equal(host_mode(t, "p") & (S_ISUID | S_ISGID), 0);
+	assert_int_equal(call2(t, FUSE_MKDIR, 1, &md, sizeof(md), "d", 2), 0);
+	assert_int_equal(host_mode(t, "d") & S_ISUID, 0);
+	/* In a setgid directory a file takes its group, never S_ISGID; a
+	 * directory keeps the S_ISGID mkdir passed on. */
+	{
+		char p[256];
+		int64_t d;
+
+		host_path(t, p, sizeof(p), "d");
+		assert_int_equal(chmod(p, 02777), 0);
+		d = lookup(t, 1, "d", NULL);
+		c.mode = 02755;
+		assert_int_equal(call2(t, FUSE_CREATE, (uint64_t)d, &c, sizeof(c), "f", 2), 0);
+		assert_int_equal(host_mode(t, "d/f") & (S_ISUID | S_ISGID), 0);
+		md.mode = 0755;
+		assert_int_equal(call2(t, FUSE_MKDIR, (uint64_t)d, &md, sizeof(md), "sub", 4), 0);
+		assert_int_equal(host_mode(t, "d/sub") & 07777, 02755);
+	}
+	teardown_t(t);
+}
+
+static void write_clears_setuid(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	static const char *const names[] = { "w", "t", "a", "o" };
+	struct fuse_write_in w = { .size = 1 };
+	struct fuse_setattr_in sa = { .valid = FATTR_SIZE, .size = 0 };
+	struct fuse_fallocate_in fa = { .offset = 0, .length = 4096 };
+	int64_t node[4], fh;
+	char p[256];
+	int i;
+
+	(void)state;
+	/* Setuid and setgid made on the host, by the host. */
+	for (i = 0; i < 4; i++) {
+		host_file(t, names[i], "#!/bin/sh\n");
+		host_path(t, p, sizeof(p), names[i]);
+		assert_int_equal(chmod(p, 06755), 0);
+		node[i] = lookup(t, 1, names[i], NULL);
+		assert_true(node[i] > 1);
+	}
+	/* WRITE. */
+	fh = do_open(t, (uint64_t)node[0], O_WRONLY);
+	assert_true(fh >= 0);
+	w.fh = (uint64_t)fh;
+	assert_int_equal(call2(t, FUSE_WRITE, (uint64_t)node[0], &w, sizeof(w), "X", 1), 0);
+	assert_int_equal(host_mode(t, "w") & 07777, 0755);
+	/* SETATTR size (truncate). */
+	assert_int_equal(call(t, FUSE_SETATTR, (uint64_t)node[1], &sa, sizeof(sa)), 0);
+	assert_int_equal(host_mode(t, "t") & 07777, 0755);
+	/* FALLOCATE. */
+	fh = do_open(t, (uint64_t)node[2], O_WRONLY);
+	assert_true(fh >= 0);
+	fa.fh = (uint64_t)fh;
+	assert_int_equal(call(t, FUSE_FALLOCATE, (uint64_t)node[2], &fa, sizeof(fa)), 0);
+	assert_int_equal(host_mode(t, "a") & 07777, 0755);
+	/* OPEN with O_TRUNC. */
+	assert_true(do_open(t, (uint64_t)node[3], O_WRONLY | O_TRUNC) >= 0);
+	assert_int_equal(host_mode(t, "o") & 07777, 0755);
+	/* A read leaves them alone. */
+	host_path(t, p, sizeof(p), "w");
+	assert_int_equal(chmod(p, 04755), 0);
+	assert_true(do_open(t, (uint64_t)node[0], O_RDONLY) >= 0);
+	assert_int_equal(host_mode(t, "w") & 07777, 04755);
+	teardown_t(t);
+}
+
+static int setxattr_req(struct t *t, uint64_t node, const char *name, const void *v, uint32_t n)
+{
+	uint8_t b[256];
+	struct { uint32_t size, flags; } a = { n, 0 };
+	size_t k = strlen(name) + 1;
+
+	memcpy(b, &a, 8);
+	memcpy(b + 8, name, k);
+	memcpy(b + 8 + k, v, n);
+	return call(t, FUSE_SETXATTR, node, b, 8 + k + n);
+}
+
+static void xattr_namespaces(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	/* A valid file capability: VFS_CAP_REVISION_2 | effective,
+	 * cap_setuid permitted. */
+	static const uint32_t cap[5] = { 0x02000001, 1u << 7, 0, 0, 0 };
+	/* A valid POSIX ACL: user::rwx, group::rwx, other::rwx. */
+	static const uint8_t acl[4 + 3 * 8] = { 2, 0, 0, 0, 1, 0, 7, 0, 0xff, 0xff, 0xff, 0xff,
+						4, 0, 7, 0, 0xff, 0xff, 0xff, 0xff, 0x20, 0, 7, 0,
+						0xff, 0xff, 0xff, 0xff };
+	struct fuse_getxattr_in g = { .size = 0 };
+	char p[256], buf[256];
+	int64_t f;
+
+	(void)state;
+	host_file(t, "bin", "x");
+	host_path(t, p, sizeof(p), "bin");
+	assert_int_equal(chmod(p, 0644), 0);
+	f = lookup(t, 1, "bin", NULL);
+	assert_int_equal(setxattr_req(t, (uint64_t)f, "security.capability", cap, sizeof(cap)), -EOPNOTSUPP);
+	assert_int_equal(setxattr_req(t, (uint64_t)f, "trusted.x", "v", 1), -EOPNOTSUPP);
+	assert_int_equal(setxattr_req(t, (uint64_t)f, "system.posix_acl_access", acl, sizeof(acl)),
+			 -EOPNOTSUPP);
+	assert_int_equal(setxattr_req(t, (uint64_t)f, "security.selinux", "x", 1), -EOPNOTSUPP);
+	assert_true(getxattr(p, "security.capability", buf, sizeof(buf)) < 0);
+	assert_true(getxattr(p, "trusted.x", buf, sizeof(buf)) < 0);
+	assert_int_equal(host_mode(t, "bin") & 07777, 0644); /* the ACL did not land either */
+	/* user.* is the guest's. */
+	if (setxattr_req(t, (uint64_t)f, "user.x", "v", 1) == 0) {
+		assert_int_equal(getxattr(p, "user.x", buf, sizeof(buf)), 1);
+	}
+	/* What the host put there is neither seen nor removed. */
+	if (setxattr(p, "security.capability", cap, sizeof(cap), 0) == 0) {
+		assert_int_equal(call2(t, FUSE_GETXATTR, (uint64_t)f, &g, sizeof(g), "security.capability", 20),
+				 -ENODATA);
+		assert_int_equal(call(t, FUSE_REMOVEXATTR, (uint64_t)f, "security.capability", 20), -EOPNOTSUPP);
+		assert_true(getxattr(p, "security.capability", buf, sizeof(buf)) > 0);
+	}
+	if (setxattr(p, "trusted.host", "h", 1, 0) == 0) {
+		assert_int_equal(call2(t, FUSE_GETXATTR, (uint64_t)f, &g, sizeof(g), "trusted.host", 13), -ENODATA);
+		assert_int_equal(call(t, FUSE_REMOVEXATTR, (uint64_t)f, "trusted.host", 13), -EOPNOTSUPP);
+	}
+	/* LISTXATTR names only user.*, and its size query agrees. */
+	{
+		ssize_t n = getxattr(p, "user.x", buf, sizeof(buf));
+		uint32_t want = n == 1 ? 7 : 0;
+
+		assert_int_equal(call(t, FUSE_LISTXATTR, (uint64_t)f, &g, sizeof(g)), 0);
+		assert_int_equal(((struct fuse_getxattr_out *)payload(t))->size, want);
+		g.size = 200;
+		assert_int_equal(call(t, FUSE_LISTXATTR, (uint64_t)f, &g, sizeof(g)), 0);
+		assert_int_equal(t->oh.len, 16 + want);
+		if (want)
+			assert_memory_equal(payload(t), "user.x", 7);
+	}
+	teardown_t(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -787,6 +1071,11 @@ int main(void)
 		cmocka_unit_test(forget_and_limit),
 		cmocka_unit_test(readdir_chunks),
 		cmocka_unit_test(snapshot_roundtrip),
+		cmocka_unit_test(no_setuid_by_chmod),
+		cmocka_unit_test(chown_only_to_own_ids),
+		cmocka_unit_test(no_setuid_by_create),
+		cmocka_unit_test(write_clears_setuid),
+		cmocka_unit_test(xattr_namespaces),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
