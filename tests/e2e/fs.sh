@@ -90,6 +90,14 @@ if [ "$(cat "$share/b.txt")" = hel ] && [ "$(readlink "$share/sym.txt")" = b.txt
 	ok "fs: the host sees exactly what the guest did"
 else bad "fs: host view: $(ls -lR "$share" 2>&1 | head -20)"; fi
 
+# ---- nothing privileged reaches the host (docs/virtio-fs.md, Ownership) ----
+out=$(fsx fsa 'cd /mnt/share && echo x > priv && { chown 0:0 priv 2> /dev/null; chmod 6755 priv &&
+	stat -c %a priv; chown 4242:4242 priv 2> /dev/null || echo refused; }')
+if [ "$out" = "755
+refused" ] && [ "$(stat -c %a "$share/priv")" = 755 ] && [ "$(stat -c %u "$share/priv")" != 4242 ]; then
+	ok "fs: a guest chmod 6755 leaves no setuid/setgid on the host, a chown to another user is refused"
+else bad "fs: privileges: got '$out', host $(stat -c '%a %u:%g' "$share/priv")"; fi
+
 # ---- 64 MiB byte-exact, both ways -------------------------------------------
 # The guest copies it through the drive in 1 MiB requests (1 MiB FUSE
 # reads and writes); the host compares the copy's sha256 with the
@@ -205,12 +213,18 @@ if [ "$(id -u)" = 0 ] && unshare -m -n true 2> /dev/null; then
 	if out=$(timeout 300 "$vmm" restore -d "$tmp/fsgold" --name fsj --jail --jail-uid 900700 2> "$tmp/fsj.err") &&
 		[ "$out" = fsj ]; then
 		jp=$(cat "$VMM_STATE_DIR/fsj/pid" 2> /dev/null)
-		out=$(fsx fsj 'cat /mnt/share/for-jail; echo from-jail > /mnt/share/jailed/x && echo wrote; { echo no > /mnt/share/not-mine; } 2> /dev/null || echo refused')
+		# chmod/chown also check the jailed VMM's own ids (geteuid under
+		# the virtio-fs seccomp filter).
+		out=$(fsx fsj 'cat /mnt/share/for-jail; echo from-jail > /mnt/share/jailed/x && echo wrote; { echo no > /mnt/share/not-mine; } 2> /dev/null || echo refused
+			chmod 4755 /mnt/share/jailed/x && stat -c %a /mnt/share/jailed/x; chown 0 /mnt/share/jailed/x 2> /dev/null || echo refused-chown')
 		if [ "$out" = "for-the-jail
 wrote
-refused" ] && [ "$(stat -c %u "$share/jailed/x")" = 900700 ] && [ ! -e "$share/not-mine" ] &&
+refused
+755
+refused-chown" ] && [ "$(stat -c %u "$share/jailed/x")" = 900700 ] && [ ! -e "$share/not-mine" ] &&
+			[ "$(stat -c %a "$share/jailed/x")" = 755 ] &&
 			! grep -q ' /proc ' "/proc/$jp/mountinfo"; then
-			ok "fs: a jailed clone reads and writes the drive with its jail uid's rights, no /proc in its root"
+			ok "fs: a jailed clone reads and writes the drive with its jail uid's rights, no /proc in its root; its chmod 4755 sets no setuid, its chown to root is refused"
 		else bad "fs: jailed clone: '$out'"; fi
 	else bad "fs: restore --jail: $out $(tail -3 "$tmp/fsj.err")"; fi
 	timeout 60 "$vmm" rm -f fsj > /dev/null 2>&1
