@@ -59,7 +59,7 @@ static void programs_assemble(void **state)
 enum action { DO_PERSONALITY, DO_WRITE, DO_TTY_IOCTL, DO_INET_SOCKET, DO_UNIX_SOCKET, DO_FORK,
 	      DO_THREAD, DO_EPOLL_CTL, DO_EXECVE, DO_PACKET_SOCKET, DO_INET_CONNECT, DO_UNIX_CONNECT,
 	      DO_GETADDRINFO, DO_OPEN_READ, DO_OPEN_WRITE, DO_MARKER, DO_WINSIZE, DO_KILL_USR1,
-	      DO_KILL_TERM, DO_DPRINTF };
+	      DO_KILL_TERM, DO_DPRINTF, DO_IDS };
 
 static void *thread_fn(void *arg)
 {
@@ -194,6 +194,11 @@ static void child(enum sc_class c, enum action what)
 	case DO_KILL_TERM:
 		/* the helper's SIGTERM to the VMM, to a pid that is not there */
 		kill(0x3ffffff, SIGTERM);
+		break;
+	case DO_IDS:
+		/* virtio-fs: a guest chown is checked against the VMM's ids */
+		(void)geteuid();
+		(void)getegid();
 		break;
 	}
 	if (lfd >= 0)
@@ -349,6 +354,7 @@ static void allowed_calls_pass(void **state)
 	expect_ok(SC_MAIN, DO_INET_SOCKET);
 	expect_ok(SC_MAIN, DO_THREAD);
 	expect_ok(SC_PUBLISH, DO_THREAD);
+	expect_ok(SC_FS, DO_IDS);
 }
 
 int main(void)
