@@ -8,6 +8,8 @@
  * to its parent's descriptor (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS
  * | RESOLVE_NO_MAGICLINKS, O_NOFOLLOW); symlinks are returned, never
  * followed; files are reopened from their own inode, never by path.
+ * Nothing it sends makes a host file setuid, setgid (but a directory),
+ * capable or another user's (fuse_priv.h).
  *
  * All state hangs off struct fuse_server; one thread at a time (the
  * device's event loop) may use a server. */
