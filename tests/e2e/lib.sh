@@ -25,7 +25,7 @@ e2e_con=$tmp/consoles # links to consoles, scratch files
 mkdir -p "$e2e_con"
 grep -v '^#' "$e2e_lib_dir/guest-crash.re" | grep -v '^$' > "$e2e_con/.patterns"
 : > "$e2e_con/.cmdlog"
-declare -gA e2e_con_off=() e2e_con_path=()
+declare -gA e2e_con_off=() e2e_con_path=() e2e_con_size=()
 e2e_con_extra=()
 pass=${pass:-0}
 fail=${fail:-0}
@@ -34,14 +34,18 @@ fail=${fail:-0}
 # stdio writing to FILE).
 console_watch() { e2e_con_extra+=("$@"); }
 
-# Registers consoles not seen before, keyed by device:inode (one console
-# seen under two names is one). A detached sandbox's console.log is linked
-# into $e2e_con first: its folder goes when the sandbox stops, the link
-# keeps the file (and what the VMM still writes into it).
+# Lists the consoles with their sizes now (one find), registering those
+# not seen before, keyed by device:inode (one console seen under two names
+# is one). A detached sandbox's console.log is linked into $e2e_con first:
+# its folder goes when the sandbox stops, the link keeps the file (and
+# what the VMM still writes into it).
 console_discover() {
-	local key path link
-	while read -r key path; do
-		[ -n "$key" ] && [ -z "${e2e_con_path[$key]+x}" ] || continue
+	local key size path link
+	e2e_con_size=()
+	while read -r key size path; do
+		[ -n "$path" ] || continue
+		e2e_con_size[$key]=$size
+		[ -z "${e2e_con_path[$key]+x}" ] || continue
 		if [ "${path##*/}" = console.log ]; then
 			link=$e2e_con/$(basename "$(dirname "$path")").${key/:/-}.console
 			ln -f "$path" "$link" 2> /dev/null && path=$link
@@ -49,8 +53,8 @@ console_discover() {
 		e2e_con_path[$key]=$path
 		e2e_con_off[$key]=0
 	done < <(
-		find "$tmp" -maxdepth 3 -type f \( -name '*.console' -o -name console.log \) -printf '%D:%i %p\n' 2> /dev/null
-		for f in "${e2e_con_extra[@]}"; do stat -c '%d:%i %n' "$f" 2> /dev/null; done
+		find "$tmp" -maxdepth 3 -type f \( -name '*.console' -o -name console.log \) -printf '%D:%i %s %p\n' 2> /dev/null
+		[ "${#e2e_con_extra[@]}" = 0 ] || stat -c '%d:%i %s %n' "${e2e_con_extra[@]}" 2> /dev/null
 	)
 }
 
@@ -58,9 +62,8 @@ console_discover() {
 # one console since its last scan and moves its offset past them; without
 # FINAL, a last line with no newline yet is left for the next scan.
 console_scan_one() {
-	local key=$1 final=$2 f=${e2e_con_path[$1]} off=${e2e_con_off[$1]} now size len hits
-	read -r now size < <(stat -c '%d:%i %s' "$f" 2> /dev/null)
-	[ "$now" = "$key" ] || return 0 # gone, or another file by now
+	local key=$1 final=$2 f=${e2e_con_path[$1]} off=${e2e_con_off[$1]} size=${e2e_con_size[$1]:-} len hits
+	[ -n "$size" ] || return 0 # gone (its name is another file's by now)
 	[ "$size" -lt "$off" ] && off=0 # truncated and written again
 	[ "$size" -gt "$off" ] || return 0
 	len=$((size - off))
