@@ -246,8 +246,14 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test fc-api-test
+guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test fc-api-test e2e-lib-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
+
+# The e2e tier's crash scan (tests/e2e/lib.sh) on made-up consoles: a
+# second, no KVM.
+.PHONY: e2e-lib-test
+e2e-lib-test:
+	$(Q)tests/e2e/lib_test.sh
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.

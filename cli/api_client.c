@@ -214,6 +214,30 @@ static int json_exec_fields(const struct exec_opts *o, char *buf, size_t size)
 	return jw_done(&w) ? 0 : -E2BIG;
 }
 
+/* The signals a process gets for its own fault (a bad access, a bad
+ * instruction, abort()): NULL for the ones somebody sends. */
+static const char *crash_signal(int64_t sig)
+{
+	switch (sig) {
+	case SIGSEGV:
+		return "SIGSEGV";
+	case SIGBUS:
+		return "SIGBUS";
+	case SIGILL:
+		return "SIGILL";
+	case SIGFPE:
+		return "SIGFPE";
+	case SIGABRT:
+		return "SIGABRT";
+	case SIGTRAP:
+		return "SIGTRAP";
+	case SIGSYS:
+		return "SIGSYS";
+	default:
+		return NULL;
+	}
+}
+
 static int exit_from_json(const char *text, size_t len)
 {
 	static char arena_buf[4096];
@@ -227,8 +251,15 @@ static int exit_from_json(const char *text, size_t len)
 		return 1;
 	json_get_int(j, "exit_code", &code);
 	json_get_bool(j, "timed_out", &timed_out);
-	if (json_get_int(j, "signal", &sig) == 0 && timed_out)
-		fprintf(stderr, "vmm: the command timed out and was killed\n");
+	if (json_get_int(j, "signal", &sig) == 0) {
+		if (timed_out)
+			fprintf(stderr, "vmm: the command timed out and was killed\n");
+		else if (crash_signal(sig))
+			/* A crash, not a kill: say so, a caller that sees only
+			 * the status (or "file missing") would not know. */
+			fprintf(stderr, "vmm: the command crashed in the guest: %s (signal %d, exit status %d)\n",
+				crash_signal(sig), (int)sig, (int)(code & 0xff));
+	}
 	return (int)(code & 0xff);
 }
 

@@ -3,11 +3,13 @@
 raw frames: against the host build of guest-init (fast, every `make test`)
 or a real sandbox (e2e).
 
-  api_test.py VMM SOCKET PORT TOKEN [--scale small|full]
+  api_test.py VMM SOCKET PORT TOKEN [--scale small|full] [--console FILE]
 
 PORT 0 means SOCKET is the API itself (guest-init --serve-unix); otherwise
-the vsock "CONNECT PORT" handshake is done. Prints ok/FAIL lines and
-"api: N passed, M failed"."""
+the vsock "CONNECT PORT" handshake is done. With --console (a real guest's
+console file), a check fails when the console gained a crash line
+(tests/e2e/guest-crash.re) while it ran, whatever its own verdict.
+Prints ok/FAIL lines and "api: N passed, M failed"."""
 import hashlib
 import os
 import socket
@@ -18,22 +20,36 @@ import tempfile
 import threading
 import time
 
+from console_scan import Console
+
 vmm, sock, port, token = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 full = "--scale" in sys.argv and sys.argv[sys.argv.index("--scale") + 1] == "full"
+console = Console(sys.argv[sys.argv.index("--console") + 1]) if "--console" in sys.argv else None
 passed = failed = 0
 env = dict(os.environ, VMM_API_PORT=str(port), VMM_TOKEN=token)
 
 
+def crashed(final=False):
+    """The guest's crash lines since the previous check (--console)."""
+    lines = console.scan(final) if console else []
+    return "".join(f"\n     | {line}" for line in lines[:8])
+
+
 def ok(m):
     global passed
+    crash = crashed()
+    if crash:
+        bad(f"{m} (its own test passed): the guest crashed during this check:{crash}", scanned=True)
+        return
     passed += 1
     print(f"ok   {m}", flush=True)
 
 
-def bad(m):
+def bad(m, scanned=False):
     global failed
     failed += 1
-    print(f"FAIL {m}", flush=True)
+    crash = "" if scanned else crashed()
+    print(f"FAIL {m}" + (f"; the guest crashed during this check:{crash}" if crash else ""), flush=True)
 
 
 def vx(args, stdin=None, timeout=300):
@@ -90,6 +106,9 @@ def main():
     check("exec: death by SIGTERM -> 143", r.returncode == 143, r.returncode)
     r = vx(["sh", "-c", "kill -KILL $$"])
     check("exec: death by SIGKILL -> 137", r.returncode == 137, r.returncode)
+    r = vx(["sh", "-c", "kill -SEGV $$"])
+    check("exec: death by SIGSEGV -> 139, and vmm exec says so on stderr",
+          r.returncode == 139 and b"crashed in the guest: SIGSEGV (signal 11" in r.stderr, r)
     r = vx(["sh", "-c", "echo out; echo err >&2"])
     check("exec: stdout and stderr kept apart", r.stdout == b"out\n" and r.stderr.endswith(b"err\n"), r)
     r = vx(["no-such-command-xyz"])
@@ -202,6 +221,9 @@ def main():
         t, body = read_frame(s)
         check("api: shutdown acknowledged", t == 19, (t, body))
         s.close()
+    crash = crashed(final=True)
+    if crash:
+        bad(f"console after the last check: the guest crashed:{crash}", scanned=True)
     print(f"api: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 

@@ -14,8 +14,7 @@ if [ -z "${tmp:-}" ]; then
 	tmp=$(mktemp -d)
 	pass=0 fail=0
 	trap 'rm -rf "$tmp"' EXIT
-	ok() { pass=$((pass + 1)); echo "ok   $1"; }
-	bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+	. "$(dirname "$0")/lib.sh"
 	egress_alone=1
 	if [ -n "${EGRESS_GOLD:-}" ]; then
 		ln -s "$EGRESS_GOLD" "$tmp/gold"
@@ -68,7 +67,7 @@ cat > "$ed/policy.json" <<EOF
 ]}
 EOF
 
-ex() { timeout 120 "$vmm" exec e1 -- sh -c "$*" 2>&1; }
+ex() { T=120 run_in e1 sh -c "$*" 2>&1; }
 
 # A policy naming a variable that is not set is refused before anything runs.
 if E2E_EGRESS_KEY= env -u E2E_EGRESS_KEY timeout 60 "$vmm" restore -d "$tmp/gold" --name e0 \
@@ -127,7 +126,7 @@ echo "== big"; wget -q -O - http://api.test/v1/big | wc -c
 echo "== end"
 PROBES
 timeout 60 "$vmm" cp "$ed/probes.sh" e1:/root/probes.sh
-timeout 600 "$vmm" exec e1 -- sh /root/probes.sh > "$ed/probes.out" 2>&1
+T=600 run_in e1 sh /root/probes.sh > "$ed/probes.out" 2>&1
 answer() { awk -v n="== $1" '$0 == n {on = 1; next} /^== / {on = 0} on' "$ed/probes.out" | tr -d '\r'; }
 answer post | grep -q "upstream-ok POST /v1/chat" && grep -q '"body": "hello-body"' "$ed/upstream.log" &&
 	ok "egress: a POST body (Content-Length) arrives upstream" || bad "egress: POST: $(answer post)"
@@ -153,7 +152,7 @@ answer connect-evil | grep -q "^HTTP/1.1 403" && ok "egress: CONNECT to another 
 got=$(ex "wget -q -O - http://evil.test/ 2>&1; echo st=\$?")
 echo "$got" | grep -q "403" && ok "egress: a disallowed host gets 403" || bad "egress: disallowed host: $got"
 # Several at once.
-got=$(timeout 600 "$vmm" exec e1 -- sh -c 'for i in 1 2 3 4 5 6; do wget -q -O - http://api.test/v1/c$i > /tmp/c$i & done; wait; cat /tmp/c* | grep -c upstream-ok' 2>&1)
+got=$(T=600 run_in e1 sh -c 'for i in 1 2 3 4 5 6; do wget -q -O - http://api.test/v1/c$i > /tmp/c$i & done; wait; cat /tmp/c* | grep -c upstream-ok' 2>&1)
 [ "$got" = 6 ] && ok "egress: 6 concurrent requests all answered" || bad "egress: concurrent: $got"
 
 # The log: one complete JSON line per request, never the credential.
@@ -187,8 +186,8 @@ else bad "egress: egress.log: $(tail -3 "$VMM_STATE_DIR/e1/egress.log")"; fi
 # The credential never enters the sandbox: not in any process's
 # environment or command line, not in its files, not in its folder on the
 # host, not in a snapshot of it (memory included).
-timeout 120 "$vmm" exec e1 -- sh -c 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline; env' > "$ed/guest-env" 2>/dev/null
-timeout 300 "$vmm" exec e1 -- sh -c 'tar cf - /bin /sbin /etc /root /run /tmp /var /usr /home /mnt 2>/dev/null' > "$ed/guest.tar" 2>/dev/null
+T=120 run_in e1 sh -c 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline; env' > "$ed/guest-env" 2>/dev/null
+T=300 run_in e1 sh -c 'tar cf - /bin /sbin /etc /root /run /tmp /var /usr /home /mnt 2>/dev/null' > "$ed/guest.tar" 2>/dev/null
 if [ -s "$ed/guest-env" ] && [ -s "$ed/guest.tar" ] && ! grep -aqF "$secret" "$ed/guest-env" "$ed/guest.tar"; then
 	ok "egress: the credential is in no guest process's environment or argv, nor in its files ($(( $(stat -c %s "$ed/guest.tar") >> 20 )) MiB searched)"
 else bad "egress: the credential (or the search) in the guest: $(grep -alF "$secret" "$ed/guest-env" "$ed/guest.tar")"; fi
@@ -201,7 +200,7 @@ else bad "egress: snapshot of e1"; fi
 
 # A clone without --egress-policy has no proxy variables.
 if timeout 300 "$vmm" restore -d "$tmp/gold" --name e2 > /dev/null 2>&1; then
-	timeout 60 "$vmm" exec e2 -- env | grep -q PROXY && bad "egress: a clone without a policy got proxy variables" ||
+	run_in e2 env | grep -q PROXY && bad "egress: a clone without a policy got proxy variables" ||
 		ok "egress: a clone without a policy has no proxy variables"
 else bad "egress: restore e2"; fi
 "$vmm" rm -f e2 > /dev/null 2>&1
@@ -211,7 +210,7 @@ else bad "egress: restore e2"; fi
 if [ "$(id -u)" = 0 ] && unshare -m -n true 2> /dev/null; then
 	if E2E_EGRESS_KEY=$secret timeout 300 "$vmm" restore -d "$tmp/gold" --name ej --jail \
 		--egress-policy "$ed/policy.json" > "$ed/ej.out" 2>&1; then
-		got=$(timeout 120 "$vmm" exec ej -- sh -c 'wget -q -O - http://api.test/v1/jailed' 2>&1)
+		got=$(T=120 run_in ej sh -c 'wget -q -O - http://api.test/v1/jailed' 2>&1)
 		jp=$(cat "$VMM_STATE_DIR/ej/pid" 2> /dev/null)
 		cp_=$(pgrep -x vmm-companion | head -1)
 		if [ "$got" = "upstream-ok GET /v1/jailed" ] && [ -n "$cp_" ] &&
@@ -232,6 +231,7 @@ kill $up_pid 2>/dev/null
 wait $up_pid 2>/dev/null
 unset VMM_STATE_DIR
 if [ -n "${egress_alone:-}" ]; then
+	e2e_finish
 	echo "egress: $pass passed, $fail failed"
 	[ "$fail" = 0 ]
 fi

@@ -26,24 +26,24 @@ fc_start fca
 s=$tmp/fca.sock
 out=$(fc "$s" PUT /snapshot/load "{\"snapshot_path\": \"$tmp/gold\", \"resume_vm\": true,
 	\"mem_backend\": {\"backend_type\": \"File\", \"backend_path\": \"$tmp/gold/memory\"}}")
-if [ "$(echo "$out" | tail -1)" = 204 ] && ready fca && [ "$(timeout 60 "$vmm" exec fca -- echo fc-hello)" = fc-hello ]; then
+if [ "$(echo "$out" | tail -1)" = 204 ] && ready fca && [ "$(run_in fca echo fc-hello)" = fc-hello ]; then
 	ok "fc-api: vmm --api-sock, PUT /snapshot/load of the gold snapshot: the Linux guest answers"
 else bad "fc-api: load: $out $(tail -3 "$tmp/fca.err")"; fi
-timeout 60 "$vmm" exec fca -- sh -c 'echo fc-data > /root/fc.txt; sync'
+run_in fca sh -c 'echo fc-data > /root/fc.txt; sync'
 out=$(fc "$s" PUT /machine-config '{"vcpu_count": 1,' ; fc "$s" PUT /boot-source '{"kernel_image_path": "/x"}';
       fc "$s" GET /nope; fc "$s" PATCH /vm '{"state": "Frozen"}')
-if [ "$(echo "$out" | grep -c '^400$')" = 4 ] && [ "$(timeout 60 "$vmm" exec fca -- cat /root/fc.txt)" = fc-data ]; then
+if [ "$(echo "$out" | grep -c '^400$')" = 4 ] && [ "$(run_in fca cat /root/fc.txt)" = fc-data ]; then
 	ok "fc-api: bad JSON, config after start, unknown path, bad state value: 400 each; the guest runs on"
 else bad "fc-api: bad input: $out"; fi
 if [ "$(fc "$s" PATCH /vm '{"state": "Paused"}' | tail -1)" = 204 ] && fc "$s" GET / | grep -q '"state":"Paused"' &&
 	[ "$(fc "$s" PUT /snapshot/create "{\"snapshot_path\": \"$tmp/fcsnap\", \"mem_file_path\": \"$tmp/fcsnap.mem\"}" | tail -1)" = 204 ] &&
 	[ "$(fc "$s" PATCH /vm '{"state": "Resumed"}' | tail -1)" = 204 ] &&
-	[ "$(timeout 60 "$vmm" exec fca -- echo again)" = again ]; then
+	[ "$(run_in fca echo again)" = again ]; then
 	ok "fc-api: PATCH /vm Paused, PUT /snapshot/create, PATCH /vm Resumed: the guest answers again"
 else bad "fc-api: pause/snapshot/resume: $(fc "$s" GET /) $(tail -3 "$tmp/fca.err")"; fi
 fc_start fcb
 out=$(fc "$tmp/fcb.sock" PUT /snapshot/load "{\"snapshot_path\": \"$tmp/fcsnap\", \"mem_file_path\": \"$tmp/fcsnap.mem\", \"resume_vm\": true}")
-if [ "$(echo "$out" | tail -1)" = 204 ] && ready fcb && [ "$(timeout 60 "$vmm" exec fcb -- cat /root/fc.txt)" = fc-data ]; then
+if [ "$(echo "$out" | tail -1)" = 204 ] && ready fcb && [ "$(run_in fcb cat /root/fc.txt)" = fc-data ]; then
 	ok "fc-api: a second vmm --api-sock loads that snapshot: the file written before it is there"
 else bad "fc-api: second load: $out $(tail -3 "$tmp/fcb.err")"; fi
 # SendCtrlAltDel: a clean shutdown through the guest (guest-init powers off).

@@ -11,8 +11,7 @@ if [ -z "${tmp:-}" ]; then
 	tmp=$(mktemp -d)
 	pass=0 fail=0
 	trap 'rm -rf "$tmp"' EXIT
-	ok() { pass=$((pass + 1)); echo "ok   $1"; }
-	bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+	. "$(dirname "$0")/lib.sh"
 	fs_alone=1
 fi
 export VMM_STATE_DIR=$tmp/fsstate
@@ -28,7 +27,7 @@ echo host-parent-marker > "$tmp/host-parent-marker"
 fsx() { # fsx NAME CMD: runs CMD in the sandbox's shell, output on stdout
 	local n=$1
 	shift
-	timeout 300 "$vmm" exec "$n" -- sh -c "$*" 2>&1
+	T=300 run_in "$n" sh -c "$*" 2>&1
 }
 fs_ready() {
 	for _ in $(seq 240); do
@@ -236,6 +235,7 @@ if [ -z "$(ls "$VMM_STATE_DIR" 2>/dev/null)" ] && [ "$(cat "$share/from-a")" = c
 else bad "fs: after the sandboxes: state $(ls "$VMM_STATE_DIR" 2>&1), share $(ls "$share")"; fi
 unset VMM_STATE_DIR
 if [ -n "${fs_alone:-}" ]; then
+	e2e_finish
 	echo "fs: $pass passed, $fail failed"
 	[ "$fail" = 0 ]
 fi

@@ -4,7 +4,7 @@
 # their image; the --debian path where the Debian mirror answers.
 export VMM_IMAGE_DIR=$tmp/images
 export VMM_STATE_DIR=$tmp/istate
-iv() { timeout "${T:-300}" "$vmm" "$@"; }
+iv() { run_cmd timeout "${T:-300}" "$vmm" "$@"; }
 busybox_bin=${BUSYBOX:-/bin/busybox}
 
 # A root tree: busybox and a marker.
@@ -91,7 +91,7 @@ if ! command -v debootstrap > /dev/null; then
 elif ! curl -sfI --max-time 10 http://deb.debian.org/debian/dists/bookworm/Release > /dev/null 2>&1; then
 	echo "skip images --debian: the Debian mirror deb.debian.org is not reachable from this host"
 elif out=$(T=1800 iv image build py --debian bookworm --packages python3 -q 2> "$tmp/ipy.err") && [ "$out" = py:1 ]; then
-	if [ "$(T=600 iv run --image py -- python3 -c 'print(6*7)' 2> "$tmp/ipyr.err")" = 42 ]; then
+	if [ "$(T=600 iv run --image py --console "file:$tmp/ipyr.console" -- python3 -c 'print(6*7)' 2> "$tmp/ipyr.err")" = 42 ]; then
 		ok "images: a Debian image with python3 (--debian bookworm --packages python3) runs python3"
 	else bad "images: python3 in the Debian image: $(tail -3 "$tmp/ipyr.err")"; fi
 else bad "images: --debian build: $(tail -5 "$tmp/ipy.err")"; fi

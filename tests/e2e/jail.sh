@@ -7,7 +7,7 @@ if [ "$(id -u)" != 0 ] || ! unshare -m -n true 2> /dev/null; then
 else
 export VMM_STATE_DIR=$tmp/jstate
 if timeout 300 "$vmm" restore -d "$tmp/gold" --name j1 --jail --limit-mem 1G --limit-pids 256 > /dev/null 2> "$tmp/j1.err" &&
-	[ "$(timeout 60 "$vmm" exec j1 -- echo in-jail)" = in-jail ]; then
+	[ "$(run_in j1 echo in-jail)" = in-jail ]; then
 	ok "jail: restore --jail; vmm exec answers"
 else bad "jail: restore --jail: $(tail -2 "$tmp/j1.err")"; fi
 jpid=$(cat "$VMM_STATE_DIR/j1/pid" 2> /dev/null)
@@ -21,7 +21,7 @@ if timeout 60 "$vmm" cp "$tmp/j.txt" j1:/root/j.txt && timeout 60 "$vmm" cp j1:/
 	ok "jail: vmm cp both ways"
 else bad "jail: vmm cp"; fi
 if timeout 120 "$vmm" snapshot j1 "$tmp/jsnap" > /dev/null && [ -s "$tmp/jsnap/state" ] &&
-	[ "$(timeout 300 "$vmm" restore "$tmp/jsnap" --jail -- cat /root/j.txt 2> "$tmp/j3.err")" = jailed-data ]; then
+	[ "$(run_cmd timeout 300 "$vmm" restore "$tmp/jsnap" --jail -- cat /root/j.txt 2> "$tmp/j3.err")" = jailed-data ]; then
 	ok "jail: snapshot to a host folder, a jailed restore of it has the file"
 else bad "jail: snapshot/restore: $(tail -2 "$tmp/j3.err" 2>&1)"; fi
 timeout 60 "$vmm" exec j1 -- sh -c 'vmmctl poweroff 2>/dev/null || poweroff -f' > /dev/null 2>&1

@@ -12,13 +12,13 @@ if "$vmm" ls --json | python3 -c 'import json,sys; d=json.load(sys.stdin); asser
 	ok "lifecycle: ls --json"
 else bad "lifecycle: ls --json: $("$vmm" ls --json)"; fi
 echo lifecycle-data > "$tmp/l.txt"
-if "$vmm" cp "$tmp/l.txt" l1:/root/l.txt && [ "$(timeout 60 "$vmm" exec l1 -- cat /root/l.txt)" = lifecycle-data ]; then
+if "$vmm" cp "$tmp/l.txt" l1:/root/l.txt && [ "$(run_in l1 cat /root/l.txt)" = lifecycle-data ]; then
 	ok "lifecycle: cp and exec by name"
 else bad "lifecycle: cp/exec by name"; fi
 "$vmm" pause l1 && [ "$(lsline l1)" = paused ] && "$vmm" resume l1 && [ "$(lsline l1)" = running ] &&
 	ok "lifecycle: pause / resume" || bad "lifecycle: pause/resume: $("$vmm" ls)"
 if timeout 120 "$vmm" snapshot l1 "$tmp/l1snap" > /dev/null && timeout 300 "$vmm" restore -d "$tmp/l1snap" --name l2 > /dev/null &&
-	[ "$(timeout 60 "$vmm" exec l2 -- cat /root/l.txt)" = lifecycle-data ]; then
+	[ "$(run_in l2 cat /root/l.txt)" = lifecycle-data ]; then
 	ok "lifecycle: snapshot, restore under a new name (the file came along)"
 else bad "lifecycle: snapshot/restore under a new name"; fi
 if timeout 120 "$vmm" stop l1 > /dev/null && [ "$(lsline l1)" = exited ] &&
@@ -49,7 +49,7 @@ sleep 8
 # a guest port nobody listens on closes the client's connection at once.
 port=$((20000 + RANDOM % 20000))
 if timeout 300 "$vmm" restore -d "$tmp/gold" --name l4 --publish "127.0.0.1:$port:8000" --publish "$((port + 1)):8001" > /dev/null &&
-	timeout 60 "$vmm" exec l4 -- sh -c 'mkdir -p /root/www && echo page-from-the-guest > /root/www/index.html && busybox httpd -p 8000 -h /root/www'; then
+	run_in l4 sh -c 'mkdir -p /root/www && echo page-from-the-guest > /root/www/index.html && busybox httpd -p 8000 -h /root/www'; then
 	got=$(curl -s -m 60 "http://127.0.0.1:$port/")
 	[ "$got" = page-from-the-guest ] && ok "publish: curl on the host gets the guest's page through --publish" ||
 		bad "publish: curl got '$got'"

@@ -35,7 +35,11 @@ if out=$(nvmm run -d --name n1 --kernel "$kernel" --mem 256 --disk "path=$tmp/ne
 else bad "net: run --net: $out $(tail -5 "$tmp/n1.err")"; fi
 inns ip link show vmmt0 > /dev/null 2>&1 && ok "net: the TAP exists in the namespace, host side 172.30.0.1/24" ||
 	bad "net: no vmmt0"
-nexec() { timeout "${T:-120}" env VMM_STATE_DIR="$tmp/nstate" "$vmm" exec "$@"; }
+nexec() { # nexec NAME -- CMD...
+	local n=$1
+	shift 2
+	VMM_STATE_DIR=$tmp/nstate T=${T:-120} run_in "$n" "$@"
+}
 info=$(nexec n1 -- sh -c 'ip -4 addr show eth0; ip route; cat /etc/resolv.conf' 2>&1)
 if echo "$info" | grep -q "inet 172.30.0.2/24" && echo "$info" | grep -q "default via 172.30.0.1" &&
 	echo "$info" | grep -q "nameserver 172.30.0.53"; then

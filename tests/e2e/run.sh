@@ -17,12 +17,9 @@ tmp=$(mktemp -d)
 pass=0
 fail=0
 trap 'exec 3>&- 2>/dev/null; rm -rf "$tmp"' EXIT
-
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { # check DESCRIPTION FILE PATTERN
-	if grep -qE -- "$3" "$2"; then ok "$1"; else bad "$1 (no /$3/ in $(basename "$2"))"; fi
-}
+# ok/bad/check, run_in/run_cmd: every check fails on a guest crash during
+# it (tests/e2e/lib.sh).
+. "$(dirname "$0")/lib.sh"
 
 if [ ! -r /dev/kvm ] || [ ! -w /dev/kvm ]; then
 	echo "skip all: /dev/kvm is not usable on this host; the e2e tier needs KVM"
@@ -42,6 +39,7 @@ boot() {
 	[ -n "$input" ] && cmdline="$cmdline vmm_input=1"
 	rm -f "$tmp/in"
 	mkfifo "$tmp/in"
+	console_watch "$tmp/$cpus.out"
 	exec 3<> "$tmp/in"
 	start=$(date +%s.%N)
 	timeout 600 "$vmm" run --kernel "$kernel" --cpus "$cpus" --mem 256 \
@@ -141,8 +139,8 @@ check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: 
 . "$(dirname "$0")/images.sh"
 
 # Boot 4: vmm run -- CMD, the one-shot form.
-timeout 600 "$vmm" run --kernel "$kernel" --initrd "$initrd" --mem 256 -- sh -c 'echo hello from $(hostname); exit 3' \
-	< /dev/null > "$tmp/4.out" 2> "$tmp/4.err"
+timeout 600 "$vmm" run --kernel "$kernel" --initrd "$initrd" --mem 256 --console "file:$tmp/4.console" \
+	-- sh -c 'echo hello from $(hostname); exit 3' < /dev/null > "$tmp/4.out" 2> "$tmp/4.err"
 st4=$?
 if [ "$st4" = 3 ] && [ "$(cat "$tmp/4.out")" = "hello from sandbox" ]; then
 	ok "vmm run -- CMD: output, exit status 3 propagated"
@@ -196,5 +194,6 @@ if [ "$fail" != 0 ]; then
 		cat "$tmp/$cpus.err"
 	done
 fi
+e2e_finish
 echo "e2e: $pass passed, $fail failed"
 [ "$fail" = 0 ]

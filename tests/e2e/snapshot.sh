@@ -57,27 +57,27 @@ restore_bg e2e-a
 if ready e2e-a; then ok "restore: clone e2e-a answers vmm exec"
 else bad "restore: e2e-a never answered: $(tail -3 "$tmp/e2e-a.err")"; fi
 # The counter renames its file into place: a reader never sees it empty.
-timeout 60 "$vmm" exec e2e-a -- sh -c 'echo from-a > /root/mark.txt; sync
+run_in e2e-a sh -c 'echo from-a > /root/mark.txt; sync
 	(i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done) < /dev/null > /dev/null 2>&1 &
 	sleep 2; cat /tmp/count' > "$tmp/a.count0" 2>&1
 timeout 120 "$vmm" snapshot e2e-a "$tmp/snap-a" > "$tmp/a.snap" 2>&1 || bad "snapshot of a running clone: $(cat "$tmp/a.snap")"
-c_after=$(timeout 60 "$vmm" exec e2e-a -- cat /tmp/count)
+c_after=$(run_in e2e-a cat /tmp/count)
 if [ -n "$c_after" ] && [ "$c_after" -gt "$(cat "$tmp/a.count0")" ]; then
 	ok "snapshot: the original resumes (its counter went on: $(cat "$tmp/a.count0") -> $c_after)"
 else bad "snapshot: original's counter $(cat "$tmp/a.count0") -> '$c_after'"; fi
 timeout 900 "$vmm" restore "$tmp/snap-a" --name e2e-b --console "file:$tmp/e2e-b.console" \
 	< /dev/null > /dev/null 2> "$tmp/e2e-b.err" &
 if ready e2e-b; then
-	b1=$(timeout 60 "$vmm" exec e2e-b -- cat /tmp/count)
+	b1=$(run_in e2e-b cat /tmp/count)
 	sleep 2
-	b2=$(timeout 60 "$vmm" exec e2e-b -- cat /tmp/count)
+	b2=$(run_in e2e-b cat /tmp/count)
 	if [ -n "$b1" ] && [ "$b1" -ge "$(cat "$tmp/a.count0")" ] && [ "$b2" -gt "$b1" ]; then
 		ok "restore: the counting process continues in the clone ($(cat "$tmp/a.count0") at snapshot, then $b1, $b2)"
 	else bad "restore: counter in the clone '$b1' '$b2' (snapshot at $(cat "$tmp/a.count0"))"; fi
-	if [ "$(timeout 60 "$vmm" exec e2e-b -- cat /root/mark.txt)" = from-a ]; then
+	if [ "$(run_in e2e-b cat /root/mark.txt)" = from-a ]; then
 		ok "restore: a file written before the snapshot is there after it"
-	else bad "restore: /root/mark.txt missing in the clone"; fi
-	gt=$(timeout 60 "$vmm" exec e2e-b -- date +%s)
+	else bad "restore: /root/mark.txt in the clone is not 'from-a'"; fi
+	gt=$(run_in e2e-b date +%s)
 	if [ -n "$gt" ] && [ $(( gt - $(date +%s) )) -le 5 ] && [ $(( $(date +%s) - gt )) -le 5 ]; then
 		ok "restore: the clone's clock is the host's (sync after restore)"
 	else bad "restore: clone clock $gt, host $(date +%s)"; fi
@@ -92,7 +92,7 @@ for n in 1 2 3 4; do ready "e2e-c$n" || all=0; done
 if [ $all = 1 ]; then ok "restore: 4 clones of one snapshot started concurrently, each answers vmm exec"
 else bad "restore: not all 4 clones answered"; fi
 for n in 1 2 3 4; do
-	timeout 60 "$vmm" exec "e2e-c$n" -- sh -c "echo clone-$n > /root/who; sync; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'" \
+	run_in "e2e-c$n" sh -c "echo clone-$n > /root/who; sync; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'" \
 		> "$tmp/c$n.rand" 2>&1 &
 done
 for n in 1 2 3 4; do
@@ -101,7 +101,7 @@ done
 sleep 1
 own=1
 for n in 1 2 3 4; do
-	[ "$(timeout 60 "$vmm" exec "e2e-c$n" -- cat /root/who)" = "clone-$n" ] || own=0
+	[ "$(run_in "e2e-c$n" cat /root/who)" = "clone-$n" ] || own=0
 done
 if [ $own = 1 ]; then ok "clones: each clone's disk writes stay its own (4 writes to one path, 4 contents)"
 else bad "clones: a clone saw another's write"; fi
@@ -113,7 +113,7 @@ if [ "$(md5sum < "$tmp/gold/disk0")" = "$gold_disk_md5" ]; then ok "clones: the 
 else bad "clones: a clone wrote into the snapshot's disk"; fi
 # The sandbox API suite against one clone (powers it off at the end).
 timeout 1200 python3 "$e2e_dir/../api/api_test.py" "$vmm" "$VMM_STATE_DIR/e2e-c1/vsock.sock" 1024 e2e-token \
-	--scale full --shutdown > "$tmp/api.log" 2>&1
+	--scale full --shutdown --console "$tmp/e2e-c1.console" > "$tmp/api.log" 2>&1
 sed 's/^/     | /' "$tmp/api.log"
 if grep -q "^api: [1-9][0-9]* passed, 0 failed" "$tmp/api.log"; then
 	ok "api: $(grep -c '^ok' "$tmp/api.log") checks through vmm exec / vmm cp against a restored sandbox"
@@ -124,7 +124,8 @@ if [ -z "$(ls "$VMM_STATE_DIR")" ]; then ok "clones: every sandbox folder (socke
 else bad "clones: left behind in the state directory: $(ls "$VMM_STATE_DIR")"; fi
 
 # ---- restore -- CMD, the one-shot form ----------------------------------
-timeout 600 "$vmm" restore "$tmp/gold" -- sh -c 'echo restored $(cat /etc/hostname 2>/dev/null || hostname); exit 5' \
+timeout 600 "$vmm" restore "$tmp/gold" --console "file:$tmp/oneshot.console" \
+	-- sh -c 'echo restored $(cat /etc/hostname 2>/dev/null || hostname); exit 5' \
 	< /dev/null > "$tmp/oneshot.out" 2> "$tmp/oneshot.err"
 st=$?
 if [ "$st" = 5 ] && grep -q "^restored" "$tmp/oneshot.out"; then ok "vmm restore DIR -- CMD: output, exit status 5"
@@ -164,7 +165,7 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$tmp/small" && mount -t tmpfs -o size=8m tmpf
 		if [ "$st" = 1 ] && grep -q "No space left" "$tmp/full.out" && [ -z "$(ls "$tmp/small")" ]; then
 			ok "snapshot on a full disk: refused, nothing left behind, the sandbox runs on"
 		else bad "snapshot on a full disk: status $st, $(cat "$tmp/full.out"), left: $(ls "$tmp/small")"; fi
-		timeout 30 "$vmm" exec e2e-full -- true || bad "the sandbox died after a failed snapshot"
+		T=30 run_in e2e-full true || bad "the sandbox died after a failed snapshot"
 	else bad "e2e-full never answered"; fi
 	stop_sandbox e2e-full
 	sleep 1
