@@ -247,6 +247,30 @@ static int random_token(char *tok, size_t len)
 	return 0;
 }
 
+/* The token of a clone of snapshot `c`: --token (`given`), else a random
+ * one; the snapshot's own if its guest-init is from before the token window
+ * (it took its token from the command line, vmm.token=, and reads nothing
+ * else). */
+static int restore_token(const struct snap_conf *c, const char *given, char *tok, size_t len)
+{
+	const char *p;
+
+	for (p = c->cmdline; (p = strstr(p, "vmm.token=")); p++) {
+		if (p == c->cmdline || p[-1] == ' ') {
+			log_warn("restore: the snapshot's guest reads its API token from the kernel command "
+				 "line (a snapshot from an older vmm): the clone keeps the snapshot's token, "
+				 "and every process in it can read it; take a new snapshot");
+			snprintf(tok, len, "%s", c->token);
+			return 0;
+		}
+	}
+	if (given) {
+		snprintf(tok, len, "%s", given);
+		return 0;
+	}
+	return random_token(tok, len);
+}
+
 /* What happens next to the VM, in a child process while this one runs it:
  * wait for the API (after the boot marker on a fresh boot), give a restored
  * guest the time and fresh entropy, run CMD and power off. */
@@ -1145,8 +1169,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		case OPT_TOKEN:
 			token = optarg;
 			if (!token_ok(token)) {
-				status = bad_usage("--token: 1 to 127 of A-Z a-z 0-9 _ . - (it goes on the "
-						   "kernel command line)%s", "");
+				status = bad_usage("--token: 1 to 127 of A-Z a-z 0-9 _ . -%s", "");
 				goto out_disks;
 			}
 			break;
@@ -1290,7 +1313,14 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		cfg.cpus = c->cpus;
 		cfg.tmpl = (enum cpu_template)c->tmpl;
 		cfg.tmpl_explicit = 1;
-		snprintf(token_buf, sizeof(token_buf), "%s", c->token);
+		/* A clone gets a token of its own: guest-init reads the token
+		 * window on every connection, so it takes the new one at once.
+		 * A snapshot whose command line carries vmm.token= is from before
+		 * the window (its guest-init knows only that one): it keeps it. */
+		if (restore_token(c, token, token_buf, sizeof(token_buf))) {
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
 		if (restore_disks(&cfg, &snap, over, nr_over, &sb) ||
 		    restore_fs(&cfg, &snap, over_fs, nr_over_fs)) {
 			status = CLI_EXIT_ERROR;
