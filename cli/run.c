@@ -195,6 +195,8 @@ static void restore_usage(FILE *out)
 		"                       directory it had (default: the same directory)\n"
 		"  --console MODE       stdio (default), file:PATH or none\n"
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
+		"      --token TOKEN    this clone's API access token (default: a random one;\n"
+		"                       the snapshot's token does not open a clone)\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
 		"  --jail, --jail-uid N, --jail-gid N, --jail-netns NAME, --limit-cpu CPUS,\n"
 		"  --limit-mem SIZE, --limit-pids N   as with vmm run\n"
@@ -935,7 +937,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		/* restore takes what may differ per clone, nothing that shapes the VM */
 		if (restore && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
 				opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE ||
-				opt == OPT_DUMP_CPUID || opt == OPT_TOKEN)) {
+				opt == OPT_DUMP_CPUID)) {
 			status = bad_usage("restore: %s comes from the snapshot", argv[optind - 1]);
 			goto out_disks;
 		}
