@@ -195,6 +195,8 @@ static void restore_usage(FILE *out)
 		"                       directory it had (default: the same directory)\n"
 		"  --console MODE       stdio (default), file:PATH or none\n"
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
+		"      --token TOKEN    this clone's API access token (default: a random one;\n"
+		"                       the snapshot's token does not open a clone)\n"
 		"      --ready-timeout S  with CMD: seconds to wait for the API (default 300)\n"
 		"  --jail, --jail-uid N, --jail-gid N, --jail-netns NAME, --limit-cpu CPUS,\n"
 		"  --limit-mem SIZE, --limit-pids N   as with vmm run\n"
@@ -245,6 +247,30 @@ static int random_token(char *tok, size_t len)
 	for (i = 0; i < sizeof(rnd) && 2 * i + 2 < len; i++)
 		snprintf(tok + 2 * i, len - 2 * i, "%02x", rnd[i]);
 	return 0;
+}
+
+/* The token of a clone of snapshot `c`: --token (`given`), else a random
+ * one; the snapshot's own if its guest-init is from before the token window
+ * (it took its token from the command line, vmm.token=, and reads nothing
+ * else). */
+static int restore_token(const struct snap_conf *c, const char *given, char *tok, size_t len)
+{
+	const char *p;
+
+	for (p = c->cmdline; (p = strstr(p, "vmm.token=")); p++) {
+		if (p == c->cmdline || p[-1] == ' ') {
+			log_warn("restore: the snapshot's guest reads its API token from the kernel command "
+				 "line (a snapshot from an older vmm): the clone keeps the snapshot's token, "
+				 "and every process in it can read it; take a new snapshot");
+			snprintf(tok, len, "%s", c->token);
+			return 0;
+		}
+	}
+	if (given) {
+		snprintf(tok, len, "%s", given);
+		return 0;
+	}
+	return random_token(tok, len);
 }
 
 /* What happens next to the VM, in a child process while this one runs it:
@@ -911,7 +937,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		/* restore takes what may differ per clone, nothing that shapes the VM */
 		if (restore && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
 				opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE ||
-				opt == OPT_DUMP_CPUID || opt == OPT_TOKEN)) {
+				opt == OPT_DUMP_CPUID)) {
 			status = bad_usage("restore: %s comes from the snapshot", argv[optind - 1]);
 			goto out_disks;
 		}
@@ -1145,8 +1171,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		case OPT_TOKEN:
 			token = optarg;
 			if (!token_ok(token)) {
-				status = bad_usage("--token: 1 to 127 of A-Z a-z 0-9 _ . - (it goes on the "
-						   "kernel command line)%s", "");
+				status = bad_usage("--token: 1 to 127 of A-Z a-z 0-9 _ . -%s", "");
 				goto out_disks;
 			}
 			break;
@@ -1290,7 +1315,14 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		cfg.cpus = c->cpus;
 		cfg.tmpl = (enum cpu_template)c->tmpl;
 		cfg.tmpl_explicit = 1;
-		snprintf(token_buf, sizeof(token_buf), "%s", c->token);
+		/* A clone gets a token of its own: guest-init reads the token
+		 * window on every connection, so it takes the new one at once.
+		 * A snapshot whose command line carries vmm.token= is from before
+		 * the window (its guest-init knows only that one): it keeps it. */
+		if (restore_token(c, token, token_buf, sizeof(token_buf))) {
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
 		if (restore_disks(&cfg, &snap, over, nr_over, &sb) ||
 		    restore_fs(&cfg, &snap, over_fs, nr_over_fs)) {
 			status = CLI_EXIT_ERROR;

@@ -47,14 +47,23 @@ struct i8042 {
 void i8042_init(struct i8042 *k, struct vm *vm);
 
 /* The vmm port: the guest writes VMM_PORT_BOOT_READY when its init is up
- * (boot-time marker, for benchmarks) and VMM_PORT_POWEROFF to power off. */
+ * (boot-time marker, for benchmarks) and VMM_PORT_POWEROFF to power off.
+ * The token window (VMM_TOKEN_BASE, VMM_TOKEN_LEN ports) reads as the
+ * sandbox API's access token, NUL-padded: byte i at port base + i. Port
+ * I/O needs CAP_SYS_RAWIO in a Linux guest, so only guest root (guest-init)
+ * reads it; the token never goes on the kernel command line, which every
+ * guest process can read (docs/api.md, "The access token"). */
 #define VMM_PORT_BASE 0x0550
 #define VMM_PORT_BOOT_READY 0x7b
 #define VMM_PORT_POWEROFF 0x01
+#define VMM_TOKEN_BASE 0x0560
+#define VMM_TOKEN_LEN 128
 struct vmm_port {
 	struct bus_dev bus;
+	struct bus_dev token_bus;
 	struct vm *vm;
 	struct log_ratelimit rl;
+	char token[VMM_TOKEN_LEN]; /* NUL-padded; at most VMM_TOKEN_LEN - 1 bytes */
 };
 void vmm_port_init(struct vmm_port *p, struct vm *vm);
 

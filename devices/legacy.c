@@ -1,10 +1,11 @@
-/* Small port-I/O devices: the i8042 reset line, the vmm port (boot marker
- * and power-off) and port 0x80. */
+/* Small port-I/O devices: the i8042 reset line, the vmm port (boot marker,
+ * power-off and the API token window) and port 0x80. */
 #define _GNU_SOURCE
 #include "devices.h"
 #include "../vmm/vm.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 /* i8042 at 0x60 (data) and 0x64 (command/status). Writing command 0xFE
@@ -67,15 +68,42 @@ static void vmm_port_write(struct bus_dev *d, uint64_t off, const void *data, un
 
 static const struct bus_ops vmm_port_ops = { .read = vmm_port_read, .write = vmm_port_write };
 
+/* The token window: stateless (the port number is the byte's index), so
+ * two vCPUs reading at once cannot interleave. The bus hands over only
+ * accesses inside the window (off + len <= VMM_TOKEN_LEN). */
+static void vmm_token_read(struct bus_dev *d, uint64_t off, void *data, unsigned len)
+{
+	struct vmm_port *p = container_of(d, struct vmm_port, token_bus);
+
+	memcpy(data, p->token + off, len);
+}
+
+static void vmm_token_write(struct bus_dev *d, uint64_t off, const void *data, unsigned len)
+{
+	(void)d;
+	(void)off;
+	(void)data;
+	(void)len;
+}
+
+static const struct bus_ops vmm_token_ops = { .read = vmm_token_read, .write = vmm_token_write };
+
 void vmm_port_init(struct vmm_port *p, struct vm *vm)
 {
 	const struct log_ratelimit rl = LOG_RATELIMIT_INIT;
+	const char *tok = vm->cfg.api_token;
 
 	memset(p, 0, sizeof(*p));
 	p->bus.base = VMM_PORT_BASE;
 	p->bus.len = 1;
 	p->bus.name = "vmm-port";
 	p->bus.ops = &vmm_port_ops;
+	p->token_bus.base = VMM_TOKEN_BASE;
+	p->token_bus.len = VMM_TOKEN_LEN;
+	p->token_bus.name = "vmm-token";
+	p->token_bus.ops = &vmm_token_ops;
+	if (tok)
+		snprintf(p->token, sizeof(p->token), "%s", tok);
 	p->vm = vm;
 	p->rl = rl;
 }

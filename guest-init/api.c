@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "api.h"
 #include "proto.h"
+#include "vsock.h"
 
 #include <dirent.h>
 #include <ctype.h>
@@ -54,6 +55,44 @@ static int token_ok(const char *want, const char *got)
 	for (i = 0; i < a; i++)
 		d |= (unsigned char)(want[i] ^ (i < b ? got[i] : 0));
 	return d == 0;
+}
+
+int api_peer_allowed(const void *addr, size_t len)
+{
+	struct sockaddr_vm vm;
+	sa_family_t fam;
+
+	if (!addr || len < sizeof(fam))
+		return 0;
+	memcpy(&fam, addr, sizeof(fam));
+	if (fam == AF_UNIX)
+		return 1;
+	if (fam != AF_VSOCK || len < sizeof(vm))
+		return 0;
+	memcpy(&vm, addr, sizeof(vm));
+	return vm.svm_cid == VMADDR_CID_HOST;
+}
+
+int api_token_parse(const unsigned char *win, size_t n, char *out, size_t outlen)
+{
+	const unsigned char *end = memchr(win, 0, n);
+	size_t len, i;
+
+	if (!end)
+		return -1;
+	len = (size_t)(end - win);
+	if (len >= outlen)
+		return -1;
+	for (i = 0; i < len; i++) {
+		unsigned char c = win[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+		      c == '.' || c == '-'))
+			return -1;
+	}
+	memcpy(out, win, len);
+	out[len] = '\0';
+	return len ? 1 : 0;
 }
 
 static int str_array(const struct json *v, const char **out, unsigned max, unsigned *n)
@@ -1083,7 +1122,8 @@ void api_serve(int fd, const struct api_config *cfg)
 	static char arena_buf[REQUEST_MAX * 2];
 	struct json_arena arena = { arena_buf, sizeof(arena_buf), 0 };
 	struct api_request r;
-	const char *err = NULL;
+	char token[API_TOKEN_MAX] = "";
+	const char *err = NULL, *tok = cfg->token;
 	uint8_t type;
 	size_t len;
 	unsigned i;
@@ -1101,7 +1141,19 @@ void api_serve(int fd, const struct api_config *cfg)
 		send_error(fd, EPROTO, "the first frame must be a REQUEST");
 		return;
 	}
-	if (api_parse(req, len, cfg->token, &arena, &r, &err, &eno)) {
+	if (cfg->token_read) {
+		/* The VMM's current token: a restored clone's own, not its
+		 * snapshot's. Unreadable: nobody gets in. */
+		rr = cfg->token_read(token, sizeof(token));
+		if (rr < 0) {
+			send_error(fd, EACCES, "the sandbox's access token cannot be read");
+			return;
+		}
+		tok = rr ? token : NULL;
+	}
+	rr = api_parse(req, len, tok, &arena, &r, &err, &eno);
+	explicit_bzero(token, sizeof(token));
+	if (rr) {
 		send_error(fd, eno, err);
 		return;
 	}

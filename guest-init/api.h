@@ -47,6 +47,22 @@ struct api_request {
 	int64_t egress_port;     /* sync: start the egress proxy's guest side (0: no) */
 };
 
+/* Who may use the API: the host (a vsock peer with CID 2,
+ * VMADDR_CID_HOST) or, for `--serve-unix`, a Unix-socket peer. A guest
+ * process reaches the API's port too, over the guest kernel's vsock
+ * loopback (from CID 1 or the guest's own CID): refused, token or not.
+ * `addr`/`len` as accept() returned them. 1: allowed, 0: refused. */
+int api_peer_allowed(const void *addr, size_t len);
+
+/* The token window (the vmm port, docs/devices.md): the token's bytes,
+ * NUL-terminated within `n`, each of A-Z a-z 0-9 _ . -. Copies it to
+ * `out` and returns 1; 0 if the window holds no token (the VMM has none);
+ * -1 if it is not a token window (no NUL: an older VMM's ports read as all
+ * ones; a byte outside the set; longer than `outlen` - 1). */
+int api_token_parse(const unsigned char *win, size_t n, char *out, size_t outlen);
+
+#define API_TOKEN_MAX 128 /* bytes of a token, with its NUL */
+
 /* Parses and validates a REQUEST payload. `token` is the sandbox's access
  * token (NULL: none required). Returns 0, or -1 with *err (message) and
  * *eno (errno to report: EINVAL, EACCES, EPROTO). */
@@ -54,7 +70,11 @@ int api_parse(const char *text, size_t len, const char *token, struct json_arena
 	      struct api_request *r, const char **err, int *eno);
 
 struct api_config {
-	const char *token;
+	const char *token;     /* fixed token (NULL: none), unless token_read */
+	/* Reads the token for this connection (the VMM's token window), so
+	 * a clone restored from a snapshot takes its own token at once: as
+	 * api_token_parse, into buf. NULL: `token` holds. */
+	int (*token_read)(char *buf, size_t len);
 	const char *registry;  /* directory of running exec sessions */
 	int (*shutdown)(void); /* asks the init to power off */
 	/* sync (after a snapshot restore): set the clock, mix in entropy.

@@ -6,7 +6,14 @@
  * API (docs/api.md) on vsock port 1024, one process per connection, and
  * writes the boot marker once the API listens.
  *
- * Kernel command line: vmm.token=SECRET (requests must carry it),
+ * The API's access token comes from the vmm port's token window (port
+ * I/O: only root reads it), read afresh for every connection, so a clone
+ * restored from a snapshot takes its own token; never from a file or the
+ * environment. Only the host (vsock CID 2) may connect: a guest process
+ * reaching the port over vsock loopback is refused (api_peer_allowed).
+ *
+ * Kernel command line: vmm.token=SECRET (only under a VMM without the
+ * token window, an older vmm: there every guest process can read it),
  * vmm.hostname=NAME, vmm.api_port=N, vmm.shell=0 (no console shell),
  * vmm.net=MAC[,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR] per network interface
  * (net.h), vmm.fs=TAG[,ro] (repeatable: mount the virtio-fs drive TAG at /mnt/TAG),
@@ -47,6 +54,8 @@
 #define VMM_PORT 0x0550
 #define VMM_PORT_BOOT_READY 0x7b
 #define VMM_PORT_POWEROFF 0x01
+#define VMM_TOKEN_BASE 0x0560 /* devices/devices.h */
+#define VMM_TOKEN_LEN 128
 #define REGISTRY "/run/vmm-api"
 #define MAX_NETS 8
 
@@ -58,6 +67,8 @@ struct init {
 	int shell;
 	pid_t shell_pid;
 	int listen_fd;
+	uint64_t refused_ms;  /* last "refused" console line (one per 10 s) */
+	unsigned refused;     /* connections refused since then */
 	struct api_config api;
 	unsigned nr_nets;
 	unsigned egress_port;
@@ -81,13 +92,49 @@ static void say(const char *fmt, ...)
 	}
 }
 
+/* ioperm() bits are inherited by fork() and kept across execve() and
+ * setuid(): PID 1 drops them again, or every process it starts (an exec'd
+ * command that gives up root too) could use the port. */
 static void vmm_port(unsigned char v)
 {
 #ifdef __x86_64__
-	if (ioperm(VMM_PORT, 1, 1) == 0)
+	if (ioperm(VMM_PORT, 1, 1) == 0) {
 		outb(v, VMM_PORT);
+		ioperm(VMM_PORT, 1, 0);
+	}
 #else
 	(void)v;
+#endif
+}
+
+/* The API token from the VMM's token window (api_token_parse's result).
+ * Port I/O needs CAP_SYS_RAWIO: PID 1 and its API processes have it, a
+ * process that gave up root does not. The bits go off again at once. */
+static int token_window(char *out, size_t len)
+{
+#ifdef __x86_64__
+	unsigned char win[VMM_TOKEN_LEN];
+	unsigned i;
+	int r;
+
+	memset(win, 0, sizeof(win));
+	if (ioperm(VMM_TOKEN_BASE, VMM_TOKEN_LEN, 1) < 0)
+		return -1;
+	for (i = 0; i < VMM_TOKEN_LEN; i += 4) {
+		uint32_t v = inl((unsigned short)(VMM_TOKEN_BASE + i));
+
+		memcpy(win + i, &v, sizeof(v));
+		if (memchr(win + i, 0, sizeof(v)))
+			break; /* the rest is padding */
+	}
+	ioperm(VMM_TOKEN_BASE, VMM_TOKEN_LEN, 0);
+	r = api_token_parse(win, sizeof(win), out, len);
+	explicit_bzero(win, sizeof(win));
+	return r;
+#else
+	(void)out;
+	(void)len;
+	return -1;
 #endif
 }
 
@@ -350,6 +397,24 @@ static int listen_unix(const char *path)
 	return fd;
 }
 
+/* A connection from inside the guest (vsock loopback): closed unread.
+ * One console line per 10 s at most, whatever a guest process does. */
+static void refuse_peer(struct init *in, const struct sockaddr_storage *peer, socklen_t len)
+{
+	struct sockaddr_vm vm = { .svm_cid = VMADDR_CID_ANY };
+	uint64_t now = now_ms();
+
+	if (peer->ss_family == AF_VSOCK && len >= (socklen_t)sizeof(vm))
+		memcpy(&vm, peer, sizeof(vm));
+	in->refused++;
+	if (in->refused_ms && now - in->refused_ms < 10000)
+		return;
+	say("refused %u API connection(s) (last from vsock CID %u): only the host, CID 2, may connect",
+	    in->refused, vm.svm_cid);
+	in->refused_ms = now;
+	in->refused = 0;
+}
+
 static void serve_loop(struct init *in)
 {
 	sigset_t set;
@@ -393,11 +458,18 @@ static void serve_loop(struct init *in)
 			}
 		}
 		if (in->listen_fd >= 0 && (p[1].revents & POLLIN)) {
-			int c = accept4(in->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+			struct sockaddr_storage peer;
+			socklen_t plen = sizeof(peer);
+			int c = accept4(in->listen_fd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
 			pid_t h;
 
 			if (c < 0)
 				continue;
+			if (!api_peer_allowed(&peer, plen)) {
+				refuse_peer(in, &peer, plen);
+				close(c);
+				continue;
+			}
 			h = fork();
 			if (h == 0) {
 				sigset_t none;
@@ -456,7 +528,18 @@ int main(int argc, char **argv)
 	}
 
 	setup_system(&in);
-	in.api.token = in.token[0] ? in.token : NULL;
+	/* The token window, if this VMM has one (read again per connection);
+	 * else an older VMM's vmm.token= (read_cmdline). */
+	{
+		char probe[API_TOKEN_MAX];
+
+		if (token_window(probe, sizeof(probe)) >= 0) {
+			in.api.token_read = token_window;
+			explicit_bzero(in.token, sizeof(in.token));
+		}
+		explicit_bzero(probe, sizeof(probe));
+	}
+	in.api.token = !in.api.token_read && in.token[0] ? in.token : NULL;
 	in.api.registry = REGISTRY;
 	in.listen_fd = listen_vsock(in.port);
 	if (in.listen_fd < 0)

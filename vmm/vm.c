@@ -272,13 +272,8 @@ static int vm_build_cmdline(struct vm *vm)
 		if ((r = cmdline_add(vm, dev)))
 			return r;
 	}
-	if (vm->cfg.api_token && *vm->cfg.api_token) {
-		char tok[160];
-
-		snprintf(tok, sizeof(tok), "vmm.token=%.128s", vm->cfg.api_token);
-		if ((r = cmdline_add(vm, tok)))
-			return r;
-	}
+	/* No vmm.token=: every guest process reads /proc/cmdline. guest-init
+	 * reads the token from the vmm port's token window (devices.h). */
 	if (vm->cfg.nr_disks && vm->cfg.disks[0].root &&
 	    (r = cmdline_add(vm, vm->cfg.disks[0].ro ? "root=/dev/vda ro" : "root=/dev/vda rw")))
 		return r;
@@ -568,7 +563,8 @@ static int vm_add_devices(struct vm *vm)
 	vmm_port_init(&vm->dev.port, vm);
 	post_port_init(&vm->dev.post);
 	if ((r = bus_add(&vm->pio, &vm->dev.com1.bus)) || (r = bus_add(&vm->pio, &vm->dev.i8042.bus)) ||
-	    (r = bus_add(&vm->pio, &vm->dev.port.bus)) || (r = bus_add(&vm->pio, &vm->dev.post.bus))) {
+	    (r = bus_add(&vm->pio, &vm->dev.port.bus)) || (r = bus_add(&vm->pio, &vm->dev.port.token_bus)) ||
+	    (r = bus_add(&vm->pio, &vm->dev.post.bus))) {
 		serial_destroy(&vm->dev.com1);
 		return r;
 	}

@@ -76,7 +76,9 @@ struct vm_config {
 	pid_t host_pid;          /* the VMM's pid on the host, 0: getpid() (a
 				    jailed VMM is pid 1 in its namespace) */
 	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
-	const char *api_token;   /* appended as vmm.token=, recorded in snapshots */
+	const char *api_token;   /* the guest API's token: served to guest root by
+				    the vmm port's token window (never on the
+				    command line), recorded in snapshots */
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
 	uint64_t expire_ns;      /* log_now_ns() deadline (--ttl), 0: none */
 	int start_paused;        /* vm_run parks the vCPUs at once (vm_resume) */

@@ -15,6 +15,23 @@ echo lifecycle-data > "$tmp/l.txt"
 if "$vmm" cp "$tmp/l.txt" l1:/root/l.txt && [ "$(run_in l1 cat /root/l.txt)" = lifecycle-data ]; then
 	ok "lifecycle: cp and exec by name"
 else bad "lifecycle: cp/exec by name"; fi
+# Guest root stays out of reach of a process that gave up root (uid 65534):
+# no API token in /proc/cmdline, no port I/O (the vmm port's token window),
+# no API over vsock loopback even with the right token (only CID 2 may
+# connect). vsock_test api-escape (tests/e2e/vsock_test.c) says which.
+if "$vmm" cp "$(dirname "$vmm")/guest/vsock_test" l1:/root/vsock_test &&
+	timeout 120 "$vmm" exec l1 -- sh -c 'chmod 755 /root/vsock_test && /root/vsock_test api-escape 1024' \
+		> "$tmp/escape.out" 2>&1 && grep -q "api-escape: root-token=window" "$tmp/escape.out" &&
+	grep -q "api-escape: loopback=works" "$tmp/escape.out" && grep -q "api-escape: uid=65534" "$tmp/escape.out" &&
+	grep -q "api-escape: loopback-cid-1=refused" "$tmp/escape.out" &&
+	grep -q "api-escape: verdict=contained" "$tmp/escape.out"; then
+	ok "lifecycle: an unprivileged guest process finds no token and cannot reach the API ($(grep -c api-escape "$tmp/escape.out") checks)"
+else bad "lifecycle: api-escape: $(tr '\n' ' ' < "$tmp/escape.out")"; fi
+# A clone's token is its own: the gold snapshot's token does not open it.
+if [ -s "$VMM_STATE_DIR/l1/token" ] && [ "$(cat "$VMM_STATE_DIR/l1/token")" != e2e-token ] &&
+	! timeout 60 "$vmm" exec --token e2e-token l1 -- true > /dev/null 2>&1; then
+	ok "lifecycle: a clone has a token of its own (the snapshot's is refused)"
+else bad "lifecycle: clone token: $(cat "$VMM_STATE_DIR/l1/token" 2>&1)"; fi
 "$vmm" pause l1 && [ "$(lsline l1)" = paused ] && "$vmm" resume l1 && [ "$(lsline l1)" = running ] &&
 	ok "lifecycle: pause / resume" || bad "lifecycle: pause/resume: $("$vmm" ls)"
 if timeout 120 "$vmm" snapshot l1 "$tmp/l1snap" > /dev/null && timeout 300 "$vmm" restore -d "$tmp/l1snap" --name l2 > /dev/null &&

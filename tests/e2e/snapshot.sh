@@ -112,7 +112,9 @@ else bad "clones: /dev/urandom in the clones: $(cat "$tmp"/c?.rand)"; fi
 if [ "$(md5sum < "$tmp/gold/disk0")" = "$gold_disk_md5" ]; then ok "clones: the snapshot's disk is unchanged"
 else bad "clones: a clone wrote into the snapshot's disk"; fi
 # The sandbox API suite against one clone (powers it off at the end).
-timeout 1200 python3 "$e2e_dir/../api/api_test.py" "$vmm" "$VMM_STATE_DIR/e2e-c1/vsock.sock" 1024 e2e-token \
+# (A clone's token is its own, not the gold's e2e-token: lifecycle.sh.)
+timeout 1200 python3 "$e2e_dir/../api/api_test.py" "$vmm" "$VMM_STATE_DIR/e2e-c1/vsock.sock" 1024 \
+	"$(cat "$VMM_STATE_DIR/e2e-c1/token")" \
 	--scale full --shutdown --console "$tmp/e2e-c1.console" > "$tmp/api.log" 2>&1
 sed 's/^/     | /' "$tmp/api.log"
 if grep -q "^api: [1-9][0-9]* passed, 0 failed" "$tmp/api.log"; then

@@ -10,7 +10,19 @@
  *                     each send "hello <i>\n" and read a line back; answer
  *                     "DIALED <ok> <first error>\n"
  *   QUIT              answer "BYE\n" and exit 0 (the init goes on)
- * One thread per connection. */
+ * One thread per connection.
+ *
+ *   vsock_test api-escape PORT
+ * Run as root by the sandbox API (vmm exec): can a process that gave up
+ * root (uid/gid 65534) reach the API on vsock PORT from inside the guest?
+ * As root it takes the token the way guest root can (the vmm port's token
+ * window, else an older vmm's vmm.token= on the command line) and checks
+ * that vsock loopback works; then, as 65534, it looks for the token in
+ * /proc/cmdline, tries the token window and the vmm port without ioperm
+ * (inherited I/O permission bits) and with it, and sends a health request
+ * carrying root's token to PORT over loopback (CID 1 and the guest's own
+ * CID). One "api-escape: CHECK=RESULT" line each, then
+ * "api-escape: verdict=contained" (exit 0) or "verdict=ESCAPED" (exit 1). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include "../../guest-init/vsock.h"
@@ -19,9 +31,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#ifdef __x86_64__
+#include <sys/io.h>
+#endif
 
 static uint32_t crc_table[256];
 
@@ -185,6 +205,196 @@ out:
 	return NULL;
 }
 
+/* ---- api-escape ----------------------------------------------------- */
+
+#define TOKEN_BASE 0x0560 /* devices/devices.h: the token window */
+#define TOKEN_LEN 128
+#define VMM_PORT 0x0550
+
+static int escaped;
+
+static void report(const char *check, const char *result, int bad)
+{
+	printf("api-escape: %s=%s\n", check, result);
+	fflush(stdout);
+	escaped |= bad;
+}
+
+/* Guest root's ways to the token: the window, else vmm.token=. */
+static const char *root_token(char *tok, size_t len)
+{
+	char buf[4096], *p;
+	int fd;
+	ssize_t n;
+
+	tok[0] = '\0';
+#ifdef __x86_64__
+	if (ioperm(TOKEN_BASE, TOKEN_LEN, 1) == 0) {
+		unsigned char w[TOKEN_LEN + 1] = { 0 };
+		unsigned i;
+
+		for (i = 0; i < TOKEN_LEN; i++)
+			w[i] = inb((unsigned short)(TOKEN_BASE + i));
+		ioperm(TOKEN_BASE, TOKEN_LEN, 0);
+		if (memchr(w, 0, TOKEN_LEN) && w[0] && w[0] != 0xff) {
+			snprintf(tok, len, "%s", (char *)w);
+			return "window";
+		}
+	}
+#endif
+	fd = open("/proc/cmdline", O_RDONLY);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return "none";
+	buf[n] = '\0';
+	p = strstr(buf, "vmm.token=");
+	if (!p)
+		return "none";
+	p += 10;
+	snprintf(tok, len, "%.*s", (int)strcspn(p, " \n"), p);
+	return "cmdline";
+}
+
+/* Does a port access in a child process die of SIGSEGV (no permission)?
+ * want_ioperm: ask for the permission first (it must be refused). */
+static int port_denied(unsigned short port, int want_ioperm)
+{
+	int st;
+	pid_t c = fork();
+
+	if (c == 0) {
+#ifdef __x86_64__
+		if (want_ioperm && ioperm(port, 1, 1) < 0)
+			_exit(3);
+		(void)inb(port);
+#else
+		(void)port;
+		(void)want_ioperm;
+#endif
+		_exit(0);
+	}
+	if (c < 0 || waitpid(c, &st, 0) != c)
+		return 0;
+	return (WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV) || (WIFEXITED(st) && WEXITSTATUS(st) == 3);
+}
+
+/* A health request with `tok` to cid:port. "refused" (no connection, or
+ * closed without a frame), "error" (an ERROR frame), "ANSWERED". */
+static const char *try_api(unsigned cid, unsigned port, const char *tok)
+{
+	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = cid, .svm_port = port };
+	struct timeval tv = { .tv_sec = 10 };
+	char req[512];
+	uint8_t hdr[8];
+	int fd = socket(AF_VSOCK, SOCK_STREAM, 0), n;
+	size_t got = 0;
+
+	if (fd < 0)
+		return "no-vsock";
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return "refused";
+	}
+	n = snprintf(req + 8, sizeof(req) - 8, "{\"v\":1,\"op\":\"health\",\"token\":\"%s\"}", tok);
+	memset(req, 0, 8);
+	req[0] = (char)(n & 0xff);
+	req[1] = (char)(n >> 8);
+	req[4] = 1; /* REQUEST */
+	if (write_all(fd, req, 8 + (size_t)n) == 0) {
+		while (got < sizeof(hdr)) {
+			ssize_t r = read(fd, hdr + got, sizeof(hdr) - got);
+
+			if (r <= 0)
+				break;
+			got += (size_t)r;
+		}
+	}
+	close(fd);
+	if (got < sizeof(hdr))
+		return "refused";
+	return hdr[4] == 19 ? "ANSWERED" : "error"; /* RESULT, else ERROR */
+}
+
+/* Is vsock loopback there at all (else "refused" proves nothing)? */
+static int loopback_works(void)
+{
+	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY, .svm_port = 47111 };
+	int l = socket(AF_VSOCK, SOCK_STREAM, 0), c = socket(AF_VSOCK, SOCK_STREAM, 0), ok;
+
+	ok = l >= 0 && c >= 0 && bind(l, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(l, 1) == 0;
+	sa.svm_cid = 1; /* VMADDR_CID_LOCAL */
+	ok = ok && connect(c, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (l >= 0)
+		close(l);
+	if (c >= 0)
+		close(c);
+	return ok;
+}
+
+static int api_escape(unsigned port)
+{
+	char tok[TOKEN_LEN + 1], buf[4096], res[64];
+	const char *how = root_token(tok, sizeof(tok));
+	unsigned cid = 0, cids[2];
+	unsigned i;
+	int fd;
+	ssize_t n;
+
+	report("root-token", how, 0);
+	fd = open("/dev/vsock", O_RDONLY);
+	/* IOCTL_VM_SOCKETS_GET_LOCAL_CID, <linux/vm_sockets.h> */
+	if (fd < 0 || ioctl(fd, _IO(7, 0xb9), &cid) < 0)
+		cid = 0;
+	if (fd >= 0)
+		close(fd);
+	if (!loopback_works()) {
+		report("loopback", "unavailable (the checks below would prove nothing)", 1);
+		return 1;
+	}
+	report("loopback", "works", 0);
+	if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0 || getuid() != 65534) {
+		report("setuid", strerror(errno), 1);
+		return 1;
+	}
+	report("uid", "65534", 0);
+
+	fd = open("/proc/cmdline", O_RDONLY);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	if (strstr(buf, "vmm.token=") || (tok[0] && strstr(buf, tok)))
+		report("cmdline-token", "PRESENT", 1);
+	else
+		report("cmdline-token", "absent", 0);
+
+	if (port_denied(TOKEN_BASE, 0) && port_denied(TOKEN_BASE, 1))
+		report("token-window", "denied", 0);
+	else
+		report("token-window", "READABLE", 1);
+	if (port_denied(VMM_PORT, 0) && port_denied(VMM_PORT, 1))
+		report("vmm-port", "denied", 0);
+	else
+		report("vmm-port", "USABLE", 1);
+
+	cids[0] = 1;
+	cids[1] = cid;
+	for (i = 0; i < 2; i++) {
+		const char *r;
+
+		if (i == 1 && (cid == 0 || cid == 1))
+			continue;
+		r = try_api(cids[i], port, tok);
+		snprintf(res, sizeof(res), "loopback-cid-%u", cids[i]);
+		report(res, r, !strcmp(r, "ANSWERED"));
+	}
+	report("verdict", escaped ? "ESCAPED" : "contained", escaped);
+	return escaped ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY };
@@ -192,8 +402,10 @@ int main(int argc, char **argv)
 	pthread_attr_t attr;
 	int lfd, unix_mode;
 
+	if (argc == 3 && !strcmp(argv[1], "api-escape"))
+		return api_escape((unsigned)atoi(argv[2]));
 	if (argc != 3 || (strcmp(argv[1], "serve") && strcmp(argv[1], "serve-unix"))) {
-		fprintf(stderr, "usage: vsock_test serve PORT | serve-unix PATH\n");
+		fprintf(stderr, "usage: vsock_test serve PORT | serve-unix PATH | api-escape PORT\n");
 		return 2;
 	}
 	crc_init();

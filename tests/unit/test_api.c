@@ -10,12 +10,15 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "guest-init/api.h"
 #include "guest-init/json.h"
 #include "guest-init/proto.h"
+#include "guest-init/vsock.h"
 
 static char arena_buf[1 << 17];
 
@@ -286,6 +289,63 @@ static void frames(void **state)
 	assert_int_equal(errno_from_name("ENOTDIR"), ENOTDIR);
 }
 
+/* Only the host may connect: over the guest kernel's vsock loopback a
+ * guest process arrives from CID 1 (VMADDR_CID_LOCAL) or the guest's own
+ * CID, and is refused whatever token it has. */
+static void peer_cid(void **state)
+{
+	struct sockaddr_vm vm = { .svm_family = AF_VSOCK, .svm_port = 51234 };
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	struct sockaddr_in in4 = { .sin_family = AF_INET };
+	const unsigned cids[] = { 0, 1, 3, 4, 1000, VMADDR_CID_ANY };
+	unsigned i;
+
+	(void)state;
+	vm.svm_cid = VMADDR_CID_HOST;
+	assert_int_equal(api_peer_allowed(&vm, sizeof(vm)), 1);
+	for (i = 0; i < sizeof(cids) / sizeof(cids[0]); i++) {
+		vm.svm_cid = cids[i];
+		assert_int_equal(api_peer_allowed(&vm, sizeof(vm)), 0);
+	}
+	/* A short address is not trusted to say CID 2. */
+	vm.svm_cid = VMADDR_CID_HOST;
+	assert_int_equal(api_peer_allowed(&vm, sizeof(vm) - 8), 0);
+	assert_int_equal(api_peer_allowed(&vm, 1), 0);
+	assert_int_equal(api_peer_allowed(NULL, 0), 0);
+	/* --serve-unix: the socket's file mode guards it; an unnamed peer's
+	 * address is just the family. */
+	assert_int_equal(api_peer_allowed(&un, sizeof(sa_family_t)), 1);
+	assert_int_equal(api_peer_allowed(&in4, sizeof(in4)), 0);
+}
+
+static void token_window(void **state)
+{
+	unsigned char win[128];
+	char out[API_TOKEN_MAX];
+
+	(void)state;
+	memset(win, 0, sizeof(win));
+	memcpy(win, "a-Z_9.x", 7);
+	assert_int_equal(api_token_parse(win, sizeof(win), out, sizeof(out)), 1);
+	assert_string_equal(out, "a-Z_9.x");
+	/* No token configured: the window is all NULs. */
+	memset(win, 0, sizeof(win));
+	assert_int_equal(api_token_parse(win, sizeof(win), out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	/* An older VMM: unclaimed ports read as all ones. */
+	memset(win, 0xff, sizeof(win));
+	assert_int_equal(api_token_parse(win, sizeof(win), out, sizeof(out)), -1);
+	/* Outside the token alphabet, or no room for it. */
+	memset(win, 0, sizeof(win));
+	memcpy(win, "ab cd", 5);
+	assert_int_equal(api_token_parse(win, sizeof(win), out, sizeof(out)), -1);
+	memset(win, 'x', sizeof(win));
+	win[sizeof(win) - 1] = 0;
+	assert_int_equal(api_token_parse(win, sizeof(win), out, 16), -1);
+	assert_int_equal(api_token_parse(win, sizeof(win), out, sizeof(out)), 1);
+	assert_int_equal(strlen(out), 127);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -295,6 +355,8 @@ int main(void)
 		cmocka_unit_test(requests_ok),
 		cmocka_unit_test(requests_refused),
 		cmocka_unit_test(token),
+		cmocka_unit_test(peer_cid),
+		cmocka_unit_test(token_window),
 		cmocka_unit_test(frames),
 	};
 

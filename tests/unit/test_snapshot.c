@@ -264,10 +264,26 @@ static void vm_snapshot_restore(void **state)
 	assert_int_equal(s.conf.cpus, 2);
 	assert_true(s.conf.mem_bytes == a->cfg.mem_bytes);
 	assert_string_equal(s.conf.token, "secret-token");
-	assert_non_null(strstr(s.conf.cmdline, "vmm.token=secret-token"));
+	/* The token is never on the command line (every guest process reads
+	 * /proc/cmdline): the token window serves it, and a clone's window
+	 * serves the clone's own token. */
+	assert_null(strstr(s.conf.cmdline, "vmm.token"));
+	assert_null(strstr(a->vm.cmdline, "secret-token"));
 	config(b);
 	b->cfg.restore = &s;
+	b->cfg.api_token = "clone-token";
 	assert_int_equal(vm_create(&b->vm, &b->cfg), 0);
+	{
+		char wa[VMM_TOKEN_LEN + 1] = "", wb[VMM_TOKEN_LEN + 1] = "";
+
+		for (i = 0; i < VMM_TOKEN_LEN; i += 4) {
+			bus_access(&a->vm.pio, VMM_TOKEN_BASE + i, wa + i, 4, 0);
+			bus_access(&b->vm.pio, VMM_TOKEN_BASE + i, wb + i, 4, 0);
+		}
+		assert_string_equal(wa, "secret-token");
+		assert_string_equal(wb, "clone-token");
+		assert_true(wb[VMM_TOKEN_LEN - 1] == 0); /* NUL-padded to the end */
+	}
 	for (i = 0; i < 2; i++) {
 		assert_int_equal(kvm_ioctl_ptr(a->vm.vcpus[i].fd, KVM_GET_REGS, &ra), 0);
 		assert_int_equal(kvm_ioctl_ptr(b->vm.vcpus[i].fd, KVM_GET_REGS, &rb), 0);

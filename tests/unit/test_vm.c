@@ -128,10 +128,66 @@ static void exit_statuses_are_distinct(void **state)
 	assert_int_equal(vm_exit_status(VM_EXIT_SIGNAL, 15), 143);
 }
 
+/* The vmm port's token window (no KVM needed): byte i of the API token at
+ * port VMM_TOKEN_BASE + i, NUL-padded, any access width; writes change
+ * nothing; no token, all NULs; a token is cut to fit its NUL. */
+static void token_window(void **state)
+{
+	struct vm *vm = calloc(1, sizeof(*vm));
+	struct bus pio;
+	char win[VMM_TOKEN_LEN + 4], big[200];
+	uint32_t w;
+	unsigned i;
+
+	(void)state;
+	assert_non_null(vm);
+	vm->cfg.api_token = "tok-3f9a";
+	vmm_port_init(&vm->dev.port, vm);
+	memset(&pio, 0, sizeof(pio));
+	assert_int_equal(bus_add(&pio, &vm->dev.port.bus), 0);
+	assert_int_equal(bus_add(&pio, &vm->dev.port.token_bus), 0);
+	memset(win, 0x55, sizeof(win));
+	for (i = 0; i < VMM_TOKEN_LEN; i++)
+		assert_int_equal(bus_access(&pio, VMM_TOKEN_BASE + i, win + i, 1, 0), 0);
+	assert_string_equal(win, "tok-3f9a");
+	for (i = 8; i < VMM_TOKEN_LEN; i++)
+		assert_int_equal(win[i], 0);
+	assert_int_equal(bus_access(&pio, VMM_TOKEN_BASE + 4, &w, 4, 0), 0);
+	assert_memory_equal(&w, "3f9a", 4);
+	w = 0x41414141;
+	bus_access(&pio, VMM_TOKEN_BASE, &w, 4, 1);
+	assert_int_equal(bus_access(&pio, VMM_TOKEN_BASE, &w, 4, 0), 0);
+	assert_memory_equal(&w, "tok-", 4);
+	/* The window ends where it says: the last dword is inside, the next
+	 * port is not (reads as all ones). */
+	assert_int_equal(bus_access(&pio, VMM_TOKEN_BASE + VMM_TOKEN_LEN - 4, &w, 4, 0), 0);
+	assert_int_equal(w, 0);
+	assert_int_equal(bus_access(&pio, VMM_TOKEN_BASE + VMM_TOKEN_LEN, &w, 1, 0), -ENOENT);
+
+	vm->cfg.api_token = NULL;
+	vmm_port_init(&vm->dev.port, vm);
+	memset(win, 0x55, sizeof(win));
+	for (i = 0; i < VMM_TOKEN_LEN; i++)
+		bus_access(&pio, VMM_TOKEN_BASE + i, win + i, 1, 0);
+	for (i = 0; i < VMM_TOKEN_LEN; i++)
+		assert_int_equal(win[i], 0);
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	vm->cfg.api_token = big;
+	vmm_port_init(&vm->dev.port, vm);
+	for (i = 0; i < VMM_TOKEN_LEN; i++)
+		bus_access(&pio, VMM_TOKEN_BASE + i, win + i, 1, 0);
+	assert_int_equal(win[VMM_TOKEN_LEN - 1], 0);
+	assert_int_equal(strlen(win), VMM_TOKEN_LEN - 1);
+	free(vm);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(exit_statuses_are_distinct),
+		cmocka_unit_test(token_window),
 		cmocka_unit_test(two_vms_at_once),
 		cmocka_unit_test(create_errors_leave_nothing),
 	};
