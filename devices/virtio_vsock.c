@@ -185,7 +185,11 @@ static void conn_arm(struct vsock_conn *c, uint32_t events)
 {
 	if (c->src.fd < 0 || c->events == events)
 		return;
-	if (evloop_mod(&c->dev->vdev.loop, &c->src, events) == 0)
+	/* epoll reports EPOLLHUP/EPOLLERR even when nothing is watched, on
+	 * every wait for as long as the socket is hung up: watching nothing
+	 * is one-shot, so a closed host end costs one more call, not a
+	 * spinning loop while the guest takes its time (re-arming lifts it). */
+	if (evloop_mod(&c->dev->vdev.loop, &c->src, events ? events : EPOLLONESHOT) == 0)
 		c->events = events;
 }
 
@@ -574,7 +578,7 @@ void vsock_handle_tx(struct vsock_dev *v, const struct vq_chain *ch)
 		}
 		if (flags & VIRTIO_VSOCK_SHUTDOWN_RCV) {
 			c->guest_shut_rcv = 1;
-			conn_arm(c, c->events & ~(uint32_t)EPOLLIN);
+			conn_arm(c, c->events & ~(uint32_t)(EPOLLIN | EPOLLRDHUP));
 			c->host_readable = 0;
 		}
 		if (flags & VIRTIO_VSOCK_SHUTDOWN_SEND) {

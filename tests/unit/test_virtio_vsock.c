@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -822,6 +823,61 @@ static void rx_buffer_header_only(void **state)
 	close(lfd);
 }
 
+/* CPU time the device's loop thread uses over `ms` of this thread
+ * sleeping: next to nothing for an idle device, a good share of the time
+ * for a spinning one (even on a loaded machine). */
+static double loop_cpu_while_sleeping(struct fx *f, int ms)
+{
+	struct timespec a, b;
+	clockid_t id;
+
+	assert_int_equal(pthread_getcpuclockid(f->v.vdev.loop.thread, &id), 0);
+	clock_gettime(id, &a);
+	usleep((useconds_t)ms * 1000);
+	clock_gettime(id, &b);
+	return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+}
+
+/* The host end closes with data the guest has no rx buffer for yet: epoll
+ * reports the hang-up on every wait even with nothing watched, and the
+ * device thread must not spin on it while the guest takes its time. Nor
+ * when the guest shut its receive side and the host its send side. */
+static void host_hangup_no_spin(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h, s;
+	uint8_t pl[RXBUF];
+	uint16_t seen = 0;
+	int lfd, c, c2, lfd2;
+
+	post_rx(f, 1);
+	c = establish(f, &seen, 4300, 1800, &lfd, 65536);
+	assert_int_equal(write(c, "bye", 3), 3);
+	close(c);
+	usleep(50 * 1000);
+	if (loop_cpu_while_sleeping(f, 500) > 0.03)
+		fail_msg("device thread spins on a hung-up host socket");
+	post_rx(f, 4);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RW);
+	assert_memory_equal(pl, "bye", 3);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_SHUTDOWN);
+	/* Guest SHUTDOWN(RCV), then the host half-closes. */
+	post_rx(f, 1);
+	c2 = establish(f, &seen, 4301, 1801, &lfd2, 65536);
+	s = hdr(VIRTIO_VSOCK_OP_SHUTDOWN, 4301, 1801, 0);
+	s.flags = VIRTIO_VSOCK_SHUTDOWN_RCV;
+	send_pkt(f, s, NULL, 0, 1);
+	shutdown(c2, SHUT_WR);
+	usleep(50 * 1000);
+	if (loop_cpu_while_sleeping(f, 500) > 0.03)
+		fail_msg("device thread spins on a half-closed host socket");
+	close(c2);
+	close(lfd);
+	close(lfd2);
+}
+
 /* argv[1], if given, runs only the tests whose names match it. */
 int main(int argc, char **argv)
 {
@@ -845,6 +901,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(guest_rst_while_rst_queued, setup, teardown),
 		cmocka_unit_test_setup_teardown(handshake_not_addressable, setup, teardown),
 		cmocka_unit_test_setup_teardown(rx_buffer_header_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(host_hangup_no_spin, setup, teardown),
 	};
 
 	log_set_level(LOG_ERROR);
