@@ -29,6 +29,18 @@ enum conn_state {
 #define PEND_SHUTDOWN 16u
 #define PEND_RST 32u
 
+/* A connection is referenced from these places, and only these; each has
+ * its flag (the epoll registration: src.fd >= 0), conn_kill() takes it out
+ * of every one, and conn_free() refuses to free one still referenced:
+ *  - dev->conns[] (in_table): guest packets find it by its ports;
+ *  - dev->pend[] (in_pend): the round-robin of connections owing the
+ *    guest a packet (control bits in `pending`, or host data);
+ *  - the epoll set, with &src as the event's data; a batch of events
+ *    already returned may still name it after conn_kill() (evloop_del()
+ *    marks it), hence
+ *  - dev->graveyard (in_graveyard): killed, freed after the loop's batch.
+ * There are no timers and no per-connection packet queues: what a
+ * connection owes the guest is the `pending` bits and the host socket. */
 struct vsock_conn {
 	struct evloop_source src; /* the host Unix socket */
 	struct vsock_dev *dev;
@@ -36,7 +48,9 @@ struct vsock_conn {
 	uint32_t local_port;      /* host side */
 	uint32_t peer_port;       /* guest side */
 	unsigned pending;         /* PEND_* */
+	int in_table;             /* in dev->conns */
 	int in_pend;              /* queued in dev->pend */
+	int in_graveyard;         /* in dev->graveyard */
 	int host_readable;        /* socket has data (EPOLLIN disarmed meanwhile) */
 	int host_eof;             /* host will send no more */
 	int guest_shut_send;      /* guest will send no more */
@@ -141,13 +155,18 @@ int vsock_options_parse(const char *s, struct vsock_options *o, const char **why
 
 /* ---- connections -------------------------------------------------------- */
 
+/* The connection a guest packet is for. A host client still sending its
+ * CONNECT line has no ports yet: the guest cannot address it. */
 static struct vsock_conn *conn_find(struct vsock_dev *v, uint32_t local, uint32_t peer)
 {
 	unsigned i;
 
-	for (i = 0; i < v->nr_conns; i++)
-		if (v->conns[i]->local_port == local && v->conns[i]->peer_port == peer)
-			return v->conns[i];
+	for (i = 0; i < v->nr_conns; i++) {
+		struct vsock_conn *c = v->conns[i];
+
+		if (c->state != CONN_HANDSHAKE && c->local_port == local && c->peer_port == peer)
+			return c;
+	}
 	return NULL;
 }
 
@@ -164,9 +183,13 @@ static int port_taken(struct vsock_dev *v, uint32_t local, const struct vsock_co
 
 static void conn_arm(struct vsock_conn *c, uint32_t events)
 {
-	if (c->dead || c->events == events)
+	if (c->src.fd < 0 || c->events == events)
 		return;
-	if (evloop_mod(&c->dev->vdev.loop, &c->src, events) == 0)
+	/* epoll reports EPOLLHUP/EPOLLERR even when nothing is watched, on
+	 * every wait for as long as the socket is hung up: watching nothing
+	 * is one-shot, so a closed host end costs one more call, not a
+	 * spinning loop while the guest takes its time (re-arming lifts it). */
+	if (evloop_mod(&c->dev->vdev.loop, &c->src, events ? events : EPOLLONESHOT) == 0)
 		c->events = events;
 }
 
@@ -176,9 +199,53 @@ static void pend(struct vsock_conn *c)
 
 	if (c->in_pend || c->dead)
 		return;
+	/* Only live connections are queued, each once: it cannot be full. */
 	v->pend[(v->pend_head + v->pend_len) % VSOCK_MAX_CONNS] = c;
 	v->pend_len++;
 	c->in_pend = 1;
+}
+
+/* Next connection in the round-robin, taken off it; NULL if none. */
+static struct vsock_conn *pend_pop(struct vsock_dev *v)
+{
+	struct vsock_conn *c;
+
+	if (!v->pend_len)
+		return NULL;
+	c = v->pend[v->pend_head];
+	v->pend_head = (v->pend_head + 1) % VSOCK_MAX_CONNS;
+	v->pend_len--;
+	c->in_pend = 0;
+	return c;
+}
+
+/* Takes `c` out of the round-robin, keeping the others' order. */
+static void unpend(struct vsock_conn *c)
+{
+	struct vsock_dev *v = c->dev;
+	unsigned i, j;
+
+	if (!c->in_pend)
+		return;
+	for (i = j = 0; i < v->pend_len; i++) {
+		struct vsock_conn *x = v->pend[(v->pend_head + i) % VSOCK_MAX_CONNS];
+
+		if (x != c)
+			v->pend[(v->pend_head + j++) % VSOCK_MAX_CONNS] = x;
+	}
+	v->pend_len = j;
+	c->in_pend = 0;
+}
+
+/* Stops watching the host socket and closes it. */
+static void conn_close_host(struct vsock_conn *c)
+{
+	int fd = c->src.fd;
+
+	if (fd < 0)
+		return;
+	evloop_del(&c->dev->vdev.loop, &c->src);
+	close(fd);
 }
 
 static void conn_handler(struct evloop *l, struct evloop_source *s, uint32_t events);
@@ -203,12 +270,14 @@ static struct vsock_conn *conn_new(struct vsock_dev *v, int fd, enum conn_state 
 		return NULL;
 	}
 	v->conns[v->nr_conns++] = c;
+	c->in_table = 1;
 	return c;
 }
 
-/* Closes the host socket and forgets the connection; memory goes to the
- * graveyard until the loop's batch is over (a pending event may still
- * point at it). */
+/* Closes the host socket and forgets the connection: out of the table,
+ * the round-robin and the epoll set. Its memory goes to the graveyard
+ * until the loop's batch is over (an event of this batch may still point
+ * at it; the loop skips it, evloop_del() marked it). */
 static void conn_kill(struct vsock_conn *c)
 {
 	struct vsock_dev *v = c->dev;
@@ -217,34 +286,57 @@ static void conn_kill(struct vsock_conn *c)
 	if (c->dead)
 		return;
 	c->dead = 1;
-	if (c->src.fd >= 0) {
-		int fd = c->src.fd;
-
-		evloop_del(&v->vdev.loop, &c->src);
-		close(fd);
-	}
+	conn_close_host(c);
 	for (i = 0; i < v->nr_conns; i++) {
 		if (v->conns[i] == c) {
 			v->conns[i] = v->conns[--v->nr_conns];
+			c->in_table = 0;
 			break;
 		}
 	}
+	unpend(c);
 	free(c->txbuf);
 	c->txbuf = NULL;
 	c->next_dead = v->graveyard;
 	v->graveyard = c;
+	c->in_graveyard = 1;
 }
 
-/* Abortive close: RST to the guest, then gone. */
+/* The last step: only for a connection nothing refers to any more. One
+ * that is still referenced is a bug here that would become a
+ * use-after-free: stop instead. */
+static void conn_free(struct vsock_conn *c)
+{
+	if (!c->dead || c->in_table || c->in_pend || c->src.fd >= 0) {
+		log_err("vsock: BUG: freeing a connection still in use (table %d, queue %d, fd %d)",
+			c->in_table, c->in_pend, c->src.fd);
+		abort();
+	}
+	free(c);
+}
+
+/* Frees the graveyard: only between two batches of the loop. */
+static void graveyard_free(struct vsock_dev *v)
+{
+	while (v->graveyard) {
+		struct vsock_conn *c = v->graveyard;
+
+		v->graveyard = c->next_dead;
+		c->in_graveyard = 0;
+		conn_free(c);
+	}
+}
+
+/* Abortive close: RST to the guest, then gone. The connection stays in
+ * the table meanwhile (so that the guest's packets for it are not
+ * answered with more RSTs) and in the round-robin until the RST is out. */
 static void conn_reset(struct vsock_conn *c)
 {
-	if (c->src.fd >= 0) {
-		int fd = c->src.fd;
-
-		evloop_del(&c->dev->vdev.loop, &c->src);
-		close(fd);
-	}
+	if (c->dead)
+		return;
+	conn_close_host(c);
 	c->pending = PEND_RST;
+	c->host_readable = 0;
 	pend(c);
 }
 
@@ -486,7 +578,7 @@ void vsock_handle_tx(struct vsock_dev *v, const struct vq_chain *ch)
 		}
 		if (flags & VIRTIO_VSOCK_SHUTDOWN_RCV) {
 			c->guest_shut_rcv = 1;
-			conn_arm(c, c->events & ~(uint32_t)EPOLLIN);
+			conn_arm(c, c->events & ~(uint32_t)(EPOLLIN | EPOLLRDHUP));
 			c->host_readable = 0;
 		}
 		if (flags & VIRTIO_VSOCK_SHUTDOWN_SEND) {
@@ -662,6 +754,7 @@ static void rx_pump(struct vsock_dev *v)
 	struct vq *q = &d->q[VSOCK_QUEUE_RX].vq;
 	const char *why = NULL;
 	int pushed = 0;
+	unsigned idle = 0; /* connections in a row that had nothing for this buffer */
 
 	if (!virtio_live(d) || !d->q[VSOCK_QUEUE_RX].ready)
 		return;
@@ -693,11 +786,8 @@ static void rx_pump(struct vsock_dev *v)
 			vq_write(&w, &h, sizeof(h));
 			len = sizeof(h);
 		} else {
-			struct vsock_conn *c = v->pend[v->pend_head];
+			struct vsock_conn *c = pend_pop(v);
 
-			v->pend_head = (v->pend_head + 1) % VSOCK_MAX_CONNS;
-			v->pend_len--;
-			c->in_pend = 0;
 			len = conn_packet(c, &v->rxchain);
 			/* Round-robin: one packet per connection per turn. */
 			if (conn_wants_rx(c))
@@ -705,8 +795,14 @@ static void rx_pump(struct vsock_dev *v)
 		}
 		if (!len) {
 			vq_unpop(q);
+			/* Data that does not fit this buffer (one with room for a
+			 * header only) waits; after a whole round of that, stop
+			 * rather than offer the same buffer again forever. */
+			if (++idle > v->pend_len)
+				break;
 			continue;
 		}
+		idle = 0;
 		vq_push(q, v->rxchain.head, len);
 		pushed = 1;
 	}
@@ -843,7 +939,7 @@ static void conn_handler(struct evloop *l, struct evloop_source *s, uint32_t eve
 		} else {
 			if (events & EPOLLOUT)
 				flush_tx(c);
-			if (!c->dead && (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) &&
+			if (c->src.fd >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) &&
 			    !c->guest_shut_rcv && !c->host_eof) {
 				/* Read when the guest can take it: disarm until then. */
 				c->host_readable = 1;
@@ -876,15 +972,8 @@ static void listen_handler(struct evloop *l, struct evloop_source *s, uint32_t e
 
 static void after_batch(struct evloop *l, void *arg)
 {
-	struct vsock_dev *v = arg;
-
 	(void)l;
-	while (v->graveyard) {
-		struct vsock_conn *c = v->graveyard;
-
-		v->graveyard = c->next_dead;
-		free(c);
-	}
+	graveyard_free(arg);
 }
 
 /* ---- virtio ops --------------------------------------------------------- */
@@ -907,14 +996,14 @@ static void vsock_queue_notify(struct virtio_dev *d, unsigned qi)
 	rx_pump(v); /* rx buffers came, or tx produced replies */
 }
 
+/* Kills every connection (each leaves the round-robin on its way); their
+ * memory waits in the graveyard for the end of the loop's batch. */
 static void close_all(struct vsock_dev *v)
 {
 	while (v->nr_conns)
 		conn_kill(v->conns[0]);
-	v->pend_len = 0;
 	v->pend_head = 0;
 	v->nr_rst = 0;
-	after_batch(&v->vdev.loop, v);
 }
 
 /* Driver reset: the guest forgot every connection; so do we. */
@@ -923,6 +1012,7 @@ static void vsock_reset(struct virtio_dev *d)
 	struct vsock_dev *v = container_of(d, struct vsock_dev, vdev);
 
 	close_all(v);
+	graveyard_free(v); /* the loop is paused: no batch is under way */
 	v->event_reset_pending = 0;
 	v->reset_unacked = 0;
 	hold_host_connections(v); /* not live now: host connections flow again */
@@ -986,6 +1076,7 @@ void virtio_vsock_destroy(struct vsock_dev *v)
 {
 	virtio_mmio_destroy(&v->vdev); /* stops the loop thread first */
 	close_all(v);
+	graveyard_free(v);
 	if (v->listen_fd >= 0) {
 		close(v->listen_fd);
 		unlink(v->opt.uds);

@@ -102,10 +102,42 @@ static int evloop_check_state(struct evloop *l)
 	return stop;
 }
 
+/* One batch: waits up to timeout_ms, runs the handlers, then after_batch.
+ * Returns the number of events or -errno. */
+static int evloop_batch(struct evloop *l, int timeout_ms)
+{
+	struct epoll_event evs[64];
+	int n, i;
+
+	n = epoll_wait(l->epfd, evs, 64, timeout_ms);
+	if (n < 0)
+		return -errno;
+	for (i = 0; i < n; i++) {
+		struct evloop_source *s = evs[i].data.ptr;
+
+		if (!s) {
+			uint64_t v;
+
+			if (read(l->ctl_efd, &v, sizeof(v)) < 0) {
+				/* nothing pending: spurious wakeup */
+			}
+			continue;
+		}
+		/* A handler earlier in this batch may have removed it. */
+		if (s->fd >= 0)
+			s->fn(l, s, evs[i].events);
+		/* Pause between handlers, never inside one. */
+		if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != EVLOOP_RUNNING)
+			break;
+	}
+	if (l->after_batch)
+		l->after_batch(l, l->after_arg);
+	return n;
+}
+
 static void *evloop_thread(void *arg)
 {
 	struct evloop *l = arg;
-	struct epoll_event evs[64];
 	sigset_t all;
 
 	/* Process-directed signals (SIGTERM...) are the main thread's to take
@@ -114,39 +146,26 @@ static void *evloop_thread(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 
 	for (;;) {
-		int n, i;
+		int n;
 
 		if (evloop_check_state(l))
 			break;
-		n = epoll_wait(l->epfd, evs, 64, -1);
+		n = evloop_batch(l, -1);
+		if (n == -EINTR)
+			continue;
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			log_err("%s: epoll_wait: %s", l->name, strerror(errno));
+			log_err("%s: epoll_wait: %s", l->name, strerror(-n));
 			break;
 		}
-		for (i = 0; i < n; i++) {
-			struct evloop_source *s = evs[i].data.ptr;
-
-			if (!s) {
-				uint64_t v;
-
-				if (read(l->ctl_efd, &v, sizeof(v)) < 0) {
-					/* nothing pending: spurious wakeup */
-				}
-				continue;
-			}
-			/* A handler earlier in this batch may have removed it. */
-			if (s->fd >= 0)
-				s->fn(l, s, evs[i].events);
-			/* Pause between handlers, never inside one. */
-			if (__atomic_load_n(&l->state, __ATOMIC_ACQUIRE) != EVLOOP_RUNNING)
-				break;
-		}
-		if (l->after_batch)
-			l->after_batch(l, l->after_arg);
 	}
 	return NULL;
+}
+
+int evloop_poll(struct evloop *l, int timeout_ms)
+{
+	if (l->started)
+		return -EBUSY;
+	return evloop_batch(l, timeout_ms);
 }
 
 int evloop_start(struct evloop *l)
@@ -204,19 +223,25 @@ void evloop_resume(struct evloop *l)
 	pthread_mutex_unlock(&l->lock);
 }
 
+void evloop_stop(struct evloop *l)
+{
+	if (!l->started)
+		return;
+	pthread_mutex_lock(&l->lock);
+	l->state = EVLOOP_STOPPING;
+	pthread_cond_broadcast(&l->cond);
+	ctl_kick(l);
+	pthread_mutex_unlock(&l->lock);
+	pthread_join(l->thread, NULL);
+	l->started = 0;
+	l->state = EVLOOP_RUNNING;
+}
+
 void evloop_destroy(struct evloop *l)
 {
 	if (l->epfd < 0)
 		return;
-	if (l->started) {
-		pthread_mutex_lock(&l->lock);
-		l->state = EVLOOP_STOPPING;
-		pthread_cond_broadcast(&l->cond);
-		ctl_kick(l);
-		pthread_mutex_unlock(&l->lock);
-		pthread_join(l->thread, NULL);
-		l->started = 0;
-	}
+	evloop_stop(l);
 	close(l->ctl_efd);
 	close(l->epfd);
 	l->epfd = l->ctl_efd = -1;

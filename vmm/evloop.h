@@ -62,6 +62,15 @@ void evloop_resume(struct evloop *l);
  * Not from the loop thread itself. -ESRCH if the loop is not running. */
 int evloop_call(struct evloop *l, int (*fn)(void *arg), void *arg)
 	__attribute__((warn_unused_result));
+/* Stops and joins the thread; sources stay registered, the loop can be
+ * driven with evloop_poll() from then on. Idempotent. */
+void evloop_stop(struct evloop *l);
+/* Runs one batch on the caller's thread (a loop whose thread is not
+ * running: tests and fuzzers drive a device deterministically this way):
+ * waits up to timeout_ms for events, runs their handlers, then
+ * after_batch. Returns the number of events, or -errno (-EBUSY while the
+ * thread runs). */
+int evloop_poll(struct evloop *l, int timeout_ms) __attribute__((warn_unused_result));
 /* Stops and joins the thread, closes the loop's own fds (not the sources'). */
 void evloop_destroy(struct evloop *l);
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -661,7 +662,224 @@ static void many_connections(void **state)
 	rx_size = RXBUF;
 }
 
-int main(void)
+/* Issue 17: a connection the guest resets while it still has a packet
+ * queued for the guest (no rx buffers yet) must leave that queue. Before
+ * the fix it stayed in the round-robin after being freed, and the next rx
+ * buffer made the device write through the dangling pointer (ASan:
+ * heap-use-after-free; without ASan the freed connection's RESPONSE went
+ * out). Guest-initiated, to a "uds_PORT" listener. */
+static void guest_rst_while_queued(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint16_t seen = 0;
+	int lfd = host_listener(f, 1500), c;
+	char buf[8];
+
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_REQUEST, 4000, 1500, 0), NULL, 0, 1); /* RESPONSE queued */
+	c = accept(lfd, NULL, NULL);
+	assert_true(c >= 0);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RST, 4000, 1500, 0), NULL, 0, 1);
+	assert_int_equal(read_timeout(c, buf, sizeof(buf), 2000), 0); /* host end closed */
+	post_rx(f, 4);
+	/* Nothing for the connection that is gone. */
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 0.3), -1);
+	/* The device carries on: a new connection is served. */
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_REQUEST, 4001, 1500, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RESPONSE);
+	assert_int_equal(h.dst_port, 4001);
+	assert_int_equal(f->v.vdev.status & VIRTIO_STATUS_NEEDS_RESET, 0);
+	close(c);
+	close(lfd);
+}
+
+/* The same with a host-initiated connection (vmm exec, --publish): its
+ * REQUEST waits for an rx buffer, the guest resets it by the host port it
+ * can guess (they are handed out in order from 2^30). */
+static void guest_rst_host_request_queued(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint16_t seen = 0;
+	int c = host_client(f), c2;
+	char buf[8];
+
+	assert_int_equal(write(c, "CONNECT 52\n", 11), 11);
+	/* Wait until the device took the line (the client's socket buffer
+	 * drains), then reset the connection it made. */
+	usleep(100 * 1000);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RST, 52, VSOCK_HOST_PORT_FIRST, 0), NULL, 0, 1);
+	assert_int_equal(read_timeout(c, buf, sizeof(buf), 2000), 0);
+	post_rx(f, 4);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 0.3), -1);
+	c2 = host_client(f);
+	assert_int_equal(write(c2, "CONNECT 53\n", 11), 11);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_REQUEST);
+	assert_int_equal(h.dst_port, 53);
+	close(c);
+	close(c2);
+}
+
+/* A connection whose RST to the guest is queued (the host end reset it)
+ * and that the guest resets meanwhile: one packet at most, no reuse. */
+static void guest_rst_while_rst_queued(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint16_t seen = 0;
+	int lfd, c;
+
+	post_rx(f, 1);
+	c = establish(f, &seen, 4100, 1600, &lfd, 65536);
+	/* Host side goes away with data unread: ECONNRESET on our end. */
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RW, 4100, 1600, 3), "abc", 3, 1);
+	close(c);
+	usleep(100 * 1000);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RW, 4100, 1600, 3), "abc", 3, 1); /* EPIPE: RST queued */
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_RST, 4100, 1600, 0), NULL, 0, 1);
+	post_rx(f, 4);
+	while (recv_pkt(f, &seen, &h, NULL, 0.3) == 0)
+		assert_int_equal(h.dst_port, 4100);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_REQUEST, 4101, 1600, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RESPONSE);
+	assert_int_equal(h.dst_port, 4101);
+	close(lfd);
+}
+
+/* A host client still sending its CONNECT line has no ports yet (0, 0):
+ * guest packets for ports 0/0 must not reach it. Before, a CREDIT_REQUEST
+ * queued it for the guest, and the client closing then freed it while
+ * queued (the use-after-free above, by another way in). */
+static void handshake_not_addressable(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint16_t seen = 0;
+	int c = host_client(f), c2;
+	char buf[8];
+
+	assert_int_equal(write(c, "CONN", 4), 4);
+	usleep(100 * 1000);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_CREDIT_REQUEST, 0, 0, 0), NULL, 0, 1);
+	close(c); /* the device kills the half-done handshake */
+	usleep(100 * 1000);
+	post_rx(f, 4);
+	/* Only the RST a CREDIT_REQUEST for no connection gets. */
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RST);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 0.3), -1);
+	c2 = host_client(f);
+	assert_int_equal(write(c2, "CONNECT 54\n", 11), 11);
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_REQUEST);
+	assert_int_equal(h.dst_port, 54);
+	(void)buf;
+	close(c2);
+}
+
+/* An rx buffer with room for a header only cannot carry data: the device
+ * must not spin on it (it gave it back and took it again forever). */
+static void rx_buffer_header_only(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint16_t seen = 0;
+	int lfd, c;
+
+	post_rx(f, 1);
+	c = establish(f, &seen, 4200, 1700, &lfd, 65536);
+	rx_size = sizeof(h);
+	post_rx(f, 1);
+	rx_size = RXBUF;
+	assert_int_equal(write(c, "data", 4), 4);
+	usleep(100 * 1000);
+	/* The loop thread still serves the tx queue. If it is stuck, the
+	 * teardown could not stop it either: give up on the whole binary. */
+	{
+		struct virtio_vsock_hdr cr = hdr(VIRTIO_VSOCK_OP_CREDIT_REQUEST, 4200, 1700, 0);
+		uint16_t before = vqb_used_idx(&f->tx);
+		const uint32_t lens[] = { sizeof(cr) };
+		const int w[] = { 0 };
+		uint16_t head;
+
+		if (f->tx.next_desc + 1 >= 64)
+			f->tx.next_desc = 0;
+		head = vqb_chain(&f->tx, 1, lens, w);
+		memcpy(gm_ptr(&f->tx.gm, vqb_desc(&f->tx, head)->addr, sizeof(cr)), &cr, sizeof(cr));
+		vqb_set_used_event(&f->tx, before);
+		vd_notify(&f->v.vdev, VSOCK_QUEUE_TX);
+		if (wait_used(&f->tx, (uint16_t)(before + 1))) {
+			print_error("vsock device thread stuck on a header-only rx buffer\n");
+			_exit(1);
+		}
+	}
+	/* The CREDIT_UPDATE fits the small buffer. */
+	assert_int_equal(recv_pkt(f, &seen, &h, NULL, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_CREDIT_UPDATE);
+	close(c);
+	close(lfd);
+}
+
+/* CPU time the device's loop thread uses over `ms` of this thread
+ * sleeping: next to nothing for an idle device, a good share of the time
+ * for a spinning one (even on a loaded machine). */
+static double loop_cpu_while_sleeping(struct fx *f, int ms)
+{
+	struct timespec a, b;
+	clockid_t id;
+
+	assert_int_equal(pthread_getcpuclockid(f->v.vdev.loop.thread, &id), 0);
+	clock_gettime(id, &a);
+	usleep((useconds_t)ms * 1000);
+	clock_gettime(id, &b);
+	return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+}
+
+/* The host end closes with data the guest has no rx buffer for yet: epoll
+ * reports the hang-up on every wait even with nothing watched, and the
+ * device thread must not spin on it while the guest takes its time. Nor
+ * when the guest shut its receive side and the host its send side. */
+static void host_hangup_no_spin(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h, s;
+	uint8_t pl[RXBUF];
+	uint16_t seen = 0;
+	int lfd, c, c2, lfd2;
+
+	post_rx(f, 1);
+	c = establish(f, &seen, 4300, 1800, &lfd, 65536);
+	assert_int_equal(write(c, "bye", 3), 3);
+	close(c);
+	usleep(50 * 1000);
+	if (loop_cpu_while_sleeping(f, 500) > 0.03)
+		fail_msg("device thread spins on a hung-up host socket");
+	post_rx(f, 4);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RW);
+	assert_memory_equal(pl, "bye", 3);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_SHUTDOWN);
+	/* Guest SHUTDOWN(RCV), then the host half-closes. */
+	post_rx(f, 1);
+	c2 = establish(f, &seen, 4301, 1801, &lfd2, 65536);
+	s = hdr(VIRTIO_VSOCK_OP_SHUTDOWN, 4301, 1801, 0);
+	s.flags = VIRTIO_VSOCK_SHUTDOWN_RCV;
+	send_pkt(f, s, NULL, 0, 1);
+	shutdown(c2, SHUT_WR);
+	usleep(50 * 1000);
+	if (loop_cpu_while_sleeping(f, 500) > 0.03)
+		fail_msg("device thread spins on a half-closed host socket");
+	close(c2);
+	close(lfd);
+	close(lfd2);
+}
+
+/* argv[1], if given, runs only the tests whose names match it. */
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(check_table),
@@ -678,8 +896,16 @@ int main(void)
 		cmocka_unit_test_setup_teardown(no_rx_buffers_then_some, setup, teardown),
 		cmocka_unit_test_setup_teardown(transport_reset_event, setup, teardown),
 		cmocka_unit_test_setup_teardown(many_connections, setup, teardown),
+		cmocka_unit_test_setup_teardown(guest_rst_while_queued, setup, teardown),
+		cmocka_unit_test_setup_teardown(guest_rst_host_request_queued, setup, teardown),
+		cmocka_unit_test_setup_teardown(guest_rst_while_rst_queued, setup, teardown),
+		cmocka_unit_test_setup_teardown(handshake_not_addressable, setup, teardown),
+		cmocka_unit_test_setup_teardown(rx_buffer_header_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(host_hangup_no_spin, setup, teardown),
 	};
 
 	log_set_level(LOG_ERROR);
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
 	return cmocka_run_group_tests_name("virtio_vsock", tests, NULL, NULL);
 }
