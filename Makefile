@@ -219,7 +219,7 @@ test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
                          vmm/snapfmt.c
 test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
-test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c $(test_virtio_mmio_SRCS)
+test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SRCS)
 test_seccomp_SRCS := vmm/seccomp.c
 test_jail_SRCS    := cli/jail.c vmm/log.c
