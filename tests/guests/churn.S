@@ -11,8 +11,8 @@
  *   later ones come from the heap, whose top then trims);
  * - vsock: 800 open connections, then a device reset (the vCPU thread
  *   frees them all);
- * - virtio-fs: FUSE_INIT, 1000 MKNODs, then a device reset (the vCPU
- *   thread frees the inode table).
+ * - virtio-fs: FUSE_INIT, 1000 MKNODs of 200-byte names, then a device
+ *   reset (the vCPU thread frees the inodes and their names).
  * Prints "ok   churn: ..." / "FAIL churn: ..." lines, then "churn: all
  * passed" or "churn: N failed", and powers off (status 0). A VMM that
  * dies prints nothing more. */
@@ -72,6 +72,7 @@
 #define NODES 1000
 
 #define FUSE_MKNOD 8
+#define MKNOD_LEN (40 + 16 + 201) /* in-header, fuse_mknod_in, the name and its NUL */
 #define FUSE_INIT 26
 
 	.code64
@@ -189,19 +190,24 @@ fs:
 	mov %eax, %r14d
 	xor %ebp, %ebp
 6:	/* MKNOD in the root: fuse_mknod_in (mode S_IFREG|0600, rdev, umask,
-	 * padding), then the name "nXXXX" (ebp in hex). */
+	 * padding), then a 200-byte name, 196 'n's and ebp as four letters
+	 * (long: the VMM's copies of short names stay in glibc's fast bins,
+	 * long ones merge as they are freed). */
 	mov $FSREQ, %rdi
-	mov $64, %ecx
+	mov $MKNOD_LEN, %ecx
 	xor %eax, %eax
 	rep stosb
-	movl $62, FSREQ
+	mov $FSREQ + 56, %rdi
+	mov $196, %ecx
+	mov $'n', %al
+	rep stosb
+	movl $MKNOD_LEN, FSREQ
 	movl $FUSE_MKNOD, FSREQ + 4
 	movq $1, FSREQ + 16         /* nodeid: the root */
 	movl $0100600, FSREQ + 40
-	movb $'n', FSREQ + 56
 	mov %ebp, %eax
 	mov $4, %ecx
-	mov $FSREQ + 60, %rdi
+	mov $FSREQ + 56 + 199, %rdi
 7:	mov %eax, %edx
 	and $0xf, %edx
 	add $'a', %edx              /* letters a..p: a valid name either way */
@@ -210,7 +216,7 @@ fs:
 	dec %rdi
 	dec %ecx
 	jnz 7b
-	mov $62, %edi
+	mov $MKNOD_LEN, %edi
 	mov $(16 + 128), %esi       /* fuse_out_header + fuse_entry_out */
 	call fs_req
 	and %eax, %r14d
@@ -438,5 +444,5 @@ failed:	.asciz "churn: failed count 0x"
 t_big:	.asciz "vsock: 3 rounds of 6 connections sending 240 KiB each, then RST"
 t_many:	.asciz "vsock: 800 open connections, then a device reset; it works after"
 t_novsock: .asciz "vsock: no virtio-vsock device (the VM needs --vsock)"
-t_fs:	.asciz "fs: 1000 MKNODs, then a device reset; FUSE_INIT after it"
+t_fs:	.asciz "fs: 1000 MKNODs of long names, then a device reset; FUSE_INIT after it"
 t_nofs:	.asciz "fs: no virtio-fs device (the VM needs --fs)"
