@@ -171,8 +171,9 @@ static const short helper_calls[] = {
  * - the first shrink of a thread arena's heap (heap_trim -> shrink_heap ->
  *   check_may_shrink_heap) opens /proc/sys/vm/overcommit_memory, once
  *   per process;
- * - creating a thread arena past the eighth (arena_get2, M_ARENA_TEST)
- *   asks sched_getaffinity how many CPUs there are, once per process.
+ * - creating an arena once more than eight exist (arena_get2, past
+ *   M_ARENA_TEST) asks sched_getaffinity how many CPUs there are, once
+ *   per process, to size the arena limit.
  * A guest decides which thread frees a big block (a vsock connection's
  * buffers, a reset freeing hundreds of them on the vCPU thread), so a
  * trap here let a guest stop the VMM (159). sc_process_init pins every

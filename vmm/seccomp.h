@@ -52,7 +52,7 @@ int sc_build(enum sc_class c, struct sock_filter *prog, size_t max)
  * pins every thread to glibc's main arena (mallopt(M_ARENA_MAX, 1)), so
  * that no malloc, free or realloc under a filter reaches glibc's lazy
  * per-arena probes (an open of /proc/sys/vm/overcommit_memory on a heap's
- * first shrink, sched_getaffinity on the ninth arena; seccomp.c,
+ * first shrink, sched_getaffinity past eight arenas; seccomp.c,
  * quiet_calls). 0, or -EINVAL if the C library refused. Does nothing in
  * ASan builds (the sanitizer's allocator has no arenas). */
 int sc_process_init(void) __attribute__((warn_unused_result));
