@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "cli.h"
 #include "../vmm/log.h"
+#include "../vmm/seccomp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(lvl, "error"))
 			log_set_level(LOG_ERROR);
 	}
+	/* Before any thread starts: one malloc arena for all (seccomp.h). */
+	if (sc_process_init())
+		log_warn("cannot pin threads to one malloc arena; glibc may probe files lazily");
 	if (argc < 2) {
 		usage(stderr);
 		return CLI_EXIT_USAGE;

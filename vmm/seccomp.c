@@ -8,6 +8,7 @@
 #include <linux/if_tun.h>
 #include <linux/kvm.h>
 #include <linux/seccomp.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -166,6 +167,31 @@ static const short helper_calls[] = {
 	__NR_lseek, /* dprintf (the CONNECT line) asks its stream's position */
 };
 
+/* What glibc's allocator does on its own, inside malloc, free or realloc,
+ * on whichever thread gets there first (glibc 2.36, malloc/arena.c):
+ * - the first shrink of a thread arena's heap (heap_trim -> shrink_heap ->
+ *   check_may_shrink_heap) opens /proc/sys/vm/overcommit_memory, once
+ *   per process;
+ * - creating an arena once more than eight exist (arena_get2, past
+ *   M_ARENA_TEST) asks sched_getaffinity how many CPUs there are, once
+ *   per process, to size the arena limit.
+ * A guest decides which thread frees a big block (a vsock connection's
+ * buffers, a reset freeing hundreds of them on the vCPU thread), so a
+ * trap here let a guest stop the VMM (159). sc_process_init pins every
+ * thread to the main arena, which never takes either path; a class that
+ * does not list these calls also answers them with an errno instead of a
+ * trap, in case some other glibc path probes the same way: glibc takes
+ * the failure (no overcommit check: heaps shrink with madvise; no CPU
+ * count: it assumes two), and an errno runs nothing in the kernel. */
+struct sc_quiet {
+	short nr;
+	short err;
+};
+static const struct sc_quiet quiet_calls[] = {
+	{ __NR_openat, EACCES },
+	{ __NR_sched_getaffinity, EPERM },
+};
+
 /* Calls allowed only with given argument values (the low 32 bits of
  * argument `arg`, masked): ioctl requests, socket families, prctl ops. */
 struct sc_argrule {
@@ -318,6 +344,29 @@ static int allow_call_if(struct asm_buf *b, int nr, unsigned arg, uint32_t mask,
 	return 0;
 }
 
+static int in(const short *calls, size_t n, int nr)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (calls[i] == nr)
+			return 1;
+	return 0;
+}
+
+/* Whether class l's program decides call nr before its last line: allowed
+ * outright, or by argument (then a mismatch traps). */
+static int listed(const struct sc_list *l, int nr)
+{
+	size_t i;
+
+	for (i = 0; i < l->nr_rules; i++)
+		if (l->rules[i].nr == nr)
+			return 1;
+	return in(common_calls, N(common_calls), nr) || in(l->calls, l->nr_calls, nr) ||
+	       in(l->more, l->nr_more, nr);
+}
+
 /* One class's program:
  *   not x86-64               -> kill the process (no other ABI's numbers)
  *   an x32 call              -> trap
@@ -326,6 +375,7 @@ static int allow_call_if(struct asm_buf *b, int nr, unsigned arg, uint32_t mask,
  *   clone                    -> allowed for threads (CLONE_THREAD) only
  *   ioctl, socket            -> by request / family
  *   the class's calls        -> allow
+ *   glibc's lazy probes      -> an errno (quiet_calls, unless listed)
  *   anything else            -> trap, the class in SECCOMP_RET_DATA */
 static int build_one(const struct sc_list *l, uint32_t trap, struct asm_buf *b)
 {
@@ -366,6 +416,12 @@ static int build_one(const struct sc_list *l, uint32_t trap, struct asm_buf *b)
 	}
 	for (i = 0; i < l->nr_more; i++)
 		allow_call(b, l->more[i]);
+	for (i = 0; i < N(quiet_calls); i++) {
+		if (listed(l, quiet_calls[i].nr))
+			continue;
+		emit(b, BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)quiet_calls[i].nr, 0, 1);
+		emit(b, BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (uint32_t)quiet_calls[i].err, 0, 0);
+	}
 	emit(b, BPF_RET | BPF_K, trap, 0, 0);
 	return 0;
 }
@@ -461,6 +517,19 @@ static void sigsys_handler(int sig, siginfo_t *si, void *uc)
 			syscall(__NR_kill, parent, SIGTERM);
 	}
 	_exit(128 + SIGSYS);
+}
+
+int sc_process_init(void)
+{
+#if defined(M_ARENA_MAX) && !defined(__SANITIZE_ADDRESS__)
+	/* One arena: every thread allocates from the main arena (brk, and
+	 * mmap for big blocks), whose trim is brk and munmap. glibc reads
+	 * M_ARENA_MAX whenever a thread without an arena allocates, so this
+	 * must come before any thread does. mallopt returns 1 on success. */
+	if (mallopt(M_ARENA_MAX, 1) != 1)
+		return -EINVAL;
+#endif
+	return 0;
 }
 
 int sc_install(enum sc_class c)

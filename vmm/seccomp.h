@@ -48,6 +48,15 @@ const char *sc_class_name(enum sc_class c);
 int sc_build(enum sc_class c, struct sock_filter *prog, size_t max)
 	__attribute__((warn_unused_result));
 
+/* Once per process, first thing in main(), before any thread exists:
+ * pins every thread to glibc's main arena (mallopt(M_ARENA_MAX, 1)), so
+ * that no malloc, free or realloc under a filter reaches glibc's lazy
+ * per-arena probes (an open of /proc/sys/vm/overcommit_memory on a heap's
+ * first shrink, sched_getaffinity past eight arenas; seccomp.c,
+ * quiet_calls). 0, or -EINVAL if the C library refused. Does nothing in
+ * ASan builds (the sanitizer's allocator has no arenas). */
+int sc_process_init(void) __attribute__((warn_unused_result));
+
 /* In the calling thread: PR_SET_NO_NEW_PRIVS, the SIGSYS handler (process
  * wide, idempotent), SIGSYS unblocked, then class c's filter. 0 or -errno. */
 int sc_install(enum sc_class c) __attribute__((warn_unused_result));

@@ -15,9 +15,11 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "devices/virtio_vsock.h"
+#include "vmm/seccomp.h"
 #include "tests/unit/virtio_driver.h"
 #include "tests/unit/vq_builder.h"
 
@@ -878,6 +880,121 @@ static void host_hangup_no_spin(void **state)
 	close(lfd2);
 }
 
+/* ---- bulk frees under the seccomp filters ------------------------------ */
+
+/* One packet from the guest, header and payload in one descriptor, without
+ * cmocka (bulk_frees_under_filters' child): 0 once the device used it,
+ * -1 if it did not within 5 s. */
+static int churn_pkt(struct fx *f, uint16_t op, uint32_t port, uint32_t plen)
+{
+	struct virtio_vsock_hdr h = hdr(op, port, 5000, plen);
+	uint32_t len = (uint32_t)sizeof(h) + plen;
+	uint16_t head, before = vqb_used_idx(&f->tx);
+	const int w[] = { 0 };
+
+	if (f->tx.next_desc + 1 >= 64)
+		f->tx.next_desc = 0;
+	if (f->tx.next_data + len + 64 > f->tx.base + VQB_SPAN)
+		f->tx.next_data = f->tx.base + VQB_DATA;
+	head = vqb_chain(&f->tx, 1, &len, w);
+	memcpy(gm_ptr(&f->tx.gm, vqb_desc(&f->tx, head)->addr, sizeof(h)), &h, sizeof(h));
+	vqb_set_used_event(&f->tx, before);
+	vd_notify(&f->v.vdev, VSOCK_QUEUE_TX);
+	return wait_used(&f->tx, (uint16_t)(before + 1));
+}
+
+static int lockdown(void *arg)
+{
+	(void)arg;
+	return sc_install(SC_DEVICE);
+}
+
+/* The child: a process set up as the VMM's main() does, the device's loop
+ * under the device filter, this thread under the vCPU's; then what a guest
+ * did to stop the VMM (status 159): connections to a host port that never
+ * reads each sending 240 KiB (the device buffers what the socket does not
+ * take: 256 KiB each) and then RST, six at a time, three times; 800 open
+ * connections, then a driver reset, which frees them on this thread.
+ * Exits 0, or 2 (setup) / 3 (a packet not used); a trap exits 159. */
+static void churn_child(int report)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	void *state = NULL;
+	struct fx *f;
+	unsigned round, k, i;
+	int lfd;
+
+	if (sc_process_init() || setup(&state))
+		_exit(2);
+	f = state;
+	if (write(report, f->dir, sizeof(f->dir)) != (ssize_t)sizeof(f->dir))
+		_exit(2);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_5000", f->uds);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 4096))
+		_exit(2);
+	if (evloop_call(&f->v.vdev.loop, lockdown, NULL) || sc_install(SC_VCPU))
+		_exit(2);
+	for (round = 0; round < 3; round++) {
+		for (k = 0; k < 6; k++) {
+			if (churn_pkt(f, VIRTIO_VSOCK_OP_REQUEST, 1000 + round * 16 + k, 0))
+				_exit(3);
+			for (i = 0; i < 4; i++)
+				if (churn_pkt(f, VIRTIO_VSOCK_OP_RW, 1000 + round * 16 + k, 60 << 10))
+					_exit(3);
+		}
+		for (k = 0; k < 6; k++)
+			if (churn_pkt(f, VIRTIO_VSOCK_OP_RST, 1000 + round * 16 + k, 0))
+				_exit(3);
+	}
+	for (k = 0; k < 800; k++)
+		if (churn_pkt(f, VIRTIO_VSOCK_OP_REQUEST, 2000 + k, 0))
+			_exit(3);
+	vd_wr(&f->v.vdev, 0x070, 0);
+	_exit(0); /* no teardown: the vCPU list has no unlink (the parent cleans up) */
+}
+
+/* A guest picks which thread frees what: glibc's first trim of a thread
+ * arena's heap opened /proc/sys/vm/overcommit_memory, which the device and
+ * vCPU filters trapped, and the VMM exited 159. */
+static void bulk_frees_under_filters(void **state)
+{
+	char dir[64] = "", path[128];
+	int p[2], st = 0;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char fd[16];
+
+		/* A fresh process: glibc probes once per process, and this one
+		 * may have done it already (the other tests' device threads). */
+		close(p[0]);
+		snprintf(fd, sizeof(fd), "%d", p[1]);
+		execl("/proc/self/exe", "test_virtio_vsock", "--churn-child", fd, (char *)NULL);
+		_exit(2);
+	}
+	close(p[1]);
+	if (read(p[0], dir, sizeof(dir)) != (ssize_t)sizeof(dir))
+		dir[0] = '\0';
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (dir[0]) {
+		snprintf(path, sizeof(path), "%s/v.sock_5000", dir);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/v.sock", dir);
+		unlink(path);
+		rmdir(dir);
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		fprintf(stderr, "child: status 0x%x\n", st);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* argv[1], if given, runs only the tests whose names match it. */
 int main(int argc, char **argv)
 {
@@ -902,9 +1019,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(handshake_not_addressable, setup, teardown),
 		cmocka_unit_test_setup_teardown(rx_buffer_header_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_hangup_no_spin, setup, teardown),
+		cmocka_unit_test(bulk_frees_under_filters),
 	};
 
 	log_set_level(LOG_ERROR);
+	if (argc == 3 && !strcmp(argv[1], "--churn-child"))
+		churn_child(atoi(argv[2]));
 	if (argc > 1)
 		cmocka_set_test_filter(argv[1]);
 	return cmocka_run_group_tests_name("virtio_vsock", tests, NULL, NULL);
