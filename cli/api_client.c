@@ -530,13 +530,159 @@ int api_copy_in(const struct sandbox_addr *a, const char *local, const char *rem
 	return r;
 }
 
-static int get_file(const struct sandbox_addr *a, const char *remote, const char *local, mode_t mode)
+/* ---- copying out of the sandbox ------------------------------------------- */
+
+/* The guest chooses every name, type and mode below: names are checked
+ * (one path component, not "." or ".."), a mode keeps its permission
+ * bits only and passes the umask, and the host side is written with
+ * openat/mkdirat relative to directory descriptors opened O_NOFOLLOW, so
+ * nothing is written outside the destination or through a symlink in it.
+ * The walk is iterative (a stack on the heap): a guest tree of any depth
+ * is at most an ENAMETOOLONG when its path outgrows PATH_MAX. */
+
+#define COPY_MAX_ENTRIES (1u << 20) /* names in one directory */
+
+struct copy_ent {
+	char *name;
+	char type[8]; /* "file", "dir", or another type (skipped) */
+	mode_t mode;
+};
+
+struct copy_dir {
+	char *remote;
+	int fd;         /* the host directory; -1 while a subdirectory is open */
+	dev_t dev;      /* its identity, to check ".." on the way back up */
+	ino_t ino;
+	mode_t mode;    /* given to it when done, if this copy created it */
+	int created;
+	struct copy_ent *ents;
+	size_t n, next;
+};
+
+static int guest_name_ok(const struct json *nm)
+{
+	return nm && nm->type == JSON_STR && nm->u.str.len && nm->u.str.len <= NAME_MAX &&
+	       strlen(nm->u.str.s) == nm->u.str.len && !strchr(nm->u.str.s, '/') && strcmp(nm->u.str.s, ".") &&
+	       strcmp(nm->u.str.s, "..");
+}
+
+static int ent_cmp(const void *x, const void *y)
+{
+	return strcmp(((const struct copy_ent *)x)->name, ((const struct copy_ent *)y)->name);
+}
+
+static void free_ents(struct copy_ent *e, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(e[i].name);
+	free(e);
+}
+
+/* The guest's listing of remote, checked: names one component each, no
+ * name twice. Sorted by name. */
+static int list_remote(const struct sandbox_addr *a, const char *remote, char *res, char *arena, size_t arena_size,
+		       struct copy_ent **out, size_t *nout)
+{
+	char fields[PATH_MAX + 64];
+	struct json_writer w;
+	struct copy_ent *ents = NULL;
+	size_t n = 0, i;
+	int fd, r = 0, more = 1;
+	struct api_error e;
+
+	jw_init(&w, fields, sizeof(fields));
+	jw_key(&w, "op");
+	jw_str(&w, "list");
+	jw_key(&w, "path");
+	jw_str(&w, remote);
+	fd = api_open(a, jw_done(&w) ? fields : "");
+	if (fd < 0) {
+		fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
+		return fd;
+	}
+	while (more && r == 0) {
+		struct json_arena ar = { arena, arena_size, 0 };
+		const struct json *j, *ents_j, *ent, *nm;
+		const char *jerr, *type;
+
+		r = api_result(fd, res, FRAME_MAX + 1, &e);
+		if (r) {
+			if (r == -1)
+				report(remote, &e);
+			r = r == -1 ? -e.eno : -EPROTO;
+			break;
+		}
+		j = json_parse(res, strlen(res), &ar, &jerr);
+		ents_j = j ? json_get(j, "entries") : NULL;
+		if (!ents_j || ents_j->type != JSON_ARR || json_get_bool(j, "more", &more)) {
+			fprintf(stderr, "vmm: cp: %s: the sandbox sent a malformed listing\n", remote);
+			r = -EPROTO;
+			break;
+		}
+		for (ent = ents_j->u.kids.first; ent && !r; ent = ent->next) {
+			struct copy_ent *nn;
+			int64_t mode = 0;
+
+			nm = ent->type == JSON_OBJ ? json_get(ent, "name") : NULL;
+			if (!guest_name_ok(nm) || json_get_str(ent, "type", &type)) {
+				fprintf(stderr, "vmm: cp: %s: the sandbox listed an invalid name (empty, \".\", \"..\", "
+						"or with '/'); nothing is copied under such a name\n", remote);
+				r = -EPROTO;
+				break;
+			}
+			if (n == COPY_MAX_ENTRIES) {
+				fprintf(stderr, "vmm: cp: %s: more than %u entries\n", remote, COPY_MAX_ENTRIES);
+				r = -E2BIG;
+				break;
+			}
+			json_get_int(ent, "mode", &mode);
+			nn = realloc(ents, (n + 1) * sizeof(*ents));
+			if (!nn) {
+				r = -ENOMEM;
+				break;
+			}
+			ents = nn;
+			ents[n].name = strdup(nm->u.str.s);
+			if (!ents[n].name) {
+				r = -ENOMEM;
+				break;
+			}
+			snprintf(ents[n].type, sizeof(ents[n].type), "%s", type);
+			ents[n].mode = (mode_t)(mode & 0777);
+			n++;
+		}
+	}
+	close(fd);
+	if (!r && n) {
+		qsort(ents, n, sizeof(*ents), ent_cmp);
+		for (i = 1; i < n && !r; i++) {
+			if (!strcmp(ents[i - 1].name, ents[i].name)) {
+				fprintf(stderr, "vmm: cp: %s: the sandbox listed %s twice\n", remote, ents[i].name);
+				r = -EPROTO;
+			}
+		}
+	}
+	if (r) {
+		free_ents(ents, n);
+		return r;
+	}
+	*out = ents;
+	*nout = n;
+	return 0;
+}
+
+/* remote's content into dfd/name, through a temporary beside it renamed
+ * over it (atomic on the host too; a symlink at name is replaced, never
+ * followed). mode: permission bits only, and the umask applies. */
+static int get_file(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, mode_t mode)
 {
 	static uint8_t buf[FRAME_MAX + 1];
-	char fields[PATH_MAX + 64], tmp[PATH_MAX + 32];
+	char fields[PATH_MAX + 64], tmp[64];
 	struct json_writer w;
 	struct api_error e;
-	int fd, out, r;
+	int fd, out = -1, r;
 
 	jw_init(&w, fields, sizeof(fields));
 	jw_key(&w, "op");
@@ -555,12 +701,16 @@ static int get_file(const struct sandbox_addr *a, const char *remote, const char
 			fprintf(stderr, "vmm: cp: %s: %s (%s)\n", remote, e.message[0] ? e.message : strerror(e.eno), e.name);
 		return r == -1 ? -e.eno : -EPROTO;
 	}
-	/* Atomic on the host side too: a temporary beside the target. */
-	snprintf(tmp, sizeof(tmp), "%s.vmm-partial", local);
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode & 07777 ? mode & 07777 : 0644);
+	snprintf(tmp, sizeof(tmp), ".vmm-partial.%ld", (long)getpid());
+	mode &= 0777;
+	for (int tries = 0; out < 0 && tries < 2; tries++) {
+		out = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode ? mode : 0644);
+		if (out < 0 && (errno != EEXIST || unlinkat(dfd, tmp, 0) < 0))
+			break; /* a leftover of an earlier cp with this pid is removed once */
+	}
 	if (out < 0) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
+		fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(errno));
 		close(fd);
 		return r;
 	}
@@ -584,35 +734,186 @@ static int get_file(const struct sandbox_addr *a, const char *remote, const char
 		}
 		if (type == F_DATA && write_full(out, buf, len)) {
 			r = -errno;
-			fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
+			fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(errno));
 			break;
 		}
 	}
 	close(fd);
-	if (r == 0 && (fsync(out) < 0 || close(out) < 0 || rename(tmp, local) < 0)) {
+	if (r == 0 && (fsync(out) < 0 || close(out) < 0 || renameat(dfd, tmp, dfd, name) < 0)) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
-		unlink(tmp);
+		fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(errno));
+		unlinkat(dfd, tmp, 0);
 		return r;
 	}
 	if (r) {
 		close(out);
-		unlink(tmp);
+		unlinkat(dfd, tmp, 0);
 	}
+	return r;
+}
+
+static char *join_remote(const char *dir, const char *name)
+{
+	char *p;
+
+	if (strlen(dir) + strlen(name) + 2 > PATH_MAX) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	if (asprintf(&p, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name) < 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return p;
+}
+
+/* Opens (creating it 0700 if missing) the directory name in dfd, never
+ * through a symlink unless follow (the destination the user named); d->fd,
+ * identity and created set. */
+static int enter_dir(int dfd, const char *name, int follow, struct copy_dir *d)
+{
+	struct stat st;
+
+	d->created = mkdirat(dfd, name, 0700) == 0;
+	if (!d->created && errno != EEXIST)
+		return -errno;
+	d->fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | (follow ? 0 : O_NOFOLLOW) | O_CLOEXEC);
+	if (d->fd < 0)
+		return errno == ELOOP ? -ENOTDIR : -errno; /* a symlink there is not followed */
+	if (fstat(d->fd, &st) < 0)
+		return -errno;
+	d->dev = st.st_dev;
+	d->ino = st.st_ino;
+	return 0;
+}
+
+static void free_stack(struct copy_dir *stack, size_t depth)
+{
+	while (depth--) {
+		if (stack[depth].fd >= 0)
+			close(stack[depth].fd);
+		free(stack[depth].remote);
+		free_ents(stack[depth].ents, stack[depth].n);
+	}
+	free(stack);
+}
+
+/* Copies the directory remote into the host directory in dfd/name. */
+static int copy_tree_out(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, mode_t mode,
+			 mode_t umask_bits, char *res)
+{
+	static char arena[FRAME_MAX * 3];
+	struct copy_dir *stack = NULL, *top;
+	size_t depth = 0, cap = 0;
+	int r = 0;
+
+	stack = calloc(1, sizeof(*stack));
+	if (!stack)
+		return -ENOMEM;
+	cap = depth = 1;
+	stack[0].fd = -1;
+	stack[0].mode = mode;
+	stack[0].remote = strdup(remote);
+	r = stack[0].remote ? enter_dir(dfd, name, 1, &stack[0]) : -ENOMEM;
+	if (r)
+		fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(-r));
+	else
+		r = list_remote(a, remote, res, arena, sizeof(arena), &stack[0].ents, &stack[0].n);
+	while (r == 0) {
+		struct copy_ent *e;
+		char *rm;
+
+		top = &stack[depth - 1];
+		if (top->next == top->n) {
+			/* done with it: its mode (permission bits, umask), then back up */
+			if (top->created && fchmod(top->fd, top->mode & 0777 & ~umask_bits) < 0) {
+				r = -errno;
+				break;
+			}
+			if (depth == 1)
+				break;
+			{
+				struct copy_dir *up = &stack[depth - 2];
+				struct stat st;
+				int pfd = openat(top->fd, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+				if (pfd < 0 || fstat(pfd, &st) < 0 || st.st_dev != up->dev || st.st_ino != up->ino) {
+					fprintf(stderr, "vmm: cp: %s: the destination moved during the copy\n", top->remote);
+					if (pfd >= 0)
+						close(pfd);
+					r = -ESTALE;
+					break;
+				}
+				up->fd = pfd;
+			}
+			close(top->fd);
+			free(top->remote);
+			free_ents(top->ents, top->n);
+			depth--;
+			continue;
+		}
+		e = &top->ents[top->next++];
+		rm = join_remote(top->remote, e->name);
+		if (!rm) {
+			r = -errno;
+			fprintf(stderr, "vmm: cp: %s/%s: %s\n", top->remote, e->name, strerror(errno));
+			break;
+		}
+		if (!strcmp(e->type, "file")) {
+			r = get_file(a, rm, top->fd, e->name, e->mode);
+			free(rm);
+			continue;
+		}
+		if (strcmp(e->type, "dir")) {
+			fprintf(stderr, "vmm: cp: %s: a %s, not a file or directory; skipped\n", rm, e->type);
+			free(rm);
+			continue;
+		}
+		if (depth == cap) {
+			struct copy_dir *ns = realloc(stack, 2 * cap * sizeof(*stack));
+
+			if (!ns) {
+				free(rm);
+				r = -ENOMEM;
+				break;
+			}
+			stack = ns;
+			cap *= 2;
+			top = &stack[depth - 1];
+		}
+		memset(&stack[depth], 0, sizeof(stack[depth]));
+		stack[depth].fd = -1;
+		stack[depth].remote = rm;
+		stack[depth].mode = e->mode;
+		r = enter_dir(top->fd, e->name, 0, &stack[depth]);
+		depth++;
+		if (r) {
+			fprintf(stderr, "vmm: cp: %s: %s\n", rm, strerror(-r));
+			break;
+		}
+		r = list_remote(a, rm, res, arena, sizeof(arena), &stack[depth - 1].ents, &stack[depth - 1].n);
+		if (r)
+			break;
+		/* one descriptor open at a time: the parent is found again through ".." */
+		close(top->fd);
+		top->fd = -1;
+	}
+	free_stack(stack, depth);
 	return r;
 }
 
 int api_copy_out(const struct sandbox_addr *a, const char *remote, const char *local)
 {
-	static char arena_buf[FRAME_MAX * 3];
-	char fields[PATH_MAX + 64], *res;
+	static char arena_buf[8192];
+	char fields[PATH_MAX + 64], *res, *dir = NULL, *base;
 	struct json_writer w;
 	const char *type = NULL, *jerr;
 	int64_t mode = 0644;
-	const struct json *j, *ents, *ent;
-	int r, more = 1, fd;
-	struct api_error e;
+	const struct json *j;
+	mode_t um = umask(0);
+	int r, dfd = -1;
 
+	umask(um);
 	jw_init(&w, fields, sizeof(fields));
 	jw_key(&w, "op");
 	jw_str(&w, "stat");
@@ -634,81 +935,43 @@ int api_copy_out(const struct sandbox_addr *a, const char *remote, const char *l
 		}
 		json_get_int(j, "mode", &mode);
 	}
-	if (!strcmp(type, "file")) {
-		r = get_file(a, remote, local, (mode_t)mode);
-		goto out;
-	}
-	if (strcmp(type, "dir")) {
+	if (strcmp(type, "file") && strcmp(type, "dir")) {
 		fprintf(stderr, "vmm: cp: %s: a %s, not a file or directory; skipped\n", remote, type);
 		r = 0;
 		goto out;
 	}
-	if (mkdir(local, (mode_t)(mode & 07777)) < 0 && errno != EEXIST) {
+	/* The destination as the user wrote it: its parent directory and its
+	 * last component, which is written relative to that. */
+	dir = strdup(local);
+	if (!dir) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+		dir[n - 1] = '\0';
+	base = strrchr(dir, '/');
+	if (base) {
+		*base++ = '\0';
+		dfd = open(base == dir + 1 ? "/" : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	} else {
+		base = dir;
+		dfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (dfd < 0) {
 		r = -errno;
 		fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
 		goto out;
 	}
-	jw_init(&w, fields, sizeof(fields));
-	jw_key(&w, "op");
-	jw_str(&w, "list");
-	jw_key(&w, "path");
-	jw_str(&w, remote);
-	fd = api_open(a, jw_done(&w) ? fields : "");
-	if (fd < 0) {
-		r = fd;
-		goto out;
-	}
-	/* Pages of entries; each page is handled before the next is read,
-	 * but the connection stays open: collect names first. */
-	{
-		char **names = NULL;
-		size_t n = 0, i;
-
-		while (more && r == 0) {
-			struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
-
-			r = api_result(fd, res, FRAME_MAX + 1, &e);
-			if (r) {
-				if (r == -1)
-					report(remote, &e);
-				r = r == -1 ? -e.eno : -EPROTO;
-				break;
-			}
-			j = json_parse(res, strlen(res), &ar, &jerr);
-			ents = json_get(j, "entries");
-			if (!j || !ents || ents->type != JSON_ARR) {
-				r = -EPROTO;
-				break;
-			}
-			json_get_bool(j, "more", &more);
-			for (ent = ents->u.kids.first; ent; ent = ent->next) {
-				const char *name;
-				char **nn;
-
-				if (json_get_str(ent, "name", &name) || strchr(name, '/') ||
-				    !strcmp(name, ".") || !strcmp(name, ".."))
-					continue; /* never let a name escape the target */
-				nn = realloc(names, (n + 1) * sizeof(*names));
-				if (!nn) {
-					r = -ENOMEM;
-					break;
-				}
-				names = nn;
-				names[n++] = strdup(name);
-			}
-		}
-		close(fd);
-		for (i = 0; i < n; i++) {
-			char rm[PATH_MAX], l[PATH_MAX];
-
-			if (!r && names[i] && !join(rm, sizeof(rm), remote, names[i]) &&
-			    !join(l, sizeof(l), local, names[i]))
-				r = api_copy_out(a, rm, l);
-			free(names[i]);
-		}
-		free(names);
-	}
+	if (!*base)
+		base = "."; /* "/" */
+	if (!strcmp(type, "file"))
+		r = get_file(a, remote, dfd, base, (mode_t)(mode & 0777));
+	else
+		r = copy_tree_out(a, remote, dfd, base, (mode_t)(mode & 0777), um, res);
 out:
+	if (dfd >= 0)
+		close(dfd);
+	free(dir);
 	free(res);
 	return r;
 }

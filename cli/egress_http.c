@@ -69,6 +69,72 @@ static int parse_authority(const char *s, size_t n, struct eg_request *r, int po
 	return 0;
 }
 
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	ch = (char)tolower((unsigned char)ch);
+	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* RFC 3986 section 3.3: pchar = unreserved / pct-encoded / sub-delims / ":" /
+ * "@", minus ";" (a path parameter: servers such as Tomcat drop ";..." from
+ * a segment, so "/v1/..;/admin" is "/v1/../admin" to them). */
+static int is_path_char(unsigned char c)
+{
+	return isalnum(c) || (c && strchr("-._~!$&'()*+,=:@/", c));
+}
+
+/* Checks an origin-form path and query (docs/egress.md, "Paths"): the
+ * path is RFC 3986 pchars and '/', percent-escapes of printable ASCII
+ * other than '/', '\', '.', ';' and '%' (which would change the segments
+ * for an upstream that decodes them, once or twice), and no segment of
+ * only dots and spaces ("..", "...", ".. " are the parent to some server);
+ * the query any printable ASCII but '#'. Refused rather than normalised:
+ * the upstream, not this proxy, decides what a path means. */
+static int check_path(const char *p, size_t n, const char **why)
+{
+	size_t i, seg = 0, dots = 0, other = 0;
+
+	for (i = 0; i < n && p[i] != '?'; i++) {
+		unsigned char c = (unsigned char)p[i];
+
+		if (c == '/') {
+			if (i > seg && dots && !other)
+				return fail(why, "dot segment in the path");
+			seg = i + 1;
+			dots = other = 0;
+			continue;
+		}
+		if (c == '%') {
+			int hi = i + 2 < n ? hexval(p[i + 1]) : -1, lo = i + 2 < n ? hexval(p[i + 2]) : -1;
+
+			if (hi < 0 || lo < 0)
+				return fail(why, "bad percent-escape in the path");
+			c = (unsigned char)(hi * 16 + lo);
+			if (c < 0x20 || c >= 0x7f || strchr("/\\.;%", c))
+				return fail(why, "percent-escape of a control, non-ASCII, '/', '\\', '.', ';' or '%' in the path");
+			i += 2;
+			if (c == ' ')
+				continue;
+			other = 1;
+			continue;
+		}
+		if (!is_path_char(c))
+			return fail(why, "character not allowed in the path");
+		if (c == '.')
+			dots = 1;
+		else
+			other = 1;
+	}
+	if (i > seg && dots && !other)
+		return fail(why, "dot segment in the path");
+	for (; i < n; i++)
+		if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f || p[i] == '#')
+			return fail(why, "character not allowed in the query");
+	return 0;
+}
+
 static int parse_target(const char *t, size_t n, struct eg_request *r, const char **why)
 {
 	const char *auth, *slash;
@@ -101,7 +167,7 @@ static int parse_target(const char *t, size_t n, struct eg_request *r, const cha
 		r->path = "/";
 		r->path_len = 1;
 	}
-	return 0;
+	return check_path(r->path, r->path_len, why);
 }
 
 static int parse_content_length(const struct eg_header *h, int64_t *out, const char **why)
@@ -126,7 +192,7 @@ int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const ch
 {
 	const char *end, *p, *eol, *sp1, *sp2;
 	size_t scan = len < EG_MAX_HEAD ? len : EG_MAX_HEAD;
-	int te = 0;
+	int te = 0, hosts = 0;
 
 	memset(r, 0, sizeof(*r));
 	r->content_length = -1;
@@ -192,6 +258,9 @@ int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const ch
 		h->value_len = (size_t)(ve - v);
 		if (name_is(h, "Content-Length") && parse_content_length(h, &r->content_length, why))
 			return -EINVAL;
+		/* RFC 9112 section 3.2: more than one Host is a 400. */
+		if (name_is(h, "Host") && hosts++)
+			return fail(why, "more than one Host header");
 		if (name_is(h, "Expect") && h->value_len == 12 && !strncasecmp(h->value, "100-continue", 12))
 			r->expect_continue = 1;
 		if (name_is(h, "Transfer-Encoding")) {
@@ -216,14 +285,6 @@ void eg_chunked_init(struct eg_chunked *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->state = CK_SIZE;
-}
-
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	ch = (char)tolower((unsigned char)ch);
-	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
 }
 
 long eg_chunked_feed(struct eg_chunked *c, const char *buf, size_t len, int *done)
@@ -405,6 +466,7 @@ static int parse_rule(const struct json *o, const struct eg_cred_source *src, st
 		      char *why, size_t wl)
 {
 	const struct json *m, *e;
+	const char *perr;
 	int64_t v;
 	size_t k;
 
@@ -425,6 +487,8 @@ static int parse_rule(const struct json *o, const struct eg_cred_source *src, st
 	if (copy_str(o, "path_prefix", r->path_prefix, sizeof(r->path_prefix), 0) ||
 	    (r->path_prefix[0] && r->path_prefix[0] != '/'))
 		return bad(why, wl, i, "\"path_prefix\" must start with /");
+	if (strchr(r->path_prefix, '?') || check_path(r->path_prefix, strlen(r->path_prefix), &perr))
+		return bad(why, wl, i, "\"path_prefix\" must be a path a request may have (see docs/egress.md)");
 	if ((m = json_get(o, "methods"))) {
 		if (m->type != JSON_ARR || !m->u.kids.count || m->u.kids.count > EG_MAX_METHODS)
 			return bad(why, wl, i, "\"methods\" must be an array of 1 to 8 methods");
@@ -526,8 +590,9 @@ static int host_matches(const char *pattern, const char *host)
 }
 
 /* A path prefix matches at a segment boundary or as written with a
- * trailing slash; "/v1" allows /v1 and /v1/x, not /v10. Dot segments are
- * refused outright so "/v1/../admin" cannot pass as /v1. */
+ * trailing slash; "/v1" allows /v1 and /v1/x, not /v10. The parser
+ * refused dot segments and escapes that could move a path out of it
+ * (check_path). */
 static int path_matches(const char *prefix, const char *path, size_t n)
 {
 	size_t pl = strlen(prefix);
@@ -539,23 +604,20 @@ static int path_matches(const char *prefix, const char *path, size_t n)
 	return prefix[pl - 1] == '/' || n == pl || path[pl] == '/' || path[pl] == '?';
 }
 
-static int has_dot_segment(const char *p, size_t n)
+/* Headers that make some servers or frameworks take another method or
+ * path than the request line's (Symfony, Laravel, Google APIs, IIS
+ * URL Rewrite...): a rule's methods and path prefix would mean nothing. */
+static int overrides(const struct eg_request *r)
 {
-	size_t i, q = n;
-	const char *qm = memchr(p, '?', n);
+	static const char *const names[] = { "X-HTTP-Method", "X-HTTP-Method-Override", "X-Method-Override",
+					     "X-Original-URL", "X-Rewrite-URL", "X-Original-URI",
+					     "X-Original-Method" };
+	size_t i, k;
 
-	if (qm)
-		q = (size_t)(qm - p);
-	for (i = 0; i < q; i++) {
-		if (p[i] == '%')
-			return 1; /* percent-encoded: no guessing what it decodes to */
-		if (p[i] == '.' && (i == 0 || p[i - 1] == '/')) {
-			if (i + 1 == q || p[i + 1] == '/')
+	for (i = 0; i < r->nr_headers; i++)
+		for (k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+			if (name_is(&r->h[i], names[k]))
 				return 1;
-			if (p[i + 1] == '.' && (i + 2 == q || p[i + 2] == '/'))
-				return 1;
-		}
-	}
 	return 0;
 }
 
@@ -564,8 +626,8 @@ const struct eg_rule *eg_policy_match(const struct eg_policy *p, const struct eg
 	unsigned i, j;
 	int host_seen = 0, port_seen = 0, path_seen = 0;
 
-	if (!r->connect && p->nr_rules && has_dot_segment(r->path, r->path_len)) {
-		*why = "percent-encoded or dot segments in the path";
+	if (!r->connect && overrides(r)) {
+		*why = "method-override and URL-rewrite headers are not allowed";
 		return NULL;
 	}
 	for (i = 0; i < p->nr_rules; i++) {
@@ -624,17 +686,25 @@ static void puts_(struct out *o, const char *s)
 	put(o, s, strlen(s));
 }
 
-/* Hop-by-hop (RFC 9110 section 7.6.1) and proxy headers, and the ones the
- * proxy writes or answers itself (Expect: the proxy sends the 100). */
+/* Hop-by-hop (RFC 9110 section 7.6.1) and proxy headers; the ones the
+ * proxy writes itself (Host, the framing: one Content-Length or
+ * Transfer-Encoding as parsed) or answers (Expect: the proxy sends the
+ * 100); and what describes proxies in front of the server (Forwarded,
+ * X-Forwarded-*, X-Real-IP): the only one is this proxy, so the guest's
+ * copy is a claim nobody checked, and X-Forwarded-Host/-Prefix steer
+ * routing and URL building in some frameworks. */
 static int dropped(const struct eg_header *h, const struct eg_rule *rule)
 {
 	static const char *const names[] = { "Host", "Connection", "Proxy-Connection", "Keep-Alive",
-					     "Proxy-Authorization", "Proxy-Authenticate", "TE", "Upgrade", "Expect" };
+					     "Proxy-Authorization", "Proxy-Authenticate", "TE", "Upgrade", "Expect",
+					     "Content-Length", "Transfer-Encoding", "Forwarded", "X-Real-IP" };
 	size_t i;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (name_is(h, names[i]))
 			return 1;
+	if (h->name_len >= 12 && !strncasecmp(h->name, "X-Forwarded-", 12))
+		return 1;
 	return rule->header[0] && name_is(h, rule->header);
 }
 
@@ -662,6 +732,14 @@ long eg_upstream_head(const struct eg_request *r, const struct eg_rule *rule, ch
 		puts_(&o, ": ");
 		put(&o, h->value, h->value_len);
 		puts_(&o, "\r\n");
+	}
+	if (r->chunked) {
+		puts_(&o, "Transfer-Encoding: chunked\r\n");
+	} else if (r->content_length >= 0) {
+		char cl[48];
+
+		snprintf(cl, sizeof(cl), "Content-Length: %lld\r\n", (long long)r->content_length);
+		puts_(&o, cl);
 	}
 	if (rule->header[0] && rule->cred) {
 		puts_(&o, rule->header);

@@ -39,7 +39,8 @@ struct eg_request {
 /* Parses the request head at buf[0..len). 0: complete (r->head_len tells
  * where the body starts); -EAGAIN: no blank line yet and len is below
  * EG_MAX_HEAD; -E2BIG: head too long or too many headers; -EINVAL:
- * malformed or not a proxy request (*why says what). */
+ * malformed, not a proxy request, or a path outside the allowed
+ * characters, escapes and segments of docs/egress.md (*why says what). */
 int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const char **why)
 	__attribute__((warn_unused_result));
 
@@ -89,13 +90,17 @@ int eg_policy_parse(const char *text, size_t len, const struct eg_cred_source *s
 		    char *why, size_t whylen) __attribute__((warn_unused_result));
 void eg_policy_free(struct eg_policy *p);
 
-/* The rule that allows r, or NULL with *why (a reason for the 403). */
+/* The rule that allows r, or NULL with *why (a reason for the 403).
+ * A request with a method-override or URL-rewrite header
+ * (X-HTTP-Method-Override, X-Original-URL...) matches no rule. */
 const struct eg_rule *eg_policy_match(const struct eg_policy *p, const struct eg_request *r, const char **why);
 
 /* Writes the upstream request head for r under rule: origin-form request
- * line, the guest's headers minus hop-by-hop ones, Proxy-*, Host and the
- * rule's header (the guest's own copy is dropped), then Host, Connection:
- * close and the credential. Returns its length, or -E2BIG. */
+ * line, Host, the guest's headers minus hop-by-hop ones, Proxy-*,
+ * Forwarded, X-Forwarded-*, X-Real-IP, the framing headers and the rule's
+ * header (the guest's own copy is dropped), then one Content-Length or
+ * Transfer-Encoding: chunked as parsed, the credential and Connection:
+ * close. Returns its length, or -E2BIG. */
 long eg_upstream_head(const struct eg_request *r, const struct eg_rule *rule, char *out, size_t len);
 
 /* The status code of a response that starts with buf, or 0. */

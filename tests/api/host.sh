@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs tests/api/api_test.py against the host build of guest-init serving
-# on a Unix socket (no VM): the API's behaviour in seconds.
+# Runs tests/api/api_test.py and cp_test.py against the host build of
+# guest-init serving on a Unix socket (no VM): the API's behaviour in seconds.
 #   host.sh VMM GUEST_INIT
 set -u
 vmm=$1
@@ -11,4 +11,8 @@ VMM_API_TOKEN=host-test-token VMM_API_REGISTRY="$tmp/reg" setsid "$gi" --serve-u
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 50); do [ -S "$tmp/api.sock" ] && break; sleep 0.1; done
-timeout 600 python3 "$(dirname "$0")/api_test.py" "$vmm" "$tmp/api.sock" 0 host-test-token --scale full
+rc=0
+timeout 600 python3 "$(dirname "$0")/api_test.py" "$vmm" "$tmp/api.sock" 0 host-test-token --scale full || rc=1
+# vmm cp out of a hostile sandbox (a deep tree, guest modes, a fake server's listings)
+timeout 900 python3 "$(dirname "$0")/cp_test.py" "$vmm" "$tmp/api.sock" host-test-token || rc=1
+exit $rc

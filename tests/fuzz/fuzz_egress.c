@@ -1,9 +1,15 @@
 /* libFuzzer target: the egress proxy's request-head parser, the chunked
  * framer on what follows the head, and the policy matcher and upstream
- * head on what parses, as the proxy runs them on every guest request. */
+ * head on what parses, as the proxy runs them on every guest request.
+ * Oracle: whatever a rule allows has a path inside the rule's prefix with
+ * no byte, escape or segment docs/egress.md refuses, and its upstream head
+ * one Host, at most one framing header, no override or forwarding header
+ * and the credential once. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +29,96 @@ static char *file_cred(const char *path, void *ctx)
 	(void)path;
 	(void)ctx;
 	return NULL;
+}
+
+/* The path part decoded once: it must not hold '/', '\\', ';', '.' or '%'
+ * that were escaped, controls or non-ASCII, and no segment may be dots
+ * (and spaces) only. Written apart from check_path on purpose. */
+static int path_ok(const char *p, size_t n)
+{
+	static const char allowed[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+				      "-._~!$&'()*+,=:@%";
+	const char *qm = memchr(p, '?', n);
+	size_t q = qm ? (size_t)(qm - p) : n, i, sl = 0, k;
+	char seg[EG_MAX_HEAD];
+
+	if (!q || p[0] != '/')
+		return 0;
+	for (i = 1; i <= q; i++) {
+		int only_dots = 1, dot = 0;
+		unsigned v;
+
+		if (i < q && p[i] != '/') {
+			if (!p[i] || !memchr(allowed, p[i], sizeof(allowed) - 1))
+				return 0;
+			v = (unsigned char)p[i];
+			if (v == '%') {
+				if (i + 2 >= q || !isxdigit((unsigned char)p[i + 1]) || !isxdigit((unsigned char)p[i + 2]) ||
+				    sscanf(p + i + 1, "%2x", &v) != 1)
+					return 0;
+				if (v < 0x20 || v > 0x7e || strchr("/\\;.%", (int)v))
+					return 0;
+				i += 2;
+			}
+			seg[sl++] = (char)v;
+			continue;
+		}
+		for (k = 0; k < sl; k++) {
+			dot |= seg[k] == '.';
+			only_dots &= seg[k] == '.' || seg[k] == ' ';
+		}
+		if (dot && only_dots)
+			return 0;
+		sl = 0;
+	}
+	return 1;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t k = 0;
+	const char *s = hay;
+
+	while ((s = strcasestr(s, needle))) {
+		k++;
+		s++;
+	}
+	return k;
+}
+
+static void check_allowed(const struct eg_request *r, const struct eg_rule *rule, const char *head)
+{
+	static const char *const never[] = { "\nX-HTTP-Method:", "\nX-HTTP-Method-Override:", "\nX-Method-Override:",
+					     "\nX-Original-URL:", "\nX-Original-URI:", "\nX-Original-Method:",
+					     "\nX-Rewrite-URL:", "\nX-Forwarded-", "\nForwarded:", "\nX-Real-IP:",
+					     "\nProxy-Connection:", "\nProxy-Authorization:", "\nConnection: k" };
+	size_t pl = strlen(rule->path_prefix), i;
+
+	if (!path_ok(r->path, r->path_len))
+		abort();
+	if (pl && (r->path_len < pl || memcmp(r->path, rule->path_prefix, pl) ||
+		   (r->path_len > pl && rule->path_prefix[pl - 1] != '/' && r->path[pl] != '/' && r->path[pl] != '?')))
+		abort();
+	if (memchr(r->path, '#', r->path_len))
+		abort();
+	for (i = 0; i < r->path_len; i++)
+		if ((unsigned char)r->path[i] <= 0x20 || (unsigned char)r->path[i] >= 0x7f)
+			abort();
+	if (count(head, "\nHost:") != 1 || count(head, "\nContent-Length:") + count(head, "\nTransfer-Encoding:") > 1)
+		abort();
+	for (i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+		if (strcasestr(head, never[i]))
+			abort();
+	if (rule->cred) {
+		char line[80];
+
+		snprintf(line, sizeof(line), "\n%s: %s\r", rule->header, rule->cred);
+		if (count(head, line) != 1)
+			abort();
+		snprintf(line, sizeof(line), "\n%s:", rule->header);
+		if (count(head, line) != 1)
+			abort();
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
@@ -56,9 +152,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 
 		if (!rule && !why)
 			abort();
-		n = eg_upstream_head(&r, rule ? rule : &p.rules[0], out, sizeof(out));
-		if (n < 0 || (size_t)n > sizeof(out))
+		n = eg_upstream_head(&r, rule ? rule : &p.rules[0], out, sizeof(out) - 1);
+		if (n < 0 || (size_t)n >= sizeof(out))
 			abort();
+		out[n] = '\0';
+		if (rule && !r.connect)
+			check_allowed(&r, rule, out);
 	}
 	if (r.chunked) {
 		struct eg_chunked c;

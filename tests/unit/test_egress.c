@@ -222,6 +222,10 @@ static void policy_parse(void **state)
 		"[]", "{}", "{\"allow\": 1}", "{\"allow\": [1]}", "{\"allow\": [{}]}",
 		"{\"allow\": [{\"host\": \"a b\"}]}", "{\"allow\": [{\"host\": \"h\", \"port\": 0}]}",
 		"{\"allow\": [{\"host\": \"h\", \"path_prefix\": \"v1\"}]}",
+		"{\"allow\": [{\"host\": \"h\", \"path_prefix\": \"/v1/../admin\"}]}",
+		"{\"allow\": [{\"host\": \"h\", \"path_prefix\": \"/v1;x\"}]}",
+		"{\"allow\": [{\"host\": \"h\", \"path_prefix\": \"/v1?x\"}]}",
+		"{\"allow\": [{\"host\": \"h\", \"path_prefix\": \"/v1%2f\"}]}",
 		"{\"allow\": [{\"host\": \"h\", \"methods\": []}]}",
 		"{\"allow\": [{\"host\": \"h\", \"methods\": [\"G T\"]}]}",
 		"{\"allow\": [{\"host\": \"h\", \"connect\": \"nocolon\"}]}",
@@ -265,6 +269,18 @@ static const struct eg_rule *match(const struct eg_policy *p, const char *req, c
 	return eg_policy_match(p, &r, why);
 }
 
+/* The rule a request gets past the parser and the matcher with, or NULL
+ * (a 400 or a 403). */
+static const struct eg_rule *allowed(const struct eg_policy *p, const char *req)
+{
+	struct eg_request r;
+	const char *w;
+
+	if (eg_parse_request(req, strlen(req), &r, &w))
+		return NULL;
+	return eg_policy_match(p, &r, &w);
+}
+
 static void policy_match(void **state)
 {
 	struct eg_policy p;
@@ -279,8 +295,8 @@ static void policy_match(void **state)
 	assert_ptr_equal(match(&p, "POST http://api.example.com:80/v1/x HTTP/1.1\r\n\r\n", &why), &p.rules[0]);
 	assert_null(match(&p, "GET http://api.example.com/v10 HTTP/1.1\r\n\r\n", &why));
 	assert_string_equal(why, "path not allowed");
-	assert_null(match(&p, "GET http://api.example.com/v1/../admin HTTP/1.1\r\n\r\n", &why));
-	assert_null(match(&p, "GET http://api.example.com/v1/%2e%2e/admin HTTP/1.1\r\n\r\n", &why));
+	assert_null(allowed(&p, "GET http://api.example.com/v1/../admin HTTP/1.1\r\n\r\n"));
+	assert_null(allowed(&p, "GET http://api.example.com/v1/%2e%2e/admin HTTP/1.1\r\n\r\n"));
 	assert_null(match(&p, "DELETE http://api.example.com/v1/x HTTP/1.1\r\n\r\n", &why));
 	assert_string_equal(why, "method not allowed");
 	assert_null(match(&p, "GET http://api.example.com:8080/v1/x HTTP/1.1\r\n\r\n", &why));
@@ -307,6 +323,130 @@ static void policy_match(void **state)
 		assert_null(match(&empty, "GET http://api.example.com/v1 HTTP/1.1\r\n\r\n", &why));
 		assert_string_equal(why, "host not allowed");
 	}
+}
+
+/* Paths that could reach the upstream as something outside the rule's
+ * prefix: refused by the parser (400), whatever the policy. */
+static void path_bypasses(void **state)
+{
+	static const char *const bad[] = {
+		"/v1/..\\admin", "/v1\\..\\admin", "/v1/..;/admin", "/v1;/admin", "/v1/x;jsessionid=1",
+		"/v1/../admin", "/v1/./admin", "/v1/..", "/v1/.", "/v1/...", "/v1/..%20/admin", "/v1/.%20",
+		"/v1/%2e%2e/admin", "/v1/%2E./admin", "/v1/%2fadmin", "/v1%2F..%2Fadmin", "/v1/%5cadmin",
+		"/v1/%3b/admin", "/v1/%00", "/v1/%252e%252e/admin", "/v1/%0d%0aX:1", "/v1/%7f",
+		"/v1/%c0%ae%c0%ae/admin", "/v1/%ef%bc%8f", "/v1/%", "/v1/%2", "/v1/%zz",
+		"/v1/x#frag", "/v1/x?q=1#frag", "/v1/caf\xc3\xa9", "/v1/x?caf\xc3\xa9", "/v1/\x80",
+		"/v1/<x>", "/v1/\"x\"", "/v1/{x}", "/v1/a|b", "/v1/a^b", "/v1/a`b", "/v1/[x]",
+	};
+	static const char *const good[] = {
+		"/v1", "/v1/", "/v1/models", "/v1/a%20b", "/v1/a%41b", "/v1/.well-known/x", "/v1/file.tar.gz",
+		"/v1/~u/a-b_c.d", "/v1/x:y@z!$&'()*+,=", "/v1//x", "/v1/..a/b.", "/v1?q=a/b?c&d=%2f..%00;\\[]{}|^`\"<>",
+		"/v1/x?%c3%a9",
+	};
+	struct eg_policy p;
+	struct eg_request r;
+	char req[512];
+	const char *why;
+	size_t i;
+
+	(void)state;
+	load(&p);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(req, sizeof(req), "GET http://api.example.com%s HTTP/1.1\r\n\r\n", bad[i]);
+		if (allowed(&p, req))
+			fail_msg("allowed: %s", bad[i]);
+		if (eg_parse_request(req, strlen(req), &r, &why) != -EINVAL)
+			fail_msg("not a 400: %s", bad[i]);
+	}
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(req, sizeof(req), "GET http://api.example.com%s HTTP/1.1\r\n\r\n", good[i]);
+		if (allowed(&p, req) != &p.rules[0])
+			fail_msg("refused: %s", good[i]);
+	}
+	eg_policy_free(&p);
+}
+
+/* Headers that make some servers take another method or path than the
+ * request line's: such a request matches no rule, in any case. */
+static void override_headers(void **state)
+{
+	static const char *const names[] = {
+		"X-HTTP-Method-Override: DELETE", "x-http-method-override: DELETE", "X-HTTP-Method: DELETE",
+		"X-Method-Override: DELETE", "X-Original-URL: /admin", "x-original-url: /admin",
+		"X-Rewrite-URL: /admin", "X-Original-URI: /admin", "X-Original-Method: DELETE",
+	};
+	struct eg_policy p;
+	char req[512];
+	size_t i;
+
+	(void)state;
+	load(&p);
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		struct eg_request r;
+		const char *why = NULL;
+
+		snprintf(req, sizeof(req), "GET http://api.example.com/v1/x HTTP/1.1\r\nHost: api.example.com\r\n%s\r\n\r\n",
+			 names[i]);
+		assert_int_equal(eg_parse_request(req, strlen(req), &r, &why), 0);
+		if (eg_policy_match(&p, &r, &why))
+			fail_msg("allowed with %s", names[i]);
+		assert_string_equal(why, "method-override and URL-rewrite headers are not allowed");
+	}
+	/* a header that only looks alike passes */
+	assert_ptr_equal(allowed(&p, "GET http://api.example.com/v1/x HTTP/1.1\r\nX-HTTP-Methods: a\r\n\r\n"),
+			 &p.rules[0]);
+	eg_policy_free(&p);
+}
+
+/* Host, framing and forwarding headers towards the upstream. */
+static void upstream_headers(void **state)
+{
+	struct eg_policy p;
+	struct eg_request r;
+	const char *why;
+	char out[4096];
+	long n;
+	const char *req = "POST http://api.example.com/v1/x HTTP/1.1\r\n"
+			  "Host: evil.example.net\r\n"
+			  "X-Forwarded-Prefix: /admin\r\n"
+			  "x-forwarded-host: admin.example.com\r\n"
+			  "X-Forwarded-For: 127.0.0.1\r\n"
+			  "Forwarded: for=127.0.0.1;host=admin\r\n"
+			  "X-Real-IP: 127.0.0.1\r\n"
+			  "Content-Length: 4\r\n"
+			  "content-length: 4\r\n"
+			  "X-Forwardedness: kept\r\n\r\nbody";
+
+	(void)state;
+	load(&p);
+	/* two Host headers: 400 (RFC 9112 section 3.2) */
+	assert_int_equal(parse("GET http://api.example.com/v1 HTTP/1.1\r\nHost: api.example.com\r\nhost: evil\r\n\r\n", &r),
+			 -EINVAL);
+	assert_int_equal(eg_parse_request(req, strlen(req), &r, &why), 0);
+	assert_ptr_equal(eg_policy_match(&p, &r, &why), &p.rules[0]);
+	n = eg_upstream_head(&r, &p.rules[0], out, sizeof(out));
+	assert_true(n > 0);
+	out[n] = '\0';
+	/* the URL's host, never the guest's Host */
+	assert_non_null(strstr(out, "POST /v1/x HTTP/1.1\r\nHost: api.example.com\r\n"));
+	assert_null(strstr(out, "evil"));
+	assert_null(strcasestr(out, "X-Forwarded-"));
+	assert_null(strcasestr(out, "Forwarded:"));
+	assert_null(strcasestr(out, "X-Real-IP"));
+	assert_non_null(strstr(out, "X-Forwardedness: kept\r\n"));
+	/* one Content-Length, as parsed */
+	assert_non_null(strstr(out, "\r\nContent-Length: 4\r\n"));
+	assert_null(strcasestr(strcasestr(out, "Content-Length") + 1, "Content-Length"));
+	/* Transfer-Encoding: one, spelled "chunked" */
+	req = "POST http://api.example.com/v1/x HTTP/1.1\r\nTransfer-Encoding: CHUNKED\r\n\r\n";
+	assert_int_equal(eg_parse_request(req, strlen(req), &r, &why), 0);
+	n = eg_upstream_head(&r, &p.rules[0], out, sizeof(out));
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_non_null(strstr(out, "\r\nTransfer-Encoding: chunked\r\n"));
+	assert_null(strstr(out, "CHUNKED"));
+	assert_null(strcasestr(out, "Content-Length"));
+	eg_policy_free(&p);
 }
 
 static void injection(void **state)
@@ -369,6 +509,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(request_forms),  cmocka_unit_test(request_errors), cmocka_unit_test(request_limits),
 		cmocka_unit_test(chunked_bodies), cmocka_unit_test(policy_parse),   cmocka_unit_test(policy_match),
+		cmocka_unit_test(path_bypasses),  cmocka_unit_test(override_headers), cmocka_unit_test(upstream_headers),
 		cmocka_unit_test(injection),      cmocka_unit_test(response_status),
 	};
 
