@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 struct cli_verb {
 	const char *name;
@@ -77,6 +78,9 @@ int cli_open_dir(int dirfd, const char *name, const char *path, unsigned forbidd
  * opened O_NOFOLLOW and emptied with unlinkat relative to its descriptor.
  * 0 or the first -errno. */
 int cli_rm_tree(const char *path);
+/* State (field 3) and start time (field 22, clock ticks after boot) of a
+ * process, from /proc/PID/stat. 0 or -errno. */
+int cli_proc_stat(pid_t pid, char *state, unsigned long long *start);
 /* Directory holding the running vmm binary (for build/kernel/...). */
 int cli_exe_dir(char *buf, size_t len);
 

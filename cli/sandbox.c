@@ -106,38 +106,6 @@ static int write_file(const char *dir, const char *name, const char *text)
 	return r;
 }
 
-/* State (field 3) and start time (field 22, clock ticks after boot) of a
- * process, from /proc/PID/stat. 0 or -errno. */
-static int proc_stat(pid_t pid, char *state, unsigned long long *start)
-{
-	char p[64], buf[1024], *rp, *tok, *save = NULL;
-	ssize_t n;
-	int fd, i;
-
-	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
-	rp = strrchr(buf, ')'); /* the fields follow the command name */
-	if (!rp)
-		return -EIO;
-	tok = strtok_r(rp + 1, " ", &save);
-	for (i = 3; tok && i < 22; i++) {
-		if (i == 3)
-			*state = tok[0];
-		tok = strtok_r(NULL, " ", &save);
-	}
-	if (!tok)
-		return -EIO;
-	*start = strtoull(tok, NULL, 10);
-	return 0;
-}
-
 /* The record of the sandbox's VMM process, `process`: its pid, start
  * time and the vmm binary's device and inode, so that neither a recycled
  * pid nor any other process is ever taken for it; then the plain `pid`
@@ -148,7 +116,7 @@ static int write_record(const struct sandbox *sb, pid_t pid, unsigned long long 
 	char state;
 	int r;
 
-	if (!start && pid == getpid() && (r = proc_stat(pid, &state, &start)))
+	if (!start && pid == getpid() && (r = cli_proc_stat(pid, &state, &start)))
 		return r;
 	snprintf(text, sizeof(text), "%d %llu %llu %llu\n", (int)pid, start, sb->exe_dev, sb->exe_ino);
 	if ((r = write_file(sb->dir, "process", text)))
@@ -170,7 +138,7 @@ pid_t sandbox_vmm_pid(const char *dir)
 		return 0;
 	/* Alive (a zombie is gone for us), started when the record says, and
 	 * running the recorded binary. */
-	if (proc_stat(pid, &state, &now) || state == 'Z' || now != start)
+	if (cli_proc_stat(pid, &state, &now) || state == 'Z' || now != start)
 		return 0;
 	snprintf(p, sizeof(p), "/proc/%d/exe", pid);
 	if (stat(p, &exe) < 0 || (unsigned long long)exe.st_dev != dev || (unsigned long long)exe.st_ino != ino)

@@ -252,3 +252,33 @@ int cli_rm_tree(const char *path)
 	close(fd);
 	return r;
 }
+
+int cli_proc_stat(pid_t pid, char *state, unsigned long long *start)
+{
+	char p[64], buf[1024], *rp, *tok, *save = NULL;
+	ssize_t n;
+	int fd, i;
+
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	rp = strrchr(buf, ')'); /* the fields follow the command name */
+	if (!rp)
+		return -EIO;
+	tok = strtok_r(rp + 1, " ", &save);
+	for (i = 3; tok && i < 22; i++) {
+		if (i == 3)
+			*state = tok[0];
+		tok = strtok_r(NULL, " ", &save);
+	}
+	if (!tok)
+		return -EIO;
+	*start = strtoull(tok, NULL, 10);
+	return 0;
+}
