@@ -248,6 +248,7 @@ unit: $(UNIT_BINS) guests
 
 guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test fc-api-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
+	$(Q)tests/guests/state.sh $(BUILD)/vmm $(BUILD)/guests
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.
