@@ -222,7 +222,7 @@ test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SRCS)
 test_seccomp_SRCS := vmm/seccomp.c
-test_jail_SRCS    := cli/jail.c vmm/log.c
+test_jail_SRCS    := cli/jail.c cli/util.c vmm/log.c
 test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
 test_fuse_SRCS    := devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
 test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c devices/fuse_priv.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
@@ -248,6 +248,7 @@ unit: $(UNIT_BINS) guests
 
 guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test fc-api-test e2e-lib-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
+	$(Q)tests/guests/state.sh $(BUILD)/vmm $(BUILD)/guests
 
 # The e2e tier's crash scan (tests/e2e/lib.sh) on made-up consoles: a
 # second, no KVM.

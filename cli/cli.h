@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 struct cli_verb {
 	const char *name;
@@ -61,8 +62,25 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st);
 int cli_reply_ok(const char *verb, const char *reply);
 /* mkdir -p PATH (each missing level with `mode`). 0 or -errno. */
 int cli_mkdir_p(const char *path, unsigned mode);
-/* Reads a small file into buf (NUL-terminated, at most len - 1 bytes). */
+/* Reads a small file into buf (NUL-terminated, at most len - 1 bytes):
+ * a regular file with one link, never through a symbolic link. */
 int cli_read_text(const char *path, char *buf, size_t len);
+/* Opens dirfd/name for reading if it is a regular file with one link (not
+ * a symbolic link, FIFO or device): the fd or -errno. */
+int cli_open_regular(int dirfd, const char *name);
+/* Is the directory open at fd (named path in messages) the caller's, with
+ * none of the `forbidden` mode bits? 0 or -errno (logged). */
+int cli_dir_check(const char *path, int fd, unsigned forbidden);
+/* Opens dirfd/name as a directory (never through a symbolic link) and
+ * checks it as cli_dir_check does: the fd or -errno (logged). */
+int cli_open_dir(int dirfd, const char *name, const char *path, unsigned forbidden);
+/* rm -r PATH without following any symbolic link in it: each level is
+ * opened O_NOFOLLOW and emptied with unlinkat relative to its descriptor.
+ * 0 or the first -errno. */
+int cli_rm_tree(const char *path);
+/* State (field 3) and start time (field 22, clock ticks after boot) of a
+ * process, from /proc/PID/stat. 0 or -errno. */
+int cli_proc_stat(pid_t pid, char *state, unsigned long long *start);
 /* Directory holding the running vmm binary (for build/kernel/...). */
 int cli_exe_dir(char *buf, size_t len);
 

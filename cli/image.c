@@ -37,9 +37,16 @@ int image_store(char *buf, size_t len)
 		n = snprintf(buf, len, "/tmp/vmm-images-%u", (unsigned)geteuid());
 	if (n < 0 || (size_t)n >= len)
 		return -ENAMETOOLONG;
-	if ((r = cli_mkdir_p(buf, 0755)))
+	if ((r = cli_mkdir_p(buf, 0755))) {
 		log_err("cannot create the image store %s: %s", buf, strerror(-r));
-	return r;
+		return r;
+	}
+	/* Ours, a real directory nobody else can write (/tmp/vmm-images-UID
+	 * could be anyone's). */
+	if ((r = cli_open_dir(AT_FDCWD, buf, buf, 022)) < 0)
+		return r;
+	close(r);
+	return 0;
 }
 
 int image_name_ok(const char *name)

@@ -1,6 +1,8 @@
 /* The jailer: see jail.h. */
 #define _GNU_SOURCE
 #include "jail.h"
+#include "cli.h"
+#include "sandbox.h"
 #include "../vmm/log.h"
 
 #include <errno.h>
@@ -212,41 +214,96 @@ static int bind_one(const char *root, const char *src, int rw)
 	return 0;
 }
 
-/* The sandbox folder and what is in it (it is flat) change hands. */
-static void hand_over(const char *dir, uid_t uid, gid_t gid)
+/* lchown of dir's entries (one level) and, with self, of dir. */
+static void chown_entries(const char *dir, uid_t uid, gid_t gid, int self, int sockets_only)
 {
 	char p[PATH_MAX];
 	struct dirent *e;
+	struct stat st;
 	DIR *d = opendir(dir);
 
-	if (lchown(dir, uid, gid) < 0)
+	if (self && lchown(dir, uid, gid) < 0)
 		log_warn("jail: cannot hand %s over: %s", dir, strerror(errno));
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p))
 			continue;
-		if (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) < (int)sizeof(p) &&
-		    lchown(p, uid, gid) < 0)
+		if (sockets_only && (lstat(p, &st) < 0 || !S_ISSOCK(st.st_mode)))
+			continue;
+		if (lchown(p, uid, gid) < 0)
 			log_debug("jail: chown %s: %s", p, strerror(errno));
 	}
 	closedir(d);
+}
+
+/* What the jailed VMM writes once it runs goes in folder/jail-rw, the
+ * only place its uid owns: its exit record, `synced`, console.log and
+ * its rotation, snapshots on their way out. It connects to the sockets
+ * in the folder (guest-initiated vsock connections), so those are its
+ * too; it can reach them (0711) but neither list nor change the folder:
+ * pid, process, token, config.json and jail-id are root's CLI's to trust. */
+static int hand_over_rw(const char *folder, uid_t uid, gid_t gid)
+{
+	char rw[PATH_MAX];
+
+	if (snprintf(rw, sizeof(rw), "%s/%s", folder, SANDBOX_JAIL_RW) >= (int)sizeof(rw))
+		return -ENAMETOOLONG;
+	if (chmod(folder, 0711) < 0) {
+		log_err("jail: chmod %s: %s", folder, strerror(errno));
+		return -errno;
+	}
+	chown_entries(rw, uid, gid, 1, 0);
+	chown_entries(folder, uid, gid, 0, 1);
+	return 0;
+}
+
+/* A `.snapshot-*` staged in jail-rw: `vmm snapshot` of a jailed sandbox
+ * is still moving it out. */
+static int snapshot_staged(const char *rw)
+{
+	struct dirent *e;
+	DIR *d = opendir(rw);
+	int found = 0;
+
+	if (!d)
+		return 0;
+	while (!found && (e = readdir(d)))
+		found = !strncmp(e->d_name, ".snapshot-", 10);
+	closedir(d);
+	return found;
 }
 
 /* What the unprivileged VMM cannot remove itself: the sandbox folder in
  * the root-owned state directory, and the cgroups. */
 static void clean_up(const struct jail *j, const char *folder)
 {
-	int i;
+	char rw[PATH_MAX], p[PATH_MAX + 32];
+	struct stat st;
+	int i, r;
 
+	snprintf(rw, sizeof(rw), "%s/%s", folder, SANDBOX_JAIL_RW);
 	/* `vmm snapshot --stop` of a jailed sandbox may still be moving the
 	 * snapshot out of the folder: give it a moment. */
-	for (i = 0; i < 50 && rmdir(folder) < 0 && errno == ENOTEMPTY; i++)
+	for (i = 0; i < 50 && snapshot_staged(rw); i++)
 		usleep(100000);
-	/* A detached sandbox's record stays for `vmm ls`/`logs`/`rm`: it goes
-	 * back to root, whose tools look only at their own. */
-	if (i == 50)
-		hand_over(folder, 0, 0);
+	snprintf(p, sizeof(p), "%s/exit", rw);
+	if (lstat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+		/* A detached sandbox's record stays for `vmm ls`/`logs`/`rm`:
+		 * what the VMM wrote goes back to root, its process is gone. */
+		static const char *const gone[] = { "process", "pid", "control.sock", "vsock.sock" };
+		unsigned k;
+
+		for (k = 0; k < sizeof(gone) / sizeof(gone[0]); k++) {
+			snprintf(p, sizeof(p), "%s/%s", folder, gone[k]);
+			unlink(p);
+		}
+		chown_entries(rw, 0, 0, 1, 0);
+		chown_entries(folder, 0, 0, 0, 1);
+	} else if ((r = cli_rm_tree(folder)) && r != -ENOENT) {
+		log_warn("jail: cannot remove %s: %s", folder, strerror(-r));
+	}
 	for (i = 0; i < 3; i++) {
 		char top[PATH_MAX], *v;
 
@@ -363,16 +420,28 @@ int jail_enter(struct jail *j, const char *root, const char *folder)
 		return r;
 	}
 	if (pid > 0) {
-		if (write(hp[1], &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
+		/* Its pid and start time as the host sees them: the sandbox's
+		 * record, so that only this process is ever taken for it. */
+		struct { pid_t pid; unsigned long long start; } who = { pid, 0 };
+		char state;
+
+		if (cli_proc_stat(pid, &state, &who.start) ||
+		    write(hp[1], &who, sizeof(who)) != (ssize_t)sizeof(who))
 			kill(pid, SIGKILL);
 		relay(j, folder, pid);
 	}
 	/* The VMM, pid 1 in its namespace. */
 	close(hp[1]);
-	r = (int)read(hp[0], &j->host_pid, sizeof(j->host_pid));
-	close(hp[0]);
-	if (r != (int)sizeof(j->host_pid))
-		_exit(1);
+	{
+		struct { pid_t pid; unsigned long long start; } who;
+
+		r = (int)read(hp[0], &who, sizeof(who));
+		close(hp[0]);
+		if (r != (int)sizeof(who))
+			_exit(1);
+		j->host_pid = who.pid;
+		j->host_start = who.start;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = init_stop;
 	for (i = 0; i < sizeof(stops) / sizeof(stops[0]); i++)
@@ -616,14 +685,12 @@ int jail_companion(struct jail *j, int (*prepare)(void *), int (*run)(void *), v
 	return 0;
 }
 
-int jail_drop(struct jail *j, const char *owned_dir)
+int jail_drop(struct jail *j, const char *folder)
 {
 	int r;
 
-	/* The sandbox's folder becomes the jailed VMM's: it writes its exit
-	 * record there and removes the folder at the end. */
-	if (owned_dir)
-		hand_over(owned_dir, j->uid, j->gid);
+	if (folder && (r = hand_over_rw(folder, j->uid, j->gid)))
+		return r;
 	/* Open handles (the FUSE server's) keep it; no path reaches it. */
 	if (j->proc && umount2("/proc", MNT_DETACH) < 0) {
 		r = -errno;

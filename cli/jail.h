@@ -25,6 +25,7 @@ struct jail {
 	int proc;                /* /proc while the VM is built (virtio-fs opens
 				    /proc/self/fd), detached before the guest runs */
 	pid_t host_pid;          /* in the jailed VMM: its pid as the host sees it */
+	unsigned long long host_start; /* and its start time (/proc/PID/stat) */
 	unsigned cpu_milli;      /* --limit-cpu: thousandths of a CPU, 0: none */
 	uint64_t mem_bytes;      /* --limit-mem, 0: none */
 	unsigned pids;           /* --limit-pids, 0: none */
@@ -64,15 +65,20 @@ int jail_cgroup(struct jail *j, const char *name, unsigned nr_vcpus);
 /* Single-threaded, as root: a new PID namespace with a child as its first
  * process, which returns (0) to go on as the VMM: new mount, IPC, UTS and
  * (unless joined) network namespaces, the minimal root at `root_dir`
- * (created; a tmpfs), pivot_root into it; j->host_pid set. This process
- * stays outside as the relay: it passes stop signals on, waits for the VMM,
- * removes `folder` (the sandbox's) and the cgroups, and exits with the
- * VMM's status; it never returns. -errno (logged) if nothing was forked. */
+ * (created; a tmpfs), pivot_root into it; j->host_pid and host_start set.
+ * This process stays outside as the relay: it passes stop signals on,
+ * waits for the VMM, removes `folder` (the sandbox's; a detached one that
+ * left an exit record in jail-rw keeps it, back in root's hands) and the
+ * cgroups, and exits with the VMM's status; it never returns. -errno
+ * (logged) if nothing was forked. */
 int jail_enter(struct jail *j, const char *root_dir, const char *folder);
-/* After the VM is built, before vm_run: rlimits, no_new_privs, the
- * bounding set emptied, then setgroups/setresgid/setresuid (every thread:
- * glibc applies them process-wide), which clears every capability.
- * 0 or -errno (logged). */
-int jail_drop(struct jail *j, const char *owned_dir);
+/* After the VM is built, before vm_run: hands the jail's uid only what the
+ * VMM writes from now on (folder/jail-rw and the sockets it connects to;
+ * the folder itself, with the pid, process, token, config and jail-id
+ * files root's CLI trusts, stays root's, mode 0711), then rlimits,
+ * no_new_privs, the bounding set emptied, then setgroups/setresgid/
+ * setresuid (every thread: glibc applies them process-wide), which clears
+ * every capability. 0 or -errno (logged). */
+int jail_drop(struct jail *j, const char *folder);
 
 #endif

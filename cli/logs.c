@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -13,7 +14,9 @@ static void logs_usage(FILE *out)
 {
 	fprintf(out, "usage: vmm logs [-f] [--vmm | --egress] NAME\n\n"
 		     "Prints the console of a sandbox started with -d (console.log in its\n"
-		     "folder). -f follows it until the sandbox stops. --vmm prints the VMM's own\n"
+		     "folder, after console.log.1, what it kept of the console the last time\n"
+		     "console.log reached --console-log-size). -f follows it, across\n"
+		     "rotations, until the sandbox stops. --vmm prints the VMM's own\n"
 		     "log (vmm.log) instead; --egress the egress proxy's requests (egress.log,\n"
 		     "one JSON line each: docs/egress.md).\n");
 }
@@ -29,11 +32,33 @@ static int copy_out(int fd)
 	return n < 0 ? -errno : 0;
 }
 
+/* dir/name for reading: a regular file, never through a link (a jailed
+ * VMM owns the folder console.log is in), never blocking on a FIFO. */
+static int open_log(const char *dir, const char *name)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), fd;
+
+	if (dfd < 0)
+		return -errno;
+	fd = cli_open_regular(dfd, name);
+	close(dfd);
+	return fd;
+}
+
+/* Has dir/name been rotated away from under fd (another file there now)? */
+static int rotated(const char *dir, const char *name, int fd)
+{
+	char p[PATH_MAX + 64];
+	struct stat a, b;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return fstat(fd, &a) == 0 && lstat(p, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino);
+}
+
 static int logs_main(int argc, char **argv)
 {
 	struct sandbox_status st;
-	const char *name = NULL, *file = "console.log";
-	char p[PATH_MAX + 32];
+	const char *name = NULL, *file = "console.log", *dir;
 	int follow = 0, i, fd;
 
 	for (i = 1; i < argc; i++) {
@@ -56,8 +81,21 @@ static int logs_main(int argc, char **argv)
 	}
 	if (sandbox_status(name, &st))
 		return CLI_EXIT_ERROR;
-	snprintf(p, sizeof(p), "%s/%s", st.sb.dir, file);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
+	/* The console is where the VMM writes (jail-rw for a jailed one). */
+	dir = strcmp(file, "console.log") ? st.sb.dir : st.sb.rw;
+	if (!strcmp(file, "console.log")) {
+		/* What the last rotation kept first (console.log.1). */
+		fd = open_log(dir, "console.log.1");
+		if (fd >= 0) {
+			copy_out(fd);
+			close(fd);
+		}
+	}
+	fd = open_log(dir, file);
+	if (fd == -EINVAL || fd == -ELOOP) {
+		fprintf(stderr, "vmm logs: %s/%s is not a regular file: not reading it\n", dir, file);
+		return CLI_EXIT_ERROR;
+	}
 	if (fd < 0) {
 		fprintf(stderr, "vmm logs: %s has no %s (%s)\n", name, file,
 			strcmp(file, "egress.log") ? "only sandboxes started with -d keep one" :
@@ -77,6 +115,16 @@ static int logs_main(int argc, char **argv)
 		usleep(200000);
 		if (copy_out(fd))
 			break;
+		if (rotated(dir, file, fd)) {
+			/* The fd holds console.log.1 now: its end, then the new file. */
+			int nfd = open_log(dir, file);
+
+			copy_out(fd);
+			if (nfd < 0)
+				break;
+			close(fd);
+			fd = nfd;
+		}
 	}
 	close(fd);
 	return 0;

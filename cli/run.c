@@ -49,6 +49,9 @@ static void run_usage(FILE *out)
 		"  --cpus N             vCPUs (default 1)\n"
 		"  --mem SIZE           guest RAM in MiB, or with a G/M suffix (default %u)\n"
 		"  --console MODE       stdio (default), file:PATH or none\n"
+		"  --console-log-size SIZE  a file console (and -d's console.log) holds at\n"
+		"                       most SIZE bytes (k/M/G suffixes; default 8M), then\n"
+		"                       becomes PATH.1 and starts again\n"
 		"  --disk path=FILE[,ro][,root][,id=ID]\n"
 		"                       a virtio-blk disk (raw image), repeatable: /dev/vda,\n"
 		"                       /dev/vdb, ... ro: read-only; root (first disk only):\n"
@@ -121,7 +124,7 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
-       OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS };
+       OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -130,6 +133,7 @@ static const struct option run_opts[] = {
 	{ "cpus", required_argument, NULL, OPT_CPUS },
 	{ "mem", required_argument, NULL, OPT_MEM },
 	{ "console", required_argument, NULL, OPT_CONSOLE },
+	{ "console-log-size", required_argument, NULL, OPT_CONSOLE_LOG_SIZE },
 	{ "cpu-template", required_argument, NULL, OPT_TEMPLATE },
 	{ "dump-cpuid", required_argument, NULL, OPT_DUMP_CPUID },
 	{ "disk", required_argument, NULL, OPT_DISK },
@@ -194,6 +198,9 @@ static void restore_usage(FILE *out)
 		"                       share DIR as the snapshot's drive NAME instead of the\n"
 		"                       directory it had (default: the same directory)\n"
 		"  --console MODE       stdio (default), file:PATH or none\n"
+		"  --console-log-size SIZE  a file console (and -d's console.log) holds at\n"
+		"                       most SIZE bytes (k/M/G suffixes; default 8M), then\n"
+		"                       becomes PATH.1 and starts again\n"
 		"  -t, --tty            with CMD: run it in a pseudo-terminal\n"
 		"      --token TOKEN    this clone's API access token (default: a random one;\n"
 		"                       the snapshot's token does not open a clone)\n"
@@ -782,7 +789,7 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 	}
 	/* The token is published with the pid; wait for both, then the API. */
 	while (log_now_ns() < end) {
-		char tok[160] = "", p[PATH_MAX + 16];
+		char tok[160] = "", p[PATH_MAX + 32];
 		FILE *f;
 
 		if (waitpid(pid, &st, WNOHANG) == pid) {
@@ -811,7 +818,7 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 		}
 		a.token = tok;
 		/* A clone is ready once it also took its fresh entropy. */
-		snprintf(p, sizeof(p), "%s/synced", sb->dir);
+		snprintf(p, sizeof(p), "%s/synced", sb->rw);
 		if (tok[0] && (!restored || access(p, F_OK) == 0) && api_wait_ready(&a, 0) == 0) {
 			printf("%s\n", sb->name);
 			return 0;
@@ -821,6 +828,34 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 	log_err("sandbox %s is running but its API did not answer within %lu s (vmm logs %s)",
 		sb->name, ready_s, sb->name);
 	return CLI_EXIT_ERROR;
+}
+
+/* "8M", "64k", "1G", "4096": bytes (binary multiples). 0 or -EINVAL. */
+static int parse_size(const char *s, uint64_t *bytes)
+{
+	unsigned long long v, mul = 1;
+	char *end;
+
+	errno = 0;
+	if (!*s || *s == '-')
+		return -EINVAL;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'k': case 'K': mul = 1ull << 10; end++; break;
+	case 'm': case 'M': mul = 1ull << 20; end++; break;
+	case 'g': case 'G': mul = 1ull << 30; end++; break;
+	default: break;
+	}
+	if (*end == 'i' && (end[1] == 'B' || end[1] == 'b'))
+		end += 2;
+	else if (*end == 'B' && mul > 1)
+		end++;
+	if (*end || v > (1ull << 50) / mul)
+		return -EINVAL;
+	*bytes = v * mul;
+	return 0;
 }
 
 /* The option getopt just took, not its separate argument. */
@@ -894,7 +929,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	int detach = 0, adopt = 0, ran = 0, no_seccomp = 0;
 	struct jail jail = { .uid = JAIL_DEFAULT_ID, .gid = JAIL_DEFAULT_ID };
 	char jail_kernel[PATH_MAX], jail_initrd[PATH_MAX], jail_root[PATH_MAX + 8];
-	char synced[PATH_MAX + 16] = "";
+	char synced[PATH_MAX + 32] = "";
 	const char *image_root = NULL, *image_ref = "";
 	char image_cmdline[4096];
 	long long ttl_s = 0;
@@ -905,7 +940,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	char pub_text[PUBLISH_MAX * 48] = "";
 	struct sandbox_addr api_addr = { .port = API_VSOCK_PORT };
 	const char *api_sock = NULL, *config_file = NULL;
-	char console_buf[PATH_MAX + 32];
+	char console_buf[PATH_MAX + 64];
 	const char *egress_policy = NULL;
 	struct egress *eg = NULL; /* on the heap, as pub above */
 	char egress_cmdline[4096], egress_log[PATH_MAX + 16];
@@ -923,6 +958,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	cfg.cpus = 1;
 	cfg.console_in = -1;
 	cfg.console_out = -1;
+	cfg.console_limit = 8ull << 20; /* --console-log-size */
 	cfg.host_emulates_ring0 = host_emulates_ring0();
 	cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
 	cfg.seccomp = SC_DEFAULT_ON;
@@ -994,6 +1030,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 				goto out_disks;
 			}
 			console = optarg;
+			break;
+		case OPT_CONSOLE_LOG_SIZE:
+			if (parse_size(optarg, &cfg.console_limit) || cfg.console_limit < 1024) {
+				status = bad_usage("--console-log-size '%s': bytes (at least 1024), or with a k, M or G "
+						   "suffix, e.g. 8M", optarg);
+				goto out_disks;
+			}
 			break;
 		case OPT_TEMPLATE:
 			if (cpu_template_parse(optarg, &cfg.tmpl)) {
@@ -1231,7 +1274,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			status = bad_usage("%s", "vmm create takes the options of vmm run, without -d or -- CMD");
 		goto out_disks;
 	}
-	if (sandbox_create(&sb, name, adopt)) {
+	if (sandbox_create(&sb, name, adopt) || (jail.enabled && sandbox_make_rw(&sb))) {
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
 	}
@@ -1248,7 +1291,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	}
 	if (detach) {
 		if (!console_explicit) {
-			snprintf(console_buf, sizeof(console_buf), "file:%s/console.log", sb.dir);
+			snprintf(console_buf, sizeof(console_buf), "file:%s/console.log", sb.rw);
 			console = console_buf;
 		}
 		status = detach_self(&sb, ready_s, restore);
@@ -1423,6 +1466,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			cfg.console_escape = 1;
 		}
 	} else if (!strncmp(console, "file:", 5)) {
+		struct stat cst;
+
 		console_file = open(console + 5, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 		if (console_file < 0) {
 			log_err("--console %s: %s", console, strerror(errno));
@@ -1430,6 +1475,12 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			goto out_disks;
 		}
 		cfg.console_out = console_file;
+		/* A regular file is capped (rotated by the VMM's main thread);
+		 * a terminal, pipe or device is not ours to rename. */
+		if (fstat(console_file, &cst) == 0 && S_ISREG(cst.st_mode))
+			cfg.console_path = console + 5;
+		else
+			cfg.console_limit = 0;
 	}
 
 	snprintf(egress_log, sizeof(egress_log), "%s/egress.log", sb.dir);
@@ -1448,6 +1499,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	}
 	if (jail.enabled) {
 		sb.pid = jail.host_pid;
+		sb.start_time = jail.host_start;
 		cfg.host_pid = jail.host_pid;
 	}
 	vm = calloc(1, sizeof(*vm));
@@ -1543,7 +1595,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		h.restored = restore;
 		h.seccomp = cfg.seccomp;
 		h.ready_s = ready_s;
-		snprintf(synced, sizeof(synced), "%s/synced", sb.dir);
+		snprintf(synced, sizeof(synced), "%s/synced", sb.rw);
 		h.synced = synced;
 		for (i = 0; i < nr_net_spec; i++)
 			net_spec_p[i] = net_spec[i];

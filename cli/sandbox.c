@@ -17,13 +17,14 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 int sandbox_root(char *buf, size_t len)
 {
 	const char *env = getenv("VMM_STATE_DIR"), *xdg = getenv("XDG_RUNTIME_DIR");
-	int n, r;
+	int n, r, fd;
 
 	if (env && *env)
 		n = snprintf(buf, len, "%s", env);
@@ -36,9 +37,19 @@ int sandbox_root(char *buf, size_t len)
 	if (n < 0 || (size_t)n >= len)
 		return -ENAMETOOLONG;
 	r = cli_mkdir_p(buf, 0700);
-	if (r)
+	if (r) {
 		log_err("cannot create the state directory %s: %s", buf, strerror(-r));
-	return r;
+		return r;
+	}
+	/* Made by us, or there before: in /tmp anyone could have made it (or
+	 * a symbolic link by its name) to have us trust what is in it. */
+	fd = cli_open_dir(AT_FDCWD, buf, buf, 077);
+	if (fd < 0) {
+		log_err("the state directory %s is unsafe (see above): nothing done", buf);
+		return fd;
+	}
+	close(fd);
+	return 0;
 }
 
 int sandbox_name_ok(const char *name)
@@ -70,47 +81,94 @@ static int paths(struct sandbox *sb, const char *root, const char *name)
 	return 0;
 }
 
-static int write_file(const char *dir, const char *name, const char *text);
-
-/* Alive: signalable and not a zombie (a killed VMM whose parent has not
- * reaped it yet is gone for us). */
-static int pid_alive(pid_t pid)
+/* Writes dir/name whole: a temporary file renamed over it, so a reader
+ * never sees half of it and no link in its place is followed. */
+static int write_file(const char *dir, const char *name, const char *text)
 {
-	char p[64], buf[256], *rp;
-	FILE *f;
-	size_t n;
+	char p[PATH_MAX + 16], tmp[PATH_MAX + 32];
+	int fd, r = 0;
+	size_t n = strlen(text);
 
-	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
-		return 0;
-	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	f = fopen(p, "re");
-	if (!f)
-		return 1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	rp = strrchr(buf, ')'); /* the state follows the command name */
-	return !(rp && rp[1] == ' ' && rp[2] == 'Z');
+	if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p) ||
+	    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, n) != (ssize_t)n)
+		r = -EIO;
+	close(fd);
+	if (!r && rename(tmp, p) < 0)
+		r = -errno;
+	if (r)
+		unlink(tmp);
+	return r;
 }
 
-static pid_t read_pid(const char *dir)
+/* The record of the sandbox's VMM process, `process`: its pid, start
+ * time and the vmm binary's device and inode, so that neither a recycled
+ * pid nor any other process is ever taken for it; then the plain `pid`
+ * file for people and scripts (never trusted). */
+static int write_record(const struct sandbox *sb, pid_t pid, unsigned long long start)
 {
-	char p[PATH_MAX + 16], buf[32] = "";
-	FILE *f;
+	char text[128];
+	char state;
+	int r;
 
-	snprintf(p, sizeof(p), "%s/pid", dir);
-	f = fopen(p, "re");
-	if (!f)
+	if (!start && pid == getpid() && (r = cli_proc_stat(pid, &state, &start)))
+		return r;
+	snprintf(text, sizeof(text), "%d %llu %llu %llu\n", (int)pid, start, sb->exe_dev, sb->exe_ino);
+	if ((r = write_file(sb->dir, "process", text)))
+		return r;
+	snprintf(text, sizeof(text), "%d\n", (int)pid);
+	return write_file(sb->dir, "pid", text);
+}
+
+pid_t sandbox_vmm_pid(const char *dir)
+{
+	char p[PATH_MAX + 16], buf[160], state = 0;
+	unsigned long long start, now, dev, ino;
+	struct stat exe;
+	int pid;
+
+	if (snprintf(p, sizeof(p), "%s/process", dir) >= (int)sizeof(p) ||
+	    cli_read_text(p, buf, sizeof(buf)) ||
+	    sscanf(buf, "%d %llu %llu %llu", &pid, &start, &dev, &ino) != 4 || pid <= 0)
 		return 0;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = '\0';
-	fclose(f);
-	return (pid_t)strtol(buf, NULL, 10);
+	/* Alive (a zombie is gone for us), started when the record says, and
+	 * running the recorded binary. */
+	if (cli_proc_stat(pid, &state, &now) || state == 'Z' || now != start)
+		return 0;
+	snprintf(p, sizeof(p), "/proc/%d/exe", pid);
+	if (stat(p, &exe) < 0 || (unsigned long long)exe.st_dev != dev || (unsigned long long)exe.st_ino != ino)
+		return 0;
+	return (pid_t)pid;
+}
+
+/* The folder is a real directory of the caller's that nobody else can
+ * write (a jailed sandbox's is 0711: its uid reaches jail-rw); sb->rw is
+ * set. 0 or -errno (logged). */
+static int folder_ok(struct sandbox *sb)
+{
+	char p[PATH_MAX + 16];
+	struct stat st;
+	int fd = cli_open_dir(AT_FDCWD, sb->dir, sb->dir, 022);
+
+	if (fd < 0)
+		return fd;
+	close(fd);
+	snprintf(sb->rw, sizeof(sb->rw), "%s", sb->dir);
+	if (snprintf(p, sizeof(p), "%s/%s", sb->dir, SANDBOX_JAIL_RW) < (int)sizeof(p) &&
+	    lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+		snprintf(sb->rw, sizeof(sb->rw), "%s", p);
+	return 0;
 }
 
 int sandbox_create(struct sandbox *sb, const char *name, int adopt)
 {
 	char root[PATH_MAX], gen[16];
+	struct stat exe;
 	int r, tries;
 
 	memset(sb, 0, sizeof(*sb));
@@ -120,6 +178,13 @@ int sandbox_create(struct sandbox *sb, const char *name, int adopt)
 		log_err("--name %s: use 1-64 letters, digits, '_', '.', '-' (not first)", name);
 		return -EINVAL;
 	}
+	if (stat("/proc/self/exe", &exe) < 0) {
+		r = -errno;
+		log_err("/proc/self/exe: %s", strerror(errno));
+		return r;
+	}
+	sb->exe_dev = (unsigned long long)exe.st_dev;
+	sb->exe_ino = (unsigned long long)exe.st_ino;
 	for (tries = 0; tries < 16; tries++) {
 		if (!name) {
 			uint32_t rnd;
@@ -130,14 +195,12 @@ int sandbox_create(struct sandbox *sb, const char *name, int adopt)
 		}
 		if ((r = paths(sb, root, name ? name : gen)))
 			return r;
+		snprintf(sb->rw, sizeof(sb->rw), "%s", sb->dir);
 		if (mkdir(sb->dir, 0700) == 0) {
-			char pid[32];
-
 			sb->created = 1;
 			/* The pid first: from now on a folder without a live pid
 			 * is a VMM that died, never one still setting up. */
-			snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-			return write_file(sb->dir, "pid", pid);
+			return write_record(sb, getpid(), 0);
 		}
 		if (errno != EEXIST) {
 			r = -errno;
@@ -145,23 +208,23 @@ int sandbox_create(struct sandbox *sb, const char *name, int adopt)
 			return r;
 		}
 		if (name) {
-			pid_t pid = read_pid(sb->dir);
 			char marker[PATH_MAX + 16];
 			struct stat st;
+			pid_t pid;
 
+			if ((r = folder_ok(sb)))
+				return r;
+			pid = sandbox_vmm_pid(sb->dir);
 			snprintf(marker, sizeof(marker), "%s/created", sb->dir);
-			if (adopt && !pid_alive(pid) && stat(marker, &st) == 0) {
+			if (adopt && !pid && lstat(marker, &st) == 0) {
 				/* vmm start: the folder vmm create made is ours. */
-				char me[32];
-
 				unlink(marker);
 				sb->created = 1;
-				snprintf(me, sizeof(me), "%d\n", (int)getpid());
-				return write_file(sb->dir, "pid", me);
+				return write_record(sb, getpid(), 0);
 			}
-			if (pid_alive(pid))
+			if (pid)
 				log_err("a sandbox named %s is running (pid %d)", name, (int)pid);
-			else if (stat(marker, &st) == 0)
+			else if (lstat(marker, &st) == 0)
 				log_err("a sandbox named %s is created, not started: 'vmm start %s'", name, name);
 			else
 				log_err("a sandbox named %s exists, stopped or its VMM gone (crashed?): "
@@ -172,29 +235,32 @@ int sandbox_create(struct sandbox *sb, const char *name, int adopt)
 	return -EEXIST;
 }
 
-static int write_file(const char *dir, const char *name, const char *text)
+int sandbox_make_rw(struct sandbox *sb)
 {
 	char p[PATH_MAX + 16];
-	int fd, r = 0;
-	size_t n = strlen(text);
+	int fd;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (snprintf(p, sizeof(p), "%s/%s", sb->dir, SANDBOX_JAIL_RW) >= (int)sizeof(p))
+		return -ENAMETOOLONG;
+	if (mkdir(p, 0700) < 0 && errno != EEXIST) {
+		fd = -errno;
+		log_err("cannot create %s: %s", p, strerror(errno));
+		return fd;
+	}
+	fd = cli_open_dir(AT_FDCWD, p, p, 077);
 	if (fd < 0)
-		return -errno;
-	if (write(fd, text, n) != (ssize_t)n)
-		r = -EIO;
+		return fd;
 	close(fd);
-	return r;
+	snprintf(sb->rw, sizeof(sb->rw), "%s", p);
+	return 0;
 }
 
 int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_info *info)
 {
-	char pid[32], cfg[PATH_MAX + 1024];
+	char cfg[PATH_MAX + 1024];
 	struct json_writer w;
 	int r;
 
-	snprintf(pid, sizeof(pid), "%d\n", (int)(sb->pid ? sb->pid : getpid()));
 	snprintf(sb->token, sizeof(sb->token), "%s", token ? token : "");
 	jw_init(&w, cfg, sizeof(cfg));
 	jw_obj(&w);
@@ -224,7 +290,7 @@ int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_
 	if (!jw_done(&w))
 		return -E2BIG;
 	if ((r = write_file(sb->dir, "token", sb->token)) || (r = write_file(sb->dir, "config.json", cfg)) ||
-	    (r = write_file(sb->dir, "pid", pid)))
+	    (r = write_record(sb, sb->pid ? sb->pid : getpid(), sb->start_time)))
 		log_err("cannot write to %s: %s", sb->dir, strerror(-r));
 	return r;
 }
@@ -234,7 +300,10 @@ void sandbox_exited(struct sandbox *sb, int status, const char *reason)
 	char text[512], p[PATH_MAX + 16];
 
 	snprintf(text, sizeof(text), "%d\n%s\n", status, reason ? reason : "");
-	(void)write_file(sb->dir, "exit", text);
+	(void)write_file(sb->rw[0] ? sb->rw : sb->dir, "exit", text);
+	/* A jailed VMM cannot (the folder is root's): its relay does. */
+	snprintf(p, sizeof(p), "%s/process", sb->dir);
+	unlink(p);
 	snprintf(p, sizeof(p), "%s/pid", sb->dir);
 	unlink(p);
 	unlink(sb->control);
@@ -244,23 +313,9 @@ void sandbox_exited(struct sandbox *sb, int status, const char *reason)
 
 void sandbox_remove(struct sandbox *sb)
 {
-	DIR *d;
-	struct dirent *e;
-	char p[PATH_MAX];
-
 	if (!sb->created)
 		return;
-	d = opendir(sb->dir);
-	if (d) {
-		while ((e = readdir(d))) {
-			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-				continue;
-			if (snprintf(p, sizeof(p), "%s/%s", sb->dir, e->d_name) < (int)sizeof(p))
-				unlink(p);
-		}
-		closedir(d);
-	}
-	rmdir(sb->dir);
+	(void)cli_rm_tree(sb->dir);
 	sb->created = 0;
 }
 
@@ -268,7 +323,6 @@ int sandbox_lookup(struct sandbox *sb, const char *arg)
 {
 	char root[PATH_MAX], p[PATH_MAX + 16];
 	struct stat st;
-	FILE *f;
 	int r;
 
 	memset(sb, 0, sizeof(*sb));
@@ -284,18 +338,16 @@ int sandbox_lookup(struct sandbox *sb, const char *arg)
 	}
 	if ((r = sandbox_root(root, sizeof(root))) || (r = paths(sb, root, arg)))
 		return r;
-	if (stat(sb->dir, &st) < 0) {
+	if (lstat(sb->dir, &st) < 0) {
 		log_err("no sandbox named %s (in %s)", arg, root);
 		return -ENOENT;
 	}
+	if ((r = folder_ok(sb)))
+		return r;
 	snprintf(p, sizeof(p), "%s/token", sb->dir);
-	f = fopen(p, "re");
-	if (f) {
-		if (!fgets(sb->token, sizeof(sb->token), f))
-			sb->token[0] = '\0';
-		sb->token[strcspn(sb->token, "\n")] = '\0';
-		fclose(f);
-	}
+	if (cli_read_text(p, sb->token, sizeof(sb->token)))
+		sb->token[0] = '\0';
+	sb->token[strcspn(sb->token, "\n")] = '\0';
 	return 0;
 }
 
@@ -386,7 +438,7 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 		st->state = SB_CREATED;
 		return 0;
 	}
-	if (read_small(st->sb.dir, "exit", buf, sizeof(buf)) == 0) {
+	if (read_small(st->sb.rw, "exit", buf, sizeof(buf)) == 0) {
 		char *nl = strchr(buf, '\n');
 
 		st->state = SB_EXITED;
@@ -397,9 +449,10 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 		}
 		return 0;
 	}
-	st->pid = (int)read_pid(st->sb.dir);
-	if (!pid_alive(st->pid)) {
-		/* Gone without writing its exit file: it crashed or was killed. */
+	st->pid = (int)sandbox_vmm_pid(st->sb.dir);
+	if (!st->pid) {
+		/* Gone without writing its exit file: it crashed or was killed
+		 * (or the pid it had is another process's now). */
 		st->state = SB_DEAD;
 		return 0;
 	}
@@ -457,22 +510,43 @@ int sandbox_list(char ***names)
 	return n;
 }
 
-static int wait_gone(int pid, unsigned ms)
+static int wait_gone(const char *dir, unsigned ms)
 {
 	unsigned waited;
 
 	for (waited = 0; waited < ms; waited += 100) {
-		if (!pid_alive(pid))
+		if (!sandbox_vmm_pid(dir))
 			return 0;
 		usleep(100000);
 	}
-	return pid_alive(pid) ? -ETIMEDOUT : 0;
+	return sandbox_vmm_pid(dir) ? -ETIMEDOUT : 0;
+}
+
+/* SIGKILL to the sandbox's VMM, once proven to be it: a pidfd taken
+ * first, then the record checked against /proc, then the signal through
+ * the pidfd, so the pid cannot pass to another process in between. */
+static int kill_vmm(const struct sandbox *sb, pid_t pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0), r = 0;
+
+	if (fd < 0 && errno != ENOSYS)
+		return errno == ESRCH ? 0 : -errno;
+	if (sandbox_vmm_pid(sb->dir) != pid) {
+		log_err("sandbox %s: pid %d is not its VMM (that process does not match the sandbox's "
+			"record): not killing it", sb->name, (int)pid);
+		r = -EPERM;
+	} else if ((fd >= 0 ? syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) : kill(pid, SIGKILL)) < 0) {
+		r = -errno;
+	}
+	if (fd >= 0)
+		close(fd);
+	return r;
 }
 
 int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms)
 {
 	char reply[1024];
-	int pid = st->pid;
+	int pid = st->pid, r;
 
 	if (st->state == SB_EXITED || st->state == SB_DEAD || st->state == SB_CREATED || pid <= 0)
 		return 0;
@@ -484,17 +558,18 @@ int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms)
 			log_warn("sandbox %s: cannot resume it to power it off", st->sb.name);
 		/* Through the guest: its processes get SIGTERM, filesystems
 		 * are synced, it powers off. */
-		if (api_shutdown(&a) == 0 && wait_gone(pid, graceful_ms) == 0)
+		if (api_shutdown(&a) == 0 && wait_gone(st->sb.dir, graceful_ms) == 0)
 			return 0;
 		log_warn("sandbox %s did not power off within %u s: stopping it", st->sb.name,
 			 graceful_ms / 1000);
 	}
 	if (control_call(st->sb.control, "{\"op\":\"stop\"}", reply, sizeof(reply), 5000) == 0 &&
-	    wait_gone(pid, 5000) == 0)
+	    wait_gone(st->sb.dir, 5000) == 0)
 		return 0;
 	log_warn("sandbox %s's VMM does not answer: killing it (pid %d)", st->sb.name, pid);
-	kill(pid, SIGKILL);
-	return wait_gone(pid, 5000);
+	if ((r = kill_vmm(&st->sb, pid)))
+		return r;
+	return wait_gone(st->sb.dir, 5000);
 }
 
 void sandbox_delete(struct sandbox *sb)

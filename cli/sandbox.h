@@ -1,7 +1,10 @@
 /* The sandbox state directory: one folder per running sandbox, named, with
  * its control socket, vsock socket, API token, pid and per-clone disks.
  *   root: $VMM_STATE_DIR, else /run/vmm as root, else $XDG_RUNTIME_DIR/vmm,
- *   else /tmp/vmm-UID. */
+ *   else /tmp/vmm-UID.
+ * The state directory must be a real directory (not a symbolic link) of
+ * the caller's with mode 0700, each sandbox folder one of the caller's
+ * that nobody else can write: otherwise every verb refuses it. */
 #ifndef CLI_SANDBOX_H
 #define CLI_SANDBOX_H
 
@@ -18,11 +21,22 @@ struct sandbox {
 	char dir[PATH_MAX];
 	char control[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char vsock[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char rw[PATH_MAX + 16]; /* where the VMM itself writes once it runs (exit,
+			      synced, console.log): dir, or for a jailed VMM
+			      dir/jail-rw, the only part its uid owns */
 	char token[160];
 	int created; /* this process made dir */
 	pid_t pid;   /* the VMM's pid as the host sees it, 0: getpid() (jailed:
 			it is pid 1 in its own namespace) */
+	unsigned long long start_time; /* that process's start (clock ticks
+					  after boot, /proc/PID/stat field 22),
+					  0: read our own */
+	unsigned long long exe_dev, exe_ino; /* the vmm binary (sandbox_create) */
 };
+
+/* The subfolder a jailed VMM's uid owns; the rest of the folder (pid,
+ * process, token, config.json, jail-id) stays root's (docs/cli.md). */
+#define SANDBOX_JAIL_RW "jail-rw"
 
 /* Root of the state directory, created (0700) if missing. 0 or -errno. */
 int sandbox_root(char *buf, size_t len);
@@ -45,7 +59,11 @@ struct sandbox_info {
 	const char *net;      /* "TAP=MAC[/ADDR/PREFIX],..." or "" */
 	const char *image;    /* "NAME:VERSION" it started from, or "" */
 };
-/* Writes the token, pid and config.json files (0600). */
+/* --jail: makes dir/jail-rw (root's until jail_drop hands it over) and
+ * points sb->rw at it. 0 or -errno (logged). */
+int sandbox_make_rw(struct sandbox *sb);
+/* Writes the token, pid, process record (pid, start time, binary) and
+ * config.json files (0600). */
 int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_info *info);
 /* Removes what sandbox_create and the VMM put in the folder, and it. */
 void sandbox_remove(struct sandbox *sb);
@@ -81,8 +99,12 @@ int sandbox_status(const char *name, struct sandbox_status *st);
  * up to graceful_ms for it to power off, then the control socket's stop,
  * then SIGKILL. 0 once its VMM is gone. */
 int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms);
-/* Removes a sandbox's folder (its VMM must be gone). */
+/* Removes a sandbox's folder (its VMM must be gone), following no
+ * symbolic link in it. */
 void sandbox_delete(struct sandbox *sb);
+/* The pid of the sandbox's VMM if the process the folder's record names
+ * is alive and is it (the recorded start time and vmm binary), else 0. */
+pid_t sandbox_vmm_pid(const char *dir);
 /* Names in the state directory, sorted; *names is malloc'd (free each and
  * it). Returns the count or -errno. */
 int sandbox_list(char ***names);

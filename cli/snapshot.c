@@ -48,26 +48,11 @@ int cli_reply_ok(const char *verb, const char *reply)
 	return -EIO;
 }
 
-/* Is the sandbox's VMM jailed (vmm run --jail)? Its root is not ours. */
+/* Is the sandbox's VMM jailed (vmm run --jail)? Its root is not ours:
+ * it writes only in its jail-rw subfolder. */
 static int jailed(const struct sandbox *sb)
 {
-	char p[PATH_MAX + 8], buf[32];
-	struct stat a, b;
-	FILE *f;
-	int pid = 0;
-
-	snprintf(p, sizeof(p), "%s/pid", sb->dir);
-	f = fopen(p, "r");
-	if (!f)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = '\0';
-	fclose(f);
-	pid = atoi(buf);
-	snprintf(p, sizeof(p), "/proc/%d/root/", pid);
-	if (pid <= 0 || stat(p, &a) < 0 || stat("/proc/self/root/", &b) < 0)
-		return 0;
-	return a.st_dev != b.st_dev || a.st_ino != b.st_ino;
+	return strcmp(sb->rw, sb->dir) != 0;
 }
 
 static int snapshot_main(int argc, char **argv)
@@ -77,7 +62,7 @@ static int snapshot_main(int argc, char **argv)
 		{ "pause", no_argument, NULL, 'p' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char abs[PATH_MAX], req[PATH_MAX * 2 + 64], reply[4096], staged[PATH_MAX + 32];
+	char abs[PATH_MAX], req[PATH_MAX * 2 + 64], reply[4096], staged[PATH_MAX + 64];
 	const char *target = abs;
 	struct sandbox sb;
 	const char *then = "resume", *dir;
@@ -116,7 +101,7 @@ static int snapshot_main(int argc, char **argv)
 	 * snapshot is moved to DIR from here (docs/security.md). */
 	if (sandbox_lookup(&sb, argv[optind]) == 0 && jailed(&sb) &&
 	    strncmp(abs, sb.dir, strlen(sb.dir))) {
-		snprintf(staged, sizeof(staged), "%s/.snapshot-%d", sb.dir, (int)getpid());
+		snprintf(staged, sizeof(staged), "%s/.snapshot-%d", sb.rw, (int)getpid());
 		target = staged;
 	}
 	jw_init(&w, req, sizeof(req));

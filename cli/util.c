@@ -1,7 +1,9 @@
 /* Helpers shared by the verbs. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "../vmm/log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -119,17 +121,164 @@ int cli_mkdir_p(const char *path, unsigned mode)
 	return 0;
 }
 
-int cli_read_text(const char *path, char *buf, size_t len)
+int cli_open_regular(int dirfd, const char *name)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+	struct stat st;
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
+	/* A FIFO would block its reader, a device is not ours to read, a
+	 * second link may be someone else's file. */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+int cli_read_text(const char *path, char *buf, size_t len)
+{
+	int fd = cli_open_regular(AT_FDCWD, path);
+	ssize_t n;
+
+	if (fd < 0)
+		return fd;
 	n = read(fd, buf, len - 1);
 	close(fd);
 	if (n < 0)
 		return -EIO;
 	buf[n] = '\0';
+	return 0;
+}
+
+int cli_dir_check(const char *path, int fd, unsigned forbidden)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode)) {
+		log_err("%s is not a directory: refusing to use it", path);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid()) {
+		log_err("%s belongs to uid %u, not to you (uid %u): refusing to use it (someone else may "
+			"have made it; remove it, or set VMM_STATE_DIR to a folder of yours)",
+			path, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (st.st_mode & forbidden) {
+		log_err("%s has mode %04o: others may change it; refusing to use it (chmod %04o %s)", path,
+			(unsigned)(st.st_mode & 07777), (unsigned)(st.st_mode & 07777 & ~forbidden), path);
+		return -EPERM;
+	}
+	return 0;
+}
+
+int cli_open_dir(int dirfd, const char *name, const char *path, unsigned forbidden)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r;
+
+	if (fd < 0) {
+		r = -errno;
+		if (r == -ELOOP || r == -ENOTDIR)
+			log_err("%s is a symbolic link or not a directory: refusing to use it", path);
+		return r;
+	}
+	if ((r = cli_dir_check(path, fd, forbidden))) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* Removes dirfd/name and, if it is a directory, everything under it;
+ * never follows a symbolic link (each level is opened O_NOFOLLOW relative
+ * to its parent's descriptor). */
+static int rm_tree(int dirfd, const char *name, unsigned depth)
+{
+	struct dirent *e;
+	int fd, r = 0;
+	DIR *d;
+
+	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -errno;
+	if (depth > 32)
+		return -ELOOP;
+	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	while ((e = readdir(d))) {
+		int r2;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if ((r2 = rm_tree(fd, e->d_name, depth + 1)) && !r)
+			r = r2;
+	}
+	closedir(d);
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && !r)
+		r = -errno;
+	return r;
+}
+
+int cli_rm_tree(const char *path)
+{
+	char parent[PATH_MAX], *slash;
+	int fd, r;
+
+	if (snprintf(parent, sizeof(parent), "%s", path) >= (int)sizeof(parent))
+		return -ENAMETOOLONG;
+	slash = strrchr(parent, '/');
+	if (!slash || !slash[1])
+		return -EINVAL;
+	if (slash == parent)
+		slash[1] = '\0';
+	else
+		*slash = '\0';
+	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = rm_tree(fd, path + (strrchr(path, '/') - path) + 1, 0);
+	close(fd);
+	return r;
+}
+
+int cli_proc_stat(pid_t pid, char *state, unsigned long long *start)
+{
+	char p[64], buf[1024], *rp, *tok, *save = NULL;
+	ssize_t n;
+	int fd, i;
+
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	rp = strrchr(buf, ')'); /* the fields follow the command name */
+	if (!rp)
+		return -EIO;
+	tok = strtok_r(rp + 1, " ", &save);
+	for (i = 3; tok && i < 22; i++) {
+		if (i == 3)
+			*state = tok[0];
+		tok = strtok_r(NULL, " ", &save);
+	}
+	if (!tok)
+		return -EIO;
+	*start = strtoull(tok, NULL, 10);
 	return 0;
 }

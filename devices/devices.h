@@ -28,10 +28,25 @@ struct serial {
 	uint8_t rx[SERIAL_RX_FIFO];
 	unsigned rx_head, rx_count;
 	int rx_space_efd; /* signalled when the guest frees FIFO space */
+	/* A console file's cap (serial_set_limit): out_fd takes at most
+	 * out_limit bytes; past 7/8 of it rotate_efd asks the main thread to
+	 * rotate the file (serial_rotate), which the vCPU thread, under its
+	 * system call allow-list, cannot. Bytes past the cap before that are
+	 * dropped (counted). */
+	uint64_t out_limit, out_written, out_dropped;
+	int rotate_asked;
+	int rotate_efd;
 };
 
 int serial_init(struct serial *s, struct vm *vm, uint64_t base, unsigned irq, int out_fd);
 void serial_destroy(struct serial *s);
+/* Caps the console file at `limit` bytes, `written` of them there now.
+ * 0 or -errno. */
+int serial_set_limit(struct serial *s, uint64_t limit, uint64_t written);
+/* The main thread, once rotate_efd fired: path becomes path.1 (replacing
+ * it) and a new, empty path takes the console's fd number (dup3), so the
+ * vCPU thread's next write goes there. 0 or -errno. */
+int serial_rotate(struct serial *s, const char *path);
 /* Feeds host input to the guest; returns how many bytes fit. */
 size_t serial_rx(struct serial *s, const uint8_t *buf, size_t len);
 size_t serial_rx_space(struct serial *s);

@@ -8,6 +8,8 @@
 #include "../vmm/vm.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -83,9 +85,25 @@ static void tx_byte(struct serial *s, uint8_t c)
 	}
 	if (s->out_fd < 0)
 		return;
+	if (s->out_limit) {
+		if (s->out_written >= s->out_limit) {
+			s->out_dropped++; /* full: until the main thread rotates it */
+			return;
+		}
+		if (!s->rotate_asked && s->out_written >= s->out_limit - s->out_limit / 8) {
+			uint64_t one = 1;
+
+			s->rotate_asked = 1;
+			if (write(s->rotate_efd, &one, sizeof(one)) < 0) {
+				/* counter saturated: a request is pending anyway */
+			}
+		}
+	}
 	for (;;) {
 		ssize_t w = write(s->out_fd, &c, 1);
 
+		if (w == 1)
+			s->out_written++;
 		if (w == 1 || (w < 0 && errno != EINTR))
 			return; /* a console that fails drops output, not the VM */
 	}
@@ -226,6 +244,7 @@ int serial_init(struct serial *s, struct vm *vm, uint64_t base, unsigned irq, in
 	s->out_fd = out_fd;
 	s->msr = MSR_DCD | MSR_DSR | MSR_CTS;
 	s->mcr = MCR_OUT2;
+	s->rotate_efd = -1;
 	s->rx_space_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->rx_space_efd < 0)
 		return -errno;
@@ -233,8 +252,56 @@ int serial_init(struct serial *s, struct vm *vm, uint64_t base, unsigned irq, in
 	return 0;
 }
 
+int serial_set_limit(struct serial *s, uint64_t limit, uint64_t written)
+{
+	if (s->rotate_efd < 0) {
+		s->rotate_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (s->rotate_efd < 0)
+			return -errno;
+	}
+	pthread_mutex_lock(&s->lock);
+	s->out_limit = limit;
+	s->out_written = written;
+	s->rotate_asked = 0;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int serial_rotate(struct serial *s, const char *path)
+{
+	char old[4096];
+	uint64_t v;
+	int fd, r = 0;
+
+	if (read(s->rotate_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return -errno;
+	if (snprintf(old, sizeof(old), "%s.1", path) >= (int)sizeof(old))
+		return -ENAMETOOLONG;
+	if (rename(path, old) < 0 && errno != ENOENT)
+		r = -errno;
+	/* A new file, never through a link someone put in its place. */
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+	if (fd < 0 && errno == EEXIST && unlink(path) == 0)
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+	if (fd < 0)
+		return -errno;
+	pthread_mutex_lock(&s->lock);
+	if (dup3(fd, s->out_fd, O_CLOEXEC) < 0) {
+		r = -errno;
+	} else {
+		s->out_written = 0;
+		s->rotate_asked = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	close(fd);
+	return r;
+}
+
 void serial_destroy(struct serial *s)
 {
+	if (s->rotate_efd >= 0)
+		close(s->rotate_efd);
+	s->rotate_efd = -1;
 	if (s->rx_space_efd >= 0)
 		close(s->rx_space_efd);
 	s->rx_space_efd = -1;

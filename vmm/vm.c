@@ -559,6 +559,16 @@ static int vm_add_devices(struct vm *vm)
 	r = serial_init(&vm->dev.com1, vm, SERIAL_COM1_BASE, SERIAL_COM1_IRQ, vm->cfg.console_out);
 	if (r)
 		return r;
+	if (vm->cfg.console_path && vm->cfg.console_limit && vm->cfg.console_out >= 0) {
+		struct stat st;
+
+		if (fstat(vm->cfg.console_out, &st) < 0 ||
+		    (r = serial_set_limit(&vm->dev.com1, vm->cfg.console_limit, (uint64_t)st.st_size))) {
+			r = r ? r : -errno;
+			serial_destroy(&vm->dev.com1);
+			return r;
+		}
+	}
 	i8042_init(&vm->dev.i8042, vm);
 	vmm_port_init(&vm->dev.port, vm);
 	post_port_init(&vm->dev.post);
@@ -862,8 +872,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		log_warn("could not start paused; the VM runs");
 
 	while (atomic_load(&vm->exit_reason) == VM_RUNNING) {
-		struct pollfd p[4 + CONTROL_POLLFDS];
-		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1, timeout;
+		struct pollfd p[5 + CONTROL_POLLFDS];
+		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1, rot_idx = -1, timeout;
 		unsigned nctl = 0;
 
 		p[n].fd = vm->exit_efd;
@@ -880,6 +890,11 @@ enum vm_exit_reason vm_run(struct vm *vm)
 				p[n].fd = vm->dev.com1.rx_space_efd;
 				p[n++].events = POLLIN;
 			}
+		}
+		if (vm->dev.com1.rotate_efd >= 0) {
+			rot_idx = n;
+			p[n].fd = vm->dev.com1.rotate_efd;
+			p[n++].events = POLLIN;
 		}
 		timeout = -1;
 		if (vm->cfg.expire_ns) {
@@ -919,6 +934,14 @@ enum vm_exit_reason vm_run(struct vm *vm)
 			if (read(vm->dev.com1.rx_space_efd, &v, sizeof(v)) < 0) {
 				/* spurious: poll again */
 			}
+		}
+		if (rot_idx >= 0 && (p[rot_idx].revents & POLLIN)) {
+			int r = serial_rotate(&vm->dev.com1, vm->cfg.console_path);
+
+			if (r)
+				log_warn("console log %s: cannot rotate it: %s (output past %llu "
+				 "bytes is dropped)", vm->cfg.console_path, strerror(-r),
+				 (unsigned long long)vm->cfg.console_limit);
 		}
 		if (ctl_idx >= 0)
 			control_events(vm->ctl, vm, &p[ctl_idx], nctl);

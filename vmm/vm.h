@@ -61,6 +61,8 @@ struct vm_config {
 	int console_in;          /* fd the UART reads from, -1 for none */
 	int console_out;         /* fd the UART writes to, -1 for none */
 	int console_escape;      /* Ctrl-A x quits (interactive terminal) */
+	const char *console_path;/* console_out is this regular file: capped at */
+	uint64_t console_limit;  /* this many bytes, then renamed PATH.1 (0: never) */
 	int ignore_sigint;       /* SIGINT is for a command in the guest, not the VM */
 	const char *kvm_path;
 	unsigned nr_disks;

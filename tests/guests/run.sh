@@ -286,7 +286,7 @@ if [ "$(id -u)" != 0 ]; then skipped "jail: needs root (namespaces, pivot_root, 
 elif ! unshare -m -n true 2> /dev/null; then skipped "jail: this host refuses mount/network namespaces"
 else
 	export VMM_STATE_DIR=$tmp/jstate
-	mkdir -p "$VMM_STATE_DIR/other-sandbox"
+	mkdir -m 700 "$VMM_STATE_DIR" && mkdir "$VMM_STATE_DIR/other-sandbox"
 	# Under ASan: no leak scan, the jail has no /proc for LeakSanitizer.
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
 		"$vmm" run --jail --name jt --kernel "$dir/spin.elf" --mem 64 --console "file:$tmp/jt.console" \

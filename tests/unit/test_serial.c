@@ -7,6 +7,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,6 +80,56 @@ static void output_goes_to_fd(void **state)
 	assert_int_equal(read(f->pipe[0], buf, sizeof(buf)), 2);
 	assert_memory_equal(buf, "hi", 2);
 	assert_int_equal(rd(&f->s, 5) & 0x60, 0x60); /* THRE|TEMT: always ready */
+}
+
+/* A console file is capped: past 7/8 of the limit the main thread is
+ * asked (rotate_efd) to rotate it; nothing past the limit reaches the
+ * file; serial_rotate moves it to PATH.1 and the writes go to a new PATH. */
+static void console_file_is_capped_and_rotated(void **state)
+{
+	struct fixture *f = *state;
+	char dir[] = "/tmp/test_serial.XXXXXX", path[64], old[80];
+	struct pollfd p;
+	struct stat st;
+	int fd, i;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/console.log", dir);
+	snprintf(old, sizeof(old), "%s.1", path);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	f->s.out_fd = fd;
+	assert_int_equal(serial_set_limit(&f->s, 1024, 0), 0);
+	p.fd = f->s.rotate_efd;
+	p.events = POLLIN;
+	for (i = 0; i < 800; i++)
+		wr(&f->s, 0, 'a');
+	assert_int_equal(poll(&p, 1, 0), 0); /* below 7/8: no request */
+	for (i = 0; i < 100000; i++)
+		wr(&f->s, 0, 'b');
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_size, 1024);
+	assert_int_equal(poll(&p, 1, 0), 1);
+	assert_int_equal(serial_rotate(&f->s, path), 0);
+	assert_int_equal(poll(&p, 1, 0), 0);
+	assert_int_equal(stat(old, &st), 0);
+	assert_int_equal(st.st_size, 1024);
+	wr(&f->s, 0, 'c');
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 1);
+	/* A link put in the new file's place is not followed. */
+	for (i = 0; i < 1000; i++)
+		wr(&f->s, 0, 'd');
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink("/etc/passwd-not-here", path), 0);
+	assert_int_equal(serial_rotate(&f->s, path), 0);
+	assert_int_equal(lstat(path, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	f->s.out_fd = -1;
+	close(fd);
+	unlink(path);
+	unlink(old);
+	rmdir(dir);
 }
 
 static void loopback_probe(void **state)
@@ -183,6 +236,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(divisor_latch, setup, teardown),
 		cmocka_unit_test_setup_teardown(receive_and_interrupts, setup, teardown),
 		cmocka_unit_test_setup_teardown(fifo_control, setup, teardown),
+		cmocka_unit_test_setup_teardown(console_file_is_capped_and_rotated, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("serial", tests, NULL, NULL);
