@@ -207,7 +207,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_http test_seccomp \
-              test_jail
+              test_jail test_api_v2
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -226,6 +226,7 @@ test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SR
 test_seccomp_SRCS := vmm/seccomp.c
 test_jail_SRCS    := cli/jail.c vmm/log.c
 test_api_SRCS     := $(GUEST_API_SRCS)
+test_api_v2_SRCS  := $(GUEST_API_SRCS)
 test_fuse_SRCS    := devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
 test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c devices/fuse_priv.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_egress_SRCS  := cli/egress_http.c guest-init/json.c

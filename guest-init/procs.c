@@ -683,6 +683,11 @@ static void client_frame(struct client *c, struct proc *p)
 	}
 }
 
+static uint32_t frame_len(const uint8_t *h)
+{
+	return (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+}
+
 static void client_read(struct procs *ps, struct client *c)
 {
 	struct proc *p = find_proc(ps, c->proc_id, NULL);
@@ -691,19 +696,7 @@ static void client_read(struct procs *ps, struct client *c)
 
 	if (c->stdin_pending)
 		return;
-	want = c->in_len < FRAME_HDR ? FRAME_HDR - c->in_len : 0;
-	if (!want) {
-		uint32_t n = (uint32_t)c->in[0] | (uint32_t)c->in[1] << 8 | (uint32_t)c->in[2] << 16 |
-			     (uint32_t)c->in[3] << 24;
-
-		if (n > CLIENT_IN_MAX) {
-			fcntl(c->fd, F_SETFL, 0);
-			api_send_error(c->fd, EMSGSIZE, "frames to a detached process are at most 64 KiB");
-			client_close(c);
-			return;
-		}
-		want = FRAME_HDR + n - c->in_len;
-	}
+	want = c->in_len < FRAME_HDR ? FRAME_HDR - c->in_len : FRAME_HDR + frame_len(c->in) - c->in_len;
 	k = want ? read(c->fd, c->in + c->in_len, want) : 0;
 	if (k < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
@@ -712,16 +705,19 @@ static void client_read(struct procs *ps, struct client *c)
 		return;
 	}
 	c->in_len += (size_t)k;
-	if (c->in_len >= FRAME_HDR) {
-		uint32_t n = (uint32_t)c->in[0] | (uint32_t)c->in[1] << 8 | (uint32_t)c->in[2] << 16 |
-			     (uint32_t)c->in[3] << 24;
-
-		if (n <= CLIENT_IN_MAX && c->in_len == FRAME_HDR + n) {
-			if (p)
-				client_frame(c, p);
-			else
-				c->in_len = 0;
-		}
+	if (c->in_len < FRAME_HDR)
+		return;
+	if (frame_len(c->in) > CLIENT_IN_MAX) {
+		fcntl(c->fd, F_SETFL, 0);
+		api_send_error(c->fd, EMSGSIZE, "frames to a detached process are at most 64 KiB");
+		client_close(c);
+		return;
+	}
+	if (c->in_len == FRAME_HDR + frame_len(c->in)) {
+		if (p)
+			client_frame(c, p);
+		else
+			c->in_len = 0;
 	}
 }
 
