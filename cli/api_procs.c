@@ -24,7 +24,7 @@ static int unreachable(const struct sandbox_addr *a, int fd)
 static int failed(const char *what, const struct api_error *e)
 {
 	fprintf(stderr, "vmm: %s: %s (%s)\n", what, e->message[0] ? e->message : strerror(e->eno), e->name);
-	if (!strcmp(e->name, "EINVAL") && strstr(e->message, "version"))
+	if (!strcmp(e->name, "EPROTO") && strstr(e->message, "version"))
 		fprintf(stderr, "vmm: the sandbox's guest-init predates API version 2; rebuild its image\n");
 	return -e->eno;
 }
