@@ -68,6 +68,11 @@ static int connect_uds(const struct sandbox_addr *a)
 
 int api_open(const struct sandbox_addr *a, const char *json_fields)
 {
+	return api_open_v(a, API_VERSION, json_fields);
+}
+
+int api_open_v(const struct sandbox_addr *a, int version, const char *json_fields)
+{
 	char *req;
 	int fd = connect_uds(a), n;
 	struct json_writer w;
@@ -83,7 +88,7 @@ int api_open(const struct sandbox_addr *a, const char *json_fields)
 			return -E2BIG;
 		}
 	}
-	n = asprintf(&req, "{\"v\":%d%s%s%s%s}", API_VERSION, a->token ? ",\"token\":" : "", tok,
+	n = asprintf(&req, "{\"v\":%d%s%s%s%s}", version, a->token ? ",\"token\":" : "", tok,
 		     json_fields && *json_fields ? "," : "", json_fields ? json_fields : "");
 	if (n < 0) {
 		close(fd);
@@ -169,7 +174,7 @@ static void report(const char *what, const struct api_error *e)
 
 /* ---- exec ----------------------------------------------------------------- */
 
-static int json_exec_fields(const struct exec_opts *o, char *buf, size_t size)
+int api_exec_fields(const struct exec_opts *o, char *buf, size_t size)
 {
 	struct json_writer w;
 	unsigned i;
@@ -195,6 +200,18 @@ static int json_exec_fields(const struct exec_opts *o, char *buf, size_t size)
 	}
 	jw_key(&w, "stdin");
 	jw_bool(&w, o->stdin_pass);
+	if (o->detach) {
+		jw_key(&w, "detach");
+		jw_bool(&w, 1);
+		if (o->tag) {
+			jw_key(&w, "tag");
+			jw_str(&w, o->tag);
+		}
+		if (o->ring_bytes) {
+			jw_key(&w, "ring_bytes");
+			jw_int(&w, (int64_t)o->ring_bytes);
+		}
+	}
 	if (o->tty) {
 		struct winsize ws = { .ws_row = 24, .ws_col = 80 };
 
@@ -272,13 +289,10 @@ static void send_signal(int fd, uint32_t sig)
 
 int api_exec(const struct sandbox_addr *a, const struct exec_opts *o)
 {
-	static uint8_t buf[FRAME_MAX + 1];
 	char fields[REQUEST_MAX];
-	struct termios saved, raw;
-	int fd, r, sfd, status = -EPROTO, tty_raw = 0, in_open = o->stdin_pass;
-	sigset_t sigs, old;
+	int fd, r;
 
-	r = json_exec_fields(o, fields, sizeof(fields));
+	r = api_exec_fields(o, fields, sizeof(fields));
 	if (r) {
 		fprintf(stderr, "vmm: command line too long for one request (64 KiB)\n");
 		return r;
@@ -288,6 +302,16 @@ int api_exec(const struct sandbox_addr *a, const struct exec_opts *o)
 		fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
 		return fd;
 	}
+	return api_session(fd, o, o->argv[0]);
+}
+
+int api_session(int fd, const struct exec_opts *o, const char *what)
+{
+	static uint8_t buf[FRAME_MAX + 1];
+	struct termios saved, raw;
+	int r, sfd, status = -EPROTO, tty_raw = 0, in_open = o->stdin_pass;
+	sigset_t sigs, old;
+
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
@@ -336,6 +360,10 @@ int api_exec(const struct sandbox_addr *a, const struct exec_opts *o)
 
 						frame_write(fd, F_RESIZE, b, 4);
 					}
+				} else if (si.ssi_signo != SIGWINCH && o->leave_on_signal) {
+					/* attach: leave; the process goes on */
+					status = 128 + (int)si.ssi_signo;
+					break;
 				} else if (si.ssi_signo != SIGWINCH) {
 					send_signal(fd, si.ssi_signo);
 				}
@@ -367,6 +395,9 @@ int api_exec(const struct sandbox_addr *a, const struct exec_opts *o)
 		} else if (type == F_EXIT) {
 			status = exit_from_json((const char *)buf, len);
 			break;
+		} else if (type == F_END) {
+			status = 0; /* logs without follow: all there is, for now */
+			break;
 		} else if (type == F_ERROR) {
 			struct api_error e;
 
@@ -374,7 +405,7 @@ int api_exec(const struct sandbox_addr *a, const struct exec_opts *o)
 			parse_error((const char *)buf, len, &e);
 			if (tty_raw)
 				tcsetattr(STDIN_FILENO, TCSANOW, &saved), tty_raw = 0;
-			fprintf(stderr, "vmm: %s: %s (%s)\n", o->argv[0], e.message[0] ? e.message : strerror(e.eno), e.name);
+			fprintf(stderr, "vmm: %s: %s (%s)\n", what, e.message[0] ? e.message : strerror(e.eno), e.name);
 			/* Like a shell: 127 not found, 126 not executable. */
 			status = e.eno == ENOENT ? 127 : e.eno == EACCES || e.eno == ENOEXEC ? 126 : -e.eno;
 			break;

@@ -18,6 +18,9 @@ struct sandbox_addr {
 /* Opens a connection to the API and sends a REQUEST with `json` (an object
  * without "v"/"token": they are added). Returns the fd or -errno. */
 int api_open(const struct sandbox_addr *a, const char *json_fields);
+/* The same with "v":version (2 for the version 2 operations; an older
+ * guest-init refuses 2, so version 1 operations go as 1). */
+int api_open_v(const struct sandbox_addr *a, int version, const char *json_fields);
 
 struct api_error {
 	int eno;
@@ -39,13 +42,40 @@ struct exec_opts {
 	int tty;                  /* a pty in the guest, raw mode here */
 	int stdin_pass;           /* stream our stdin to the command */
 	uint64_t timeout_ms;
+	int detach;               /* v2: a detached process (api_start) */
+	const char *tag;          /* detach: its tag, or NULL */
+	uint64_t ring_bytes;      /* detach: output kept per stream (0: default) */
+	int leave_on_signal;      /* api_session: SIGINT/TERM/HUP end the session, not the command */
 };
+
+/* The request fields for o (without "v"/"token"). 0 or -E2BIG. */
+int api_exec_fields(const struct exec_opts *o, char *buf, size_t size);
 
 /* Runs a command, streaming its output to our stdout/stderr and our stdin
  * to it; Ctrl-C (SIGINT), SIGTERM and SIGHUP are forwarded. Returns the
  * exit status to use (the command's, 128+N for signal N), or -errno on a
  * failure before the command ran (a message is printed). */
 int api_exec(const struct sandbox_addr *a, const struct exec_opts *o);
+/* The streaming half of exec on an open connection (exec, attach, logs):
+ * output to our stdout/stderr until EXIT (its status) or END (0); stdin,
+ * signals and resizes as o says. `what` names the command in messages. */
+int api_session(int fd, const struct exec_opts *o, const char *what);
+
+/* Version 2: detached processes (cli/api_procs.c). `sel` is a process id
+ * (digits) or tag. */
+/* Starts o (o->detach set) and prints its id. 0 or -errno (printed). */
+int api_start(const struct sandbox_addr *a, const struct exec_opts *o);
+/* A one-shot version 2 request: its RESULT in out. 0 or -errno (printed). */
+int api_call2(const struct sandbox_addr *a, const char *fields, const char *what, char *out, size_t outlen);
+/* Adds "id":N or "tag":S for sel. 0 or -EINVAL (neither). */
+struct json_writer;
+int api_selector(struct json_writer *w, const char *sel);
+/* attach (stdin_pass: stream our stdin to it) or logs (follow): the
+ * output, then its exit status (attach, or logs of an exited process). */
+int api_attach(const struct sandbox_addr *a, const char *sel, int stdin_pass, int tty);
+int api_logs(const struct sandbox_addr *a, const char *sel, int follow);
+/* watch: events as lines until interrupted. */
+int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int json);
 
 /* Copies a host path (file or directory tree) into the sandbox, or back.
  * 0 or -errno, with a message printed. */

@@ -19,6 +19,12 @@ static void exec_usage(FILE *out)
 		"through; Ctrl-C, SIGTERM and SIGHUP are forwarded to the command.\n"
 		"SANDBOX is the sandbox's name (vmm run --name), or the path of its vsock\n"
 		"socket (vmm run --vsock cid=N,uds=PATH).\n\n"
+		"  -d, --detach         start CMD detached (API v2): it outlives this command,\n"
+		"                       its output is kept; prints its id (vmm top, attach,\n"
+		"                       logs --process, kill)\n"
+		"      --tag NAME       with -d: a name for it (attach/kill/logs take it too)\n"
+		"      --ring BYTES     with -d: output kept per stream (default 1 MiB)\n"
+		"  -i, --interactive    with -d: keep its stdin open for vmm attach -i\n"
 		"  -t, --tty            run in a pseudo-terminal (raw mode here, resizes follow)\n"
 		"  -n, --no-stdin       do not pass stdin (the command reads /dev/null)\n"
 		"  -e, --env NAME=VALUE set a variable (repeatable)\n"
@@ -37,17 +43,21 @@ static int exec_main(int argc, char **argv)
 		{ "cwd", required_argument, NULL, 'w' },
 		{ "timeout", required_argument, NULL, 'o' },
 		{ "token", required_argument, NULL, 'T' },
+		{ "detach", no_argument, NULL, 'd' },
+		{ "interactive", no_argument, NULL, 'i' },
+		{ "tag", required_argument, NULL, 'g' },
+		{ "ring", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
 	struct exec_opts o = { .stdin_pass = 1 };
 	const char *env[257];
 	unsigned nenv = 0;
-	int opt, r, token_given = 0;
+	int opt, r, token_given = 0, interactive = 0;
 	struct sandbox sb;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+tne:w:", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+tne:w:di", opts, NULL)) != -1) {
 		switch (opt) {
 		case 't':
 			o.tty = 1;
@@ -80,6 +90,26 @@ static int exec_main(int argc, char **argv)
 			a.token = optarg;
 			token_given = 1;
 			break;
+		case 'd':
+			o.detach = 1;
+			break;
+		case 'i':
+			interactive = 1;
+			break;
+		case 'g':
+			o.tag = optarg;
+			break;
+		case 'R': {
+			char *end;
+			unsigned long long n = strtoull(optarg, &end, 10);
+
+			if (*end || n < 4096 || n > (64ull << 20)) {
+				fprintf(stderr, "vmm exec: --ring wants 4096..67108864 bytes\n");
+				return CLI_EXIT_USAGE;
+			}
+			o.ring_bytes = n;
+			break;
+		}
 		default:
 			exec_usage(stderr);
 			return CLI_EXIT_USAGE;
@@ -97,6 +127,15 @@ static int exec_main(int argc, char **argv)
 	env[nenv] = NULL;
 	o.env = nenv ? env : NULL;
 	o.argv = (const char *const *)&argv[optind + 2];
+	if ((o.tag || o.ring_bytes || interactive) && !o.detach) {
+		fprintf(stderr, "vmm exec: --tag, --ring and -i go with -d\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (o.detach) {
+		/* Nobody is here to type: stdin only for later attachers. */
+		o.stdin_pass = interactive;
+		return api_start(&a, &o) < 0 ? CLI_EXIT_ERROR : 0;
+	}
 	r = api_exec(&a, &o);
 	return r < 0 ? CLI_EXIT_ERROR : r;
 }

@@ -1,10 +1,12 @@
 /* vmm logs NAME [-f]: a detached sandbox's console (and VMM log). */
 #define _GNU_SOURCE
+#include "api_client.h"
 #include "cli.h"
 #include "sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <string.h>
@@ -12,13 +14,16 @@
 
 static void logs_usage(FILE *out)
 {
-	fprintf(out, "usage: vmm logs [-f] [--vmm | --egress] NAME\n\n"
+	fprintf(out, "usage: vmm logs [-f] [--vmm | --egress | --process ID] NAME\n\n"
 		     "Prints the console of a sandbox started with -d (console.log in its\n"
 		     "folder, after console.log.1, what it kept of the console the last time\n"
 		     "console.log reached --console-log-size). -f follows it, across\n"
 		     "rotations, until the sandbox stops. --vmm prints the VMM's own\n"
 		     "log (vmm.log) instead; --egress the egress proxy's requests (egress.log,\n"
-		     "one JSON line each: docs/egress.md).\n");
+		     "one JSON line each: docs/egress.md). --process ID prints what a detached\n"
+		     "process (vmm exec -d; ID is its id or tag) wrote, as the sandbox kept it (the\n"
+		     "last 1 MiB of each stream), running or finished; -f follows it until it\n"
+		     "ends (exiting with its status). NAME may be a vsock socket path there.\n");
 }
 
 static int copy_out(int fd)
@@ -58,7 +63,7 @@ static int rotated(const char *dir, const char *name, int fd)
 static int logs_main(int argc, char **argv)
 {
 	struct sandbox_status st;
-	const char *name = NULL, *file = "console.log", *dir;
+	const char *name = NULL, *file = "console.log", *dir, *proc = NULL;
 	int follow = 0, i, fd;
 
 	for (i = 1; i < argc; i++) {
@@ -68,6 +73,8 @@ static int logs_main(int argc, char **argv)
 			file = "vmm.log";
 		else if (!strcmp(argv[i], "--egress"))
 			file = "egress.log";
+		else if (!strcmp(argv[i], "--process") && i + 1 < argc)
+			proc = argv[++i];
 		else if (argv[i][0] != '-' && !name)
 			name = argv[i];
 		else {
@@ -78,6 +85,16 @@ static int logs_main(int argc, char **argv)
 	if (!name) {
 		logs_usage(stderr);
 		return CLI_EXIT_USAGE;
+	}
+	if (proc) {
+		struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
+		struct sandbox sb;
+		int r;
+
+		if (sandbox_api_addr(name, 0, &sb, &a))
+			return CLI_EXIT_ERROR;
+		r = api_logs(&a, proc, follow);
+		return r < 0 ? CLI_EXIT_ERROR : follow ? r : 0;
 	}
 	if (sandbox_status(name, &st))
 		return CLI_EXIT_ERROR;

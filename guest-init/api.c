@@ -2,6 +2,7 @@
  * by the init), so a crash or a slow client affects only that request. */
 #define _GNU_SOURCE
 #include "api.h"
+#include "ops.h"
 #include "proto.h"
 #include "vsock.h"
 
@@ -37,7 +38,10 @@ static const struct {
 	{ "list", OP_LIST }, { "stat", OP_STAT }, { "mkdir", OP_MKDIR }, { "remove", OP_REMOVE },
 	{ "rename", OP_RENAME }, { "ps", OP_PS }, { "kill", OP_KILL }, { "shutdown", OP_SHUTDOWN },
 	{ "sync", OP_SYNC }, { "connect", OP_CONNECT },
+	{ "processes", OP_PROCESSES }, { "attach", OP_ATTACH }, { "logs", OP_LOGS },
+	{ "signal", OP_SIGNAL }, { "wait", OP_WAIT }, { "watch", OP_WATCH },
 };
+#define FIRST_V2_OP OP_PROCESSES
 
 static int fail(const char **err, int *eno, const char *msg, int e)
 {
@@ -116,23 +120,156 @@ static int valid_path(const char *p)
 	return p && p[0] == '/' && strlen(p) < PATH_MAX;
 }
 
+int api_valid_tag(const char *t)
+{
+	size_t i, n = t ? strlen(t) : 0;
+
+	/* Not starting with a digit: a tag never reads as an id. */
+	if (n == 0 || n > API_TAG_MAX || (t[0] >= '0' && t[0] <= '9'))
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = t[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+		      c == '.' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/* An optional integer member in [lo, hi]: 0 (absent or fine) or -1. */
+static int opt_int(const struct json *o, const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+	if (!json_get(o, key))
+		return 0;
+	return json_get_int(o, key, out) || *out < lo || *out > hi ? -1 : 0;
+}
+
+static int opt_bool(const struct json *o, const char *key, int *out)
+{
+	return json_get(o, key) && json_get_bool(o, key, out) ? -1 : 0;
+}
+
+/* attach/logs/signal/wait name a detached process by "id" or "tag". */
+static int parse_selector(const struct json *root, struct api_request *r, const char **err, int *eno)
+{
+	int has_id = json_get(root, "id") != NULL, has_tag = json_get(root, "tag") != NULL;
+
+	if (has_id == has_tag)
+		return fail(err, eno, "name the process by \"id\" or by \"tag\" (one of them)", EINVAL);
+	if (has_id && (json_get_int(root, "id", &r->id) || r->id < 1 || r->id > INT32_MAX))
+		return fail(err, eno, "\"id\" must be a process id from exec or processes", EINVAL);
+	if (has_tag && (json_get_str(root, "tag", &r->tag) || !api_valid_tag(r->tag)))
+		return fail(err, eno, "\"tag\" must be 1-64 of A-Z a-z 0-9 _ . -, not starting with a digit", EINVAL);
+	return 0;
+}
+
+/* The version 2 members of a request (r->op and the version 1 members
+ * are parsed). */
+static int parse_v2(const struct json *root, struct api_request *r, const char **err, int *eno)
+{
+	const struct json *v;
+
+	switch (r->op) {
+	case OP_EXEC:
+		if (opt_bool(root, "detach", &r->detach))
+			return fail(err, eno, "\"detach\" must be a boolean", EINVAL);
+		if (!r->detach && (json_get(root, "tag") || json_get(root, "ring_bytes")))
+			return fail(err, eno, "\"tag\" and \"ring_bytes\" need \"detach\":true", EINVAL);
+		if (json_get(root, "tag") && (json_get_str(root, "tag", &r->tag) || !api_valid_tag(r->tag)))
+			return fail(err, eno, "\"tag\" must be 1-64 of A-Z a-z 0-9 _ . -, not starting with a digit", EINVAL);
+		if (opt_int(root, "ring_bytes", API_RING_MIN, API_RING_MAX, &r->ring_bytes))
+			return fail(err, eno, "\"ring_bytes\" must be 4096..67108864", EINVAL);
+		return 0;
+	case OP_READ:
+		if (opt_int(root, "offset", 0, INT64_MAX, &r->offset) ||
+		    opt_int(root, "length", 0, INT64_MAX, &r->length))
+			return fail(err, eno, "\"offset\" and \"length\" must be non-negative integers", EINVAL);
+		return 0;
+	case OP_WRITE:
+		if (json_get(root, "user") && (json_get(root, "uid") || json_get(root, "gid")))
+			return fail(err, eno, "give \"user\" or \"uid\"/\"gid\", not both", EINVAL);
+		if (opt_int(root, "uid", 0, 0xfffffffe, &r->uid) || opt_int(root, "gid", 0, 0xfffffffe, &r->gid))
+			return fail(err, eno, "\"uid\" and \"gid\" must be 0..4294967294", EINVAL);
+		if (json_get(root, "user") &&
+		    (json_get_str(root, "user", &r->user) || !r->user[0] || strlen(r->user) > 32 ||
+		     strchr(r->user, ':') || strchr(r->user, '\n')))
+			return fail(err, eno, "\"user\" must be a user name", EINVAL);
+		return 0;
+	case OP_PROCESSES:
+		return 0;
+	case OP_ATTACH:
+	case OP_LOGS:
+		if (parse_selector(root, r, err, eno))
+			return -1;
+		if (opt_int(root, "offset", 0, INT64_MAX, &r->offset) ||
+		    opt_int(root, "stderr_offset", 0, INT64_MAX, &r->stderr_offset))
+			return fail(err, eno, "\"offset\" and \"stderr_offset\" must be non-negative integers", EINVAL);
+		if (r->op == OP_LOGS && opt_bool(root, "follow", &r->follow))
+			return fail(err, eno, "\"follow\" must be a boolean", EINVAL);
+		r->follow |= r->op == OP_ATTACH;
+		return 0;
+	case OP_SIGNAL:
+		if (parse_selector(root, r, err, eno))
+			return -1;
+		r->sig = SIGTERM;
+		if (opt_int(root, "signal", 1, 64, &r->sig))
+			return fail(err, eno, "\"signal\" must be 1..64", EINVAL);
+		return 0;
+	case OP_WAIT:
+		if (parse_selector(root, r, err, eno))
+			return -1;
+		if (opt_int(root, "timeout_ms", 0, INT32_MAX, &r->timeout_ms))
+			return fail(err, eno, "\"timeout_ms\" must be 0..2147483647", EINVAL);
+		return 0;
+	case OP_WATCH:
+		if (json_get_str(root, "path", &r->path) || !valid_path(r->path))
+			return fail(err, eno, "\"path\" must be an absolute path", EINVAL);
+		if (opt_bool(root, "recursive", &r->recursive))
+			return fail(err, eno, "\"recursive\" must be a boolean", EINVAL);
+		r->coalesce_ms = 100;
+		if (opt_int(root, "coalesce_ms", 0, 10000, &r->coalesce_ms))
+			return fail(err, eno, "\"coalesce_ms\" must be 0..10000", EINVAL);
+		return 0;
+	case OP_STAT:
+		v = json_get(root, "paths");
+		if (!v)
+			return 0;
+		if (json_get(root, "path") || str_array(v, r->paths, API_MAX_PATHS - 1, &r->nr_paths) ||
+		    r->nr_paths == 0)
+			return fail(err, eno, "\"paths\" must be 1..255 absolute paths (and no \"path\")", EINVAL);
+		for (unsigned i = 0; i < r->nr_paths; i++)
+			if (!valid_path(r->paths[i]))
+				return fail(err, eno, "\"paths\" must be 1..255 absolute paths (and no \"path\")", EINVAL);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static int parse_v1(const struct json *root, struct api_request *r, const char **err, int *eno);
+
 int api_parse(const char *text, size_t len, const char *token, struct json_arena *a,
 	      struct api_request *r, const char **err, int *eno)
 {
 	const char *jerr = NULL, *op = NULL, *tok = NULL;
-	const struct json *root, *v;
+	const struct json *root;
 	int64_t ver = 0;
 	size_t i;
+	int rc;
 
 	memset(r, 0, sizeof(*r));
 	r->mode = -1;
+	r->length = -1;
+	r->uid = r->gid = -1;
 	root = json_parse(text, len, a, &jerr);
 	if (!root)
 		return fail(err, eno, jerr, EPROTO);
 	if (root->type != JSON_OBJ)
 		return fail(err, eno, "request is not a JSON object", EPROTO);
-	if (json_get_int(root, "v", &ver) || ver != API_VERSION)
-		return fail(err, eno, "unsupported API version (this server speaks v=1)", EPROTO);
+	if (json_get_int(root, "v", &ver) || ver < 1 || ver > API_VERSION_MAX)
+		return fail(err, eno, "unsupported API version (this server speaks v=1 and v=2)", EPROTO);
+	r->version = (int)ver;
 	if (token && *token) {
 		if (json_get_str(root, "token", &tok) || !token_ok(token, tok))
 			return fail(err, eno, "missing or wrong access token", EACCES);
@@ -145,6 +282,19 @@ int api_parse(const char *text, size_t len, const char *token, struct json_arena
 	if (i == sizeof(ops) / sizeof(ops[0]))
 		return fail(err, eno, "unknown \"op\"", EINVAL);
 	r->op = ops[i].op;
+	if (r->op >= FIRST_V2_OP && r->version < 2)
+		return fail(err, eno, "this \"op\" is version 2: send \"v\":2", EINVAL);
+	rc = parse_v1(root, r, err, eno);
+	if (rc || r->version < 2)
+		return rc;
+	return parse_v2(root, r, err, eno);
+}
+
+/* The version 1 members (a version 2 request has them too). */
+static int parse_v1(const struct json *root, struct api_request *r, const char **err, int *eno)
+{
+	const struct json *v;
+	size_t i;
 
 	switch (r->op) {
 	case OP_EXEC:
@@ -187,6 +337,8 @@ int api_parse(const char *text, size_t len, const char *token, struct json_arena
 	case OP_MKDIR:
 	case OP_REMOVE:
 	case OP_RENAME:
+		if (r->op == OP_STAT && r->version >= 2 && json_get(root, "paths"))
+			return 0; /* many paths: parse_v2 */
 		if (json_get_str(root, "path", &r->path) || !valid_path(r->path))
 			return fail(err, eno, "\"path\" must be an absolute path", EINVAL);
 		if (r->op == OP_RENAME && (json_get_str(root, "to", &r->to) || !valid_path(r->to)))
@@ -247,13 +399,20 @@ int api_parse(const char *text, size_t len, const char *token, struct json_arena
 	case OP_PS:
 	case OP_SHUTDOWN:
 		return 0;
+	case OP_WATCH:
+	case OP_PROCESSES:
+	case OP_ATTACH:
+	case OP_LOGS:
+	case OP_SIGNAL:
+	case OP_WAIT:
+		return 0; /* parse_v2 */
 	}
 	return fail(err, eno, "unknown \"op\"", EINVAL);
 }
 
 /* ---- replies ------------------------------------------------------------- */
 
-static void send_error(int fd, int e, const char *msg)
+void api_send_error(int fd, int e, const char *msg)
 {
 	char buf[1024];
 	struct json_writer w;
@@ -270,325 +429,23 @@ static void send_error(int fd, int e, const char *msg)
 	frame_write(fd, F_ERROR, buf, jw_done(&w) ? w.len : 0);
 }
 
-static void send_json(int fd, uint8_t type, struct json_writer *w)
+void api_send_json(int fd, uint8_t type, struct json_writer *w)
 {
 	if (!jw_done(w)) {
-		send_error(fd, E2BIG, "reply too large");
+		api_send_error(fd, E2BIG, "reply too large");
 		return;
 	}
 	frame_write(fd, type, w->buf, w->len);
 }
 
-/* ---- files --------------------------------------------------------------- */
-
-static const char *type_name(mode_t m)
-{
-	if (S_ISREG(m)) return "file";
-	if (S_ISDIR(m)) return "dir";
-	if (S_ISLNK(m)) return "symlink";
-	if (S_ISCHR(m)) return "char";
-	if (S_ISBLK(m)) return "block";
-	if (S_ISFIFO(m)) return "fifo";
-	if (S_ISSOCK(m)) return "socket";
-	return "unknown";
-}
-
-static void stat_fields(struct json_writer *w, const struct stat *st)
-{
-	jw_key(w, "type");
-	jw_str(w, type_name(st->st_mode));
-	jw_key(w, "size");
-	jw_int(w, (int64_t)st->st_size);
-	jw_key(w, "mode");
-	jw_int(w, st->st_mode & 07777);
-	jw_key(w, "mtime");
-	jw_int(w, (int64_t)st->st_mtime);
-	jw_key(w, "uid");
-	jw_int(w, st->st_uid);
-	jw_key(w, "gid");
-	jw_int(w, st->st_gid);
-}
-
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char tmp[PATH_MAX];
-	size_t i, n = strlen(path);
-
-	if (n >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	memcpy(tmp, path, n + 1);
-	for (i = 1; i <= n; i++) {
-		if (tmp[i] != '/' && tmp[i] != '\0')
-			continue;
-		tmp[i] = '\0';
-		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-			return -errno;
-		tmp[i] = i < n ? '/' : '\0';
-	}
-	{
-		struct stat st;
-
-		if (stat(path, &st) < 0)
-			return -errno;
-		if (!S_ISDIR(st.st_mode))
-			return -ENOTDIR;
-	}
-	return 0;
-}
-
-static void op_read(int fd, const struct api_request *r)
-{
-	char buf[DATA_CHUNK], meta[256];
-	struct json_writer w;
-	struct stat st;
-	int f = open(r->path, O_RDONLY | O_CLOEXEC);
-
-	if (f < 0 || fstat(f, &st) < 0) {
-		send_error(fd, errno, NULL);
-		if (f >= 0)
-			close(f);
-		return;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		close(f);
-		send_error(fd, EISDIR, NULL);
-		return;
-	}
-	jw_init(&w, meta, sizeof(meta));
-	jw_obj(&w);
-	stat_fields(&w, &st);
-	jw_obj_end(&w);
-	send_json(fd, F_RESULT, &w);
-	for (;;) {
-		ssize_t n = read(f, buf, sizeof(buf));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			send_error(fd, errno, "read failed midway");
-			break;
-		}
-		if (n == 0) {
-			frame_write(fd, F_END, NULL, 0);
-			break;
-		}
-		if (frame_write(fd, F_DATA, buf, (size_t)n))
-			break;
-	}
-	close(f);
-}
-
-/* Atomic write: a temporary file beside the target, fsync, rename. */
-static void op_write(int fd, const struct api_request *r)
-{
-	static char buf[FRAME_MAX];
-	char dir[PATH_MAX], tmp[PATH_MAX + 256], meta[128];
-	const char *slash = strrchr(r->path, '/'), *base = slash + 1;
-	struct json_writer w;
-	uint64_t total = 0;
-	int f, e;
-
-	if (!*base) {
-		send_error(fd, EISDIR, "path names a directory");
-		return;
-	}
-	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - r->path) ? (int)(slash - r->path) : 1, r->path);
-	if (r->parents && (e = mkdir_p(dir, 0755)) < 0) {
-		send_error(fd, -e, "cannot create the parent directories");
-		return;
-	}
-	snprintf(tmp, sizeof(tmp), "%.3800s/.%.200s.vmm-XXXXXX", dir, base);
-	f = mkostemp(tmp, O_CLOEXEC);
-	if (f < 0) {
-		send_error(fd, errno, NULL);
-		return;
-	}
-	fchmod(f, r->mode >= 0 ? (mode_t)r->mode : 0644);
-	for (;;) {
-		uint8_t type;
-		size_t len;
-		int rr = frame_read(fd, &type, buf, sizeof(buf), &len);
-
-		if (rr || (type != F_DATA && type != F_END)) {
-			/* The client went away or broke the protocol: nothing
-			 * half-written becomes visible. */
-			unlink(tmp);
-			close(f);
-			if (rr != -1)
-				send_error(fd, EPROTO, "expected DATA or END frames");
-			return;
-		}
-		if (type == F_END)
-			break;
-		if (write_full(f, buf, len)) {
-			e = errno;
-			unlink(tmp);
-			close(f);
-			send_error(fd, e, "write failed (disk full?)");
-			return;
-		}
-		total += len;
-	}
-	if (fsync(f) < 0 || close(f) < 0 || rename(tmp, r->path) < 0) {
-		e = errno;
-		unlink(tmp);
-		send_error(fd, e, NULL);
-		return;
-	}
-	jw_init(&w, meta, sizeof(meta));
-	jw_obj(&w);
-	jw_key(&w, "size");
-	jw_int(&w, (int64_t)total);
-	jw_obj_end(&w);
-	send_json(fd, F_RESULT, &w);
-}
-
-/* Directory listing in pages of at most ~60 KiB: {"entries":[...],"more":B}. */
-static void op_list(int fd, const struct api_request *r)
-{
-	static char buf[DATA_CHUNK + 4096];
-	struct json_writer w;
-	struct dirent *de;
-	DIR *d = opendir(r->path);
-	int dfd, count = 0;
-
-	if (!d) {
-		send_error(fd, errno, NULL);
-		return;
-	}
-	dfd = dirfd(d);
-	jw_init(&w, buf, sizeof(buf));
-	jw_obj(&w);
-	jw_key(&w, "entries");
-	jw_arr(&w);
-	while ((de = readdir(d))) {
-		struct stat st;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue; /* raced with a removal */
-		if (w.len > DATA_CHUNK) {
-			jw_arr_end(&w);
-			jw_key(&w, "more");
-			jw_bool(&w, 1);
-			jw_obj_end(&w);
-			send_json(fd, F_RESULT, &w);
-			jw_init(&w, buf, sizeof(buf));
-			jw_obj(&w);
-			jw_key(&w, "entries");
-			jw_arr(&w);
-		}
-		jw_obj(&w);
-		jw_key(&w, "name");
-		jw_str(&w, de->d_name);
-		stat_fields(&w, &st);
-		jw_obj_end(&w);
-		count++;
-	}
-	closedir(d);
-	jw_arr_end(&w);
-	jw_key(&w, "more");
-	jw_bool(&w, 0);
-	jw_obj_end(&w);
-	send_json(fd, F_RESULT, &w);
-}
-
-static void op_stat(int fd, const struct api_request *r)
-{
-	char buf[256];
-	struct json_writer w;
-	struct stat st;
-
-	if (lstat(r->path, &st) < 0) {
-		send_error(fd, errno, NULL);
-		return;
-	}
-	jw_init(&w, buf, sizeof(buf));
-	jw_obj(&w);
-	stat_fields(&w, &st);
-	jw_obj_end(&w);
-	send_json(fd, F_RESULT, &w);
-}
-
-static void send_ok(int fd)
+void api_send_ok(int fd)
 {
 	frame_write(fd, F_RESULT, "{}", 2);
 }
 
-/* Removes what dfd/name is, depth-first, never following symlinks. */
-static int remove_tree(int dfd, const char *name)
-{
-	struct stat st;
-	int sub, e = 0;
-	DIR *d;
-	struct dirent *de;
-
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (!S_ISDIR(st.st_mode))
-		return unlinkat(dfd, name, 0) < 0 ? -errno : 0;
-	sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sub < 0)
-		return -errno;
-	d = fdopendir(sub);
-	if (!d) {
-		close(sub);
-		return -errno;
-	}
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if ((e = remove_tree(dirfd(d), de->d_name)) < 0)
-			break;
-	}
-	closedir(d);
-	if (e < 0)
-		return e;
-	return unlinkat(dfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
-}
-
-static void op_mkdir(int fd, const struct api_request *r)
-{
-	mode_t mode = r->mode >= 0 ? (mode_t)r->mode : 0755;
-	int e = r->parents ? mkdir_p(r->path, mode) : (mkdir(r->path, mode) < 0 ? -errno : 0);
-
-	if (e < 0)
-		send_error(fd, -e, NULL);
-	else
-		send_ok(fd);
-}
-
-static void op_remove(int fd, const struct api_request *r)
-{
-	struct stat st;
-	int e;
-
-	if (lstat(r->path, &st) < 0) {
-		send_error(fd, errno, NULL);
-		return;
-	}
-	if (!strcmp(r->path, "/")) {
-		send_error(fd, EBUSY, "refusing to remove /");
-		return;
-	}
-	if (S_ISDIR(st.st_mode))
-		e = r->recursive ? remove_tree(AT_FDCWD, r->path) : (rmdir(r->path) < 0 ? -errno : 0);
-	else
-		e = unlink(r->path) < 0 ? -errno : 0;
-	if (e < 0)
-		send_error(fd, -e, NULL);
-	else
-		send_ok(fd);
-}
-
-static void op_rename(int fd, const struct api_request *r)
-{
-	if (rename(r->path, r->to) < 0)
-		send_error(fd, errno, NULL);
-	else
-		send_ok(fd);
-}
+#define send_error api_send_error
+#define send_json api_send_json
+#define send_ok api_send_ok
 
 /* ---- processes ------------------------------------------------------------ */
 
@@ -711,186 +568,6 @@ static void op_kill(int fd, const struct api_request *r, const struct api_config
 		send_ok(fd);
 }
 
-/* extra[]: the egress proxy's variables (NULL-terminated), before the
- * request's own, which override them. */
-static void default_env(const struct api_request *r, const char *const *extra, char **env, unsigned max)
-{
-	static const char *const base[] = {
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=/root",
-		"LANG=C.UTF-8",
-	};
-	unsigned n = 0, i, j;
-
-	for (i = 0; i < sizeof(base) / sizeof(base[0]); i++) {
-		size_t k = strchr(base[i], '=') - base[i] + 1;
-		int overridden = 0;
-
-		for (j = 0; j < r->envc; j++)
-			if (!strncmp(r->env[j], base[i], k))
-				overridden = 1;
-		if (!overridden)
-			env[n++] = (char *)base[i];
-	}
-	if (r->pty)
-		env[n++] = "TERM=xterm-256color";
-	for (i = 0; extra && extra[i]; i++) {
-		size_t k = strchr(extra[i], '=') - extra[i] + 1;
-		int overridden = 0;
-
-		for (j = 0; j < r->envc; j++)
-			if (!strncmp(r->env[j], extra[i], k))
-				overridden = 1;
-		if (!overridden)
-			env[n++] = (char *)extra[i];
-	}
-	for (j = 0; j < r->envc && n + 1 < max; j++)
-		env[n++] = (char *)r->env[j];
-	env[n] = NULL;
-}
-
-struct exec_io {
-	int out, err;        /* read ends (err = -1 with a pty) */
-	int in;              /* write end of stdin (or the pty master), -1 if none */
-	int pty;
-};
-
-static pid_t spawn(const struct api_request *r, const char *const *extra, struct exec_io *io, int *err)
-{
-	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 }, ep[2];
-	char *env[API_MAX_ENV + 16];
-	int master = -1, slave = -1;
-	pid_t pid;
-	ssize_t n;
-	int e = 0;
-
-	default_env(r, extra, env, sizeof(env) / sizeof(env[0]));
-	if (pipe2(ep, O_CLOEXEC) < 0) {
-		*err = errno;
-		return -1;
-	}
-	if (r->pty) {
-		struct winsize ws = { .ws_row = (unsigned short)r->rows, .ws_col = (unsigned short)r->cols };
-
-		master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-		if (master < 0 || grantpt(master) || unlockpt(master) ||
-		    (slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
-			*err = errno;
-			goto fail;
-		}
-		ioctl(master, TIOCSWINSZ, &ws);
-	} else if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-		   (r->stdin_stream && pipe2(inp, O_CLOEXEC) < 0)) {
-		*err = errno;
-		goto fail;
-	}
-	pid = fork();
-	if (pid < 0) {
-		*err = errno;
-		goto fail;
-	}
-	if (pid == 0) {
-		sigset_t none;
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		/* A clean slate: dispositions ignored anywhere up the chain
-		 * would stick across exec (and a shell cannot trap them). */
-		for (int sig = 1; sig < 65; sig++)
-			signal(sig, SIG_DFL);
-		setsid();
-		if (r->pty) {
-			ioctl(slave, TIOCSCTTY, 0);
-			dup2(slave, 0);
-			dup2(slave, 1);
-			dup2(slave, 2);
-		} else {
-			int nul = open("/dev/null", O_RDONLY);
-
-			dup2(r->stdin_stream ? inp[0] : nul, 0);
-			dup2(outp[1], 1);
-			dup2(errp[1], 2);
-		}
-		if (r->cwd && chdir(r->cwd) < 0)
-			goto child_fail;
-		if (!r->cwd && chdir("/root") < 0 && chdir("/") < 0)
-			goto child_fail;
-		execvpe(r->argv[0], (char *const *)r->argv, env);
-child_fail:
-		e = errno;
-		n = write(ep[1], &e, sizeof(e));
-		(void)n;
-		_exit(127);
-	}
-	close(ep[1]);
-	/* The exec succeeded iff the CLOEXEC pipe closes without a word. */
-	n = read(ep[0], &e, sizeof(e));
-	close(ep[0]);
-	if (n == sizeof(e)) {
-		waitpid(pid, NULL, 0);
-		*err = e;
-		ep[0] = ep[1] = -1;
-		goto fail_noep;
-	}
-	if (r->pty) {
-		close(slave);
-		io->out = master;
-		io->err = -1;
-		io->in = master;
-		io->pty = 1;
-	} else {
-		close(outp[1]);
-		close(errp[1]);
-		io->out = outp[0];
-		io->err = errp[0];
-		io->pty = 0;
-		io->in = -1;
-		if (r->stdin_stream) {
-			close(inp[0]);
-			io->in = inp[1];
-			fcntl(io->in, F_SETFL, O_NONBLOCK);
-		}
-	}
-	return pid;
-fail:
-	close(ep[0]);
-	close(ep[1]);
-fail_noep:
-	if (master >= 0)
-		close(master);
-	if (slave >= 0)
-		close(slave);
-	if (outp[0] >= 0) {
-		close(outp[0]);
-		close(outp[1]);
-	}
-	if (errp[0] >= 0) {
-		close(errp[0]);
-		close(errp[1]);
-	}
-	if (inp[0] >= 0) {
-		close(inp[0]);
-		close(inp[1]);
-	}
-	return -1;
-}
-
-/* The egress proxy's guest side (guest-init/egress.h) listens on
- * 127.0.0.1:port: commands get the variables HTTP clients look for. */
-static void proxy_env(unsigned port, char buf[5][64], const char *vars[6])
-{
-	static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
-	unsigned i;
-
-	for (i = 0; i < 4; i++) {
-		snprintf(buf[i], 64, "%s=http://127.0.0.1:%u", names[i], port);
-		vars[i] = buf[i];
-	}
-	snprintf(buf[4], 64, "NO_PROXY=localhost,127.0.0.1");
-	vars[4] = buf[4];
-	vars[5] = NULL;
-}
-
 static void op_exec(int fd, const struct api_request *r, const struct api_config *cfg)
 {
 	static uint8_t buf[FRAME_MAX], inbuf[FRAME_MAX];
@@ -911,8 +588,8 @@ static void op_exec(int fd, const struct api_request *r, const struct api_config
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (cfg->egress_port && (port = cfg->egress_port()))
-		proxy_env(port, egress_buf, extra);
-	pid = spawn(r, extra, &io, &e);
+		spawn_proxy_env(port, egress_buf, extra);
+	pid = spawn_command(r, extra, &io, &e);
 	if (pid < 0) {
 		send_error(fd, e, e == ENOENT ? "command not found" : NULL);
 		close(sfd);
@@ -1116,6 +793,21 @@ static void op_exec(int fd, const struct api_request *r, const struct api_config
 
 /* ---- the connection -------------------------------------------------------- */
 
+/* Detached processes live in the process manager (procs.c), which
+ * outlives this connection: it takes the request and the connection. */
+static void forward(int fd, const char *req, size_t len, const struct api_config *cfg)
+{
+	int e;
+
+	if (cfg->procs_fd < 0) {
+		send_error(fd, ENOTSUP, "this server keeps no detached processes");
+		return;
+	}
+	e = procs_forward(cfg->procs_fd, fd, req, len);
+	if (e < 0)
+		send_error(fd, -e, "the process manager is not running");
+}
+
 void api_serve(int fd, const struct api_config *cfg)
 {
 	static char req[REQUEST_MAX];
@@ -1164,8 +856,14 @@ void api_serve(int fd, const struct api_config *cfg)
 
 		jw_init(&w, buf, sizeof(buf));
 		jw_obj(&w);
+		/* A version 1 client reads "api":1 (it checks that). */
 		jw_key(&w, "api");
-		jw_int(&w, API_VERSION);
+		jw_int(&w, r.version);
+		jw_key(&w, "versions");
+		jw_arr(&w);
+		jw_int(&w, 1);
+		jw_int(&w, 2);
+		jw_arr_end(&w);
 		jw_key(&w, "server");
 		jw_str(&w, "vmm guest-init");
 		jw_key(&w, "uptime_ms");
@@ -1174,14 +872,27 @@ void api_serve(int fd, const struct api_config *cfg)
 		send_json(fd, F_RESULT, &w);
 		break;
 	}
-	case OP_EXEC: op_exec(fd, &r, cfg); break;
-	case OP_READ: op_read(fd, &r); break;
-	case OP_WRITE: op_write(fd, &r); break;
-	case OP_LIST: op_list(fd, &r); break;
-	case OP_STAT: op_stat(fd, &r); break;
-	case OP_MKDIR: op_mkdir(fd, &r); break;
-	case OP_REMOVE: op_remove(fd, &r); break;
-	case OP_RENAME: op_rename(fd, &r); break;
+	case OP_EXEC:
+		if (r.detach)
+			forward(fd, req, len, cfg);
+		else
+			op_exec(fd, &r, cfg);
+		break;
+	case OP_PROCESSES:
+	case OP_ATTACH:
+	case OP_LOGS:
+	case OP_SIGNAL:
+	case OP_WAIT:
+		forward(fd, req, len, cfg);
+		break;
+	case OP_WATCH: watch_serve(fd, &r); break;
+	case OP_READ: files_read(fd, &r); break;
+	case OP_WRITE: files_write(fd, &r); break;
+	case OP_LIST: files_list(fd, &r); break;
+	case OP_STAT: files_stat(fd, &r); break;
+	case OP_MKDIR: files_mkdir(fd, &r); break;
+	case OP_REMOVE: files_remove(fd, &r); break;
+	case OP_RENAME: files_rename(fd, &r); break;
 	case OP_PS: op_ps(fd, cfg); break;
 	case OP_KILL: op_kill(fd, &r, cfg); break;
 	case OP_CONNECT: op_connect(fd, &r); break;

@@ -13,10 +13,17 @@
 #define API_MAX_SEED 256 /* bytes of entropy a sync carries */
 #define API_MAX_NETS 8   /* interfaces a sync may reconfigure */
 #define API_NET_SPEC 160 /* bytes of one interface's description */
+#define API_MAX_PATHS 256 /* paths one v2 stat may ask about */
+#define API_TAG_MAX 64    /* bytes of a detached process's tag */
+#define API_RING_MIN 4096
+#define API_RING_MAX (64u << 20)
+#define API_RING_DEFAULT (1u << 20) /* bytes of output kept per stream */
 
 enum api_op {
 	OP_HEALTH, OP_EXEC, OP_READ, OP_WRITE, OP_LIST, OP_STAT, OP_MKDIR, OP_REMOVE,
 	OP_RENAME, OP_PS, OP_KILL, OP_SHUTDOWN, OP_SYNC, OP_CONNECT,
+	/* version 2 */
+	OP_PROCESSES, OP_ATTACH, OP_LOGS, OP_SIGNAL, OP_WAIT, OP_WATCH,
 };
 
 struct api_request {
@@ -45,6 +52,21 @@ struct api_request {
 	const char *net[API_MAX_NETS];
 	unsigned nr_net;
 	int64_t egress_port;     /* sync: start the egress proxy's guest side (0: no) */
+	/* version 2 (zero/-1 in a version 1 request, which never carries them) */
+	int version;             /* the request's "v": 1 or 2 */
+	int detach;              /* exec: a detached process (procs.c) */
+	const char *tag;         /* exec detach: a name; attach/logs/signal/wait: select by it */
+	int64_t id;              /* attach/logs/signal/wait: a detached process's id (0: by tag) */
+	int64_t ring_bytes;      /* exec detach: output kept per stream (0: the server's default) */
+	int64_t offset;          /* read: first byte; attach/logs: stdout replay offset */
+	int64_t length;          /* read: at most this many bytes (-1: to the end) */
+	int64_t stderr_offset;   /* attach/logs: stderr replay offset */
+	int follow;              /* logs: go on streaming until the process ends */
+	int64_t uid, gid;        /* write: owner (-1: unchanged) */
+	const char *user;        /* write: owner by name (the guest's /etc/passwd) */
+	const char *paths[API_MAX_PATHS];
+	unsigned nr_paths;       /* stat of many paths (0: "path") */
+	int64_t coalesce_ms;     /* watch: window events are merged in */
 };
 
 /* Who may use the API: the host (a vsock peer with CID 2,
@@ -88,6 +110,10 @@ struct api_config {
 	/* exec: the port commands get HTTP_PROXY for (0: none); NULL: none. */
 	unsigned (*egress_port)(void);
 	uint64_t start_ms;
+	/* The process manager's channel (procs.c): detached processes and
+	 * their ops are handed over there with the client's connection. -1:
+	 * none (those ops get ENOTSUP). */
+	int procs_fd;
 };
 
 /* Serves one connection (reads the request, runs it, replies). Runs in a

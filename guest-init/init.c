@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include "api.h"
 #include "egress.h"
+#include "ops.h"
 #include "net.h"
 #include "proto.h"
 #include "vsock.h"
@@ -72,6 +73,8 @@ struct init {
 	struct api_config api;
 	unsigned nr_nets;
 	unsigned egress_port;
+	struct procs_limits procs; /* the process manager's bounds */
+	pid_t procs_pid;           /* the process manager (procs.c), 0: none */
 	char nets[MAX_NETS][128];
 };
 
@@ -197,6 +200,10 @@ static void read_cmdline(struct init *in)
 			in->egress_port = (unsigned)strtoul(tok + 11, NULL, 10);
 		else if (!strncmp(tok, "vmm.fs=", 7))
 			mount_shared(tok + 7);
+		else if (!strncmp(tok, "vmm.proc_ring=", 14))
+			in->procs.ring_bytes = (size_t)strtoul(tok + 14, NULL, 10);
+		else if (!strncmp(tok, "vmm.max_procs=", 14))
+			in->procs.max_procs = (unsigned)strtoul(tok + 14, NULL, 10);
 	}
 }
 
@@ -415,6 +422,27 @@ static void refuse_peer(struct init *in, const struct sockaddr_storage *peer, so
 	in->refused = 0;
 }
 
+/* The process manager owns the detached processes (procs.c). Started
+ * before any connection (every connection's process inherits its
+ * channel), and again if it ever dies (its processes are lost then). */
+static void start_procs(struct init *in)
+{
+	int chan = -1;
+	pid_t p;
+
+	if (in->api.procs_fd >= 0)
+		close(in->api.procs_fd);
+	in->api.procs_fd = -1;
+	p = procs_start(&in->procs, &in->api, &chan);
+	if (p < 0) {
+		say("process manager: %s; no detached processes", strerror((int)-p));
+		in->procs_pid = 0;
+		return;
+	}
+	in->procs_pid = p;
+	in->api.procs_fd = chan;
+}
+
 static void serve_loop(struct init *in)
 {
 	sigset_t set;
@@ -449,6 +477,10 @@ static void serve_loop(struct init *in)
 					if (pid == in->shell_pid && in->pid1) {
 						in->shell_pid = 0;
 						power_off(in);
+					}
+					if (pid == in->procs_pid) {
+						say("the process manager ended; detached processes are lost");
+						start_procs(in);
 					}
 				}
 			} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGUSR2 || si.ssi_signo == SIGINT) {
@@ -494,6 +526,7 @@ int main(int argc, char **argv)
 	in.port = API_VSOCK_PORT;
 	in.shell = 1;
 	in.listen_fd = -1;
+	in.api.procs_fd = -1;
 	snprintf(in.hostname, sizeof(in.hostname), "sandbox");
 	in.api.start_ms = now_ms();
 	in.api.shutdown = request_shutdown;
@@ -521,6 +554,11 @@ int main(int argc, char **argv)
 			perror(argv[2]);
 			return 1;
 		}
+		if (getenv("VMM_API_MAX_PROCS"))
+			in.procs.max_procs = (unsigned)strtoul(getenv("VMM_API_MAX_PROCS"), NULL, 10);
+		if (getenv("VMM_API_RING_BYTES"))
+			in.procs.ring_bytes = (size_t)strtoul(getenv("VMM_API_RING_BYTES"), NULL, 10);
+		start_procs(&in);
 		printf("guest-init: serving on %s\n", argv[2]);
 		fflush(stdout);
 		serve_loop(&in);
@@ -546,6 +584,7 @@ int main(int argc, char **argv)
 		say("no vsock (%s): the API is not served; add --vsock to vmm run", strerror(errno));
 	else
 		say("API ready on vsock port %u", in.port);
+	start_procs(&in);
 	vmm_port(VMM_PORT_BOOT_READY);
 	if (in.shell)
 		in.shell_pid = spawn_shell();

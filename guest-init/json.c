@@ -381,6 +381,13 @@ void jw_obj_end(struct json_writer *w) { put(w, "}", 1); w->need_comma = 1; }
 void jw_arr(struct json_writer *w) { comma(w); put(w, "[", 1); w->need_comma = 0; }
 void jw_arr_end(struct json_writer *w) { put(w, "]", 1); w->need_comma = 1; }
 
+void jw_raw(struct json_writer *w, const char *json)
+{
+	comma(w);
+	put(w, json, strlen(json));
+	w->need_comma = 1;
+}
+
 void jw_key(struct json_writer *w, const char *key)
 {
 	jw_str(w, key);

@@ -58,6 +58,8 @@ void jw_strn(struct json_writer *w, const char *s, size_t n);
 void jw_int(struct json_writer *w, int64_t v);
 void jw_bool(struct json_writer *w, int v);
 void jw_null(struct json_writer *w);
+/* A value that is already JSON (the caller's own, valid), as it is. */
+void jw_raw(struct json_writer *w, const char *json);
 /* NUL-terminated result, or NULL if it did not fit. */
 const char *jw_done(struct json_writer *w);
 

@@ -13,7 +13,8 @@
 #include <stdint.h>
 
 #define API_VSOCK_PORT 1024
-#define API_VERSION 1
+#define API_VERSION 1     /* what a client sends for version 1 operations */
+#define API_VERSION_MAX 2 /* the newest version guest-init serves (it serves 1 too) */
 #define FRAME_HDR 8
 #define FRAME_MAX (1u << 20)      /* largest payload accepted */
 #define REQUEST_MAX (64u * 1024)  /* largest REQUEST payload accepted */
@@ -36,6 +37,7 @@ enum frame_type {
 	F_RESULT = 19,   /* JSON: the operation's result */
 	F_ERROR = 20,    /* JSON {"error":"ENOENT","errno":2,"message":"..."} */
 	F_STARTED = 21,  /* JSON {"pid":N}: exec started */
+	F_EVENT = 22,    /* v2 watch: JSON {"events":[...]} */
 };
 
 /* Writes one frame; 0 or -1 (errno set). Blocking, retries short writes. */

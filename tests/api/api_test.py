@@ -95,6 +95,114 @@ def check(name, cond, detail=""):
     (ok if cond else bad)(name + ("" if cond else f": {detail}"))
 
 
+def vmm_cmd(args, timeout=60, **kw):
+    return subprocess.run([vmm] + args, capture_output=True, env=env, timeout=timeout, **kw)
+
+
+def v2_checks():
+    """API version 2 through the real CLI: detached processes and watch."""
+    r = vmm_cmd(["exec", "-d", "--tag", "clock", sock, "--", "sh", "-c", "while :; do date; sleep 1; done"])
+    pid_id = r.stdout.strip().decode()
+    check("v2: vmm exec -d prints the process id and returns at once", r.returncode == 0 and pid_id.isdigit(), r)
+    time.sleep(2.5)  # the client is long gone: the process must still run
+    r = vmm_cmd(["top", sock])
+    line = [l for l in r.stdout.decode().splitlines() if l.split()[:1] == [pid_id]]
+    check("v2: vmm top lists it, running, after the client exited",
+          r.returncode == 0 and line and "clock" in line[0] and "running" in line[0] and "while" in line[0], r)
+    r = vmm_cmd(["top", "--json", sock])
+    check("v2: vmm top --json", r.returncode == 0 and b'"processes":[' in r.stdout and b'"tag":"clock"' in r.stdout, r)
+    p = subprocess.Popen([vmm, "attach", sock, pid_id], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    time.sleep(3.5)
+    p.send_signal(2)  # Ctrl-C leaves the process running
+    out, err = p.communicate(timeout=30)
+    lines = out.decode().splitlines()
+    check("v2: vmm attach replays the kept output and follows live lines",
+          len(lines) >= 5 and len(set(lines)) == len(lines), (lines, err))
+    r = vmm_cmd(["top", "--json", sock])
+    check("v2: leaving attach (Ctrl-C) leaves the process running", b'"state":"running"' in r.stdout, r.stdout)
+    r = vmm_cmd(["logs", "--process", "clock", sock])
+    check("v2: vmm logs --process prints the kept output", r.returncode == 0 and len(r.stdout.splitlines()) >= 5, r)
+    f = subprocess.Popen([vmm, "logs", "-f", "--process", pid_id, sock], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    time.sleep(1)
+    r = vmm_cmd(["kill", sock, pid_id])
+    check("v2: vmm kill", r.returncode == 0, r)
+    try:
+        out, err = f.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        f.kill()
+        out, err = f.communicate()
+    check("v2: vmm logs -f ends with the process, with its status (SIGTERM: 143)", f.returncode == 143, (f.returncode, err))
+    r = vmm_cmd(["top", "--json", sock])
+    check("v2: its exit status is kept", b'"state":"exited"' in r.stdout and b'"signal":15' in r.stdout, r.stdout)
+    r = vmm_cmd(["attach", sock, pid_id])
+    check("v2: attach to a finished process: a clear error", r.returncode != 0 and b"has exited" in r.stderr, r)
+    r = vmm_cmd(["attach", sock, "999999"])
+    check("v2: attach to an unknown process: a clear error", r.returncode != 0 and b"ESRCH" in r.stderr, r)
+    r = vmm_cmd(["kill", sock, "no-such-tag"])
+    check("v2: kill of an unknown tag: a clear error", r.returncode != 0 and b"ESRCH" in r.stderr, r)
+    # stdin through attach -i, and the exit status through attach
+    r = vmm_cmd(["exec", "-d", "-i", sock, "--", "sh", "-c", "read x; echo got-$x; exit 7"])
+    cat_id = r.stdout.strip().decode()
+    r = vmm_cmd(["attach", "-i", sock, cat_id], input=b"hello\n")
+    check("v2: vmm attach -i passes stdin and exits with the process's status",
+          r.stdout == b"got-hello\n" and r.returncode == 7, r)
+    # watch: a file created by a second exec
+    with tempfile.TemporaryDirectory() as d:
+        wdir = "/tmp/vmm-watch-test"
+        vx(["sh", "-c", f"rm -rf {wdir}; mkdir -p {wdir}"])
+        w = subprocess.Popen([vmm, "watch", "--recursive", "--json", sock, wdir], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+        time.sleep(1)
+        vx(["sh", "-c", f"mkdir -p {wdir}/sub && echo hi > {wdir}/sub/new.txt && mv {wdir}/sub/new.txt {wdir}/moved.txt"])
+        time.sleep(1.5)
+        w.terminate()
+        out, err = w.communicate(timeout=30)
+        evs = [l for l in out.decode().splitlines() if l]
+        check("v2: vmm watch sees a file created by another exec (recursive, rename paired)",
+              f'"type":"create","path":"{wdir}/sub/new.txt"' in out.decode() and
+              f'"type":"rename","path":"{wdir}/sub/new.txt","to":"{wdir}/moved.txt"' in out.decode(), (evs, err))
+        r = vmm_cmd(["watch", sock, "/no/such/dir"])
+        check("v2: watch on a missing path: a clear error", r.returncode != 0 and b"ENOENT" in r.stderr, r)
+    # files: ranges, owners, many stats (raw frames)
+    vx(["sh", "-c", "printf 0123456789 > /tmp/v2-range"])
+    s = connect()
+    s.sendall(frame(1, b'{"v":2,"op":"read","path":"/tmp/v2-range","offset":3,"length":4,"token":' + f'"{token}"'.encode() + b"}"))
+    t, meta = read_frame(s)
+    data = b""
+    while True:
+        t, body = read_frame(s)
+        if t != 6:
+            break
+        data += body
+    check("v2: read with offset/length", data == b"3456" and t == 7, (data, t))
+    s.close()
+    s = connect()
+    s.sendall(frame(1, b'{"v":2,"op":"stat","paths":["/tmp/v2-range","/no/such"],"token":' + f'"{token}"'.encode() + b"}"))
+    t, body = read_frame(s)
+    check("v2: stat of many paths", t == 19 and b'"size":10' in body and b'"error":"ENOENT"' in body, body)
+    s.close()
+    uid = os.getuid()
+    s = connect()
+    s.sendall(frame(1, b'{"v":2,"op":"write","path":"/tmp/v2-owned","mode":384,"uid":' + str(uid).encode() +
+                    b',"gid":' + str(os.getgid()).encode() + b',"token":' + f'"{token}"'.encode() + b"}"))
+    s.sendall(frame(6, b"x") + frame(7))
+    t, body = read_frame(s)
+    r = vx(["stat", "-c", "%a %u", "/tmp/v2-owned"])
+    check("v2: write with mode and uid/gid", t == 19 and r.stdout == f"600 {uid}\n".encode(), (body, r.stdout))
+    s.close()
+    s = connect()
+    s.sendall(frame(1, b'{"v":2,"op":"write","path":"/tmp/v2-x","user":"no-such-user-xyz","token":' + f'"{token}"'.encode() + b"}"))
+    t, body = read_frame(s)
+    check("v2: write for an unknown user: a clear error", t == 20 and b"ENOENT" in body and b"user" in body, body)
+    s.close()
+    s = connect()
+    s.sendall(frame(1, b'{"v":1,"op":"attach","id":1,"token":' + f'"{token}"'.encode() + b"}"))
+    t, body = read_frame(s)
+    check("v2: a version 2 op in a version 1 request: EINVAL", t == 20 and b"EINVAL" in body, body)
+    s.close()
+
+
 def main():
     # exec basics
     r = vx(["echo", "hello"])
@@ -213,6 +321,8 @@ def main():
     t, body = read_frame(s)
     check("api: an oversized request gets EMSGSIZE", t == 20 and b"EMSGSIZE" in body, body)
     s.close()
+    if "--no-v2" not in sys.argv:
+        v2_checks()
     r = vx(["echo", "still-serving"])
     check("api: the server keeps serving after bad requests", r.stdout == b"still-serving\n", r)
     if "--shutdown" in sys.argv:

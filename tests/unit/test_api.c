@@ -175,7 +175,8 @@ static void requests_refused(void **state)
 	} t[] = {
 		{ "[]", EPROTO },
 		{ "{\"op\":\"health\"}", EPROTO },                          /* no version */
-		{ "{\"v\":2,\"op\":\"health\"}", EPROTO },
+		{ "{\"v\":3,\"op\":\"health\"}", EPROTO },                  /* v1 and v2 only */
+		{ "{\"v\":1,\"op\":\"processes\"}", EINVAL },               /* a v2 op */
 		{ "{\"v\":1}", EINVAL },
 		{ "{\"v\":1,\"op\":\"format-disk\"}", EINVAL },
 		{ "{\"v\":1,\"op\":\"exec\"}", EINVAL },

@@ -1,0 +1,224 @@
+/* Host side of the sandbox API's version 2 (docs/api.md): detached
+ * processes (start, attach, logs, the one-shot ops) and file watching. */
+#define _GNU_SOURCE
+#include "api_client.h"
+#include "../guest-init/json.h"
+#include "../guest-init/proto.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+static int unreachable(const struct sandbox_addr *a, int fd)
+{
+	fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
+	return fd;
+}
+
+static int failed(const char *what, const struct api_error *e)
+{
+	fprintf(stderr, "vmm: %s: %s (%s)\n", what, e->message[0] ? e->message : strerror(e->eno), e->name);
+	if (!strcmp(e->name, "EPROTO") && strstr(e->message, "version"))
+		fprintf(stderr, "vmm: the sandbox's guest-init predates API version 2; rebuild its image\n");
+	return -e->eno;
+}
+
+int api_call2(const struct sandbox_addr *a, const char *fields, const char *what, char *out, size_t outlen)
+{
+	struct api_error e;
+	int fd = api_open_v(a, 2, fields), r;
+
+	if (fd < 0)
+		return unreachable(a, fd);
+	r = api_result(fd, out, outlen, &e);
+	close(fd);
+	if (r == -1)
+		return failed(what, &e);
+	if (r) {
+		fprintf(stderr, "vmm: %s: the sandbox closed the connection\n", what);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int api_selector(struct json_writer *w, const char *sel)
+{
+	char *end;
+	long long id;
+
+	if (!sel || !*sel)
+		return -EINVAL;
+	id = strtoll(sel, &end, 10);
+	if (!*end && id > 0) {
+		jw_key(w, "id");
+		jw_int(w, id);
+	} else {
+		jw_key(w, "tag");
+		jw_str(w, sel);
+	}
+	return 0;
+}
+
+int api_start(const struct sandbox_addr *a, const struct exec_opts *o)
+{
+	char fields[REQUEST_MAX], out[512], arena_buf[2048];
+	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
+	const struct json *j;
+	const char *jerr;
+	int64_t id = 0;
+	int r;
+
+	if (api_exec_fields(o, fields, sizeof(fields))) {
+		fprintf(stderr, "vmm: command line too long for one request (64 KiB)\n");
+		return -E2BIG;
+	}
+	r = api_call2(a, fields, o->argv[0], out, sizeof(out));
+	if (r)
+		return r;
+	j = json_parse(out, strlen(out), &ar, &jerr);
+	if (!j || json_get_int(j, "id", &id)) {
+		fprintf(stderr, "vmm: exec -d: an answer without an id: %s\n", out);
+		return -EPROTO;
+	}
+	printf("%lld\n", (long long)id);
+	return 0;
+}
+
+/* attach/logs: the request, then the same stream as exec. */
+static int stream(const struct sandbox_addr *a, const char *op, const char *sel, int follow, int stdin_pass,
+		  int tty)
+{
+	char fields[512], what[96];
+	struct exec_opts o = { .stdin_pass = stdin_pass, .tty = tty, .leave_on_signal = 1 };
+	struct json_writer w;
+	int fd;
+
+	jw_init(&w, fields, sizeof(fields));
+	jw_key(&w, "op");
+	jw_str(&w, op);
+	if (api_selector(&w, sel))
+		return -EINVAL;
+	if (!strcmp(op, "logs")) {
+		jw_key(&w, "follow");
+		jw_bool(&w, follow);
+	}
+	if (!jw_done(&w))
+		return -E2BIG;
+	fd = api_open_v(a, 2, fields);
+	if (fd < 0)
+		return unreachable(a, fd);
+	snprintf(what, sizeof(what), "%s %s", op, sel);
+	return api_session(fd, &o, what);
+}
+
+int api_attach(const struct sandbox_addr *a, const char *sel, int stdin_pass, int tty)
+{
+	return stream(a, "attach", sel, 1, stdin_pass, tty);
+}
+
+int api_logs(const struct sandbox_addr *a, const char *sel, int follow)
+{
+	return stream(a, "logs", sel, follow, 0, 0);
+}
+
+/* ---- watch ------------------------------------------------------------------- */
+
+static void print_events(const char *text, size_t len, int json)
+{
+	static char arena_buf[1 << 20];
+	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
+	const struct json *j, *evs, *e;
+	const char *jerr;
+
+	j = json_parse(text, len, &ar, &jerr);
+	evs = j ? json_get(j, "events") : NULL;
+	if (!evs || evs->type != JSON_ARR)
+		return;
+	for (e = evs->u.kids.first; e; e = e->next) {
+		const char *type = "?", *path = "", *to = NULL;
+		int dir = 0;
+
+		json_get_str(e, "type", &type);
+		json_get_str(e, "path", &path);
+		json_get_str(e, "to", &to);
+		json_get_bool(e, "dir", &dir);
+		if (json) {
+			static char line[3 * 4096 + 256];
+			struct json_writer w;
+
+			jw_init(&w, line, sizeof(line));
+			jw_obj(&w);
+			jw_key(&w, "type");
+			jw_str(&w, type);
+			if (strcmp(type, "overflow")) {
+				jw_key(&w, "path");
+				jw_str(&w, path);
+				if (to) {
+					jw_key(&w, "to");
+					jw_str(&w, to);
+				}
+				jw_key(&w, "dir");
+				jw_bool(&w, dir);
+			}
+			jw_obj_end(&w);
+			if (jw_done(&w))
+				printf("%s\n", line);
+		} else if (!strcmp(type, "overflow")) {
+			printf("overflow (events were lost: rescan what you watch)\n");
+		} else {
+			printf("%-7s %s%s%s%s\n", type, path, dir ? "/" : "", to ? " -> " : "", to ? to : "");
+		}
+	}
+	fflush(stdout);
+}
+
+int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int json)
+{
+	static uint8_t buf[FRAME_MAX + 1];
+	char fields[4300], res[512];
+	struct api_error e;
+	struct json_writer w;
+	int fd, r;
+
+	jw_init(&w, fields, sizeof(fields));
+	jw_key(&w, "op");
+	jw_str(&w, "watch");
+	jw_key(&w, "path");
+	jw_str(&w, path);
+	jw_key(&w, "recursive");
+	jw_bool(&w, recursive);
+	if (!jw_done(&w))
+		return -ENAMETOOLONG;
+	fd = api_open_v(a, 2, fields);
+	if (fd < 0)
+		return unreachable(a, fd);
+	r = api_result(fd, res, sizeof(res), &e);
+	if (r) {
+		close(fd);
+		return r == -1 ? failed(path, &e) : -EPROTO;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	for (;;) {
+		uint8_t type;
+		size_t len;
+
+		if (frame_read(fd, &type, buf, FRAME_MAX, &len)) {
+			fprintf(stderr, "vmm: watch: the sandbox closed the connection\n");
+			r = -EPIPE;
+			break;
+		}
+		if (type == F_EVENT) {
+			print_events((const char *)buf, len, json);
+			if (ferror(stdout))
+				break; /* our reader left */
+		}
+	}
+	close(fd);
+	return r;
+}

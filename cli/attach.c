@@ -1,0 +1,60 @@
+/* vmm attach NAME ID: a detached process's output, replayed and then
+ * live (API v2). Ctrl-C leaves it running. */
+#define _GNU_SOURCE
+#include "api_client.h"
+#include "cli.h"
+#include "sandbox.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void attach_usage(FILE *out)
+{
+	fprintf(out, "usage: vmm attach [-i] [-t] [--token TOKEN] SANDBOX ID\n\n"
+		     "Replays the output a detached process (vmm exec -d) kept, then follows it\n"
+		     "live until it ends, and exits with its exit status. ID is its id or tag.\n"
+		     "Ctrl-C (or SIGTERM/SIGHUP) leaves it running: vmm kill stops it. Several\n"
+		     "attachers may follow one process.\n\n"
+		     "  -i   pass stdin through (it was started with vmm exec -d -i)\n"
+		     "  -t   this terminal in raw mode, resizes passed on (it has a pty: -d -t)\n");
+}
+
+static int attach_main(int argc, char **argv)
+{
+	struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
+	const char *pos[2] = { NULL, NULL };
+	int i, n = 0, in = 0, tty = 0, token_given = 0, r;
+	struct sandbox sb;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-i"))
+			in = 1;
+		else if (!strcmp(argv[i], "-t"))
+			tty = 1;
+		else if (!strcmp(argv[i], "--token") && i + 1 < argc) {
+			a.token = argv[++i];
+			token_given = 1;
+		} else if (argv[i][0] != '-' && n < 2)
+			pos[n++] = argv[i];
+		else {
+			attach_usage(stderr);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (n != 2) {
+		attach_usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	if (sandbox_api_addr(pos[0], token_given, &sb, &a))
+		return CLI_EXIT_ERROR;
+	r = api_attach(&a, pos[1], in, tty);
+	return r < 0 ? CLI_EXIT_ERROR : r;
+}
+
+const struct cli_verb cli_verb_attach = {
+	.name = "attach",
+	.summary = "follow a detached process's output",
+	.run = attach_main,
+	.usage = attach_usage,
+};

@@ -1,0 +1,190 @@
+/* Starting a command for the sandbox API: environment, pipes or a pty,
+ * a new session, default signal dispositions; an exec failure is reported
+ * back through a close-on-exec pipe. */
+#define _GNU_SOURCE
+#include "ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+/* extra[]: the egress proxy's variables (NULL-terminated), before the
+ * request's own, which override them. */
+static void default_env(const struct api_request *r, const char *const *extra, char **env, unsigned max)
+{
+	static const char *const base[] = {
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/root",
+		"LANG=C.UTF-8",
+	};
+	unsigned n = 0, i, j;
+
+	for (i = 0; i < sizeof(base) / sizeof(base[0]); i++) {
+		size_t k = strchr(base[i], '=') - base[i] + 1;
+		int overridden = 0;
+
+		for (j = 0; j < r->envc; j++)
+			if (!strncmp(r->env[j], base[i], k))
+				overridden = 1;
+		if (!overridden)
+			env[n++] = (char *)base[i];
+	}
+	if (r->pty)
+		env[n++] = "TERM=xterm-256color";
+	for (i = 0; extra && extra[i]; i++) {
+		size_t k = strchr(extra[i], '=') - extra[i] + 1;
+		int overridden = 0;
+
+		for (j = 0; j < r->envc; j++)
+			if (!strncmp(r->env[j], extra[i], k))
+				overridden = 1;
+		if (!overridden)
+			env[n++] = (char *)extra[i];
+	}
+	for (j = 0; j < r->envc && n + 1 < max; j++)
+		env[n++] = (char *)r->env[j];
+	env[n] = NULL;
+}
+
+pid_t spawn_command(const struct api_request *r, const char *const *extra, struct exec_io *io, int *err)
+{
+	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 }, ep[2];
+	char *env[API_MAX_ENV + 16];
+	int master = -1, slave = -1;
+	pid_t pid;
+	ssize_t n;
+	int e = 0;
+
+	default_env(r, extra, env, sizeof(env) / sizeof(env[0]));
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		*err = errno;
+		return -1;
+	}
+	if (r->pty) {
+		struct winsize ws = { .ws_row = (unsigned short)r->rows, .ws_col = (unsigned short)r->cols };
+
+		master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (master < 0 || grantpt(master) || unlockpt(master) ||
+		    (slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+			*err = errno;
+			goto fail;
+		}
+		ioctl(master, TIOCSWINSZ, &ws);
+	} else if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+		   (r->stdin_stream && pipe2(inp, O_CLOEXEC) < 0)) {
+		*err = errno;
+		goto fail;
+	}
+	pid = fork();
+	if (pid < 0) {
+		*err = errno;
+		goto fail;
+	}
+	if (pid == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* A clean slate: dispositions ignored anywhere up the chain
+		 * would stick across exec (and a shell cannot trap them). */
+		for (int sig = 1; sig < 65; sig++)
+			signal(sig, SIG_DFL);
+		setsid();
+		if (r->pty) {
+			ioctl(slave, TIOCSCTTY, 0);
+			dup2(slave, 0);
+			dup2(slave, 1);
+			dup2(slave, 2);
+		} else {
+			int nul = open("/dev/null", O_RDONLY);
+
+			dup2(r->stdin_stream ? inp[0] : nul, 0);
+			dup2(outp[1], 1);
+			dup2(errp[1], 2);
+		}
+		if (r->cwd && chdir(r->cwd) < 0)
+			goto child_fail;
+		if (!r->cwd && chdir("/root") < 0 && chdir("/") < 0)
+			goto child_fail;
+		execvpe(r->argv[0], (char *const *)r->argv, env);
+child_fail:
+		e = errno;
+		n = write(ep[1], &e, sizeof(e));
+		(void)n;
+		_exit(127);
+	}
+	close(ep[1]);
+	/* The exec succeeded iff the CLOEXEC pipe closes without a word. */
+	n = read(ep[0], &e, sizeof(e));
+	close(ep[0]);
+	if (n == sizeof(e)) {
+		waitpid(pid, NULL, 0);
+		*err = e;
+		ep[0] = ep[1] = -1;
+		goto fail_noep;
+	}
+	if (r->pty) {
+		close(slave);
+		io->out = master;
+		io->err = -1;
+		io->in = master;
+		io->pty = 1;
+	} else {
+		close(outp[1]);
+		close(errp[1]);
+		io->out = outp[0];
+		io->err = errp[0];
+		io->pty = 0;
+		io->in = -1;
+		if (r->stdin_stream) {
+			close(inp[0]);
+			io->in = inp[1];
+			fcntl(io->in, F_SETFL, O_NONBLOCK);
+		}
+	}
+	return pid;
+fail:
+	close(ep[0]);
+	close(ep[1]);
+fail_noep:
+	if (master >= 0)
+		close(master);
+	if (slave >= 0)
+		close(slave);
+	if (outp[0] >= 0) {
+		close(outp[0]);
+		close(outp[1]);
+	}
+	if (errp[0] >= 0) {
+		close(errp[0]);
+		close(errp[1]);
+	}
+	if (inp[0] >= 0) {
+		close(inp[0]);
+		close(inp[1]);
+	}
+	return -1;
+}
+
+/* The egress proxy's guest side (guest-init/egress.h) listens on
+ * 127.0.0.1:port: commands get the variables HTTP clients look for. */
+void spawn_proxy_env(unsigned port, char buf[5][64], const char *vars[6])
+{
+	static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
+	unsigned i;
+
+	for (i = 0; i < 4; i++) {
+		snprintf(buf[i], 64, "%s=http://127.0.0.1:%u", names[i], port);
+		vars[i] = buf[i];
+	}
+	snprintf(buf[4], 64, "NO_PROXY=localhost,127.0.0.1");
+	vars[4] = buf[4];
+	vars[5] = NULL;
+}
