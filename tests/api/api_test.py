@@ -154,7 +154,12 @@ def v2_checks():
         w = subprocess.Popen([vmm, "watch", "--recursive", "--json", sock, wdir], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env)
         time.sleep(1)
-        vx(["sh", "-c", f"mkdir -p {wdir}/sub && echo hi > {wdir}/sub/new.txt && mv {wdir}/sub/new.txt {wdir}/moved.txt"])
+        # The new directory gets its watch when its create event is read:
+        # what happens in it before that is reported by the scan as a
+        # create, not as the rename itself, so the rename waits a moment.
+        vx(["sh", "-c", f"mkdir -p {wdir}/sub"])
+        time.sleep(1)
+        vx(["sh", "-c", f"echo hi > {wdir}/sub/new.txt && mv {wdir}/sub/new.txt {wdir}/moved.txt"])
         time.sleep(1.5)
         w.terminate()
         out, err = w.communicate(timeout=30)
