@@ -35,7 +35,8 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
-             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c
+             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
+             cli/egress_tls.c cli/egress_cmd.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
 TLS_LIBS  := -lssl -lcrypto
 

@@ -29,6 +29,7 @@ extern const struct cli_verb cli_verb_create;
 extern const struct cli_verb cli_verb_start;
 extern const struct cli_verb cli_verb_serve;
 extern const struct cli_verb cli_verb_image;
+extern const struct cli_verb cli_verb_egress;
 
 /* vmm serve: sandbox_main in API mode (run.c). */
 int serve_run(int argc, char **argv);
