@@ -227,12 +227,13 @@ test_jail_SRCS    := cli/jail.c vmm/log.c
 test_api_SRCS     := guest-init/api.c guest-init/json.c guest-init/proto.c
 test_fuse_SRCS    := devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
 test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c devices/fuse_priv.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
-test_egress_SRCS  := cli/egress_http.c guest-init/json.c
+test_egress_SRCS  := cli/egress_http.c cli/egress_tunnel.c cli/egress_tls.c vmm/log.c guest-init/json.c
+test_egress_LIBS  := $(TLS_LIBS)
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
 	@$$(if $(Q),echo "  LD      $$@")
-	$(Q)$(CC) $(CFLAGS) $(3) -o $$@ $$^ -lcmocka $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(3) -o $$@ $$^ -lcmocka $($(1)_LIBS) $(LDLIBS)
 endef
 $(foreach t,$(UNIT_TESTS),$(eval $(call unit_test,$(t),obj,)))
 $(foreach t,$(UNIT_TESTS),$(eval $(call unit_test,$(t),asan,$(ASAN_FLAGS))))
@@ -247,7 +248,7 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test fc-api-test e2e-lib-test
+guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 
 # The e2e tier's crash scan (tests/e2e/lib.sh) on made-up consoles: a
@@ -261,6 +262,12 @@ e2e-lib-test:
 .PHONY: fc-api-test
 fc-api-test: $(BUILD)/vmm guests
 	$(Q)tests/api/fc_api.sh $(BUILD)/vmm $(BUILD)/guests
+
+# The egress proxy's HTTPS interception and tunnels with real curl and
+# Python requests against `vmm egress serve` (no VM, no KVM).
+.PHONY: egress-host-test
+egress-host-test: $(BUILD)/vmm
+	$(Q)timeout 300 python3 tests/api/egress_host.py $(BUILD)/vmm
 
 # The sandbox API through vmm exec/cp against the host build of guest-init.
 .PHONY: api-test
@@ -301,7 +308,7 @@ fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.
 fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \
                          devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
-fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c guest-init/json.c
+fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c guest-init/json.c
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)

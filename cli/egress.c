@@ -747,19 +747,22 @@ static void *conn_thread(void *arg)
 		serve_ca(c);
 		goto logit;
 	}
-	if ((r = admit(e))) {
-		reply(c, r, "request rate limit reached");
-		goto logit;
-	}
 	if (c->req.connect) {
 		int mode = eg_connect_mode(&e->policy, &c->req, &c->rule, &why);
 
-		if (mode == EG_DENY)
+		/* an intercepted tunnel's requests count one by one, inside */
+		if (mode == EG_PIPE && (r = admit(e)))
+			reply(c, r, "request rate limit reached");
+		else if (mode == EG_DENY)
 			reply(c, 403, why);
 		else if (mode == EG_INTERCEPT)
 			intercept(c);
 		else
 			tunnel(c);
+		goto logit;
+	}
+	if ((r = admit(e))) {
+		reply(c, r, "request rate limit reached");
 		goto logit;
 	}
 	c->rule = eg_policy_match(&e->policy, &c->req, &why);
