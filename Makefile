@@ -35,8 +35,8 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
-             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/api_procs.c cli/top.c \
-             cli/attach.c cli/kill.c cli/watch.c
+             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
+             cli/egress_tls.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
 TLS_LIBS  := -lssl -lcrypto
 
@@ -206,7 +206,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_http test_seccomp \
+              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_http test_seccomp \
               test_jail test_api_v2
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
@@ -230,11 +230,13 @@ test_api_v2_SRCS  := $(GUEST_API_SRCS)
 test_fuse_SRCS    := devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
 test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c devices/fuse_priv.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_egress_SRCS  := cli/egress_http.c guest-init/json.c
+test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c cli/egress_tls.c vmm/log.c guest-init/json.c
+test_egress_tls_LIBS := $(TLS_LIBS)
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
 	@$$(if $(Q),echo "  LD      $$@")
-	$(Q)$(CC) $(CFLAGS) $(3) -o $$@ $$^ -lcmocka $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(3) -o $$@ $$^ -lcmocka $($(1)_LIBS) $(LDLIBS)
 endef
 $(foreach t,$(UNIT_TESTS),$(eval $(call unit_test,$(t),obj,)))
 $(foreach t,$(UNIT_TESTS),$(eval $(call unit_test,$(t),asan,$(ASAN_FLAGS))))
@@ -249,7 +251,7 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test fc-api-test e2e-lib-test
+guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 	$(Q)tests/guests/state.sh $(BUILD)/vmm $(BUILD)/guests
 
@@ -264,6 +266,12 @@ e2e-lib-test:
 .PHONY: fc-api-test
 fc-api-test: $(BUILD)/vmm guests
 	$(Q)tests/api/fc_api.sh $(BUILD)/vmm $(BUILD)/guests
+
+# The egress proxy's HTTPS interception and tunnels with real curl and
+# Python requests against `vmm egress serve` (no VM, no KVM).
+.PHONY: egress-host-test
+egress-host-test: $(BUILD)/vmm
+	$(Q)timeout 300 python3 tests/api/egress_host.py $(BUILD)/vmm
 
 # The sandbox API through vmm exec/cp against the host build of guest-init.
 .PHONY: api-test
@@ -304,7 +312,7 @@ fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.
 fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \
                          devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
-fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c guest-init/json.c
+fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c guest-init/json.c
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)

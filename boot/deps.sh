@@ -15,7 +15,8 @@ pkgs=(
 	flex bison bc libelf-dev libssl-dev xz-utils patch # guest kernel build
 	clang             # make fuzz (libFuzzer)
 	python3           # tests (pty console), bench/boot
-	curl              # tests: published ports, from the host
+	curl              # tests: published ports, from the host; egress HTTPS
+	python3-requests  # tests: egress HTTPS with a real client (egress_host.py)
 	iproute2          # tests: network namespaces and TAPs (ip)
 	debootstrap       # vmm image build --debian
 )

@@ -34,6 +34,7 @@ extern const struct cli_verb cli_verb_top;
 extern const struct cli_verb cli_verb_attach;
 extern const struct cli_verb cli_verb_kill;
 extern const struct cli_verb cli_verb_watch;
+extern const struct cli_verb cli_verb_egress;
 
 /* vmm serve: sandbox_main in API mode (run.c). */
 int serve_run(int argc, char **argv);

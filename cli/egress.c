@@ -1,6 +1,8 @@
 /* The egress proxy's server: see egress.h and docs/egress.md. */
 #define _GNU_SOURCE
 #include "egress.h"
+#include "egress_tls.h"
+#include "sandbox.h"
 #include "../guest-init/json.h"
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
@@ -111,6 +113,15 @@ int egress_load(struct egress *e, const char *policy_file, const char *sandbox)
 			goto err_tls;
 		}
 	}
+	pthread_mutex_init(&e->rl_lock, NULL);
+	rl_init(&e->rl, 0, 0, e->policy.limits.rate, e->policy.limits.burst, log_now_ns());
+	if (e->policy.ca_shared) {
+		char root[PATH_MAX - 16];
+
+		if ((r = sandbox_root(root, sizeof(root))))
+			goto err_tls;
+		snprintf(e->ca_dir, sizeof(e->ca_dir), "%s/egress-ca", root);
+	}
 	log_info("egress policy %s: %u rule%s", policy_file, e->policy.nr_rules, e->policy.nr_rules == 1 ? "" : "s");
 	return 0;
 err_tls:
@@ -123,6 +134,8 @@ err_tls:
 
 /* ---- one connection ------------------------------------------------------ */
 
+struct upstream;
+
 struct conn {
 	struct egress *e;
 	int fd;                  /* the guest's side */
@@ -134,12 +147,14 @@ struct conn {
 	SSL *ssl;
 	int status;
 	const char *reason;
+	const char *tls;         /* CONNECT: "intercept" or "pipe" */
+	struct upstream *tun_up; /* an intercepted tunnel's current upstream */
 	uint64_t bytes_up, bytes_down, t0_ns;
 };
 
-static void log_request(struct conn *c)
+/* One JSON line per request (docs/egress.md, "The log"). */
+static void log_rec(struct egress *e, const struct eg_logrec *l)
 {
-	struct egress *e = c->e;
 	char line[2048], ts[96], path[512];
 	struct json_writer w;
 	struct timespec now;
@@ -154,13 +169,13 @@ static void log_request(struct conn *c)
 		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec / 1000000);
 	/* The path without its query (which may carry the guest's own
 	 * secrets), cut to fit. */
-	if (c->req.path) {
-		const char *q = memchr(c->req.path, '?', c->req.path_len);
+	if (l->path) {
+		const char *q = memchr(l->path, '?', l->path_len);
 
-		pl = q ? (size_t)(q - c->req.path) : c->req.path_len;
+		pl = q ? (size_t)(q - l->path) : l->path_len;
 		if (pl >= sizeof(path))
 			pl = sizeof(path) - 1;
-		memcpy(path, c->req.path, pl);
+		memcpy(path, l->path, pl);
 	}
 	path[pl] = '\0';
 	jw_init(&w, line, sizeof(line) - 1);
@@ -170,26 +185,34 @@ static void log_request(struct conn *c)
 	jw_key(&w, "sandbox");
 	jw_str(&w, e->sandbox);
 	jw_key(&w, "method");
-	jw_str(&w, c->req.method);
+	jw_str(&w, l->method);
 	jw_key(&w, "host");
-	jw_str(&w, c->req.host);
+	jw_str(&w, l->host);
 	jw_key(&w, "port");
-	jw_int(&w, c->rule ? c->rule->port : c->req.port);
+	jw_int(&w, l->port);
 	jw_key(&w, "path");
 	jw_str(&w, path);
 	jw_key(&w, "status");
-	jw_int(&w, c->status);
+	jw_int(&w, l->status);
 	jw_key(&w, "bytes_up");
-	jw_int(&w, (int64_t)c->bytes_up);
+	jw_int(&w, (int64_t)l->bytes_up);
 	jw_key(&w, "bytes_down");
-	jw_int(&w, (int64_t)c->bytes_down);
+	jw_int(&w, (int64_t)l->bytes_down);
 	jw_key(&w, "duration_ms");
-	jw_int(&w, (int64_t)((log_now_ns() - c->t0_ns) / 1000000));
+	jw_int(&w, (int64_t)((log_now_ns() - l->t0_ns) / 1000000));
+	jw_key(&w, "rule");
+	jw_int(&w, l->rule);
+	jw_key(&w, "decision");
+	jw_str(&w, !l->reason ? "allow" : l->status == 403 || l->status == 429 || l->status == 503 ? "deny" : "error");
+	if (l->tls) {
+		jw_key(&w, "tls");
+		jw_str(&w, l->tls);
+	}
 	jw_key(&w, "injected");
-	jw_bool(&w, c->rule && c->rule->cred && !c->req.connect && c->status);
-	if (c->reason) {
+	jw_bool(&w, l->injected);
+	if (l->reason) {
 		jw_key(&w, "reason");
-		jw_str(&w, c->reason);
+		jw_str(&w, l->reason);
 	}
 	jw_obj_end(&w);
 	if (!jw_done(&w))
@@ -200,11 +223,25 @@ static void log_request(struct conn *c)
 		log_warn("egress.log: %s", strerror(errno));
 }
 
+static void log_request(struct conn *c)
+{
+	struct eg_logrec l = {
+		.method = c->req.method, .host = c->req.host, .path = c->req.path, .path_len = c->req.path_len,
+		.port = c->rule ? c->rule->port : c->req.port, .status = c->status,
+		.rule = c->rule ? (int)(c->rule - c->e->policy.rules) : -1, .tls = c->tls,
+		.injected = c->rule && c->rule->cred && !c->req.connect && c->status, .reason = c->reason,
+		.bytes_up = c->bytes_up, .bytes_down = c->bytes_down, .t0_ns = c->t0_ns,
+	};
+
+	log_rec(c->e, &l);
+}
+
 static void reply(struct conn *c, int status, const char *reason)
 {
 	static const struct { int code; const char *text; } texts[] = {
-		{ 400, "Bad Request" }, { 403, "Forbidden" }, { 431, "Request Header Fields Too Large" },
-		{ 502, "Bad Gateway" }, { 503, "Service Unavailable" }, { 504, "Gateway Timeout" },
+		{ 400, "Bad Request" }, { 403, "Forbidden" }, { 404, "Not Found" }, { 429, "Too Many Requests" },
+		{ 431, "Request Header Fields Too Large" }, { 502, "Bad Gateway" }, { 503, "Service Unavailable" },
+		{ 504, "Gateway Timeout" },
 	};
 	const char *text = "Error";
 	char msg[512];
@@ -289,6 +326,49 @@ static int dial_failed(struct conn *c, int r)
 	return r;
 }
 
+/* A pass-through tunnel's first bytes: a TLS ClientHello whose
+ * server_name is the CONNECT's host (or none, if the rule allows that),
+ * then passed on to the upstream. 0, or -1 (logged as a 403). */
+static int hello_check(struct conn *c, size_t extra)
+{
+	char sni[EG_MAX_HOST + 1];
+	unsigned char *h = malloc(EG_HELLO_MAX);
+	size_t len = extra;
+	int r = -EAGAIN;
+
+	if (!h)
+		return -1;
+	memcpy(h, c->buf + c->req.head_len, extra);
+	if (len)
+		r = eg_hello_sni(h, len, sni);
+	while (r == -EAGAIN && len < EG_HELLO_MAX) {
+		struct pollfd pf = { .fd = c->fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&pf, 1, CLIENT_IDLE_MS) != 1 || (n = read(c->fd, h + len, EG_HELLO_MAX - len)) <= 0)
+			break;
+		len += (size_t)n;
+		r = eg_hello_sni(h, len, sni);
+	}
+	if (r == -ENOENT && !c->rule->require_sni)
+		r = 0;
+	else if (!r && strcmp(sni, c->req.host))
+		r = -EACCES;
+	if (r) {
+		c->status = 403;
+		c->reason = r == -EACCES ? "the ClientHello names another host than the CONNECT" :
+			    r == -ENOENT ? "the ClientHello names no host (SNI)" :
+			    r == -EAGAIN ? "no complete ClientHello" :
+					   "not a TLS ClientHello, or a malformed one";
+	} else if (write_full(c->up, h, len)) {
+		r = -EIO;
+	} else {
+		c->bytes_up += len;
+	}
+	free(h);
+	return r ? -1 : 0;
+}
+
 /* CONNECT: a byte pipe to the upstream, nothing injected or seen. */
 static void tunnel(struct conn *c)
 {
@@ -305,9 +385,9 @@ static void tunnel(struct conn *c)
 	if (write_full(c->fd, ok, sizeof(ok) - 1))
 		return;
 	c->status = 200;
-	if (extra && write_full(c->up, c->buf + c->req.head_len, extra))
+	c->tls = "pipe";
+	if (hello_check(c, extra))
 		return;
-	c->bytes_up += extra;
 	while (open_in || open_out) {
 		struct pollfd f[2] = { { .fd = open_in ? c->fd : -1, .events = POLLIN },
 				       { .fd = open_out ? c->up : -1, .events = POLLIN } };
@@ -376,6 +456,41 @@ static int body_piece(struct conn *c, struct eg_chunked *ck, int64_t *left, cons
 	return done;
 }
 
+/* TCP and verified TLS to rule's upstream for host: 0 with *fd and *ssl
+ * set (the caller frees them, also on failure), or the status to answer
+ * (502, 504) with *why. */
+static int upstream_tls(SSL_CTX *ctx, const struct eg_rule *rule, const char *host, int *fd, SSL **ssl,
+			const char **why)
+{
+	*fd = dial(rule, host, rule->port);
+	if (*fd < 0) {
+		int r = *fd;
+
+		*why = r == -ETIMEDOUT ? "upstream connect timed out" :
+		       r == -EHOSTUNREACH ? "upstream not found or unreachable" : "upstream refused the connection";
+		return r == -ETIMEDOUT ? 504 : 502;
+	}
+	errno = 0;
+	*ssl = SSL_new(ctx);
+	if (!*ssl || SSL_set_fd(*ssl, *fd) != 1 || SSL_set_tlsext_host_name(*ssl, host) != 1 ||
+	    SSL_set1_host(*ssl, host) != 1) {
+		*why = "TLS setup failed";
+		return 502;
+	}
+	if (SSL_connect(*ssl) != 1) {
+		long v = SSL_get_verify_result(*ssl);
+
+		ERR_clear_error();
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			*why = "TLS handshake with the upstream timed out";
+			return 504;
+		}
+		*why = v != X509_V_OK ? "upstream certificate not trusted" : "TLS handshake with the upstream failed";
+		return 502;
+	}
+	return 0;
+}
+
 /* A plain request: TLS to the upstream, the head rewritten with the
  * credential, the body streamed up, the response streamed back. */
 static void forward(struct conn *c, SSL_CTX *ctx)
@@ -386,30 +501,14 @@ static void forward(struct conn *c, SSL_CTX *ctx)
 	long hl = eg_upstream_head(&c->req, c->rule, head, sizeof(head));
 	int r, got = 0;
 
+	c->up = -1;
+
 	if (hl < 0) {
 		reply(c, 431, "request head too large");
 		return;
 	}
-	c->up = dial(c->rule, c->req.host, c->rule->port);
-	if (c->up < 0) {
-		dial_failed(c, c->up);
-		goto out;
-	}
-	errno = 0;
-	c->ssl = SSL_new(ctx);
-	if (!c->ssl || SSL_set_fd(c->ssl, c->up) != 1 || SSL_set_tlsext_host_name(c->ssl, c->req.host) != 1 ||
-	    SSL_set1_host(c->ssl, c->req.host) != 1) {
-		reply(c, 502, "TLS setup failed");
-		goto out;
-	}
-	if (SSL_connect(c->ssl) != 1) {
-		long v = SSL_get_verify_result(c->ssl);
-
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			reply(c, 504, "TLS handshake with the upstream timed out");
-		else
-			reply(c, 502, v != X509_V_OK ? "upstream certificate not trusted" :
-						       "TLS handshake with the upstream failed");
+	if ((r = upstream_tls(ctx, c->rule, c->req.host, &c->up, &c->ssl, &c->reason))) {
+		reply(c, r, c->reason);
 		goto out;
 	}
 	if (ssl_write_all(c->ssl, head, (size_t)hl)) {
@@ -481,6 +580,142 @@ out:
 	explicit_bzero(head, sizeof(head));
 }
 
+/* The request rate limit: 0 or 429. */
+static int admit(struct egress *e)
+{
+	uint64_t wait;
+
+	if (!e->policy.limits.rate)
+		return 0;
+	pthread_mutex_lock(&e->rl_lock);
+	wait = rl_take(&e->rl, 0, log_now_ns());
+	pthread_mutex_unlock(&e->rl_lock);
+	return wait ? 429 : 0;
+}
+
+/* ---- intercepted tunnels ------------------------------------------------- */
+
+struct upstream {
+	int fd;
+	SSL *ssl;
+};
+
+static int tun_admit(void *ctx)
+{
+	return admit(((struct conn *)ctx)->e);
+}
+
+static int tun_open(void *ctx, const struct eg_rule *rule, const struct eg_request *r, struct eg_stream *up,
+		    const char **why)
+{
+	struct conn *c = ctx;
+	struct upstream *u = calloc(1, sizeof(*u));
+	int st;
+
+	if (!u) {
+		*why = "out of memory";
+		return 503;
+	}
+	st = upstream_tls(c->e->tls[rule - c->e->policy.rules], rule, r->host, &u->fd, &u->ssl, why);
+	if (st) {
+		SSL_free(u->ssl);
+		if (u->fd >= 0)
+			close(u->fd);
+		free(u);
+		return st;
+	}
+	egtls_stream(u->ssl, up);
+	c->tun_up = u;
+	return 0;
+}
+
+static void tun_close(void *ctx, struct eg_stream *up)
+{
+	struct conn *c = ctx;
+	struct upstream *u = c->tun_up;
+
+	(void)up;
+	if (!u)
+		return;
+	SSL_shutdown(u->ssl);
+	SSL_free(u->ssl);
+	close(u->fd);
+	free(u);
+	c->tun_up = NULL;
+}
+
+static void tun_log(void *ctx, const struct eg_logrec *l)
+{
+	struct conn *c = ctx;
+
+	c->bytes_up += l->bytes_up;
+	c->bytes_down += l->bytes_down;
+	log_rec(c->e, l);
+}
+
+static uint64_t tun_now(void *ctx)
+{
+	(void)ctx;
+	return log_now_ns();
+}
+
+/* CONNECT to a host a rule intercepts: 200, TLS with the guest's client
+ * under a leaf for the host, then each request inside on its own
+ * (egress_tunnel.h). The CONNECT gets a log line of its own at the end. */
+static void intercept(struct conn *c)
+{
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	struct timeval hs = { .tv_sec = 10 }, idle = { .tv_sec = CLIENT_IDLE_MS / 1000 };
+	struct eg_tunnel t = {
+		.policy = &c->e->policy, .host = c->req.host, .port = c->req.port, .open = tun_open,
+		.close = tun_close, .admit = tun_admit, .log = tun_log, .now_ns = tun_now, .ctx = c,
+	};
+	SSL *s;
+
+	c->tls = "intercept";
+	if (!c->e->ca) {
+		reply(c, 502, "no CA for interception");
+		return;
+	}
+	if (c->len > c->req.head_len) {
+		reply(c, 400, "data after CONNECT before its answer");
+		return;
+	}
+	if (write_full(c->fd, ok, sizeof(ok) - 1))
+		return;
+	c->status = 200;
+	/* the handshake within 10 s, then the idle timeout between reads */
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &hs, sizeof(hs));
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &idle, sizeof(idle));
+	s = egtls_accept(c->e->ca, c->fd, c->req.host, &c->reason);
+	if (!s)
+		return;
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
+	egtls_stream(s, &t.guest);
+	eg_tunnel_serve(&t);
+	SSL_shutdown(s);
+	SSL_free(s);
+}
+
+/* GET http://EGRESS_CA_HOST/ca.pem: the CA certificate, for guest-init
+ * (public: it is what the guest trusts). */
+static void serve_ca(struct conn *c)
+{
+	const char *pem = c->e->ca ? egtls_ca_pem(c->e->ca) : NULL;
+	char head[160];
+	int n;
+
+	if (!pem || c->req.path_len != 7 || memcmp(c->req.path, "/ca.pem", 7) || strcmp(c->req.method, "GET")) {
+		reply(c, 404, pem ? "GET /ca.pem only" : "this sandbox's proxy intercepts nothing: no CA");
+		return;
+	}
+	n = snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Type: application/x-pem-file\r\n"
+		     "Content-Length: %zu\r\nConnection: close\r\n\r\n", strlen(pem));
+	if (!write_full(c->fd, head, (size_t)n) && !write_full(c->fd, pem, strlen(pem)))
+		c->bytes_down += (uint64_t)n + strlen(pem);
+	c->status = 200;
+}
+
 static void *conn_thread(void *arg)
 {
 	struct conn *c = arg;
@@ -508,15 +743,34 @@ static void *conn_thread(void *arg)
 		snprintf(c->req.method, sizeof(c->req.method), "-");
 		goto logit;
 	}
+	if (!c->req.connect && !strcmp(c->req.host, EGRESS_CA_HOST)) {
+		serve_ca(c);
+		goto logit;
+	}
+	if (c->req.connect) {
+		int mode = eg_connect_mode(&e->policy, &c->req, &c->rule, &why);
+
+		/* an intercepted tunnel's requests count one by one, inside */
+		if (mode == EG_PIPE && (r = admit(e)))
+			reply(c, r, "request rate limit reached");
+		else if (mode == EG_DENY)
+			reply(c, 403, why);
+		else if (mode == EG_INTERCEPT)
+			intercept(c);
+		else
+			tunnel(c);
+		goto logit;
+	}
+	if ((r = admit(e))) {
+		reply(c, r, "request rate limit reached");
+		goto logit;
+	}
 	c->rule = eg_policy_match(&e->policy, &c->req, &why);
 	if (!c->rule) {
 		reply(c, 403, why);
 		goto logit;
 	}
-	if (c->req.connect)
-		tunnel(c);
-	else
-		forward(c, e->tls[c->rule - e->policy.rules]);
+	forward(c, e->tls[c->rule - e->policy.rules]);
 logit:
 	log_request(c);
 out:
@@ -571,7 +825,7 @@ static void *accept_thread(void *arg)
 			}
 			break;
 		}
-		if (atomic_load(&e->conns) >= EGRESS_MAX_CONNS || !(c = calloc(1, sizeof(*c)))) {
+		if (atomic_load(&e->conns) >= e->policy.limits.max_conns || !(c = calloc(1, sizeof(*c)))) {
 			static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
 						   "Connection: close\r\n\r\n";
 
@@ -608,6 +862,22 @@ int egress_open(struct egress *e, const char *vsock_uds, const char *log_path)
 	if (snprintf(e->path, sizeof(e->path), "%s_%u", vsock_uds, EGRESS_VSOCK_PORT) >= (int)sizeof(e->path)) {
 		log_err("egress: the vsock socket path is too long");
 		return -ENAMETOOLONG;
+	}
+	for (r = 0; r < (int)e->policy.nr_rules && !e->policy.rules[r].intercept; r++) {
+	}
+	if (r < (int)e->policy.nr_rules && !e->ca) {
+		char cn[128];
+		const char *slash = strrchr(log_path, '/');
+
+		/* The CA, before the threads and their filter: files are read
+		 * here, never after (docs/egress.md, "HTTPS"). */
+		if (!e->ca_dir[0])
+			snprintf(e->ca_dir, sizeof(e->ca_dir), "%.*s", slash ? (int)(slash - log_path) : 1,
+				 slash ? log_path : ".");
+		snprintf(cn, sizeof(cn), "vmm egress CA (%s)", e->policy.ca_shared ? "host" : e->sandbox);
+		r = egtls_ca_open(&e->ca, e->ca_dir, cn);
+		if (r)
+			return r;
 	}
 	e->log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (e->log_fd < 0) {
@@ -679,6 +949,8 @@ void egress_release(struct egress *e)
 		return; /* a connection still runs: the process exits anyway */
 	for (i = 0; i < EG_MAX_RULES; i++)
 		SSL_CTX_free(e->tls[i]);
+	egtls_ca_free(e->ca);
+	pthread_mutex_destroy(&e->rl_lock);
 	eg_policy_free(&e->policy);
 	if (e->log_fd >= 0)
 		close(e->log_fd);

@@ -12,12 +12,23 @@
 
 #include "egress_http.h"
 
+#include "../vmm/ratelimit.h"
+
 #define EGRESS_VSOCK_PORT 3128 /* and the guest's 127.0.0.1 TCP port */
-#define EGRESS_MAX_CONNS 64
+#define EGRESS_MAX_CONNS EG_MAX_CONNS
+/* The guest fetches the CA certificate here, through the proxy:
+ * GET http://EGRESS_CA_HOST/ca.pem (guest-init does at boot and restore). */
+#define EGRESS_CA_HOST "vmm-egress.invalid"
+
+struct egtls_ca;
 
 struct egress {
 	struct eg_policy policy;
 	void *tls[EG_MAX_RULES]; /* SSL_CTX per rule */
+	struct egtls_ca *ca;     /* interception's CA; NULL: no rule intercepts */
+	char ca_dir[PATH_MAX];   /* where it is kept: the sandbox folder, or the host's (policy "ca") */
+	pthread_mutex_t rl_lock; /* the request rate limit */
+	struct ratelimit rl;
 	char sandbox[64];
 	char path[108];          /* the listening Unix socket */
 	int fd, log_fd;
@@ -32,7 +43,8 @@ struct egress {
 int egress_load(struct egress *e, const char *policy_file, const char *sandbox)
 	__attribute__((warn_unused_result));
 /* Listens on VSOCK_UDS_3128, appends to log_path; serves on a thread with
- * every signal blocked. 0 or -errno. */
+ * every signal blocked. Loads or makes the CA in e->ca_dir (set it before;
+ * "" : the folder of log_path) if a rule intercepts. 0 or -errno. */
 int egress_start(struct egress *e, const char *vsock_uds, const char *log_path)
 	__attribute__((warn_unused_result));
 /* egress_start in two steps, for the jail's companion process, which

@@ -4,6 +4,7 @@
 #include "../guest-init/json.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,7 +136,13 @@ static int check_path(const char *p, size_t n, const char **why)
 	return 0;
 }
 
-static int parse_target(const char *t, size_t n, struct eg_request *r, const char **why)
+/* A tunnel's context for the parser: the host and port of the CONNECT. */
+struct tun {
+	const char *host;
+	unsigned port;
+};
+
+static int parse_target(const char *t, size_t n, struct eg_request *r, const struct tun *tun, const char **why)
 {
 	const char *auth, *slash;
 	size_t i, skip;
@@ -143,8 +150,18 @@ static int parse_target(const char *t, size_t n, struct eg_request *r, const cha
 	for (i = 0; i < n; i++)
 		if ((unsigned char)t[i] <= 0x20 || t[i] == 0x7f)
 			return fail(why, "bad request target");
+	if (tun && r->connect)
+		return fail(why, "CONNECT inside a tunnel");
 	if (r->connect)
 		return parse_authority(t, n, r, 1, why);
+	if (tun && t[0] == '/') {
+		/* origin-form (RFC 9112 section 3.2.1): the tunnel names the host */
+		snprintf(r->host, sizeof(r->host), "%s", tun->host);
+		r->port = tun->port;
+		r->path = t;
+		r->path_len = n;
+		return check_path(r->path, r->path_len, why);
+	}
 	if (n > 7 && !strncasecmp(t, "http://", 7)) {
 		skip = 7;
 	} else if (n > 8 && !strncasecmp(t, "https://", 8)) {
@@ -160,6 +177,14 @@ static int parse_target(const char *t, size_t n, struct eg_request *r, const cha
 		return fail(why, "bad request target");
 	if (parse_authority(auth, slash ? (size_t)(slash - auth) : n - skip, r, 0, why))
 		return -EINVAL;
+	if (tun) {
+		/* absolute-form inside a tunnel (RFC 9112 section 3.2.2): only
+		 * for the tunnel's own host and port */
+		if (strcmp(r->host, tun->host) || (r->port && r->port != tun->port))
+			return fail(why, "the request names another host than its tunnel");
+		r->port = tun->port;
+		r->https = 1;
+	}
 	if (slash) {
 		r->path = slash;
 		r->path_len = n - (size_t)(slash - t);
@@ -188,7 +213,21 @@ static int parse_content_length(const struct eg_header *h, int64_t *out, const c
 	return 0;
 }
 
-int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const char **why)
+/* Host: HOST or HOST:PORT, the tunnel's (names compared without case). */
+static int host_is_tunnel(const struct eg_header *h, const struct tun *tun)
+{
+	size_t hl = strlen(tun->host);
+	char port[8];
+
+	if (h->value_len < hl || strncasecmp(h->value, tun->host, hl))
+		return 0;
+	if (h->value_len == hl)
+		return 1;
+	snprintf(port, sizeof(port), ":%u", tun->port);
+	return h->value_len == hl + strlen(port) && !memcmp(h->value + hl, port, strlen(port));
+}
+
+static int parse(const char *buf, size_t len, struct eg_request *r, const struct tun *tun, const char **why)
 {
 	const char *end, *p, *eol, *sp1, *sp2;
 	size_t scan = len < EG_MAX_HEAD ? len : EG_MAX_HEAD;
@@ -224,8 +263,10 @@ int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const ch
 	if (eol - sp2 - 1 != 8 || (memcmp(sp2 + 1, "HTTP/1.1", 8) && memcmp(sp2 + 1, "HTTP/1.0", 8)))
 		return fail(why, "not HTTP/1.x");
 	r->connect = !strcmp(r->method, "CONNECT");
-	if (parse_target(sp1 + 1, (size_t)(sp2 - sp1 - 1), r, why))
+	if (parse_target(sp1 + 1, (size_t)(sp2 - sp1 - 1), r, tun, why))
 		return -EINVAL;
+	if (tun)
+		r->https = 1;
 	/* field-line = field-name ":" OWS field-value OWS */
 	for (p = eol + 2; p < end + 2; p = eol + 2) {
 		struct eg_header *h;
@@ -261,6 +302,8 @@ int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const ch
 		/* RFC 9112 section 3.2: more than one Host is a 400. */
 		if (name_is(h, "Host") && hosts++)
 			return fail(why, "more than one Host header");
+		if (tun && name_is(h, "Host") && !host_is_tunnel(h, tun))
+			return fail(why, "the Host header names another host than its tunnel");
 		if (name_is(h, "Expect") && h->value_len == 12 && !strncasecmp(h->value, "100-continue", 12))
 			r->expect_continue = 1;
 		if (name_is(h, "Transfer-Encoding")) {
@@ -274,7 +317,23 @@ int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const ch
 		return fail(why, "both Content-Length and Transfer-Encoding");
 	if (r->connect && (te || r->content_length > 0))
 		return fail(why, "CONNECT with a body");
+	/* RFC 9112 section 3.2: an HTTP/1.1 request without Host is a 400 */
+	if (tun && !hosts)
+		return fail(why, "no Host header");
 	return 0;
+}
+
+int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const char **why)
+{
+	return parse(buf, len, r, NULL, why);
+}
+
+int eg_parse_tunneled(const char *buf, size_t len, const char *host, unsigned port, struct eg_request *r,
+		      const char **why)
+{
+	const struct tun tun = { .host = host, .port = port };
+
+	return parse(buf, len, r, &tun, why);
 }
 
 /* ---- chunked bodies ---------------------------------------------------- */
@@ -503,6 +562,14 @@ static int parse_rule(const struct json *o, const struct eg_cred_source *src, st
 	}
 	if (json_get(o, "tunnel") && json_get_bool(o, "tunnel", &r->tunnel))
 		return bad(why, wl, i, "\"tunnel\" must be a boolean");
+	r->intercept = json_get(o, "inject") != NULL;
+	if (json_get(o, "intercept") && json_get_bool(o, "intercept", &r->intercept))
+		return bad(why, wl, i, "\"intercept\" must be a boolean");
+	if (!r->intercept && json_get(o, "inject"))
+		return bad(why, wl, i, "a rule that injects intercepts its tunnels (\"intercept\" cannot be false)");
+	r->require_sni = 1;
+	if (json_get(o, "require_sni") && json_get_bool(o, "require_sni", &r->require_sni))
+		return bad(why, wl, i, "\"require_sni\" must be a boolean");
 	if (copy_str(o, "connect", r->connect, sizeof(r->connect), 0))
 		return bad(why, wl, i, "\"connect\" must be \"ADDR:PORT\"");
 	if (r->connect[0]) {
@@ -522,6 +589,47 @@ static int parse_rule(const struct json *o, const struct eg_cred_source *src, st
 	}
 	if ((m = json_get(o, "inject")))
 		return parse_inject(m, src, r, i, why, wl);
+	return 0;
+}
+
+/* "ca" and "limits" (docs/egress.md). */
+static int parse_top(const struct json *root, int *ca_shared, struct eg_limits *l, char *why, size_t wl)
+{
+	static const struct { const char *key; size_t off; int64_t max; } lim[] = {
+		{ "requests_per_second", offsetof(struct eg_limits, rate), 100000 },
+		{ "burst", offsetof(struct eg_limits, burst), 100000 },
+		{ "max_connections", offsetof(struct eg_limits, max_conns), EG_MAX_CONNS },
+	};
+	const struct json *o, *k;
+	const char *ca;
+	size_t i;
+	int64_t v;
+
+	if (json_get(root, "ca")) {
+		if (json_get_str(root, "ca", &ca) || (strcmp(ca, "sandbox") && strcmp(ca, "host"))) {
+			snprintf(why, wl, "\"ca\" is \"sandbox\" or \"host\"");
+			return -EINVAL;
+		}
+		*ca_shared = !strcmp(ca, "host");
+	}
+	l->max_conns = EG_MAX_CONNS;
+	if (!(o = json_get(root, "limits")))
+		return 0;
+	if (o->type != JSON_OBJ) {
+		snprintf(why, wl, "\"limits\" must be an object");
+		return -EINVAL;
+	}
+	for (k = o->u.kids.first; k; k = k->next) {
+		for (i = 0; i < sizeof(lim) / sizeof(lim[0]); i++)
+			if (!strcmp(k->key, lim[i].key))
+				break;
+		if (i == sizeof(lim) / sizeof(lim[0]) || json_get_int(o, k->key, &v) || v < 1 || v > lim[i].max) {
+			snprintf(why, wl, "limits: \"%s\" is not one of requests_per_second, burst (1..100000) "
+				 "and max_connections (1..%d)", k->key, EG_MAX_CONNS);
+			return -EINVAL;
+		}
+		*(unsigned *)((char *)l + lim[i].off) = (unsigned)v;
+	}
 	return 0;
 }
 
@@ -550,6 +658,8 @@ int eg_policy_parse(const char *text, size_t len, const struct eg_cred_source *s
 			 EG_MAX_RULES);
 		goto out;
 	}
+	if (parse_top(root, &p->ca_shared, &p->limits, why, wl))
+		goto out;
 	for (e = allow->u.kids.first; e; e = e->next, i++) {
 		p->nr_rules = i + 1;
 		r = parse_rule(e, src, &p->rules[i], i, why, wl);
@@ -621,6 +731,38 @@ static int overrides(const struct eg_request *r)
 	return 0;
 }
 
+int eg_connect_mode(const struct eg_policy *p, const struct eg_request *r, const struct eg_rule **rule,
+		    const char **why)
+{
+	const struct eg_rule *pipe = NULL;
+	int host_seen = 0, port_seen = 0;
+	unsigned i;
+
+	*rule = NULL;
+	for (i = 0; i < p->nr_rules; i++) {
+		const struct eg_rule *x = &p->rules[i];
+
+		if (!host_matches(x->host, r->host))
+			continue;
+		host_seen = 1;
+		if (r->port != x->port)
+			continue;
+		port_seen = 1;
+		if (x->intercept) {
+			*rule = x;
+			return EG_INTERCEPT;
+		}
+		if (x->tunnel && !pipe)
+			pipe = x;
+	}
+	if (pipe) {
+		*rule = pipe;
+		return EG_PIPE;
+	}
+	*why = !host_seen ? "host not allowed" : !port_seen ? "port not allowed" : "tunnels to this host are not allowed";
+	return EG_DENY;
+}
+
 const struct eg_rule *eg_policy_match(const struct eg_policy *p, const struct eg_request *r, const char **why)
 {
 	unsigned i, j;
@@ -642,9 +784,9 @@ const struct eg_rule *eg_policy_match(const struct eg_policy *p, const struct eg
 			continue;
 		port_seen = 1;
 		if (r->connect) {
-			if (x->tunnel)
-				return x;
-			continue;
+			const struct eg_rule *t;
+
+			return eg_connect_mode(p, r, &t, why) == EG_DENY ? NULL : t;
 		}
 		if (!path_matches(x->path_prefix, r->path, r->path_len))
 			continue;

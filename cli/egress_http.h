@@ -23,7 +23,7 @@ struct eg_header {
 struct eg_request {
 	char method[16];
 	int connect;               /* CONNECT host:port (a tunnel) */
-	int https;                 /* the guest wrote https:// (absolute-form) */
+	int https;                 /* the guest wrote https:// (absolute-form), or inside a TLS tunnel */
 	char host[EG_MAX_HOST + 1]; /* lower case */
 	unsigned port;             /* from the target; 0: not given */
 	const char *path;          /* origin-form path and query, into the buffer */
@@ -43,6 +43,12 @@ struct eg_request {
  * characters, escapes and segments of docs/egress.md (*why says what). */
 int eg_parse_request(const char *buf, size_t len, struct eg_request *r, const char **why)
 	__attribute__((warn_unused_result));
+/* The same for a request inside an intercepted tunnel to host:port: the
+ * target is origin-form ("/path?q"), or absolute-form naming that host
+ * and port; the Host header is required and names them too; CONNECT is a
+ * 400. r->host and r->port are the tunnel's. */
+int eg_parse_tunneled(const char *buf, size_t len, const char *host, unsigned port, struct eg_request *r,
+		      const char **why) __attribute__((warn_unused_result));
 
 /* A chunked body, framed as it streams past (RFC 9112 section 7.1):
  * extensions and trailers are passed through, sizes checked. */
@@ -64,7 +70,9 @@ struct eg_rule {
 	char path_prefix[256];      /* "" : any */
 	char methods[EG_MAX_METHODS][16];
 	unsigned nr_methods;        /* 0: any */
-	int tunnel;                 /* CONNECT allowed (default 1) */
+	int tunnel;                 /* a pass-through CONNECT allowed (default 1) */
+	int intercept;              /* CONNECT is intercepted (default: when inject is set) */
+	int require_sni;            /* a pass-through's ClientHello names the host (default 1) */
 	char header[64];            /* the header to inject; "" : none */
 	char *cred;                 /* its value (prefix included), heap; never logged */
 	char connect[EG_MAX_HOST + 8]; /* "ADDR:PORT" instead of host:port; "" : none */
@@ -72,9 +80,18 @@ struct eg_rule {
 	unsigned timeout_ms;        /* connect and idle (default 30000) */
 };
 
+struct eg_limits {
+	unsigned rate;       /* requests per second (tunnelled ones included); 0: none */
+	unsigned burst;      /* requests at once above the rate (default: one second's) */
+	unsigned max_conns;  /* connections at once (default and at most EG_MAX_CONNS) */
+};
+#define EG_MAX_CONNS 64
+
 struct eg_policy {
 	struct eg_rule rules[EG_MAX_RULES];
 	unsigned nr_rules;
+	int ca_shared;       /* "ca": "host": one CA for every sandbox of the host */
+	struct eg_limits limits;
 };
 
 /* Where a credential comes from, for eg_policy_parse: look up an
@@ -94,6 +111,14 @@ void eg_policy_free(struct eg_policy *p);
  * A request with a method-override or URL-rewrite header
  * (X-HTTP-Method-Override, X-Original-URL...) matches no rule. */
 const struct eg_rule *eg_policy_match(const struct eg_policy *p, const struct eg_request *r, const char **why);
+
+/* What becomes of CONNECT r: EG_INTERCEPT (a rule for its host and port
+ * injects or says "intercept": TLS ends in the proxy, each request inside
+ * is matched on its own), EG_PIPE (a rule allows a pass-through tunnel:
+ * *rule), or EG_DENY with *why. */
+enum { EG_DENY, EG_PIPE, EG_INTERCEPT };
+int eg_connect_mode(const struct eg_policy *p, const struct eg_request *r, const struct eg_rule **rule,
+		    const char **why);
 
 /* Writes the upstream request head for r under rule: origin-form request
  * line, Host, the guest's headers minus hop-by-hop ones, Proxy-*,

@@ -33,6 +33,7 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_restore,
 	&cli_verb_serve,
 	&cli_verb_image,
+	&cli_verb_egress,
 };
 #define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 

@@ -578,8 +578,8 @@ static void op_exec(int fd, const struct api_request *r, const struct api_config
 	sigset_t chld;
 	int sfd, status = 0, exited = 0, timed_out = 0, client_gone = 0, e = 0;
 	uint64_t deadline = r->timeout_ms ? now_ms() + (uint64_t)r->timeout_ms : 0;
-	char egress_buf[5][64];
-	const char *extra[6] = { NULL };
+	char egress_buf[EGRESS_ENV][96];
+	const char *extra[EGRESS_ENV + 1] = { NULL };
 	unsigned port;
 	pid_t pid;
 

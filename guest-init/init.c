@@ -260,6 +260,13 @@ static void setup_system(struct init *in)
 			setenv("http_proxy", url, 1);
 			setenv("https_proxy", url, 1);
 			setenv("NO_PROXY", "localhost,127.0.0.1", 1);
+			if (access(GEGRESS_BUNDLE, R_OK) == 0) {
+				setenv("SSL_CERT_FILE", GEGRESS_BUNDLE, 1);
+				setenv("REQUESTS_CA_BUNDLE", GEGRESS_BUNDLE, 1);
+				setenv("CURL_CA_BUNDLE", GEGRESS_BUNDLE, 1);
+				setenv("GIT_SSL_CAINFO", GEGRESS_BUNDLE, 1);
+				setenv("NODE_EXTRA_CA_CERTS", GEGRESS_CA, 1);
+			}
 		}
 	}
 	/* busybox installs its applet links once, if it is the only userland. */

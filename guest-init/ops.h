@@ -37,7 +37,8 @@ struct exec_io {
  * variables (NULL-terminated) the request's own env overrides. */
 pid_t spawn_command(const struct api_request *r, const char *const *extra, struct exec_io *io, int *err);
 /* The egress proxy's variables for port (vars NULL-terminated in buf). */
-void spawn_proxy_env(unsigned port, char buf[5][64], const char *vars[6]);
+#define EGRESS_ENV 10 /* spawn_proxy_env: 5 proxy variables, 5 for the CA */
+void spawn_proxy_env(unsigned port, char buf[EGRESS_ENV][96], const char *vars[EGRESS_ENV + 1]);
 
 /* The process manager (procs.c). */
 struct procs_limits {

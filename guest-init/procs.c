@@ -258,8 +258,8 @@ static struct proc *free_slot(struct procs *ps)
 
 static void op_start(struct procs *ps, int fd, const struct api_request *r)
 {
-	char egress_buf[5][64], meta[256];
-	const char *extra[6] = { NULL };
+	char egress_buf[EGRESS_ENV][96], meta[256];
+	const char *extra[EGRESS_ENV + 1] = { NULL };
 	struct exec_io io;
 	struct json_writer w;
 	struct proc *p;

@@ -3,6 +3,7 @@
  * back through a close-on-exec pipe. */
 #define _GNU_SOURCE
 #include "ops.h"
+#include "egress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,7 +57,7 @@ static void default_env(const struct api_request *r, const char *const *extra, c
 pid_t spawn_command(const struct api_request *r, const char *const *extra, struct exec_io *io, int *err)
 {
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 }, ep[2];
-	char *env[API_MAX_ENV + 16];
+	char *env[API_MAX_ENV + 24];
 	int master = -1, slave = -1;
 	pid_t pid;
 	ssize_t n;
@@ -174,17 +175,34 @@ fail_noep:
 }
 
 /* The egress proxy's guest side (guest-init/egress.h) listens on
- * 127.0.0.1:port: commands get the variables HTTP clients look for. */
-void spawn_proxy_env(unsigned port, char buf[5][64], const char *vars[6])
+ * 127.0.0.1:port: commands get the variables HTTP clients look for, and,
+ * when the proxy intercepts HTTPS, where the bundle with its CA is
+ * (OpenSSL, Python requests, curl, git; Node adds NODE_EXTRA_CA_CERTS to
+ * its own). */
+void spawn_proxy_env(unsigned port, char buf[EGRESS_ENV][96], const char *vars[EGRESS_ENV + 1])
 {
 	static const char *const names[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
-	unsigned i;
+	static const char *const bundle[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+					      "GIT_SSL_CAINFO" };
+	unsigned i, n = 0;
 
 	for (i = 0; i < 4; i++) {
-		snprintf(buf[i], 64, "%s=http://127.0.0.1:%u", names[i], port);
-		vars[i] = buf[i];
+		snprintf(buf[n], 96, "%s=http://127.0.0.1:%u", names[i], port);
+		vars[n] = buf[n];
+		n++;
 	}
-	snprintf(buf[4], 64, "NO_PROXY=localhost,127.0.0.1");
-	vars[4] = buf[4];
-	vars[5] = NULL;
+	snprintf(buf[n], 96, "NO_PROXY=localhost,127.0.0.1");
+	vars[n] = buf[n];
+	n++;
+	if (access(GEGRESS_BUNDLE, R_OK) == 0) {
+		for (i = 0; i < 4; i++) {
+			snprintf(buf[n], 96, "%s=%s", bundle[i], GEGRESS_BUNDLE);
+			vars[n] = buf[n];
+			n++;
+		}
+		snprintf(buf[n], 96, "NODE_EXTRA_CA_CERTS=%s", GEGRESS_CA);
+		vars[n] = buf[n];
+		n++;
+	}
+	vars[n] = NULL;
 }

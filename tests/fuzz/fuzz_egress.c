@@ -1,6 +1,9 @@
 /* libFuzzer target: the egress proxy's request-head parser, the chunked
  * framer on what follows the head, and the policy matcher and upstream
- * head on what parses, as the proxy runs them on every guest request.
+ * head on what parses, as the proxy runs them on every guest request;
+ * the same bytes as a ClientHello (eg_hello_sni), as the guest's side of
+ * an intercepted tunnel (eg_tunnel_serve, requests inside it) and, split
+ * at the first 0xff, as an upstream's response relayed into the tunnel.
  * Oracle: whatever a rule allows has a path inside the rule's prefix with
  * no byte, escape or segment docs/egress.md refuses, and its upstream head
  * one Host, at most one framing header, no override or forwarding header
@@ -14,6 +17,7 @@
 #include <string.h>
 
 #include "cli/egress_http.h"
+#include "cli/egress_tunnel.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 
@@ -121,6 +125,113 @@ static void check_allowed(const struct eg_request *r, const struct eg_rule *rule
 	}
 }
 
+/* ---- a tunnel over memory ------------------------------------------------ */
+
+struct mem {
+	const char *p;
+	size_t n, off;
+	size_t wrote;
+	unsigned opens, logs;
+	const char *cred;
+	const char *resp;
+	size_t resp_len, resp_off;
+};
+
+static long m_read(void *ctx, char *buf, size_t len)
+{
+	struct mem *m = ctx;
+	size_t k = m->n - m->off;
+
+	k = k < len ? k : len;
+	k = k < 333 ? k : 333; /* pieces: heads and bodies split anywhere */
+	memcpy(buf, m->p + m->off, k);
+	m->off += k;
+	return (long)k;
+}
+
+static int m_write(void *ctx, const char *buf, size_t len)
+{
+	struct mem *m = ctx;
+
+	/* the credential never goes back to the guest, unless the upstream
+	 * sent it (responses are relayed unchanged: docs/egress.md) */
+	if (memmem(buf, len, m->cred, strlen(m->cred)) && !memmem(m->resp, m->resp_len, m->cred, strlen(m->cred)))
+		abort();
+	m->wrote += len;
+	return 0;
+}
+
+static long u_read(void *ctx, char *buf, size_t len)
+{
+	struct mem *m = ctx;
+	size_t k = m->resp_len - m->resp_off;
+
+	k = k < len ? k : len;
+	memcpy(buf, m->resp + m->resp_off, k);
+	m->resp_off += k;
+	return (long)k;
+}
+
+static int u_write(void *ctx, const char *buf, size_t len)
+{
+	(void)ctx;
+	(void)buf;
+	(void)len;
+	return 0;
+}
+
+static int u_open(void *ctx, const struct eg_rule *rule, const struct eg_request *r, struct eg_stream *s,
+		  const char **why)
+{
+	struct mem *m = ctx;
+
+	(void)why;
+	/* only what the policy allows reaches an upstream, for the tunnel's host */
+	if (!rule || strcmp(r->host, "api.example.com") || r->port != 443 || r->connect)
+		abort();
+	if (!path_ok(r->path, r->path_len))
+		abort();
+	m->opens++;
+	m->resp_off = 0;
+	s->read = u_read;
+	s->write = u_write;
+	s->ctx = m;
+	return 0;
+}
+
+static void u_close(void *ctx, struct eg_stream *s)
+{
+	(void)ctx;
+	(void)s;
+}
+
+static void u_log(void *ctx, const struct eg_logrec *l)
+{
+	struct mem *m = ctx;
+
+	if (!l->method || !l->host || (l->status && (l->status < 100 || l->status > 999)))
+		abort();
+	m->logs++;
+}
+
+static void fuzz_tunnel(const struct eg_policy *p, const char *buf, size_t len)
+{
+	const char *ff = memchr(buf, 0xff, len);
+	struct mem m = { .p = buf, .n = ff ? (size_t)(ff - buf) : len, .cred = "sk-fuzz" };
+	struct eg_tunnel t = {
+		.policy = p, .host = "api.example.com", .port = 443,
+		.guest = { .read = m_read, .write = m_write, .ctx = &m },
+		.open = u_open, .close = u_close, .log = u_log, .ctx = &m,
+	};
+	unsigned served;
+
+	m.resp = ff ? ff + 1 : "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	m.resp_len = ff ? len - (size_t)(ff - buf) - 1 : strlen(m.resp);
+	served = eg_tunnel_serve(&t);
+	if (served != m.logs || m.opens > served)
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
 	static const char policy[] =
@@ -133,8 +244,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	struct eg_policy p;
 	struct eg_request r;
 	char msg[256];
-	int rc = eg_parse_request(buf, len, &r, &why);
+	char sni[EG_MAX_HOST + 1];
+	int rc = eg_hello_sni(data, len, sni);
 
+	/* a name is a host name: lower case letters, digits, '-', '.', '_' */
+	if (rc == 0) {
+		size_t i, n = strlen(sni);
+
+		if (!n || n > EG_MAX_HOST || sni[0] == '.' || sni[n - 1] == '.')
+			abort();
+		for (i = 0; i < n; i++)
+			if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789-._", sni[i]))
+				abort();
+	} else if (rc != -ENOENT && rc != -EAGAIN && rc != -EINVAL) {
+		abort();
+	}
+	if (eg_policy_parse(policy, sizeof(policy) - 1, &src, &p, msg, sizeof(msg)))
+		abort();
+	fuzz_tunnel(&p, buf, len);
+	eg_policy_free(&p);
+	rc = eg_parse_request(buf, len, &r, &why);
 	if (rc == -EAGAIN)
 		return 0;
 	if (rc) {

@@ -52,6 +52,46 @@ static void request_forms(void **state)
 	assert_string_equal(r.host, "api.example.com");
 }
 
+/* Requests inside an intercepted tunnel to api.example.com:443. */
+static void tunneled_requests(void **state)
+{
+	static const char *const bad[] = {
+		"GET /v1/x HTTP/1.1\r\n\r\n",                               /* no Host */
+		"GET /v1/x HTTP/1.1\r\nHost: evil.com\r\n\r\n",
+		"GET /v1/x HTTP/1.1\r\nHost: api.example.com:444\r\n\r\n",
+		"GET /v1/x HTTP/1.1\r\nHost: api.example.com.evil\r\n\r\n",
+		"GET /v1/x HTTP/1.1\r\nHost: api.example.com\r\nHost: api.example.com\r\n\r\n",
+		"GET https://evil.com/v1/x HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+		"GET https://api.example.com:8443/v1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+		"CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+		"GET /v1/../admin HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+		"GET /v1/%2e%2e/admin HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+		"GET /v1/..;/admin HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+		"GET * HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+		"GET v1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+	};
+	struct eg_request r;
+	const char *why;
+	size_t i;
+
+	(void)state;
+#define TP(s) eg_parse_tunneled(s, strlen(s), "api.example.com", 443, &r, &why)
+	assert_int_equal(TP("GET /v1/x?q=1 HTTP/1.1\r\nHost: API.example.com\r\n\r\n"), 0);
+	assert_string_equal(r.host, "api.example.com");
+	assert_int_equal(r.port, 443);
+	assert_int_equal(r.https, 1);
+	assert_memory_equal(r.path, "/v1/x?q=1", r.path_len);
+	assert_int_equal(TP("POST /v1 HTTP/1.1\r\nHost: api.example.com:443\r\nContent-Length: 2\r\n\r\nhi"), 0);
+	assert_int_equal(r.content_length, 2);
+	assert_int_equal(TP("GET https://api.example.com/v1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n"), 0);
+	assert_memory_equal(r.path, "/v1", 3);
+	assert_int_equal(TP("GET /v1 HTTP/1.1\r\nHost: api.example.com\r\n"), -EAGAIN);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (TP(bad[i]) != -EINVAL)
+			fail_msg("accepted in a tunnel: %s", bad[i]);
+#undef TP
+}
+
 static void request_errors(void **state)
 {
 	struct eg_request r;
@@ -312,9 +352,64 @@ static void policy_match(void **state)
 	/* tunnels */
 	assert_ptr_equal(match(&p, "CONNECT api.example.com:443 HTTP/1.1\r\n\r\n", &why), &p.rules[0]);
 	assert_null(match(&p, "CONNECT api.example.com:80 HTTP/1.1\r\n\r\n", &why));
-	assert_null(match(&p, "CONNECT api.github.com:8443 HTTP/1.1\r\n\r\n", &why));
-	assert_string_equal(why, "tunnels to this host are not allowed");
+	/* a rule that injects intercepts its tunnels, "tunnel": false or not */
+	assert_ptr_equal(match(&p, "CONNECT api.github.com:8443 HTTP/1.1\r\n\r\n", &why), &p.rules[1]);
 	assert_ptr_equal(match(&p, "CONNECT plain.example.org:443 HTTP/1.1\r\n\r\n", &why), &p.rules[2]);
+	eg_policy_free(&p);
+	{
+		static const char text[] =
+			"{\"ca\": \"host\", \"limits\": {\"requests_per_second\": 5, \"max_connections\": 4},"
+			" \"allow\": ["
+			" {\"host\": \"a.test\", \"path_prefix\": \"/public\"},"
+			" {\"host\": \"a.test\", \"inject\": {\"header\": \"K\", \"value_env\": \"KEY\"}},"
+			" {\"host\": \"b.test\", \"tunnel\": false},"
+			" {\"host\": \"c.test\", \"intercept\": true},"
+			" {\"host\": \"d.test\", \"require_sni\": false}]}";
+		const struct eg_rule *x;
+		struct eg_request r;
+		char w[256];
+
+		assert_int_equal(eg_policy_parse(text, strlen(text), &src, &p, w, sizeof(w)), 0);
+		assert_int_equal(p.ca_shared, 1);
+		assert_int_equal(p.limits.rate, 5);
+		assert_int_equal(p.limits.max_conns, 4);
+		assert_int_equal(p.rules[4].require_sni, 0);
+		assert_int_equal(p.rules[0].require_sni, 1);
+#define CONNECT_MODE(req) (assert_int_equal(eg_parse_request(req, strlen(req), &r, &why), 0), \
+			   eg_connect_mode(&p, &r, &x, &why))
+		/* any rule of the host that injects: intercepted, even after a pass-through one */
+		assert_int_equal(CONNECT_MODE("CONNECT a.test:443 HTTP/1.1\r\n\r\n"), EG_INTERCEPT);
+		assert_ptr_equal(x, &p.rules[1]);
+		assert_int_equal(CONNECT_MODE("CONNECT c.test:443 HTTP/1.1\r\n\r\n"), EG_INTERCEPT);
+		assert_int_equal(CONNECT_MODE("CONNECT d.test:443 HTTP/1.1\r\n\r\n"), EG_PIPE);
+		assert_ptr_equal(x, &p.rules[4]);
+		assert_int_equal(CONNECT_MODE("CONNECT b.test:443 HTTP/1.1\r\n\r\n"), EG_DENY);
+		assert_string_equal(why, "tunnels to this host are not allowed");
+		assert_int_equal(CONNECT_MODE("CONNECT e.test:443 HTTP/1.1\r\n\r\n"), EG_DENY);
+		assert_string_equal(why, "host not allowed");
+		assert_int_equal(CONNECT_MODE("CONNECT a.test:8443 HTTP/1.1\r\n\r\n"), EG_DENY);
+		assert_string_equal(why, "port not allowed");
+#undef CONNECT_MODE
+		eg_policy_free(&p);
+	}
+	{
+		static const char *const bad_top[] = {
+			"{\"ca\": \"world\", \"allow\": []}",
+			"{\"limits\": {\"requests_per_second\": 0}, \"allow\": []}",
+			"{\"limits\": {\"max_connections\": 65}, \"allow\": []}",
+			"{\"limits\": {\"rps\": 1}, \"allow\": []}",
+			"{\"limits\": 3, \"allow\": []}",
+			"{\"allow\": [{\"host\": \"h\", \"intercept\": false, \"inject\": {\"header\": \"A\", \"value_env\": \"KEY\"}}]}",
+			"{\"allow\": [{\"host\": \"h\", \"require_sni\": 1}]}",
+		};
+		char w[256];
+		size_t i;
+
+		for (i = 0; i < sizeof(bad_top) / sizeof(bad_top[0]); i++)
+			if (eg_policy_parse(bad_top[i], strlen(bad_top[i]), &src, &p, w, sizeof(w)) != -EINVAL)
+				fail_msg("accepted: %s", bad_top[i]);
+	}
+	load(&p);
 	eg_policy_free(&p);
 	/* no rules: nothing */
 	{
@@ -510,7 +605,7 @@ int main(void)
 		cmocka_unit_test(request_forms),  cmocka_unit_test(request_errors), cmocka_unit_test(request_limits),
 		cmocka_unit_test(chunked_bodies), cmocka_unit_test(policy_parse),   cmocka_unit_test(policy_match),
 		cmocka_unit_test(path_bypasses),  cmocka_unit_test(override_headers), cmocka_unit_test(upstream_headers),
-		cmocka_unit_test(injection),      cmocka_unit_test(response_status),
+		cmocka_unit_test(injection),      cmocka_unit_test(response_status), cmocka_unit_test(tunneled_requests),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
