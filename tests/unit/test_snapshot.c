@@ -246,8 +246,11 @@ static void vm_snapshot_restore(void **state)
 	unsigned i;
 
 	(void)state;
-	if (!have_kvm())
+	if (!have_kvm()) {
+		free(a);
+		free(b);
 		skip();
+	}
 	assert_non_null(mkdtemp(tmpl));
 	snprintf(snapdir, sizeof(snapdir), "%s/snap", tmpl);
 	config(a);

@@ -41,8 +41,11 @@ static void two_vms_at_once(void **state)
 	ssize_t n;
 
 	(void)state;
-	if (!have_kvm())
+	if (!have_kvm()) {
+		free(a);
+		free(b);
 		skip();
+	}
 	config(a, "hello.elf", 1);
 	config(b, "triple.elf", 2);
 	assert_int_equal(vm_create(&a->vm, &a->cfg), 0);
@@ -81,8 +84,10 @@ static void create_errors_leave_nothing(void **state)
 	int before, after;
 
 	(void)state;
-	if (!have_kvm())
+	if (!have_kvm()) {
+		free(r);
 		skip();
+	}
 	config(r, "hello.elf", 1);
 	before = dup(0);
 	close(before);
