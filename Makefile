@@ -35,7 +35,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
-             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c
+             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/disklock.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
 TLS_LIBS  := -lssl -lcrypto
 
@@ -246,7 +246,7 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test fc-api-test e2e-lib-test
+guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test fc-api-test e2e-lib-test cli-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 
 # The e2e tier's crash scan (tests/e2e/lib.sh) on made-up consoles: a
@@ -254,6 +254,12 @@ guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test fc-api-test e2e-lib-t
 .PHONY: e2e-lib-test
 e2e-lib-test:
 	$(Q)tests/e2e/lib_test.sh
+
+# The CLI on disk locks and made-up sandboxes in a scratch state
+# directory: seconds, no KVM.
+.PHONY: cli-test
+cli-test: $(BUILD)/vmm
+	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.

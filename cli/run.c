@@ -8,6 +8,7 @@
 #include "publish.h"
 #include "egress.h"
 #include "jail.h"
+#include "disklock.h"
 #include "../vmm/control.h"
 #include "../vmm/fcapi.h"
 #include "../vmm/snapshot.h"
@@ -705,6 +706,7 @@ static int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct
 		}
 		used[i] = 1;
 		cfg->disks[i].path = over[j].path;
+		cfg->disks[i].no_lock = over[j].no_lock;
 		over[j].path = NULL;
 	}
 	cfg->nr_disks = s->conf.nr_disks;
@@ -1431,6 +1433,15 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		}
 		cfg.console_out = console_file;
 	}
+
+	/* A disk another sandbox holds: refused here, naming it (the
+	 * device's lock, when the VMM opens it, is what guarantees it). */
+	if (disk_locks_check(&cfg, sb.name)) {
+		status = CLI_EXIT_ERROR;
+		goto out_console;
+	}
+	if (disk_locks_record(sb.dir, &cfg))
+		log_warn("cannot list the disks in %s: another VMM refused one will not name this sandbox", sb.dir);
 
 	snprintf(egress_log, sizeof(egress_log), "%s/egress.log", sb.dir);
 	eg_args.eg = eg;

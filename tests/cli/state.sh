@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# CLI checks that need no KVM (they run everywhere, in a second or two):
+# disk locks held by another process or by a made-up sandbox, and verbs
+# on made-up sandboxes in a temporary state directory (their records as
+# the VMM writes them: cli/sandbox.c, docs/cli.md).
+#   state.sh VMM KERNEL   (KERNEL: any file; the VM is never built)
+set -u
+vmm=$1
+kernel=$2
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+pass=0
+fail=0
+skip=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -f "$tmp/err" ] && sed 's/^/     | /' "$tmp/err" | tail -5; }
+skipped() { skip=$((skip + 1)); echo "skip $1"; }
+
+if ! command -v python3 > /dev/null; then
+	echo "skip all: no python3"
+	echo "cli: 0 passed, 0 failed, 1 skipped"
+	exit 0
+fi
+export VMM_STATE_DIR=$tmp/state
+mkdir -m 700 "$VMM_STATE_DIR"
+# No VM is ever built: a run that got past its checks fails on the KVM
+# device, and says so.
+export VMM_KVM_DEVICE=$tmp/no-kvm
+
+# lock_holder FILE MODE READY: a process holding an OFD lock (MODE r or
+# w) on FILE, as a VMM's disk device does; READY appears once it holds
+# it. Its pid in $holder.
+lock_holder() {
+	python3 - "$1" "$2" "$3" > /dev/null 2>&1 <<'PY' &
+import fcntl, os, struct, sys, time
+path, mode, ready = sys.argv[1:4]
+fd = os.open(path, os.O_RDWR if mode == "w" else os.O_RDONLY)
+lk = struct.pack("hhqqi4x", fcntl.F_WRLCK if mode == "w" else fcntl.F_RDLCK, 0, 0, 0, 0)
+fcntl.fcntl(fd, getattr(fcntl, "F_OFD_SETLK", 37), lk)
+open(ready, "w").close()
+time.sleep(600)
+PY
+	holder=$!
+	pids+=("$holder")
+	for _ in $(seq 100); do [ -e "$3" ] && break; sleep 0.05; done
+}
+
+# run STATUS ARGS...: vmm ARGS, its output in $tmp/out, $tmp/err.
+run() {
+	local want=$1 got
+	shift
+	timeout 20 "$vmm" "$@" < /dev/null > "$tmp/out" 2> "$tmp/err"
+	got=$?
+	[ "$got" = "$want" ] && return 0
+	echo "     vmm $*: exit status $got, expected $want"
+	return 1
+}
+
+truncate -s 1M "$tmp/d.img" "$tmp/ro.img"
+
+# A disk another process writes: refused before anything is built.
+lock_holder "$tmp/d.img" w "$tmp/ready1"
+if run 1 run --kernel "$kernel" --disk "path=$tmp/d.img" &&
+	grep -q "in use by another process" "$tmp/err" && ! grep -q "$tmp/no-kvm" "$tmp/err"; then
+	ok "disk locked by another process: refused, status 1"
+else bad "disk locked by another process"; fi
+if run 1 run --kernel "$kernel" --disk "path=$tmp/d.img,ro" && grep -q "in use by another process" "$tmp/err"; then
+	ok "read-only disk another process writes: refused"
+else bad "read-only disk another process writes"; fi
+# lock=off: the check is skipped (the run goes on to the missing KVM).
+if run 1 run --kernel "$kernel" --disk "path=$tmp/d.img,lock=off" && ! grep -q "in use" "$tmp/err" &&
+	grep -q "$tmp/no-kvm" "$tmp/err"; then
+	ok "lock=off: not refused"
+else bad "lock=off"; fi
+kill "$holder"; wait "$holder" 2> /dev/null
+
+# Shared locks: readers together, no writer.
+lock_holder "$tmp/ro.img" r "$tmp/ready2"
+if run 1 run --kernel "$kernel" --disk "path=$tmp/ro.img,ro" && ! grep -q "in use" "$tmp/err" &&
+	run 1 run --kernel "$kernel" --disk "path=$tmp/ro.img" && grep -q "in use by another process" "$tmp/err"; then
+	ok "a read-only disk: shared with readers, refused to a writer"
+else bad "read-only sharing"; fi
+
+# The holder named: a sandbox whose record lists the disk and whose VMM
+# (here the lock holder) is alive.
+mkdir -m 700 "$VMM_STATE_DIR/owner"
+echo "$holder" > "$VMM_STATE_DIR/owner/pid"
+realpath "$tmp/ro.img" > "$VMM_STATE_DIR/owner/disks"
+echo '{"name":"owner","kind":"run","source":"k","cpus":1,"mem_mib":64,"created":1,"expires":0,"detached":true}' \
+	> "$VMM_STATE_DIR/owner/config.json"
+if run 1 run --kernel "$kernel" --disk "path=$tmp/../$(basename "$tmp")/ro.img" &&
+	grep -q "in use by sandbox owner" "$tmp/err"; then
+	ok "disk locked by a sandbox: its name in the message"
+else bad "holder's name"; fi
+kill "$holder"; wait "$holder" 2> /dev/null
+rm -rf "$VMM_STATE_DIR/owner"
+
+echo "cli: $pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]
