@@ -27,7 +27,7 @@ endif
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/snapfmt.c vmm/snapshot.c vmm/control.c vmm/http.c vmm/fcapi.c vmm/unixsock.c guest-init/json.c \
              guest-init/proto.c \
-             vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
+             vmm/vcpu.c vmm/vm.c vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
@@ -258,8 +258,8 @@ e2e-lib-test:
 # The CLI on disk locks and made-up sandboxes in a scratch state
 # directory: seconds, no KVM.
 .PHONY: cli-test
-cli-test: $(BUILD)/vmm
-	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile
+cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
+	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../guest-init/json.h"
 
@@ -39,6 +40,8 @@ struct exec_opts {
 	int tty;                  /* a pty in the guest, raw mode here */
 	int stdin_pass;           /* stream our stdin to the command */
 	uint64_t timeout_ms;
+	pid_t interrupt_pid;      /* >0: a second Ctrl-C sends it SIGINT too (vmm run
+				     -- CMD: the VMM, which stops the sandbox) */
 };
 
 /* Runs a command, streaming its output to our stdout/stderr and our stdin

@@ -3,7 +3,8 @@
 # disk locks held by another process or by a made-up sandbox, and verbs
 # on made-up sandboxes in a temporary state directory (their records as
 # the VMM writes them: cli/sandbox.c, docs/cli.md).
-#   state.sh VMM KERNEL   (KERNEL: any file; the VM is never built)
+#   state.sh VMM KERNEL [GUEST_INIT]   (KERNEL: any file, the VM is never
+#   built; GUEST_INIT: the host build of guest-init, for vmm exec)
 set -u
 vmm=$1
 kernel=$2
@@ -100,6 +101,80 @@ if run 1 run --kernel "$kernel" --disk "path=$tmp/../$(basename "$tmp")/ro.img" 
 else bad "holder's name"; fi
 kill "$holder"; wait "$holder" 2> /dev/null
 rm -rf "$VMM_STATE_DIR/owner"
+
+# made_up NAME: a sandbox folder as the VMM leaves it (token, config).
+made_up() {
+	mkdir -m 700 "$VMM_STATE_DIR/$1"
+	echo tok > "$VMM_STATE_DIR/$1/token"
+	echo "{\"name\":\"$1\",\"kind\":\"run\",\"source\":\"k\",\"cpus\":1,\"mem_mib\":64,\"created\":1,\"expires\":0,\"detached\":true}" \
+		> "$VMM_STATE_DIR/$1/config.json"
+}
+echo x > "$tmp/file"
+# exited: its exit record; created: vmm create's marker.
+made_up ex
+printf '0\nthe guest powered off\n' > "$VMM_STATE_DIR/ex/exit"
+made_up cr
+: > "$VMM_STATE_DIR/cr/created"
+for v in ex cr; do
+	want="$v is not running (exited)"
+	[ $v = cr ] && want="$v is not running (created: vmm start $v)"
+	if run 1 exec $v -- true && grep -qF "$want" "$tmp/err" &&
+		run 1 cp "$tmp/file" "$v:/tmp/file" && grep -qF "$want" "$tmp/err"; then
+		ok "exec and cp into a sandbox that is $([ $v = ex ] && echo exited || echo created): '$want'"
+	else bad "exec/cp into $v"; fi
+done
+# paused: its VMM (a stand-in here) answers the control socket, says
+# paused, and its vsock socket accepts and never answers (a paused device).
+made_up pz
+python3 - "$VMM_STATE_DIR/pz" > /dev/null 2>&1 <<'PY' &
+import os, socket, sys, threading
+d = sys.argv[1]
+vs = socket.socket(socket.AF_UNIX); vs.bind(d + "/vsock.sock"); vs.listen(8)
+cs = socket.socket(socket.AF_UNIX); cs.bind(d + "/control.sock"); cs.listen(8)
+open(d + "/pid", "w").write("%d\n" % os.getpid())
+held = []
+threading.Thread(target=lambda: [held.append(vs.accept()) for _ in iter(int, 1)], daemon=True).start()
+while True:
+    c, _ = cs.accept()
+    req = b""
+    while not req.endswith(b"\n"):
+        req += c.recv(4096) or b"\n"
+    c.sendall(b'{"ok":true,"state":"paused"}\n')
+    c.close()
+PY
+pids+=($!)
+for _ in $(seq 100); do [ -S "$VMM_STATE_DIR/pz/control.sock" ] && [ -s "$VMM_STATE_DIR/pz/pid" ] && break; sleep 0.05; done
+start=$(date +%s)
+if run 1 exec pz -- true && grep -qF "pz is paused (vmm resume pz)" "$tmp/err" &&
+	run 1 cp "$tmp/file" "pz:/tmp/file" && grep -qF "pz is paused (vmm resume pz)" "$tmp/err" &&
+	[ $(($(date +%s) - start)) -lt 10 ]; then
+	ok "exec and cp into a paused sandbox: 'pz is paused (vmm resume pz)' at once"
+else bad "exec/cp into a paused sandbox"; fi
+
+# vmm exec in the background of a terminal (`vmm exec ... &`): it must not
+# stop on the terminal (SIGTTOU for -t's raw mode, SIGTTIN for stdin), and
+# reads it once brought to the foreground. Against the host build of
+# guest-init (the sandbox API without a VM).
+if [ -n "${3:-}" ] && [ -x "$3" ]; then
+	mkdir "$tmp/reg"
+	VMM_API_TOKEN=tok VMM_API_REGISTRY="$tmp/reg" setsid "$3" --serve-unix "$tmp/api.sock" > /dev/null 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do [ -S "$tmp/api.sock" ] && break; sleep 0.05; done
+	pty=$(dirname "$0")/pty_background.py
+	export VMM_API_PORT=0 VMM_TOKEN=tok
+	for t in "" -t; do
+		if timeout 60 python3 "$pty" --timeout 20 -- "$vmm" exec $t "$tmp/api.sock" -- echo in-the-background \
+			> "$tmp/err" 2>&1 && grep -q in-the-background "$tmp/err"; then
+			ok "vmm exec $t ... & on a terminal: runs to the end in the background"
+		else bad "vmm exec $t ... & on a terminal (stopped?)"; fi
+		if timeout 60 python3 "$pty" --timeout 20 --fg-on READY --type 'typed-in\r\x04' -- \
+			"$vmm" exec $t "$tmp/api.sock" -- sh -c 'echo READY; tr a-z A-Z' > "$tmp/err" 2>&1 &&
+			grep -q TYPED-IN "$tmp/err"; then
+			ok "vmm exec $t ... &, then fg: reads the terminal once in the foreground"
+		else bad "vmm exec $t ... &, then fg"; fi
+	done
+	unset VMM_API_PORT VMM_TOKEN
+else skipped "vmm exec in the background of a terminal: no host guest-init (make build/tools/guest-init)"; fi
 
 echo "cli: $pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
