@@ -345,6 +345,7 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 		 * the VMM (interrupt_pid). */
 		signal(SIGINT, h->cmd ? helper_interrupted : SIG_DFL);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_sigmask(SIG_UNBLOCK, &stops, NULL); /* held by the VMM since its folder */
 
 		/* It goes with the VMM (whose sockets it holds too: a VMM that
 		 * died must not look alive to the next one on its paths). */

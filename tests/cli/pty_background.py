@@ -4,10 +4,11 @@ of its own that is not the foreground of its (pseudo-)terminal. It must
 neither stop (SIGTTIN, SIGTTOU: a background job that reads the terminal or
 changes its mode) nor touch the terminal's mode. With --fg-on TEXT: once
 TEXT appears on the terminal, the job is brought to the foreground as `fg`
-does (tcsetpgrp, SIGCONT) and --type BYTES are typed a second later.
+does (tcsetpgrp, SIGCONT) and --type BYTES are typed a second later;
+with --fg-after S, the same S seconds after the start.
 Exits with the job's status, or 99 if it stopped, 98 if it ran past
 --timeout, 97 if the terminal's mode changed while it was in the background.
-   pty_background.py [--fg-on TEXT --type BYTES] [--timeout S] -- CMD..."""
+   pty_background.py [--fg-on TEXT | --fg-after S] [--type BYTES] [--timeout S] -- CMD..."""
 import argparse
 import os
 import select
@@ -18,6 +19,7 @@ import time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--fg-on")
+ap.add_argument("--fg-after", type=float)
 ap.add_argument("--type", default="")
 ap.add_argument("--timeout", type=float, default=30)
 ap.add_argument("cmd", nargs=argparse.REMAINDER)
@@ -71,6 +73,7 @@ if shell == 0:
 
 os.close(slave)
 out = b""
+start = time.time()
 told = None
 typed = False
 status = None
@@ -81,7 +84,8 @@ while status is None:
             out += os.read(master, 4096)
         except OSError:
             pass
-    if a.fg_on and told is None and a.fg_on.encode() in out:
+    if told is None and ((a.fg_on and a.fg_on.encode() in out) or
+                         (a.fg_after is not None and time.time() - start > a.fg_after)):
         os.kill(shell, signal.SIGUSR1)
         told = time.time()
     if told and not typed and time.time() - told > 1:
