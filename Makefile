@@ -27,7 +27,7 @@ endif
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/snapfmt.c vmm/snapshot.c vmm/control.c vmm/http.c vmm/fcapi.c vmm/unixsock.c guest-init/json.c \
              guest-init/proto.c \
-             vmm/vcpu.c vmm/vm.c boot/bootparams.c boot/elf.c boot/bzimage.c \
+             vmm/vcpu.c vmm/vm.c vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
@@ -36,7 +36,7 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
-             cli/egress_tls.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c
+             cli/egress_tls.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c cli/disklock.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
 TLS_LIBS  := -lssl -lcrypto
 
@@ -251,7 +251,7 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test
+guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test cli-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 	$(Q)tests/guests/state.sh $(BUILD)/vmm $(BUILD)/guests
 
@@ -260,6 +260,12 @@ guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-a
 .PHONY: e2e-lib-test
 e2e-lib-test:
 	$(Q)tests/e2e/lib_test.sh
+
+# The CLI on disk locks and made-up sandboxes in a scratch state
+# directory: seconds, no KVM.
+.PHONY: cli-test
+cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
+	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "api_client.h"
+#include "../vmm/tty.h"
 #include "../guest-init/json.h"
 #include "../guest-init/proto.h"
 
@@ -308,8 +309,8 @@ int api_exec(const struct sandbox_addr *a, const struct exec_opts *o)
 int api_session(int fd, const struct exec_opts *o, const char *what)
 {
 	static uint8_t buf[FRAME_MAX + 1];
-	struct termios saved, raw;
-	int r, sfd, status = -EPROTO, tty_raw = 0, in_open = o->stdin_pass;
+	struct tty tty;
+	int r, sfd, status = -EPROTO, in_open = o->stdin_pass, is_tty, interrupts = 0;
 	sigset_t sigs, old;
 
 	sigemptyset(&sigs);
@@ -319,30 +320,29 @@ int api_session(int fd, const struct exec_opts *o, const char *what)
 	sigaddset(&sigs, SIGQUIT);
 	sigaddset(&sigs, SIGWINCH);
 	/* Forwarded signals must reach our signalfd even if we were started
-	 * with them ignored (a background job of a script ignores SIGINT). */
+	 * with them ignored (a background job of a script ignores SIGINT);
+	 * blocked first, so none comes in between with its default action. */
+	sigprocmask(SIG_BLOCK, &sigs, &old);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	signal(SIGQUIT, SIG_DFL);
-	sigprocmask(SIG_BLOCK, &sigs, &old);
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
-	if (o->tty && isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0) {
-		raw = saved;
-		cfmakeraw(&raw);
-		if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0)
-			tty_raw = 1;
-	}
+	/* A terminal is read (and put in raw mode for -t) only while we are
+	 * its foreground: `vmm exec ... &` must not stop on it (vmm/tty.h). */
+	is_tty = (o->stdin_pass || o->tty) && tty_open(&tty, STDIN_FILENO, o->tty, 0) >= 0;
 	for (;;) {
+		int fg = !is_tty || tty_update(&tty);
 		struct pollfd p[3] = {
 			{ .fd = fd, .events = POLLIN },
 			{ .fd = sfd, .events = POLLIN },
-			{ .fd = in_open ? STDIN_FILENO : -1, .events = POLLIN },
+			{ .fd = in_open && fg ? STDIN_FILENO : -1, .events = POLLIN },
 		};
 		uint8_t type;
 		size_t len;
 
-		if (poll(p, 3, -1) < 0) {
+		if (poll(p, 3, fg ? -1 : TTY_BACKGROUND_POLL_MS) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -366,6 +366,10 @@ int api_session(int fd, const struct exec_opts *o, const char *what)
 					break;
 				} else if (si.ssi_signo != SIGWINCH) {
 					send_signal(fd, si.ssi_signo);
+					/* The second Ctrl-C: the command did not stop, its
+					 * sandbox does (vmm run -- CMD). */
+					if (si.ssi_signo == SIGINT && ++interrupts == 2 && o->interrupt_pid > 0)
+						kill(o->interrupt_pid, SIGINT);
 				}
 			}
 		}
@@ -374,6 +378,8 @@ int api_session(int fd, const struct exec_opts *o, const char *what)
 
 			if (n > 0) {
 				frame_write(fd, F_STDIN, buf, (size_t)n);
+			} else if (n < 0 && errno == EIO && is_tty) {
+				tty_update(&tty); /* the terminal went to another job */
 			} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
 				frame_write(fd, F_STDIN_EOF, NULL, 0);
 				in_open = 0;
@@ -403,16 +409,16 @@ int api_session(int fd, const struct exec_opts *o, const char *what)
 
 			buf[len] = '\0';
 			parse_error((const char *)buf, len, &e);
-			if (tty_raw)
-				tcsetattr(STDIN_FILENO, TCSANOW, &saved), tty_raw = 0;
+			if (is_tty)
+				tty_close(&tty);
 			fprintf(stderr, "vmm: %s: %s (%s)\n", what, e.message[0] ? e.message : strerror(e.eno), e.name);
 			/* Like a shell: 127 not found, 126 not executable. */
 			status = e.eno == ENOENT ? 127 : e.eno == EACCES || e.eno == ENOEXEC ? 126 : -e.eno;
 			break;
 		}
 	}
-	if (tty_raw)
-		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+	if (is_tty)
+		tty_close(&tty);
 	close(sfd);
 	close(fd);
 	sigprocmask(SIG_SETMASK, &old, NULL);

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../guest-init/json.h"
 
@@ -46,6 +47,8 @@ struct exec_opts {
 	const char *tag;          /* detach: its tag, or NULL */
 	uint64_t ring_bytes;      /* detach: output kept per stream (0: default) */
 	int leave_on_signal;      /* api_session: SIGINT/TERM/HUP end the session, not the command */
+	pid_t interrupt_pid;      /* >0: a second Ctrl-C sends it SIGINT too (vmm run
+				     -- CMD: the VMM, which stops the sandbox) */
 };
 
 /* The request fields for o (without "v"/"token"). 0 or -E2BIG. */

@@ -8,6 +8,7 @@
 #include "publish.h"
 #include "egress.h"
 #include "jail.h"
+#include "disklock.h"
 #include "../vmm/control.h"
 #include "../vmm/fcapi.h"
 #include "../vmm/snapshot.h"
@@ -52,10 +53,12 @@ static void run_usage(FILE *out)
 		"  --console-log-size SIZE  a file console (and -d's console.log) holds at\n"
 		"                       most SIZE bytes (k/M/G suffixes; default 8M), then\n"
 		"                       becomes PATH.1 and starts again\n"
-		"  --disk path=FILE[,ro][,root][,id=ID]\n"
+		"  --disk path=FILE[,ro][,root][,id=ID][,lock=off]\n"
 		"                       a virtio-blk disk (raw image), repeatable: /dev/vda,\n"
 		"                       /dev/vdb, ... ro: read-only; root (first disk only):\n"
-		"                       boot from it (root=/dev/vda); id: GET_ID serial\n"
+		"                       boot from it (root=/dev/vda); id: GET_ID serial;\n"
+		"                       locked against other VMMs (shared if ro) unless\n"
+		"                       lock=off (docs/cli.md)\n"
 		"  --fs tag=NAME,path=DIR[,ro][,cache=none|auto]\n"
 		"                       share the host directory DIR (virtio-fs), repeatable;\n"
 		"                       the guest finds it mounted at /mnt/NAME. ro: read-only;\n"
@@ -186,7 +189,7 @@ static void restore_usage(FILE *out)
 		"  --vsock cid=N[,uds=PATH]\n"
 		"                       another guest CID or socket for this clone\n"
 		"                       (default: the snapshot's CID, vsock.sock in its folder)\n"
-		"  --disk path=FILE[,id=ID]\n"
+		"  --disk path=FILE[,id=ID][,lock=off]\n"
 		"                       use FILE for the snapshot's disk ID (or, without id,\n"
 		"                       the next disk in order) instead of a fresh copy; it\n"
 		"                       must have the same size\n"
@@ -293,13 +296,25 @@ struct helper {
 	int restored;
 	int seccomp;                 /* the child runs under SC_HELPER (vmm/seccomp.h) */
 	unsigned long ready_s;
+	int ready_rd;                /* the VMM's copy of the boot marker pipe's
+					read end, or -1: a helper that is gone
+					must not make the marker a SIGPIPE */
 };
 
-static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
+/* The helper's Ctrl-C while the sandbox boots, before the command runs:
+ * the VMM, which leaves a terminal's SIGINT to the helper, is told to stop
+ * (130: docs/exit-status.md). */
+static void helper_interrupted(int sig)
 {
-	int ready[2] = { -1, -1 };
+	kill(getppid(), SIGINT);
+	_exit(128 + sig);
+}
+
+static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
+{
+	int ready[2] = { -1, -1 }, interrupted;
 	pid_t vmm = getpid();
-	sigset_t stops, old;
+	sigset_t stops, old, pending;
 
 	/* On a fresh boot the guest's init writes the boot marker once its
 	 * API listens: the VMM passes it on through a pipe, so the child does
@@ -308,16 +323,19 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 		log_err("pipe: %s", strerror(errno));
 		return -1;
 	}
-	if (h->cmd)
-		signal(SIGINT, SIG_IGN); /* Ctrl-C is the command's, forwarded by the child */
-	/* A SIGTERM the child sends (it gives up, or broke its allow-list) may
-	 * come before vm_run takes the stop signals over: held pending until
-	 * then, it stops the VM the orderly way instead of killing the VMM. */
+	/* A SIGTERM the child sends (it gives up, or broke its allow-list),
+	 * or a Ctrl-C, may come before vm_run takes the stop signals over:
+	 * held pending until then, it stops the VM the orderly way instead of
+	 * killing the VMM. */
 	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
 	sigaddset(&stops, SIGTERM);
 	sigaddset(&stops, SIGHUP);
 	sigaddset(&stops, SIGQUIT);
 	pthread_sigmask(SIG_BLOCK, &stops, &old);
+	/* A Ctrl-C already pressed (while the VM was built) is the VMM's:
+	 * vm_run stops at once. */
+	interrupted = sigpending(&pending) == 0 && sigismember(&pending, SIGINT);
 	*child = fork();
 	if (*child < 0) {
 		log_err("fork: %s", strerror(errno));
@@ -326,9 +344,15 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 	}
 	if (*child == 0) {
 		struct pollfd p = { .fd = ready[0], .events = POLLIN };
+		struct exec_opts cmd;
 		int r;
 
+		/* Ctrl-C while the sandbox boots: the VMM stops it (above); once
+		 * the command runs, api_exec forwards it, and a second one stops
+		 * the VMM (interrupt_pid). */
+		signal(SIGINT, h->cmd ? helper_interrupted : SIG_DFL);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_sigmask(SIG_UNBLOCK, &stops, NULL); /* held by the VMM since its folder */
 
 		/* It goes with the VMM (whose sockets it holds too: a VMM that
 		 * died must not look alive to the next one on its paths). */
@@ -345,7 +369,6 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 			}
 			sc_test_violate(SC_HELPER);
 		}
-		signal(SIGINT, SIG_DFL);
 		if (!h->restored) {
 			close(ready[1]);
 			if (poll(&p, 1, (int)(h->ready_s * 1000)) != 1) {
@@ -373,17 +396,19 @@ static int start_helper(struct vm *vm, const struct helper *h, pid_t *child)
 		}
 		if (!h->cmd)
 			_exit(0);
-		r = api_exec(h->a, h->cmd);
+		cmd = *h->cmd;
+		cmd.interrupt_pid = getppid();
+		r = api_exec(h->a, &cmd);
 		if (api_shutdown(h->a))
 			kill(getppid(), SIGTERM);
 		_exit(r < 0 ? CLI_EXIT_ERROR : r);
 	}
 	if (!h->restored) {
-		close(ready[0]);
+		h->ready_rd = ready[0];
 		vm->marker_fd = ready[1];
 	}
-	if (h->cmd)
-		vm->cfg.ignore_sigint = 1;
+	if (h->cmd && !interrupted)
+		vm->cfg.sigint_helper = *child;
 	return 0;
 }
 
@@ -519,7 +544,7 @@ static int jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *sn
 }
 
 /* Runs the VM; with a command, its status is the command's. */
-static int run_vm(struct vm *vm, const struct helper *h, pid_t child)
+static int run_vm(struct vm *vm, struct helper *h, pid_t child)
 {
 	enum vm_exit_reason reason = vm_run(vm);
 	int st = 0;
@@ -527,8 +552,14 @@ static int run_vm(struct vm *vm, const struct helper *h, pid_t child)
 	if (vm->marker_fd >= 0)
 		close(vm->marker_fd);
 	vm->marker_fd = -1;
+	if (h->ready_rd >= 0)
+		close(h->ready_rd);
+	h->ready_rd = -1;
+	/* The guest is gone: the helper has nothing left to do, and one in the
+	 * middle of the command would wait for a guest that never answers
+	 * (it forwards a SIGTERM to the command): SIGKILL. */
 	if (child > 0 && waitpid(child, &st, WNOHANG) == 0) {
-		kill(child, SIGTERM);
+		kill(child, SIGKILL);
 		waitpid(child, &st, 0);
 	}
 	/* The helper broke its seccomp allow-list: its handler said so and
@@ -542,7 +573,10 @@ static int run_vm(struct vm *vm, const struct helper *h, pid_t child)
 			return WEXITSTATUS(st);
 		if (reason == VM_EXIT_SIGNAL && WIFEXITED(st) && WEXITSTATUS(st) == CLI_EXIT_ERROR)
 			return CLI_EXIT_ERROR; /* the child said why */
-		log_err("the sandbox stopped before the command finished: %s", vm->exit_msg);
+		if (reason == VM_EXIT_SIGNAL && vm->exit_signo == SIGINT)
+			log_err("interrupted: the sandbox was stopped before the command finished");
+		else
+			log_err("the sandbox stopped before the command finished: %s", vm->exit_msg);
 		return vm_exit_status(reason, vm->exit_signo);
 	}
 	if (reason == VM_EXIT_REBOOT || reason == VM_EXIT_POWEROFF || reason == VM_EXIT_CONSOLE ||
@@ -712,6 +746,7 @@ static int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct
 		}
 		used[i] = 1;
 		cfg->disks[i].path = over[j].path;
+		cfg->disks[i].no_lock = over[j].no_lock;
 		over[j].path = NULL;
 	}
 	cfg->nr_disks = s->conf.nr_disks;
@@ -753,23 +788,86 @@ static int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct
 	return 0;
 }
 
+/* The last 2 KiB of a sandbox's log file, on stderr. */
+static void show_tail(const char *path, const char *what)
+{
+	char buf[2048];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	off_t size;
+	ssize_t n;
+
+	if (fd < 0)
+		return;
+	size = lseek(fd, 0, SEEK_END);
+	n = pread(fd, buf, sizeof(buf), size > (off_t)sizeof(buf) ? size - (off_t)sizeof(buf) : 0);
+	if (n > 0) {
+		fprintf(stderr, "--- %s (the end of %s):\n", what, path);
+		fflush(stderr);
+		if (write(STDERR_FILENO, buf, (size_t)n) < 0) {
+			/* nothing more to say */
+		}
+		if (buf[n - 1] != '\n')
+			fputc('\n', stderr);
+	}
+	close(fd);
+}
+
+/* -d gave up on the sandbox (interrupted, or its API never answered):
+ * stop its VMM (SIGTERM: the orderly stop; SIGKILL if it is still there
+ * after 10 s or on another signal in `stops`) and remove its folder, so
+ * no sandbox runs on behind a failure. */
+static void detach_abandon(pid_t pid, const struct sandbox *sb, const sigset_t *stops)
+{
+	const struct timespec tick = { 0, 100000000 };
+	struct sandbox gone = *sb;
+	unsigned i;
+
+	kill(pid, SIGTERM);
+	for (i = 0; i < 100 && waitpid(pid, NULL, WNOHANG) == 0; i++) {
+		if (sigtimedwait(stops, NULL, &tick) > 0) {
+			log_warn("killing sandbox %s's VMM", sb->name);
+			break;
+		}
+	}
+	if (waitpid(pid, NULL, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	sandbox_delete(&gone);
+}
+
 /* -d: the sandbox runs on in a child of its own session, its stdout and
  * stderr in vmm.log in its folder. Returns -1 in that child (go on), or in
  * the caller the status to exit with: 0 once the sandbox's API answers
- * (its name printed), 1 if it died first (its log shown). */
+ * (its name printed), 1 if it died first (its log shown) or did not
+ * answer within ready_s (stopped and removed, its logs shown), 128+N if
+ * signal N (Ctrl-C: 130) came first (stopped and removed). */
 static int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored)
 {
-	char logp[PATH_MAX + 16];
+	char logp[PATH_MAX + 16], conp[PATH_MAX + 16];
 	struct sandbox_addr a = { .uds = sb->vsock, .port = API_VSOCK_PORT };
 	uint64_t end = log_now_ns() + (uint64_t)ready_s * 1000000000ull;
+	const struct timespec tick = { 0, 100000000 };
+	sigset_t stops, old;
 	pid_t pid;
-	int fd, st;
+	int fd, st, sig;
 
 	snprintf(logp, sizeof(logp), "%s/vmm.log", sb->dir);
+	snprintf(conp, sizeof(conp), "%s/console.log", sb->dir);
 	fflush(NULL);
+	/* Held from before the fork: in the parent, a Ctrl-C while it waits
+	 * (sigtimedwait below); in the child, a stop signal that comes while
+	 * it sets up waits for vm_run, which stops the VM in order. */
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGHUP);
+	sigaddset(&stops, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &stops, &old);
 	pid = fork();
 	if (pid < 0) {
 		log_err("fork: %s", strerror(errno));
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		return CLI_EXIT_ERROR;
 	}
 	if (pid == 0) {
@@ -793,20 +891,8 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 		FILE *f;
 
 		if (waitpid(pid, &st, WNOHANG) == pid) {
-			char buf[2048];
-			ssize_t n;
-
 			log_err("sandbox %s did not start; the end of its log:", sb->name);
-			fd = open(logp, O_RDONLY | O_CLOEXEC);
-			if (fd >= 0) {
-				off_t size = lseek(fd, 0, SEEK_END);
-
-				n = pread(fd, buf, sizeof(buf), size > (off_t)sizeof(buf) ? size - (off_t)sizeof(buf) : 0);
-				if (n > 0 && write(STDERR_FILENO, buf, (size_t)n) < 0) {
-					/* nothing more to say */
-				}
-				close(fd);
-			}
+			show_tail(logp, "the VMM's log");
 			return CLI_EXIT_ERROR;
 		}
 		snprintf(p, sizeof(p), "%s/token", sb->dir);
@@ -823,10 +909,19 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 			printf("%s\n", sb->name);
 			return 0;
 		}
-		usleep(100000);
+		sig = sigtimedwait(&stops, NULL, &tick);
+		if (sig > 0) {
+			fprintf(stderr, "vmm: %s: sandbox %s stopped and removed before it was ready\n",
+				sig == SIGINT ? "interrupted" : strsignal(sig), sb->name);
+			detach_abandon(pid, sb, &stops);
+			return 128 + sig;
+		}
 	}
-	log_err("sandbox %s is running but its API did not answer within %lu s (vmm logs %s)",
-		sb->name, ready_s, sb->name);
+	log_err("sandbox %s did not answer within %lu s (--ready-timeout): stopped and removed", sb->name,
+		ready_s);
+	show_tail(logp, "the VMM's log");
+	show_tail(conp, "the console");
+	detach_abandon(pid, sb, &stops);
 	return CLI_EXIT_ERROR;
 }
 
@@ -900,8 +995,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 {
 	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
 	struct vm_config cfg;
-	struct termios saved;
-	int raw = 0, console_file = -1, opt, status = 0;
+	struct termios tty_saved;
+	int console_file = -1, opt, status = 0, tty_cmd = 0;
 	const char *console = "stdio", *dump_cpuid = NULL, *name = NULL;
 	unsigned long long mib = VM_DEFAULT_MEM_MIB;
 	struct vm *vm = NULL;
@@ -924,7 +1019,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	struct snapshot snap;
 	struct sandbox sb = { .created = 0 };
 	struct control ctl = { .open = 0 };
-	struct helper h = { .cmd = NULL };
+	struct helper h = { .cmd = NULL, .ready_rd = -1 };
 	pid_t child = -1;
 	int detach = 0, adopt = 0, ran = 0, no_seccomp = 0;
 	struct jail jail = { .uid = JAIL_DEFAULT_ID, .gid = JAIL_DEFAULT_ID };
@@ -1278,6 +1373,20 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
 	}
+	/* From the folder on, a stop signal (Ctrl-C, SIGTERM) waits for
+	 * vm_run, which stops the VM and the teardown removes everything:
+	 * killed here by its default action, the VMM left a `dead` record.
+	 * (vmm serve's pre-boot loop takes them itself.) */
+	if (!api) {
+		sigset_t stops;
+
+		sigemptyset(&stops);
+		sigaddset(&stops, SIGINT);
+		sigaddset(&stops, SIGTERM);
+		sigaddset(&stops, SIGHUP);
+		sigaddset(&stops, SIGQUIT);
+		pthread_sigmask(SIG_BLOCK, &stops, NULL);
+	}
 	/* The policy and its credentials, before -d: a missing one is an
 	 * error on this terminal. Threads start once the VM exists. */
 	if (egress_policy) {
@@ -1456,13 +1565,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	if (!strcmp(console, "stdio")) {
 		cfg.console_out = STDOUT_FILENO;
 		cfg.console_in = STDIN_FILENO;
-		if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0) {
-			struct termios t = saved;
-
-			cfmakeraw(&t);
-			t.c_oflag |= OPOST | ONLCR; /* keep host-side newlines sane */
-			if (tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0)
-				raw = 1;
+		/* A terminal: vm_run reads it, in raw mode, while the VMM is
+		 * its foreground (`vmm run &` must not stop on it: vmm/tty.h). */
+		if (isatty(STDIN_FILENO)) {
+			cfg.console_tty = 1;
 			cfg.console_escape = 1;
 		}
 	} else if (!strncmp(console, "file:", 5)) {
@@ -1482,6 +1588,15 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		else
 			cfg.console_limit = 0;
 	}
+
+	/* A disk another sandbox holds: refused here, naming it (the
+	 * device's lock, when the VMM opens it, is what guarantees it). */
+	if (disk_locks_check(&cfg, sb.name)) {
+		status = CLI_EXIT_ERROR;
+		goto out_console;
+	}
+	if (disk_locks_record(sb.dir, &cfg))
+		log_warn("cannot list the disks in %s: another VMM refused one will not name this sandbox", sb.dir);
 
 	snprintf(egress_log, sizeof(egress_log), "%s/egress.log", sb.dir);
 	eg_args.eg = eg;
@@ -1602,6 +1717,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		h.nets = net_spec_p;
 		h.nr_nets = nr_net_spec;
 		h.egress_port = eg ? EGRESS_VSOCK_PORT : 0;
+		/* -t: the helper's raw mode, to put back if it is killed. */
+		tty_cmd = h.cmd && cmd.tty && tty_is_foreground(STDIN_FILENO) &&
+			  tcgetattr(STDIN_FILENO, &tty_saved) == 0;
 		if ((h.cmd || (restore && cfg.has_vsock)) && start_helper(vm, &h, &child)) {
 			status = CLI_EXIT_ERROR;
 			goto out_publish;
@@ -1613,10 +1731,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	 * `vmm rm`; one whose time ran out is removed, as --ttl promises. */
 	if (detach && atomic_load(&vm->exit_reason) != VM_EXIT_EXPIRED)
 		sandbox_exited(&sb, status, vm->exit_msg);
-	if (raw) {
-		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
-		raw = 0;
-	}
+	/* The helper of `-t -- CMD`, stopped in raw mode (SIGKILL: run_vm),
+	 * leaves the terminal to us. */
+	if (tty_cmd && tty_is_foreground(STDIN_FILENO))
+		tcsetattr(STDIN_FILENO, TCSANOW, &tty_saved);
 out_publish:
 	for (i = 0; i < nr_pub; i++)
 		publish_stop(&pub[i]);
@@ -1633,8 +1751,6 @@ out_console:
 	for (i = 0; i < VM_MAX_NETS; i++)
 		if (taps[i].fd >= 0)
 			tap_close(&taps[i]);
-	if (raw)
-		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
 	if (console_file >= 0)
 		close(console_file);
 out_disks:

@@ -303,6 +303,8 @@ int blk_options_parse(const char *s, struct blk_options *o, const char **why)
 			o->ro = 1;
 		} else if (!strcmp(tok, "root")) {
 			o->root = 1;
+		} else if (!strcmp(tok, "lock=off") || !strcmp(tok, "lock=on")) {
+			o->no_lock = tok[6] == 'f';
 		} else if (!strncmp(tok, "id=", 3) || !strncmp(tok, "serial=", 7)) {
 			const char *v = strchr(tok, '=') + 1;
 
@@ -313,7 +315,7 @@ int blk_options_parse(const char *s, struct blk_options *o, const char **why)
 			}
 			snprintf(o->id, sizeof(o->id), "%s", v);
 		} else {
-			*why = "unknown --disk option (path=FILE[,ro][,root][,id=ID][,bps=RATE][,iops=RATE])";
+			*why = "unknown --disk option (path=FILE[,ro][,root][,id=ID][,bps=RATE][,iops=RATE][,lock=off])";
 			r = -EINVAL;
 			break;
 		}
@@ -332,6 +334,30 @@ void blk_options_free(struct blk_options *o)
 {
 	free(o->path);
 	o->path = NULL;
+}
+
+int blk_lock(int fd, int ro)
+{
+	struct flock fl = { .l_type = ro ? F_RDLCK : F_WRLCK, .l_whence = SEEK_SET };
+
+	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+		return 0;
+	return errno == EAGAIN || errno == EACCES ? -EBUSY : -errno;
+}
+
+int blk_lock_probe(const char *path, int ro)
+{
+	struct flock fl = { .l_type = ro ? F_RDLCK : F_WRLCK, .l_whence = SEEK_SET };
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+		r = -errno;
+	else
+		r = fl.l_type != F_UNLCK;
+	close(fd);
+	return r;
 }
 
 int virtio_blk_init(struct virtio_blk *b, const struct blk_options *o, int vm_fd,
@@ -355,6 +381,18 @@ int virtio_blk_init(struct virtio_blk *b, const struct blk_options *o, int vm_fd
 		log_err("--disk %s: not a regular file or block device", o->path);
 		r = -EINVAL;
 		goto err_close;
+	}
+	/* Before the guest sees a byte of it: a disk another VMM writes (or
+	 * reads, if this one writes) is refused (blk_lock). */
+	if (!o->no_lock && (r = blk_lock(b->fd, o->ro))) {
+		if (r == -EBUSY) {
+			log_err("--disk %s: in use by another process (it holds the disk's lock); stop it, or add "
+				"lock=off to share the disk deliberately", o->path);
+			goto err_close;
+		}
+		log_warn("--disk %s: cannot lock it (%s): nothing stops another VMM from opening it too",
+			 o->path, strerror(-r));
+		r = 0;
 	}
 	if (S_ISBLK(st.st_mode)) {
 		off_t end = lseek(b->fd, 0, SEEK_END);

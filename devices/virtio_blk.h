@@ -106,6 +106,7 @@ struct blk_options {
 	int root;
 	char id[24];       /* serial reported by GET_ID (20 bytes used) */
 	struct rl_limits rl; /* bytes and requests (bps=, iops=), 0: none */
+	int no_lock;       /* lock=off: take no lock on the image (blk_lock) */
 };
 
 struct virtio_blk {
@@ -135,9 +136,21 @@ int virtio_blk_init(struct virtio_blk *b, const struct blk_options *o, int vm_fd
 	__attribute__((warn_unused_result));
 void virtio_blk_destroy(struct virtio_blk *b);
 
-/* Parses "path=FILE[,ro][,root][,id=ID][,serial=ID][,bps=RATE][,iops=RATE]".
- * 0 or -EINVAL (why set). */
+/* Parses "path=FILE[,ro][,root][,id=ID][,serial=ID][,bps=RATE][,iops=RATE]
+ * [,lock=on|off]". 0 or -EINVAL (why set). */
 int blk_options_parse(const char *s, struct blk_options *o, const char **why);
 void blk_options_free(struct blk_options *o);
+
+/* Disk image locks, as QEMU takes them: an OFD lock (F_OFD_SETLK) on the
+ * whole file, exclusive for a writable disk, shared for a read-only one,
+ * so no two VMMs write one image and none reads an image another writes.
+ * OFD locks belong to the open file description: two opens conflict even
+ * in one process, and the lock goes with the last descriptor closed.
+ * virtio_blk_init takes it unless lock=off. 0, -EBUSY (another open file
+ * holds a conflicting lock), or -errno (the filesystem cannot lock). */
+int blk_lock(int fd, int ro) __attribute__((warn_unused_result));
+/* Would blk_lock on `path` be refused? 1 yes, 0 no, -errno (cannot tell:
+ * missing file, no locks there). Takes no lock. */
+int blk_lock_probe(const char *path, int ro);
 
 #endif

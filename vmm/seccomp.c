@@ -113,6 +113,7 @@ static const short main_calls[] = {
 	__NR_sched_getaffinity, __NR_getuid, __NR_geteuid, __NR_getgid, __NR_getegid,
 	__NR_getppid, __NR_umask, __NR_uname, __NR_prlimit64, __NR_getcwd,
 	__NR_memfd_create, __NR_flock, __NR_sysinfo, __NR_msync, __NR_prctl, __NR_seccomp,
+	__NR_getpgrp, /* the console: is this process group the terminal's foreground? (vmm/tty.h) */
 };
 /* Published ports: accept on the host TCP port, connect to the vsock
  * Unix socket, one thread per connection. */
@@ -165,6 +166,7 @@ static const short helper_calls[] = {
 	__NR_ioctl, __NR_rt_sigaction, __NR_signalfd4, __NR_kill, __NR_getppid, __NR_openat,
 	__NR_newfstatat,
 	__NR_lseek, /* dprintf (the CONNECT line) asks its stream's position */
+	__NR_getpgrp, /* stdin read only from the terminal's foreground (vmm/tty.h) */
 };
 
 /* What glibc's allocator does on its own, inside malloc, free or realloc,
@@ -228,9 +230,11 @@ static const unsigned egress_ioctls[] = { FIONREAD, FIONBIO };
 static const unsigned read_only[] = { O_RDONLY };
 /* The helper: the terminal (isatty, tcgetattr, tcsetattr for -t's raw
  * mode and back) and the window size it sends the guest. */
-static const unsigned helper_ioctls[] = { TCGETS, TCSETS, TCSETSW, TCSETSF, TIOCGWINSZ };
-/* Its only signal to another process: SIGTERM to the VMM. */
-static const unsigned sigterm_only[] = { SIGTERM };
+static const unsigned helper_ioctls[] = { TCGETS, TCSETS, TCSETSW, TCSETSF, TIOCGWINSZ, TIOCGPGRP };
+/* Its only signals to another process, the VMM: SIGTERM (the command is
+ * over, or the guest never got ready), SIGINT (Ctrl-C while the sandbox
+ * boots, or a second one while the command runs: cli/run.c). */
+static const unsigned helper_signals[] = { SIGTERM, SIGINT };
 /* Its only file: the `synced` marker, created write-only. */
 static const unsigned marker_open[] = { O_WRONLY | O_CREAT | O_CLOEXEC };
 
@@ -266,7 +270,7 @@ static const struct sc_argrule egress_rules[] = {
 static const struct sc_argrule helper_rules[] = {
 	{ __NR_socket, 0, EXACT, unix_only, N(unix_only) },
 	{ __NR_ioctl, 1, EXACT, helper_ioctls, N(helper_ioctls) },
-	{ __NR_kill, 1, EXACT, sigterm_only, N(sigterm_only) },
+	{ __NR_kill, 1, EXACT, helper_signals, N(helper_signals) },
 	{ __NR_openat, 2, EXACT, marker_open, N(marker_open) },
 	{ __NR_newfstatat, 3, EXACT, empty_path, N(empty_path) },
 };

@@ -25,6 +25,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
@@ -766,7 +767,11 @@ static int console_input(struct vm *vm, int *escape_pending)
 		return 0;
 	got = read(vm->cfg.console_in, buf, space);
 	if (got <= 0) {
-		if (got == 0 || (errno != EINTR && errno != EAGAIN))
+		/* EIO: a terminal we just lost to another process group; read
+		 * again once we have it back (vmm/tty.h). */
+		if (got < 0 && errno == EIO && vm->cfg.console_tty)
+			tty_update(&vm->tty);
+		else if (got == 0 || (errno != EINTR && errno != EAGAIN))
 			vm->cfg.console_in = -1; /* EOF: the guest just gets no more input */
 		return 0;
 	}
@@ -834,6 +839,17 @@ static int vm_lockdown(struct vm *vm)
 	return 0;
 }
 
+/* A child that has not exited (it is not reaped: its parent waits for it). */
+static int child_alive(pid_t pid)
+{
+	siginfo_t si;
+
+	if (pid <= 0)
+		return 0;
+	si.si_pid = 0;
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
+}
+
 enum vm_exit_reason vm_run(struct vm *vm)
 {
 	sigset_t stop_sigs, old;
@@ -842,8 +858,7 @@ enum vm_exit_reason vm_run(struct vm *vm)
 
 	sigemptyset(&stop_sigs);
 	sigaddset(&stop_sigs, SIGTERM);
-	if (!vm->cfg.ignore_sigint)
-		sigaddset(&stop_sigs, SIGINT);
+	sigaddset(&stop_sigs, SIGINT);
 	sigaddset(&stop_sigs, SIGHUP);
 	sigaddset(&stop_sigs, SIGQUIT);
 	sigaddset(&stop_sigs, VCPU_KICK_SIGNAL);
@@ -856,6 +871,9 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "signalfd: %s", strerror(errno));
 		goto out_mask;
 	}
+	/* Before the filters: tty_open sets the SIGTTIN/SIGTTOU dispositions. */
+	if (vm->cfg.console_tty && vm->cfg.console_in >= 0 && tty_open(&vm->tty, vm->cfg.console_in, 1, 1) < 0)
+		vm->cfg.console_tty = 0;
 	if (vm->cfg.seccomp && vm_lockdown(vm))
 		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "cannot install the seccomp filters");
 	for (i = 0; i < vm->nr_vcpus && atomic_load(&vm->exit_reason) == VM_RUNNING; i++) {
@@ -880,7 +898,12 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		p[n++].events = POLLIN;
 		p[n].fd = sfd;
 		p[n++].events = POLLIN;
-		if (vm->cfg.console_in >= 0) {
+		timeout = -1;
+		/* A terminal is read only from the foreground (vmm/tty.h); in the
+		 * background, look again now and then (the shell's `fg`). */
+		if (vm->cfg.console_tty && vm->cfg.console_in >= 0 && !tty_update(&vm->tty))
+			timeout = TTY_BACKGROUND_POLL_MS;
+		else if (vm->cfg.console_in >= 0) {
 			if (serial_rx_space(&vm->dev.com1)) {
 				in_idx = n;
 				p[n].fd = vm->cfg.console_in;
@@ -896,7 +919,6 @@ enum vm_exit_reason vm_run(struct vm *vm)
 			p[n].fd = vm->dev.com1.rotate_efd;
 			p[n++].events = POLLIN;
 		}
-		timeout = -1;
 		if (vm->cfg.expire_ns) {
 			uint64_t now = log_now_ns();
 
@@ -906,7 +928,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 			}
 			uint64_t ms = (vm->cfg.expire_ns - now) / 1000000 + 1;
 
-			timeout = ms > INT_MAX ? INT_MAX : (int)ms;
+			if (timeout < 0 || ms < (uint64_t)timeout)
+				timeout = ms > INT_MAX ? INT_MAX : (int)ms;
 		}
 		if (vm->ctl) {
 			ctl_idx = n;
@@ -922,7 +945,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		if (p[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
-			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			if (read(sfd, &si, sizeof(si)) == sizeof(si) &&
+			    !(si.ssi_signo == SIGINT && si.ssi_code == SI_KERNEL && child_alive(vm->cfg.sigint_helper))) {
 				vm->exit_signo = (int)si.ssi_signo;
 				vm_request_exit(vm, VM_EXIT_SIGNAL, "stopped by signal %s",
 						strsignal((int)si.ssi_signo));
@@ -951,6 +975,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		}
 	}
 
+	if (vm->cfg.console_tty)
+		tty_close(&vm->tty); /* its mode back, if we still have it */
 	vm_resume(vm); /* a paused VM that is told to stop: let it go */
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_kick(&vm->vcpus[i]);
@@ -969,8 +995,7 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	sigaddset(&old, SIGTERM);
 	sigaddset(&old, SIGHUP);
 	sigaddset(&old, SIGQUIT);
-	if (!vm->cfg.ignore_sigint)
-		sigaddset(&old, SIGINT);
+	sigaddset(&old, SIGINT);
 out_mask:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return (enum vm_exit_reason)atomic_load(&vm->exit_reason);

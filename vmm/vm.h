@@ -12,6 +12,7 @@
 #include "cpuid.h"
 #include "gm.h"
 #include "kvm.h"
+#include "tty.h"
 
 struct control;
 struct snapshot;
@@ -63,7 +64,15 @@ struct vm_config {
 	int console_escape;      /* Ctrl-A x quits (interactive terminal) */
 	const char *console_path;/* console_out is this regular file: capped at */
 	uint64_t console_limit;  /* this many bytes, then renamed PATH.1 (0: never) */
-	int ignore_sigint;       /* SIGINT is for a command in the guest, not the VM */
+	int console_tty;         /* console_in is a terminal: vm_run reads it and
+				    keeps it in raw mode only while the VMM is its
+				    foreground process group (vmm/tty.h) */
+	pid_t sigint_helper;     /* >0: while this child lives, a terminal's SIGINT
+				    (Ctrl-C: si_code SI_KERNEL) is its to act on:
+				    it forwards it to the command in the guest, or
+				    sends the VMM a SIGINT of its own to stop; a
+				    SIGINT sent by a process stops the VM as always
+				    (cli/run.c start_helper) */
 	const char *kvm_path;
 	unsigned nr_disks;
 	struct blk_options disks[VM_MAX_DISKS]; /* owned by the caller */
@@ -123,6 +132,7 @@ struct vm {
 	unsigned parked;         /* vCPU threads parked or gone */
 	int paused;              /* vm_pause() succeeded, not resumed yet */
 	struct control *ctl;     /* control socket served by vm_run, or NULL */
+	struct tty tty;          /* cfg.console_tty: the terminal, main thread */
 
 	int cpuid_overridden;    /* KVM does not apply the CPUID we set */
 
@@ -142,7 +152,7 @@ struct vm {
 int vm_create(struct vm *vm, const struct vm_config *cfg)
 	__attribute__((warn_unused_result));
 /* Runs until the guest or the host stops it; returns the reason.
- * SIGTERM, SIGHUP, SIGQUIT (and SIGINT unless cfg.ignore_sigint) stop it.
+ * SIGTERM, SIGHUP, SIGQUIT and SIGINT stop it (see cfg.sigint_helper).
  * They stay blocked when it returns, with any already pending discarded:
  * a second Ctrl-C or a supervisor's repeated SIGTERM must not cut short the
  * caller's teardown (sockets, TAP devices, snapshot files); a stop signal

@@ -358,5 +358,99 @@ if command -v python3 > /dev/null; then
 	else bad "terminal console"; fi
 else skipped "terminal console: no python3"; fi
 
+# wait_for FILE TEXT: up to 20 s.
+wait_for() { for _ in $(seq 200); do grep -q "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done; return 1; }
+
+# Disk locks between real VMMs: a writable disk is one VMM's (the second
+# is refused, naming the first), read-only ones are shared, lock=off is
+# the deliberate exception; nothing is left locked afterwards.
+export VMM_STATE_DIR=$tmp/lockstate
+truncate -s 1M "$tmp/lock.img"
+timeout 60 "$vmm" run --name la --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img" \
+	< /dev/null > "$tmp/la.out" 2>&1 &
+la=$!
+why=""
+wait_for "$tmp/la.out" spinning || why="$why la-did-not-start"
+run lock-rw 1 run --name lb --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img" &&
+	grep -q "in use by sandbox la" "$tmp/err" || why="$why rw-not-refused"
+run lock-ro 1 run --name lb --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,ro" &&
+	grep -q "in use by sandbox la" "$tmp/err" || why="$why ro-not-refused"
+timeout 60 "$vmm" run --name lc --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,lock=off" \
+	< /dev/null > "$tmp/lc.out" 2>&1 &
+lc=$!
+wait_for "$tmp/lc.out" spinning || why="$why lock-off-refused"
+kill -TERM $la $lc
+wait $la; s1=$?
+wait $lc; s2=$?
+[ "$s1" = 143 ] && [ "$s2" = 143 ] || why="$why status-$s1-$s2"
+# read-only twice, then a writer once they are gone
+timeout 60 "$vmm" run --name r1 --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,ro" \
+	< /dev/null > "$tmp/r1.out" 2>&1 &
+r1=$!
+timeout 60 "$vmm" run --name r2 --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,ro" \
+	< /dev/null > "$tmp/r2.out" 2>&1 &
+r2=$!
+wait_for "$tmp/r1.out" spinning && wait_for "$tmp/r2.out" spinning || why="$why ro-not-shared"
+kill -TERM $r1 $r2
+wait $r1 $r2
+timeout 60 "$vmm" run --name w --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img" \
+	< /dev/null > "$tmp/w.out" 2>&1 &
+w=$!
+wait_for "$tmp/w.out" spinning || why="$why lock-left-behind"
+kill -TERM $w
+wait $w
+[ -z "$(ls "$VMM_STATE_DIR")" ] || why="$why records-left"
+if [ -z "$why" ]; then
+	ok "disk locks: a writable disk refused to a second VMM (naming it), ro shared, lock=off allowed, released at exit"
+else bad "disk locks:$why"; fi
+
+if command -v python3 > /dev/null; then
+	# Ctrl-C while `run -- CMD` boots (the spin guest never gets its API
+	# up): 130 within seconds, one line, nothing left (`vmm ls`).
+	export VMM_STATE_DIR=$tmp/intstate
+	rm -f "$tmp/int.console"
+	if python3 "$(dirname "$0")/ctrl_c.py" "$tmp/int.console" spinning 5 -- "$vmm" run --name ci \
+		--kernel "$dir/spin.elf" --mem 64 --console "file:$tmp/int.console" -- true > "$tmp/err" 2>&1 &&
+		[ "$(grep -c "interrupted" "$tmp/err")" = 1 ] && ! grep -q "did not get ready" "$tmp/err" &&
+		[ -z "$(ls "$VMM_STATE_DIR")" ] && [ -z "$("$vmm" ls -q 2> /dev/null || "$vmm" ls | tail -n +2)" ]; then
+		ok "Ctrl-C during run -- CMD's boot: 130 at once, one line, nothing left"
+	else bad "Ctrl-C during run -- CMD's boot"; fi
+	# The same for run -d before it returns.
+	rm -f "$tmp/intd.console"
+	if python3 "$(dirname "$0")/ctrl_c.py" "$tmp/intd.console" spinning 10 -- "$vmm" run -d --name cd \
+		--kernel "$dir/spin.elf" --mem 64 --console "file:$tmp/intd.console" > "$tmp/err" 2>&1 &&
+		grep -q "interrupted: sandbox cd stopped and removed" "$tmp/err" && [ -z "$(ls "$VMM_STATE_DIR")" ] &&
+		! pgrep -f -- "--name cd --kernel $dir/spin.elf" > /dev/null; then
+		ok "Ctrl-C during run -d: 130, the sandbox stopped and removed"
+	else bad "Ctrl-C during run -d"; fi
+	# run -d that gives up: the sandbox does not run on behind the failure.
+	if run giveup 1 run -d --name gu --kernel "$dir/spin.elf" --mem 64 --ready-timeout 3 &&
+		grep -q "did not answer within 3 s (--ready-timeout): stopped and removed" "$tmp/err" &&
+		[ -z "$(ls "$VMM_STATE_DIR")" ] && ! pgrep -f -- "--name gu --kernel $dir/spin.elf" > /dev/null; then
+		ok "run -d that gives up: stops and removes the sandbox, says so"
+	else bad "run -d that gives up"; fi
+
+	# `vmm run ... &` and `vmm restore DIR --name a &` in an interactive
+	# shell: they must not stop on the terminal (SIGTTOU, SIGTTIN), leave
+	# its mode alone, and read it once brought to the foreground (`fg`,
+	# then Ctrl-A x: 7).
+	pty=$(dirname "$0")/../cli/pty_background.py
+	if python3 "$pty" --fg-on spinning --type '\x01x' -- "$vmm" run --name bg --kernel "$dir/spin.elf" \
+		--mem 64 > "$tmp/err" 2>&1; st=$?; [ "$st" = 7 ]; then
+		ok "vmm run & on a terminal: runs in the background, reads the terminal after fg (Ctrl-A x: 7)"
+	else bad "vmm run & on a terminal: status $st (99: stopped, 97: mode changed)"; fi
+	timeout 60 "$vmm" run --name snapsrc --kernel "$dir/spin.elf" --mem 64 < /dev/null > "$tmp/src.out" 2>&1 &
+	src=$!
+	if wait_for "$tmp/src.out" spinning && "$vmm" snapshot --stop snapsrc "$tmp/spinsnap" > /dev/null 2>&1 &&
+		wait $src; then
+		python3 "$pty" --fg-after 3 --type '\x01x' -- "$vmm" restore "$tmp/spinsnap" --name a > "$tmp/err" 2>&1
+		st=$?
+		if [ "$st" = 7 ] && [ -z "$(ls "$VMM_STATE_DIR")" ]; then
+			ok "vmm restore DIR --name a & on a terminal: runs in the background, reads it after fg"
+		else bad "vmm restore DIR & on a terminal: status $st (99: stopped, 97: mode changed)"; fi
+	else bad "vmm restore DIR &: no snapshot of the spin guest"; kill $src 2> /dev/null; fi
+	unset VMM_STATE_DIR
+else skipped "Ctrl-C, run -d give-up, background terminal: no python3"; fi
+
 echo "guests: $pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

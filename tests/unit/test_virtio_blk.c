@@ -123,6 +123,70 @@ static void options(void **state)
 	assert_int_equal(o.rl.ops_per_s, 1000);
 	blk_options_free(&o);
 	assert_int_equal(blk_options_parse("path=/x.img,iops=lots", &o, &why), -EINVAL);
+	assert_int_equal(blk_options_parse("path=/x.img,lock=off", &o, &why), 0);
+	assert_true(o.no_lock);
+	blk_options_free(&o);
+	assert_int_equal(blk_options_parse("path=/x.img,lock=on", &o, &why), 0);
+	assert_false(o.no_lock);
+	blk_options_free(&o);
+	assert_int_equal(blk_options_parse("path=/x.img,lock=maybe", &o, &why), -EINVAL);
+}
+
+/* ---- disk locks ---------------------------------------------------------- */
+
+/* Opens `path` as a device would (rw or ro, lock=off or not): 0 or the
+ * error virtio_blk_init returned. */
+static int open_disk(struct virtio_blk *b, struct vqb *q, const char *path, int ro, int no_lock)
+{
+	struct blk_options o = { .ro = ro, .no_lock = no_lock };
+
+	o.path = (char *)path;
+	return virtio_blk_init(b, &o, -1, &q->gm, 0xd0000000, 5, 0);
+}
+
+/* Two VMMs on one image: OFD locks conflict between two open file
+ * descriptions, even in one process, which is what this checks. */
+static void disk_locks(void **state)
+{
+	struct virtio_blk a, b;
+	struct vqb q;
+	char path[] = "/tmp/vmm-test-lock-XXXXXX";
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, CAP * 512), 0);
+	close(fd);
+	assert_int_equal(vqb_init(&q, 16), 0);
+
+	/* rw + rw: refused, and the probe says so beforehand */
+	assert_int_equal(blk_lock_probe(path, 0), 0);
+	assert_int_equal(open_disk(&a, &q, path, 0, 0), 0);
+	assert_int_equal(blk_lock_probe(path, 0), 1);
+	assert_int_equal(blk_lock_probe(path, 1), 1);
+	assert_int_equal(open_disk(&b, &q, path, 0, 0), -EBUSY);
+	/* rw + ro: refused (the reader would see a disk changing under it) */
+	assert_int_equal(open_disk(&b, &q, path, 1, 0), -EBUSY);
+	/* lock=off: the deliberate case */
+	assert_int_equal(open_disk(&b, &q, path, 0, 1), 0);
+	virtio_blk_destroy(&b);
+	/* closing the device releases its lock */
+	virtio_blk_destroy(&a);
+	assert_int_equal(blk_lock_probe(path, 0), 0);
+
+	/* ro + ro: both fine; then rw refused until both are gone */
+	assert_int_equal(open_disk(&a, &q, path, 1, 0), 0);
+	assert_int_equal(open_disk(&b, &q, path, 1, 0), 0);
+	assert_int_equal(blk_lock_probe(path, 1), 0);
+	assert_int_equal(blk_lock_probe(path, 0), 1);
+	virtio_blk_destroy(&a);
+	assert_int_equal(open_disk(&a, &q, path, 0, 0), -EBUSY);
+	virtio_blk_destroy(&b);
+	assert_int_equal(open_disk(&a, &q, path, 0, 0), 0);
+	virtio_blk_destroy(&a);
+
+	unlink(path);
+	vqb_destroy(&q);
 }
 
 /* ---- the device over the transport ------------------------------------ */
@@ -422,6 +486,7 @@ int main(void)
 		cmocka_unit_test(parse_table),
 		cmocka_unit_test(segment_checks),
 		cmocka_unit_test(options),
+		cmocka_unit_test(disk_locks),
 		cmocka_unit_test_setup_teardown(read_write_flush, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(get_id, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(discard_and_write_zeroes, setup_rw, teardown),
