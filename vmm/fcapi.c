@@ -906,6 +906,20 @@ static int remove_old_snapshot(const char *dir, struct why *w)
 	return 0;
 }
 
+/* What remove_old_snapshot() will take, checked before writing. */
+static int old_snapshot_ok(const char *dir, struct why *w)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	if (lstat(dir, &st) < 0 || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+		return 0;
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, SNAP_STATE_FILE) >= sizeof(p) || !S_ISDIR(st.st_mode) ||
+	    access(p, F_OK) < 0)
+		return fail(w, "'snapshot_path' %.200s exists and is not a snapshot: not overwritten", dir);
+	return 0;
+}
+
 static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why *w)
 {
 	static const struct field f[] = {
@@ -939,6 +953,8 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 		return fail(w, "Create snapshot only while the microVM is paused (PATCH /vm {\"state\": \"Paused\"} first)");
 	if (!strcmp(mem, dir))
 		return fail(w, "'mem_file_path' and 'snapshot_path' must differ");
+	if ((r = old_snapshot_ok(dir, w)))
+		return r;
 	/* Written beside, then put in place: a failure leaves the old one. */
 	r = vm_snapshot(a->vm, tmp, &bytes);
 	if (r)
