@@ -266,9 +266,12 @@ e2e-lib-test:
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.
-.PHONY: fc-api-test
-fc-api-test: $(BUILD)/vmm guests
+.PHONY: fc-api-test fc-schema-test
+fc-api-test: $(BUILD)/vmm guests fc-schema-test
 	$(Q)tests/api/fc_api.sh $(BUILD)/vmm $(BUILD)/guests
+# Firecracker's swagger against vmm's answers, before boot: no KVM needed.
+fc-schema-test: $(BUILD)/vmm
+	$(Q)python3 tests/api/fc_schema.py $(BUILD)/vmm
 
 # The egress proxy's HTTPS interception and tunnels with real curl and
 # Python requests against `vmm egress serve` (no VM, no KVM).
@@ -309,7 +312,7 @@ fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devi
 fuzz_api_request_SRCS := tests/fuzz/fuzz_api_request.c $(GUEST_API_SRCS)
 fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c vmm/unixsock.c devices/virtio_mmio.c vmm/ratelimit.c \
                          devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
-fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/http.c vmm/fcapi.c guest-init/json.c vmm/log.c vmm/cpuid.c
+fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/http.c vmm/fcapi.c vmm/fcapi_obs.c guest-init/json.c vmm/log.c vmm/cpuid.c
 fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.c devices/virtio_mmio.c \
                          vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
 fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \

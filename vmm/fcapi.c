@@ -215,6 +215,11 @@ static int abs_path(char *dst, size_t cap, const char *src, const char *field, s
 		memcpy(dst, src, strlen(src) + 1);
 		return 0;
 	}
+	while (src[0] == '.' && src[1] == '/')
+		for (src += 2; *src == '/'; src++) {
+		}
+	if (!src[0])
+		return fail(w, "'%s' names a directory", field);
 	if (!getcwd(cwd, sizeof(cwd)))
 		return fail(w, "'%s': the working directory: %s", field, strerror(errno));
 	if ((size_t)snprintf(dst, cap, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", src) >= cap)
