@@ -156,6 +156,8 @@ try:
     # -------- GETs on a fresh VMM, against the swagger ----------------------
     p, s = serve("a", "--log-path", "cli.log", "--level", "Debug", "--show-level", "--show-log-origin",
                  "--http-api-max-payload-size", "100000", "--boot-timer")
+    if not check(os.path.exists(s), "vmm --api-sock with Firecracker's logger and payload flags starts"):
+        p, s = serve("a")  # the rest still runs
     for path, ref in (("/", "InstanceInfo"), ("/version", "FirecrackerVersion"),
                       ("/machine-config", "MachineConfiguration"), ("/vm/config", "FullVmConfiguration")):
         st, _, b = http(s, "GET", path)
