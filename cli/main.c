@@ -2,9 +2,12 @@
 #include "cli.h"
 #include "../vmm/log.h"
 #include "../vmm/seccomp.h"
+#include "../vmm/fcapi.h"
+#include "../vmm/snapshot.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef VMM_VERSION
@@ -48,6 +51,51 @@ static void usage(FILE *out)
 	fprintf(out, "\n'vmm <command> --help' describes a command.\n");
 }
 
+/* Does the command line start with one of Firecracker's flags? */
+static int fc_flag(const char *a)
+{
+	static const char *const flags[] = { "--api-sock", "--config-file", "--id", "--no-api", "--boot-timer",
+					     "--level", "--log-path", "--show-level", "--show-log-origin", "--module",
+					     "--metrics-path", "--metadata", "--mmds-size-limit",
+					     "--http-api-max-payload-size", "--seccomp-filter", "--no-seccomp",
+					     "--start-time-us", "--start-time-cpu-us", "--parent-cpu-time-us" };
+	size_t i, n;
+
+	for (i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		n = strlen(flags[i]);
+		if (!strncmp(a, flags[i], n) && (a[n] == '\0' || a[n] == '='))
+			return 1;
+	}
+	return 0;
+}
+
+/* --describe-snapshot PATH (a snapshot directory or its state file): the
+ * state file's format version, as Firecracker prints its own. */
+static int describe_snapshot(const char *path)
+{
+	char p[PATH_MAX + 16];
+	const uint8_t *body;
+	const char *why = "";
+	uint8_t *file = NULL;
+	size_t len, blen;
+	struct stat st;
+
+	if (!path) {
+		fprintf(stderr, "vmm: --describe-snapshot PATH\n");
+		return CLI_EXIT_USAGE;
+	}
+	snprintf(p, sizeof(p), "%s%s", path, stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? "/" SNAP_STATE_FILE : "");
+	if (snapfile_read(p, &file, &len, &body, &blen, &why)) {
+		fprintf(stderr, "vmm: %s: not a vmm snapshot state file%s%s\n", p, why && why[0] ? ": " : "",
+			why ? why : "");
+		free(file);
+		return CLI_EXIT_ERROR;
+	}
+	free(file);
+	printf("v%u.0.0\n", SNAP_VERSION);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *lvl = getenv("VMM_LOG");
@@ -79,13 +127,20 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	/* Firecracker's form, which its clients parse (Kata takes the second
+	 * word as a semantic version): "vmm v1.2.3 (GITHASH)". */
 	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-		printf("vmm %s\n", VMM_VERSION);
+		printf("vmm v%s (%s)\n", fcapi_semver(), VMM_VERSION);
 		return 0;
 	}
-	/* Firecracker's command line: `vmm --api-sock PATH`, `--config-file F`. */
-	if (!strncmp(argv[1], "--api-sock", 10) || !strncmp(argv[1], "--config-file", 13) ||
-	    !strncmp(argv[1], "--id", 4)) {
+	if (!strcmp(argv[1], "--snapshot-version")) {
+		printf("v%u.0.0\n", SNAP_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--describe-snapshot"))
+		return describe_snapshot(argc > 2 ? argv[2] : NULL);
+	/* Firecracker's command line: `vmm --api-sock PATH`, `--config-file F`, ... */
+	if (fc_flag(argv[1])) {
 		int j;
 
 		for (j = 2; j < argc; j++)

@@ -127,7 +127,10 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
-       OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE };
+       OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE,
+       /* Firecracker's command line (vmm serve): */
+       OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
+       OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
 
 static const struct option run_opts[] = {
 	{ "kernel", required_argument, NULL, OPT_KERNEL },
@@ -137,6 +140,22 @@ static const struct option run_opts[] = {
 	{ "mem", required_argument, NULL, OPT_MEM },
 	{ "console", required_argument, NULL, OPT_CONSOLE },
 	{ "console-log-size", required_argument, NULL, OPT_CONSOLE_LOG_SIZE },
+	{ "no-api", no_argument, NULL, OPT_NO_API },
+	{ "boot-timer", no_argument, NULL, OPT_BOOT_TIMER },
+	{ "level", required_argument, NULL, OPT_LEVEL },
+	{ "log-path", required_argument, NULL, OPT_LOG_PATH },
+	{ "show-level", no_argument, NULL, OPT_SHOW_LEVEL },
+	{ "show-log-origin", no_argument, NULL, OPT_SHOW_ORIGIN },
+	{ "module", required_argument, NULL, OPT_MODULE },
+	{ "metrics-path", required_argument, NULL, OPT_METRICS_PATH },
+	{ "metadata", required_argument, NULL, OPT_METADATA },
+	{ "mmds-size-limit", required_argument, NULL, OPT_MMDS_LIMIT },
+	{ "http-api-max-payload-size", required_argument, NULL, OPT_MAX_PAYLOAD },
+	{ "seccomp-filter", required_argument, NULL, OPT_SECCOMP_FILTER },
+	/* The jailer passes these to Firecracker; vmm has no use for them. */
+	{ "start-time-us", required_argument, NULL, OPT_FC_IGNORED },
+	{ "start-time-cpu-us", required_argument, NULL, OPT_FC_IGNORED },
+	{ "parent-cpu-time-us", required_argument, NULL, OPT_FC_IGNORED },
 	{ "cpu-template", required_argument, NULL, OPT_TEMPLATE },
 	{ "dump-cpuid", required_argument, NULL, OPT_DUMP_CPUID },
 	{ "disk", required_argument, NULL, OPT_DISK },
@@ -959,6 +978,74 @@ static const char *opt_text(char **argv, int ind)
 	return argv[ind - 1][0] == '-' || ind < 2 ? argv[ind - 1] : argv[ind - 2];
 }
 
+/* PUT /snapshot/load's network_overrides and vsock_override as vmm
+ * restore's --net and --vsock: every interface gets its TAP (the
+ * override's, else the snapshot's own). An interface is named by the
+ * iface_id it had in the API that made the snapshot (its vm-config.json),
+ * else "ethN" for the Nth. 0, or -EINVAL with why set. */
+static int fc_load_overrides(const struct fcapi *a, const struct snapshot *s, struct net_options *over,
+			     unsigned *nr_over, struct vm_config *cfg, char *why, size_t n)
+{
+	char ids[VM_MAX_NETS][64], path[PATH_MAX + 32], *text = NULL;
+	unsigned i, k;
+	FILE *f;
+
+	for (i = 0; i < VM_MAX_NETS; i++)
+		snprintf(ids[i], sizeof(ids[i]), "eth%u", i);
+	snprintf(path, sizeof(path), "%s/%s", s->dir, FCAPI_SNAP_CONFIG);
+	f = a->nr_load_net ? fopen(path, "re") : NULL;
+	if (f) {
+		size_t len;
+		char *arena = malloc(1u << 20);
+
+		text = malloc(FCAPI_REPLY_MAX);
+		len = text ? fread(text, 1, FCAPI_REPLY_MAX, f) : 0;
+		if (arena && len) {
+			struct json_arena ar = { .buf = arena, .size = 1u << 20 };
+			const char *err;
+			const struct json *root = json_parse(text, len, &ar, &err), *arr, *e;
+
+			arr = root ? json_get(root, "network-interfaces") : NULL;
+			for (e = arr && arr->type == JSON_ARR ? arr->u.kids.first : NULL, i = 0; e && i < VM_MAX_NETS;
+			     e = e->next, i++) {
+				const char *id = NULL;
+
+				if (!json_get_str(e, "iface_id", &id))
+					snprintf(ids[i], sizeof(ids[i]), "%s", id);
+			}
+		}
+		free(arena);
+		free(text);
+		fclose(f);
+	}
+	for (k = 0; k < a->nr_load_net; k++) {
+		for (i = 0; i < s->conf.nr_nets && strcmp(ids[i], a->load_net[k].iface_id); i++) {
+		}
+		if (i == s->conf.nr_nets) {
+			snprintf(why, n, "network_overrides: the snapshot has no interface %s", a->load_net[k].iface_id);
+			return -EINVAL;
+		}
+	}
+	if (a->nr_load_net) {
+		for (i = 0; i < s->conf.nr_nets; i++) {
+			memset(&over[i], 0, sizeof(over[i]));
+			snprintf(over[i].tap, sizeof(over[i].tap), "%s", s->conf.nets[i].tap);
+			for (k = 0; k < a->nr_load_net; k++)
+				if (!strcmp(ids[i], a->load_net[k].iface_id))
+					snprintf(over[i].tap, sizeof(over[i].tap), "%s", a->load_net[k].host_dev);
+		}
+		*nr_over = s->conf.nr_nets;
+	}
+	if (a->load_vsock_uds[0]) {
+		if (!s->conf.has_vsock) {
+			snprintf(why, n, "vsock_override: the snapshot has no vsock device");
+			return -EINVAL;
+		}
+		snprintf(cfg->vsock.uds, sizeof(cfg->vsock.uds), "%s", a->load_vsock_uds);
+	}
+	return 0;
+}
+
 /* vmm serve (--config-file): the Firecracker configuration file, applied
  * through the same checks as the API's PUTs. */
 static int apply_config_file(struct control *ctl, const char *path)
@@ -1035,6 +1122,11 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	char pub_text[PUBLISH_MAX * 48] = "";
 	struct sandbox_addr api_addr = { .port = API_VSOCK_PORT };
 	const char *api_sock = NULL, *config_file = NULL;
+	struct {
+		int no_api, show_level, show_origin;
+		const char *level, *log_path, *metrics_path;
+		unsigned long max_payload;
+	} fc = { 0 };
 	char console_buf[PATH_MAX + 64];
 	const char *egress_policy = NULL;
 	struct egress *eg = NULL; /* on the heap, as pub above */
@@ -1082,7 +1174,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 					   opt_text(argv, optind));
 			goto out_disks;
 		}
-		if (!api && (opt == OPT_API_SOCK || opt == OPT_CONFIG_FILE)) {
+		if (!api && (opt == OPT_API_SOCK || opt == OPT_CONFIG_FILE || opt >= OPT_NO_API)) {
 			status = bad_usage("%s: only with vmm serve (or vmm --api-sock PATH)", opt_text(argv, optind));
 			goto out_disks;
 		}
@@ -1316,6 +1408,49 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		case OPT_READY:
 			ready_s = strtoul(optarg, NULL, 10);
 			break;
+		case OPT_NO_API:
+			fc.no_api = 1;
+			break;
+		case OPT_BOOT_TIMER:
+		case OPT_FC_IGNORED:
+			break;
+		case OPT_LEVEL:
+			fc.level = optarg;
+			level_set = 1;
+			break;
+		case OPT_LOG_PATH:
+			fc.log_path = optarg;
+			break;
+		case OPT_SHOW_LEVEL:
+			fc.show_level = 1;
+			break;
+		case OPT_SHOW_ORIGIN:
+			fc.show_origin = 1;
+			break;
+		case OPT_MODULE:
+			break; /* vmm's log has no modules */
+		case OPT_METRICS_PATH:
+			fc.metrics_path = optarg;
+			break;
+		case OPT_METADATA:
+			status = bad_usage("--metadata %s: MMDS (the metadata service) is not supported yet", optarg);
+			goto out_disks;
+		case OPT_SECCOMP_FILTER:
+			status = bad_usage("--seccomp-filter %s: vmm installs its own seccomp allow-lists (each thread "
+					   "its own, docs/security.md) and takes no BPF filter file; leave it out, or "
+					   "--no-seccomp to run without them", optarg);
+			goto out_disks;
+		case OPT_MMDS_LIMIT:
+		case OPT_MAX_PAYLOAD:
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || v == 0 || v > (64ul << 20)) {
+				status = bad_usage("%s: a size in bytes, from 1 to 64 MiB", opt_text(argv, optind));
+				goto out_disks;
+			}
+			if (opt == OPT_MAX_PAYLOAD)
+				fc.max_payload = v;
+			break;
 		case 'q':
 			log_set_level(LOG_ERROR);
 			level_set = 1;
@@ -1415,7 +1550,29 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	if (api) {
 		char why[256];
 
-		if (control_open(&ctl, sb.control, sb.name) || (api_sock && control_listen(&ctl, api_sock)) ||
+		if (fc.no_api && !config_file) {
+			status = bad_usage("--no-api needs --config-file%s", "");
+			goto out_disks;
+		}
+		if (control_open(&ctl, sb.control, sb.name)) {
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		if (fc.max_payload)
+			ctl.max_body = fc.max_payload;
+		/* Firecracker's --log-path and friends: as PUT /logger, first. */
+		if ((fc.log_path || fc.level || fc.show_level || fc.show_origin) &&
+		    fcapi_set_logger(ctl.api, fc.log_path, fc.level, fc.show_level, fc.show_origin, why, sizeof(why))) {
+			log_err("--log-path/--level: %s", why);
+			status = CLI_EXIT_USAGE;
+			goto out_disks;
+		}
+		if (fc.metrics_path && fcapi_set_metrics(ctl.api, fc.metrics_path, why, sizeof(why))) {
+			log_err("--metrics-path: %s", why);
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		if ((api_sock && !fc.no_api && control_listen(&ctl, api_sock)) ||
 		    (config_file && apply_config_file(&ctl, config_file))) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
@@ -1432,10 +1589,16 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 				goto out_disks;
 			}
 			if (ctl.api->pending == FCAPI_LOAD) {
-				if ((r = snapshot_open(&snap, ctl.api->load_dir)) == 0)
-					break;
-				snprintf(why, sizeof(why), "snapshot %.150s cannot be loaded: %s (the VMM's log says more)",
-					 ctl.api->load_dir, strerror(-r));
+				if ((r = snapshot_open(&snap, ctl.api->load_dir)) == 0) {
+					if (fc_load_overrides(ctl.api, &snap, net_over, &nr_net_over, &cfg, why,
+							      sizeof(why)) == 0)
+						break;
+					snapshot_close(&snap);
+				} else {
+					snprintf(why, sizeof(why),
+						 "snapshot %.150s cannot be loaded: %s (the VMM's log says more)",
+						 ctl.api->load_dir, strerror(-r));
+				}
 			} else if (fcapi_vm_config(ctl.api, &cfg, why, sizeof(why)) == 0) {
 				if (!nr_pub || cfg.has_vsock)
 					break;

@@ -475,3 +475,91 @@ void virtio_blk_destroy(struct virtio_blk *b)
 		close(b->timer_fd);
 	b->timer_fd = -1;
 }
+
+/* PATCH /drives/{id} (Firecracker's UpdateGuestDrive): the device's one
+ * place that reopens its backing file. Main thread, while the VM runs.
+ * The new file is opened and checked first (a refusal changes nothing);
+ * then, with the device loop parked between requests, the file, the
+ * capacity and the limits are swapped. The capacity is written under the
+ * register lock the guest's config reads take, and the config generation
+ * moves after it (virtio 1.2 2.5.1: a driver that read the old generation
+ * reads again), then a configuration change interrupt (4.2.2, InterruptStatus
+ * bit 1) tells the driver to re-read its config space: Linux's virtio-blk
+ * then resizes the disk. */
+int virtio_blk_update(struct virtio_blk *b, const char *path, const struct rl_limits *rl, const char **why)
+{
+	uint64_t capacity = b->capacity;
+	int fd = -1, timer = -1, r;
+	struct stat st;
+
+	if (path) {
+		fd = open(path, (b->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		if (fd < 0) {
+			r = -errno;
+			*why = "cannot open the new backing file";
+			return r;
+		}
+		if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))) {
+			*why = "the new backing file is not a regular file or block device";
+			r = -EINVAL;
+			goto err;
+		}
+		if (S_ISBLK(st.st_mode)) {
+			off_t end = lseek(fd, 0, SEEK_END);
+
+			st.st_size = end < 0 ? 0 : end;
+		}
+		capacity = (uint64_t)st.st_size / BLK_SECTOR;
+	}
+	if (rl && (rl->bytes_per_s || rl->ops_per_s) && b->timer_fd < 0) {
+		timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (timer < 0) {
+			r = -errno;
+			*why = "timerfd";
+			goto err;
+		}
+	}
+	evloop_pause(&b->vdev.loop);
+	if (timer >= 0) {
+		/* Sources are added while the loop is paused (evloop.h). */
+		r = evloop_add(&b->vdev.loop, &b->timer_src, timer, EPOLLIN, blk_timer, b);
+		if (r) {
+			evloop_resume(&b->vdev.loop);
+			*why = "cannot watch the rate limiter's timer";
+			close(timer);
+			goto err;
+		}
+		b->timer_fd = timer;
+	}
+	if (rl)
+		rl_init_limits(&b->rl, rl, log_now_ns());
+	if (path) {
+		close(b->fd);
+		b->fd = fd;
+		pthread_mutex_lock(&b->vdev.lock);
+		b->capacity = capacity;
+		b->config.capacity = htole64(capacity);
+		pthread_mutex_unlock(&b->vdev.lock);
+	}
+	evloop_resume(&b->vdev.loop);
+	if (path) {
+		if (virtio_live(&b->vdev))
+			virtio_config_changed(&b->vdev);
+		else
+			atomic_fetch_add(&b->vdev.config_gen, 1);
+	}
+	return 0;
+
+err:
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+void virtio_blk_limits(const struct virtio_blk *b, struct rl_limits *l)
+{
+	l->bytes_per_s = b->rl.bytes.rate;
+	l->bytes_burst = b->rl.bytes.burst;
+	l->ops_per_s = b->rl.ops.rate;
+	l->ops_burst = b->rl.ops.burst;
+}

@@ -135,6 +135,15 @@ int virtio_blk_init(struct virtio_blk *b, const struct blk_options *o, int vm_fd
 		    const struct gm *gm, uint64_t base, unsigned irq, unsigned index)
 	__attribute__((warn_unused_result));
 void virtio_blk_destroy(struct virtio_blk *b);
+/* A running device's new backing file (path, NULL: keep it; opened as the
+ * device was, read-only or not) and/or limits (rl, NULL: keep them):
+ * Firecracker's PATCH /drives/{id}. A new file's size becomes the capacity
+ * and the driver gets a configuration change interrupt. Main thread.
+ * 0, or -errno with *why set, the device unchanged. */
+int virtio_blk_update(struct virtio_blk *b, const char *path, const struct rl_limits *rl, const char **why)
+	__attribute__((warn_unused_result));
+/* The limits in force. */
+void virtio_blk_limits(const struct virtio_blk *b, struct rl_limits *l);
 
 /* Parses "path=FILE[,ro][,root][,id=ID][,serial=ID][,bps=RATE][,iops=RATE]
  * [,lock=on|off]". 0 or -EINVAL (why set). */

@@ -809,3 +809,29 @@ void virtio_net_destroy(struct virtio_net *n)
 	n->rx_frame = NULL;
 	tap_close(&n->tap);
 }
+
+/* PATCH /network-interfaces/{id} (Firecracker): new rx/tx limits on a
+ * running device (NULL: keep that direction's). Main thread; the device
+ * loop is parked meanwhile. A direction that waited for the limiter is
+ * woken by its armed timer and tries again under the new limits. */
+void virtio_net_set_limits(struct virtio_net *n, const struct rl_limits *rx, const struct rl_limits *tx)
+{
+	uint64_t now = log_now_ns();
+
+	evloop_pause(&n->vdev.loop);
+	if (rx) {
+		rl_init_limits(&n->rx_rl, rx, now);
+		n->opt.rx = *rx;
+	}
+	if (tx) {
+		rl_init_limits(&n->tx_rl, tx, now);
+		n->opt.tx = *tx;
+	}
+	evloop_resume(&n->vdev.loop);
+}
+
+void virtio_net_limits(const struct virtio_net *n, struct rl_limits *rx, struct rl_limits *tx)
+{
+	*rx = (struct rl_limits){ n->rx_rl.bytes.rate, n->rx_rl.bytes.burst, n->rx_rl.ops.rate, n->rx_rl.ops.burst };
+	*tx = (struct rl_limits){ n->tx_rl.bytes.rate, n->tx_rl.bytes.burst, n->tx_rl.ops.rate, n->tx_rl.ops.burst };
+}

@@ -162,5 +162,9 @@ int virtio_net_init_tap(struct virtio_net *n, const struct net_options *o, struc
 			int vm_fd, const struct gm *gm, uint64_t base, unsigned irq, unsigned index)
 	__attribute__((warn_unused_result));
 void virtio_net_destroy(struct virtio_net *n);
+/* New limits on a running device (NULL: keep that direction's):
+ * Firecracker's PATCH /network-interfaces/{id}. Main thread. */
+void virtio_net_set_limits(struct virtio_net *n, const struct rl_limits *rx, const struct rl_limits *tx);
+void virtio_net_limits(const struct virtio_net *n, struct rl_limits *rx, struct rl_limits *tx);
 
 #endif

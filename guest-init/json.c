@@ -270,6 +270,7 @@ static struct json *parse_value(struct parser *ps)
 			tmp[n++] = *ps->p++;
 		tmp[n] = '\0';
 		v->type = JSON_NUM;
+		v->num_integral = !strpbrk(tmp, ".eE");
 		v->u.num = strtod(tmp, &end);
 		if (*end || n == 0) {
 			ps->err = "bad number";

@@ -14,6 +14,7 @@ struct json {
 	enum json_type type;
 	const char *key;        /* set for object members */
 	struct json *next;      /* next element / member */
+	int num_integral;       /* JSON_NUM written without fraction or exponent */
 	union {
 		int boolean;
 		double num;

@@ -28,8 +28,8 @@ static uint64_t mono_ms(void)
 	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
-#define CONTROL_IN_MAX (HTTP_MAX_HEADER + HTTP_MAX_BODY)
-#define CONTROL_OUT_MAX 8192
+#define CONTROL_IN_MAX(c) (HTTP_MAX_HEADER + (c)->max_body)
+#define CONTROL_OUT_MAX (FCAPI_REPLY_MAX + 1024)
 enum { MODE_NEW, MODE_JSON, MODE_HTTP };
 
 static void conn_close(struct control_conn *k)
@@ -51,6 +51,7 @@ int control_open(struct control *c, const char *path, const char *name)
 	for (i = 0; i < CONTROL_MAX_CONNS; i++)
 		c->conns[i].fd = -1;
 	c->name = name;
+	c->max_body = HTTP_MAX_BODY;
 	c->api = calloc(1, sizeof(*c->api));
 	if (!c->api)
 		return -ENOMEM;
@@ -92,6 +93,8 @@ void control_close(struct control *c)
 		unlink(c->lpath[i]);
 	}
 	c->nr_listen = 0;
+	if (c->api)
+		fcapi_close(c->api);
 	free(c->api);
 	c->api = NULL;
 	c->open = 0;
@@ -331,6 +334,9 @@ unsigned control_pollfds(struct control *c, struct pollfd *p, int *timeout_ms)
 		if (d < next)
 			next = d;
 	}
+	/* The periodic metrics line (PUT /metrics). */
+	if (c->api && c->api->metrics_fd >= 0 && c->api->metrics_next_ms < next)
+		next = c->api->metrics_next_ms;
 	if (next != UINT64_MAX) {
 		uint64_t ms = next > now ? next - now : 0;
 
@@ -372,10 +378,11 @@ static void conn_queue(struct control_conn *k, const char *data, size_t len)
 	k->out_len += len;
 }
 
-static void http_reply(struct control_conn *k, int status, const char *body, size_t len, int keep_alive)
+static void http_reply_hdr(struct control_conn *k, int status, const char *body, size_t len, int keep_alive,
+			   const char *extra)
 {
-	char buf[CONTROL_OUT_MAX];
-	size_t n = http_response(buf, sizeof(buf), status, body, len, keep_alive);
+	static _Thread_local char buf[CONTROL_OUT_MAX];
+	size_t n = http_response_hdr(buf, sizeof(buf), status, body, len, keep_alive, extra);
 
 	if (!keep_alive)
 		k->close_after = 1;
@@ -383,6 +390,11 @@ static void http_reply(struct control_conn *k, int status, const char *body, siz
 		conn_queue(k, buf, n);
 	else
 		k->close_after = 1;
+}
+
+static void http_reply(struct control_conn *k, int status, const char *body, size_t len, int keep_alive)
+{
+	http_reply_hdr(k, status, body, len, keep_alive, NULL);
 }
 
 static void http_fault_reply(struct control_conn *k, int status, const char *msg)
@@ -433,16 +445,16 @@ static void conn_process(struct control *c, struct control_conn *k, struct vm *v
 			k->in_len = 0;
 		} else {
 			struct http_request req;
-			char body[FCAPI_REPLY_MAX];
+			static _Thread_local char body[FCAPI_REPLY_MAX];
 			size_t blen = 0;
-			int r = http_parse(k->in, k->in_len, &req), status;
+			int r = http_parse_limit(k->in, k->in_len, &req, c->max_body), status;
 
 			if (r < 0) {
 				http_fault_reply(k, req.status, req.why);
 				k->in_len = 0;
 			} else if (r == 0) {
-				if (k->in_len == CONTROL_IN_MAX) {
-					http_fault_reply(k, 413, "request too large");
+				if (k->in_len == CONTROL_IN_MAX(c)) {
+					http_fault_reply(k, 400, "request too large");
 					k->in_len = 0;
 				} else if (k->eof) {
 					conn_close(k);
@@ -463,7 +475,9 @@ static void conn_process(struct control *c, struct control_conn *k, struct vm *v
 					k->waiting = 1;
 					k->keep_alive = req.keep_alive;
 				} else {
-					http_reply(k, status, body, blen, req.keep_alive);
+					/* Firecracker marks replies to deprecated fields. */
+					http_reply_hdr(k, status, body, blen, req.keep_alive,
+						       c->api->deprecated ? "Deprecation: true\r\n" : NULL);
 				}
 				/* Half-open: answer what came, then close. */
 				if (k->eof && !k->in_len)
@@ -478,8 +492,8 @@ static void conn_read(struct control *c, struct control_conn *k, struct vm *vm)
 {
 	ssize_t r;
 
-	if (k->in_len < CONTROL_IN_MAX) {
-		r = recv(k->fd, k->in + k->in_len, CONTROL_IN_MAX - k->in_len, MSG_DONTWAIT);
+	if (k->in_len < CONTROL_IN_MAX(c)) {
+		r = recv(k->fd, k->in + k->in_len, CONTROL_IN_MAX(c) - k->in_len, MSG_DONTWAIT);
 		if (r < 0) {
 			if (errno != EAGAIN && errno != EINTR)
 				conn_close(k);
@@ -524,7 +538,7 @@ static void do_accept(struct control *c, int lfd)
 		close(fd); /* every slot is busy with a request: the client sees EOF */
 		return;
 	}
-	k->in = malloc(CONTROL_IN_MAX);
+	k->in = malloc(CONTROL_IN_MAX(c));
 	k->out = malloc(CONTROL_OUT_MAX);
 	if (!k->in || !k->out) {
 		k->fd = fd;
@@ -566,6 +580,8 @@ void control_events(struct control *c, struct vm *vm, const struct pollfd *p, un
 	}
 	/* Deadlines: a slow or half-open client loses its connection. */
 	now = mono_ms();
+	c->api->vm = vm;
+	(void)fcapi_metrics_tick(c->api, now);
 	for (i = 0; i < CONTROL_MAX_CONNS; i++) {
 		struct control_conn *k = &c->conns[i];
 
@@ -584,7 +600,7 @@ void control_events(struct control *c, struct vm *vm, const struct pollfd *p, un
 
 void control_finish(struct control *c, struct vm *vm, const char *fault)
 {
-	char body[FCAPI_REPLY_MAX];
+	static _Thread_local char body[FCAPI_REPLY_MAX];
 	size_t len = 0;
 	unsigned i;
 	int status;

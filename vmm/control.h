@@ -32,7 +32,7 @@ struct fcapi;
 struct control_conn {
 	int fd;                 /* -1: a free slot */
 	int mode;               /* 0 not known yet, 1 JSON lines, 2 HTTP */
-	char *in;               /* CONTROL_IN_MAX bytes */
+	char *in;               /* HTTP_MAX_HEADER + max_body bytes */
 	size_t in_len;
 	char *out;              /* CONTROL_OUT_MAX bytes */
 	size_t out_len, out_off;
@@ -53,6 +53,7 @@ struct control {
 	unsigned nr_listen;
 	const char *name;       /* the sandbox's name, for "info" and GET / */
 	struct fcapi *api;      /* the HTTP API's state (heap) */
+	size_t max_body;        /* HTTP body limit (--http-api-max-payload-size) */
 	struct control_conn conns[CONTROL_MAX_CONNS];
 };
 

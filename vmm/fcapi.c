@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef VMM_VERSION
@@ -48,11 +50,26 @@ void fcapi_init(struct fcapi *a, const char *id)
 	a->id = id;
 	a->cfg.vcpus = 1;
 	a->cfg.mem_mib = FCAPI_DEFAULT_MEM_MIB;
+	a->log_fd = a->metrics_fd = -1;
+}
+
+void fcapi_close(struct fcapi *a)
+{
+	if (a->metrics_fd >= 0) {
+		(void)fcapi_flush_metrics(a);
+		close(a->metrics_fd);
+		a->metrics_fd = -1;
+	}
+	if (a->log_fd >= 0) {
+		log_set_sink(NULL);
+		close(a->log_fd);
+		a->log_fd = -1;
+	}
 }
 
 /* ---- body validation ----------------------------------------------------- */
 
-enum ftype { F_STR, F_BOOL, F_UINT, F_OBJ };
+enum ftype { F_STR, F_BOOL, F_UINT, F_OBJ, F_ARR };
 
 struct field {
 	const char *name;
@@ -62,7 +79,8 @@ struct field {
 
 static const char *type_name(enum ftype t)
 {
-	return t == F_STR ? "a string" : t == F_BOOL ? "a boolean" : t == F_UINT ? "a non-negative integer" : "an object";
+	return t == F_STR ? "a string" : t == F_BOOL ? "a boolean" : t == F_UINT ? "a non-negative integer"
+	       : t == F_ARR ? "an array" : "an object";
 }
 
 /* The object has only known fields, each once, each of its type (null
@@ -97,8 +115,15 @@ static int check_fields(const struct json *o, const struct field *f, size_t nf, 
 			if (m->type != JSON_OBJ)
 				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
 			break;
+		case F_ARR:
+			if (m->type != JSON_ARR)
+				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
+			break;
 		case F_UINT:
-			if (m->type != JSON_NUM || !(m->u.num >= 0 && m->u.num <= 9007199254740992.0) ||
+			/* 2.0 is refused as Firecracker's serde does: an integer is
+			 * written without fraction or exponent. */
+			if (m->type != JSON_NUM || !m->num_integral ||
+			    !(m->u.num >= 0 && m->u.num <= 9007199254740992.0) ||
 			    m->u.num != (double)(uint64_t)m->u.num)
 				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
 			break;
@@ -176,6 +201,32 @@ static int check_id(const char *path_id, const char *body_id, const char *field,
 	return 0;
 }
 
+/* A path as Firecracker takes it: a relative one is relative to the VMM's
+ * working directory, made absolute here (the VM opens it later). */
+static int abs_path(char *dst, size_t cap, const char *src, const char *field, struct why *w)
+{
+	char cwd[PATH_MAX];
+
+	if (!src[0])
+		return fail(w, "'%s' must not be empty", field);
+	if (src[0] == '/') {
+		if (strlen(src) >= cap)
+			return fail(w, "'%s' is too long", field);
+		memcpy(dst, src, strlen(src) + 1);
+		return 0;
+	}
+	while (src[0] == '.' && src[1] == '/')
+		for (src += 2; *src == '/'; src++) {
+		}
+	if (!src[0])
+		return fail(w, "'%s' names a directory", field);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return fail(w, "'%s': the working directory: %s", field, strerror(errno));
+	if ((size_t)snprintf(dst, cap, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", src) >= cap)
+		return fail(w, "'%s' is too long", field);
+	return 0;
+}
+
 static int readable_file(const char *path, const char *field, int want_write, struct why *w)
 {
 	struct stat st;
@@ -211,6 +262,7 @@ static int put_boot_source(struct fcapi *a, const struct json *b, struct why *w)
 	};
 	struct fcapi_config *c = &a->cfg;
 	const char *k, *i, *args;
+	char kbuf[PATH_MAX], ibuf[PATH_MAX];
 	int r;
 
 	if ((r = check_fields(b, f, 3, w)) || (r = pre_boot(a, w)))
@@ -218,6 +270,11 @@ static int put_boot_source(struct fcapi *a, const struct json *b, struct why *w)
 	k = get_str(b, "kernel_image_path");
 	i = get_str(b, "initrd_path");
 	args = get_str(b, "boot_args");
+	if ((r = abs_path(kbuf, sizeof(kbuf), k, "kernel_image_path", w)) ||
+	    (i && (r = abs_path(ibuf, sizeof(ibuf), i, "initrd_path", w))))
+		return r;
+	k = kbuf;
+	i = i ? ibuf : NULL;
 	if ((r = readable_file(k, "kernel_image_path", 0, w)) || (i && (r = readable_file(i, "initrd_path", 0, w))))
 		return r;
 	if (strlen(k) >= sizeof(c->kernel) || (i && strlen(i) >= sizeof(c->initrd)))
@@ -255,10 +312,15 @@ static int put_machine_config(struct fcapi *a, const struct json *b, int patch, 
 	if (has(b, "mem_size_mib") &&
 	    (get_uint(b, "mem_size_mib") < VM_MIN_MEM_MIB || get_uint(b, "mem_size_mib") > (1u << 20)))
 		return fail(w, "'mem_size_mib' must be from %d to %u", VM_MIN_MEM_MIB, 1u << 20);
-	if (get_bool(b, "smt", 0))
-		return fail(w, "'smt' (simultaneous multithreading) is not supported: leave it false");
-	if (get_bool(b, "track_dirty_pages", 0))
-		return fail(w, "'track_dirty_pages' is not supported (no diff snapshots): leave it false");
+	if (patch && !has(b, "vcpu_count") && !has(b, "mem_size_mib") && !has(b, "smt") &&
+	    !has(b, "track_dirty_pages") && !has(b, "cpu_template") && !has(b, "huge_pages"))
+		return fail(w, "Empty PATCH request.");
+	/* Firecracker's rule: with SMT, 1 or an even number of vCPUs. */
+	if ((has(b, "smt") ? get_bool(b, "smt", 0) : c->smt) &&
+	    (has(b, "vcpu_count") ? get_uint(b, "vcpu_count") : c->vcpus) > 1 &&
+	    (has(b, "vcpu_count") ? get_uint(b, "vcpu_count") : c->vcpus) % 2)
+		return fail(w, "The number of vCPUs must be greater than 0, less than %d and must be 1 or an even "
+			    "number if SMT is enabled.", VM_MAX_VCPUS + 1);
 	if (hp && strcmp(hp, "None"))
 		return fail(w, "'huge_pages' %.32s is not supported: only None", hp);
 	if (t && strcmp(t, "None")) {
@@ -274,7 +336,13 @@ static int put_machine_config(struct fcapi *a, const struct json *b, int patch, 
 	if (t) {
 		c->tmpl_set = tmpl_set;
 		c->tmpl = tmpl;
+		a->deprecated = 1; /* Firecracker: cpu_template is deprecated */
 	}
+	/* PUT resets what it does not give to the defaults, PATCH keeps it. */
+	if (has(b, "smt") || !patch)
+		c->smt = get_bool(b, "smt", 0);
+	if (has(b, "track_dirty_pages") || !patch)
+		c->track_dirty_pages = get_bool(b, "track_dirty_pages", 0);
 	c->touched = 1;
 	return 0;
 }
@@ -358,6 +426,7 @@ static int put_drive(struct fcapi *a, const struct json *b, const char *path_id,
 	struct fcapi_config *c = &a->cfg;
 	const char *id, *path, *cache, *eng;
 	struct fcapi_drive *d = NULL;
+	char pbuf[PATH_MAX];
 	struct rl_limits rl;
 	int r, root, ro;
 	unsigned i;
@@ -366,6 +435,9 @@ static int put_drive(struct fcapi *a, const struct json *b, const char *path_id,
 		return r;
 	id = get_str(b, "drive_id");
 	path = get_str(b, "path_on_host");
+	if ((r = abs_path(pbuf, sizeof(pbuf), path, "path_on_host", w)))
+		return r;
+	path = pbuf;
 	root = get_bool(b, "is_root_device", 0);
 	ro = get_bool(b, "is_read_only", 0);
 	cache = get_str(b, "cache_type");
@@ -461,9 +533,12 @@ static int put_net(struct fcapi *a, const struct json *b, const char *path_id, s
 		if (net_options_parse(spec, &o, &why))
 			return fail(w, "%s", why ? why : "invalid network interface");
 
-		for (i = 0; i < c->nr_net; i++)
+		for (i = 0; i < c->nr_net; i++) {
 			if (!strcmp(c->net[i].id, id))
 				n = &c->net[i];
+			else if (mac && !strcasecmp(c->net[i].mac, mac))
+				return fail(w, "The MAC address is already in use: %s", mac);
+		}
 		if (!n) {
 			if (c->nr_net == FCAPI_MAX_NET)
 				return fail(w, "at most %d network interfaces", FCAPI_MAX_NET);
@@ -503,6 +578,8 @@ static int put_vsock(struct fcapi *a, const struct json *b, struct why *w)
 		return r;
 	c->cid = cid;
 	c->has_vsock = 1;
+	if (has(b, "vsock_id"))
+		a->deprecated = 1; /* Firecracker: vsock_id is deprecated */
 	c->touched = 1;
 	return 0;
 }
@@ -562,6 +639,185 @@ static int put_fs(struct fcapi *a, const struct json *b, const char *path_id, st
 	}
 }
 
+/* ---- logger, metrics ------------------------------------------------------ */
+
+static int put_logger(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field f[] = {
+		{ "log_path", F_STR, 0 },
+		{ "level", F_STR, 0 },
+		{ "show_level", F_BOOL, 0 },
+		{ "show_log_origin", F_BOOL, 0 },
+		{ "module", F_STR, 0 },
+	};
+	const char *path = get_str(b, "log_path"), *mod = get_str(b, "module");
+	char pbuf[PATH_MAX];
+	int r;
+
+	if ((r = check_fields(b, f, 5, w)))
+		return r;
+	/* The log sink is process configuration set before VM threads
+	 * start (log.h); Firecracker too takes a logger only before boot. */
+	if ((r = pre_boot(a, w)))
+		return r;
+	if (path && (r = abs_path(pbuf, sizeof(pbuf), path, "log_path", w)))
+		return r;
+	if (mod && strlen(mod) >= sizeof(a->cfg.logger.module))
+		return fail(w, "'module' is too long");
+	if (fcapi_set_logger(a, path ? pbuf : NULL, get_str(b, "level"), get_bool(b, "show_level", 0),
+			     get_bool(b, "show_log_origin", 0), w->buf, w->len))
+		return -EINVAL;
+	snprintf(a->cfg.logger.module, sizeof(a->cfg.logger.module), "%s", mod ? mod : "");
+	return 0;
+}
+
+static int put_metrics(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field f[] = {
+		{ "metrics_path", F_STR, 1 },
+		{ "emit_id", F_BOOL, 0 },
+		{ "properties", F_OBJ, 0 },
+	};
+	char pbuf[PATH_MAX];
+	int r;
+
+	if ((r = check_fields(b, f, 3, w)) || (r = pre_boot(a, w)))
+		return r;
+	if (get_bool(b, "emit_id", 0) || (has(b, "properties") && json_get(b, "properties")->u.kids.first))
+		return fail(w, "'emit_id' and 'properties' are not supported");
+	if ((r = abs_path(pbuf, sizeof(pbuf), get_str(b, "metrics_path"), "metrics_path", w)))
+		return r;
+	if (fcapi_set_metrics(a, pbuf, w->buf, w->len))
+		return -EINVAL;
+	return 0;
+}
+
+/* ---- PATCH on a running VM ----------------------------------------------------- */
+
+/* A RateLimiter in a PATCH: only the buckets given change (Firecracker:
+ * "if any optional data is missing, it will not be nullified"); a bucket
+ * of size 0 or refill_time 0 turns that limit off. */
+static int patch_limiter(const struct json *o, const char *field, struct rl_limits *l, int *given, struct why *w)
+{
+	const struct json *lim = json_get(o, field);
+	struct rl_limits n;
+	int r;
+
+	*given = 0;
+	if (!lim || lim->type == JSON_NULL)
+		return 0;
+	if ((r = get_limiter(o, field, &n, w)))
+		return r;
+	if (has(lim, "bandwidth")) {
+		l->bytes_per_s = n.bytes_per_s;
+		l->bytes_burst = n.bytes_burst;
+	}
+	if (has(lim, "ops")) {
+		l->ops_per_s = n.ops_per_s;
+		l->ops_burst = n.ops_burst;
+	}
+	*given = 1;
+	return 0;
+}
+
+static struct virtio_blk *vm_drive(const struct vm *vm, const char *id)
+{
+	unsigned i;
+
+	for (i = 0; i < vm->cfg.nr_disks && i < VM_MAX_DISKS; i++)
+		if (vm->disks[i] && !strncmp(vm->disks[i]->serial, id, VIRTIO_BLK_ID_BYTES))
+			return vm->disks[i];
+	return NULL;
+}
+
+static int patch_drive(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
+{
+	static const struct field f[] = {
+		{ "drive_id", F_STR, 1 },
+		{ "path_on_host", F_STR, 0 },
+		{ "rate_limiter", F_OBJ, 0 },
+	};
+	const char *path = get_str(b, "path_on_host"), *err = "";
+	struct fcapi_drive *d = NULL;
+	struct virtio_blk *blk;
+	struct rl_limits rl;
+	char pbuf[PATH_MAX];
+	int r, rl_given;
+	unsigned i;
+
+	if ((r = check_fields(b, f, 3, w)) ||
+	    (r = check_id(path_id, get_str(b, "drive_id"), "drive_id", FCAPI_DRIVE_ID_MAX, w)))
+		return r;
+	if (!has(b, "path_on_host") && !has(b, "rate_limiter"))
+		return fail(w, "Empty PATCH request.");
+	if (!a->vm)
+		return fail(w, MSG_BEFORE_START);
+	blk = vm_drive(a->vm, path_id);
+	if (!blk)
+		return fail(w, "Unable to patch the block device: Invalid block device ID: %s", path_id);
+	virtio_blk_limits(blk, &rl);
+	if ((r = patch_limiter(b, "rate_limiter", &rl, &rl_given, w)))
+		return r;
+	if (path) {
+		if ((r = abs_path(pbuf, sizeof(pbuf), path, "path_on_host", w)) ||
+		    (r = readable_file(pbuf, "path_on_host", !blk->ro, w)))
+			return r;
+		path = pbuf;
+	}
+	r = virtio_blk_update(blk, path, rl_given ? &rl : NULL, &err);
+	if (r) {
+		a->n.block_update_fails++;
+		return fail(w, "Unable to patch the block device: %s: %s", err, strerror(-r));
+	}
+	a->n.block_update++;
+	for (i = 0; i < a->cfg.nr_drives; i++)
+		if (!strcmp(a->cfg.drives[i].id, path_id))
+			d = &a->cfg.drives[i];
+	if (d && path)
+		snprintf(d->path, sizeof(d->path), "%s", path);
+	if (d && rl_given)
+		d->rl = rl;
+	if (path)
+		log_info("drive %s now on %s (%llu sectors)", path_id, path, (unsigned long long)blk->capacity);
+	return 0;
+}
+
+static int patch_net(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
+{
+	static const struct field f[] = {
+		{ "iface_id", F_STR, 1 },
+		{ "rx_rate_limiter", F_OBJ, 0 },
+		{ "tx_rate_limiter", F_OBJ, 0 },
+	};
+	struct rl_limits rx, tx;
+	int r, rx_given, tx_given;
+	unsigned i, k = UINT32_MAX;
+
+	if ((r = check_fields(b, f, 3, w)) || (r = check_id(path_id, get_str(b, "iface_id"), "iface_id", 63, w)))
+		return r;
+	if (!has(b, "rx_rate_limiter") && !has(b, "tx_rate_limiter"))
+		return fail(w, "Empty PATCH request.");
+	if (!a->vm)
+		return fail(w, MSG_BEFORE_START);
+	/* The API's interfaces are the VM's, in order. */
+	for (i = 0; i < a->cfg.nr_net; i++)
+		if (!strcmp(a->cfg.net[i].id, path_id))
+			k = i;
+	if (k == UINT32_MAX || k >= a->vm->cfg.nr_nets || !a->vm->nets[k])
+		return fail(w, "Unable to update the net device: Invalid network interface ID: %s", path_id);
+	virtio_net_limits(a->vm->nets[k], &rx, &tx);
+	if ((r = patch_limiter(b, "rx_rate_limiter", &rx, &rx_given, w)) ||
+	    (r = patch_limiter(b, "tx_rate_limiter", &tx, &tx_given, w)))
+		return r;
+	virtio_net_set_limits(a->vm->nets[k], rx_given ? &rx : NULL, tx_given ? &tx : NULL);
+	a->n.net_update++;
+	if (rx_given)
+		a->cfg.net[k].rx = rx;
+	if (tx_given)
+		a->cfg.net[k].tx = tx;
+	return 0;
+}
+
 /* ---- actions and the running VM ------------------------------------------ */
 
 static int put_actions(struct fcapi *a, const struct json *b, struct why *w)
@@ -590,8 +846,13 @@ static int put_actions(struct fcapi *a, const struct json *b, struct why *w)
 			return fail(w, "SendCtrlAltDel needs the guest's API: this VM has no vsock device");
 		return 0;
 	}
-	if (!strcmp(t, "FlushMetrics"))
-		return fail(w, "FlushMetrics: metrics are not configured (vmm has no metrics)");
+	if (!strcmp(t, "FlushMetrics")) {
+		/* Firecracker answers 204 whether or not metrics are set up. */
+		r = fcapi_flush_metrics(a);
+		if (r && r != -ENOENT)
+			return fail(w, "Failed to write metrics: %s", strerror(-r));
+		return 0;
+	}
 	return fail(w, "unknown 'action_type' %.32s: InstanceStart, SendCtrlAltDel or FlushMetrics", t);
 }
 
@@ -620,11 +881,48 @@ static int patch_vm(struct fcapi *a, const struct json *b, struct why *w)
 	return 0;
 }
 
-static int exists(const char *p)
+/* Removes an earlier snapshot at `dir` for a new one (Firecracker
+ * overwrites its files): a vmm snapshot directory (only its own files:
+ * state, memory, diskN, vm-config.json) or a single regular file (a
+ * Firecracker state file). Anything else is refused. */
+static int remove_old_snapshot(const char *dir, struct why *w)
 {
+	static const char *const own[] = { SNAP_STATE_FILE, SNAP_MEMORY_FILE, FCAPI_SNAP_CONFIG };
+	char p[PATH_MAX];
+	struct stat st;
+	unsigned i;
+
+	if (lstat(dir, &st) < 0)
+		return errno == ENOENT ? 0 : fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
+	if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+		return unlink(dir) < 0 ? fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno)) : 0;
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, SNAP_STATE_FILE) >= sizeof(p) || !S_ISDIR(st.st_mode) ||
+	    access(p, F_OK) < 0)
+		return fail(w, "'snapshot_path' %.200s exists and is not a snapshot: not overwritten", dir);
+	for (i = 0; i < 3; i++)
+		if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, own[i]) < sizeof(p))
+			unlink(p);
+	for (i = 0; i < VM_MAX_DISKS; i++)
+		if ((size_t)snprintf(p, sizeof(p), "%s/disk%u", dir, i) < sizeof(p))
+			unlink(p);
+	if (rmdir(dir) < 0)
+		return fail(w, "'snapshot_path' %.200s: %s (files other than a snapshot's in it?)", dir,
+			    strerror(errno));
+	return 0;
+}
+
+/* What remove_old_snapshot() will take, checked before writing. */
+static int old_snapshot_ok(const char *dir, struct why *w)
+{
+	char p[PATH_MAX];
 	struct stat st;
 
-	return lstat(p, &st) == 0;
+	if (lstat(dir, &st) < 0 || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+		return 0;
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, SNAP_STATE_FILE) >= sizeof(p) || !S_ISDIR(st.st_mode) ||
+	    access(p, F_OK) < 0)
+		return fail(w, "'snapshot_path' %.200s exists and is not a snapshot: not overwritten", dir);
+	return 0;
 }
 
 static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why *w)
@@ -634,36 +932,68 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 		{ "mem_file_path", F_STR, 1 },
 		{ "snapshot_type", F_STR, 0 },
 	};
-	const char *dir, *mem, *type;
-	char own_mem[PATH_MAX];
+	const char *type;
+	char dir[PATH_MAX], mem[PATH_MAX], own_mem[PATH_MAX], tmp[PATH_MAX], side[PATH_MAX];
 	uint64_t bytes = 0;
 	int r;
 
 	if ((r = check_fields(b, f, 3, w)))
 		return r;
-	dir = get_str(b, "snapshot_path");
-	mem = get_str(b, "mem_file_path");
 	type = get_str(b, "snapshot_type");
+	if (type && !strcmp(type, "Diff"))
+		return fail(w, "'snapshot_type' Diff is not supported yet: vmm has no dirty page tracking "
+			    "(track_dirty_pages is recorded only); create a Full snapshot");
 	if (type && strcmp(type, "Full"))
-		return fail(w, "'snapshot_type' %.16s is not supported: only Full", type);
-	if (dir[0] != '/' || mem[0] != '/')
-		return fail(w, "'snapshot_path' and 'mem_file_path' must be absolute paths");
-	if (snprintf(own_mem, sizeof(own_mem), "%s/%s", dir, SNAP_MEMORY_FILE) >= (int)sizeof(own_mem))
+		return fail(w, "'snapshot_type' %.16s: Full or Diff", type);
+	if ((r = abs_path(dir, sizeof(dir), get_str(b, "snapshot_path"), "snapshot_path", w)) ||
+	    (r = abs_path(mem, sizeof(mem), get_str(b, "mem_file_path"), "mem_file_path", w)))
+		return r;
+	if (snprintf(own_mem, sizeof(own_mem), "%s/%s", dir, SNAP_MEMORY_FILE) >= (int)sizeof(own_mem) ||
+	    snprintf(tmp, sizeof(tmp), "%s.new-%d", dir, (int)getpid()) >= (int)sizeof(tmp) ||
+	    snprintf(side, sizeof(side), "%s/%s", tmp, FCAPI_SNAP_CONFIG) >= (int)sizeof(side))
 		return fail(w, "'snapshot_path' is too long");
 	if (!a->vm)
 		return fail(w, MSG_BEFORE_START);
 	if (!a->vm->paused)
 		return fail(w, "Create snapshot only while the microVM is paused (PATCH /vm {\"state\": \"Paused\"} first)");
-	if (exists(dir))
-		return fail(w, "'snapshot_path' %.200s exists: vmm writes the snapshot as a new directory there", dir);
-	if (strcmp(mem, own_mem) && exists(mem))
-		return fail(w, "'mem_file_path' %.200s exists", mem);
-	r = vm_snapshot(a->vm, dir, &bytes);
+	if (!strcmp(mem, dir))
+		return fail(w, "'mem_file_path' and 'snapshot_path' must differ");
+	if ((r = old_snapshot_ok(dir, w)))
+		return r;
+	/* Written beside, then put in place: a failure leaves the old one. */
+	r = vm_snapshot(a->vm, tmp, &bytes);
 	if (r)
 		return fail(w, "snapshot to %.200s failed: %s (nothing was left behind)", dir, strerror(-r));
-	if (strcmp(mem, own_mem) && symlink(own_mem, mem) < 0)
-		return fail(w, "the snapshot is in %.200s, but mem_file_path could not link to its memory file: %s",
-			    dir, strerror(errno));
+	{
+		/* The API's configuration, for network_overrides' iface ids on load. */
+		char *cfg = malloc(FCAPI_REPLY_MAX);
+		size_t n = cfg ? fcapi_vm_config_json(a, cfg, FCAPI_REPLY_MAX) : 0;
+		FILE *fp = n ? fopen(side, "we") : NULL;
+
+		if (fp) {
+			fwrite(cfg, 1, n, fp);
+			fclose(fp);
+		}
+		free(cfg);
+	}
+	if ((r = remove_old_snapshot(dir, w)) || rename(tmp, dir) < 0) {
+		char why[600];
+
+		snprintf(why, sizeof(why), "%s", r ? w->buf : strerror(errno));
+		return fail(w, "the snapshot is in %.200s, but could not replace %.200s: %s", tmp, dir, why);
+	}
+	if (strcmp(mem, own_mem)) {
+		struct stat st;
+
+		/* Firecracker's memory file: here a link to the directory's. */
+		if (lstat(mem, &st) == 0 && S_ISDIR(st.st_mode))
+			return fail(w, "the snapshot is in %.200s, but 'mem_file_path' %.200s is a directory", dir, mem);
+		unlink(mem);
+		if (symlink(own_mem, mem) < 0)
+			return fail(w, "the snapshot is in %.200s, but mem_file_path could not link to its memory file: %s",
+				    dir, strerror(errno));
+	}
+	a->n.snapshot_create++;
 	log_info("snapshot written to %s (memory %llu KiB on disk)", dir, (unsigned long long)(bytes >> 10));
 	return 0;
 }
@@ -675,6 +1005,56 @@ static int same_file(const char *x, const char *y)
 	return stat(x, &a) == 0 && stat(y, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* network_overrides: each names an interface the snapshot has (by the id
+ * it had in the API that made it, else "ethN" for the Nth), once. */
+static int load_overrides(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field nf[] = {
+		{ "iface_id", F_STR, 1 },
+		{ "host_dev_name", F_STR, 1 },
+	};
+	static const struct field vf[] = { { "uds_path", F_STR, 1 } };
+	const struct json *arr = json_get(b, "network_overrides"), *e, *v = json_get(b, "vsock_override");
+	int r;
+
+	a->nr_load_net = 0;
+	a->load_vsock_uds[0] = '\0';
+	if (arr && arr->type != JSON_NULL) {
+		for (e = arr->u.kids.first; e; e = e->next) {
+			struct fcapi_net_override *o;
+			const char *id, *dev;
+			unsigned i;
+
+			if ((r = check_fields(e, nf, 2, w)))
+				return in_field(w, "network_overrides", NULL);
+			id = get_str(e, "iface_id");
+			dev = get_str(e, "host_dev_name");
+			if (!id_ok(id, 63))
+				return fail(w, "'network_overrides': bad 'iface_id'");
+			if (!dev[0] || strlen(dev) > 15 || strpbrk(dev, "/ ,=:"))
+				return fail(w, "'network_overrides': 'host_dev_name' must be a TAP device name of 1 to 15 characters");
+			for (i = 0; i < a->nr_load_net; i++)
+				if (!strcmp(a->load_net[i].iface_id, id))
+					return fail(w, "'network_overrides': interface %s given twice", id);
+			if (a->nr_load_net == FCAPI_MAX_NET)
+				return fail(w, "'network_overrides': at most %d", FCAPI_MAX_NET);
+			o = &a->load_net[a->nr_load_net++];
+			snprintf(o->iface_id, sizeof(o->iface_id), "%s", id);
+			snprintf(o->host_dev, sizeof(o->host_dev), "%s", dev);
+		}
+	}
+	if (v && v->type != JSON_NULL) {
+		if ((r = check_fields(v, vf, 1, w)))
+			return in_field(w, "vsock_override", NULL);
+		if (!get_str(v, "uds_path")[0])
+			return fail(w, "'vsock_override.uds_path' must not be empty");
+		if ((r = copy_str(a->load_vsock_uds, sizeof(a->load_vsock_uds), get_str(v, "uds_path"),
+				  "vsock_override.uds_path", w)))
+			return r;
+	}
+	return 0;
+}
+
 static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *w)
 {
 	static const struct field f[] = {
@@ -684,19 +1064,25 @@ static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *
 		{ "enable_diff_snapshots", F_BOOL, 0 },
 		{ "track_dirty_pages", F_BOOL, 0 },
 		{ "resume_vm", F_BOOL, 0 },
+		{ "network_overrides", F_ARR, 0 },
+		{ "vsock_override", F_OBJ, 0 },
+		{ "clock_realtime", F_BOOL, 0 },
+		{ "huge_pages", F_STR, 0 },
 	};
 	static const struct field bf[] = {
 		{ "backend_path", F_STR, 1 },
 		{ "backend_type", F_STR, 1 },
 	};
-	const char *dir, *mem;
-	char own_mem[PATH_MAX], state[PATH_MAX];
+	const char *mem, *hp = get_str(b, "huge_pages");
+	char dir[PATH_MAX], membuf[PATH_MAX], own_mem[PATH_MAX], state[PATH_MAX];
 	int r;
 
-	if ((r = check_fields(b, f, 6, w)))
+	if ((r = check_fields(b, f, 10, w)))
 		return r;
-	if (has(b, "mem_file_path") == has(b, "mem_backend"))
-		return fail(w, "give exactly one of 'mem_file_path' and 'mem_backend'");
+	if (has(b, "mem_file_path") && has(b, "mem_backend"))
+		return fail(w, "too many fields: either `mem_backend` or `mem_file_path` exclusively is required.");
+	if (!has(b, "mem_file_path") && !has(b, "mem_backend"))
+		return fail(w, "missing field: either `mem_backend` or `mem_file_path` is required");
 	if (has(b, "mem_backend")) {
 		const struct json *mb = json_get(b, "mem_backend");
 		const char *t;
@@ -708,30 +1094,41 @@ static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *
 			return fail(w, "mem_backend: %s", tmp);
 		}
 		t = get_str(mb, "backend_type");
+		if (!strcmp(t, "Uffd"))
+			return fail(w, "'backend_type' Uffd is not supported: only File");
 		if (strcmp(t, "File"))
-			return fail(w, "'backend_type' %.16s is not supported: only File", t);
+			return fail(w, "unknown variant `%.16s`, expected `File` or `Uffd`", t);
 		mem = get_str(mb, "backend_path");
 	} else {
 		mem = get_str(b, "mem_file_path");
 	}
-	if (get_bool(b, "enable_diff_snapshots", 0) || get_bool(b, "track_dirty_pages", 0))
-		return fail(w, "diff snapshots and dirty page tracking are not supported");
+	/* Firecracker: mem_file_path and enable_diff_snapshots are deprecated. */
+	if (has(b, "mem_file_path") || has(b, "enable_diff_snapshots"))
+		a->deprecated = 1;
+	if (hp && strcmp(hp, "Snapshot") && strcmp(hp, "None"))
+		return fail(w, "'huge_pages' %.16s is not supported: Snapshot or None", hp);
 	if (a->vm || a->pending != FCAPI_NONE || a->cfg.touched)
 		return fail(w, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
-	dir = get_str(b, "snapshot_path");
-	if (dir[0] != '/')
-		return fail(w, "'snapshot_path' must be an absolute path (the snapshot directory)");
+	if ((r = abs_path(dir, sizeof(dir), get_str(b, "snapshot_path"), "snapshot_path", w)) ||
+	    (r = abs_path(membuf, sizeof(membuf), mem, "mem_file_path", w)))
+		return r;
 	if (snprintf(own_mem, sizeof(own_mem), "%s/%s", dir, SNAP_MEMORY_FILE) >= (int)sizeof(own_mem) ||
 	    snprintf(state, sizeof(state), "%s/%s", dir, SNAP_STATE_FILE) >= (int)sizeof(state) ||
 	    strlen(dir) >= sizeof(a->load_dir))
 		return fail(w, "'snapshot_path' is too long");
 	if (access(state, R_OK) < 0)
 		return fail(w, "'snapshot_path' %.200s: not a vmm snapshot directory (%s)", dir, strerror(errno));
-	if (!same_file(mem, own_mem))
+	if (!same_file(membuf, own_mem))
 		return fail(w, "the memory file must be the snapshot's own (%.200s, or a link to it)", own_mem);
+	if ((r = load_overrides(a, b, w)))
+		return r;
 	snprintf(a->load_dir, sizeof(a->load_dir), "%s", dir);
 	a->load_resume = get_bool(b, "resume_vm", 0);
+	a->load_clock_realtime = get_bool(b, "clock_realtime", 0);
+	/* Recorded (GET /vm/config); Diff snapshots stay refused. */
+	a->cfg.track_dirty_pages = get_bool(b, "track_dirty_pages", 0) || get_bool(b, "enable_diff_snapshots", 0);
 	a->pending = FCAPI_LOAD;
+	a->n.snapshot_load++;
 	return 0;
 }
 
@@ -753,7 +1150,7 @@ static size_t get_info(const struct fcapi *a, char *out, size_t cap)
 	jw_key(&jw, "state");
 	jw_str(&jw, state_name(a));
 	jw_key(&jw, "vmm_version");
-	jw_str(&jw, VMM_VERSION);
+	jw_str(&jw, fcapi_semver());
 	jw_key(&jw, "app_name");
 	jw_str(&jw, "vmm");
 	jw_obj_end(&jw);
@@ -773,13 +1170,13 @@ static size_t get_machine_config(const struct fcapi *a, char *out, size_t cap)
 	jw_key(&jw, "mem_size_mib");
 	jw_int(&jw, (int64_t)mib);
 	jw_key(&jw, "smt");
-	jw_bool(&jw, 0);
+	jw_bool(&jw, a->cfg.smt);
 	jw_key(&jw, "track_dirty_pages");
-	jw_bool(&jw, 0);
-	if (a->vm || a->cfg.tmpl_set) {
-		jw_key(&jw, "cpu_template");
-		jw_str(&jw, cpu_template_name(a->vm ? a->vm->cfg.tmpl : a->cfg.tmpl));
-	}
+	jw_bool(&jw, a->cfg.track_dirty_pages);
+	jw_key(&jw, "huge_pages");
+	jw_str(&jw, "None");
+	/* No cpu_template: vmm's own (host, safe) are not in Firecracker's
+	 * enum, and Firecracker leaves it out when none of its is set. */
 	jw_obj_end(&jw);
 	return jw_done(&jw) ? jw.len : 0;
 }
@@ -791,7 +1188,7 @@ static size_t get_version(char *out, size_t cap)
 	jw_init(&jw, out, cap);
 	jw_obj(&jw);
 	jw_key(&jw, "firecracker_version");
-	jw_str(&jw, VMM_VERSION);
+	jw_str(&jw, fcapi_semver());
 	jw_obj_end(&jw);
 	return jw_done(&jw) ? jw.len : 0;
 }
@@ -820,6 +1217,39 @@ int fcapi_finish(struct fcapi *a, const char *fault, char *out, size_t cap, size
 	return reply(fault ? 400 : 204, fault, out, cap, len);
 }
 
+/* Counts a request for the metrics lines: ok/fail per route. */
+static void count(struct fcapi *a, enum http_method m, const char *p, int failed)
+{
+	struct fcapi_counters *n = &a->n;
+#define C(ok, bad) do { if (failed) n->bad++; n->ok++; } while (0)
+	if (m == HTTP_PUT) {
+		if (!strcmp(p, "/actions"))
+			C(put_actions, put_actions_fails);
+		else if (!strcmp(p, "/boot-source"))
+			C(put_boot_source, put_boot_source_fails);
+		else if (!strncmp(p, "/drives/", 8))
+			C(put_drive, put_drive_fails);
+		else if (!strcmp(p, "/logger"))
+			C(put_logger, put_logger_fails);
+		else if (!strcmp(p, "/machine-config"))
+			C(put_machine_cfg, put_machine_cfg_fails);
+		else if (!strcmp(p, "/metrics"))
+			C(put_metrics, put_metrics_fails);
+		else if (!strncmp(p, "/network-interfaces/", 20))
+			C(put_network, put_network_fails);
+		else if (!strcmp(p, "/vsock"))
+			C(put_vsock, put_vsock_fails);
+	} else if (m == HTTP_PATCH) {
+		if (!strncmp(p, "/drives/", 8))
+			C(patch_drive, patch_drive_fails);
+		else if (!strncmp(p, "/network-interfaces/", 20))
+			C(patch_network, patch_network_fails);
+		else if (!strcmp(p, "/machine-config"))
+			C(patch_machine_cfg, patch_machine_cfg_fails);
+	}
+#undef C
+}
+
 int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, size_t cap, size_t *len)
 {
 	char *arena_buf = NULL, msg[512];
@@ -831,31 +1261,46 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 
 	msg[0] = '\0';
 	*len = 0;
+	a->deprecated = 0;
 	if (req->method == HTTP_GET) {
 		size_t n = 0;
 
-		if (!strcmp(p, "/"))
-			n = get_info(a, out, cap);
-		else if (!strcmp(p, "/machine-config"))
-			n = get_machine_config(a, out, cap);
-		else if (!strcmp(p, "/version"))
-			n = get_version(out, cap);
-		else
+		if (strcmp(p, "/") && strcmp(p, "/machine-config") && strcmp(p, "/version") && strcmp(p, "/vm/config"))
 			goto bad_route;
+		/* Firecracker refuses a GET that carries a body. */
+		if (req->body_len) {
+			snprintf(msg, sizeof(msg), "GET request cannot have a body.");
+			goto bad;
+		}
+		if (!strcmp(p, "/")) {
+			n = get_info(a, out, cap);
+			a->n.get_instance_info++;
+		} else if (!strcmp(p, "/machine-config")) {
+			n = get_machine_config(a, out, cap);
+			a->n.get_machine_cfg++;
+		} else if (!strcmp(p, "/version")) {
+			n = get_version(out, cap);
+			a->n.get_version++;
+		} else {
+			n = fcapi_vm_config_json(a, out, cap);
+			a->n.get_vm_config++;
+		}
 		if (!n)
 			return reply(500, "reply too long", out, cap, len);
 		*len = n;
 		return 200;
 	}
-	if (req->method == HTTP_PATCH ? strcmp(p, "/vm") && strcmp(p, "/machine-config")
+	if (req->method == HTTP_PATCH ? strcmp(p, "/vm") && strcmp(p, "/machine-config") && !path_id(p, "/drives/") &&
+					    !path_id(p, "/network-interfaces/")
 	    : req->method != HTTP_PUT ||
 		      (strcmp(p, "/boot-source") && strcmp(p, "/machine-config") && !path_id(p, "/drives/") &&
 		       !path_id(p, "/network-interfaces/") && !path_id(p, "/fs/") && strcmp(p, "/vsock") &&
-		       strcmp(p, "/actions") && strcmp(p, "/snapshot/create") && strcmp(p, "/snapshot/load")))
+		       strcmp(p, "/actions") && strcmp(p, "/snapshot/create") && strcmp(p, "/snapshot/load") &&
+		       strcmp(p, "/logger") && strcmp(p, "/metrics")))
 		goto bad_route;
-	/* Every PUT and PATCH takes a JSON object. */
+	/* Every PUT and PATCH takes a JSON object (Firecracker's words). */
 	if (!req->body_len) {
-		snprintf(msg, sizeof(msg), "the request needs a JSON body");
+		snprintf(msg, sizeof(msg), req->method == HTTP_PUT ? "Empty PUT request." : "Empty PATCH request.");
 		goto bad;
 	}
 	arena_buf = malloc(JSON_ARENA_SIZE);
@@ -872,6 +1317,10 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 			r = patch_vm(a, body, &w);
 		else if (!strcmp(p, "/machine-config"))
 			r = put_machine_config(a, body, 1, &w);
+		else if ((id = path_id(p, "/drives/")))
+			r = patch_drive(a, body, id, &w);
+		else if ((id = path_id(p, "/network-interfaces/")))
+			r = patch_net(a, body, id, &w);
 		else
 			goto bad_route;
 	} else if (!strcmp(p, "/boot-source")) {
@@ -892,10 +1341,17 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 		r = put_snapshot_create(a, body, &w);
 	} else if (!strcmp(p, "/snapshot/load")) {
 		r = put_snapshot_load(a, body, &w);
+	} else if (!strcmp(p, "/logger")) {
+		r = put_logger(a, body, &w);
+	} else if (!strcmp(p, "/metrics")) {
+		r = put_metrics(a, body, &w);
 	} else {
 		goto bad_route;
 	}
 	free(arena_buf);
+	count(a, req->method, p, r != 0);
+	if (a->deprecated)
+		a->n.deprecated_calls++;
 	if (r)
 		return reply(400, msg, out, cap, len);
 	return a->pending != FCAPI_NONE ? 0 : 204;
@@ -904,6 +1360,7 @@ bad_route:
 	snprintf(msg, sizeof(msg), "Invalid request method and/or path: %s %.200s.", req->method_name, p);
 bad:
 	free(arena_buf);
+	count(a, req->method, p, 1);
 	status = reply(400, msg, out, cap, len);
 	return status;
 }
@@ -933,19 +1390,31 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 			r = put_machine_config(a, m, 0, &w);
 		} else if (!strcmp(m->key, "vsock")) {
 			r = m->type == JSON_NULL ? 0 : put_vsock(a, m, &w);
+		} else if (!strcmp(m->key, "logger")) {
+			r = m->type == JSON_NULL ? 0 : put_logger(a, m, &w);
+		} else if (!strcmp(m->key, "metrics")) {
+			r = m->type == JSON_NULL ? 0 : put_metrics(a, m, &w);
+		} else if (m->type == JSON_NULL &&
+			   (!strcmp(m->key, "cpu-config") || !strcmp(m->key, "balloon") || !strcmp(m->key, "mmds-config") ||
+			    !strcmp(m->key, "entropy") || !strcmp(m->key, "serial") || !strcmp(m->key, "pmem") ||
+			    !strcmp(m->key, "memory-hotplug"))) {
+			r = 0; /* Firecracker's example config has "cpu-config": null */
 		} else if (!strcmp(m->key, "drives") || !strcmp(m->key, "network-interfaces") ||
 			   !strcmp(m->key, "fs")) {
-			if (m->type != JSON_ARR) {
+			if (m->type != JSON_ARR && m->type != JSON_NULL) {
 				r = fail(&w, "'%s' must be an array", m->key);
 				break;
 			}
+			if (m->type == JSON_NULL)
+				continue;
 			for (e = m->u.kids.first; e && !r; e = e->next)
 				r = m->key[0] == 'd'   ? put_drive(a, e, NULL, &w)
 				    : m->key[0] == 'n' ? put_net(a, e, NULL, &w)
 						       : put_fs(a, e, NULL, &w);
 		} else {
 			r = fail(&w, "'%.64s' is not supported in a configuration file (boot-source, drives, "
-				 "machine-config, network-interfaces, vsock, fs)", m->key);
+				 "machine-config, network-interfaces, vsock, logger, metrics, fs; others only as null)",
+				 m->key);
 			break;
 		}
 		if (r) {

@@ -15,13 +15,17 @@
 #include <stdint.h>
 
 #include "http.h"
+#include "log.h"
 #include "vm.h"
 
 #define FCAPI_MAX_NET VM_MAX_NETS
 #define FCAPI_MAX_FS VM_MAX_FS
 #define FCAPI_DRIVE_ID_MAX 20   /* the virtio-blk serial (GET_ID) is 20 bytes */
 #define FCAPI_DEFAULT_MEM_MIB 128  /* Firecracker's default */
-#define FCAPI_REPLY_MAX 4096
+#define FCAPI_REPLY_MAX 65536 /* GET /vm/config with every drive and path */
+/* Beside a snapshot made through the API: its /vm/config (the interfaces'
+ * ids, for network_overrides on load). */
+#define FCAPI_SNAP_CONFIG "vm-config.json"
 
 struct fcapi_drive {
 	char id[FCAPI_DRIVE_ID_MAX + 1];
@@ -42,6 +46,50 @@ struct fcapi_fs {
 	char tag[VIRTIO_FS_TAG_LEN];
 	char path[PATH_MAX];
 	int ro;
+};
+
+/* PUT /logger (or --log-path ...): where vmm's log lines go. */
+struct fcapi_logger {
+	int set;
+	char path[PATH_MAX];    /* "" : stderr, as before */
+	enum log_level level;
+	int level_set;
+	int show_level, show_origin;
+	char module[64];        /* accepted, recorded; vmm's log has no modules */
+};
+
+/* PUT /metrics: JSON lines to a file or FIFO. */
+struct fcapi_metrics_cfg {
+	int set;
+	char path[PATH_MAX];
+};
+
+/* Counters for the metrics lines (Firecracker's names where they apply);
+ * the API ones are this module's own, the device ones are read from the
+ * VM when a line is written. Each line carries what happened since the
+ * previous one, as Firecracker's do. */
+struct fcapi_counters {
+	uint64_t get_instance_info, get_machine_cfg, get_vm_config, get_version;
+	uint64_t put_actions, put_actions_fails, put_boot_source, put_boot_source_fails;
+	uint64_t put_drive, put_drive_fails, put_logger, put_logger_fails;
+	uint64_t put_machine_cfg, put_machine_cfg_fails, put_metrics, put_metrics_fails;
+	uint64_t put_network, put_network_fails, put_vsock, put_vsock_fails;
+	uint64_t patch_drive, patch_drive_fails, patch_network, patch_network_fails;
+	uint64_t patch_machine_cfg, patch_machine_cfg_fails;
+	uint64_t snapshot_create, snapshot_load, pause, resume;
+	uint64_t block_update, block_update_fails, net_update, net_update_fails;
+	uint64_t deprecated_calls;
+};
+
+struct fcapi_dev_totals {
+	uint64_t blk_reqs, blk_errors, blk_waits;
+	uint64_t rx_bytes, rx_packets, rx_dropped, tx_bytes, tx_packets, tx_dropped, tx_malformed, net_waits;
+};
+
+/* PUT /snapshot/load's network_overrides: the TAP for an interface. */
+struct fcapi_net_override {
+	char iface_id[64];
+	char host_dev[16];
 };
 
 /* What the pre-boot PUTs (or a --config-file) built. */
@@ -65,6 +113,10 @@ struct fcapi_config {
 	unsigned nr_fs;
 	struct fcapi_fs fs[FCAPI_MAX_FS];
 	int touched;            /* some boot resource was configured */
+	int smt;                /* recorded (vmm's CPUID topology does not change) */
+	int track_dirty_pages;  /* recorded; Diff snapshots are refused */
+	struct fcapi_logger logger;
+	struct fcapi_metrics_cfg metrics;
 };
 
 enum fcapi_pending { FCAPI_NONE, FCAPI_START, FCAPI_LOAD };
@@ -76,10 +128,48 @@ struct fcapi {
 	enum fcapi_pending pending;
 	char load_dir[PATH_MAX];/* FCAPI_LOAD: the snapshot directory */
 	int load_resume;        /* FCAPI_LOAD: resume_vm */
+	int load_clock_realtime;/* FCAPI_LOAD: clock_realtime (recorded) */
+	unsigned nr_load_net;   /* FCAPI_LOAD: network_overrides */
+	struct fcapi_net_override load_net[FCAPI_MAX_NET];
+	char load_vsock_uds[108];/* FCAPI_LOAD: vsock_override.uds_path, "" if none */
+	int deprecated;         /* the last request used a deprecated field:
+				   answer with "Deprecation: true" */
+	int log_fd, metrics_fd; /* -1: none (PUT /logger, PUT /metrics) */
+	uint64_t metrics_next_ms;/* CLOCK_MONOTONIC ms of the next periodic line */
+	struct fcapi_counters n, n_last; /* n_last: as of the last line */
+	struct fcapi_dev_totals dev_last;
 };
+
+#define FCAPI_METRICS_PERIOD_MS 60000
 
 /* Default configuration: 1 vCPU, 128 MiB, nothing else. */
 void fcapi_init(struct fcapi *a, const char *id);
+/* Closes the logger and metrics files (the log goes back to stderr). */
+void fcapi_close(struct fcapi *a);
+
+/* Writes one metrics line now (FlushMetrics, the periodic timer, exit).
+ * 0, -ENOENT if metrics are not configured, or -errno. */
+int fcapi_flush_metrics(struct fcapi *a);
+/* PUT /metrics: opens the file or FIFO (once). 0 or -EINVAL (why). */
+int fcapi_set_metrics(struct fcapi *a, const char *path, char *why, size_t n);
+/* One metrics line (JSON, newline-ended) into out; *totals gets the device
+ * totals it was computed against. Its length, 0 if it did not fit. */
+size_t fcapi_metrics_line(const struct fcapi *a, char *out, size_t cap, struct fcapi_dev_totals *totals);
+/* The periodic line, if due (now_ms: CLOCK_MONOTONIC). Returns the ms until
+ * the next one is due, or -1 without metrics. */
+int fcapi_metrics_tick(struct fcapi *a, uint64_t now_ms);
+
+/* The logger from the command line (--log-path, --level, --show-level,
+ * --show-log-origin): the same checks as PUT /logger. 0 or -EINVAL (why). */
+int fcapi_set_logger(struct fcapi *a, const char *path, const char *level, int show_level,
+		     int show_origin, char *why, size_t n);
+
+/* GET /vm/config's body: the configuration in --config-file's shape.
+ * Its length, 0 if it did not fit. */
+size_t fcapi_vm_config_json(const struct fcapi *a, char *out, size_t cap);
+
+/* The semantic version Firecracker clients parse ("1.2.3"). */
+const char *fcapi_semver(void);
 
 /* Handles one request. Returns the status with the body (JSON, possibly
  * empty) in out[0..*len), or 0 when the caller must act on a->pending

@@ -57,17 +57,34 @@ static int parse_request_line(const char *p, const char *end, struct http_reques
 	sp2 = memchr(p, ' ', (size_t)(end - p));
 	if (!sp2 || sp2 == p)
 		return refuse(req, 400, "malformed request line");
-	if (*p != '/')
-		return refuse(req, 400, "the request target must be a path (origin form)");
 	for (q = p; q < sp2; q++)
 		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f)
 			return refuse(req, 400, "invalid character in the request target");
+	/* Absolute form (RFC 9112 3.2.2), as Firecracker's server takes it:
+	 * "http://host/path" is "/path", "http://host" is "/". */
+	if ((size_t)(sp2 - p) >= 7 && !strncasecmp(p, "http://", 7)) {
+		const char *slash = memchr(p + 7, '/', (size_t)(sp2 - p - 7));
+
+		if (slash == p + 7)
+			return refuse(req, 400, "the request target has no host");
+		p = slash ? slash : sp2;
+	} else if (*p != '/') {
+		return refuse(req, 400, "the request target must be a path (or http://host/path)");
+	}
 	q = memchr(p, '?', (size_t)(sp2 - p));
 	n = (size_t)((q ? q : sp2) - p);
 	if (n >= sizeof(req->path))
 		return refuse(req, 414, "request path too long");
 	memcpy(req->path, p, n);
 	req->path[n] = '\0';
+	if (n == 0) {
+		req->path[0] = '/';
+		req->path[1] = '\0';
+	}
+	/* One trailing slash is dropped, as Firecracker's router does
+	 * ("/machine-config/" is "/machine-config"). */
+	if (n > 1 && req->path[n - 1] == '/')
+		req->path[n - 1] = '\0';
 	p = sp2 + 1;
 	n = (size_t)(end - p);
 	if (n == 8 && !memcmp(p, "HTTP/1.1", 8))
@@ -104,6 +121,11 @@ static int has_token(const char *v, size_t n, const char *token)
 }
 
 int http_parse(const char *buf, size_t len, struct http_request *req)
+{
+	return http_parse_limit(buf, len, req, HTTP_MAX_BODY);
+}
+
+int http_parse_limit(const char *buf, size_t len, struct http_request *req, size_t max_body)
 {
 	const char *p = buf, *end, *eol, *hdr_end = NULL;
 	size_t scan = len < HTTP_MAX_HEADER ? len : HTTP_MAX_HEADER, clen = 0, total;
@@ -161,8 +183,10 @@ int http_parse(const char *buf, size_t len, struct http_request *req)
 		if (nl == 14 && !strncasecmp(p, "Content-Length", nl)) {
 			size_t x = 0, i;
 
-			if (vl == 0 || vl > 9)
-				return refuse(req, vl ? 413 : 400, vl ? "request body too large" : "empty Content-Length");
+			if (vl == 0)
+				return refuse(req, 400, "empty Content-Length");
+			if (vl > 12)
+				return refuse(req, 400, "the request body is larger than the server's limit");
 			for (i = 0; i < vl; i++) {
 				if (v[i] < '0' || v[i] > '9')
 					return refuse(req, 400, "Content-Length is not a number");
@@ -183,8 +207,13 @@ int http_parse(const char *buf, size_t len, struct http_request *req)
 			req->expect_continue = 1;
 		}
 	}
-	if (clen > HTTP_MAX_BODY)
-		return refuse(req, 413, "request body larger than 51200 bytes");
+	/* Firecracker answers 400 with a fault_message here, not 413. */
+	if (clen > max_body) {
+		snprintf(req->why_buf, sizeof(req->why_buf),
+			 "Request payload with size %zu is larger than the limit of %zu allowed by server.", clen,
+			 max_body);
+		return refuse(req, 400, req->why_buf);
+	}
 	req->keep_alive = http10 ? conn_keep && !conn_close : !conn_close;
 	total = (size_t)(hdr_end + 2 - buf);
 	if (len - total < clen)
@@ -221,10 +250,17 @@ const char *http_reason(int status)
 size_t http_response(char *out, size_t cap, int status, const char *body, size_t body_len,
 		     int keep_alive)
 {
+	return http_response_hdr(out, cap, status, body, body_len, keep_alive, NULL);
+}
+
+size_t http_response_hdr(char *out, size_t cap, int status, const char *body, size_t body_len,
+			 int keep_alive, const char *extra)
+{
 	int n;
 
-	n = snprintf(out, cap, "HTTP/1.1 %d %s\r\nServer: vmm\r\n%sContent-Length: %zu\r\n%s\r\n", status,
-		     http_reason(status), body_len ? "Content-Type: application/json\r\n" : "", body_len,
+	n = snprintf(out, cap, "HTTP/1.1 %d %s\r\nServer: vmm\r\n%s%sContent-Length: %zu\r\n%s\r\n", status,
+		     http_reason(status), extra ? extra : "",
+		     body_len ? "Content-Type: application/json\r\n" : "", body_len,
 		     keep_alive ? "" : "Connection: close\r\n");
 	if (n < 0 || (size_t)n + body_len > cap)
 		return 0;

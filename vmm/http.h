@@ -2,14 +2,16 @@
  * control API (docs/control-api.md), pure: no sockets, no allocation, so
  * unit tests and the fuzzer reach every byte of it.
  *
- * What it takes: a request line "METHOD /path[?query] HTTP/1.1" (or 1.0),
+ * What it takes: a request line "METHOD /path[?query] HTTP/1.1" (or 1.0;
+ * the target may also be http://host/path; one trailing slash is dropped),
  * header lines ending in CRLF, an empty line, and a body of exactly
  * Content-Length bytes. What it refuses, each with its status:
  *   400  a malformed request line or header, a folded header, a bad or
- *        repeated Content-Length, a target that is not an origin-form path
+ *        repeated Content-Length, a target that is neither a path nor
+ *        http://host/path; a body over the limit (HTTP_MAX_BODY unless
+ *        told: Firecracker answers that 400, not 413)
  *   411  Transfer-Encoding (chunked bodies are not supported: send
  *        Content-Length)
- *   413  a body over HTTP_MAX_BODY
  *   414  a path over HTTP_MAX_PATH
  *   417  an Expect other than 100-continue
  *   431  a request line plus headers over HTTP_MAX_HEADER
@@ -36,7 +38,8 @@ struct http_request {
 	int expect_continue;        /* headers done, the client waits for 100 */
 	/* on error: */
 	int status;
-	const char *why;            /* a static message for fault_message */
+	const char *why;            /* a message for fault_message (static, or why_buf) */
+	char why_buf[128];
 };
 
 /* Parses one request at the start of buf[0..len).
@@ -45,6 +48,8 @@ struct http_request {
  * first); -EPROTO for a request to refuse (req->status, req->why), after
  * which the connection is to be closed. */
 int http_parse(const char *buf, size_t len, struct http_request *req);
+/* The same with another body limit (--http-api-max-payload-size). */
+int http_parse_limit(const char *buf, size_t len, struct http_request *req, size_t max_body);
 
 /* Writes a whole response into out (at most cap bytes): status line,
  * Content-Type application/json when there is a body, Content-Length,
@@ -52,6 +57,9 @@ int http_parse(const char *buf, size_t len, struct http_request *req);
  * not fit. */
 size_t http_response(char *out, size_t cap, int status, const char *body, size_t body_len,
 		     int keep_alive);
+/* The same with extra header lines (each ending in CRLF; NULL: none). */
+size_t http_response_hdr(char *out, size_t cap, int status, const char *body, size_t body_len,
+			 int keep_alive, const char *extra);
 const char *http_reason(int status);
 
 /* A Firecracker error body, {"fault_message":"..."}, JSON-escaped. Returns

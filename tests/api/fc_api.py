@@ -182,7 +182,21 @@ try:
     code, body = curl(sock, "GET", "/nope")
     check(fault(code, body, 400, "Invalid request method and/or path"), "unknown path: 400", (code, body))
     code, body = curl(sock, "PUT", "/machine-config", "x" * 60000)
-    check(code == 413, "a 60 KB body: 413", (code, body))
+    check(fault(code, body, 400, "larger than the limit"), "a 60 KB body: 400 (Firecracker's)", (code, body))
+    # PATCH /drives and /network-interfaces on the running VM.
+    bigdisk = os.path.join(tmp, "big.img")
+    with open(bigdisk, "wb") as f:
+        f.truncate(4 << 20)
+    code, body = curl(sock, "PATCH", "/drives/rootfs", {"drive_id": "rootfs", "path_on_host": bigdisk,
+                                                        "rate_limiter": {"ops": {"size": 1000, "refill_time": 1000}}})
+    check(code == 204, "PATCH /drives/rootfs on the running VM: 204", (code, body))
+    code, cfg = curl(sock, "GET", "/vm/config")
+    check(code == 200 and cfg["drives"][0]["path_on_host"] == bigdisk and
+          cfg["drives"][0]["rate_limiter"]["ops"]["size"] == 1000, "GET /vm/config shows the patched drive", cfg)
+    code, body = curl(sock, "PATCH", "/drives/nope", {"drive_id": "nope", "path_on_host": bigdisk})
+    check(fault(code, body, 400, "Invalid block device ID"), "PATCH of an unknown drive: 400", (code, body))
+    code, body = curl(sock, "PATCH", "/drives/rootfs", {"drive_id": "rootfs", "path_on_host": disk})
+    check(code == 204, "PATCH /drives/rootfs back to its first file", (code, body))
     got = raw(sock, b"PUT /vm HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
     check(got.startswith(b"HTTP/1.1 411") and b"Content-Length" in got, "chunked body: 411", got[:60])
     got = raw(sock, b"GET / HTTP/1.1\r\n" + b"X-Pad: " + b"a" * 9000 + b"\r\n\r\n")
@@ -251,7 +265,13 @@ try:
           os.path.realpath(os.path.join(tmp, "snap.mem")) == os.path.realpath(os.path.join(snap, "memory")),
           "PUT /snapshot/create: the directory, mem_file_path a link to its memory", (code, body))
     code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": snap, "mem_file_path": snap + "/memory"})
-    check(fault(code, body, 400, "exists"), "snapshot over an existing one: 400", (code, body))
+    check(code == 204 and os.path.isfile(os.path.join(snap, "state")), "snapshot over an existing one: "
+          "overwritten, as Firecracker does", (code, body))
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": snap, "mem_file_path": os.path.join(tmp, "snap.mem")})
+    check(code == 204 and os.path.realpath(os.path.join(tmp, "snap.mem")) == os.path.realpath(os.path.join(snap, "memory")),
+          "and again, the memory link replaced", (code, body))
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": tmp, "mem_file_path": snap + "/memory"})
+    check(fault(code, body, 400, "not a snapshot"), "a directory that is not a snapshot is not overwritten", (code, body))
     check(curl(sock, "PATCH", "/vm", {"state": "Resumed"}) == (204, None) and state(sock) == "Running",
           "PATCH /vm Resumed: Running")
 
@@ -280,8 +300,12 @@ try:
     code, mc = curl(sock2, "GET", "/machine-config")
     check(code == 200 and mc.get("vcpu_count") == 2, "the clone has the snapshot's 2 vCPUs", mc)
     p3, sock3, _ = serve("fcc")
-    code, body = curl(sock3, "PUT", "/snapshot/load", {"snapshot_path": snap, "mem_file_path": snap + "/memory"})
-    check(code == 204 and state(sock3) == "Paused", "load without resume_vm: Paused", (code, body, state(sock3)))
+    code, body = curl(sock3, "PUT", "/snapshot/load", {"snapshot_path": snap, "mem_file_path": snap + "/memory",
+                                                       "track_dirty_pages": True, "clock_realtime": True,
+                                                       "vsock_override": {"uds_path": os.path.join(tmp, "fcc.vsock")}})
+    check(code == 204 and state(sock3) == "Paused", "load without resume_vm (vsock_override, track_dirty_pages, "
+          "clock_realtime): Paused", (code, body, state(sock3)))
+    check(os.path.exists(os.path.join(tmp, "fcc.vsock")), "vsock_override: the clone listens on the new socket")
     check(curl(sock3, "PATCH", "/vm", {"state": "Resumed"}) == (204, None) and state(sock3) == "Running",
           "then PATCH /vm Resumed: Running")
     for proc in (p2, p3):

@@ -1,7 +1,10 @@
 /* libFuzzer: the control API's request path, bytes to reply: the HTTP
  * parser (vmm/http.c) over a stream of pipelined requests, each complete
- * one through the Firecracker routes (vmm/fcapi.c) of a VMM with no VM
- * yet. No VM is ever built: the VM calls below are stubs. */
+ * one through the Firecracker routes (vmm/fcapi.c, fcapi_obs.c) of a VMM
+ * with no VM yet, then of one with a stand-in VM (no devices: PATCH
+ * routes reach their lookups). No VM is ever built: the VM and device
+ * calls below are stubs. It runs in a directory of its own: PUT /logger
+ * and /metrics create the files they name (relative ones land there). */
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdint.h>
@@ -11,7 +14,11 @@
 
 #include "vmm/fcapi.h"
 #include "vmm/http.h"
+#include "vmm/log.h"
 #include "vmm/snapshot.h"
+
+#include <stdlib.h>
+#include <unistd.h>
 
 int vm_pause(struct vm *vm)
 {
@@ -53,10 +60,52 @@ int fs_tag_valid(const char *tag)
 	return tag[0] && strlen(tag) < VIRTIO_FS_TAG_LEN;
 }
 
+int virtio_blk_update(struct virtio_blk *b, const char *path, const struct rl_limits *rl, const char **why)
+{
+	(void)b;
+	(void)path;
+	(void)rl;
+	*why = "stub";
+	return -EINVAL;
+}
+
+void virtio_blk_limits(const struct virtio_blk *b, struct rl_limits *l)
+{
+	(void)b;
+	memset(l, 0, sizeof(*l));
+}
+
+void virtio_net_set_limits(struct virtio_net *n, const struct rl_limits *rx, const struct rl_limits *tx)
+{
+	(void)n;
+	(void)rx;
+	(void)tx;
+}
+
+void virtio_net_limits(const struct virtio_net *n, struct rl_limits *rx, struct rl_limits *tx)
+{
+	(void)n;
+	memset(rx, 0, sizeof(*rx));
+	memset(tx, 0, sizeof(*tx));
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	char dir[] = "/tmp/vmm-fuzz-http-XXXXXX";
+
+	(void)argc;
+	(void)argv;
+	if (!mkdtemp(dir) || chdir(dir))
+		__builtin_trap();
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct fcapi api;
+	static struct vm vm;
 	static char out[FCAPI_REPLY_MAX], resp[FCAPI_REPLY_MAX + 512];
 	const char *p = (const char *)data;
 	struct http_request req;
@@ -64,23 +113,40 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int n, status;
 
 	fcapi_init(&api, "fuzz");
+	/* The first byte: no VM yet, or a running stand-in (paused or not). */
+	if (size && data[0] < 0x20) {
+		memset(&vm, 0, sizeof(vm));
+		vm.nr_vcpus = 1;
+		vm.paused = data[0] & 1;
+		api.vm = &vm;
+		p++;
+		size--;
+	}
 	while (size) {
-		n = http_parse(p, size, &req);
+		n = http_parse_limit(p, size, &req, 4096);
 		if (n < 0) {
 			if (req.status < 400 || req.status > 599 || !req.why)
 				__builtin_trap();
 			http_fault(out, sizeof(out), req.why);
-			return 0;
+			break;
 		}
 		if (n == 0 || (size_t)n > size)
-			return 0;
+			break;
 		status = fcapi_handle(&api, &req, out, sizeof(out), &len);
 		if (status == 0) /* InstanceStart or a load: "fails" */
 			status = fcapi_finish(&api, "fuzz", out, sizeof(out), &len);
-		if (len >= sizeof(out) || http_response(resp, sizeof(resp), status, out, len, req.keep_alive) == 0)
+		if (len >= sizeof(out) ||
+		    http_response_hdr(resp, sizeof(resp), status, out, len, req.keep_alive,
+				      api.deprecated ? "Deprecation: true\r\n" : NULL) == 0)
 			__builtin_trap();
 		p += n;
 		size -= (size_t)n;
 	}
+	/* GET /vm/config of whatever was configured, then the files closed
+	 * and the log back on stderr for the next input. */
+	if (!fcapi_vm_config_json(&api, out, sizeof(out)))
+		__builtin_trap();
+	fcapi_close(&api);
+	log_set_level(LOG_ERROR);
 	return 0;
 }

@@ -15,6 +15,10 @@
 
 #include "vmm/fcapi.h"
 #include "vmm/http.h"
+#include "vmm/log.h"
+#include "tests/unit/vq_builder.h"
+
+#include <sys/stat.h>
 
 /* ---- the parser --------------------------------------------------------- */
 
@@ -111,15 +115,17 @@ static void http_refusals(void **state)
 		{ "GET /\r\n\r\n", 400 },
 		{ "GET  / HTTP/1.1\r\n\r\n", 400 },
 		{ "G(T / HTTP/1.1\r\n\r\n", 400 },
-		{ "GET http://localhost/ HTTP/1.1\r\n\r\n", 400 },
+		{ "GET http:///x HTTP/1.1\r\n\r\n", 400 },
+		{ "GET https://localhost/ HTTP/1.1\r\n\r\n", 400 },
+		{ "GET localhost/ HTTP/1.1\r\n\r\n", 400 },
 		{ "GET /a\x01 HTTP/1.1\r\n\r\n", 400 },
 		{ "PUT / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411 },
 		{ "PUT / HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", 400 },
 		{ "PUT / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400 },
 		{ "PUT / HTTP/1.1\r\nContent-Length:\r\n\r\n", 400 },
 		{ "PUT / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400 },
-		{ "PUT / HTTP/1.1\r\nContent-Length: 51201\r\n\r\n", 413 },
-		{ "PUT / HTTP/1.1\r\nContent-Length: 99999999999999\r\n\r\n", 413 },
+		{ "PUT / HTTP/1.1\r\nContent-Length: 51201\r\n\r\n", 400 },
+		{ "PUT / HTTP/1.1\r\nContent-Length: 99999999999999\r\n\r\n", 400 },
 		{ "GET / HTTP/1.1\r\n folded: x\r\n\r\n", 400 },
 		{ "GET / HTTP/1.1\r\nno colon\r\n\r\n", 400 },
 		{ "GET / HTTP/1.1\r\n: empty name\r\n\r\n", 400 },
@@ -143,6 +149,32 @@ static void http_refusals(void **state)
 	}
 	/* A repeated identical Content-Length is fine. */
 	assert_true(parse("PUT / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n", &r) > 0);
+}
+
+/* Firecracker's server: an absolute-form target is its path, one trailing
+ * slash is dropped, an oversize body is 400 with a fault message (not 413),
+ * and the limit is what --http-api-max-payload-size says. */
+static void http_firecracker_forms(void **state)
+{
+	struct http_request r;
+
+	(void)state;
+	assert_true(parse("GET http://localhost/machine-config HTTP/1.1\r\n\r\n", &r) > 0);
+	assert_string_equal(r.path, "/machine-config");
+	assert_true(parse("GET http://localhost HTTP/1.1\r\n\r\n", &r) > 0);
+	assert_string_equal(r.path, "/");
+	assert_true(parse("PUT HTTP://localhost/drives/a?x=1 HTTP/1.1\r\n\r\n", &r) > 0);
+	assert_string_equal(r.path, "/drives/a");
+	assert_true(parse("GET /machine-config/ HTTP/1.1\r\n\r\n", &r) > 0);
+	assert_string_equal(r.path, "/machine-config");
+	assert_true(parse("GET / HTTP/1.1\r\n\r\n", &r) > 0);
+	assert_string_equal(r.path, "/");
+	assert_int_equal(parse("PUT /logger HTTP/1.1\r\nContent-Length: 51201\r\n\r\n", &r), -EPROTO);
+	assert_int_equal(r.status, 400);
+	assert_non_null(strstr(r.why, "larger than the limit of 51200"));
+	assert_int_equal(http_parse_limit("PUT /logger HTTP/1.1\r\nContent-Length: 60000\r\n\r\n", 44, &r, 100000), 0);
+	assert_int_equal(http_parse_limit("PUT /logger HTTP/1.1\r\nContent-Length: 11\r\n\r\n", 44, &r, 10), -EPROTO);
+	assert_int_equal(r.status, 400);
 }
 
 static void http_size_limits(void **state)
@@ -179,6 +211,9 @@ static void http_writer(void **state)
 	n = http_response(out, sizeof(out), 204, NULL, 0, 1);
 	out[n] = '\0';
 	assert_string_equal(out, "HTTP/1.1 204 No Content\r\nServer: vmm\r\nContent-Length: 0\r\n\r\n");
+	n = http_response_hdr(out, sizeof(out), 204, NULL, 0, 1, "Deprecation: true\r\n");
+	out[n] = '\0';
+	assert_string_equal(out, "HTTP/1.1 204 No Content\r\nServer: vmm\r\nDeprecation: true\r\nContent-Length: 0\r\n\r\n");
 	n = http_response(out, sizeof(out), 400, "{}", 2, 0);
 	out[n] = '\0';
 	assert_non_null(strstr(out, "Content-Type: application/json\r\n"));
@@ -267,7 +302,16 @@ static void route_info_and_unknown(void **state)
 static void route_body_errors(void **state)
 {
 	(void)state;
-	expect_fault(400, "PUT", "/machine-config", NULL, "needs a JSON body");
+	expect_fault(400, "PUT", "/machine-config", NULL, "Empty PUT request.");
+	expect_fault(400, "PATCH", "/machine-config", NULL, "Empty PATCH request.");
+	expect_fault(400, "PATCH", "/machine-config", "{}", "Empty PATCH request.");
+	expect_fault(400, "PATCH", "/drives/rootfs", "{\"drive_id\":\"rootfs\"}", "Empty PATCH request.");
+	expect_fault(400, "PATCH", "/network-interfaces/eth0", "{\"iface_id\":\"eth0\"}", "Empty PATCH request.");
+	expect_fault(400, "GET", "/machine-config", "{}", "GET request cannot have a body.");
+	expect_fault(400, "GET", "/", "x", "GET request cannot have a body.");
+	/* Firecracker's serde refuses 2.0 where an integer is wanted. */
+	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":2.0,\"mem_size_mib\":64}", "integer");
+	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":1,\"mem_size_mib\":1e2}", "integer");
 	expect_fault(400, "PUT", "/machine-config", "{", "invalid JSON");
 	expect_fault(400, "PUT", "/machine-config", "[1]", "must be a JSON object");
 	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":1,\"mem_size_mib\":64,\"x\":1}",
@@ -295,9 +339,9 @@ static void route_machine_config(void **state)
 	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":0,\"mem_size_mib\":64}", "from 1 to");
 	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":65,\"mem_size_mib\":64}", "from 1 to");
 	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":1,\"mem_size_mib\":8}", "mem_size_mib");
-	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":1,\"mem_size_mib\":64,\"smt\":true}", "smt");
-	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":1,\"mem_size_mib\":64,\"track_dirty_pages\":true}",
-		     "track_dirty_pages");
+	/* SMT: 1 or an even number of vCPUs (Firecracker's rule). */
+	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":3,\"mem_size_mib\":64,\"smt\":true}",
+		     "1 or an even number if SMT");
 	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":1,\"mem_size_mib\":64,\"cpu_template\":\"T2\"}",
 		     "cpu_template");
 	expect_fault(400, "PUT", "/machine-config", "{\"vcpu_count\":1,\"mem_size_mib\":64,\"huge_pages\":\"2M\"}",
@@ -305,9 +349,21 @@ static void route_machine_config(void **state)
 	/* Refused requests changed nothing. */
 	assert_int_equal(req("GET", "/machine-config", NULL), 200);
 	assert_non_null(strstr(out, "\"vcpu_count\":2,\"mem_size_mib\":512"));
+	assert_false(api.deprecated);
 	assert_int_equal(req("PATCH", "/machine-config", "{\"cpu_template\":\"safe\"}"), 204);
+	assert_true(api.deprecated); /* answered with Deprecation: true */
+	assert_true(api.cfg.tmpl_set);
+	/* GET shows no template outside Firecracker's enum. */
 	assert_int_equal(req("GET", "/machine-config", NULL), 200);
-	assert_non_null(strstr(out, "\"cpu_template\":\"safe\""));
+	assert_null(strstr(out, "cpu_template"));
+	assert_false(api.deprecated);
+	assert_non_null(strstr(out, "\"smt\":false,\"track_dirty_pages\":false"));
+	/* smt and track_dirty_pages are taken and recorded. */
+	assert_int_equal(req("PATCH", "/machine-config", "{\"smt\":true,\"track_dirty_pages\":true}"), 204);
+	expect_fault(400, "PATCH", "/machine-config", "{\"vcpu_count\":3}", "SMT");
+	assert_int_equal(req("GET", "/machine-config", NULL), 200);
+	assert_non_null(strstr(out, "\"smt\":true,\"track_dirty_pages\":true"));
+	assert_int_equal(req("PATCH", "/machine-config", "{\"smt\":false,\"track_dirty_pages\":false}"), 204);
 }
 
 static void route_boot_source(void **state)
@@ -316,7 +372,8 @@ static void route_boot_source(void **state)
 
 	(void)state;
 	expect_fault(400, "PUT", "/boot-source", "{}", "missing required field 'kernel_image_path'");
-	expect_fault(400, "PUT", "/boot-source", "{\"kernel_image_path\":\"relative\"}", "absolute");
+	expect_fault(400, "PUT", "/boot-source", "{\"kernel_image_path\":\"relative\"}", "relative: No such file");
+	expect_fault(400, "PUT", "/boot-source", "{\"kernel_image_path\":\"\"}", "must not be empty");
 	expect_fault(400, "PUT", "/boot-source", "{\"kernel_image_path\":\"/nonexistent/k\"}", "No such file");
 	expect_fault(400, "PUT", "/boot-source", "{\"kernel_image_path\":\"/tmp\"}", "not a regular file");
 	snprintf(body, sizeof(body), "{\"kernel_image_path\":\"%s\",\"initrd_path\":\"/nonexistent\"}", kernel);
@@ -325,8 +382,18 @@ static void route_boot_source(void **state)
 	expect_fault(400, "PUT", "/boot-source", body, "'boot_args' must be a string");
 	/* InstanceStart needs a kernel. */
 	expect_fault(400, "PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", "kernel");
-	snprintf(body, sizeof(body), "{\"kernel_image_path\":\"%s\",\"boot_args\":\"console=ttyS0 quiet\"}", kernel);
-	assert_int_equal(req("PUT", "/boot-source", body), 204);
+	/* A relative path is relative to the VMM's working directory. */
+	{
+		char cwd[4096];
+
+		assert_non_null(getcwd(cwd, sizeof(cwd)));
+		assert_int_equal(chdir("/tmp"), 0);
+		snprintf(body, sizeof(body), "{\"kernel_image_path\":\"%s\",\"boot_args\":\"console=ttyS0 quiet\"}",
+			 kernel + strlen("/tmp/"));
+		assert_int_equal(req("PUT", "/boot-source", body), 204);
+		assert_int_equal(chdir(cwd), 0);
+		assert_string_equal(api.cfg.kernel, kernel);
+	}
 	assert_true(api.cfg.has_boot);
 	assert_string_equal(api.cfg.boot_args, "console=ttyS0 quiet");
 }
@@ -440,17 +507,27 @@ static void route_preboot_state_rules(void **state)
 	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\"}",
 		     "before starting");
 	expect_fault(400, "PUT", "/actions", "{\"action_type\":\"SendCtrlAltDel\"}", "before starting");
-	expect_fault(400, "PUT", "/actions", "{\"action_type\":\"FlushMetrics\"}", "metrics");
+	/* Firecracker: 204 whether or not metrics are configured. */
+	assert_int_equal(req("PUT", "/actions", "{\"action_type\":\"FlushMetrics\"}"), 204);
+	expect_fault(400, "PATCH", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"path_on_host\":\"/x\"}", "before starting");
+	expect_fault(400, "PATCH", "/drives/rootfs", "{\"drive_id\":\"other\",\"path_on_host\":\"/x\"}", "does not match");
+	expect_fault(400, "PATCH", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"is_read_only\":true}", "unknown field");
+	expect_fault(400, "PATCH", "/network-interfaces/eth0", "{\"iface_id\":\"eth0\",\"rx_rate_limiter\":{}}",
+		     "before starting");
 	expect_fault(400, "PUT", "/actions", "{\"action_type\":\"Reboot\"}", "unknown 'action_type'");
 	expect_fault(400, "PUT", "/actions", "{}", "action_type");
 	/* Configured already: no snapshot load. */
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\"}",
 		     "not allowed after configuring");
-	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\"}", "exactly one");
+	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\"}", "missing field: either");
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/a\","
-		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"File\"}}", "exactly one");
+		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"File\"}}", "too many fields");
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\","
 		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"Uffd\"}}", "only File");
+	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\","
+		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"foo\"}}", "unknown variant");
+	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/a\","
+		     "\"network_overrides\":{}}", "'network_overrides' must be an array");
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\","
 		     "\"mem_backend\":{\"backend_path\":\"/a\"}}", "mem_backend: missing required field 'backend_type'");
 	/* InstanceStart: deferred to the caller, then answered. */
@@ -522,13 +599,15 @@ static void route_postboot_state_rules(void **state)
 	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\"}",
 		     "paused");
 	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\","
-		     "\"snapshot_type\":\"Diff\"}", "only Full");
-	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"s\",\"mem_file_path\":\"m\"}", "absolute");
+		     "\"snapshot_type\":\"Diff\"}", "Diff is not supported yet");
+	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\","
+		     "\"snapshot_type\":\"Incremental\"}", "Full or Diff");
 	vm->paused = 1;
 	assert_int_equal(req("GET", "/", NULL), 200);
 	assert_non_null(strstr(out, "\"state\":\"Paused\""));
+	/* Overwrites an earlier snapshot, never anything else. */
 	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp\",\"mem_file_path\":\"/tmp/memory\"}",
-		     "exists");
+		     "is not a snapshot: not overwritten");
 	assert_int_equal(req("GET", "/machine-config", NULL), 200);
 	assert_non_null(strstr(out, "\"vcpu_count\":2,\"mem_size_mib\":512"));
 	api.vm = NULL;
@@ -551,8 +630,24 @@ static void config_file(void **state)
 	assert_int_equal(a.cfg.vcpus, 2);
 	assert_int_equal(a.cfg.nr_drives, 1);
 	fcapi_init(&a, "cf");
-	assert_int_equal(fcapi_apply_config_file(&a, "{\"logger\":{}}", 13, why, sizeof(why)), -EINVAL);
-	assert_non_null(strstr(why, "logger"));
+	assert_int_equal(fcapi_apply_config_file(&a, "{\"balloon\":{}}", 14, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "balloon"));
+	/* Firecracker's example configuration: null sections, a logger. */
+	fcapi_init(&a, "cf");
+	snprintf(text, sizeof(text),
+		 "{\"boot-source\":{\"kernel_image_path\":\"%s\"},\"drives\":null,\"cpu-config\":null,"
+		 "\"balloon\":null,\"logger\":{\"level\":\"Info\",\"show_level\":false},\"metrics\":null,"
+		 "\"machine-config\":{\"vcpu_count\":2.0,\"mem_size_mib\":64}}", kernel);
+	assert_int_equal(fcapi_apply_config_file(&a, text, strlen(text), why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "vcpu_count"));
+	fcapi_init(&a, "cf");
+	snprintf(text, sizeof(text),
+		 "{\"boot-source\":{\"kernel_image_path\":\"%s\"},\"drives\":null,\"cpu-config\":null,"
+		 "\"balloon\":null,\"logger\":{\"level\":\"Info\",\"show_level\":false},\"metrics\":null,"
+		 "\"machine-config\":{\"vcpu_count\":2,\"mem_size_mib\":64}}", kernel);
+	assert_int_equal(fcapi_apply_config_file(&a, text, strlen(text), why, sizeof(why)), 0);
+	assert_true(a.cfg.logger.set);
+	fcapi_close(&a);
 	fcapi_init(&a, "cf");
 	assert_int_equal(fcapi_apply_config_file(&a, "{\"machine-config\":{\"vcpu_count\":1}}", 35, why, sizeof(why)),
 			 -EINVAL);
@@ -564,6 +659,251 @@ static void config_file(void **state)
 	assert_int_equal(fcapi_apply_config_file(&a, "nope", 4, why, sizeof(why)), -EINVAL);
 }
 
+/* PUT /logger: vmm's log lines go to the file in Firecracker's shape;
+ * PUT /metrics: JSON lines, one on FlushMetrics; both once (metrics) and
+ * only before boot. */
+static void route_logger_metrics(void **state)
+{
+	char body[512], log_path[64], met_path[64], buf[4096];
+	struct fcapi a;
+	ssize_t n;
+	int fd;
+
+	(void)state;
+	fcapi_init(&a, "lm");
+	snprintf(log_path, sizeof(log_path), "/tmp/vmm-test-http-log.%d", (int)getpid());
+	snprintf(met_path, sizeof(met_path), "/tmp/vmm-test-http-met.%d", (int)getpid());
+	unlink(log_path);
+	unlink(met_path);
+	{
+		struct fcapi saved = api;
+
+		api = a;
+		expect_fault(400, "PUT", "/logger", "{\"level\":\"Loud\"}", "Invalid value for logger level");
+		expect_fault(400, "PUT", "/logger", "{\"log_path\":\"/nonexistent/dir/log\"}", "Failed to open");
+		expect_fault(400, "PUT", "/logger", "{\"show_level\":1}", "boolean");
+		snprintf(body, sizeof(body), "{\"log_path\":\"%s\",\"level\":\"Warning\",\"show_level\":true,"
+			 "\"show_log_origin\":true}", log_path);
+		assert_int_equal(req("PUT", "/logger", body), 204);
+		log_warn("a line for the logger %d", 42);
+		log_info("below the level");
+		expect_fault(400, "PUT", "/metrics", "{}", "metrics_path");
+		snprintf(body, sizeof(body), "{\"metrics_path\":\"%s\"}", met_path);
+		assert_int_equal(req("PUT", "/metrics", body), 204);
+		expect_fault(400, "PUT", "/metrics", body, "Reinitialization of metrics not allowed");
+		assert_int_equal(req("PUT", "/actions", "{\"action_type\":\"FlushMetrics\"}"), 204);
+		assert_int_equal(req("GET", "/vm/config", NULL), 200);
+		assert_non_null(strstr(out, "\"logger\":{\"log_path\":\""));
+		assert_non_null(strstr(out, "\"level\":\"Warning\",\"show_level\":true,\"show_log_origin\":true"));
+		assert_non_null(strstr(out, "\"metrics\":{\"metrics_path\":\""));
+		a = api;
+		api = saved;
+	}
+	fcapi_close(&a); /* a last metrics line, the log back to stderr */
+	log_set_level(LOG_INFO);
+	fd = open(log_path, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	/* "TIME [ID:THREAD:LEVEL:FILE:LINE] message" */
+	assert_non_null(strstr(buf, " [lm:"));
+	assert_non_null(strstr(buf, ":WARN:tests/unit/test_http.c:"));
+	assert_non_null(strstr(buf, "] a line for the logger 42\n"));
+	assert_null(strstr(buf, "below the level"));
+	fd = open(met_path, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	/* Two lines (FlushMetrics, close), each a JSON object; counters are
+	 * what happened since the line before. */
+	assert_non_null(strstr(buf, "{\"utc_timestamp_ms\":"));
+	assert_non_null(strstr(buf, "\"put_api_requests\":{\"actions_count\":0,"));
+	assert_non_null(strstr(buf, "\"logger_count\":4,\"logger_fails\":3,"));
+	assert_non_null(strstr(buf, "\"metrics_count\":3,\"metrics_fails\":2"));
+	assert_non_null(strchr(strchr(buf, '\n') + 1, '\n'));
+	assert_non_null(strstr(strchr(buf, '\n'), "\"actions_count\":1,"));
+	unlink(log_path);
+	unlink(met_path);
+}
+
+/* GET /vm/config: the configuration in --config-file's shape, which
+ * --config-file takes back. */
+static void route_get_vm_config(void **state)
+{
+	struct fcapi b;
+	char why[256];
+	char *copy;
+
+	(void)state;
+	assert_int_equal(req("GET", "/vm/config", NULL), 200);
+	assert_non_null(strstr(out, "\"boot-source\":{\"kernel_image_path\":\""));
+	assert_non_null(strstr(out, "\"drives\":[{\"drive_id\":\"rootfs\""));
+	assert_non_null(strstr(out, "\"machine-config\":{\"vcpu_count\":2,\"mem_size_mib\":512"));
+	assert_non_null(strstr(out, "\"network-interfaces\":[{\"iface_id\":\"eth0\""));
+	assert_non_null(strstr(out, "\"rx_rate_limiter\":{\"bandwidth\":{\"size\":125000,\"refill_time\":1000}}"));
+	assert_non_null(strstr(out, "\"vsock\":{\"guest_cid\":3,\"uds_path\":\"/tmp/v.sock\"}"));
+	assert_null(strstr(out, "cpu_template"));
+	/* Round trip (the TAP checks need no TAP: they parse names). */
+	copy = strdup(out);
+	assert_non_null(copy);
+	expect_fault(400, "GET", "/vm/config", "{}", "GET request cannot have a body");
+	fcapi_init(&b, "rt");
+	if (fcapi_apply_config_file(&b, copy, strlen(copy), why, sizeof(why)))
+		fail_msg("%s: %s", copy, why);
+	assert_int_equal(b.cfg.nr_drives, api.cfg.nr_drives);
+	assert_int_equal(b.cfg.nr_net, api.cfg.nr_net);
+	assert_int_equal(b.cfg.net[1].rx.bytes_per_s, 125000);
+	free(copy);
+}
+
+static void route_duplicate_mac(void **state)
+{
+	(void)state;
+	assert_int_equal(req("PUT", "/network-interfaces/eth0",
+			     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"guest_mac\":\"06:00:AC:10:00:02\"}"), 204);
+	expect_fault(400, "PUT", "/network-interfaces/eth9",
+		     "{\"iface_id\":\"eth9\",\"host_dev_name\":\"tap9\",\"guest_mac\":\"06:00:ac:10:00:02\"}",
+		     "The MAC address is already in use");
+	/* The same interface again may keep its MAC. */
+	assert_int_equal(req("PUT", "/network-interfaces/eth0",
+			     "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"guest_mac\":\"06:00:AC:10:00:02\"}"), 204);
+	assert_int_equal(req("PUT", "/vsock", "{\"guest_cid\":3,\"uds_path\":\"/tmp/v.sock\",\"vsock_id\":\"v\"}"), 204);
+	assert_true(api.deprecated);
+	assert_int_equal(req("PUT", "/vsock", "{\"guest_cid\":3,\"uds_path\":\"/tmp/v.sock\"}"), 204);
+	assert_false(api.deprecated);
+}
+
+/* PUT /snapshot/load on a fresh VMM: overrides, track_dirty_pages,
+ * clock_realtime; a deprecated mem_file_path is answered Deprecation. */
+static void route_snapshot_load_options(void **state)
+{
+	char dir[64], p[128], body[1024];
+	struct fcapi saved = api;
+	int fd;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/vmm-test-http-snap.%d", (int)getpid());
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(p, sizeof(p), "%s/state", dir);
+	fd = open(p, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/memory", dir);
+	fd = open(p, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	fcapi_init(&api, "load");
+	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":"
+		 "\"%s\"},\"network_overrides\":[{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap-a/b\"}]}", dir, p);
+	expect_fault(400, "PUT", "/snapshot/load", body, "host_dev_name");
+	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":"
+		 "\"%s\"},\"network_overrides\":[{\"iface_id\":\"eth0\"}]}", dir, p);
+	expect_fault(400, "PUT", "/snapshot/load", body, "network_overrides");
+	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":"
+		 "\"%s\"},\"vsock_override\":{\"uds_path\":\"\"}}", dir, p);
+	expect_fault(400, "PUT", "/snapshot/load", body, "vsock_override");
+	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":"
+		 "\"%s\"},\"track_dirty_pages\":true,\"resume_vm\":true,\"clock_realtime\":true,\"network_overrides\":"
+		 "[{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap7\"},{\"iface_id\":\"net2\",\"host_dev_name\":\"tap8\"}],"
+		 "\"vsock_override\":{\"uds_path\":\"/tmp/new.sock\"}}", dir, p);
+	assert_int_equal(req("PUT", "/snapshot/load", body), 0);
+	assert_int_equal(api.pending, FCAPI_LOAD);
+	assert_false(api.deprecated);
+	assert_true(api.load_resume);
+	assert_true(api.load_clock_realtime);
+	assert_true(api.cfg.track_dirty_pages);
+	assert_int_equal(api.nr_load_net, 2);
+	assert_string_equal(api.load_net[1].iface_id, "net2");
+	assert_string_equal(api.load_net[1].host_dev, "tap8");
+	assert_string_equal(api.load_vsock_uds, "/tmp/new.sock");
+	assert_int_equal(fcapi_finish(&api, NULL, out, sizeof(out), &out_len), 204);
+	/* Relative paths and the deprecated mem_file_path. */
+	fcapi_init(&api, "load");
+	{
+		char cwd[4096];
+
+		assert_non_null(getcwd(cwd, sizeof(cwd)));
+		assert_int_equal(chdir("/tmp"), 0);
+		snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\",\"mem_file_path\":\"%s/memory\"}",
+			 dir + 5, dir + 5);
+		assert_int_equal(req("PUT", "/snapshot/load", body), 0);
+		assert_int_equal(chdir(cwd), 0);
+	}
+	assert_true(api.deprecated);
+	assert_string_equal(api.load_dir, dir);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/state", dir);
+	unlink(p);
+	rmdir(dir);
+	api = saved;
+}
+
+/* PATCH /drives/{id} and /network-interfaces/{id} on a running VM: a real
+ * virtio-blk device behind a stand-in VM takes the new file (its size
+ * becomes the capacity, the config generation moves) and rate limiter. */
+static void route_patch_running(void **state)
+{
+	struct vm *vm = calloc(1, sizeof(*vm));
+	struct blk_options o = { 0 };
+	struct vqb b;
+	char body[512], big[64];
+	uint32_t gen;
+	int fd;
+
+	(void)state;
+	assert_non_null(vm);
+	assert_int_equal(vqb_init(&b, 16), 0);
+	snprintf(big, sizeof(big), "/tmp/vmm-test-http-big.%d", (int)getpid());
+	fd = open(big, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 2 << 20), 0);
+	close(fd);
+	vm->disks[0] = calloc(1, sizeof(struct virtio_blk));
+	assert_non_null(vm->disks[0]);
+	o.path = disk; /* empty */
+	snprintf(o.id, sizeof(o.id), "rootfs");
+	assert_int_equal(virtio_blk_init(vm->disks[0], &o, -1, &b.gm, 0xd0000000, 5, 0), 0);
+	vm->cfg.nr_disks = 1;
+	vm->nr_vcpus = 2;
+	api.vm = vm;
+	assert_int_equal(vm->disks[0]->capacity, 0);
+	gen = vm->disks[0]->vdev.config_gen;
+	expect_fault(400, "PATCH", "/drives/nope", "{\"drive_id\":\"nope\",\"path_on_host\":\"/x\"}", "Invalid block device ID");
+	expect_fault(400, "PATCH", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"path_on_host\":\"/nonexistent\"}",
+		     "No such file");
+	assert_int_equal(vm->disks[0]->vdev.config_gen, gen); /* refused: unchanged */
+	snprintf(body, sizeof(body), "{\"drive_id\":\"rootfs\",\"path_on_host\":\"%s\"}", big);
+	assert_int_equal(req("PATCH", "/drives/rootfs", body), 204);
+	assert_int_equal(vm->disks[0]->capacity, (2 << 20) / 512);
+	assert_int_equal(le64toh(vm->disks[0]->config.capacity), (2 << 20) / 512);
+	assert_true(vm->disks[0]->vdev.config_gen != gen);
+	assert_string_equal(api.cfg.drives[0].path, big);
+	/* The limiter alone; only the bucket given changes. */
+	assert_int_equal(req("PATCH", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"rate_limiter\":{\"ops\":{\"size\":100,"
+			     "\"refill_time\":1000}}}"), 204);
+	assert_int_equal(vm->disks[0]->rl.ops.rate, 100);
+	assert_int_equal(vm->disks[0]->rl.bytes.rate, 0);
+	assert_true(vm->disks[0]->timer_fd >= 0);
+	assert_int_equal(req("PATCH", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"rate_limiter\":{\"bandwidth\":{\"size\":1000,"
+			     "\"refill_time\":100}}}"), 204);
+	assert_int_equal(vm->disks[0]->rl.ops.rate, 100);
+	assert_int_equal(vm->disks[0]->rl.bytes.rate, 10000);
+	assert_int_equal(req("GET", "/vm/config", NULL), 200);
+	assert_non_null(strstr(out, big));
+	expect_fault(400, "PATCH", "/network-interfaces/eth0", "{\"iface_id\":\"eth0\",\"rx_rate_limiter\":{}}",
+		     "Invalid network interface ID"); /* the stand-in has no net device */
+	api.vm = NULL;
+	virtio_blk_destroy(vm->disks[0]);
+	free(vm->disks[0]);
+	free(vm);
+	vqb_destroy(&b);
+	unlink(big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -573,6 +913,7 @@ int main(void)
 		cmocka_unit_test(http_expect_continue),
 		cmocka_unit_test(http_connection_header),
 		cmocka_unit_test(http_refusals),
+		cmocka_unit_test(http_firecracker_forms),
 		cmocka_unit_test(http_size_limits),
 		cmocka_unit_test(http_writer),
 		/* In order: each builds on the configuration before it. */
@@ -584,7 +925,12 @@ int main(void)
 		cmocka_unit_test(route_vsock_net_fs),
 		cmocka_unit_test(route_preboot_state_rules),
 		cmocka_unit_test(route_vm_config),
+		cmocka_unit_test(route_duplicate_mac),
+		cmocka_unit_test(route_get_vm_config),
+		cmocka_unit_test(route_patch_running),
 		cmocka_unit_test(route_postboot_state_rules),
+		cmocka_unit_test(route_snapshot_load_options),
+		cmocka_unit_test(route_logger_metrics),
 		cmocka_unit_test(config_file),
 	};
 

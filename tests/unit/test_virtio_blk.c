@@ -480,6 +480,50 @@ static void config_space(void **state)
 	assert_int_equal(cap, CAP);
 }
 
+/* PATCH /drives (virtio_blk_update): a live driver sees the new capacity
+ * in config space, a new config generation (virtio 1.2 2.5.1) and a
+ * configuration change interrupt (4.2.2); the new file serves reads. A
+ * file that cannot be opened changes nothing. */
+static void update_backing_file(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_dev *d = &f->blk.vdev;
+	char path[64];
+	const char *why = NULL;
+	uint32_t gen, lo, hi;
+	int fd;
+
+	start(f);
+	gen = vd_rd(d, 0x0fc);
+	assert_int_equal(vd_rd(d, 0x100), CAP);
+	assert_int_not_equal(virtio_blk_update(&f->blk, "/nonexistent/disk", NULL, &why), 0);
+	assert_non_null(why);
+	assert_int_equal(vd_rd(d, 0x0fc), gen);
+	assert_int_equal(vd_rd(d, 0x100), CAP);
+	snprintf(path, sizeof(path), "/tmp/vmm-test-blk-new-XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 3 * CAP * 512), 0);
+	close(fd);
+	assert_int_equal(virtio_blk_update(&f->blk, path, NULL, &why), 0);
+	assert_int_equal(vd_wait_irq(d), VIRTIO_MMIO_INT_CONFIG);
+	assert_int_not_equal(vd_rd(d, 0x0fc), gen);
+	lo = vd_rd(d, 0x100);
+	hi = vd_rd(d, 0x104);
+	assert_int_equal(((uint64_t)hi << 32) | lo, 3 * CAP);
+	/* The limiter alone: no new file, no config change. */
+	gen = vd_rd(d, 0x0fc);
+	{
+		struct rl_limits l = { .ops_per_s = 5, .ops_burst = 5 };
+
+		assert_int_equal(virtio_blk_update(&f->blk, NULL, &l, &why), 0);
+	}
+	assert_int_equal(vd_rd(d, 0x0fc), gen);
+	assert_int_equal(f->blk.rl.ops.rate, 5);
+	assert_true(f->blk.timer_fd >= 0);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -489,6 +533,7 @@ int main(void)
 		cmocka_unit_test(disk_locks),
 		cmocka_unit_test_setup_teardown(read_write_flush, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(get_id, setup_rw, teardown),
+		cmocka_unit_test_setup_teardown(update_backing_file, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(discard_and_write_zeroes, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(read_only_refuses_writes, setup_ro, teardown),
 		cmocka_unit_test_setup_teardown(malformed_requests, setup_rw, teardown),
