@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "http.h"
 #include "log.h"
@@ -135,6 +136,10 @@ struct fcapi {
 	int deprecated;         /* the last request used a deprecated field:
 				   answer with "Deprecation: true" */
 	int log_fd, metrics_fd; /* -1: none (PUT /logger, PUT /metrics) */
+	/* How the logger's and metrics' files are opened: open(2) unless set
+	 * (the fuzzer opens one scratch file whatever path a request names,
+	 * so a fuzzed "../../etc/x" cannot append to a host file). */
+	int (*open_file)(const char *path, int flags, mode_t mode);
 	uint64_t metrics_next_ms;/* CLOCK_MONOTONIC ms of the next periodic line */
 	struct fcapi_counters n, n_last; /* n_last: as of the last line */
 	struct fcapi_dev_totals dev_last;

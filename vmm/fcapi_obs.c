@@ -26,10 +26,15 @@ static uint64_t mono_ms(void)
 	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
+static int open_file(const char *path, int flags, mode_t mode)
+{
+	return open(path, flags, mode);
+}
+
 /* A file or FIFO for log or metrics lines, as Firecracker opens them:
  * never blocking (a FIFO with no reader yet is opened read-write so the
  * open does not fail), appended to, created if missing (0600). */
-static int open_sink(const char *path, char *why, size_t n, const char *field)
+static int open_sink(const struct fcapi *a, const char *path, char *why, size_t n, const char *field)
 {
 	struct stat st;
 	int fd;
@@ -38,7 +43,8 @@ static int open_sink(const char *path, char *why, size_t n, const char *field)
 		snprintf(why, n, "'%s' must not be empty", field);
 		return -EINVAL;
 	}
-	fd = open(path, O_RDWR | O_APPEND | O_NONBLOCK | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	fd = (a->open_file ? a->open_file : open_file)(path, O_RDWR | O_APPEND | O_NONBLOCK | O_CREAT | O_CLOEXEC | O_NOCTTY,
+						       0600);
 	if (fd < 0) {
 		int e = errno;
 
@@ -87,7 +93,7 @@ int fcapi_set_logger(struct fcapi *a, const char *path, const char *level, int s
 		snprintf(why, n, "'log_path' is too long");
 		return -EINVAL;
 	}
-	if (path && (fd = open_sink(path, why, n, "log_path")) < 0)
+	if (path && (fd = open_sink(a, path, why, n, "log_path")) < 0)
 		return -EINVAL;
 	if (path) {
 		if (a->log_fd >= 0)
@@ -124,7 +130,7 @@ int fcapi_set_metrics(struct fcapi *a, const char *path, char *why, size_t n)
 		snprintf(why, n, "'metrics_path' is too long");
 		return -EINVAL;
 	}
-	fd = open_sink(path, why, n, "metrics_path");
+	fd = open_sink(a, path, why, n, "metrics_path");
 	if (fd < 0)
 		return -EINVAL;
 	a->metrics_fd = fd;
