@@ -36,9 +36,12 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
-             cli/egress_tls.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c
-# The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
-TLS_LIBS  := -lssl -lcrypto
+             cli/egress_tls.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
+             cli/image_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c
+# The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
+# speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
+# vmm links these.
+TLS_LIBS  := -lssl -lcrypto -lcurl -lz -lzstd
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
 # patched "emulating" kernel; everyone else gets the unpatched "hw" one.

@@ -726,7 +726,10 @@ static void image_usage(FILE *out)
 		"       vmm image ls [--json]\n"
 		"       vmm image inspect NAME[:VERSION]\n"
 		"       vmm image rm [-f] NAME[:VERSION]...\n"
-		"       vmm image warm NAME[:VERSION]\n\n"
+		"       vmm image warm NAME[:VERSION]\n"
+		"       vmm image pull REF [--name NAME] [--creds-file FILE] [--ca-file FILE] [--insecure]\n"
+		"       vmm image import FILE | --dir OCI_LAYOUT_DIR [--name NAME]\n"
+		"       vmm image export NAME[:VERSION] FILE\n\n"
 		"Images are ext4 root filesystems with guest-init as " IMAGE_INIT ", built\n"
 		"once into numbered, immutable versions (NAME:1, NAME:2, ... NAME:latest).\n"
 		"`vmm run --image NAME[:VERSION]` starts a sandbox on a copy-on-write copy\n"
@@ -745,6 +748,12 @@ static int image_main(int argc, char **argv)
 		return image_build_main(argc - 1, argv + 1);
 	if (!strcmp(sub, "warm"))
 		return image_warm_main(argc - 1, argv + 1);
+	if (!strcmp(sub, "pull"))
+		return image_pull_main(argc - 1, argv + 1);
+	if (!strcmp(sub, "import"))
+		return image_import_main(argc - 1, argv + 1);
+	if (!strcmp(sub, "export"))
+		return image_export_main(argc - 1, argv + 1);
 	if (!strcmp(sub, "ls")) {
 		for (i = 2; i < argc; i++) {
 			if (strcmp(argv[i], "--json")) {
@@ -780,7 +789,7 @@ static int image_main(int argc, char **argv)
 
 const struct cli_verb cli_verb_image = {
 	.name = "image",
-	.summary = "build, list, inspect, remove and warm sandbox images",
+	.summary = "build, pull, import, export, list, inspect, remove and warm sandbox images",
 	.run = image_main,
 	.usage = image_usage,
 };

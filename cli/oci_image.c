@@ -238,7 +238,7 @@ enum oci_doc oci_doc_kind(const char *json, size_t len, const char *content_type
 	return k;
 }
 
-int oci_parse_index(const char *json, size_t len, struct oci_desc *out, char *err, size_t errlen)
+int oci_parse_index(const char *json, size_t len, int layout, struct oci_desc *out, char *err, size_t errlen)
 {
 	const struct json *ms, *m;
 	struct doc d;
@@ -255,8 +255,15 @@ int oci_parse_index(const char *json, size_t len, struct oci_desc *out, char *er
 		const struct json *pl = m->type == JSON_OBJ ? json_get(m, "platform") : NULL;
 		const char *os, *arch;
 
-		if (!pl || pl->type != JSON_OBJ || json_get_str(pl, "os", &os) || json_get_str(pl, "architecture", &arch))
+		if (m->type != JSON_OBJ)
 			continue;
+		if (!pl && layout) {
+			os = "linux"; /* an image layout's index.json names images, not platforms */
+			arch = "amd64";
+		} else if (!pl || pl->type != JSON_OBJ || json_get_str(pl, "os", &os) ||
+			   json_get_str(pl, "architecture", &arch)) {
+			continue;
+		}
 		if (strcmp(os, "linux") || strcmp(arch, "amd64"))
 			continue;
 		if ((r = desc_parse(m, out, err, errlen))) {

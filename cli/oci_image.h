@@ -54,9 +54,10 @@ enum oci_doc { OCI_DOC_BAD, OCI_DOC_INDEX, OCI_DOC_MANIFEST };
  * came with when it has none). */
 enum oci_doc oci_doc_kind(const char *json, size_t len, const char *content_type);
 
-/* An index / manifest list: the linux/amd64 manifest's descriptor. 0, or
- * -EINVAL / -ENOENT with err set. */
-int oci_parse_index(const char *json, size_t len, struct oci_desc *out, char *err, size_t errlen);
+/* An index / manifest list: the linux/amd64 manifest's descriptor (with
+ * layout, an image layout's index.json, the first entry without a platform
+ * counts as one). 0, or -EINVAL / -ENOENT with err set. */
+int oci_parse_index(const char *json, size_t len, int layout, struct oci_desc *out, char *err, size_t errlen);
 
 struct oci_manifest {
 	struct oci_desc config;

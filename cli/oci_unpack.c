@@ -406,6 +406,19 @@ static int open_dir_in_root(int rootfd, const char *path)
 	return fd < 0 ? -errno : fd;
 }
 
+int oci_root_open(int rootfd, const char *path)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+	};
+	int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(rootfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	return fd < 0 ? -errno : fd;
+}
+
 int oci_root_mkdirs(int rootfd, const char *path, mode_t mode)
 {
 	char buf[4097], *slash;

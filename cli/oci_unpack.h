@@ -61,6 +61,8 @@ int oci_unpack_mem(int rootfd, const void *buf, size_t len, struct unpack_stats 
  * dangling link) is left alone. 0 or -errno. */
 int oci_root_put(int rootfd, const char *path, int srcfd, const void *data, size_t len, mode_t mode,
 		 int only_if_missing);
+/* Opens path for reading with every component resolved inside the root. */
+int oci_root_open(int rootfd, const char *path);
 /* mkdir -p inside the root (RESOLVE_IN_ROOT); the new directory's fd. */
 int oci_root_mkdirs(int rootfd, const char *path, mode_t mode);
 
