@@ -254,7 +254,7 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test
+guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test oci-image-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 	$(Q)tests/guests/state.sh $(BUILD)/vmm $(BUILD)/guests
 
@@ -275,6 +275,12 @@ fc-api-test: $(BUILD)/vmm guests
 .PHONY: egress-host-test
 egress-host-test: $(BUILD)/vmm
 	$(Q)timeout 300 python3 tests/api/egress_host.py $(BUILD)/vmm
+
+# vmm image pull/import/export against docker-registry (TLS, a test CA),
+# umoci and skopeo, checked with debugfs (no VM, no KVM).
+.PHONY: oci-image-test
+oci-image-test: $(BUILD)/vmm $(BUILD)/guest/guest-init
+	$(Q)timeout 600 tests/api/oci_images.sh $(BUILD)/vmm
 
 # The sandbox API through vmm exec/cp against the host build of guest-init.
 .PHONY: api-test
