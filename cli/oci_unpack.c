@@ -419,27 +419,82 @@ int oci_root_open(int rootfd, const char *path)
 	return fd < 0 ? -errno : fd;
 }
 
-int oci_root_mkdirs(int rootfd, const char *path, mode_t mode)
+/* dir/target with ".." popping, clamped at the root (as the kernel
+ * resolves a link under RESOLVE_IN_ROOT); an absolute target starts at
+ * the root. */
+static int link_join(const char *dir, const char *target, char *out, size_t len)
 {
-	char buf[4097], *slash;
+	char buf[8200], *save = NULL, *c;
+	size_t o = 0;
+
+	if (snprintf(buf, sizeof(buf), "%s/%s", target[0] == '/' ? "" : dir, target) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	out[0] = '\0';
+	for (c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		size_t n = strlen(c);
+
+		if (!strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			while (o && out[o - 1] != '/')
+				o--;
+			if (o)
+				o--;
+			out[o] = '\0';
+			continue;
+		}
+		if (o + n + 2 > len)
+			return -ENAMETOOLONG;
+		if (o)
+			out[o++] = '/';
+		memcpy(out + o, c, n + 1);
+		o += n;
+	}
+	return 0;
+}
+
+static int mkdirs(int rootfd, const char *path, mode_t mode, unsigned depth)
+{
+	char buf[4097], *slash, tgt[4097], next[4097];
+	const char *base;
 	int fd, pfd;
+	ssize_t n;
 
 	fd = open_dir_in_root(rootfd, path);
 	if (fd != -ENOENT)
 		return fd;
+	if (depth > 40)
+		return -ELOOP;
 	snprintf(buf, sizeof(buf), "%s", path);
 	slash = strrchr(buf, '/');
 	if (slash)
 		*slash = '\0';
-	pfd = slash ? oci_root_mkdirs(rootfd, buf, mode) : open_dir_in_root(rootfd, "");
+	base = slash ? slash + 1 : buf;
+	pfd = slash ? mkdirs(rootfd, buf, mode, depth + 1) : open_dir_in_root(rootfd, "");
 	if (pfd < 0)
 		return pfd;
-	if (mkdirat(pfd, slash ? slash + 1 : buf, mode) < 0 && errno != EEXIST) {
+	if (mkdirat(pfd, base, mode) < 0 && errno != EEXIST) {
 		close(pfd);
 		return -errno;
 	}
+	/* A dangling link in the image: make its target, inside the root. */
+	n = readlinkat(pfd, base, tgt, sizeof(tgt) - 1);
 	close(pfd);
+	if (n > 0) {
+		tgt[n] = '\0';
+		if (link_join(slash ? buf : "", tgt, next, sizeof(next)) == 0 && next[0]) {
+			fd = mkdirs(rootfd, next, mode, depth + 1);
+			if (fd < 0)
+				return fd;
+			close(fd);
+		}
+	}
 	return open_dir_in_root(rootfd, path);
+}
+
+int oci_root_mkdirs(int rootfd, const char *path, mode_t mode)
+{
+	return mkdirs(rootfd, path, mode, 0);
 }
 
 /* "./a//b/" -> "a/b"; -EXDEV if a component is "..". */

@@ -187,5 +187,11 @@ out=$("$VMM" image import -q --name reimp exp.tar 2>/dev/null)
 check "export + import: same tree" bash -c "diff <(img_tree reimp:1 | sed s/^104755/100755/) <(sed s/^104755/100755/ want.txt)"
 check "export + import: defaults kept" bash -c "grep -q FOO=bar $VMM_IMAGE_DIR/reimp/1/config.json && grep -q '\"mem_mib\":256' $VMM_IMAGE_DIR/reimp/1/image.json"
 
+# ---- a tarball whose /sbin and /etc are links to host directories ----
+mkdir -p hostdir evil && ln -s "$T/hostdir" evil/sbin && ln -s "$T/hostdir" evil/etc
+tar -C evil -cf evil.tar . && "$VMM" image build evil --from-tar evil.tar -q > /dev/null 2> evil.err
+check "guest-init goes inside the tree, not through its links" bash -c \
+	"[ ! -e hostdir/vmm-init ] && [ ! -e hostdir/hostname ] && debugfs -R 'stat $T/hostdir/vmm-init' $VMM_IMAGE_DIR/evil/1/rootfs.ext4 2>/dev/null | grep -q 'Type: regular'"
+
 echo "oci_images: $pass passed, $fail failed"
 [ "$fail" = 0 ]
