@@ -60,6 +60,10 @@ static int repo_ok(const char *s)
 			return 0;
 		if ((c == '.' || c == '_' || c == '-') && (i == 0 || s[i - 1] == '/' || i + 1 == n || s[i + 1] == '/'))
 			return 0;
+		/* one separator: ".", "_", "__" or "-"s (so never "..") */
+		if (i + 1 < n && ((c == '.' && strchr("._-", s[i + 1])) || (strchr("_-", c) && s[i + 1] == '.') ||
+				  (c == '_' && s[i + 1] == '_' && i + 2 < n && s[i + 2] == '_')))
+			return 0;
 	}
 	return 1;
 }
@@ -566,8 +570,10 @@ void oci_plan_exec(const struct oci_defaults *d, const char *const *user_env, co
 		   const char *const *user_argv, struct oci_exec_plan *p)
 {
 	unsigned i, j;
+	void *keep = p->defaults;
 
 	memset(p, 0, sizeof(*p));
+	p->defaults = keep;
 	for (i = 0; d && i < d->nenv; i++) {
 		size_t n = strcspn(d->env[i], "=");
 		int overridden = 0;

@@ -111,6 +111,7 @@ struct oci_exec_plan {
 	const char *user;
 	const char *argv[2 * OCI_MAX_ARGS + 1];
 	unsigned argc;
+	void *defaults; /* the caller's: what the pointers point into, to free */
 };
 void oci_plan_exec(const struct oci_defaults *d, const char *const *user_env, const char *user_cwd,
 		   const char *const *user_argv, struct oci_exec_plan *p);

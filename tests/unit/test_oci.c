@@ -75,6 +75,7 @@ static void test_refs(void **state)
 	assert_int_not_equal(oci_parse_ref("http://busybox", &r), 0);   /* http:// wants a registry */
 	assert_int_not_equal(oci_parse_ref("Upper/Case", &r), 0);
 	assert_int_not_equal(oci_parse_ref("a/../b", &r), 0);
+	assert_int_not_equal(oci_parse_ref("reg.io/a..b/c", &r), 0); /* found by fuzz_oci */
 	assert_int_not_equal(oci_parse_ref("x@sha256:12", &r), 0);
 	assert_int_not_equal(oci_parse_ref("x:bad tag", &r), 0);
 	assert_int_equal(oci_digest_ok(D1), 1);
