@@ -39,9 +39,12 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
-             cli/egress_tls.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c cli/disklock.c
-# The egress proxy speaks TLS to upstreams (cli/egress.c): only vmm links it.
-TLS_LIBS  := -lssl -lcrypto
+             cli/egress_tls.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
+             cli/image_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/disklock.c
+# The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
+# speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
+# vmm links these.
+TLS_LIBS  := -lssl -lcrypto -lcurl -lz -lzstd
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
 # patched "emulating" kernel; everyone else gets the unpatched "hw" one.
@@ -210,7 +213,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_http test_seccomp \
-              test_jail test_api_v2
+              test_jail test_api_v2 test_oci
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -235,6 +238,8 @@ test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c devices/fuse_priv.c vm
 test_egress_SRCS  := cli/egress_http.c guest-init/json.c
 test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c cli/egress_tls.c vmm/log.c guest-init/json.c
 test_egress_tls_LIBS := $(TLS_LIBS)
+test_oci_SRCS     := cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c guest-init/json.c
+test_oci_LIBS     := $(TLS_LIBS)
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
@@ -254,7 +259,7 @@ deps:
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
 
-guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test cli-test
+guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test cli-test oci-image-test
 	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 	$(Q)tests/guests/state.sh $(BUILD)/vmm $(BUILD)/guests
 
@@ -285,6 +290,12 @@ fc-schema-test: $(BUILD)/vmm
 egress-host-test: $(BUILD)/vmm
 	$(Q)timeout 300 python3 tests/api/egress_host.py $(BUILD)/vmm
 
+# vmm image pull/import/export against docker-registry (TLS, a test CA),
+# umoci and skopeo, checked with debugfs (no VM, no KVM).
+.PHONY: oci-image-test
+oci-image-test: $(BUILD)/vmm $(BUILD)/guest/guest-init
+	$(Q)timeout 600 tests/api/oci_images.sh $(BUILD)/vmm
+
 # The sandbox API through vmm exec/cp against the host build of guest-init.
 .PHONY: api-test
 api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
@@ -309,7 +320,7 @@ asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
-                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http
+                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
@@ -325,11 +336,14 @@ fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ra
                          devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
 fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c guest-init/json.c
+fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c \
+                         guest-init/json.c
+fuzz_oci_LIBS         := $(TLS_LIBS)
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ-CC $@")
-	$(Q)$(FUZZ_CC) -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -o $@ $^
+	$(Q)$(FUZZ_CC) -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -o $@ $^ $($*_LIBS)
 fuzz: $(patsubst %,$(BUILD)/fuzz/%,$(FUZZ_TARGETS))
 	$(Q)for t in $(FUZZ_TARGETS); do \
 		mkdir -p $(BUILD)/fuzz/corpus-$$t && \

@@ -19,6 +19,9 @@ pkgs=(
 	python3-requests  # tests: egress HTTPS with a real client (egress_host.py)
 	iproute2          # tests: network namespaces and TAPs (ip)
 	debootstrap       # vmm image build --debian
+	libcurl4-openssl-dev # vmm image pull: the OCI registry API over HTTPS
+	zlib1g-dev libzstd-dev # vmm image pull/import: gzip and zstd layers
+	docker-registry skopeo umoci # tests: a registry, image archives, images to push
 )
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against

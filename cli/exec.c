@@ -3,6 +3,8 @@
 #include "api_client.h"
 #include "cli.h"
 #include "sandbox.h"
+#include "image.h"
+#include "oci_image.h"
 #include "../guest-init/proto.h"
 
 #include <getopt.h>
@@ -34,7 +36,32 @@ static void exec_usage(FILE *out)
 		"                       own, $VMM_TOKEN for a socket path)\n");
 }
 
-static int exec_main(int argc, char **argv)
+/* A sandbox started from an image with defaults (a pulled or imported
+ * one): its Env under ours, its WorkingDir unless -w (docs/images.md). */
+static void image_exec_defaults(const char *name, struct exec_opts *o, struct oci_exec_plan *plan)
+{
+	struct sandbox_status st;
+	struct image_info im;
+	struct oci_defaults *d;
+	char iname[IMAGE_NAME_MAX + 1];
+	unsigned version;
+
+	if (!sandbox_name_ok(name) || sandbox_status(name, &st) || !st.image[0] ||
+	    image_parse_ref(st.image, iname, &version) || !version || image_load(iname, version, &im))
+		return;
+	if (!(d = calloc(1, sizeof(*d))))
+		return;
+	if (image_defaults(&im, d) == 0) {
+		oci_plan_exec(d, o->env, o->cwd, o->argv, plan);
+		o->env = plan->nenv ? plan->env : NULL;
+		o->cwd = plan->cwd;
+		plan->defaults = d; /* the plan points into d */
+		return;
+	}
+	free(d);
+}
+
+static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 {
 	static const struct option opts[] = {
 		{ "tty", no_argument, NULL, 't' },
@@ -127,6 +154,7 @@ static int exec_main(int argc, char **argv)
 	env[nenv] = NULL;
 	o.env = nenv ? env : NULL;
 	o.argv = (const char *const *)&argv[optind + 2];
+	image_exec_defaults(argv[optind], &o, plan);
 	if ((o.tag || o.ring_bytes || interactive) && !o.detach) {
 		fprintf(stderr, "vmm exec: --tag, --ring and -i go with -d\n");
 		return CLI_EXIT_USAGE;
@@ -138,6 +166,19 @@ static int exec_main(int argc, char **argv)
 	}
 	r = api_exec(&a, &o);
 	return r < 0 ? CLI_EXIT_ERROR : r;
+}
+
+static int exec_main(int argc, char **argv)
+{
+	struct oci_exec_plan *plan = calloc(1, sizeof(*plan));
+	int r;
+
+	if (!plan)
+		return CLI_EXIT_ERROR;
+	r = exec_run(argc, argv, plan);
+	free(plan->defaults);
+	free(plan);
+	return r;
 }
 
 const struct cli_verb cli_verb_exec = {

@@ -4,6 +4,7 @@
 #include "image.h"
 #include "cli.h"
 #include "sandbox.h"
+#include "oci_image.h"
 #include "../guest-init/json.h"
 #include "../vmm/log.h"
 #include "../vmm/snapfmt.h"
@@ -438,9 +439,29 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 		warm = 0;
 	if (warm && image_warm_dir(&im, kernel, wdir, sizeof(wdir)))
 		warm = 0;
-	v = calloc((size_t)argc + 16, sizeof(*v));
-	if (!v)
+	/* The image config's defaults (pulled and imported images): Env and
+	 * WorkingDir for the command, Entrypoint + Cmd when none is given. */
+	struct oci_defaults *d = calloc(1, sizeof(*d));
+	struct oci_exec_plan *plan = calloc(1, sizeof(*plan));
+	int detach = 0, have_cmd = dashdash < argc - 1;
+
+	if (!d || !plan) {
+		free(d);
+		free(plan);
 		return -ENOMEM;
+	}
+	for (i = 1; i < dashdash; i++)
+		detach |= !strcmp(argv[i], "-d") || !strcmp(argv[i], "--detach");
+	if (image_defaults(&im, d) == 0)
+		oci_plan_exec(d, NULL, NULL, have_cmd ? (const char *const *)&argv[dashdash + 1] : NULL, plan);
+	else
+		oci_plan_exec(NULL, NULL, NULL, NULL, plan);
+	v = calloc((size_t)argc + 24 + 2 * plan->nenv + plan->argc, sizeof(*v));
+	if (!v) {
+		free(d);
+		free(plan);
+		return -ENOMEM;
+	}
 	v[k++] = warm ? "restore" : "run";
 	if (warm) {
 		v[k++] = strdup(wdir);
@@ -461,6 +482,14 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 	}
 	v[k++] = "--image-ref";
 	v[k++] = strdup(refbuf);
+	for (unsigned e = 0; e < plan->nenv; e++) {
+		v[k++] = "--image-env";
+		v[k++] = strdup(plan->env[e]);
+	}
+	if (plan->cwd) {
+		v[k++] = "--image-cwd";
+		v[k++] = strdup(plan->cwd);
+	}
 	for (i = 1; i < argc; i++) {
 		if (i < dashdash && opt_is(argv[i], "--image", &inl)) {
 			i += !inl;
@@ -468,7 +497,16 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 		}
 		v[k++] = argv[i];
 	}
+	/* No command: the image's own (not with -d: nothing would wait for it). */
+	if (!have_cmd && !detach && plan->argc) {
+		if (dashdash == argc)
+			v[k++] = "--";
+		for (unsigned a = 0; a < plan->argc; a++)
+			v[k++] = strdup(plan->argv[a]);
+	}
 	v[k] = NULL;
+	free(d);
+	free(plan);
 	*out = v;
 	*out_argc = k;
 	*restore = warm;
@@ -726,7 +764,10 @@ static void image_usage(FILE *out)
 		"       vmm image ls [--json]\n"
 		"       vmm image inspect NAME[:VERSION]\n"
 		"       vmm image rm [-f] NAME[:VERSION]...\n"
-		"       vmm image warm NAME[:VERSION]\n\n"
+		"       vmm image warm NAME[:VERSION]\n"
+		"       vmm image pull REF [--name NAME] [--creds-file FILE] [--ca-file FILE] [--insecure]\n"
+		"       vmm image import FILE | --dir OCI_LAYOUT_DIR [--name NAME]\n"
+		"       vmm image export NAME[:VERSION] FILE\n\n"
 		"Images are ext4 root filesystems with guest-init as " IMAGE_INIT ", built\n"
 		"once into numbered, immutable versions (NAME:1, NAME:2, ... NAME:latest).\n"
 		"`vmm run --image NAME[:VERSION]` starts a sandbox on a copy-on-write copy\n"
@@ -745,6 +786,12 @@ static int image_main(int argc, char **argv)
 		return image_build_main(argc - 1, argv + 1);
 	if (!strcmp(sub, "warm"))
 		return image_warm_main(argc - 1, argv + 1);
+	if (!strcmp(sub, "pull"))
+		return image_pull_main(argc - 1, argv + 1);
+	if (!strcmp(sub, "import"))
+		return image_import_main(argc - 1, argv + 1);
+	if (!strcmp(sub, "export"))
+		return image_export_main(argc - 1, argv + 1);
 	if (!strcmp(sub, "ls")) {
 		for (i = 2; i < argc; i++) {
 			if (strcmp(argv[i], "--json")) {
@@ -780,7 +827,7 @@ static int image_main(int argc, char **argv)
 
 const struct cli_verb cli_verb_image = {
 	.name = "image",
-	.summary = "build, list, inspect, remove and warm sandbox images",
+	.summary = "build, pull, import, export, list, inspect, remove and warm sandbox images",
 	.run = image_main,
 	.usage = image_usage,
 };

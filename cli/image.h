@@ -75,4 +75,23 @@ int image_in_use(const char *name, unsigned version);
 int image_build_main(int argc, char **argv);
 int image_warm_main(int argc, char **argv);
 
+/* A new version whose tree someone else fills (pull, import): begin makes
+ * NAME:N (BUILDING) with an empty staging tree; finish installs guest-init,
+ * makes rootfs.ext4 and records BUILT, or FAILED with `error` when it is not
+ * NULL (or when a step fails), removing the tree either way, and frees j. */
+struct image_job;
+int image_job_begin(struct image_job **j, const char *name, const char *source, unsigned steps, int quiet);
+struct image_info *image_job_info(struct image_job *j);
+const char *image_job_stage(struct image_job *j);
+void image_job_step(struct image_job *j, const char *what);
+int image_job_finish(struct image_job *j, const char *error);
+
+/* image_oci.c: pull, import, export (docs/images.md) */
+int image_pull_main(int argc, char **argv);
+int image_import_main(int argc, char **argv);
+int image_export_main(int argc, char **argv);
+/* config.json of a version (the image config's defaults), if it has one. */
+struct oci_defaults;
+int image_defaults(const struct image_info *im, struct oci_defaults *d);
+
 #endif

@@ -10,6 +10,7 @@
 #include "image.h"
 #include "cli.h"
 #include "sandbox.h"
+#include "oci_unpack.h"
 #include "../vmm/log.h"
 
 #include <errno.h>
@@ -260,9 +261,8 @@ static int install(struct build *b, const char *guest_init)
 {
 	static const char *const dirs[] = { "bin", "sbin", "dev", "proc", "sys", "tmp", "run", "root", "etc", "mnt" };
 	char p[PATH_MAX + 64];
-	const char *cp[] = { "cp", "--", guest_init, p, NULL };
 	unsigned i;
-	int fd;
+	int rootfd, srcfd, r;
 
 	step(b, "installing guest-init as " IMAGE_INIT);
 	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
@@ -274,16 +274,21 @@ static int install(struct build *b, const char *guest_init)
 		if (mkdir(p, !strcmp(dirs[i], "tmp") ? 01777 : 0755) < 0)
 			return fail(b, "mkdir %s: %s", p, strerror(errno));
 	}
-	snprintf(p, sizeof(p), "%s%s", b->stage, IMAGE_INIT);
-	unlink(p);
-	if (tool(b, cp) || chmod(p, 0755) < 0)
-		return fail(b, "installing guest-init (%s) failed", guest_init);
-	snprintf(p, sizeof(p), "%s/etc/hostname", b->stage);
-	if (access(p, F_OK) < 0 && (fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) >= 0) {
-		if (write(fd, "sandbox\n", 8) != 8)
-			log_warn("writing %s failed", p);
-		close(fd);
+	/* Inside the tree, never through its links: a pulled or unpacked
+	 * image may have /sbin or /etc as a link to anywhere. */
+	if ((rootfd = open(b->stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return fail(b, "%s: %s", b->stage, strerror(errno));
+	if ((srcfd = open(guest_init, O_RDONLY | O_CLOEXEC)) < 0 ||
+	    (r = oci_root_put(rootfd, IMAGE_INIT, srcfd, NULL, 0, 0755, 0))) {
+		if (srcfd >= 0)
+			close(srcfd);
+		close(rootfd);
+		return fail(b, "installing guest-init (%s) failed: %s", guest_init, srcfd < 0 ? strerror(errno) : strerror(-r));
 	}
+	close(srcfd);
+	if (oci_root_put(rootfd, "etc/hostname", -1, "sandbox\n", 8, 0644, 1))
+		log_warn("writing /etc/hostname in the image failed");
+	close(rootfd);
 	for (i = 0; i < b->nr_files; i++) {
 		const char *spec = b->files[i], *colon = strrchr(spec, ':');
 		char src[PATH_MAX], dst[PATH_MAX + 64], parent[PATH_MAX + 64];
@@ -589,6 +594,142 @@ int image_build_main(int argc, char **argv)
 		fprintf(stderr, "built %s:%u (%llu MiB) in %.1f s\n", b.im.name, b.im.version,
 			(unsigned long long)(b.im.size >> 20), now_s() - b.t0);
 	printf("%s:%u\n", b.im.name, b.im.version);
+	return 0;
+}
+
+/* ---- versions filled by someone else (pull, import: image_oci.c) ------- */
+
+struct image_job {
+	struct build b;
+	char guest_init[PATH_MAX + 32];
+};
+
+int image_job_begin(struct image_job **out, const char *name, const char *source, unsigned steps, int quiet)
+{
+	struct image_job *j = calloc(1, sizeof(*j));
+	char store[PATH_MAX], dir[PATH_MAX + 64], exe[PATH_MAX];
+	unsigned *v, next;
+	int n;
+
+	*out = NULL;
+	if (!j)
+		return -ENOMEM;
+	j->b.logfd = -1;
+	j->b.quiet = quiet;
+	snprintf(j->b.im.name, sizeof(j->b.im.name), "%s", name);
+	snprintf(j->b.im.source, sizeof(j->b.im.source), "%s", source);
+	if (cli_exe_dir(exe, sizeof(exe)) ||
+	    snprintf(j->guest_init, sizeof(j->guest_init), "%s/guest/guest-init", exe) >= (int)sizeof(j->guest_init) ||
+	    access(j->guest_init, R_OK)) {
+		log_err("guest-init not found next to vmm (%s): run make", j->guest_init);
+		free(j);
+		return -ENOENT;
+	}
+	if (image_store(store, sizeof(store)) || (n = image_versions(name, &v)) < 0) {
+		free(j);
+		return -EIO;
+	}
+	next = n > 0 ? v[n - 1] + 1 : 1;
+	free(v);
+	snprintf(dir, sizeof(dir), "%s/%s", store, name);
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		log_err("%s: %s", dir, strerror(errno));
+		free(j);
+		return -EIO;
+	}
+	/* The next number; mkdir is the lock (two builds never share one). */
+	for (;; next++) {
+		snprintf(dir, sizeof(dir), "%s/%s/%u", store, name, next);
+		if (strlen(dir) >= sizeof(j->b.im.dir) - 16) {
+			free(j);
+			return -ENAMETOOLONG;
+		}
+		if (mkdir(dir, 0755) == 0)
+			break;
+		if (errno != EEXIST) {
+			log_err("%s: %s", dir, strerror(errno));
+			free(j);
+			return -EIO;
+		}
+	}
+	j->b.im.version = next;
+	j->b.im.status = IMG_BUILDING;
+	j->b.im.created = (long long)time(NULL);
+	snprintf(j->b.im.dir, sizeof(j->b.im.dir), "%.4000s", dir);
+	snprintf(j->b.im.rootfs, sizeof(j->b.im.rootfs), "%.4000s/rootfs.ext4", dir);
+	snprintf(j->b.stage, sizeof(j->b.stage), "%.4000s/stage", dir);
+	snprintf(j->b.log, sizeof(j->b.log), "%.4000s/build.log", dir);
+	if (image_save(&j->b.im) || mkdir(j->b.stage, 0755) < 0) {
+		log_err("%s: cannot start the version", dir);
+		free(j);
+		return -EIO;
+	}
+	j->b.logfd = open(j->b.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	j->b.t0 = now_s();
+	j->b.steps = steps + 3;
+	if (!quiet)
+		fprintf(stderr, "making %s:%u from %s\n", name, next, source);
+	*out = j;
+	return 0;
+}
+
+struct image_info *image_job_info(struct image_job *j)
+{
+	return &j->b.im;
+}
+
+const char *image_job_stage(struct image_job *j)
+{
+	return j->b.stage;
+}
+
+void image_job_step(struct image_job *j, const char *what)
+{
+	step(&j->b, what);
+}
+
+int image_job_finish(struct image_job *j, const char *error)
+{
+	struct build *b = &j->b;
+	int r = 0;
+
+	if (error) {
+		snprintf(b->im.error, sizeof(b->im.error), "%s", error);
+		r = -1;
+	}
+	if (!r)
+		r = install(b, j->guest_init);
+	if (!r)
+		r = make_ext4(b);
+	{
+		step(b, r ? "cleaning up" : "cleaning up the staging tree");
+		if (cli_rm_tree(b->stage) && !r)
+			log_warn("could not remove %s", b->stage);
+	}
+	if (b->logfd >= 0)
+		close(b->logfd);
+	if (r) {
+		unlink(b->im.rootfs);
+		b->im.status = IMG_FAILED;
+		b->im.size = 0;
+		image_save(&b->im);
+		fprintf(stderr, "vmm image: %s:%u FAILED: %s\n", b->im.name, b->im.version, b->im.error);
+		free(j);
+		return -EIO;
+	}
+	b->im.status = IMG_BUILT;
+	if (image_save(&b->im)) {
+		unlink(b->im.rootfs);
+		fprintf(stderr, "vmm image: recording %s:%u failed\n", b->im.name, b->im.version);
+		free(j);
+		return -EIO;
+	}
+	image_update_latest(b->im.name);
+	if (!b->quiet)
+		fprintf(stderr, "made %s:%u (%llu MiB) in %.1f s\n", b->im.name, b->im.version,
+			(unsigned long long)(b->im.size >> 20), now_s() - b->t0);
+	printf("%s:%u\n", b->im.name, b->im.version);
+	free(j);
 	return 0;
 }
 

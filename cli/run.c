@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "api_client.h"
 #include "image.h"
+#include "oci_image.h"
 #include "../guest-init/api.h"
 #include "cli.h"
 #include "sandbox.h"
@@ -127,7 +128,7 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
-       OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE,
+       OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE, OPT_IMAGE_ENV, OPT_IMAGE_CWD,
        /* Firecracker's command line (vmm serve): */
        OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
        OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
@@ -174,6 +175,8 @@ static const struct option run_opts[] = {
 	/* vmm run --image, rewritten by image_run_args(): */
 	{ "image-root", required_argument, NULL, OPT_IMAGE_ROOT },
 	{ "image-ref", required_argument, NULL, OPT_IMAGE_REF },
+	{ "image-env", required_argument, NULL, OPT_IMAGE_ENV }, /* the image config's Env, WorkingDir */
+	{ "image-cwd", required_argument, NULL, OPT_IMAGE_CWD },
 	{ "api-sock", required_argument, NULL, OPT_API_SOCK },   /* vmm serve */
 	{ "config-file", required_argument, NULL, OPT_CONFIG_FILE },
 	{ "id", required_argument, NULL, OPT_NAME },
@@ -1089,6 +1092,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	struct vm *vm = NULL;
 	char dir[PATH_MAX];
 	struct exec_opts cmd = { .stdin_pass = 1 };
+	const char *image_env[OCI_MAX_ENV + 1] = { NULL };
+	unsigned nr_image_env = 0;
 	const char *token = NULL;
 	unsigned long ready_s = 300;
 	int console_explicit = 0, level_set = 0, vsock_given = 0, have_snap = 0;
@@ -1330,6 +1335,17 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			break;
 		case OPT_IMAGE_REF:
 			image_ref = optarg;
+			break;
+		case OPT_IMAGE_ENV:
+			if (nr_image_env == sizeof(image_env) / sizeof(image_env[0]) - 1) {
+				status = bad_usage("%s", "--image-env: too many");
+				goto out_disks;
+			}
+			image_env[nr_image_env++] = optarg;
+			cmd.env = image_env;
+			break;
+		case OPT_IMAGE_CWD:
+			cmd.cwd = optarg;
 			break;
 		case OPT_JAIL:
 			jail.enabled = 1;

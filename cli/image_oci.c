@@ -1,0 +1,873 @@
+/* vmm image pull, import and export (docs/images.md): container images
+ * from a registry (registry.c), a `docker save` tarball, an OCI archive or
+ * image layout become image versions (their layers unpacked by
+ * oci_unpack.c onto the version's staging tree, then ext4 as any build);
+ * export writes a version back as an OCI archive. */
+#define _GNU_SOURCE
+#include "image.h"
+#include "cli.h"
+#include "oci_image.h"
+#include "oci_unpack.h"
+#include "registry.h"
+#include "../guest-init/json.h"
+#include "../vmm/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CONFIG_MAX (4u << 20)
+
+/* What to make a version from: the config and the layers, each in the blob
+ * cache (dirfd < 0) or at a path inside dirfd (an archive or layout). */
+struct plan {
+	char *config;
+	size_t config_len;
+	unsigned nlayers;
+	struct {
+		char digest[OCI_DIGEST_MAX]; /* "" when unknown (docker save's layer.tar) */
+		char path[512];
+		int64_t size;
+	} layers[OCI_MAX_LAYERS];
+	int dirfd;
+	char cache[4096];
+	char source[512];
+};
+
+/* Reads all of fd (at most max bytes) into malloc'd *out (NUL-terminated). */
+static int read_fd(int fd, size_t max, char **out, size_t *len)
+{
+	char *b = malloc(max + 1);
+	size_t got = 0;
+	ssize_t n;
+
+	*out = NULL;
+	if (!b)
+		return -ENOMEM;
+	while (got < max && (n = read(fd, b + got, max - got)) > 0)
+		got += (size_t)n;
+	if (got == max && read(fd, &n, 1) > 0) {
+		free(b);
+		return -EFBIG;
+	}
+	b[got] = '\0';
+	*out = b;
+	*len = got;
+	return 0;
+}
+
+static int write_file_at(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX + 64], tmp[PATH_MAX + 80];
+	size_t n = strlen(text);
+	int fd, r = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+		return -errno;
+	if (write(fd, text, n) != (ssize_t)n || fsync(fd) < 0)
+		r = -EIO;
+	close(fd);
+	if (!r && rename(tmp, path) < 0)
+		r = -errno;
+	if (r)
+		unlink(tmp);
+	return r;
+}
+
+static int make_image(struct plan *p, const char *name, int quiet)
+{
+	static char diff[OCI_MAX_LAYERS][OCI_DIGEST_MAX];
+	struct oci_defaults *d = calloc(1, sizeof(*d));
+	char err[600], msg[800], *dj = NULL;
+	struct image_job *j = NULL;
+	struct image_info *im;
+	unsigned ndiff = 0, i;
+	int stagefd = -1, r;
+
+	if (!d || !(dj = malloc(65536))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if ((r = oci_parse_config(p->config, p->config_len, d, diff, OCI_MAX_LAYERS, &ndiff, err, sizeof(err)))) {
+		fprintf(stderr, "vmm image: %s: image config: %s\n", p->source, err);
+		goto out;
+	}
+	if (ndiff != p->nlayers) {
+		fprintf(stderr, "vmm image: %s: the config lists %u layers, the manifest %u\n", p->source, ndiff,
+			p->nlayers);
+		r = -EINVAL;
+		goto out;
+	}
+	if ((r = oci_defaults_json(d, dj, 65536))) {
+		fprintf(stderr, "vmm image: %s: image config too large\n", p->source);
+		goto out;
+	}
+	if ((r = image_job_begin(&j, name, p->source, p->nlayers, quiet)))
+		goto out;
+	im = image_job_info(j);
+	im->mem_mib = d->mem_mib;
+	im->cpus = d->cpus;
+	stagefd = open(image_job_stage(j), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (stagefd < 0) {
+		snprintf(msg, sizeof(msg), "%s: %s", image_job_stage(j), strerror(errno));
+		goto fail;
+	}
+	for (i = 0; i < p->nlayers; i++) {
+		char what[160], path[4200];
+		struct unpack_stats st;
+		int fd;
+
+		snprintf(what, sizeof(what), "layer %u/%u %.19s (%.1f MiB)", i + 1, p->nlayers,
+			 p->layers[i].digest[0] ? p->layers[i].digest : diff[i], (double)p->layers[i].size / (1 << 20));
+		image_job_step(j, what);
+		if (p->dirfd >= 0) {
+			fd = oci_root_open(p->dirfd, p->layers[i].path);
+		} else {
+			oci_blob_path(p->cache, p->layers[i].digest, path, sizeof(path));
+			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			fd = fd < 0 ? -errno : fd;
+		}
+		if (fd < 0) {
+			snprintf(msg, sizeof(msg), "layer %u/%u %.19s: %s", i + 1, p->nlayers, p->layers[i].digest,
+				 strerror(-fd));
+			goto fail;
+		}
+		r = oci_unpack_fd(stagefd, fd, p->layers[i].digest[0] ? p->layers[i].digest : NULL, diff[i], &st, err,
+				  sizeof(err));
+		close(fd);
+		if (r) {
+			snprintf(msg, sizeof(msg), "layer %u/%u %.19s: %s", i + 1, p->nlayers,
+				 p->layers[i].digest[0] ? p->layers[i].digest : diff[i], err);
+			goto fail;
+		}
+		if (st.devices && !quiet)
+			fprintf(stderr, "  note: skipped %u device node%s (%s%s): the sandbox's /dev is devtmpfs\n",
+				st.devices, st.devices > 1 ? "s" : "", st.first_device, st.devices > 1 ? ", ..." : "");
+		if (st.chown_skipped && !quiet && geteuid() != 0)
+			fprintf(stderr, "  note: not root: the files' owners are not kept\n");
+	}
+	close(stagefd);
+	stagefd = -1;
+	if ((r = write_file_at(im->dir, "config.json", dj)) ||
+	    (r = write_file_at(im->dir, "oci-config.json", p->config))) {
+		snprintf(msg, sizeof(msg), "writing config.json: %s", strerror(-r));
+		goto fail;
+	}
+	r = image_job_finish(j, NULL);
+	j = NULL;
+	goto out;
+fail:
+	if (stagefd >= 0)
+		close(stagefd);
+	stagefd = -1;
+	r = image_job_finish(j, msg);
+	j = NULL;
+	r = -EIO;
+out:
+	if (stagefd >= 0)
+		close(stagefd);
+	free(d);
+	free(dj);
+	return r;
+}
+
+static void default_name(const char *from, char *name)
+{
+	const char *b = strrchr(from, '/') ? strrchr(from, '/') + 1 : from;
+	size_t i, n = 0;
+
+	for (i = 0; b[i] && b[i] != ':' && b[i] != '@' && n < IMAGE_NAME_MAX; i++) {
+		char c = b[i];
+
+		if (c >= 'A' && c <= 'Z')
+			c = (char)(c - 'A' + 'a');
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+			c = '-';
+		if (n == 0 && (c == '.' || c == '-'))
+			continue;
+		name[n++] = c;
+	}
+	name[n] = '\0';
+	if (!image_name_ok(name))
+		snprintf(name, IMAGE_NAME_MAX + 1, "imported");
+}
+
+/* ---- vmm image pull ------------------------------------------------------------ */
+
+static void pull_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: vmm image pull REF [--name NAME] [--creds-file FILE] [--ca-file FILE]\n"
+		"                      [--insecure] [-q]\n\n"
+		"Pulls a container image (linux/amd64) from an OCI registry into a new\n"
+		"version of image NAME (default: the repository's last part). REF is\n"
+		"[REGISTRY/]REPOSITORY[:TAG][@DIGEST]; no registry means docker.io.\n"
+		"Blobs are checked against their digests and kept in ~/.cache/vmm/blobs\n"
+		"($VMM_CACHE/blobs). The image's Env, WorkingDir, Entrypoint/Cmd and labels\n"
+		"vmm.mem/vmm.cpus become the defaults of its sandboxes.\n"
+		"  --creds-file FILE    credentials: a docker config.json, or USER:PASSWORD\n"
+		"                       (default: ~/.docker/config.json)\n"
+		"  --ca-file FILE       trust the registry's CA (default: the system's)\n"
+		"  --insecure           allow plain HTTP: only with an http://HOST/... REF\n");
+}
+
+static int fetch_doc(struct registry *reg, const char *cache, const struct oci_desc *d, const char *label,
+		     char **out, size_t *len, char *err, size_t errlen)
+{
+	char path[4200];
+	int r;
+
+	if (d->size > CONFIG_MAX) {
+		snprintf(err, errlen, "%s is %lld bytes: too large", label, (long long)d->size);
+		return -EFBIG;
+	}
+	if ((r = reg_blob(reg, d, cache, label, err, errlen)))
+		return r;
+	oci_blob_path(cache, d->digest, path, sizeof(path));
+	if ((r = oci_read_file(AT_FDCWD, path, CONFIG_MAX, out, len)))
+		snprintf(err, errlen, "reading it from the cache: %s", strerror(-r));
+	return r;
+}
+
+int image_pull_main(int argc, char **argv)
+{
+	struct reg_opts o = { 0 };
+	const char *refs = NULL;
+	char name[IMAGE_NAME_MAX + 1] = "", err[700], ctype[128], mdigest[OCI_DIGEST_MAX];
+	struct registry *reg = NULL;
+	struct oci_manifest *m = calloc(1, sizeof(*m));
+	struct plan *p = calloc(1, sizeof(*p));
+	struct oci_ref ref;
+	char *body = NULL;
+	size_t len;
+	int i, r = CLI_EXIT_ERROR;
+	enum oci_doc kind;
+
+	if (!m || !p)
+		goto out;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--help")) {
+			pull_usage(stdout);
+			r = 0;
+			goto out;
+		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+			o.quiet = 1;
+		} else if (!strcmp(a, "--insecure")) {
+			o.insecure = 1;
+		} else if (val && !strcmp(a, "--name")) {
+			if (!image_name_ok(val)) {
+				fprintf(stderr, "vmm image pull: '%s': names are 1-%d of a-z 0-9 . _ -\n", val, IMAGE_NAME_MAX);
+				r = CLI_EXIT_USAGE;
+				goto out;
+			}
+			snprintf(name, sizeof(name), "%s", val);
+			i++;
+		} else if (val && !strcmp(a, "--creds-file")) {
+			o.creds_file = val;
+			i++;
+		} else if (val && !strcmp(a, "--ca-file")) {
+			o.ca_file = val;
+			i++;
+		} else if (a[0] != '-' && !refs) {
+			refs = a;
+		} else {
+			pull_usage(stderr);
+			r = CLI_EXIT_USAGE;
+			goto out;
+		}
+	}
+	if (!refs || oci_parse_ref(refs, &ref)) {
+		fprintf(stderr, "vmm image pull: %s: not an image reference ([REGISTRY/]REPO[:TAG][@sha256:...])\n",
+			refs ? refs : "(none)");
+		r = CLI_EXIT_USAGE;
+		goto out;
+	}
+	if (!name[0])
+		default_name(ref.repo, name);
+	if ((i = oci_cache_dir(p->cache, sizeof(p->cache)))) {
+		fprintf(stderr, "vmm image pull: the blob cache: %s\n", strerror(-i));
+		goto out;
+	}
+	if (reg_open(&reg, &ref, &o, err, sizeof(err))) {
+		fprintf(stderr, "vmm image pull: %s: %s\n", refs, err);
+		r = CLI_EXIT_USAGE;
+		goto out;
+	}
+	if (!o.quiet)
+		fprintf(stderr, "pulling %s/%s%s%s%s%s\n", ref.registry, ref.repo, ref.tag[0] ? ":" : "", ref.tag,
+			ref.digest[0] ? "@" : "", ref.digest);
+	if (reg_manifest(reg, ref.digest[0] ? ref.digest : ref.tag, &body, &len, ctype, sizeof(ctype), mdigest, err,
+			 sizeof(err))) {
+		fprintf(stderr, "vmm image pull: %s: manifest: %s\n", refs, err);
+		goto out;
+	}
+	kind = oci_doc_kind(body, len, ctype);
+	if (kind == OCI_DOC_INDEX) {
+		struct oci_desc d;
+
+		if (oci_parse_index(body, len, 0, &d, err, sizeof(err))) {
+			fprintf(stderr, "vmm image pull: %s: index %.19s: %s\n", refs, mdigest, err);
+			goto out;
+		}
+		free(body);
+		body = NULL;
+		if (reg_manifest(reg, d.digest, &body, &len, ctype, sizeof(ctype), mdigest, err, sizeof(err))) {
+			fprintf(stderr, "vmm image pull: %s: manifest %.19s: %s\n", refs, d.digest, err);
+			goto out;
+		}
+		kind = oci_doc_kind(body, len, ctype);
+	}
+	if (kind != OCI_DOC_MANIFEST || oci_parse_manifest(body, len, m, err, sizeof(err))) {
+		fprintf(stderr, "vmm image pull: %s: manifest %.19s: %s\n", refs, mdigest,
+			kind != OCI_DOC_MANIFEST ? "not an image manifest or index (malformed, or schema 1)" : err);
+		goto out;
+	}
+	if (fetch_doc(reg, p->cache, &m->config, "config", &p->config, &p->config_len, err, sizeof(err))) {
+		fprintf(stderr, "vmm image pull: %s: config %.19s: %s\n", refs, m->config.digest, err);
+		goto out;
+	}
+	for (i = 0; i < (int)m->nlayers; i++) {
+		char label[64];
+
+		snprintf(label, sizeof(label), "layer %d/%u", i + 1, m->nlayers);
+		if (reg_blob(reg, &m->layers[i], p->cache, label, err, sizeof(err))) {
+			fprintf(stderr, "vmm image pull: %s: %s %.19s: %s\n", refs, label, m->layers[i].digest, err);
+			goto out;
+		}
+		snprintf(p->layers[i].digest, sizeof(p->layers[i].digest), "%s", m->layers[i].digest);
+		p->layers[i].size = m->layers[i].size;
+	}
+	p->nlayers = m->nlayers;
+	p->dirfd = -1;
+	snprintf(p->source, sizeof(p->source), "oci:%.200s/%.200s@%s", ref.registry, ref.repo, mdigest);
+	r = make_image(p, name, o.quiet) ? CLI_EXIT_ERROR : 0;
+out:
+	reg_close(reg);
+	free(body);
+	if (p)
+		free(p->config);
+	free(p);
+	free(m);
+	return r;
+}
+
+/* ---- vmm image import ------------------------------------------------------------ */
+
+/* A blob of an image layout, read whole and checked against its digest. */
+static int layout_blob(int dirfd, const char *digest, char **out, size_t *len, char *err, size_t errlen)
+{
+	char path[128], got[OCI_DIGEST_MAX];
+	int fd, r;
+
+	if (!oci_digest_ok(digest)) {
+		snprintf(err, errlen, "bad digest");
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "blobs/sha256/%s", digest + 7);
+	if ((fd = oci_root_open(dirfd, path)) < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(-fd));
+		return fd;
+	}
+	r = read_fd(fd, CONFIG_MAX, out, len);
+	close(fd);
+	if (r) {
+		snprintf(err, errlen, "%s: %s", path, strerror(-r));
+		return r;
+	}
+	oci_digest_buf(*out, *len, got);
+	if (strcmp(got, digest)) {
+		snprintf(err, errlen, "blob %.19s: digest mismatch (the data is %.19s...)", digest, got);
+		free(*out);
+		*out = NULL;
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static int plan_oci_layout(struct plan *p, char *err, size_t errlen)
+{
+	struct oci_manifest *m = calloc(1, sizeof(*m));
+	struct oci_desc d;
+	char *doc = NULL;
+	size_t len;
+	int r, depth;
+	int fd = oci_root_open(p->dirfd, "index.json");
+
+	if (!m)
+		return -ENOMEM;
+	if (fd < 0) {
+		free(m);
+		snprintf(err, errlen, "index.json: %s", strerror(-fd));
+		return fd;
+	}
+	r = read_fd(fd, CONFIG_MAX, &doc, &len);
+	close(fd);
+	if (r) {
+		free(m);
+		snprintf(err, errlen, "index.json: %s", strerror(-r));
+		return r;
+	}
+	r = oci_parse_index(doc, len, 1, &d, err, errlen);
+	for (depth = 0; !r && depth < 4; depth++) {
+		enum oci_doc k;
+
+		free(doc);
+		doc = NULL;
+		if ((r = layout_blob(p->dirfd, d.digest, &doc, &len, err, errlen)))
+			break;
+		k = oci_doc_kind(doc, len, d.media);
+		if (k == OCI_DOC_MANIFEST) {
+			r = oci_parse_manifest(doc, len, m, err, errlen);
+			break;
+		}
+		if (k != OCI_DOC_INDEX) {
+			snprintf(err, errlen, "%.19s: not a manifest or index", d.digest);
+			r = -EINVAL;
+			break;
+		}
+		r = oci_parse_index(doc, len, 0, &d, err, errlen);
+	}
+	free(doc);
+	if (!r && !m->config.digest[0])
+		r = -EINVAL;
+	if (!r)
+		r = layout_blob(p->dirfd, m->config.digest, &p->config, &p->config_len, err, errlen);
+	for (unsigned i = 0; !r && i < m->nlayers; i++) {
+		snprintf(p->layers[i].digest, sizeof(p->layers[i].digest), "%s", m->layers[i].digest);
+		snprintf(p->layers[i].path, sizeof(p->layers[i].path), "blobs/sha256/%s", m->layers[i].digest + 7);
+		p->layers[i].size = m->layers[i].size;
+	}
+	p->nlayers = r ? 0 : m->nlayers;
+	free(m);
+	return r;
+}
+
+/* docker save: manifest.json [{"Config":..., "RepoTags":[...], "Layers":[...]}]. */
+static int plan_docker(struct plan *p, char *name_hint, size_t hintlen, char *err, size_t errlen)
+{
+	char *doc = NULL, *ab = NULL, got[OCI_DIGEST_MAX];
+	struct json_arena a;
+	const struct json *root, *img, *ls, *l, *tags;
+	const char *cfg, *e;
+	size_t len;
+	int fd = oci_root_open(p->dirfd, "manifest.json"), r = -EINVAL;
+
+	if (fd < 0) {
+		snprintf(err, errlen, "neither index.json (OCI) nor manifest.json (docker save) in the archive");
+		return fd;
+	}
+	r = read_fd(fd, CONFIG_MAX, &doc, &len);
+	close(fd);
+	if (r || !(ab = malloc(len * 3 + 65536))) {
+		free(doc);
+		snprintf(err, errlen, "manifest.json: %s", strerror(r ? -r : ENOMEM));
+		return r ? r : -ENOMEM;
+	}
+	r = -EINVAL;
+	a = (struct json_arena){ ab, len * 3 + 65536, 0 };
+	if (!(root = json_parse(doc, len, &a, &e)) || root->type != JSON_ARR || !(img = root->u.kids.first) ||
+	    img->type != JSON_OBJ || json_get_str(img, "Config", &cfg) || !(ls = json_get(img, "Layers")) ||
+	    ls->type != JSON_ARR) {
+		snprintf(err, errlen, "manifest.json: malformed (not docker save's format)");
+		goto out;
+	}
+	if ((tags = json_get(img, "RepoTags")) && tags->type == JSON_ARR && tags->u.kids.first &&
+	    tags->u.kids.first->type == JSON_STR) {
+		const char *t = tags->u.kids.first->u.str.s, *colon = strrchr(t, ':');
+		size_t n = colon && !strchr(colon, '/') ? (size_t)(colon - t) : strlen(t);
+
+		snprintf(name_hint, hintlen, "%.*s", (int)n, t);
+	}
+	if ((fd = oci_root_open(p->dirfd, cfg)) < 0) {
+		snprintf(err, errlen, "config %.100s: %s", cfg, strerror(-fd));
+		r = fd;
+		goto out;
+	}
+	free(doc);
+	doc = NULL;
+	r = read_fd(fd, CONFIG_MAX, &p->config, &p->config_len);
+	close(fd);
+	if (r) {
+		snprintf(err, errlen, "config %.100s: %s", cfg, strerror(-r));
+		goto out;
+	}
+	r = -EINVAL;
+	/* The config's name is its digest (HEX.json or blobs/sha256/HEX). */
+	oci_digest_buf(p->config, p->config_len, got);
+	{
+		const char *base = strrchr(cfg, '/') ? strrchr(cfg, '/') + 1 : cfg;
+
+		if (strlen(base) >= 64 && strspn(base, "0123456789abcdef") == 64 && strncmp(base, got + 7, 64)) {
+			snprintf(err, errlen, "config %.100s: digest mismatch (the data is %.19s...)", cfg, got);
+			r = -EBADMSG;
+			goto out;
+		}
+	}
+	p->nlayers = 0;
+	for (l = ls->u.kids.first; l; l = l->next) {
+		struct stat st;
+
+		if (l->type != JSON_STR || p->nlayers == OCI_MAX_LAYERS || l->u.str.len >= sizeof(p->layers[0].path)) {
+			snprintf(err, errlen, "manifest.json: a bad Layers entry");
+			goto out;
+		}
+		snprintf(p->layers[p->nlayers].path, sizeof(p->layers[0].path), "%s", l->u.str.s);
+		p->layers[p->nlayers].digest[0] = '\0';
+		fd = oci_root_open(p->dirfd, l->u.str.s);
+		p->layers[p->nlayers].size = fd >= 0 && fstat(fd, &st) == 0 ? st.st_size : 0;
+		if (fd >= 0)
+			close(fd);
+		p->nlayers++;
+	}
+	r = 0;
+out:
+	free(doc);
+	free(ab);
+	return r;
+}
+
+static void import_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: vmm image import FILE [--name NAME] [-q]\n"
+		"       vmm image import --dir OCI_LAYOUT_DIR [--name NAME] [-q]\n\n"
+		"Makes a new image version from a `docker save` tarball, an OCI archive\n"
+		"(skopeo's oci-archive:, `vmm image export`) or an OCI image layout\n"
+		"directory. NAME defaults to the archive's repository tag or file name.\n");
+}
+
+int image_import_main(int argc, char **argv)
+{
+	const char *file = NULL, *dir = NULL;
+	char name[IMAGE_NAME_MAX + 1] = "", hint[256] = "", err[600], tmp[PATH_MAX + 64] = "", store[PATH_MAX];
+	struct plan *p = calloc(1, sizeof(*p));
+	int i, quiet = 0, r = CLI_EXIT_ERROR, fd;
+
+	if (!p)
+		return CLI_EXIT_ERROR;
+	p->dirfd = -1;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--help")) {
+			import_usage(stdout);
+			free(p);
+			return 0;
+		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+			quiet = 1;
+		} else if (val && !strcmp(a, "--dir")) {
+			dir = val;
+			i++;
+		} else if (val && !strcmp(a, "--name")) {
+			if (!image_name_ok(val)) {
+				fprintf(stderr, "vmm image import: '%s': names are 1-%d of a-z 0-9 . _ -\n", val, IMAGE_NAME_MAX);
+				free(p);
+				return CLI_EXIT_USAGE;
+			}
+			snprintf(name, sizeof(name), "%s", val);
+			i++;
+		} else if (a[0] != '-' && !file) {
+			file = a;
+		} else {
+			import_usage(stderr);
+			free(p);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (!file == !dir) {
+		import_usage(stderr);
+		free(p);
+		return CLI_EXIT_USAGE;
+	}
+	if (dir) {
+		if ((p->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			fprintf(stderr, "vmm image import: %s: %s\n", dir, strerror(errno));
+			goto out;
+		}
+		snprintf(p->source, sizeof(p->source), "oci-layout:%.500s", dir);
+	} else {
+		struct unpack_stats st;
+
+		if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) {
+			fprintf(stderr, "vmm image import: %s: %s\n", file, strerror(errno));
+			goto out;
+		}
+		if (image_store(store, sizeof(store))) {
+			close(fd);
+			goto out;
+		}
+		snprintf(tmp, sizeof(tmp), "%s/.import-%d", store, (int)getpid());
+		cli_rm_tree(tmp);
+		if (mkdir(tmp, 0700) < 0 || (p->dirfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			fprintf(stderr, "vmm image import: %s: %s\n", tmp, strerror(errno));
+			close(fd);
+			goto out;
+		}
+		if (!quiet)
+			fprintf(stderr, "reading %s\n", file);
+		i = oci_unpack_fd(p->dirfd, fd, NULL, NULL, &st, err, sizeof(err));
+		close(fd);
+		if (i) {
+			fprintf(stderr, "vmm image import: %s: %s\n", file, err);
+			goto out;
+		}
+		snprintf(p->source, sizeof(p->source), "archive:%.500s", file);
+	}
+	fd = oci_root_open(p->dirfd, "index.json");
+	if (fd >= 0) {
+		close(fd);
+		i = plan_oci_layout(p, err, sizeof(err));
+	} else {
+		i = plan_docker(p, hint, sizeof(hint), err, sizeof(err));
+	}
+	if (i) {
+		fprintf(stderr, "vmm image import: %s: %s\n", file ? file : dir, err);
+		goto out;
+	}
+	if (!name[0])
+		default_name(hint[0] ? hint : file ? file : dir, name);
+	if (!name[0] || !strcmp(name, "imported")) {
+		char base[256], *dot;
+
+		snprintf(base, sizeof(base), "%s", strrchr(file ? file : dir, '/') ? strrchr(file ? file : dir, '/') + 1
+										 : file ? file : dir);
+		if ((dot = strchr(base, '.')))
+			*dot = '\0';
+		default_name(base, name);
+	}
+	r = make_image(p, name, quiet) ? CLI_EXIT_ERROR : 0;
+out:
+	if (p->dirfd >= 0)
+		close(p->dirfd);
+	if (tmp[0])
+		cli_rm_tree(tmp);
+	free(p->config);
+	free(p);
+	return r;
+}
+
+/* ---- vmm image export ------------------------------------------------------------ */
+
+static int run_tool(const char *const *argv, int out_fd)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (nul >= 0) {
+			dup2(nul, 0);
+			if (out_fd < 0)
+				dup2(nul, 1);
+		}
+		if (out_fd >= 0)
+			dup2(out_fd, 1);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
+/* Moves dir/blobs/sha256/tmpname to its digest's name; digest out. */
+static int seal_blob(const char *dir, const char *tmpname, char digest[OCI_DIGEST_MAX], int64_t *size)
+{
+	char from[PATH_MAX + 64], to[PATH_MAX + 128];
+	struct stat st;
+	int fd, r;
+
+	snprintf(from, sizeof(from), "%s/blobs/sha256/%s", dir, tmpname);
+	if ((fd = open(from, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	r = oci_digest_fd(fd, digest);
+	if (!r && fstat(fd, &st) < 0)
+		r = -errno;
+	close(fd);
+	if (r)
+		return r;
+	*size = st.st_size;
+	snprintf(to, sizeof(to), "%s/blobs/sha256/%s", dir, digest + 7);
+	return rename(from, to) < 0 ? -errno : 0;
+}
+
+static int put_blob(const char *dir, const char *text, char digest[OCI_DIGEST_MAX], int64_t *size)
+{
+	char path[PATH_MAX + 128];
+
+	oci_digest_buf(text, strlen(text), digest);
+	*size = (int64_t)strlen(text);
+	snprintf(path, sizeof(path), "%s/blobs/sha256", dir);
+	return write_file_at(path, digest + 7, text);
+}
+
+static void export_usage(FILE *out)
+{
+	fprintf(out, "usage: vmm image export NAME[:VERSION] FILE\n\n"
+		     "Writes the version as an OCI archive (one gzip layer of its root\n"
+		     "filesystem without " IMAGE_INIT ", its defaults as the image config), for\n"
+		     "skopeo copy oci-archive:FILE ... or vmm image import FILE.\n");
+}
+
+int image_export_main(int argc, char **argv)
+{
+	struct image_info im;
+	struct oci_defaults *d = NULL;
+	char work[PATH_MAX + 64], root[PATH_MAX + 80], blobs[PATH_MAX + 96], layer[PATH_MAX + 128], out[PATH_MAX + 16];
+	char rd[PATH_MAX + 100], diff_id[OCI_DIGEST_MAX], ldig[OCI_DIGEST_MAX], cdig[OCI_DIGEST_MAX], mdig[OCI_DIGEST_MAX];
+	char *cfg = NULL, *dj = NULL, *man = NULL, idx[1024];
+	int64_t lsize = 0, csize = 0, msize = 0;
+	int r = CLI_EXIT_ERROR, fd;
+
+	work[0] = '\0';
+	if (argc != 3 || argv[1][0] == '-') {
+		export_usage(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
+		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : CLI_EXIT_USAGE;
+	}
+	if (image_resolve(argv[1], &im))
+		return CLI_EXIT_ERROR;
+	if (!(d = calloc(1, sizeof(*d))) || !(cfg = malloc(1 << 17)) || !(dj = malloc(1 << 16)) || !(man = malloc(8192)))
+		goto out;
+	if (image_defaults(&im, d)) {
+		memset(d, 0, sizeof(*d));
+		d->workdir = d->user = "";
+	}
+	if (!d->mem_mib)
+		d->mem_mib = im.mem_mib;
+	if (!d->cpus)
+		d->cpus = im.cpus;
+	snprintf(work, sizeof(work), "%s.export-%d", argv[2], (int)getpid());
+	snprintf(root, sizeof(root), "%s/root", work);
+	snprintf(blobs, sizeof(blobs), "%s/blobs/sha256", work);
+	snprintf(out, sizeof(out), "%s.tmp", argv[2]);
+	if (mkdir(work, 0700) < 0 || cli_mkdir_p(root, 0755) || cli_mkdir_p(blobs, 0755)) {
+		fprintf(stderr, "vmm image export: %s: %s\n", work, strerror(errno));
+		goto out;
+	}
+	fprintf(stderr, "[1/3] reading %s:%u's root filesystem (debugfs rdump)\n", im.name, im.version);
+	{
+		snprintf(rd, sizeof(rd), "rdump / %s", root);
+		const char *dbg[] = { "debugfs", "-R", rd, im.rootfs, NULL };
+
+		if (run_tool(dbg, -1)) {
+			fprintf(stderr, "vmm image export: debugfs rdump of %s failed\n", im.rootfs);
+			goto out;
+		}
+	}
+	fprintf(stderr, "[2/3] writing the layer\n");
+	{
+		const char *tar[] = { "tar", "--numeric-owner", "--sort=name", "--format=posix",
+				      "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",
+				      "--exclude=./lost+found", "--exclude=." IMAGE_INIT, "-C", root, "-cf", "-", ".", NULL };
+		const char *gz[] = { "gzip", "-n", "-f", NULL, NULL };
+		char lt[PATH_MAX + 140];
+
+		snprintf(layer, sizeof(layer), "%s/layer.tar", blobs);
+		snprintf(lt, sizeof(lt), "%s", layer);
+		if ((fd = open(layer, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 || run_tool(tar, fd)) {
+			fprintf(stderr, "vmm image export: tar of the root filesystem failed\n");
+			if (fd >= 0)
+				close(fd);
+			goto out;
+		}
+		close(fd);
+		fd = open(layer, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || oci_digest_fd(fd, diff_id)) {
+			if (fd >= 0)
+				close(fd);
+			goto out;
+		}
+		close(fd);
+		gz[3] = lt;
+		if (run_tool(gz, -1) || seal_blob(work, "layer.tar.gz", ldig, &lsize)) {
+			fprintf(stderr, "vmm image export: compressing the layer failed\n");
+			goto out;
+		}
+	}
+	fprintf(stderr, "[3/3] writing %s\n", argv[2]);
+	if (oci_defaults_json(d, dj, 1 << 16))
+		goto out;
+	{
+		char created[32];
+		time_t t = (time_t)im.created;
+		struct tm tm;
+
+		gmtime_r(&t, &tm);
+		strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		snprintf(cfg, 1 << 17,
+			 "{\"architecture\":\"amd64\",\"os\":\"linux\",\"created\":\"%s\",\"config\":%s,"
+			 "\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"%s\"]},"
+			 "\"history\":[{\"created\":\"%s\",\"created_by\":\"vmm image export %s:%u\"}]}",
+			 created, dj, diff_id, created, im.name, im.version);
+	}
+	if (put_blob(work, cfg, cdig, &csize))
+		goto out;
+	snprintf(man, 8192,
+		 "{\"schemaVersion\":2,\"mediaType\":\"" MT_OCI_MANIFEST "\","
+		 "\"config\":{\"mediaType\":\"" MT_OCI_CONFIG "\",\"digest\":\"%s\",\"size\":%lld},"
+		 "\"layers\":[{\"mediaType\":\"" MT_OCI_LAYER_GZ "\",\"digest\":\"%s\",\"size\":%lld}]}",
+		 cdig, (long long)csize, ldig, (long long)lsize);
+	if (put_blob(work, man, mdig, &msize))
+		goto out;
+	snprintf(idx, sizeof(idx),
+		 "{\"schemaVersion\":2,\"mediaType\":\"" MT_OCI_INDEX "\",\"manifests\":[{\"mediaType\":\"" MT_OCI_MANIFEST
+		 "\",\"digest\":\"%s\",\"size\":%lld,\"annotations\":{\"org.opencontainers.image.ref.name\":\"%u\"}}]}",
+		 mdig, (long long)msize, im.version);
+	if (write_file_at(work, "index.json", idx) || write_file_at(work, "oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}"))
+		goto out;
+	{
+		char rootdir[PATH_MAX + 80];
+		const char *rm[] = { "rm", "-rf", "--one-file-system", "--", rootdir, NULL };
+		const char *tar[] = { "tar", "--numeric-owner", "--sort=name", "-C", work, "-cf", out, "oci-layout",
+				      "index.json", "blobs", NULL };
+
+		snprintf(rootdir, sizeof(rootdir), "%s", root);
+		if (run_tool(rm, -1) || run_tool(tar, -1) || rename(out, argv[2]) < 0) {
+			fprintf(stderr, "vmm image export: writing %s failed\n", argv[2]);
+			unlink(out);
+			goto out;
+		}
+	}
+	printf("%s\n", argv[2]);
+	r = 0;
+out:
+	{
+		const char *rm[] = { "rm", "-rf", "--one-file-system", "--", work, NULL };
+
+		if (work[0] && access(work, F_OK) == 0)
+			run_tool(rm, -1);
+	}
+	free(d);
+	free(cfg);
+	free(dj);
+	free(man);
+	return r;
+}
+
+int image_defaults(const struct image_info *im, struct oci_defaults *d)
+{
+	char path[PATH_MAX + 32], *text;
+	size_t len;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/config.json", im->dir);
+	if ((r = oci_read_file(AT_FDCWD, path, 1 << 20, &text, &len)))
+		return r;
+	r = oci_defaults_parse(text, len, d);
+	free(text);
+	return r;
+}

@@ -1,0 +1,552 @@
+/* OCI images: references, index/manifest/config parsing on recorded
+ * documents, the defaults -> command mapping, cache keys, registry auth
+ * helpers, and layer unpacking (whiteouts, opaque directories, hard links,
+ * escapes) on tar streams built here. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "cli/oci_image.h"
+#include "cli/oci_unpack.h"
+#include "cli/registry.h"
+
+#define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+#define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+#define D3 "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+
+/* docker.io/library/busybox's manifest list, trimmed (recorded). */
+static const char index_fixture[] =
+	"{\"manifests\":[{\"digest\":\"" D1 "\",\"mediaType\":\"application/vnd.docker.distribution.manifest.v2+json\","
+	"\"platform\":{\"architecture\":\"arm\",\"os\":\"linux\",\"variant\":\"v7\"},\"size\":527},"
+	"{\"digest\":\"" D2 "\",\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+	"\"platform\":{\"architecture\":\"unknown\",\"os\":\"unknown\"},\"size\":566},"
+	"{\"digest\":\"" D3 "\",\"mediaType\":\"application/vnd.docker.distribution.manifest.v2+json\","
+	"\"platform\":{\"architecture\":\"amd64\",\"os\":\"linux\"},\"size\":528}],"
+	"\"mediaType\":\"application/vnd.docker.distribution.manifest.list.v2+json\",\"schemaVersion\":2}";
+
+static const char manifest_fixture[] =
+	"{\"schemaVersion\":2,\"mediaType\":\"application/vnd.docker.distribution.manifest.v2+json\","
+	"\"config\":{\"mediaType\":\"application/vnd.docker.container.image.v1+json\",\"size\":1457,\"digest\":\"" D1 "\"},"
+	"\"layers\":[{\"mediaType\":\"application/vnd.docker.image.rootfs.diff.tar.gzip\",\"size\":2591575,"
+	"\"digest\":\"" D2 "\"},{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+zstd\",\"size\":10,"
+	"\"digest\":\"" D3 "\"}]}";
+
+static const char config_fixture[] =
+	"{\"architecture\":\"amd64\",\"config\":{\"Env\":[\"PATH=/usr/local/bin:/usr/bin\",\"LANG=C.UTF-8\"],"
+	"\"Entrypoint\":[\"python3\"],\"Cmd\":[\"-m\",\"http.server\"],\"WorkingDir\":\"/app\",\"User\":\"app\","
+	"\"ExposedPorts\":{\"8000/tcp\":{},\"53/udp\":{}},\"Labels\":{\"vmm.mem\":\"1G\",\"vmm.cpus\":\"2\","
+	"\"vmm.idle-timeout\":\"10m\",\"other\":\"x\"}},\"created\":\"2024-01-01T00:00:00Z\",\"os\":\"linux\","
+	"\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"" D2 "\",\"" D3 "\"]}}";
+
+static void test_refs(void **state)
+{
+	struct oci_ref r;
+
+	(void)state;
+	assert_int_equal(oci_parse_ref("python:3.12", &r), 0);
+	assert_string_equal(r.registry, "docker.io");
+	assert_string_equal(r.api_host, "registry-1.docker.io");
+	assert_string_equal(r.repo, "library/python");
+	assert_string_equal(r.tag, "3.12");
+	assert_int_equal(oci_parse_ref("registry.example.com:5000/team/agent:1.4", &r), 0);
+	assert_string_equal(r.registry, "registry.example.com:5000");
+	assert_string_equal(r.repo, "team/agent");
+	assert_string_equal(r.tag, "1.4");
+	assert_int_equal(oci_parse_ref("localhost/x", &r), 0);
+	assert_string_equal(r.registry, "localhost");
+	assert_string_equal(r.tag, "latest");
+	assert_int_equal(oci_parse_ref("ghcr.io/o/r@" D1, &r), 0);
+	assert_string_equal(r.digest, D1);
+	assert_string_equal(r.tag, "");
+	assert_int_equal(oci_parse_ref("http://127.0.0.1:5000/a/b", &r), 0);
+	assert_int_equal(r.http, 1);
+	assert_int_not_equal(oci_parse_ref("http://busybox", &r), 0);   /* http:// wants a registry */
+	assert_int_not_equal(oci_parse_ref("Upper/Case", &r), 0);
+	assert_int_not_equal(oci_parse_ref("a/../b", &r), 0);
+	assert_int_not_equal(oci_parse_ref("reg.io/a..b/c", &r), 0); /* found by fuzz_oci */
+	assert_int_not_equal(oci_parse_ref("x@sha256:12", &r), 0);
+	assert_int_not_equal(oci_parse_ref("x:bad tag", &r), 0);
+	assert_int_equal(oci_digest_ok(D1), 1);
+	assert_int_equal(oci_digest_ok("sha256:ABCD"), 0);
+	assert_int_equal(oci_digest_ok("sha512:1111111111111111111111111111111111111111111111111111111111111111"), 0);
+}
+
+static void test_index(void **state)
+{
+	struct oci_desc d;
+	char err[200];
+
+	(void)state;
+	assert_int_equal(oci_doc_kind(index_fixture, strlen(index_fixture), NULL), OCI_DOC_INDEX);
+	assert_int_equal(oci_parse_index(index_fixture, strlen(index_fixture), 0, &d, err, sizeof(err)), 0);
+	assert_string_equal(d.digest, D3);
+	assert_int_equal(d.size, 528);
+	/* no amd64 */
+	{
+		const char *arm = "{\"schemaVersion\":2,\"manifests\":[{\"digest\":\"" D1 "\",\"size\":1,"
+				  "\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\"}}]}";
+
+		assert_int_equal(oci_parse_index(arm, strlen(arm), 0, &d, err, sizeof(err)), -ENOENT);
+		assert_non_null(strstr(err, "linux/amd64"));
+		/* a layout's index.json names images without platforms */
+		assert_int_equal(oci_parse_index(arm, strlen(arm), 1, &d, err, sizeof(err)), -ENOENT);
+	}
+	{
+		const char *lay = "{\"schemaVersion\":2,\"manifests\":[{\"digest\":\"" D2 "\",\"size\":9}]}";
+
+		assert_int_equal(oci_parse_index(lay, strlen(lay), 0, &d, err, sizeof(err)), -ENOENT);
+		assert_int_equal(oci_parse_index(lay, strlen(lay), 1, &d, err, sizeof(err)), 0);
+		assert_string_equal(d.digest, D2);
+	}
+	assert_int_equal(oci_parse_index("{\"manifests\":{}}", 16, 0, &d, err, sizeof(err)), -EINVAL);
+	assert_int_equal(oci_parse_index("[", 1, 0, &d, err, sizeof(err)), -EINVAL);
+}
+
+static void test_manifest(void **state)
+{
+	struct oci_manifest *m = calloc(1, sizeof(*m));
+	char err[200];
+	char bad[2048];
+
+	(void)state;
+	assert_int_equal(oci_doc_kind(manifest_fixture, strlen(manifest_fixture), NULL), OCI_DOC_MANIFEST);
+	assert_int_equal(oci_parse_manifest(manifest_fixture, strlen(manifest_fixture), m, err, sizeof(err)), 0);
+	assert_int_equal(m->nlayers, 2);
+	assert_string_equal(m->config.digest, D1);
+	assert_string_equal(m->layers[0].digest, D2);
+	assert_int_equal(m->layers[0].size, 2591575);
+	assert_string_equal(m->layers[1].media, MT_OCI_LAYER_ZSTD);
+	/* a layer of another kind (a helm chart, say) */
+	snprintf(bad, sizeof(bad), "%s", manifest_fixture);
+	memcpy(strstr(bad, "vnd.oci.image.layer.v1.tar+zstd"), "vnd.cncf.helm.chart.c+zstd-zzz", 30);
+	assert_int_equal(oci_parse_manifest(bad, strlen(bad), m, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "layer 2"));
+	/* a short digest */
+	snprintf(bad, sizeof(bad), "%s", manifest_fixture);
+	memcpy(strstr(bad, D2) + 10, "\"", 1);
+	assert_int_equal(oci_parse_manifest(bad, strlen(bad), m, err, sizeof(err)), -EINVAL);
+	/* schema 1 */
+	assert_int_equal(oci_parse_manifest("{\"schemaVersion\":1}", 19, m, err, sizeof(err)), -EINVAL);
+	assert_int_equal(oci_doc_kind("{\"schemaVersion\":1}", 19, "application/json"), OCI_DOC_BAD);
+	free(m);
+}
+
+static void test_config_and_plan(void **state)
+{
+	struct oci_defaults *d = calloc(1, sizeof(*d)), *back = calloc(1, sizeof(*back));
+	char diff[4][OCI_DIGEST_MAX], err[200], json[8192];
+	struct oci_exec_plan *p = calloc(1, sizeof(*p));
+	unsigned n;
+
+	(void)state;
+	assert_int_equal(oci_parse_config(config_fixture, strlen(config_fixture), d, diff, 4, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(diff[1], D3);
+	assert_int_equal(d->nenv, 2);
+	assert_string_equal(d->workdir, "/app");
+	assert_string_equal(d->user, "app");
+	assert_int_equal(d->nports, 1); /* udp is not published */
+	assert_int_equal(d->ports[0], 8000);
+	assert_int_equal(d->mem_mib, 1024);
+	assert_int_equal(d->cpus, 2);
+	assert_int_equal(d->idle_timeout_s, 600);
+	/* round trip through config.json */
+	assert_int_equal(oci_defaults_json(d, json, sizeof(json)), 0);
+	assert_int_equal(oci_defaults_parse(json, strlen(json), back), 0);
+	assert_int_equal(back->nenv, 2);
+	assert_string_equal(back->cmd[1], "http.server");
+	assert_int_equal(back->mem_mib, 1024);
+	assert_int_equal(back->idle_timeout_s, 600);
+	/* no command: Entrypoint + Cmd, the image's env, cwd and user */
+	oci_plan_exec(back, NULL, NULL, NULL, p);
+	assert_int_equal(p->argc, 3);
+	assert_string_equal(p->argv[0], "python3");
+	assert_string_equal(p->argv[2], "http.server");
+	assert_null(p->argv[3]);
+	assert_string_equal(p->cwd, "/app");
+	assert_string_equal(p->user, "app");
+	assert_int_equal(p->nenv, 2);
+	/* the user's command, env and cwd win */
+	{
+		const char *env[] = { "LANG=en_US.UTF-8", "X=1", NULL };
+		const char *argv[] = { "sh", "-c", "true", NULL };
+
+		oci_plan_exec(back, env, "/tmp", argv, p);
+		assert_int_equal(p->argc, 3);
+		assert_string_equal(p->argv[0], "sh");
+		assert_string_equal(p->cwd, "/tmp");
+		assert_int_equal(p->nenv, 3);
+		assert_string_equal(p->env[0], "PATH=/usr/local/bin:/usr/bin");
+		assert_string_equal(p->env[1], "LANG=en_US.UTF-8");
+		assert_string_equal(p->env[2], "X=1");
+		assert_null(p->env[3]);
+	}
+	/* no defaults at all (an image vmm built) */
+	oci_plan_exec(NULL, NULL, NULL, NULL, p);
+	assert_int_equal(p->argc, 0);
+	assert_null(p->cwd);
+	/* bad configs */
+	{
+		static const char *const bad[] = {
+			"{\"os\":\"windows\",\"rootfs\":{\"diff_ids\":[]}}",
+			"{\"architecture\":\"arm64\",\"os\":\"linux\",\"rootfs\":{\"diff_ids\":[]}}",
+			"{\"os\":\"linux\"}",
+			"{\"os\":\"linux\",\"rootfs\":{\"diff_ids\":[\"md5:x\"]}}",
+			"{\"config\":{\"Env\":\"A=1\"},\"rootfs\":{\"diff_ids\":[]}}",
+			"{\"config\":{\"Env\":[\"NOEQUALS\"]},\"rootfs\":{\"diff_ids\":[]}}",
+			"{\"config\":{\"WorkingDir\":\"rel\"},\"rootfs\":{\"diff_ids\":[]}}",
+			"{\"config\":{\"ExposedPorts\":{\"99999/tcp\":{}}},\"rootfs\":{\"diff_ids\":[]}}",
+			"{\"config\":{\"Labels\":{\"vmm.mem\":\"lots\"}},\"rootfs\":{\"diff_ids\":[]}}",
+			"{\"config\":{\"Labels\":{\"vmm.cpus\":\"0\"}},\"rootfs\":{\"diff_ids\":[]}}",
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			assert_int_not_equal(oci_parse_config(bad[i], strlen(bad[i]), d, diff, 4, &n, err, sizeof(err)), 0);
+	}
+	free(d);
+	free(back);
+	free(p);
+}
+
+static void test_cache_keys(void **state)
+{
+	char dir[256], path[512], d[OCI_DIGEST_MAX];
+
+	(void)state;
+	setenv("VMM_CACHE", "/tmp/vmm-test-oci-cache", 1);
+	assert_int_equal(oci_cache_dir(dir, sizeof(dir)), 0);
+	assert_string_equal(dir, "/tmp/vmm-test-oci-cache/blobs");
+	assert_int_equal(oci_blob_path(dir, D1, path, sizeof(path)), 0);
+	assert_string_equal(path, "/tmp/vmm-test-oci-cache/blobs/sha256/"
+				  "1111111111111111111111111111111111111111111111111111111111111111");
+	/* a digest that would climb out of the cache is not a key */
+	assert_int_equal(oci_blob_path(dir, "sha256:../../../../etc/passwd", path, sizeof(path)), -EINVAL);
+	oci_digest_buf("", 0, d);
+	assert_string_equal(d, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	system("rm -rf /tmp/vmm-test-oci-cache");
+}
+
+static void test_auth_helpers(void **state)
+{
+	char scheme[16], realm[256], service[128], scope[256], out[256];
+
+	(void)state;
+	assert_int_equal(reg_parse_challenge("Bearer realm=\"https://auth.docker.io/token\",service=\"registry.docker.io\","
+					     "scope=\"repository:library/python:pull\"",
+					     scheme, sizeof(scheme), realm, sizeof(realm), service, sizeof(service), scope,
+					     sizeof(scope)),
+			 0);
+	assert_string_equal(scheme, "Bearer");
+	assert_string_equal(realm, "https://auth.docker.io/token");
+	assert_string_equal(service, "registry.docker.io");
+	assert_string_equal(scope, "repository:library/python:pull");
+	assert_int_equal(reg_parse_challenge("Basic realm=\"Registry\"", scheme, sizeof(scheme), realm, sizeof(realm),
+					     service, sizeof(service), scope, sizeof(scope)),
+			 0);
+	assert_string_equal(scheme, "Basic");
+	assert_string_equal(scope, "");
+	assert_int_not_equal(reg_parse_challenge("Bearer realm=\"unterminated", scheme, sizeof(scheme), realm,
+						 sizeof(realm), service, sizeof(service), scope, sizeof(scope)),
+			     0);
+	assert_int_equal(reg_creds_lookup("{\"auths\":{\"reg.example:5000\":{\"auth\":\"dTpw\"}}}", "reg.example:5000",
+					  out, sizeof(out)),
+			 0);
+	assert_string_equal(out, "Basic dTpw");
+	assert_int_equal(reg_creds_lookup("{\"auths\":{\"https://index.docker.io/v1/\":{\"username\":\"u\","
+					  "\"password\":\"p\"}}}",
+					  "docker.io", out, sizeof(out)),
+			 0);
+	assert_string_equal(out, "Basic dTpw");
+	assert_int_equal(reg_creds_lookup("{\"auths\":{\"other\":{\"auth\":\"x\"}}}", "reg", out, sizeof(out)), -ENOENT);
+	assert_int_equal(reg_creds_lookup("u:p\n", "any", out, sizeof(out)), 0);
+	assert_string_equal(out, "Basic dTpw");
+}
+
+/* ---- tar streams ---------------------------------------------------------- */
+
+struct tarbuf {
+	unsigned char *b;
+	size_t len;
+};
+
+static void tar_add(struct tarbuf *t, const char *name, char type, const char *data, const char *link, unsigned mode)
+{
+	unsigned char h[512];
+	size_t n = data ? strlen(data) : 0, pad = (512 - (n & 511)) & 511;
+	unsigned sum = 0;
+
+	memset(h, 0, sizeof(h));
+	snprintf((char *)h, 100, "%s", name);
+	snprintf((char *)h + 100, 8, "%07o", mode);
+	snprintf((char *)h + 108, 8, "%07o", 0);
+	snprintf((char *)h + 116, 8, "%07o", 0);
+	snprintf((char *)h + 124, 12, "%011o", (unsigned)n & 07777777);
+	snprintf((char *)h + 136, 12, "%011o", 1700000000);
+	h[156] = (unsigned char)type;
+	if (link)
+		snprintf((char *)h + 157, 100, "%s", link);
+	memcpy(h + 257, "ustar\0" "00", 8);
+	memset(h + 148, ' ', 8);
+	for (int i = 0; i < 512; i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	t->b = realloc(t->b, t->len + 512 + n + pad + 1024);
+	memcpy(t->b + t->len, h, 512);
+	t->len += 512;
+	if (n) {
+		memcpy(t->b + t->len, data, n);
+		memset(t->b + t->len + n, 0, pad);
+		t->len += n + pad;
+	}
+}
+
+static void tar_end(struct tarbuf *t)
+{
+	t->b = realloc(t->b, t->len + 1024);
+	memset(t->b + t->len, 0, 1024);
+	t->len += 1024;
+}
+
+static char root[] = "/tmp/vmm-test-oci-XXXXXX";
+
+static int setup_root(void **state)
+{
+	(void)state;
+	strcpy(root, "/tmp/vmm-test-oci-XXXXXX");
+	return mkdtemp(root) ? 0 : -1;
+}
+
+static int teardown_root(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	return system(cmd);
+}
+
+static int apply(struct tarbuf *t, char *err, size_t errlen)
+{
+	struct unpack_stats st;
+	int fd = open(root, O_RDONLY | O_DIRECTORY), r;
+
+	r = oci_unpack_mem(fd, t->b, t->len, &st, err, errlen);
+	close(fd);
+	free(t->b);
+	t->b = NULL;
+	t->len = 0;
+	return r;
+}
+
+static int exists(const char *rel)
+{
+	char p[1100];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", root, rel);
+	return lstat(p, &st) == 0;
+}
+
+static void test_whiteouts(void **state)
+{
+	struct tarbuf t = { 0 };
+	char err[300];
+	struct stat a, b;
+	char p1[512], p2[512];
+
+	(void)state;
+	/* layer 1 */
+	tar_add(&t, "./etc/", '5', NULL, NULL, 0755);
+	tar_add(&t, "./etc/passwd", '0', "root:x:0:0\n", NULL, 0644);
+	tar_add(&t, "./etc/gone", '0', "x", NULL, 0644);
+	tar_add(&t, "./opq/", '5', NULL, NULL, 0755);
+	tar_add(&t, "./opq/lower1", '0', "1", NULL, 0644);
+	tar_add(&t, "./opq/lowerdir/", '5', NULL, NULL, 0755);
+	tar_add(&t, "./opq/lowerdir/f", '0', "1", NULL, 0644);
+	tar_add(&t, "./link", '1', NULL, "etc/passwd", 0644);
+	tar_add(&t, "./dev/null", '3', NULL, NULL, 0666);
+	tar_end(&t);
+	assert_int_equal(apply(&t, err, sizeof(err)), 0);
+	snprintf(p1, sizeof(p1), "%s/etc/passwd", root);
+	snprintf(p2, sizeof(p2), "%s/link", root);
+	assert_int_equal(stat(p1, &a), 0);
+	assert_int_equal(stat(p2, &b), 0);
+	assert_int_equal(a.st_ino, b.st_ino); /* a hard link, not a copy */
+	assert_false(exists("dev/null"));     /* device nodes are skipped */
+	/* layer 2: a whiteout, an opaque dir with one new entry before the marker */
+	tar_add(&t, "etc/.wh.gone", '0', NULL, NULL, 0644);
+	tar_add(&t, "opq/new", '0', "2", NULL, 0644);
+	tar_add(&t, "opq/.wh..wh..opq", '0', NULL, NULL, 0644);
+	tar_end(&t);
+	assert_int_equal(apply(&t, err, sizeof(err)), 0);
+	assert_false(exists("etc/gone"));
+	assert_false(exists("etc/.wh.gone"));
+	assert_true(exists("etc/passwd"));
+	assert_true(exists("opq/new"));
+	assert_false(exists("opq/lower1"));
+	assert_false(exists("opq/lowerdir"));
+	assert_false(exists("opq/.wh..wh..opq"));
+	/* layer 3: a file replaces a directory, a directory a file */
+	tar_add(&t, "opq", '0', "now a file", NULL, 0600);
+	tar_add(&t, "etc/passwd/", '5', NULL, NULL, 0700);
+	tar_end(&t);
+	assert_int_equal(apply(&t, err, sizeof(err)), 0);
+	assert_int_equal(lstat(p1, &a), 0);
+	assert_true(S_ISDIR(a.st_mode));
+	assert_int_equal(a.st_mode & 07777, 0700);
+}
+
+static void test_escapes(void **state)
+{
+	struct tarbuf t = { 0 };
+	char err[300], outside[512];
+	struct stat st;
+
+	(void)state;
+	snprintf(outside, sizeof(outside), "%s-outside", root);
+	mkdir(outside, 0755);
+	/* ".." */
+	tar_add(&t, "../escaped", '0', "x", NULL, 0644);
+	tar_end(&t);
+	assert_int_equal(apply(&t, err, sizeof(err)), -EXDEV);
+	assert_non_null(strstr(err, "escapes the root"));
+	tar_add(&t, "a/../../escaped", '0', "x", NULL, 0644);
+	tar_end(&t);
+	assert_int_equal(apply(&t, err, sizeof(err)), -EXDEV);
+	/* an absolute name lands inside */
+	tar_add(&t, "/abs", '0', "x", NULL, 0644);
+	tar_end(&t);
+	assert_int_equal(apply(&t, err, sizeof(err)), 0);
+	assert_true(exists("abs"));
+	/* a symlinked parent pointing outside: resolved inside the root */
+	tar_add(&t, "evil", '2', NULL, NULL, 0777);
+	memcpy(t.b + t.len - 512 + 157, outside, strlen(outside) + 1);
+	{ /* fix the checksum for the patched link name */
+		unsigned sum = 0;
+		unsigned char *h = t.b + t.len - 512;
+
+		memset(h + 148, ' ', 8);
+		for (int i = 0; i < 512; i++)
+			sum += h[i];
+		snprintf((char *)h + 148, 8, "%06o", sum);
+	}
+	tar_add(&t, "evil/pwned", '0', "x", NULL, 0644);
+	tar_add(&t, "rel", '2', NULL, "../../../../..", 0777);
+	tar_add(&t, "rel/tmp/pwned2", '0', "x", NULL, 0644);
+	tar_end(&t);
+	assert_int_equal(apply(&t, err, sizeof(err)), 0);
+	snprintf(err, sizeof(err), "%s/pwned", outside);
+	assert_int_not_equal(stat(err, &st), 0);
+	assert_int_not_equal(stat("/tmp/pwned2", &st), 0);
+	snprintf(err, sizeof(err), "%.200s/pwned", outside + 1);
+	assert_true(exists(err));         /* where the link points, in the image */
+	assert_true(exists("tmp/pwned2")); /* "../../../.." stops at the root */
+	/* a hard link to a file outside */
+	tar_add(&t, "hl", '1', NULL, "../../etc/passwd", 0644);
+	tar_end(&t);
+	assert_int_equal(apply(&t, err, sizeof(err)), -EXDEV);
+	/* a whiteout can only remove inside: ".wh..." names are not "..". */
+	tar_add(&t, "x/.wh..", '0', NULL, NULL, 0644);
+	tar_end(&t);
+	assert_int_equal(apply(&t, err, sizeof(err)), 0);
+	rmdir(outside);
+	snprintf(err, sizeof(err), "rm -rf %s", outside);
+	assert_int_equal(system(err), 0);
+}
+
+static void test_truncated_and_gzip(void **state)
+{
+	struct tarbuf t = { 0 };
+	char err[300];
+	unsigned char gz[8192];
+	uLongf gzlen;
+	z_stream z;
+
+	(void)state;
+	tar_add(&t, "big", '0', "0123456789abcdef0123456789abcdef", NULL, 0644);
+	tar_end(&t);
+	t.len = 512 + 10; /* the data stops early */
+	assert_int_equal(apply(&t, err, sizeof(err)), -EPIPE);
+	assert_non_null(strstr(err, "truncated"));
+	/* gzip */
+	tar_add(&t, "zipped", '0', "gz", NULL, 0644);
+	tar_end(&t);
+	memset(&z, 0, sizeof(z));
+	assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	z.next_in = t.b;
+	z.avail_in = (uInt)t.len;
+	z.next_out = gz;
+	z.avail_out = sizeof(gz);
+	assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+	gzlen = sizeof(gz) - z.avail_out;
+	deflateEnd(&z);
+	free(t.b);
+	t.b = malloc(gzlen);
+	memcpy(t.b, gz, gzlen);
+	t.len = gzlen;
+	assert_int_equal(apply(&t, err, sizeof(err)), 0);
+	assert_true(exists("zipped"));
+	/* a truncated gzip stream */
+	t.b = malloc(gzlen);
+	memcpy(t.b, gz, gzlen);
+	t.len = gzlen / 2;
+	assert_int_not_equal(apply(&t, err, sizeof(err)), 0);
+	/* garbage */
+	t.b = calloc(1, 600);
+	memset(t.b, 'A', 600);
+	t.len = 600;
+	assert_int_equal(apply(&t, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "not a tar"));
+}
+
+static void test_root_put(void **state)
+{
+	char outside[512], p[600];
+	struct stat st;
+	int fd;
+
+	(void)state;
+	snprintf(outside, sizeof(outside), "%s-out2", root);
+	mkdir(outside, 0755);
+	snprintf(p, sizeof(p), "%s/sbin", root);
+	assert_int_equal(symlink(outside, p), 0); /* /sbin -> a host directory */
+	fd = open(root, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(oci_root_put(fd, "/sbin/vmm-init", -1, "init", 4, 0755, 0), 0);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/vmm-init", outside);
+	assert_int_not_equal(stat(p, &st), 0); /* not on the host */
+	snprintf(p, sizeof(p), "%s%s/vmm-init", root, outside);
+	assert_int_equal(stat(p, &st), 0); /* inside, where the link points in the image */
+	assert_int_equal(st.st_mode & 0777, 0755);
+	rmdir(outside);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_refs),
+		cmocka_unit_test(test_index),
+		cmocka_unit_test(test_manifest),
+		cmocka_unit_test(test_config_and_plan),
+		cmocka_unit_test(test_cache_keys),
+		cmocka_unit_test(test_auth_helpers),
+		cmocka_unit_test_setup_teardown(test_whiteouts, setup_root, teardown_root),
+		cmocka_unit_test_setup_teardown(test_escapes, setup_root, teardown_root),
+		cmocka_unit_test_setup_teardown(test_truncated_and_gzip, setup_root, teardown_root),
+		cmocka_unit_test_setup_teardown(test_root_put, setup_root, teardown_root),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
