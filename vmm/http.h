@@ -46,6 +46,14 @@ struct http_request {
  * which the connection is to be closed. */
 int http_parse(const char *buf, size_t len, struct http_request *req);
 
+/* http_parse with a body limit of max_body bytes instead of HTTP_MAX_BODY. */
+int http_parse_max(const char *buf, size_t len, struct http_request *req, size_t max_body);
+
+/* The value of header `name` (case-insensitive, trimmed) in a request
+ * head that http_parse accepted (buf from its start). 0, -ENOENT (none),
+ * -EEXIST (given twice), -E2BIG (longer than outlen - 1). */
+int http_header(const char *buf, size_t len, const char *name, char *out, size_t outlen);
+
 /* Writes a whole response into out (at most cap bytes): status line,
  * Content-Type application/json when there is a body, Content-Length,
  * Connection: close unless keep_alive. Returns its length, or 0 if it does
