@@ -49,7 +49,7 @@ static int mcp_main(int argc, char **argv)
 	struct sandbox sb;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'l':
 			ho.listen = optarg;
