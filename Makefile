@@ -209,7 +209,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_http test_seccomp \
-              test_jail test_api_v2
+              test_jail test_api_v2 test_mcp
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -234,6 +234,9 @@ test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c devices/fuse_priv.c vm
 test_egress_SRCS  := cli/egress_http.c guest-init/json.c
 test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c cli/egress_tls.c vmm/log.c guest-init/json.c
 test_egress_tls_LIBS := $(TLS_LIBS)
+test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \
+                     cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c guest-init/json.c guest-init/proto.c
+test_mcp_LIBS     := $(TLS_LIBS)
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
