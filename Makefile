@@ -302,7 +302,7 @@ asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
-                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http
+                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_mcp
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
@@ -318,11 +318,15 @@ fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ra
                          devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
 fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c guest-init/json.c
+fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c \
+                         cli/mcp_api.c cli/api_client.c cli/api_procs.c cli/util.c vmm/log.c guest-init/json.c \
+                         guest-init/proto.c
+fuzz_mcp_LIBS         := $(TLS_LIBS)
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ-CC $@")
-	$(Q)$(FUZZ_CC) -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -o $@ $^
+	$(Q)$(FUZZ_CC) -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -o $@ $^ $($*_LIBS)
 fuzz: $(patsubst %,$(BUILD)/fuzz/%,$(FUZZ_TARGETS))
 	$(Q)for t in $(FUZZ_TARGETS); do \
 		mkdir -p $(BUILD)/fuzz/corpus-$$t && \
