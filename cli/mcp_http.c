@@ -329,10 +329,16 @@ static int is_loopback(const struct sockaddr *sa)
 static int listen_on(const char *spec, int allow_remote)
 {
 	char host[256];
-	const char *port, *colon = strrchr(spec, ':');
+	const char *port = NULL, *colon = strrchr(spec, ':');
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV }, *ai;
 	int fd, one = 1, r;
 
+	if (!colon && *spec && strspn(spec, "0123456789") == strlen(spec)) {
+		/* a port alone: loopback */
+		snprintf(host, sizeof(host), "127.0.0.1");
+		port = spec;
+		goto resolve;
+	}
 	if (!colon || (size_t)(colon - spec) >= sizeof(host)) {
 		log_err("mcp: --listen wants ADDRESS:PORT (127.0.0.1:8080, [::1]:8080)");
 		return -EINVAL;
@@ -344,6 +350,7 @@ static int listen_on(const char *spec, int allow_remote)
 		memmove(host, host + 1, strlen(host));
 		host[strlen(host) - 1] = '\0';
 	}
+resolve:
 	r = getaddrinfo(host, port, &hints, &ai);
 	if (r) {
 		log_err("mcp: --listen %s: %s (a numeric address and port)", spec, gai_strerror(r));

@@ -367,6 +367,12 @@ def http_checks(work):
             srv.wait(timeout=10)
         except subprocess.TimeoutExpired:
             srv.kill()
+    port = free_port()
+    srv = subprocess.Popen([vmm_path, "mcp", name, "--listen", str(port)], stderr=subprocess.PIPE, env=env)
+    line = srv.stderr.readline().decode()
+    srv.terminate()
+    srv.wait(timeout=10)
+    check("http: --listen PORT alone serves on 127.0.0.1", f"http://127.0.0.1:{port}/mcp" in line, line)
     r = vmm_run(["mcp", name, "--listen", "0.0.0.0:1"])
     check("http: a non-loopback address needs --allow-remote", r.returncode != 0 and b"allow-remote" in r.stderr, r)
 
