@@ -464,6 +464,28 @@ static int tool_edit_file(const struct sandbox_addr *a, const struct json *args,
 
 	if (ol == nl && !memcmp(old, new, ol))
 		return mcp_tool_fail(res, "old_string and new_string are the same: nothing to do");
+	{
+		/* The write replaces what is at path: a symbolic link there would
+		 * become a file, so it is refused (the read follows it). */
+		char fields[8192], st[4096], arena_buf[4096];
+		struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
+		const char *type = "";
+		struct json_writer w;
+
+		jw_init(&w, fields, sizeof(fields));
+		jw_key(&w, "op");
+		jw_str(&w, "stat");
+		jw_key(&w, "path");
+		jw_str(&w, path);
+		if (!jw_done(&w))
+			return mcp_tool_fail(res, "path: too long");
+		if (mcp_api_call(a, 1, fields, st, sizeof(st), err, sizeof(err)))
+			return mcp_tool_fail(res, "%s: %s", path, err);
+		json_get_str(json_parse(st, strlen(st), &ar, &(const char *){ NULL }), "type", &type);
+		if (strcmp(type, "file"))
+			return mcp_tool_fail(res, "%s: a %s, not a regular file%s; nothing changed", path, type,
+					     !strcmp(type, "symlink") ? " (edit the file it points to)" : "");
+	}
 	if (mcp_api_read(a, path, 0, EDIT_MAX, &data, &len, &size, &mode, &uid, &gid, err, sizeof(err)))
 		return mcp_tool_fail(res, "%s: %s", path, err);
 	if (size > EDIT_MAX || len < size) {

@@ -129,6 +129,11 @@ def stdio_checks(work):
           open(f).read() == "line one\nline 2\nline one\n", r)
     r = c.call("edit_file", {"path": f, "old_string": "line one", "new_string": "L1", "replace_all": True})
     check("stdio: edit_file replace_all", open(f).read() == "L1\nline 2\nL1\n" and "2 occurrences" in text(r), r)
+    os.symlink(f, f"{work}/link.txt")
+    r = c.call("edit_file", {"path": f"{work}/link.txt", "old_string": "L1", "new_string": "x", "replace_all": True})
+    check("stdio: edit_file refuses a symbolic link (it would replace it), nothing changes",
+          r["result"]["isError"] is True and "symlink" in text(r) and os.path.islink(f"{work}/link.txt") and
+          open(f).read() == "L1\nline 2\nL1\n", r)
     r = c.call("write_file", {"path": f"{work}/bin.dat", "content": "AAEC/w==", "encoding": "base64"})
     r2 = c.call("read_file", {"path": f"{work}/bin.dat"})
     r3 = c.call("read_file", {"path": f"{work}/bin.dat", "encoding": "base64"})
