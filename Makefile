@@ -40,7 +40,9 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
              cli/egress_tls.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
-             cli/image_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/disklock.c
+             cli/image_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
+             cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
+             cli/mcp_http.c cli/mcp_cmd.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
 # vmm links these.
@@ -213,7 +215,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_http test_seccomp \
-              test_jail test_api_v2 test_oci
+              test_jail test_api_v2 test_oci test_mcp
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -240,6 +242,9 @@ test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c cli/egress_tls.c v
 test_egress_tls_LIBS := $(TLS_LIBS)
 test_oci_SRCS     := cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c guest-init/json.c
 test_oci_LIBS     := $(TLS_LIBS)
+test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \
+                     cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c guest-init/json.c guest-init/proto.c
+test_mcp_LIBS     := $(TLS_LIBS)
 
 define unit_test
 $(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
@@ -320,7 +325,7 @@ asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
-                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci
+                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci fuzz_mcp
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
@@ -339,6 +344,10 @@ fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_t
 fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c \
                          guest-init/json.c
 fuzz_oci_LIBS         := $(TLS_LIBS)
+fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c \
+                         cli/mcp_api.c cli/api_client.c cli/api_procs.c cli/util.c vmm/log.c vmm/tty.c guest-init/json.c \
+                         guest-init/proto.c
+fuzz_mcp_LIBS         := $(TLS_LIBS)
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)

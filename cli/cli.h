@@ -35,6 +35,8 @@ extern const struct cli_verb cli_verb_attach;
 extern const struct cli_verb cli_verb_kill;
 extern const struct cli_verb cli_verb_watch;
 extern const struct cli_verb cli_verb_egress;
+extern const struct cli_verb cli_verb_mcp;
+extern const struct cli_verb cli_verb_token;
 
 /* vmm serve: sandbox_main in API mode (run.c). */
 int serve_run(int argc, char **argv);

@@ -24,6 +24,8 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_attach,
 	&cli_verb_kill,
 	&cli_verb_watch,
+	&cli_verb_mcp,
+	&cli_verb_token,
 	&cli_verb_ls,
 	&cli_verb_inspect,
 	&cli_verb_logs,

@@ -229,10 +229,14 @@ const char *http_reason(int status)
 	switch (status) {
 	case 100: return "Continue";
 	case 200: return "OK";
+	case 202: return "Accepted";
 	case 204: return "No Content";
 	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 406: return "Not Acceptable";
 	case 408: return "Request Timeout";
 	case 409: return "Conflict";
 	case 411: return "Length Required";
@@ -281,4 +285,37 @@ size_t http_fault(char *out, size_t cap, const char *msg)
 	jw_obj_end(&w);
 	s = jw_done(&w);
 	return s ? strlen(s) : 0;
+}
+
+int http_header(const char *buf, size_t len, const char *name, char *out, size_t outlen)
+{
+	size_t nl = strlen(name);
+	const char *p = buf, *end = buf + len, *eol;
+	int found = 0;
+
+	if (outlen)
+		out[0] = '\0';
+	/* past the request line; the block ends at the empty line */
+	eol = find_crlf(p, end);
+	while (eol && (p = eol + 2) < end) {
+		const char *v, *ve;
+
+		eol = find_crlf(p, end);
+		if (!eol || eol == p)
+			break;
+		if ((size_t)(eol - p) <= nl || p[nl] != ':' || strncasecmp(p, name, nl))
+			continue;
+		if (found)
+			return -EEXIST; /* given twice: ambiguous, refused */
+		for (v = p + nl + 1; v < eol && (*v == ' ' || *v == '\t'); v++) {
+		}
+		for (ve = eol; ve > v && (ve[-1] == ' ' || ve[-1] == '\t'); ve--) {
+		}
+		if ((size_t)(ve - v) >= outlen)
+			return -E2BIG;
+		memcpy(out, v, (size_t)(ve - v));
+		out[ve - v] = '\0';
+		found = 1;
+	}
+	return found ? 0 : -ENOENT;
 }

@@ -48,8 +48,14 @@ struct http_request {
  * first); -EPROTO for a request to refuse (req->status, req->why), after
  * which the connection is to be closed. */
 int http_parse(const char *buf, size_t len, struct http_request *req);
-/* The same with another body limit (--http-api-max-payload-size). */
+/* The same with another body limit (--http-api-max-payload-size, the MCP
+ * endpoint's messages). */
 int http_parse_limit(const char *buf, size_t len, struct http_request *req, size_t max_body);
+
+/* The value of header `name` (case-insensitive, trimmed) in a request
+ * head that http_parse accepted (buf from its start). 0, -ENOENT (none),
+ * -EEXIST (given twice), -E2BIG (longer than outlen - 1). */
+int http_header(const char *buf, size_t len, const char *name, char *out, size_t outlen);
 
 /* Writes a whole response into out (at most cap bytes): status line,
  * Content-Type application/json when there is a body, Content-Length,

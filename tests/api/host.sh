@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs tests/api/api_test.py and cp_test.py against the host build of
+# Runs tests/api/api_test.py, cp_test.py and mcp_test.py against the host build of
 # guest-init serving on a Unix socket (no VM): the API's behaviour in seconds.
 #   host.sh VMM GUEST_INIT
 set -u
@@ -15,4 +15,15 @@ rc=0
 timeout 600 python3 "$(dirname "$0")/api_test.py" "$vmm" "$tmp/api.sock" 0 host-test-token --scale full || rc=1
 # vmm cp out of a hostile sandbox (a deep tree, guest modes, a fake server's listings)
 timeout 900 python3 "$(dirname "$0")/cp_test.py" "$vmm" "$tmp/api.sock" host-test-token || rc=1
+# vmm mcp (stdio and HTTP) and vmm token: a sandbox folder in a state
+# directory of our own whose vsock socket is this guest-init's API.
+mkdir -m 700 "$tmp/state" "$tmp/state/mcp-sb"
+ln -s "$tmp/api.sock" "$tmp/state/mcp-sb/vsock.sock"
+( umask 077; printf host-test-token > "$tmp/state/mcp-sb/token" )
+# Its "VMM" is this guest-init: the record the CLI trusts (pid, start
+# time, binary: cli/sandbox.c), so the sandbox counts as running.
+st=$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f20)
+read -r dev ino < <(stat -L -c '%d %i' "/proc/$pid/exe")
+echo "$pid $st $dev $ino" > "$tmp/state/mcp-sb/process"
+timeout 600 python3 "$(dirname "$0")/mcp_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1
 exit $rc

@@ -1,0 +1,453 @@
+/* The MCP server's pure parts: JSON-RPC parsing and errors, the JSON
+ * Schema subset and every tool's schema, the protocol's answers that need
+ * no sandbox, the output capture, access tokens (hashing, storage lines,
+ * expiry, scope), and the HTTP header lookup the transport uses. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/jsonrpc.h"
+#include "cli/jsonschema.h"
+#include "cli/mcp.h"
+#include "cli/mcp_api.h"
+#include "cli/mcp_tools.h"
+#include "cli/tokens.h"
+#include "vmm/http.h"
+
+_Alignas(16) static char arena_buf[1 << 16];
+
+static const struct json *parse(const char *s)
+{
+	_Alignas(16) static char buf[1 << 16];
+	static size_t used;
+	struct json_arena a;
+	const char *err;
+	const struct json *j;
+
+	if (used > sizeof(buf) / 2)
+		used = 0;
+	a = (struct json_arena){ buf + used, sizeof(buf) / 2, 0 };
+	j = json_parse(s, strlen(s), &a, &err);
+	used = (used + a.used + 15) & ~(size_t)15; /* the arena aligns within itself only */
+	assert_non_null(j);
+	return j;
+}
+
+/* ---- JSON-RPC ------------------------------------------------------------ */
+
+static int rpc(const char *s, struct jsonrpc_msg *m)
+{
+	struct json_arena a = { arena_buf, sizeof(arena_buf), 0 };
+	const char *why = NULL;
+	int r = jsonrpc_parse(s, strlen(s), &a, m, &why);
+
+	if (r)
+		assert_non_null(why);
+	return r;
+}
+
+static void jsonrpc_messages(void **state)
+{
+	struct jsonrpc_msg m;
+
+	(void)state;
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}", &m), 0);
+	assert_int_equal(m.kind, JSONRPC_REQUEST);
+	assert_string_equal(m.method, "ping");
+	assert_string_equal(m.id, "7");
+	assert_null(m.params);
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":\"a\\\"b\",\"method\":\"x\",\"params\":{}}", &m), 0);
+	assert_string_equal(m.id, "\"a\\\"b\"");
+	assert_non_null(m.params);
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", &m), 0);
+	assert_int_equal(m.kind, JSONRPC_NOTIFICATION);
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}", &m), 0);
+	assert_int_equal(m.kind, JSONRPC_RESPONSE);
+}
+
+static void jsonrpc_errors(void **state)
+{
+	struct jsonrpc_msg m;
+
+	(void)state;
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":1,", &m), JSONRPC_PARSE_ERROR);
+	assert_string_equal(m.id, "null");
+	assert_int_equal(rpc("", &m), JSONRPC_PARSE_ERROR);
+	assert_int_equal(rpc("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", &m), JSONRPC_INVALID_REQUEST);
+	assert_int_equal(rpc("42", &m), JSONRPC_INVALID_REQUEST);
+	/* the id is kept for the error when it is valid */
+	assert_int_equal(rpc("{\"jsonrpc\":\"1.0\",\"id\":9,\"method\":\"ping\"}", &m), JSONRPC_INVALID_REQUEST);
+	assert_string_equal(m.id, "9");
+	assert_int_equal(rpc("{\"id\":9,\"method\":\"ping\"}", &m), JSONRPC_INVALID_REQUEST);
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", &m), JSONRPC_INVALID_REQUEST);
+	assert_string_equal(m.id, "null");
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", &m), JSONRPC_INVALID_REQUEST);
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", &m), JSONRPC_INVALID_REQUEST);
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}", &m), JSONRPC_INVALID_REQUEST);
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\"}", &m), JSONRPC_INVALID_REQUEST);
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":3}", &m), JSONRPC_INVALID_REQUEST);
+	assert_int_equal(rpc("{\"jsonrpc\":\"2.0\",\"id\":1}", &m), JSONRPC_INVALID_REQUEST);
+}
+
+static void jsonrpc_writers(void **state)
+{
+	char buf[512];
+	struct json_writer w;
+
+	(void)state;
+	jw_init(&w, buf, sizeof(buf));
+	jsonrpc_error(&w, "\"x\"", JSONRPC_METHOD_NOT_FOUND, "no \"such\" method", "{\"a\":1}");
+	assert_string_equal(jw_done(&w), "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"error\":{\"code\":-32601,"
+					 "\"message\":\"no \\\"such\\\" method\",\"data\":{\"a\":1}}}");
+	jw_init(&w, buf, sizeof(buf));
+	jsonrpc_result_begin(&w, "4");
+	jw_raw(&w, "{}");
+	jsonrpc_result_end(&w);
+	assert_string_equal(jw_done(&w), "{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{}}");
+}
+
+/* ---- JSON Schema ---------------------------------------------------------- */
+
+static int valid(const char *schema, const char *value, char *why)
+{
+	return jsonschema_check(parse(schema), parse(value), "", why, 256);
+}
+
+static void schema_subset(void **state)
+{
+	static const char s[] =
+		"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10},"
+		"\"s\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":3},\"e\":{\"enum\":[\"a\",\"b\"]},"
+		"\"u\":{\"type\":[\"integer\",\"string\"]},\"l\":{\"type\":\"array\",\"maxItems\":2,"
+		"\"items\":{\"type\":\"boolean\"}},\"o\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"}},"
+		"\"required\":[\"x\"],\"additionalProperties\":false}},\"required\":[\"n\"],\"additionalProperties\":false}";
+	char why[256];
+
+	(void)state;
+	assert_int_equal(valid(s, "{\"n\":1}", why), 0);
+	assert_int_equal(valid(s, "{\"n\":10,\"s\":\"abc\",\"e\":\"b\",\"u\":\"t\",\"l\":[true,false],\"o\":{\"x\":1.5}}",
+			       why), 0);
+	assert_int_equal(valid(s, "{\"n\":3,\"u\":4}", why), 0);
+#define BAD(v, msg)                                        \
+	do {                                               \
+		assert_int_equal(valid(s, v, why), -1);    \
+		assert_string_equal(why, msg);             \
+	} while (0)
+	BAD("{}", "n: is required");
+	BAD("[]", "must be an object, not an array");
+	BAD("{\"n\":0}", "n: must be at least 1");
+	BAD("{\"n\":11}", "n: must be at most 10");
+	BAD("{\"n\":1.5}", "n: must be an integer, not a number");
+	BAD("{\"n\":\"1\"}", "n: must be an integer, not a string");
+	BAD("{\"n\":1,\"s\":\"\"}", "s: must not be empty");
+	BAD("{\"n\":1,\"s\":\"abcd\"}", "s: must be at most 3 bytes long");
+	BAD("{\"n\":1,\"e\":\"c\"}", "e: must be one of \"a\", \"b\"");
+	BAD("{\"n\":1,\"u\":true}", "u: must be integer or string, not a boolean");
+	BAD("{\"n\":1,\"l\":[true,true,true]}", "l: must have at most 2 items");
+	BAD("{\"n\":1,\"l\":[true,1]}", "l[1]: must be a boolean, not a number");
+	BAD("{\"n\":1,\"o\":{}}", "o.x: is required");
+	BAD("{\"n\":1,\"o\":{\"x\":1,\"y\":2}}", "o.y: is not a known argument");
+	BAD("{\"n\":1,\"zz\":null}", "zz: is not a known argument");
+	BAD("{\"n\":1,\"n\":2}", "n: is given twice");
+	BAD("{\"n\":1e300}", "n: must be an integer, not a number");
+#undef BAD
+}
+
+/* Every tool's schema parses, is a closed object, and names in
+ * "required" only properties it has. */
+static void tool_schemas(void **state)
+{
+	size_t i;
+
+	(void)state;
+	assert_int_equal(mcp_nr_tools, 9);
+	for (i = 0; i < mcp_nr_tools; i++) {
+		const struct json *s = parse(mcp_tools[i].schema), *props, *req, *e, *ap;
+		const char *type;
+
+		assert_int_equal(json_get_str(s, "type", &type), 0);
+		assert_string_equal(type, "object");
+		props = json_get(s, "properties");
+		assert_non_null(props);
+		ap = json_get(s, "additionalProperties");
+		assert_true(ap && ap->type == JSON_BOOL && !ap->u.boolean);
+		req = json_get(s, "required");
+		for (e = req ? req->u.kids.first : NULL; e; e = e->next)
+			assert_non_null(json_get(props, e->u.str.s));
+		assert_true(mcp_tools[i].scope && !(mcp_tools[i].scope & ~(unsigned)TOKEN_SCOPE_ALL));
+		assert_ptr_equal(mcp_tool_find(mcp_tools[i].name), &mcp_tools[i]);
+	}
+	assert_null(mcp_tool_find("nope"));
+}
+
+/* ---- the protocol, without a sandbox ----------------------------------------- */
+
+static char *handle(struct mcp_server *s, const char *msg, struct mcp_reply *rep)
+{
+	assert_int_equal(mcp_handle(s, msg, strlen(msg), rep), 0);
+	return rep->text;
+}
+
+static void protocol(void **state)
+{
+	struct mcp_server s = { .addr = { .uds = "/nonexistent/sock" }, .name = "t", .scopes = TOKEN_SCOPE_ALL };
+	struct mcp_reply rep;
+	char *t;
+
+	(void)state;
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}", &rep);
+	assert_non_null(strstr(t, "\"code\":-32600"));
+	free(t);
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\",\"params\":{}}", &rep);
+	assert_non_null(strstr(t, "\"code\":-32602"));
+	assert_int_equal(s.initialized, 0);
+	free(t);
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+		       "\"2099-01-01\",\"capabilities\":{},\"clientInfo\":{\"name\":\"c\",\"version\":\"1\"}}}", &rep);
+	/* an unknown revision: we answer with ours */
+	assert_non_null(strstr(t, "\"protocolVersion\":\"2025-06-18\""));
+	assert_true(rep.initialize);
+	free(t);
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+		       "\"2025-03-26\",\"capabilities\":{},\"clientInfo\":{\"name\":\"c\",\"version\":\"1\"}}}", &rep);
+	assert_non_null(strstr(t, "\"protocolVersion\":\"2025-03-26\""));
+	free(t);
+	assert_null(handle(&s, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", &rep));
+	assert_null(handle(&s, "{\"jsonrpc\":\"2.0\",\"method\":\"no/such/notification\"}", &rep));
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}", &rep);
+	assert_string_equal(t, "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"result\":{}}");
+	free(t);
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"prompts/list\"}", &rep);
+	assert_non_null(strstr(t, "\"code\":-32601"));
+	free(t);
+	/* bad arguments are refused before anything reaches the sandbox
+	 * (whose socket here does not exist) */
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"exec\","
+		       "\"arguments\":{\"command\":\"x\",\"timeout_s\":\"10\"}}}", &rep);
+	assert_non_null(strstr(t, "\"code\":-32602"));
+	assert_non_null(strstr(t, "timeout_s: must be an integer"));
+	free(t);
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":\"rm_rf\"}}", &rep);
+	assert_non_null(strstr(t, "\"code\":-32602"));
+	assert_non_null(strstr(t, "Unknown tool"));
+	free(t);
+	/* a tool the scopes do not allow: not listed, and refused */
+	s.scopes = TOKEN_SCOPE_MCP | TOKEN_SCOPE_FILES_READ;
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\"}", &rep);
+	assert_null(strstr(t, "\"name\":\"exec\""));
+	assert_non_null(strstr(t, "\"name\":\"read_file\""));
+	free(t);
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"exec\","
+		       "\"arguments\":{\"command\":\"x\"}}}", &rep);
+	assert_non_null(strstr(t, "\"code\":-32001"));
+	assert_true(rep.forbidden);
+	free(t);
+	/* a tool that runs and cannot reach the sandbox: a tool error */
+	t = handle(&s, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"read_file\","
+		       "\"arguments\":{\"path\":\"/x\"}}}", &rep);
+	assert_non_null(strstr(t, "\"isError\":true"));
+	assert_non_null(strstr(t, "cannot reach the sandbox API"));
+	free(t);
+}
+
+/* ---- capture ----------------------------------------------------------------- */
+
+static void capture_head_tail(void **state)
+{
+	struct capture c;
+	char *t;
+	size_t n;
+	int i;
+
+	(void)state;
+	assert_int_equal(capture_init(&c, 4, 4), 0);
+	capture_add(&c, "abc", 3);
+	t = capture_text(&c, &n);
+	assert_string_equal(t, "abc");
+	free(t);
+	capture_add(&c, "defghij", 7); /* abcd | efghij: tail keeps ghij */
+	t = capture_text(&c, &n);
+	assert_string_equal(t, "abcd\n[... 2 bytes omitted ...]\nghij");
+	free(t);
+	for (i = 0; i < 5; i++)
+		capture_add(&c, "0123456789", 10); /* the ring wraps many times */
+	t = capture_text(&c, &n);
+	assert_int_equal(c.total, 60);
+	assert_string_equal(t, "abcd\n[... 52 bytes omitted ...]\n6789");
+	free(t);
+	capture_free(&c);
+	assert_int_equal(capture_init(&c, 4, 0), 0); /* head only */
+	capture_add(&c, "abcdefgh", 8);
+	t = capture_text(&c, &n);
+	assert_string_equal(t, "abcd\n[... 4 bytes omitted ...]\n");
+	free(t);
+	capture_free(&c);
+}
+
+/* ---- tokens ----------------------------------------------------------------- */
+
+static void token_scopes(void **state)
+{
+	unsigned m;
+	char why[160], buf[96];
+
+	(void)state;
+	assert_int_equal(token_parse_scopes("exec,files:read", &m, why, sizeof(why)), 0);
+	assert_int_equal(m, TOKEN_SCOPE_EXEC | TOKEN_SCOPE_FILES_READ);
+	assert_int_equal(token_parse_scopes("all", &m, why, sizeof(why)), 0);
+	assert_int_equal(m, TOKEN_SCOPE_ALL);
+	token_scopes_str(TOKEN_SCOPE_ALL, buf, sizeof(buf));
+	assert_string_equal(buf, "exec,files:read,files:write,processes,mcp");
+	assert_int_equal(token_parse_scopes("exec,root", &m, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "root"));
+	assert_int_equal(token_parse_scopes("", &m, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("exec,", &m, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes(",exec", &m, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("files", &m, why, sizeof(why)), -EINVAL);
+}
+
+static void token_lifecycle(void **state)
+{
+	char tok[TOKEN_LEN + 1], tok2[TOKEN_LEN + 1], line[256], bad[TOKEN_LEN + 1];
+	struct token_rec recs[2], back;
+	const struct token_rec *which;
+	unsigned char h[32];
+
+	(void)state;
+	assert_int_equal(token_generate(tok, &recs[0], 1000, 3600, TOKEN_SCOPE_MCP | TOKEN_SCOPE_FILES_READ), 0);
+	assert_int_equal(strlen(tok), TOKEN_LEN);
+	assert_memory_equal(tok, "vmt_", 4);
+	assert_memory_equal(tok + 4, recs[0].id, TOKEN_ID_LEN);
+	token_hash(tok, h);
+	assert_memory_equal(h, recs[0].hash, 32);
+	assert_int_equal(recs[0].expires, 4600);
+	assert_int_equal(token_generate(tok2, &recs[1], 1000, 0, TOKEN_SCOPE_ALL), 0);
+	assert_int_equal(recs[1].expires, 0);
+	assert_string_not_equal(tok, tok2);
+	assert_int_equal(token_generate(tok2, &back, 1000, -1, TOKEN_SCOPE_ALL), -EINVAL);
+	assert_int_equal(token_generate(tok2, &back, 1000, 10, 0), -EINVAL);
+	assert_int_equal(token_generate(tok2, &back, 1000, 10, 1u << 20), -EINVAL);
+
+	/* the stored line: only the hash, and it reads back the same */
+	assert_int_equal(token_format_line(&recs[0], line, sizeof(line)), 0);
+	assert_null(strstr(line, tok + 5 + TOKEN_ID_LEN));
+	assert_int_equal(token_parse_line(line, strlen(line) - 1, &back), 0);
+	assert_memory_equal(&back, &recs[0], sizeof(back));
+	assert_int_equal(token_parse_line("abc 00 1 2 exec", 15, &back), -EINVAL);
+	line[3] = 'G'; /* not hex */
+	assert_int_equal(token_parse_line(line, strlen(line) - 1, &back), -EINVAL);
+
+	/* checks */
+	assert_int_equal(token_check(recs, 2, tok, 1000, TOKEN_SCOPE_MCP, &which), TOKEN_OK);
+	assert_ptr_equal(which, &recs[0]);
+	assert_int_equal(token_check(recs, 2, tok, 4599, TOKEN_SCOPE_MCP | TOKEN_SCOPE_FILES_READ, NULL), TOKEN_OK);
+	assert_int_equal(token_check(recs, 2, tok, 4600, TOKEN_SCOPE_MCP, NULL), TOKEN_EXPIRED);
+	assert_int_equal(token_check(recs, 2, tok, 1000, TOKEN_SCOPE_EXEC, NULL), TOKEN_OUT_OF_SCOPE);
+	assert_int_equal(token_check(recs, 2, tok, 1000, TOKEN_SCOPE_MCP | TOKEN_SCOPE_FILES_WRITE, NULL),
+			 TOKEN_OUT_OF_SCOPE);
+	assert_int_equal(token_check(recs, 2, tok2, 1LL << 40, TOKEN_SCOPE_ALL, NULL), TOKEN_OK); /* never expires */
+	/* a wrong secret with a right id; a revoked (absent) token; junk */
+	memcpy(bad, tok, sizeof(bad));
+	bad[TOKEN_LEN - 1] = bad[TOKEN_LEN - 1] == '0' ? '1' : '0';
+	assert_int_equal(token_check(recs, 2, bad, 1000, TOKEN_SCOPE_MCP, &which), TOKEN_UNKNOWN);
+	assert_null(which);
+	assert_int_equal(token_check(&recs[1], 1, tok, 1000, TOKEN_SCOPE_MCP, NULL), TOKEN_UNKNOWN);
+	assert_int_equal(token_check(recs, 2, "host-test-token", 1000, 0, NULL), TOKEN_UNKNOWN);
+	assert_int_equal(token_check(recs, 2, "", 1000, 0, NULL), TOKEN_UNKNOWN);
+	assert_int_equal(token_check(recs, 2, NULL, 1000, 0, NULL), TOKEN_UNKNOWN);
+	bad[TOKEN_LEN - 1] = 'Z';
+	assert_int_equal(token_check(recs, 2, bad, 1000, 0, NULL), TOKEN_UNKNOWN);
+}
+
+static void token_file(void **state)
+{
+	char dir[] = "/tmp/test_mcp.XXXXXX", path[64];
+	char tok[TOKEN_LEN + 1];
+	struct token_rec recs[3], *got;
+	size_t n;
+	FILE *f;
+	int i;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(token_load(dir, &got, &n), 0); /* none yet */
+	assert_int_equal(n, 0);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(token_generate(tok, &recs[i], 5, i * 100, TOKEN_SCOPE_ALL), 0);
+	assert_int_equal(token_save(dir, recs, 3), 0);
+	assert_int_equal(token_load(dir, &got, &n), 0);
+	assert_int_equal(n, 3);
+	assert_memory_equal(got, recs, sizeof(recs));
+	free(got);
+	snprintf(path, sizeof(path), "%s/tokens", dir);
+	{
+		struct stat st;
+
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0600);
+	}
+	/* a damaged file is refused whole */
+	f = fopen(path, "a");
+	fputs("garbage line\n", f);
+	fclose(f);
+	assert_int_equal(token_load(dir, &got, &n), -EINVAL);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* ---- the HTTP header lookup ------------------------------------------------------ */
+
+static void http_headers(void **state)
+{
+	static const char req[] = "POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization:   Bearer abc  \r\n"
+				  "mcp-session-id: s1\r\nX-Twice: 1\r\nX-Twice: 2\r\n\r\n{}";
+	char v[64];
+	size_t hl = strlen(req) - 2;
+
+	(void)state;
+	assert_int_equal(http_header(req, hl, "Authorization", v, sizeof(v)), 0);
+	assert_string_equal(v, "Bearer abc");
+	assert_int_equal(http_header(req, hl, "Mcp-Session-Id", v, sizeof(v)), 0);
+	assert_string_equal(v, "s1");
+	assert_int_equal(http_header(req, hl, "Origin", v, sizeof(v)), -ENOENT);
+	assert_int_equal(http_header(req, hl, "X-Twice", v, sizeof(v)), -EEXIST);
+	assert_int_equal(http_header(req, hl, "Authorization", v, 4), -E2BIG);
+	assert_int_equal(http_header(req, hl, "Host: x\r\nAuthorization", v, sizeof(v)), -ENOENT);
+}
+
+static void http_body_limit(void **state)
+{
+	static char big[70000];
+	struct http_request r;
+	int n;
+
+	(void)state;
+	n = snprintf(big, sizeof(big), "POST /mcp HTTP/1.1\r\nContent-Length: 60000\r\n\r\n");
+	memset(big + n, 'x', 60000);
+	assert_int_equal(http_parse(big, (size_t)n + 60000, &r), -EPROTO);
+	assert_int_equal(r.status, 400); /* Firecracker: 400 with a fault_message */
+	assert_int_equal(http_parse_limit(big, (size_t)n + 60000, &r, MCP_MESSAGE_MAX), n + 60000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(jsonrpc_messages),  cmocka_unit_test(jsonrpc_errors),
+		cmocka_unit_test(jsonrpc_writers),   cmocka_unit_test(schema_subset),
+		cmocka_unit_test(tool_schemas),      cmocka_unit_test(protocol),
+		cmocka_unit_test(capture_head_tail), cmocka_unit_test(token_scopes),
+		cmocka_unit_test(token_lifecycle),   cmocka_unit_test(token_file),
+		cmocka_unit_test(http_headers),      cmocka_unit_test(http_body_limit),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
