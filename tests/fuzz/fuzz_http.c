@@ -3,10 +3,11 @@
  * one through the Firecracker routes (vmm/fcapi.c, fcapi_obs.c) of a VMM
  * with no VM yet, then of one with a stand-in VM (no devices: PATCH
  * routes reach their lookups). No VM is ever built: the VM and device
- * calls below are stubs. It runs in a directory of its own: PUT /logger
- * and /metrics open one scratch file there, whatever they name. */
+ * calls below are stubs. PUT /logger and /metrics open one scratch file
+ * in a directory of its own, whatever they name. */
 #define _GNU_SOURCE
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -93,21 +94,36 @@ void virtio_net_limits(const struct virtio_net *n, struct rl_limits *rx, struct 
 /* PUT /logger and /metrics name any path, "../../etc/passwd" too: the
  * fuzzer (root in CI) opens one scratch file in its own directory instead,
  * with the flags the VMM would use, whatever the path. */
+static char scratch_dir[] = "/tmp/vmm-fuzz-http-XXXXXX";
+
 static int scratch_open(const char *path, int flags, mode_t mode)
 {
+	char p[sizeof(scratch_dir) + 8];
+
 	(void)path;
-	return open("sink", flags, mode);
+	snprintf(p, sizeof(p), "%s/sink", scratch_dir);
+	return open(p, flags, mode);
+}
+
+static void scratch_remove(void)
+{
+	char p[sizeof(scratch_dir) + 8];
+
+	snprintf(p, sizeof(p), "%s/sink", scratch_dir);
+	unlink(p);
+	rmdir(scratch_dir);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	char dir[] = "/tmp/vmm-fuzz-http-XXXXXX";
-
 	(void)argc;
 	(void)argv;
-	if (!mkdtemp(dir) || chdir(dir))
+	/* Not a chdir: libFuzzer finds its corpus directories relative to
+	 * the directory it was started in. */
+	if (!mkdtemp(scratch_dir))
 		__builtin_trap();
+	atexit(scratch_remove);
 	return 0;
 }
 
