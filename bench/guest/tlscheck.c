@@ -8,6 +8,20 @@
  *   tlscheck yield N    two processes pinned to CPU 0, sched_yield() N times
  *   tlscheck signal N   as pipe, and a 1 ms interval timer (SIGALRM, with
  *                       SA_RESTART) interrupts both
+ *   tlscheck getpid N   one process, N getpid() calls: no context switch
+ *   tlscheck spin N     one process, no system call: reads %fs:0 N million
+ *                       times (timer interrupts and host exits only)
+ *   tlscheck segv       dereferences NULL: bench/crash's check that it sees
+ *                       a crash (a "segfault at 0" console line)
+ *   tlscheck fMODE N    MODE (pipe, yield, signal, getpid) with every checked
+ *                       system call made the way a ring-0-emulating host
+ *                       delivers SYSCALL: RCX = return address, R11 = RFLAGS,
+ *                       then a user-mode jump to entry_SYSCALL_64 (from
+ *                       /proc/kallsyms), whose fetch faults; the emulating
+ *                       kernel's fault.patch turns that #PF into the system
+ *                       call. On any host (QEMU TCG too) this runs
+ *                       fault.patch's path, which otherwise only that host
+ *                       reaches.
  *
  * Each process points its FS base at a buffer of its own (arch_prctl
  * ARCH_SET_FS; the two buffers are at different addresses and both hold
@@ -102,6 +116,63 @@ __asm__(".text\n"
 	"	ret\n");
 long chk_syscall(long nr, long a1, long a2, long a3, uint64_t out[R_N]);
 
+/* chk_fsyscall: the same, entering through a fetch fault at entry_SYSCALL_64.
+ * The two bytes before the return address are a real syscall instruction,
+ * so a restarted system call (ip -= 2) is well-formed. */
+uint64_t entry_syscall_64;
+__asm__(".text\n"
+	".globl chk_fsyscall\n"
+	"chk_fsyscall:\n"
+	"	push %rbp\n	push %rbx\n	push %r12\n	push %r13\n	push %r14\n	push %r15\n"
+	"	push %r8\n"
+	"	mov %rdi, %rax\n	mov %rsi, %rdi\n	mov %rdx, %rsi\n	mov %rcx, %rdx\n"
+	"	movabs $0x1b1b1b1b1b1b1b1b, %rbx\n"
+	"	movabs $0x1e1e1e1e1e1e1e1e, %rbp\n"
+	"	movabs $0x0808080808080808, %r8\n"
+	"	movabs $0x0909090909090909, %r9\n"
+	"	movabs $0x0a0a0a0a0a0a0a0a, %r10\n"
+	"	movabs $0x0c0c0c0c0c0c0c0c, %r12\n"
+	"	movabs $0x0d0d0d0d0d0d0d0d, %r13\n"
+	"	movabs $0x0e0e0e0e0e0e0e0e, %r14\n"
+	"	movabs $0x0f0f0f0f0f0f0f0f, %r15\n"
+	"	movabs $0x5858585858585858, %r11\n"
+	"	movq %r11, %xmm0\n"
+	"	lea 1f(%rip), %rcx\n"
+	"	pushfq\n	pop %r11\n"
+	"	jmp *entry_syscall_64(%rip)\n"
+	"	syscall\n"
+	"1:	mov (%rsp), %r11\n"
+	"	mov %rbx, 0(%r11)\n	mov %rbp, 8(%r11)\n	mov %r8, 16(%r11)\n"
+	"	mov %r9, 24(%r11)\n	mov %r10, 32(%r11)\n	mov %r12, 40(%r11)\n"
+	"	mov %r13, 48(%r11)\n	mov %r14, 56(%r11)\n	mov %r15, 64(%r11)\n"
+	"	mov %rdi, 72(%r11)\n	mov %rsi, 80(%r11)\n	mov %rdx, 88(%r11)\n"
+	"	movq %xmm0, 96(%r11)\n"
+	"	pop %r8\n"
+	"	pop %r15\n	pop %r14\n	pop %r13\n	pop %r12\n	pop %rbx\n	pop %rbp\n"
+	"	ret\n");
+long chk_fsyscall(long nr, long a1, long a2, long a3, uint64_t out[R_N]);
+static int use_fault;
+
+static int find_entry(void)
+{
+	char line[256];
+	FILE *f = fopen("/proc/kallsyms", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a;
+		char t, name[200];
+
+		if (sscanf(line, "%llx %c %199s", &a, &t, name) == 3 && !strcmp(name, "entry_SYSCALL_64")) {
+			entry_syscall_64 = a;
+			break;
+		}
+	}
+	fclose(f);
+	return entry_syscall_64 ? 0 : -1;
+}
+
 static long raw3(long nr, long a1, long a2, long a3)
 {
 	long ret;
@@ -122,7 +193,7 @@ static uint64_t fs0(void)
 static long call(struct stats *st, uint64_t base, long nr, long a1, long a2, long a3)
 {
 	uint64_t out[R_N], v, g = 0;
-	long ret = chk_syscall(nr, a1, a2, a3, out);
+	long ret = use_fault ? chk_fsyscall(nr, a1, a2, a3, out) : chk_syscall(nr, a1, a2, a3, out);
 	int bad_reg = -1;
 
 	st->calls++;
@@ -180,7 +251,17 @@ static int run(const char *mode, int child, long n, int rfd, int wfd)
 	raw3(SYS_arch_prctl, ARCH_GET_FS, (long)&orig, 0);
 	raw3(SYS_arch_prctl, ARCH_SET_FS, (long)base, 0);
 	/* From here to the ARCH_SET_FS back: raw system calls only. */
+	if (!strcmp(mode, "spin")) {
+		for (long i = 0; i < n * 1000000; i++)
+			if (fs0() != my_magic && !st.fs_bad++)
+				st.first_call = i + 1, st.first_fs = fs0();
+		n = 0;
+	}
 	for (long i = 0; i < n; i++) {
+		if (!strcmp(mode, "getpid")) {
+			call(&st, base, SYS_getpid, 0, 0, 0);
+			continue;
+		}
 		if (!strcmp(mode, "yield")) {
 			call(&st, base, SYS_sched_yield, 0, 0, 0);
 			continue;
@@ -202,8 +283,8 @@ static int run(const char *mode, int child, long n, int rfd, int wfd)
 
 		setitimer(ITIMER_REAL, &off, NULL);
 	}
-	printf("tlscheck: %s %s calls=%lu fs_bad=%lu getfs_bad=%lu gpr_bad=%lu sigs=%lu sig_fs_bad=%lu",
-	       mode, child ? "child" : "parent", st.calls, st.fs_bad, st.getfs_bad, st.gpr_bad, sigs, sig_fs_bad);
+	printf("tlscheck: %s%s %s calls=%lu fs_bad=%lu getfs_bad=%lu gpr_bad=%lu sigs=%lu sig_fs_bad=%lu",
+	       use_fault ? "f" : "", mode, child ? "child" : "parent", st.calls, st.fs_bad, st.getfs_bad, st.gpr_bad, sigs, sig_fs_bad);
 	if (st.first_call)
 		printf(" first: call %lu %%fs:0=%#llx%s getfs=%#llx (own %#llx, other %#llx) reg=%s:%#llx",
 		       st.first_call, (unsigned long long)st.first_fs, magic_name(st.first_fs),
@@ -222,12 +303,31 @@ int main(int argc, char **argv)
 	long n = argc > 2 ? atol(argv[2]) : 1000;
 	pid_t pid;
 
-	if (strcmp(mode, "pipe") && strcmp(mode, "yield") && strcmp(mode, "signal")) {
-		fprintf(stderr, "usage: tlscheck pipe|yield|signal [N]\n");
+	if (!strcmp(mode, "segv")) {
+		volatile uintptr_t null = 0;
+
+		return *(volatile int *)null;
+	}
+	if (mode[0] == 'f' && mode[1]) {
+		mode++;
+		use_fault = 1;
+		if (find_entry() < 0) {
+			fprintf(stderr, "tlscheck: no entry_SYSCALL_64 in /proc/kallsyms\n");
+			return 2;
+		}
+	}
+	if (strcmp(mode, "pipe") && strcmp(mode, "yield") && strcmp(mode, "signal") &&
+	    strcmp(mode, "getpid") && strcmp(mode, "spin")) {
+		fprintf(stderr, "usage: tlscheck [f]pipe|[f]yield|[f]signal|[f]getpid|spin [N]\n");
 		return 2;
 	}
 	area[0][0] = MAGIC_PARENT;
 	area[1][0] = MAGIC_CHILD;
+	if (!strcmp(mode, "getpid") || !strcmp(mode, "spin")) {
+		bad = run(mode, 0, n, -1, -1);
+		printf("tlscheck: %s\n", bad ? "BAD" : "ok");
+		return bad;
+	}
 	if (!strcmp(mode, "yield")) {
 		cpu_set_t set;
 
