@@ -11,6 +11,10 @@
  *   tlscheck getpid N   one process, N getpid() calls: no context switch
  *   tlscheck spin N     one process, no system call: reads %fs:0 N million
  *                       times (timer interrupts and host exits only)
+ *   tlscheck wMODE N    MODE (pipe, yield, signal, getpid) with the FS base
+ *                       set by the process itself with WRFSBASE (where the
+ *                       kernel allows it: HWCAP2_FSGSBASE), not arch_prctl:
+ *                       the kernel must keep a base it did not write
  *   tlscheck segv       dereferences NULL: bench/crash's check that it sees
  *                       a crash (a "segfault at 0" console line)
  *   tlscheck fMODE N    MODE (pipe, yield, signal, getpid) with every checked
@@ -44,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -151,7 +156,7 @@ __asm__(".text\n"
 	"	pop %r15\n	pop %r14\n	pop %r13\n	pop %r12\n	pop %rbx\n	pop %rbp\n"
 	"	ret\n");
 long chk_fsyscall(long nr, long a1, long a2, long a3, uint64_t out[R_N]);
-static int use_fault;
+static int use_fault, use_wrfs;
 
 static int find_entry(void)
 {
@@ -249,7 +254,10 @@ static int run(const char *mode, int child, long n, int rfd, int wfd)
 		setitimer(ITIMER_REAL, &it, NULL);
 	}
 	raw3(SYS_arch_prctl, ARCH_GET_FS, (long)&orig, 0);
-	raw3(SYS_arch_prctl, ARCH_SET_FS, (long)base, 0);
+	if (use_wrfs)
+		__asm__ volatile("wrfsbase %0" : : "r"(base) : "memory");
+	else
+		raw3(SYS_arch_prctl, ARCH_SET_FS, (long)base, 0);
 	/* From here to the ARCH_SET_FS back: raw system calls only. */
 	if (!strcmp(mode, "spin")) {
 		for (long i = 0; i < n * 1000000; i++)
@@ -283,8 +291,8 @@ static int run(const char *mode, int child, long n, int rfd, int wfd)
 
 		setitimer(ITIMER_REAL, &off, NULL);
 	}
-	printf("tlscheck: %s%s %s calls=%lu fs_bad=%lu getfs_bad=%lu gpr_bad=%lu sigs=%lu sig_fs_bad=%lu",
-	       use_fault ? "f" : "", mode, child ? "child" : "parent", st.calls, st.fs_bad, st.getfs_bad, st.gpr_bad, sigs, sig_fs_bad);
+	printf("tlscheck: %s%s%s %s calls=%lu fs_bad=%lu getfs_bad=%lu gpr_bad=%lu sigs=%lu sig_fs_bad=%lu",
+	       use_fault ? "f" : "", use_wrfs ? "w" : "", mode, child ? "child" : "parent", st.calls, st.fs_bad, st.getfs_bad, st.gpr_bad, sigs, sig_fs_bad);
 	if (st.first_call)
 		printf(" first: call %lu %%fs:0=%#llx%s getfs=%#llx (own %#llx, other %#llx) reg=%s:%#llx",
 		       st.first_call, (unsigned long long)st.first_fs, magic_name(st.first_fs),
@@ -308,6 +316,14 @@ int main(int argc, char **argv)
 
 		return *(volatile int *)null;
 	}
+	if (mode[0] == 'w' && mode[1]) {
+		mode++;
+		use_wrfs = 1;
+		if (!(getauxval(AT_HWCAP2) & 2)) {	/* HWCAP2_FSGSBASE */
+			printf("tlscheck: w%s skipped: no FSGSBASE for user mode\ntlscheck: ok\n", mode);
+			return 0;
+		}
+	}
 	if (mode[0] == 'f' && mode[1]) {
 		mode++;
 		use_fault = 1;
@@ -318,7 +334,7 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(mode, "pipe") && strcmp(mode, "yield") && strcmp(mode, "signal") &&
 	    strcmp(mode, "getpid") && strcmp(mode, "spin")) {
-		fprintf(stderr, "usage: tlscheck [f]pipe|[f]yield|[f]signal|[f]getpid|spin [N]\n");
+		fprintf(stderr, "usage: tlscheck [w][f]pipe|[w][f]yield|[w][f]signal|[w][f]getpid|spin|segv [N]\n");
 		return 2;
 	}
 	area[0][0] = MAGIC_PARENT;
