@@ -292,7 +292,7 @@ static int run(const char *mode, int child, long n, int rfd, int wfd)
 		setitimer(ITIMER_REAL, &off, NULL);
 	}
 	printf("tlscheck: %s%s%s %s calls=%lu fs_bad=%lu getfs_bad=%lu gpr_bad=%lu sigs=%lu sig_fs_bad=%lu",
-	       use_fault ? "f" : "", use_wrfs ? "w" : "", mode, child ? "child" : "parent", st.calls, st.fs_bad, st.getfs_bad, st.gpr_bad, sigs, sig_fs_bad);
+	       use_wrfs ? "w" : "", use_fault ? "f" : "", mode, child ? "child" : "parent", st.calls, st.fs_bad, st.getfs_bad, st.gpr_bad, sigs, sig_fs_bad);
 	if (st.first_call)
 		printf(" first: call %lu %%fs:0=%#llx%s getfs=%#llx (own %#llx, other %#llx) reg=%s:%#llx",
 		       st.first_call, (unsigned long long)st.first_fs, magic_name(st.first_fs),
