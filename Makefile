@@ -214,7 +214,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_http test_seccomp \
+              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_api_v2 test_oci test_mcp
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
@@ -240,6 +240,7 @@ test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c devices/fuse_priv.c vm
 test_egress_SRCS  := cli/egress_http.c guest-init/json.c
 test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c cli/egress_tls.c vmm/log.c guest-init/json.c
 test_egress_tls_LIBS := $(TLS_LIBS)
+test_egress_pol_SRCS := cli/egress_pol.c cli/egress_http.c guest-init/json.c
 test_oci_SRCS     := cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c guest-init/json.c
 test_oci_LIBS     := $(TLS_LIBS)
 test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \
