@@ -162,6 +162,8 @@ def main():
          "inject": {"header": "Authorization", "value_env": "E2E_KEY", "prefix": "Bearer "}},
         {"host": "pipe.test", "connect": connect},
         {"host": "nosni.test", "connect": connect, "require_sni": False},
+        {"host": "slow.test", "connect": "127.0.0.1:%d" % silent_port, "ca_file": tca, "timeout_ms": 500,
+         "inject": {"header": "X-K", "value_env": "E2E_KEY"}},
     ]})
     px = "http://127.0.0.1:%d" % port
 
@@ -288,6 +290,17 @@ print("\n".join(out))
         ok(False, "an intercepted tunnel whose SNI names another host is refused")
     except (ssl.SSLError, OSError):
         ok(True, "an intercepted tunnel whose SNI names another host is refused")
+
+    # ---- the upstream's timeout applies inside an intercepted tunnel -------------
+    t = time.monotonic()
+    r = sh("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "https://slow.test/v1/x", env=cenv)
+    took = time.monotonic() - t
+    ok(r.stdout == "504" and took < 5, "an upstream that never answers: 504 inside the tunnel after timeout_ms",
+       (r.stdout, r.stderr, took))
+    slow = [x for x in wait_log(d, lambda ls: any(x["host"] == "slow.test" and x["method"] == "GET" for x in ls))
+            if x["host"] == "slow.test" and x["method"] == "GET"]
+    ok(slow and slow[0]["status"] == 504 and slow[0]["injected"] is False and "timed out" in slow[0].get("reason", ""),
+       "... logged, nothing injected", slow)
 
     # ---- the policy changed on the running proxy (vmm egress set/show) ---------
     ctl = os.path.join(d, "egress.sock")
