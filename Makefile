@@ -39,7 +39,7 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
-             cli/egress_tls.c cli/egress_pol.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
+             cli/egress_tls.c cli/egress_pol.c cli/egress_ctl.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
              cli/image_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
              cli/mcp_http.c cli/mcp_cmd.c
