@@ -1,6 +1,7 @@
 /* The egress proxy's server: see egress.h and docs/egress.md. */
 #define _GNU_SOURCE
 #include "egress.h"
+#include "egress_priv.h"
 #include "egress_tls.h"
 #include "sandbox.h"
 #include "../guest-init/json.h"
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <signal.h>
@@ -24,10 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POLICY_MAX (1 << 20)
 #define CLIENT_IDLE_MS 60000
 
-static char *read_small_file(const char *path, size_t max, size_t *len)
+char *read_small_file(const char *path, size_t max, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	char *buf = NULL;
@@ -57,7 +58,7 @@ fail:
 	return NULL;
 }
 
-static char *cred_env(const char *name, void *ctx)
+char *cred_env(const char *name, void *ctx)
 {
 	const char *v = getenv(name);
 
@@ -65,71 +66,128 @@ static char *cred_env(const char *name, void *ctx)
 	return v ? strdup(v) : NULL;
 }
 
-static char *cred_file(const char *path, void *ctx)
+char *cred_file(const char *path, void *ctx)
 {
 	(void)ctx;
 	return read_small_file(path, EG_MAX_CRED, NULL);
 }
 
+
+char *ca_read(const char *path, void *ctx)
+{
+	(void)ctx;
+	return read_small_file(path, POLICY_MAX, NULL);
+}
+
+static void free_ssl_ctx(void *ctx)
+{
+	SSL_CTX_free(ctx);
+}
+
+/* The certificates of a PEM text into ctx's store: 0, or -EINVAL if it
+ * holds none. */
+static int load_cas(SSL_CTX *ctx, const char *pem)
+{
+	BIO *b = BIO_new_mem_buf(pem, -1);
+	STACK_OF(X509_INFO) *infos = b ? PEM_X509_INFO_read_bio(b, NULL, NULL, NULL) : NULL;
+	X509_STORE *st = SSL_CTX_get_cert_store(ctx);
+	int n = 0, i;
+
+	for (i = 0; infos && i < sk_X509_INFO_num(infos); i++) {
+		X509_INFO *x = sk_X509_INFO_value(infos, i);
+
+		if (x->x509 && X509_STORE_add_cert(st, x->x509) == 1)
+			n++;
+	}
+	sk_X509_INFO_pop_free(infos, X509_INFO_free);
+	BIO_free(b);
+	ERR_clear_error();
+	return n ? 0 : -EINVAL;
+}
+
+/* A policy's text, checked as a whole, into a new snapshot with the TLS
+ * context of each rule. 0, or -errno with why[] filled. */
+int pol_build(const char *text, size_t len, const struct pol_src *src, struct eg_live **out, char *why,
+		     size_t wl)
+{
+	struct eg_live *l = eg_live_new();
+	unsigned i;
+	int r;
+
+	*out = NULL;
+	if (!l)
+		return -ENOMEM;
+	l->free_tls = free_ssl_ctx;
+	r = eg_policy_parse(text, len, &src->cred, &l->p, why, wl);
+	for (i = 0; !r && i < l->p.nr_rules; i++) {
+		const struct eg_rule *x = &l->p.rules[i];
+		SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+		char *pem = NULL;
+
+		l->tls[i] = ctx;
+		if (!ctx) {
+			snprintf(why, wl, "out of memory");
+			r = -ENOMEM;
+			break;
+		}
+		SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+		if (x->ca_file[0] ? !(pem = src->ca(x->ca_file, src->cred.ctx)) || load_cas(ctx, pem) :
+				    SSL_CTX_set_default_verify_paths(ctx) != 1) {
+			snprintf(why, wl, "allow[%u]: cannot load the CA certificates%s%s", i,
+				 x->ca_file[0] ? " from " : "", x->ca_file);
+			r = -EINVAL;
+		}
+		free(pem);
+	}
+	if (r) {
+		eg_live_put(l);
+		return r;
+	}
+	*out = l;
+	return 0;
+}
+
 int egress_load(struct egress *e, const char *policy_file, const char *sandbox)
 {
-	const struct eg_cred_source src = { .env = cred_env, .file = cred_file };
+	const struct pol_src src = { .cred = { .env = cred_env, .file = cred_file }, .ca = ca_read };
 	char why[256] = "";
-	unsigned i;
+	struct eg_live *l;
 	size_t len;
 	char *text;
 	int r;
 
 	memset(e, 0, sizeof(*e));
-	e->fd = e->log_fd = -1;
+	e->fd = e->log_fd = e->ctl_fd = -1;
 	snprintf(e->sandbox, sizeof(e->sandbox), "%s", sandbox);
 	text = read_small_file(policy_file, POLICY_MAX, &len);
 	if (!text) {
 		log_err("--egress-policy %s: cannot read it (%s)", policy_file, errno ? strerror(errno) : "too big");
 		return -EINVAL;
 	}
-	r = eg_policy_parse(text, len, &src, &e->policy, why, sizeof(why));
+	r = pol_build(text, len, &src, &l, why, sizeof(why));
 	free(text);
 	if (r) {
 		log_err("--egress-policy %s: %s", policy_file, why);
 		return r;
 	}
-	for (i = 0; i < e->policy.nr_rules; i++) {
-		const struct eg_rule *x = &e->policy.rules[i];
-		SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-
-		e->tls[i] = ctx;
-		if (!ctx) {
-			r = -ENOMEM;
-			goto err_tls;
-		}
-		SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-		if (x->ca_file[0] ? SSL_CTX_load_verify_locations(ctx, x->ca_file, NULL) != 1 :
-				    SSL_CTX_set_default_verify_paths(ctx) != 1) {
-			log_err("--egress-policy %s: allow[%u]: cannot load the CA certificates%s%s", policy_file, i,
-				x->ca_file[0] ? " from " : "", x->ca_file);
-			r = -EINVAL;
-			goto err_tls;
-		}
-	}
-	pthread_mutex_init(&e->rl_lock, NULL);
-	rl_init(&e->rl, 0, 0, e->policy.limits.rate, e->policy.limits.burst, log_now_ns());
-	if (e->policy.ca_shared) {
+	if (l->p.ca_shared) {
 		char root[PATH_MAX - 16];
 
-		if ((r = sandbox_root(root, sizeof(root))))
-			goto err_tls;
+		if ((r = sandbox_root(root, sizeof(root)))) {
+			eg_live_put(l);
+			return r;
+		}
 		snprintf(e->ca_dir, sizeof(e->ca_dir), "%s/egress-ca", root);
 	}
-	log_info("egress policy %s: %u rule%s", policy_file, e->policy.nr_rules, e->policy.nr_rules == 1 ? "" : "s");
+	e->ca_shared = l->p.ca_shared;
+	e->rate = l->p.limits.rate;
+	atomic_init(&e->max_conns, l->p.limits.max_conns);
+	pthread_mutex_init(&e->rl_lock, NULL);
+	rl_init(&e->rl, 0, 0, l->p.limits.rate, l->p.limits.burst, log_now_ns());
+	log_info("egress policy %s: %u rule%s", policy_file, l->p.nr_rules, l->p.nr_rules == 1 ? "" : "s");
+	eg_holder_init(&e->pol, l);
 	return 0;
-err_tls:
-	for (i = 0; i < EG_MAX_RULES; i++)
-		SSL_CTX_free(e->tls[i]);
-	memset(e->tls, 0, sizeof(e->tls));
-	eg_policy_free(&e->policy);
-	return r;
 }
 
 /* ---- one connection ------------------------------------------------------ */
@@ -138,6 +196,8 @@ struct upstream;
 
 struct conn {
 	struct egress *e;
+	struct eg_live *pol;     /* the policy the request started under (a reference) */
+	struct eg_live *tpol;    /* an intercepted tunnel's request's, while it runs */
 	int fd;                  /* the guest's side */
 	char buf[EG_MAX_HEAD];   /* the request head, and what followed it */
 	size_t len;
@@ -146,6 +206,7 @@ struct conn {
 	int up;                  /* upstream socket */
 	SSL *ssl;
 	int status;
+	int injected;            /* the credential went upstream */
 	const char *reason;
 	const char *tls;         /* CONNECT: "intercept" or "pipe" */
 	struct upstream *tun_up; /* an intercepted tunnel's current upstream */
@@ -202,6 +263,10 @@ static void log_rec(struct egress *e, const struct eg_logrec *l)
 	jw_int(&w, (int64_t)((log_now_ns() - l->t0_ns) / 1000000));
 	jw_key(&w, "rule");
 	jw_int(&w, l->rule);
+	if (l->version) {
+		jw_key(&w, "policy");
+		jw_int(&w, (int64_t)l->version);
+	}
 	jw_key(&w, "decision");
 	jw_str(&w, !l->reason ? "allow" : l->status == 403 || l->status == 429 || l->status == 503 ? "deny" : "error");
 	if (l->tls) {
@@ -228,8 +293,8 @@ static void log_request(struct conn *c)
 	struct eg_logrec l = {
 		.method = c->req.method, .host = c->req.host, .path = c->req.path, .path_len = c->req.path_len,
 		.port = c->rule ? c->rule->port : c->req.port, .status = c->status,
-		.rule = c->rule ? (int)(c->rule - c->e->policy.rules) : -1, .tls = c->tls,
-		.injected = c->rule && c->rule->cred && !c->req.connect && c->status, .reason = c->reason,
+		.rule = c->rule ? (int)(c->rule - c->pol->p.rules) : -1, .tls = c->tls,
+		.version = c->pol ? c->pol->version : 0, .injected = c->injected, .reason = c->reason,
 		.bytes_up = c->bytes_up, .bytes_down = c->bytes_down, .t0_ns = c->t0_ns,
 	};
 
@@ -516,6 +581,7 @@ static void forward(struct conn *c, SSL_CTX *ctx)
 		goto out;
 	}
 	explicit_bzero(head, (size_t)hl);
+	c->injected = c->rule->cred != NULL;
 	/* The body: what came with the head, then the rest as it arrives. */
 	eg_chunked_init(&ck);
 	r = (c->req.chunked || left) ? 0 : 1;
@@ -583,12 +649,11 @@ out:
 /* The request rate limit: 0 or 429. */
 static int admit(struct egress *e)
 {
-	uint64_t wait;
+	uint64_t wait = 0;
 
-	if (!e->policy.limits.rate)
-		return 0;
 	pthread_mutex_lock(&e->rl_lock);
-	wait = rl_take(&e->rl, 0, log_now_ns());
+	if (e->rate)
+		wait = rl_take(&e->rl, 0, log_now_ns());
 	pthread_mutex_unlock(&e->rl_lock);
 	return wait ? 429 : 0;
 }
@@ -616,7 +681,7 @@ static int tun_open(void *ctx, const struct eg_rule *rule, const struct eg_reque
 		*why = "out of memory";
 		return 503;
 	}
-	st = upstream_tls(c->e->tls[rule - c->e->policy.rules], rule, r->host, &u->fd, &u->ssl, why);
+	st = upstream_tls(c->tpol->tls[rule - c->tpol->p.rules], rule, r->host, &u->fd, &u->ssl, why);
 	if (st) {
 		SSL_free(u->ssl);
 		if (u->fd >= 0)
@@ -653,6 +718,25 @@ static void tun_log(void *ctx, const struct eg_logrec *l)
 	log_rec(c->e, l);
 }
 
+/* Each request inside the tunnel: the policy in force when it starts. */
+static const struct eg_policy *tun_hold(void *ctx, uint64_t *version)
+{
+	struct conn *c = ctx;
+
+	c->tpol = eg_holder_get(&c->e->pol);
+	*version = c->tpol->version;
+	return &c->tpol->p;
+}
+
+static void tun_unhold(void *ctx, const struct eg_policy *p)
+{
+	struct conn *c = ctx;
+
+	(void)p;
+	eg_live_put(c->tpol);
+	c->tpol = NULL;
+}
+
 static uint64_t tun_now(void *ctx)
 {
 	(void)ctx;
@@ -667,8 +751,9 @@ static void intercept(struct conn *c)
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 	struct timeval hs = { .tv_sec = 10 }, idle = { .tv_sec = CLIENT_IDLE_MS / 1000 };
 	struct eg_tunnel t = {
-		.policy = &c->e->policy, .host = c->req.host, .port = c->req.port, .open = tun_open,
-		.close = tun_close, .admit = tun_admit, .log = tun_log, .now_ns = tun_now, .ctx = c,
+		.hold = tun_hold, .unhold = tun_unhold, .host = c->req.host, .port = c->req.port,
+		.open = tun_open, .close = tun_close, .admit = tun_admit, .log = tun_log, .now_ns = tun_now,
+		.ctx = c,
 	};
 	SSL *s;
 
@@ -743,12 +828,15 @@ static void *conn_thread(void *arg)
 		snprintf(c->req.method, sizeof(c->req.method), "-");
 		goto logit;
 	}
+	/* The policy in force now decides this connection, to its end (an
+	 * intercepted tunnel's requests take the one in force at each). */
+	c->pol = eg_holder_get(&e->pol);
 	if (!c->req.connect && !strcmp(c->req.host, EGRESS_CA_HOST)) {
 		serve_ca(c);
 		goto logit;
 	}
 	if (c->req.connect) {
-		int mode = eg_connect_mode(&e->policy, &c->req, &c->rule, &why);
+		int mode = eg_connect_mode(&c->pol->p, &c->req, &c->rule, &why);
 
 		/* an intercepted tunnel's requests count one by one, inside */
 		if (mode == EG_PIPE && (r = admit(e)))
@@ -765,12 +853,12 @@ static void *conn_thread(void *arg)
 		reply(c, r, "request rate limit reached");
 		goto logit;
 	}
-	c->rule = eg_policy_match(&e->policy, &c->req, &why);
+	c->rule = eg_policy_match(&c->pol->p, &c->req, &why);
 	if (!c->rule) {
 		reply(c, 403, why);
 		goto logit;
 	}
-	forward(c, e->tls[c->rule - e->policy.rules]);
+	forward(c, c->pol->tls[c->rule - c->pol->p.rules]);
 logit:
 	log_request(c);
 out:
@@ -781,10 +869,30 @@ out:
 	if (c->up >= 0)
 		close(c->up);
 	close(c->fd);
+	eg_live_put(c->pol);
 	explicit_bzero(c, sizeof(*c));
 	free(c);
 	atomic_fetch_sub(&e->conns, 1);
 	return NULL;
+}
+
+/* Too many connections: 503, and a log line. */
+static void busy(struct egress *e, int fd)
+{
+	static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+				  "Content-Length: 34\r\nConnection: close\r\n"
+				  "X-Vmm-Egress: too many connections\r\n\r\nvmm egress: too many connections\n";
+	struct eg_logrec l = { .method = "-", .host = "", .path = "", .status = 503, .rule = -1,
+			       .reason = "too many connections", .t0_ns = log_now_ns() };
+	struct timeval tv = { .tv_sec = 1 };
+
+	/* One write, to a new socket: it fits; a peer that does not read
+	 * cannot hold the accept thread more than a second. */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (!write_full(fd, msg, sizeof(msg) - 1))
+		l.bytes_down = sizeof(msg) - 1;
+	close(fd);
+	log_rec(e, &l);
 }
 
 static void *accept_thread(void *arg)
@@ -806,15 +914,22 @@ static void *accept_thread(void *arg)
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (;;) {
-		struct pollfd pf = { .fd = e->fd, .events = POLLIN };
+		struct pollfd pf[2] = { { .fd = e->fd, .events = POLLIN }, { .fd = e->ctl_fd, .events = POLLIN } };
 		struct conn *c;
 		pthread_t t;
 		int fd;
 
-		if (poll(&pf, 1, -1) < 0 && errno != EINTR)
+		if (poll(pf, 2, -1) < 0 && errno != EINTR)
 			break;
-		if (pf.revents & (POLLHUP | POLLERR | POLLNVAL))
+		if (pf[0].revents & (POLLHUP | POLLERR | POLLNVAL))
 			break; /* shut down */
+		if (pf[1].revents & POLLIN) {
+			fd = accept4(e->ctl_fd, NULL, NULL, SOCK_CLOEXEC);
+			if (fd >= 0)
+				egress_serve_ctl(e, fd);
+		}
+		if (!(pf[0].revents & POLLIN))
+			continue;
 		fd = accept4(e->fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
@@ -825,14 +940,8 @@ static void *accept_thread(void *arg)
 			}
 			break;
 		}
-		if (atomic_load(&e->conns) >= e->policy.limits.max_conns || !(c = calloc(1, sizeof(*c)))) {
-			static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-						   "Connection: close\r\n\r\n";
-
-			if (write(fd, busy, sizeof(busy) - 1) < 0) {
-				/* it is going away anyway */
-			}
-			close(fd);
+		if (atomic_load(&e->conns) >= atomic_load(&e->max_conns) || !(c = calloc(1, sizeof(*c)))) {
+			busy(e, fd);
 			continue;
 		}
 		c->e = e;
@@ -863,9 +972,14 @@ int egress_open(struct egress *e, const char *vsock_uds, const char *log_path)
 		log_err("egress: the vsock socket path is too long");
 		return -ENAMETOOLONG;
 	}
-	for (r = 0; r < (int)e->policy.nr_rules && !e->policy.rules[r].intercept; r++) {
+	{
+		const struct eg_policy *p = &e->pol.cur->p; /* no thread yet */
+
+		for (r = 0; r < (int)p->nr_rules && !p->rules[r].intercept; r++) {
+		}
+		r = r < (int)p->nr_rules;
 	}
-	if (r < (int)e->policy.nr_rules && !e->ca) {
+	if (r && !e->ca) {
 		char cn[128];
 		const char *slash = strrchr(log_path, '/');
 
@@ -874,7 +988,7 @@ int egress_open(struct egress *e, const char *vsock_uds, const char *log_path)
 		if (!e->ca_dir[0])
 			snprintf(e->ca_dir, sizeof(e->ca_dir), "%.*s", slash ? (int)(slash - log_path) : 1,
 				 slash ? log_path : ".");
-		snprintf(cn, sizeof(cn), "vmm egress CA (%s)", e->policy.ca_shared ? "host" : e->sandbox);
+		snprintf(cn, sizeof(cn), "vmm egress CA (%s)", e->ca_shared ? "host" : e->sandbox);
 		r = egtls_ca_open(&e->ca, e->ca_dir, cn);
 		if (r)
 			return r;
@@ -888,11 +1002,35 @@ int egress_open(struct egress *e, const char *vsock_uds, const char *log_path)
 	e->fd = unix_listen(e->path, 64, 1, "egress proxy");
 	if (e->fd < 0) {
 		r = e->fd;
-		close(e->log_fd);
-		e->log_fd = -1;
-		return r;
+		goto err_log;
+	}
+	/* The control socket, next to the log unless named: mode 0600, its
+	 * owner's (root's, for a sandbox: not the jail's uid, so neither the
+	 * guest nor a VMM it broke into can change the policy). */
+	if (!e->ctl_path[0]) {
+		const char *slash = strrchr(log_path, '/');
+
+		if (snprintf(e->ctl_path, sizeof(e->ctl_path), "%.*s%s", slash ? (int)(slash - log_path + 1) : 0,
+			     log_path, EGRESS_CTL_SOCK) >= (int)sizeof(e->ctl_path)) {
+			log_err("egress: the control socket's path is too long");
+			r = -ENAMETOOLONG;
+			goto err_listen;
+		}
+	}
+	e->ctl_fd = unix_listen(e->ctl_path, 4, 1, "egress control socket");
+	if (e->ctl_fd < 0) {
+		r = e->ctl_fd;
+		goto err_listen;
 	}
 	return 0;
+err_listen:
+	close(e->fd);
+	e->fd = -1;
+	unlink(e->path);
+err_log:
+	close(e->log_fd);
+	e->log_fd = -1;
+	return r;
 }
 
 int egress_launch(struct egress *e)
@@ -912,6 +1050,9 @@ int egress_launch(struct egress *e)
 		close(e->fd);
 		e->fd = -1;
 		unlink(e->path);
+		close(e->ctl_fd);
+		e->ctl_fd = -1;
+		unlink(e->ctl_path);
 		close(e->log_fd);
 		e->log_fd = -1;
 		return r;
@@ -938,20 +1079,20 @@ void egress_stop(struct egress *e)
 		close(e->fd);
 		unlink(e->path);
 	}
-	e->fd = -1;
+	if (e->ctl_fd >= 0) {
+		close(e->ctl_fd);
+		unlink(e->ctl_path);
+	}
+	e->fd = e->ctl_fd = -1;
 }
 
 void egress_release(struct egress *e)
 {
-	unsigned i;
-
 	if (atomic_load(&e->conns))
 		return; /* a connection still runs: the process exits anyway */
-	for (i = 0; i < EG_MAX_RULES; i++)
-		SSL_CTX_free(e->tls[i]);
 	egtls_ca_free(e->ca);
 	pthread_mutex_destroy(&e->rl_lock);
-	eg_policy_free(&e->policy);
+	eg_holder_destroy(&e->pol);
 	if (e->log_fd >= 0)
 		close(e->log_fd);
 	free(e);

@@ -521,6 +521,7 @@ static int relay_response(struct loop *L, const struct eg_stream *up, int close)
 static int serve_one(struct loop *L)
 {
 	const struct eg_tunnel *t = L->t;
+	const struct eg_policy *pol = NULL;
 	const struct eg_rule *rule;
 	struct eg_stream up;
 	const char *why = NULL;
@@ -570,12 +571,14 @@ static int serve_one(struct loop *L)
 		answer(L, st, "request rate limit reached", has_body || close);
 		goto refused;
 	}
-	rule = eg_policy_match(t->policy, &L->req, &why);
+	/* The policy of this request: the one in force now, kept to its end. */
+	pol = t->hold ? t->hold(t->ctx, &L->lg.version) : t->policy;
+	rule = pol ? eg_policy_match(pol, &L->req, &why) : NULL;
 	if (!rule) {
-		answer(L, 403, why, has_body || close);
+		answer(L, 403, pol ? why : "no policy", has_body || close);
 		goto refused;
 	}
-	L->lg.rule = (int)(rule - t->policy->rules);
+	L->lg.rule = (int)(rule - pol->rules);
 	hl = eg_upstream_head(&L->req, rule, L->out, sizeof(L->out));
 	if (hl < 0) {
 		answer(L, 431, "request head too large", 1);
@@ -610,15 +613,21 @@ static int serve_one(struct loop *L)
 out_up:
 	t->close(t->ctx, &up);
 	finish(L);
+	if (t->unhold && pol)
+		t->unhold(t->ctx, pol);
 	return r;
 refused:
 	finish(L);
+	if (t->unhold && pol)
+		t->unhold(t->ctx, pol);
 	if (has_body || close)
 		return 1;
 	drop_head(L, L->req.head_len);
 	return 0;
 logit:
 	finish(L);
+	if (t->unhold && pol)
+		t->unhold(t->ctx, pol);
 	return 1;
 }
 

@@ -60,6 +60,7 @@ struct eg_logrec {
 	unsigned port;
 	int status;
 	int rule;                 /* its index in the policy, -1: none */
+	uint64_t version;         /* of the policy that decided (egress_pol.h), 0: not known */
 	const char *tls;          /* "intercept", "pipe" or NULL (plain HTTP) */
 	int injected;
 	const char *reason;       /* why the proxy answered itself, or NULL */
@@ -68,12 +69,18 @@ struct eg_logrec {
 
 /* An intercepted tunnel to host:port whose TLS with the guest is up. */
 struct eg_tunnel {
-	const struct eg_policy *policy;
+	const struct eg_policy *policy; /* what requests are matched against, unless hold is set */
+	/* The policy in force when a request starts (a reference, dropped by
+	 * unhold once its response is over): a policy changed while the
+	 * tunnel is open applies from its next request (egress_pol.h).
+	 * *version numbers it for the log. NULL: policy, always. */
+	const struct eg_policy *(*hold)(void *ctx, uint64_t *version);
+	void (*unhold)(void *ctx, const struct eg_policy *p);
 	const char *host;
 	unsigned port;
 	struct eg_stream guest;
-	/* Opens the upstream for rule (TLS, verified): 0 with *up set, or an
-	 * HTTP status (502, 504) with *reason. */
+	/* Opens the upstream for rule (of the policy hold returned for r: TLS,
+	 * verified): 0 with *up set, or an HTTP status (502, 504) with *reason. */
 	int (*open)(void *ctx, const struct eg_rule *rule, const struct eg_request *r, struct eg_stream *up,
 		    const char **reason);
 	void (*close)(void *ctx, struct eg_stream *up);

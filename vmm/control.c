@@ -214,6 +214,13 @@ void control_handle(struct vm *vm, const struct control *c, const char *req, siz
 		vm_resume(vm);
 	} else if (!strcmp(op, "stop")) {
 		vm_request_exit(vm, VM_EXIT_STOPPED, "stopped through the control socket");
+	} else if (!strncmp(op, "egress_", 7)) {
+		/* The proxy takes them itself, wherever it runs (the jail's
+		 * companion process): a VMM a guest took over cannot relay a
+		 * policy change (docs/egress.md, "Changing the policy"). */
+		reply_error(out, outlen, "the egress proxy takes egress_set and egress_show on its own socket, "
+					 "egress.sock in the sandbox folder (vmm egress set/show)");
+		return;
 	} else if (strcmp(op, "info")) {
 		reply_error(out, outlen, "unknown op (info, pause, resume, snapshot, stop)");
 		return;

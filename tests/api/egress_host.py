@@ -24,6 +24,7 @@ vmm = os.path.abspath(sys.argv[1])
 here = os.path.dirname(os.path.abspath(__file__))
 tmp = tempfile.mkdtemp(prefix="egress-host.")
 secret = "sk-host-" + os.urandom(12).hex()
+secret2 = "sk-set-" + os.urandom(12).hex()  # given only to `vmm egress set`
 procs = []
 passed = failed = 0
 
@@ -109,6 +110,17 @@ def log_lines(d):
         return [json.loads(x) for x in f]
 
 
+def wait_log(d, pred, timeout=3.0):
+    """The log's lines once pred(lines) holds (a tunnel's line is written when
+    it ends, maybe just after the client exits), or as they are at the timeout."""
+    end = time.time() + timeout
+    while True:
+        lines = log_lines(d)
+        if pred(lines) or time.time() > end:
+            return lines
+        time.sleep(0.05)
+
+
 def upstream_reqs():
     with open(os.path.join(tmp, "upstream.log")) as f:
         return [json.loads(x) for x in f]
@@ -150,6 +162,8 @@ def main():
          "inject": {"header": "Authorization", "value_env": "E2E_KEY", "prefix": "Bearer "}},
         {"host": "pipe.test", "connect": connect},
         {"host": "nosni.test", "connect": connect, "require_sni": False},
+        {"host": "slow.test", "connect": "127.0.0.1:%d" % silent_port, "ca_file": tca, "timeout_ms": 500,
+         "inject": {"header": "X-K", "value_env": "E2E_KEY"}},
     ]})
     px = "http://127.0.0.1:%d" % port
 
@@ -175,7 +189,7 @@ def main():
     auths = [[v for k, v in x["headers"] if k.lower() == "authorization"] for x in reqs]
     ok(len(reqs) == 2 and all(a == ["Bearer " + secret] for a in auths),
        "curl: the upstream got the credential once per request, the guest's Authorization dropped", auths)
-    lines = log_lines(d)
+    lines = wait_log(d, lambda ls: any(x["method"] == "CONNECT" for x in ls))
     conns = [x for x in lines if x["method"] == "CONNECT"]
     ok(len(conns) == 1 and conns[0]["tls"] == "intercept",
        "curl: both requests went through one intercepted tunnel (keep-alive)", conns)
@@ -277,13 +291,95 @@ print("\n".join(out))
     except (ssl.SSLError, OSError):
         ok(True, "an intercepted tunnel whose SNI names another host is refused")
 
+    # ---- the upstream's timeout applies inside an intercepted tunnel -------------
+    t = time.monotonic()
+    r = sh("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "https://slow.test/v1/x", env=cenv)
+    took = time.monotonic() - t
+    ok(r.stdout == "504" and took < 5, "an upstream that never answers: 504 inside the tunnel after timeout_ms",
+       (r.stdout, r.stderr, took))
+    slow = [x for x in wait_log(d, lambda ls: any(x["host"] == "slow.test" and x["method"] == "GET" for x in ls))
+            if x["host"] == "slow.test" and x["method"] == "GET"]
+    ok(slow and slow[0]["status"] == 504 and slow[0]["injected"] is False and "timed out" in slow[0].get("reason", ""),
+       "... logged, nothing injected", slow)
+
+    # ---- the policy changed on the running proxy (vmm egress set/show) ---------
+    ctl = os.path.join(d, "egress.sock")
+    r = sh(vmm, "egress", "show", "--socket", ctl)
+    shown = json.loads(r.stdout) if r.returncode == 0 else {}
+    ok(shown.get("version") == 1 and shown["allow"][0]["inject"] == {"header": "Authorization", "value": "(redacted)"}
+       and secret not in r.stdout, "vmm egress show: the policy in force, the credential redacted", r.stdout + r.stderr)
+    code = r"""
+import requests, subprocess, sys
+s = requests.Session()
+def get(path):
+    r = s.get("https://api.test" + path)
+    return "%d %s" % (r.status_code, r.text.strip())
+out = [get("/v1/before")]
+print("\n".join(out), flush=True)
+sys.stdin.readline()  # the test changes the policy meanwhile
+out = [get("/v1/after"), get("/v2/after")]
+print("\n".join(out), flush=True)
+"""
+    p = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    first = p.stdout.readline().strip()
+    pol2 = os.path.join(tmp, "policy2.json")
+    with open(pol2, "w") as f:
+        json.dump({"allow": [{"host": "api.test", "path_prefix": "/v2", "connect": connect, "ca_file": tca,
+                              "inject": {"header": "Authorization", "value_env": "E2E_KEY2", "prefix": "Key "}}]}, f)
+    r = sh(vmm, "egress", "set", "--socket", ctl, pol2, env=dict(os.environ, E2E_KEY2=secret2))
+    ok(r.returncode == 0, "vmm egress set: the new policy is taken", r.stderr)
+    conns = [x for x in log_lines(d) if x["method"] == "CONNECT"]
+    out, err = p.communicate("go\n", timeout=60)
+    ok(first == "200 upstream-ok GET /v1/before" and out.split("\n")[:2] ==
+       ["403 vmm egress: path not allowed", "200 upstream-ok GET /v2/after"],
+       "a keep-alive tunnel opened before the change: its next requests see the new rules", first + out + err)
+    up2 = [x for x in upstream_reqs() if x["path"] == "/v2/after"]
+    ok(up2 and [v for k, v in up2[0]["headers"] if k.lower() == "authorization"] == ["Key " + secret2],
+       "... with the new credential, read by `vmm egress set` from its own environment", up2)
+    lines = wait_log(d, lambda ls: len([x for x in ls if x["method"] == "CONNECT"]) > len(conns))
+    pv = {x["path"]: x.get("policy") for x in lines if x["path"] in ("/v1/before", "/v1/after", "/v2/after")}
+    new_conns = [x for x in lines if x["method"] == "CONNECT"][len(conns):]
+    ok(pv == {"/v1/before": 1, "/v1/after": 2, "/v2/after": 2} and len(new_conns) == 1
+       and new_conns[0].get("policy") == 1,
+       "one tunnel; the log names the policy version that decided each request (its CONNECT: the old one)",
+       (pv, new_conns))
+    bad = os.path.join(tmp, "bad.json")
+    for text, why, what in [
+            ('{"allow": [{"host": "api.test"}, {"host": "x", "port": 0}]}', "port", "a bad rule"),
+            ('{"allow": [', "not JSON", "bad JSON"),
+            (json.dumps({"allow": [{"host": "api.test", "inject": {"header": "X", "value_env": "E2E_NOPE"}}]}),
+             "E2E_NOPE", "a credential that is not there"),
+            (json.dumps({"allow": [{"host": "api.test", "ca_file": "/nonexistent.pem"}]}), "CA", "a CA file"),
+            (json.dumps({"ca": "host", "allow": [{"host": "api.test"}]}), "ca", "another \"ca\"")]:
+        with open(bad, "w") as f:
+            f.write(text)
+        r = sh(vmm, "egress", "set", "--socket", ctl, bad)
+        ok(r.returncode != 0 and why in r.stderr, "vmm egress set refuses %s, saying why" % what, r.stderr)
+    # the proxy itself checks what reaches its socket, whatever the CLI did
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(ctl)
+    s.sendall(json.dumps({"op": "egress_set", "policy": json.dumps(
+        {"allow": [{"host": "api.test", "inject": {"header": "X", "value_env": "E2E_KEY"}}]})}).encode() + b"\n")
+    reply = json.loads(s.makefile().readline())
+    s.close()
+    ok(reply.get("ok") is False and "E2E_KEY" in reply.get("error", ""),
+       "the proxy refuses a policy whose credential the request does not carry (never its own environment)", reply)
+    r = sh(vmm, "egress", "show", "--socket", ctl)
+    shown = json.loads(r.stdout) if r.returncode == 0 else {}
+    ok(shown.get("version") == 2 and shown["allow"][0].get("path_prefix") == "/v2" and secret2 not in r.stdout,
+       "after the refusals the policy is still the one set before", r.stdout + r.stderr)
+    r = sh("curl", "-sS", "https://api.test/v2/still", env=cenv)
+    ok(r.stdout == "upstream-ok GET /v2/still\n", "... and serves", r.stdout + r.stderr)
+
     # ---- the credential never comes back ----------------------------------------
     time.sleep(0.3)
     leaks = []
     for root, _, files in os.walk(d):
         for n in files:
             p = os.path.join(root, n)
-            if os.path.isfile(p) and secret.encode() in open(p, "rb").read():
+            data = open(p, "rb").read() if os.path.isfile(p) else b""
+            if secret.encode() in data or secret2.encode() in data:
                 leaks.append(p)
     ok(not leaks, "the credential is in neither the log nor the sandbox's files", leaks)
     ok(vp.poll() is None, "the proxy (under its seccomp filter) is still up")
@@ -309,6 +405,9 @@ print("\n".join(out))
     ok(s.recv(100).startswith(b"HTTP/1.1 503"), "connections over max_connections get 503")
     for x in held + [s]:
         x.close()
+    time.sleep(0.2)
+    ok([x for x in log_lines(d2) if x["status"] == 503 and x.get("reason") == "too many connections"
+        and x.get("decision") == "deny"], "... and each is a log line", log_lines(d2)[-2:])
 
     print("egress host: %d passed, %d failed" % (passed, failed))
     return failed == 0

@@ -510,6 +510,95 @@ static void tunnel_loop(void **state)
 	free(u);
 }
 
+/* A policy changed while a tunnel is open: each request is matched
+ * against the policy in force when it starts (hold), released after it
+ * (unhold); the first request here gets the old policy, the next ones the
+ * new one, with its own credential. */
+struct swap_ctx {
+	struct fake_up u; /* first: the fake upstream's callbacks take ctx as it */
+	const struct eg_policy *seq[2];
+	unsigned holds, unholds;
+	const struct eg_policy *held;
+};
+
+static const struct eg_policy *swap_hold(void *ctx, uint64_t *version)
+{
+	struct swap_ctx *s = ctx;
+
+	assert_null(s->held); /* one request at a time, released before the next */
+	s->held = s->seq[s->holds ? 1 : 0];
+	*version = s->holds ? 2 : 1;
+	s->holds++;
+	return s->held;
+}
+
+static void swap_unhold(void *ctx, const struct eg_policy *p)
+{
+	struct swap_ctx *s = ctx;
+
+	assert_ptr_equal(p, s->held);
+	s->held = NULL;
+	s->unholds++;
+}
+
+static char *fake_env2(const char *name, void *ctx)
+{
+	(void)ctx;
+	return !strcmp(name, "KEY2") ? strdup("sk-second") : NULL;
+}
+
+static void tunnel_policy_swap(void **state)
+{
+	static const char v2[] =
+		"{\"allow\": [{\"host\": \"api.example.com\", \"path_prefix\": \"/v2\","
+		"  \"inject\": {\"header\": \"X-Key\", \"value_env\": \"KEY2\"}}]}";
+	static const char reqs[] =
+		"GET /v1/a HTTP/1.1\r\nHost: api.example.com\r\n\r\n"
+		"GET /v1/b HTTP/1.1\r\nHost: api.example.com\r\n\r\n"
+		"GET /v2/c HTTP/1.1\r\nHost: api.example.com\r\n\r\n";
+	const struct eg_cred_source src2 = { .env = fake_env2, .file = no_file };
+	struct fake_guest *g = calloc(1, sizeof(*g));
+	struct swap_ctx *s = calloc(1, sizeof(*s));
+	struct eg_policy p1, p2;
+	char why[256];
+	struct eg_tunnel t = {
+		.hold = swap_hold, .unhold = swap_unhold, .host = "api.example.com", .port = 443,
+		.guest = { .read = guest_read, .write = guest_write, .ctx = g },
+		.open = up_open, .close = up_close, .log = up_log, .ctx = s,
+	};
+
+	(void)state;
+	assert_int_equal(eg_policy_parse(policy_text, strlen(policy_text), &src, &p1, why, sizeof(why)), 0);
+	assert_int_equal(eg_policy_parse(v2, strlen(v2), &src2, &p2, why, sizeof(why)), 0);
+	s->seq[0] = &p1;
+	s->seq[1] = &p2;
+	g->in = reqs;
+	g->len = sizeof(reqs) - 1;
+	g->step = 4096;
+	s->u.resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	assert_int_equal(eg_tunnel_serve(&t), 3);
+	assert_int_equal(s->holds, 3);
+	assert_int_equal(s->unholds, 3);
+	/* /v1/a under the old policy; /v1/b refused by the new one, in the
+	 * tunnel, which goes on; /v2/c with the new credential */
+	assert_int_equal(s->u.opened, 2);
+	assert_int_equal(count(g->out, g->out_len, "HTTP/1.1 403 Forbidden"), 1);
+	assert_int_equal(count(s->u.got, s->u.got_len, "GET /v1/a HTTP/1.1\r\n"), 1);
+	assert_int_equal(count(s->u.got, s->u.got_len, "Authorization: Bearer sk-secret\r\n"), 1);
+	assert_int_equal(count(s->u.got, s->u.got_len, "GET /v2/c HTTP/1.1\r\n"), 1);
+	assert_int_equal(count(s->u.got, s->u.got_len, "X-Key: sk-second\r\n"), 1);
+	assert_int_equal(s->u.nr_logs, 3);
+	assert_int_equal(s->u.logs[0].version, 1);
+	assert_int_equal(s->u.logs[1].version, 2);
+	assert_int_equal(s->u.logs[1].status, 403);
+	assert_int_equal(s->u.logs[2].version, 2);
+	assert_int_equal(s->u.logs[2].injected, 1);
+	eg_policy_free(&p1);
+	eg_policy_free(&p2);
+	free(g);
+	free(s);
+}
+
 /* ---- the same over real TLS: the guest's client trusts the CA -------------------- */
 
 struct server {
@@ -632,7 +721,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(ca_and_leaves),  cmocka_unit_test(client_hello),    cmocka_unit_test(response_heads),
-		cmocka_unit_test(tunnel_loop),    cmocka_unit_test(tunnel_over_tls),
+		cmocka_unit_test(tunnel_loop),
+		cmocka_unit_test(tunnel_policy_swap),
+		cmocka_unit_test(tunnel_over_tls),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
