@@ -794,10 +794,8 @@ static int image_main(int argc, char **argv)
 		return image_export_main(argc - 1, argv + 1);
 	if (!strcmp(sub, "ls")) {
 		for (i = 2; i < argc; i++) {
-			if (strcmp(argv[i], "--json")) {
-				image_usage(stderr);
-				return CLI_EXIT_USAGE;
-			}
+			if (strcmp(argv[i], "--json"))
+				return cli_bad_arg("image ls", argv[i], NULL);
 			json = 1;
 		}
 		return ls_images(json);
@@ -821,8 +819,7 @@ static int image_main(int argc, char **argv)
 		image_usage(stdout);
 		return 0;
 	}
-	image_usage(stderr);
-	return CLI_EXIT_USAGE;
+	return cli_usage_error("image", "unknown command '%s'", sub);
 }
 
 const struct cli_verb cli_verb_image = {

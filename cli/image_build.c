@@ -406,10 +406,8 @@ int image_build_main(int argc, char **argv)
 			snprintf(b.im.name, sizeof(b.im.name), "%s", a);
 			continue;
 		}
-		if (!val) {
-			build_usage(stderr);
-			return CLI_EXIT_USAGE;
-		}
+		if (!val)
+			return cli_usage_error("image build", "%s: unknown option, or its value is missing", a);
 		i++;
 		if (!strcmp(a, "--from-dir"))
 			b.from_dir = val, nsrc++;
@@ -455,8 +453,7 @@ int image_build_main(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			}
 		} else {
-			build_usage(stderr);
-			return CLI_EXIT_USAGE;
+			return cli_bad_arg("image build", a, NULL);
 		}
 	}
 	if (!b.im.name[0] || nsrc != 1) {

@@ -244,7 +244,7 @@ static int bad_usage(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "vmm: ");
 	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n(see 'vmm run --help' or 'vmm restore --help')\n");
+	fprintf(stderr, " (see 'vmm run --help' or 'vmm restore --help')\n");
 	return CLI_EXIT_USAGE;
 }
 
@@ -1158,7 +1158,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	optind = 1;
 	/* run: options end at the first non-option (the command follows "--");
 	 * restore: options may follow DIR too, so let getopt permute. */
-	while ((opt = getopt_long(argc, argv, restore ? "qvtd" : "+qvtd", run_opts, NULL)) != -1) {
+	while ((opt = cli_getopt(argc, argv, restore ? "qvtd" : "+qvtd", run_opts, restore ? "restore" : api ? "serve" : "run")) != -1) {
 		char *end;
 		unsigned long v;
 
@@ -1476,7 +1476,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			level_set = 1;
 			break;
 		default:
-			status = bad_usage("%s", "unknown option");
+			status = CLI_EXIT_USAGE; /* cli_getopt said which */
 			goto out_disks;
 		}
 	}

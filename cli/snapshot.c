@@ -70,20 +70,16 @@ static int snapshot_main(int argc, char **argv)
 	int opt;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+	while ((opt = cli_getopt(argc, argv, "+", opts, "snapshot")) != -1) {
 		if (opt == 's')
 			then = "stop";
 		else if (opt == 'p')
 			then = "pause";
-		else {
-			snapshot_usage(stderr);
+		else
 			return CLI_EXIT_USAGE;
-		}
 	}
-	if (argc - optind != 2) {
-		snapshot_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (argc - optind != 2)
+		return cli_usage_error("snapshot", "expected SANDBOX DIR");
 	dir = argv[optind + 1];
 	/* The VMM may run elsewhere in the tree: hand it an absolute path. */
 	if (dir[0] == '/') {

@@ -4,6 +4,8 @@
 #include "../vmm/log.h"
 
 #include <dirent.h>
+#include <getopt.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -281,4 +283,63 @@ int cli_proc_stat(pid_t pid, char *state, unsigned long long *start)
 		return -EIO;
 	*start = strtoull(tok, NULL, 10);
 	return 0;
+}
+
+int cli_usage_error(const char *verb, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "vmm %s: ", verb);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see 'vmm %s --help')\n", verb);
+	return CLI_EXIT_USAGE;
+}
+
+/* The option getopt_long stopped at: "--name" (up to any '=') or "-c". */
+static int bad_option(const char *verb, char **argv, const char *sopts, const struct option *lopts)
+{
+	const char *arg = argv[optind - 1], *p;
+	size_t n;
+
+	if (!optopt || !strncmp(arg, "--", 2)) {
+		n = strcspn(arg + 2, "=");
+		for (; lopts && lopts->name; lopts++)
+			if (strlen(lopts->name) == n && !strncmp(lopts->name, arg + 2, n))
+				return cli_usage_error(verb, lopts->has_arg == required_argument ?
+							     "option '--%.*s' needs a value" :
+							     "option '--%.*s' takes no value", (int)n, arg + 2);
+		return cli_usage_error(verb, "unknown option '--%.*s'", (int)n, arg + 2);
+	}
+	p = strchr(sopts, optopt);
+	if (p && optopt != ':' && optopt != '+' && p[1] == ':')
+		return cli_usage_error(verb, "option '-%c' needs a value", optopt);
+	return cli_usage_error(verb, "unknown option '-%c'", optopt);
+}
+
+int cli_getopt(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb)
+{
+	int opt;
+
+	opterr = 0; /* getopt's own message is replaced by ours, one line */
+	opt = getopt_long(argc, argv, sopts, lopts, NULL);
+	if (opt == '?' || opt == ':') {
+		bad_option(verb, argv, sopts, lopts);
+		return '?';
+	}
+	return opt;
+}
+
+int cli_bad_arg(const char *verb, const char *arg, const char *valued)
+{
+	size_t n = strlen(arg);
+	const char *p;
+
+	for (p = valued; p && arg[0] == '-' && (p = strstr(p, arg)); p += n)
+		if ((p == valued || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
+			return cli_usage_error(verb, "option '%s' needs a value", arg);
+	if (arg[0] == '-' && arg[1])
+		return cli_usage_error(verb, "unknown option '%s'", arg);
+	return cli_usage_error(verb, "unexpected argument '%s'", arg);
 }
