@@ -100,7 +100,15 @@ int cli_rm_tree(const char *path);
 /* State (field 3) and start time (field 22, clock ticks after boot) of a
  * process, from /proc/PID/stat. 0 or -errno. */
 int cli_proc_stat(pid_t pid, char *state, unsigned long long *start);
-/* Directory holding the running vmm binary (for build/kernel/...). */
+/* The host's memory in MiB: all of it and what is available now
+ * (/proc/meminfo). 0 or -errno. */
+int cli_host_mem_mib(unsigned long long *total, unsigned long long *avail);
+/* Directory holding the running vmm binary. */
 int cli_exe_dir(char *buf, size_t len);
+/* Directory holding vmm's kernel/vmlinux, initramfs.cpio and
+ * guest/guest-init: $VMM_LIB_DIR; else the binary's own (the build tree,
+ * build/vmm) if they are there; else BINDIR/../lib/vmm (make install).
+ * `looked` (if looked_len) says where it looked, for messages. 0 or -errno. */
+int cli_lib_dir(char *buf, size_t len, char *looked, size_t looked_len);
 
 #endif

@@ -293,6 +293,17 @@ int image_resolve(const char *ref, struct image_info *im)
 		}
 	}
 	free(v);
+	{
+		char lib[PATH_MAX], bb[PATH_MAX + 16];
+
+		/* The base image is each user's to build, from the busybox
+		 * make install put next to the kernel (or the build's). */
+		if (!strcmp(name, "base") && cli_lib_dir(lib, sizeof(lib), NULL, 0) == 0 &&
+		    snprintf(bb, sizeof(bb), "%s/busybox", lib) < (int)sizeof(bb) && access(bb, X_OK) == 0) {
+			log_err("no built version of image base: vmm image build base --busybox %s", bb);
+			return -ENOENT;
+		}
+	}
 	log_err("no built version of image %s (vmm image ls; vmm image build %s ...)", name, name);
 	return -ENOENT;
 }
@@ -301,7 +312,7 @@ int image_default_kernel(char *buf, size_t len)
 {
 	char dir[PATH_MAX];
 
-	if (cli_exe_dir(dir, sizeof(dir)) || snprintf(buf, len, "%s/kernel/vmlinux", dir) >= (int)len)
+	if (cli_lib_dir(dir, sizeof(dir), NULL, 0) || snprintf(buf, len, "%s/kernel/vmlinux", dir) >= (int)len)
 		return -ENOENT;
 	return access(buf, R_OK) ? -ENOENT : 0;
 }

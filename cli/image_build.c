@@ -477,10 +477,10 @@ int image_build_main(int argc, char **argv)
 		fprintf(stderr, "vmm image build: %s: %s\n", b.from_tar ? b.from_tar : b.busybox, strerror(errno));
 		return CLI_EXIT_USAGE;
 	}
-	if (cli_exe_dir(exe, sizeof(exe)) ||
+	if (cli_lib_dir(exe, sizeof(exe), NULL, 0) ||
 	    snprintf(guest_init, sizeof(guest_init), "%s/guest/guest-init", exe) >= (int)sizeof(guest_init) ||
 	    access(guest_init, R_OK)) {
-		fprintf(stderr, "vmm image build: guest-init not found next to vmm (%s): run make\n", guest_init);
+		fprintf(stderr, "vmm image build: guest-init not found (%s): make install, or run make in vmm's source tree\n", guest_init);
 		return CLI_EXIT_ERROR;
 	}
 	if (b.from_dir)
@@ -615,10 +615,10 @@ int image_job_begin(struct image_job **out, const char *name, const char *source
 	j->b.quiet = quiet;
 	snprintf(j->b.im.name, sizeof(j->b.im.name), "%s", name);
 	snprintf(j->b.im.source, sizeof(j->b.im.source), "%s", source);
-	if (cli_exe_dir(exe, sizeof(exe)) ||
+	if (cli_lib_dir(exe, sizeof(exe), NULL, 0) ||
 	    snprintf(j->guest_init, sizeof(j->guest_init), "%s/guest/guest-init", exe) >= (int)sizeof(j->guest_init) ||
 	    access(j->guest_init, R_OK)) {
-		log_err("guest-init not found next to vmm (%s): run make", j->guest_init);
+		log_err("guest-init not found (%s): make install, or run make in vmm's source tree", j->guest_init);
 		free(j);
 		return -ENOENT;
 	}

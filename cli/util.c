@@ -65,7 +65,12 @@ int cli_parse_mib(const char *s, unsigned long long *mib)
 	v = strtoull(s, &end, 10);
 	if (errno || end == s)
 		return -EINVAL;
-	if (*end == 'G' || *end == 'g') {
+	if (*end == 'T' || *end == 't') {
+		if (v > ULLONG_MAX / (1024 * 1024))
+			return -EINVAL;
+		v *= 1024 * 1024;
+		end++;
+	} else if (*end == 'G' || *end == 'g') {
 		if (v > ULLONG_MAX / 1024)
 			return -EINVAL;
 		v *= 1024;
@@ -81,6 +86,25 @@ int cli_parse_mib(const char *s, unsigned long long *mib)
 	return 0;
 }
 
+int cli_host_mem_mib(unsigned long long *total, unsigned long long *avail)
+{
+	char line[256];
+	FILE *f = fopen("/proc/meminfo", "re");
+	unsigned long long kib;
+
+	*total = *avail = 0;
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "MemTotal: %llu kB", &kib) == 1)
+			*total = kib >> 10;
+		else if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			*avail = kib >> 10;
+	}
+	fclose(f);
+	return *total ? 0 : -ENOENT;
+}
+
 int cli_exe_dir(char *buf, size_t len)
 {
 	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
@@ -94,6 +118,39 @@ int cli_exe_dir(char *buf, size_t len)
 		return -EINVAL;
 	*slash = '\0';
 	return 0;
+}
+
+int cli_lib_dir(char *buf, size_t len, char *looked, size_t looked_len)
+{
+	const char *env = getenv("VMM_LIB_DIR");
+	char exe[PATH_MAX], p[PATH_MAX + 64];
+	int r;
+
+	if (looked_len)
+		looked[0] = '\0';
+	if (env && *env) {
+		if (looked_len)
+			snprintf(looked, looked_len, "%s ($VMM_LIB_DIR)", env);
+		return snprintf(buf, len, "%s", env) >= (int)len ? -ENAMETOOLONG : 0;
+	}
+	if ((r = cli_exe_dir(exe, sizeof(exe))))
+		return r;
+	/* The build tree: build/vmm next to build/kernel, build/guest. */
+	snprintf(p, sizeof(p), "%s/kernel/vmlinux", exe);
+	if (access(p, R_OK) == 0 || (snprintf(p, sizeof(p), "%s/guest/guest-init", exe), access(p, R_OK) == 0))
+		return snprintf(buf, len, "%s", exe) >= (int)len ? -ENAMETOOLONG : 0;
+	/* Installed: PREFIX/bin/vmm and PREFIX/lib/vmm (make install). */
+	snprintf(p, sizeof(p), "%s/../lib/vmm", exe);
+	if (looked_len)
+		snprintf(looked, looked_len, "%s and %s", exe, p);
+	if (access(p, X_OK) == 0) {
+		char real[PATH_MAX];
+
+		if (!realpath(p, real))
+			return -errno;
+		return snprintf(buf, len, "%s", real) >= (int)len ? -ENAMETOOLONG : 0;
+	}
+	return snprintf(buf, len, "%s", exe) >= (int)len ? -ENAMETOOLONG : 0;
 }
 
 unsigned cli_api_port(void)
