@@ -1872,8 +1872,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		control_finish(&ctl, vm, NULL); /* InstanceStart or the snapshot load: done */
 	}
 	log_debug("kernel command line: %s", vm->cmdline);
-	log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
-		 restore ? " restored" : "", sb.name, sb.dir);
+	/* vmm exec only where there is a guest API to reach (a vsock device) */
+	if (cfg.has_vsock)
+		log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
+			 restore ? " restored" : "", sb.name, sb.dir);
+	else
+		log_info("sandbox %s%s (no vsock device: no vmm exec; state in %s)", sb.name,
+			 restore ? " restored" : "", sb.dir);
 	api_addr.uds = cfg.vsock.uds;
 	api_addr.token = token_buf;
 	if (eg && !jail.enabled) { /* jailed: the companion process runs it */

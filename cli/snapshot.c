@@ -95,8 +95,10 @@ static int snapshot_main(int argc, char **argv)
 	}
 	/* A jailed VMM sees only its folder: it writes there, and the
 	 * snapshot is moved to DIR from here (docs/security.md). */
-	if (sandbox_lookup(&sb, argv[optind]) == 0 && jailed(&sb) &&
-	    strncmp(abs, sb.dir, strlen(sb.dir))) {
+	/* (no sandbox: said once here, not again by sandbox_control) */
+	if (sandbox_lookup(&sb, argv[optind]))
+		return CLI_EXIT_ERROR;
+	if (jailed(&sb) && strncmp(abs, sb.dir, strlen(sb.dir))) {
 		snprintf(staged, sizeof(staged), "%s/.snapshot-%d", sb.rw, (int)getpid());
 		target = staged;
 	}
