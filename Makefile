@@ -279,6 +279,7 @@ e2e-lib-test:
 .PHONY: cli-test
 cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
+	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.
