@@ -280,6 +280,7 @@ e2e-lib-test:
 .PHONY: cli-test
 cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
+	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.
@@ -365,3 +366,44 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---- make install / uninstall ---------------------------------------------
+# vmm in PREFIX/bin; the guest kernel, initramfs, root image and guest-init
+# in PREFIX/lib/vmm, where the installed binary looks (cli_lib_dir: the
+# binary's own directory in the build tree, else BINDIR/../lib/vmm); bash
+# completion; a man page made from the verbs' --help (cli/install/mkman.sh).
+# Installs what `make` (`make all`) built; DESTDIR for staging;
+# KERNEL_IMAGE=PATH installs another kernel. Each user then makes the base
+# image once: vmm image build base --busybox PREFIX/lib/vmm/busybox.
+PREFIX  ?= /usr/local
+BINDIR  := $(DESTDIR)$(PREFIX)/bin
+LIBDIR  := $(DESTDIR)$(PREFIX)/lib/vmm
+MAN1DIR := $(DESTDIR)$(PREFIX)/share/man/man1
+COMPDIR := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+
+$(BUILD)/vmm.1: $(BUILD)/vmm cli/install/mkman.sh
+	@$(if $(Q),echo "  MAN     $@")
+	$(Q)cli/install/mkman.sh $(BUILD)/vmm > $@
+
+.PHONY: install uninstall
+KERNEL_IMAGE ?= $(BUILD)/kernel/vmlinux
+install: $(BUILD)/vmm $(BUILD)/vmm.1
+	$(Q)test -f $(KERNEL_IMAGE) || { echo "make install: no $(KERNEL_IMAGE): run 'make' first (or KERNEL_IMAGE=PATH)" >&2; exit 1; }
+	$(Q)install -d $(BINDIR) $(LIBDIR)/kernel $(LIBDIR)/guest $(MAN1DIR) $(COMPDIR)
+	$(Q)install -m 755 $(BUILD)/vmm $(BINDIR)/vmm
+	$(Q)if [ -x $(BUILD)/vmm-oci ]; then install -m 755 $(BUILD)/vmm-oci $(BINDIR)/vmm-oci; fi
+	$(Q)install -m 644 $(KERNEL_IMAGE) $(LIBDIR)/kernel/vmlinux
+	$(Q)for f in initramfs.cpio rootfs.ext4; do \
+		if [ -f $(BUILD)/$$f ]; then install -m 644 $(BUILD)/$$f $(LIBDIR)/$$f; fi; done
+	$(Q)for f in guest-init vmmctl; do \
+		if [ -f $(BUILD)/guest/$$f ]; then install -m 755 $(BUILD)/guest/$$f $(LIBDIR)/guest/$$f; fi; done
+	$(Q)if [ -x $(BUSYBOX) ]; then install -m 755 $(BUSYBOX) $(LIBDIR)/busybox; fi
+	$(Q)install -m 644 $(BUILD)/vmm.1 $(MAN1DIR)/vmm.1
+	$(Q)install -m 644 cli/install/vmm.bash $(COMPDIR)/vmm
+	@echo "installed vmm in $(BINDIR), its kernel and images in $(LIBDIR)"
+
+uninstall:
+	$(Q)rm -f $(BINDIR)/vmm $(BINDIR)/vmm-oci $(MAN1DIR)/vmm.1 $(COMPDIR)/vmm
+	$(Q)rm -f $(LIBDIR)/kernel/vmlinux $(LIBDIR)/initramfs.cpio $(LIBDIR)/rootfs.ext4 \
+		$(LIBDIR)/guest/guest-init $(LIBDIR)/guest/vmmctl $(LIBDIR)/busybox
+	$(Q)rmdir $(LIBDIR)/kernel $(LIBDIR)/guest $(LIBDIR) 2> /dev/null || true

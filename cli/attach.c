@@ -37,15 +37,11 @@ static int attach_main(int argc, char **argv)
 			token_given = 1;
 		} else if (argv[i][0] != '-' && n < 2)
 			pos[n++] = argv[i];
-		else {
-			attach_usage(stderr);
-			return CLI_EXIT_USAGE;
-		}
+		else
+			return cli_bad_arg("attach", argv[i], "--token");
 	}
-	if (n != 2) {
-		attach_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (n != 2)
+		return cli_usage_error("attach", "expected SANDBOX ID");
 	if (sandbox_api_addr(pos[0], token_given, &sb, &a))
 		return CLI_EXIT_ERROR;
 	r = api_attach(&a, pos[1], in, tty);

@@ -21,6 +21,7 @@ extern const struct cli_verb cli_verb_restore;
 extern const struct cli_verb cli_verb_pause;
 extern const struct cli_verb cli_verb_resume;
 extern const struct cli_verb cli_verb_ls;
+extern const struct cli_verb cli_verb_ps;
 extern const struct cli_verb cli_verb_inspect;
 extern const struct cli_verb cli_verb_logs;
 extern const struct cli_verb cli_verb_stop;
@@ -52,6 +53,17 @@ int run_check_args(int argc, char **argv);
 #define CLI_EXIT_ERROR 1
 #define CLI_EXIT_USAGE 2
 
+/* A usage mistake in one line: "vmm VERB: MESSAGE (see 'vmm VERB --help')".
+ * Returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct option;
+/* getopt_long that reports an unknown option or a missing value with
+ * cli_usage_error (getopt's own messages off) and then returns '?'. */
+int cli_getopt(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb);
+/* A hand-parsed verb's argument it does not take, with cli_usage_error:
+ * one of `valued` (its options that take a value, space-separated; may be
+ * NULL) missing its value, an unknown option, or an extra word. */
+int cli_bad_arg(const char *verb, const char *arg, const char *valued);
 /* Parses a duration: seconds, or a number with s, m, h or d. 0 or -EINVAL. */
 int cli_parse_duration(const char *s, long long *secs);
 /* "45s", "12m", "3h05m", "2d". */
@@ -88,7 +100,15 @@ int cli_rm_tree(const char *path);
 /* State (field 3) and start time (field 22, clock ticks after boot) of a
  * process, from /proc/PID/stat. 0 or -errno. */
 int cli_proc_stat(pid_t pid, char *state, unsigned long long *start);
-/* Directory holding the running vmm binary (for build/kernel/...). */
+/* The host's memory in MiB: all of it and what is available now
+ * (/proc/meminfo). 0 or -errno. */
+int cli_host_mem_mib(unsigned long long *total, unsigned long long *avail);
+/* Directory holding the running vmm binary. */
 int cli_exe_dir(char *buf, size_t len);
+/* Directory holding vmm's kernel/vmlinux, initramfs.cpio and
+ * guest/guest-init: $VMM_LIB_DIR; else the binary's own (the build tree,
+ * build/vmm) if they are there; else BINDIR/../lib/vmm (make install).
+ * `looked` (if looked_len) says where it looked, for messages. 0 or -errno. */
+int cli_lib_dir(char *buf, size_t len, char *looked, size_t looked_len);
 
 #endif

@@ -57,18 +57,14 @@ static int cp_main(int argc, char **argv)
 	struct sandbox sb;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (opt != 'T') {
-			cp_usage(stderr);
+	while ((opt = cli_getopt(argc, argv, "", opts, "cp")) != -1) {
+		if (opt != 'T')
 			return CLI_EXIT_USAGE;
-		}
 		a.token = optarg;
 		token_given = 1;
 	}
-	if (argc - optind != 2) {
-		cp_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (argc - optind != 2)
+		return cli_usage_error("cp", "expected SRC DST");
 	if (split_remote(argv[optind + 1], &sock, &path)) {
 		if (sandbox_api_addr(sock, token_given, &sb, &a))
 			return CLI_EXIT_ERROR;

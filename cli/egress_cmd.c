@@ -52,7 +52,7 @@ static int serve(int argc, char **argv)
 	int o, sig, seccomp = 1;
 
 	optind = 1;
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((o = cli_getopt(argc, argv, "h", opts, "egress serve")) != -1) {
 		switch (o) {
 		case 'p': policy = optarg; break;
 		case 'u': uds = optarg; break;
@@ -62,13 +62,11 @@ static int serve(int argc, char **argv)
 		case 's': seccomp = 0; break;
 		case 'C': ctl = optarg; break;
 		case 'h': egress_usage(stdout); return 0;
-		default: egress_usage(stderr); return CLI_EXIT_USAGE;
+		default: return CLI_EXIT_USAGE;
 		}
 	}
-	if (!policy || !uds || optind != argc) {
-		egress_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (!policy || !uds || optind != argc)
+		return cli_usage_error("egress serve", "expected --policy FILE --vsock-uds PATH");
 	if (!logp) {
 		const char *slash = strrchr(uds, '/');
 
@@ -217,8 +215,7 @@ static int egress_main(int argc, char **argv)
 		egress_usage(stdout);
 		return 0;
 	}
-	egress_usage(stderr);
-	return CLI_EXIT_USAGE;
+	return argc < 2 ? cli_usage_error("egress", "expected serve") : cli_usage_error("egress", "unknown command '%s'", argv[1]);
 }
 
 const struct cli_verb cli_verb_egress = {

@@ -496,8 +496,8 @@ static int parse_inject(const struct json *inj, const struct eg_cred_source *src
 		return bad(why, wl, i, "\"inject\" needs one of \"value_env\" and \"value_file\"");
 	val = env ? src->env(env, src->ctx) : src->file(file, src->ctx);
 	if (!val) {
-		snprintf(why, wl, "allow[%u]: the credential %s %s is not there", i, env ? "variable" : "file",
-			 env ? env : file);
+		snprintf(why, wl, env ? "allow[%u]: the credential variable %s is not set" :
+					"allow[%u]: the credential file %s cannot be read", i, env ? env : file);
 		return -EINVAL;
 	}
 	n = strlen(val);

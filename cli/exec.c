@@ -15,18 +15,21 @@
 static void exec_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: vmm exec [options] SANDBOX -- CMD [ARGS...]\n\n"
+		"usage: vmm exec [options] SANDBOX [--] CMD [ARGS...]\n\n"
 		"Runs CMD in a running sandbox and exits with its exit status (128+N if\n"
 		"signal N killed it). Output streams as it is produced; stdin is passed\n"
 		"through; Ctrl-C, SIGTERM and SIGHUP are forwarded to the command.\n"
 		"SANDBOX is the sandbox's name (vmm run --name), or the path of its vsock\n"
-		"socket (vmm run --vsock cid=N,uds=PATH).\n\n"
+		"socket (vmm run --vsock cid=N,uds=PATH). Options go before SANDBOX; what\n"
+		"follows it is the command (the \"--\" is optional). Short options combine\n"
+		"(-it).\n\n"
 		"  -d, --detach         start CMD detached (API v2): it outlives this command,\n"
 		"                       its output is kept; prints its id (vmm top, attach,\n"
 		"                       logs --process, kill)\n"
 		"      --tag NAME       with -d: a name for it (attach/kill/logs take it too)\n"
 		"      --ring BYTES     with -d: output kept per stream (default 1 MiB)\n"
 		"  -i, --interactive    with -d: keep its stdin open for vmm attach -i\n"
+		"                       (without -d stdin is passed anyway: -it works)\n"
 		"  -t, --tty            run in a pseudo-terminal (raw mode here, resizes follow)\n"
 		"  -n, --no-stdin       do not pass stdin (the command reads /dev/null)\n"
 		"  -e, --env NAME=VALUE set a variable (repeatable)\n"
@@ -80,11 +83,11 @@ static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 	struct exec_opts o = { .stdin_pass = 1 };
 	const char *env[257];
 	unsigned nenv = 0;
-	int opt, r, token_given = 0, interactive = 0;
+	int opt, r, token_given = 0, interactive = 0, cmd;
 	struct sandbox sb;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+tne:w:di", opts, NULL)) != -1) {
+	while ((opt = cli_getopt(argc, argv, "+tne:w:di", opts, "exec")) != -1) {
 		switch (opt) {
 		case 't':
 			o.tty = 1;
@@ -138,27 +141,25 @@ static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 			break;
 		}
 		default:
-			exec_usage(stderr);
 			return CLI_EXIT_USAGE;
 		}
 	}
 	if (optind < argc && !strcmp(argv[optind], "--"))
 		optind++; /* "vmm exec -- SANDBOX -- CMD" is not the form; tolerate one */
-	if (argc - optind < 3 || strcmp(argv[optind + 1], "--")) {
-		fprintf(stderr, "vmm exec: expected SANDBOX -- CMD [ARGS...]\n\n");
-		exec_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	/* Options end at SANDBOX (getopt's "+"): what follows is the command,
+	 * after a "--" or, as docker takes it, without one. */
+	if (argc - optind < 2 || (!strcmp(argv[optind + 1], "--") && argc - optind < 3))
+		return cli_usage_error("exec", "expected SANDBOX [--] CMD [ARGS...]");
+	cmd = !strcmp(argv[optind + 1], "--") ? optind + 2 : optind + 1;
 	if (sandbox_api_addr(argv[optind], token_given, &sb, &a))
 		return CLI_EXIT_ERROR;
 	env[nenv] = NULL;
 	o.env = nenv ? env : NULL;
-	o.argv = (const char *const *)&argv[optind + 2];
+	o.argv = (const char *const *)&argv[cmd];
 	image_exec_defaults(argv[optind], &o, plan);
-	if ((o.tag || o.ring_bytes || interactive) && !o.detach) {
-		fprintf(stderr, "vmm exec: --tag, --ring and -i go with -d\n");
-		return CLI_EXIT_USAGE;
-	}
+	/* -i without -d: stdin is passed anyway (docker's exec -it) */
+	if ((o.tag || o.ring_bytes) && !o.detach)
+		return cli_usage_error("exec", "--tag and --ring go with -d");
 	if (o.detach) {
 		/* Nobody is here to type: stdin only for later attachers. */
 		o.stdin_pass = interactive;

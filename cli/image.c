@@ -293,6 +293,17 @@ int image_resolve(const char *ref, struct image_info *im)
 		}
 	}
 	free(v);
+	{
+		char lib[PATH_MAX], bb[PATH_MAX + 16];
+
+		/* The base image is each user's to build, from the busybox
+		 * make install put next to the kernel (or the build's). */
+		if (!strcmp(name, "base") && cli_lib_dir(lib, sizeof(lib), NULL, 0) == 0 &&
+		    snprintf(bb, sizeof(bb), "%s/busybox", lib) < (int)sizeof(bb) && access(bb, X_OK) == 0) {
+			log_err("no built version of image base: vmm image build base --busybox %s", bb);
+			return -ENOENT;
+		}
+	}
 	log_err("no built version of image %s (vmm image ls; vmm image build %s ...)", name, name);
 	return -ENOENT;
 }
@@ -301,7 +312,7 @@ int image_default_kernel(char *buf, size_t len)
 {
 	char dir[PATH_MAX];
 
-	if (cli_exe_dir(dir, sizeof(dir)) || snprintf(buf, len, "%s/kernel/vmlinux", dir) >= (int)len)
+	if (cli_lib_dir(dir, sizeof(dir), NULL, 0) || snprintf(buf, len, "%s/kernel/vmlinux", dir) >= (int)len)
 		return -ENOENT;
 	return access(buf, R_OK) ? -ENOENT : 0;
 }
@@ -794,10 +805,8 @@ static int image_main(int argc, char **argv)
 		return image_export_main(argc - 1, argv + 1);
 	if (!strcmp(sub, "ls")) {
 		for (i = 2; i < argc; i++) {
-			if (strcmp(argv[i], "--json")) {
-				image_usage(stderr);
-				return CLI_EXIT_USAGE;
-			}
+			if (strcmp(argv[i], "--json"))
+				return cli_bad_arg("image ls", argv[i], NULL);
 			json = 1;
 		}
 		return ls_images(json);
@@ -821,8 +830,7 @@ static int image_main(int argc, char **argv)
 		image_usage(stdout);
 		return 0;
 	}
-	image_usage(stderr);
-	return CLI_EXIT_USAGE;
+	return cli_usage_error("image", "unknown command '%s'", sub);
 }
 
 const struct cli_verb cli_verb_image = {

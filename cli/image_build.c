@@ -406,10 +406,8 @@ int image_build_main(int argc, char **argv)
 			snprintf(b.im.name, sizeof(b.im.name), "%s", a);
 			continue;
 		}
-		if (!val) {
-			build_usage(stderr);
-			return CLI_EXIT_USAGE;
-		}
+		if (!val)
+			return cli_usage_error("image build", "%s: unknown option, or its value is missing", a);
 		i++;
 		if (!strcmp(a, "--from-dir"))
 			b.from_dir = val, nsrc++;
@@ -455,8 +453,7 @@ int image_build_main(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			}
 		} else {
-			build_usage(stderr);
-			return CLI_EXIT_USAGE;
+			return cli_bad_arg("image build", a, NULL);
 		}
 	}
 	if (!b.im.name[0] || nsrc != 1) {
@@ -480,10 +477,10 @@ int image_build_main(int argc, char **argv)
 		fprintf(stderr, "vmm image build: %s: %s\n", b.from_tar ? b.from_tar : b.busybox, strerror(errno));
 		return CLI_EXIT_USAGE;
 	}
-	if (cli_exe_dir(exe, sizeof(exe)) ||
+	if (cli_lib_dir(exe, sizeof(exe), NULL, 0) ||
 	    snprintf(guest_init, sizeof(guest_init), "%s/guest/guest-init", exe) >= (int)sizeof(guest_init) ||
 	    access(guest_init, R_OK)) {
-		fprintf(stderr, "vmm image build: guest-init not found next to vmm (%s): run make\n", guest_init);
+		fprintf(stderr, "vmm image build: guest-init not found (%s): make install, or run make in vmm's source tree\n", guest_init);
 		return CLI_EXIT_ERROR;
 	}
 	if (b.from_dir)
@@ -618,10 +615,10 @@ int image_job_begin(struct image_job **out, const char *name, const char *source
 	j->b.quiet = quiet;
 	snprintf(j->b.im.name, sizeof(j->b.im.name), "%s", name);
 	snprintf(j->b.im.source, sizeof(j->b.im.source), "%s", source);
-	if (cli_exe_dir(exe, sizeof(exe)) ||
+	if (cli_lib_dir(exe, sizeof(exe), NULL, 0) ||
 	    snprintf(j->guest_init, sizeof(j->guest_init), "%s/guest/guest-init", exe) >= (int)sizeof(j->guest_init) ||
 	    access(j->guest_init, R_OK)) {
-		log_err("guest-init not found next to vmm (%s): run make", j->guest_init);
+		log_err("guest-init not found (%s): make install, or run make in vmm's source tree", j->guest_init);
 		free(j);
 		return -ENOENT;
 	}

@@ -281,8 +281,7 @@ int image_pull_main(int argc, char **argv)
 		} else if (a[0] != '-' && !refs) {
 			refs = a;
 		} else {
-			pull_usage(stderr);
-			r = CLI_EXIT_USAGE;
+			r = cli_bad_arg("image pull", argv[i], "--name --creds-file --ca-file");
 			goto out;
 		}
 	}
@@ -579,9 +578,8 @@ int image_import_main(int argc, char **argv)
 		} else if (a[0] != '-' && !file) {
 			file = a;
 		} else {
-			import_usage(stderr);
 			free(p);
-			return CLI_EXIT_USAGE;
+			return cli_bad_arg("image import", argv[i], "--dir --name");
 		}
 	}
 	if (!file == !dir) {

@@ -19,10 +19,14 @@ static int inspect_main(int argc, char **argv)
 	struct json_writer w;
 	char buf[8192];
 
-	if (argc != 2 || argv[1][0] == '-') {
-		inspect_usage(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
-		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : CLI_EXIT_USAGE;
+	if (argc == 2 && !strcmp(argv[1], "--help")) {
+		inspect_usage(stdout);
+		return 0;
 	}
+	if (argc > 1 && argv[1][0] == '-')
+		return cli_bad_arg("inspect", argv[1], NULL);
+	if (argc != 2)
+		return argc < 2 ? cli_usage_error("inspect", "expected NAME") : cli_bad_arg("inspect", argv[2], NULL);
 	if (sandbox_status(argv[1], &st))
 		return CLI_EXIT_ERROR;
 	jw_init(&w, buf, sizeof(buf));

@@ -61,14 +61,11 @@ static int kill_main(int argc, char **argv)
 		} else if (argv[i][0] != '-' && n < 2) {
 			pos[n++] = argv[i];
 		} else {
-			kill_usage(stderr);
-			return CLI_EXIT_USAGE;
+			return cli_bad_arg("kill", argv[i], "-s --token");
 		}
 	}
-	if (n != 2) {
-		kill_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (n != 2)
+		return cli_usage_error("kill", "expected SANDBOX ID");
 	if (sandbox_api_addr(pos[0], token_given, &sb, &a))
 		return CLI_EXIT_ERROR;
 	jw_init(&w, fields, sizeof(fields));

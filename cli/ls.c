@@ -3,17 +3,93 @@
 #include "sandbox.h"
 #include "../guest-init/json.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 static void ls_usage(FILE *out)
 {
-	fprintf(out, "usage: vmm ls [--json]\n\n"
-		     "Lists the sandboxes: name, state (running, paused, starting, exited,\n"
-		     "dead: its VMM is gone without a word, it crashed or was killed), PID,\n"
-		     "vCPUs, memory, age, and the time left when it has a --ttl.\n"
-		     "'vmm prune' removes the exited, dead and expired ones.\n");
+	fprintf(out, "usage: vmm ls [-a] [-q | --json | --format TEMPLATE]   (also: vmm ps)\n\n"
+		     "Lists the sandboxes: name, state (running, paused, starting, created,\n"
+		     "exited, dead: its VMM is gone without a word, it crashed or was killed),\n"
+		     "PID, vCPUs, memory, age, and the time left when it has a --ttl. Every\n"
+		     "sandbox is listed, exited and dead ones too (-a, --all: the same, for\n"
+		     "docker's habit). 'vmm prune' removes the exited, dead and expired ones.\n\n"
+		     "  -q, --quiet          names only, one a line\n"
+		     "      --json           a JSON array (the fields of vmm inspect)\n"
+		     "      --format T       one line per sandbox from T, where {{.Name}},\n"
+		     "                       {{.State}}, {{.Pid}}, {{.Image}}, {{.Ports}} and\n"
+		     "                       {{.ExitStatus}} are replaced (\\t: a tab)\n");
+}
+
+/* One --format field's value (buf: scratch), or NULL if there is none. */
+static const char *format_field(const struct sandbox_status *st, const char *f, size_t n, char *buf, size_t len)
+{
+	if (n == 4 && !strncmp(f, "Name", n))
+		return st->sb.name;
+	if (n == 5 && !strncmp(f, "State", n))
+		return sandbox_state_name(st->state);
+	if (n == 3 && !strncmp(f, "Pid", n)) {
+		snprintf(buf, len, "%d", st->pid > 0 ? st->pid : 0);
+		return buf;
+	}
+	if (n == 5 && !strncmp(f, "Image", n))
+		return st->image;
+	if (n == 5 && !strncmp(f, "Ports", n))
+		return st->publish;
+	if (n == 10 && !strncmp(f, "ExitStatus", n)) {
+		if (st->state != SB_EXITED)
+			return "";
+		snprintf(buf, len, "%d", st->exit_status);
+		return buf;
+	}
+	return NULL;
+}
+
+/* Prints st through the template t ({{.Field}}, \t, \n); -EINVAL for a
+ * field there is not (nothing printed then: st may be NULL to check t). */
+static int format_line(const struct sandbox_status *st, const char *t)
+{
+	static const struct sandbox_status none;
+	char buf[32];
+	const char *p, *v;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (p = t; *p;) {
+			if (!strncmp(p, "{{", 2)) {
+				const char *f = p + 2, *end = strstr(p, "}}");
+				size_t n;
+
+				while (*f == ' ')
+					f++;
+				if (!end || *f != '.')
+					return -EINVAL;
+				f++;
+				for (n = 0; f + n < end && f[n] != ' '; n++)
+					;
+				v = format_field(st ? st : &none, f, n, buf, sizeof(buf));
+				if (!v)
+					return -EINVAL;
+				if (pass)
+					fputs(v, stdout);
+				p = end + 2;
+			} else if (p[0] == '\\' && (p[1] == 't' || p[1] == 'n')) {
+				if (pass)
+					putchar(p[1] == 't' ? '\t' : '\n');
+				p += 2;
+			} else {
+				if (pass)
+					putchar(*p);
+				p++;
+			}
+		}
+		if (!st)
+			return 0;
+	}
+	putchar('\n');
+	return 0;
 }
 
 /* One sandbox as a JSON object (also `vmm inspect`). */
@@ -63,24 +139,41 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st)
 
 static int ls_main(int argc, char **argv)
 {
-	int json = 0, n, i;
+	int json = 0, quiet = 0, n, i;
+	const char *format = NULL, *verb = argv[0];
 	char **names;
 	long long now = (long long)time(NULL);
 
 	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
+		if (!strcmp(argv[i], "--json"))
 			json = 1;
-		} else {
-			ls_usage(strcmp(argv[i], "--help") ? stderr : stdout);
-			return strcmp(argv[i], "--help") ? CLI_EXIT_USAGE : 0;
-		}
+		else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet"))
+			quiet = 1;
+		else if (!strcmp(argv[i], "-a") || !strcmp(argv[i], "--all"))
+			; /* every sandbox is listed anyway */
+		else if (!strcmp(argv[i], "-aq") || !strcmp(argv[i], "-qa"))
+			quiet = 1;
+		else if (!strcmp(argv[i], "--format") && i + 1 < argc)
+			format = argv[++i];
+		else if (!strncmp(argv[i], "--format=", 9))
+			format = argv[i] + 9;
+		else if (!strcmp(argv[i], "--help")) {
+			ls_usage(stdout);
+			return 0;
+		} else
+			return cli_bad_arg(verb, argv[i], "--format");
 	}
+	if (json + quiet + !!format > 1)
+		return cli_usage_error(verb, "-q, --json and --format go alone");
+	if (format && format_line(NULL, format))
+		return cli_usage_error(verb, "--format '%s': fields are {{.Name}}, {{.State}}, {{.Pid}}, "
+				       "{{.Image}}, {{.Ports}}, {{.ExitStatus}}", format);
 	n = sandbox_list(&names);
 	if (n < 0)
 		return CLI_EXIT_ERROR;
 	if (json)
 		printf("[");
-	else
+	else if (!quiet && !format)
 		printf("%-24s %-9s %8s %4s %8s %7s %9s  %s\n", "NAME", "STATE", "PID", "CPUS", "MEMORY", "AGE",
 		       "TTL LEFT", "PORTS");
 	for (i = 0; i < n; i++) {
@@ -88,7 +181,11 @@ static int ls_main(int argc, char **argv)
 		char age[16] = "-", left[16] = "-", mem[16] = "-", pid[16] = "-";
 
 		if (sandbox_status(names[i], &st) == 0) {
-			if (json) {
+			if (quiet) {
+				printf("%s\n", st.sb.name);
+			} else if (format) {
+				format_line(&st, format);
+			} else if (json) {
 				char buf[8192];
 				struct json_writer w;
 
@@ -122,6 +219,14 @@ static int ls_main(int argc, char **argv)
 const struct cli_verb cli_verb_ls = {
 	.name = "ls",
 	.summary = "list sandboxes",
+	.run = ls_main,
+	.usage = ls_usage,
+};
+
+/* docker's name for it. */
+const struct cli_verb cli_verb_ps = {
+	.name = "ps",
+	.summary = "the same as ls",
 	.run = ls_main,
 	.usage = ls_usage,
 };

@@ -27,6 +27,7 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_mcp,
 	&cli_verb_token,
 	&cli_verb_ls,
+	&cli_verb_ps,
 	&cli_verb_inspect,
 	&cli_verb_logs,
 	&cli_verb_stop,
@@ -164,7 +165,6 @@ int main(int argc, char **argv)
 			return verbs[i]->run(argc - 1, argv + 1);
 		}
 	}
-	fprintf(stderr, "vmm: unknown command '%s'\n\n", argv[1]);
-	usage(stderr);
+	fprintf(stderr, "vmm: unknown command '%s' (see 'vmm --help')\n", argv[1]);
 	return CLI_EXIT_USAGE;
 }

@@ -50,7 +50,7 @@ static int mcp_main(int argc, char **argv)
 	struct sandbox sb;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((opt = cli_getopt(argc, argv, "h", opts, "mcp")) != -1) {
 		switch (opt) {
 		case 'l':
 			ho.listen = optarg;
@@ -73,14 +73,11 @@ static int mcp_main(int argc, char **argv)
 			mcp_usage(stdout);
 			return 0;
 		default:
-			mcp_usage(stderr);
 			return CLI_EXIT_USAGE;
 		}
 	}
-	if (argc - optind != 1) {
-		mcp_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (argc - optind != 1)
+		return cli_usage_error("mcp", "expected one SANDBOX");
 	s.name = argv[optind];
 	if (sandbox_api_addr(s.name, token_given, &sb, &s.addr))
 		return CLI_EXIT_ERROR;

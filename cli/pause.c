@@ -20,10 +20,14 @@ static int control_verb(int argc, char **argv, const char *op, void (*usage)(FIL
 {
 	char req[64], reply[4096];
 
-	if (argc != 2 || argv[1][0] == '-') {
-		usage(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
-		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : CLI_EXIT_USAGE;
+	if (argc == 2 && !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return 0;
 	}
+	if (argc > 1 && argv[1][0] == '-')
+		return cli_bad_arg(op, argv[1], NULL);
+	if (argc != 2)
+		return argc < 2 ? cli_usage_error(op, "expected SANDBOX") : cli_bad_arg(op, argv[2], NULL);
 	snprintf(req, sizeof(req), "{\"op\":\"%s\"}", op);
 	if (sandbox_control(argv[1], req, reply, sizeof(reply), 30000) || cli_reply_ok(op, reply))
 		return CLI_EXIT_ERROR;

@@ -18,10 +18,12 @@ static int prune_main(int argc, char **argv)
 	char **names;
 	int n, i, status = 0;
 
-	if (argc > 1) {
-		prune_usage(strcmp(argv[1], "--help") ? stderr : stdout);
-		return strcmp(argv[1], "--help") ? CLI_EXIT_USAGE : 0;
+	if (argc > 1 && !strcmp(argv[1], "--help")) {
+		prune_usage(stdout);
+		return 0;
 	}
+	if (argc > 1)
+		return cli_bad_arg("prune", argv[1], NULL);
 	n = sandbox_list(&names);
 	if (n < 0)
 		return CLI_EXIT_ERROR;

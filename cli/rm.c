@@ -19,14 +19,14 @@ static int rm_main(int argc, char **argv)
 		rm_usage(stdout);
 		return 0;
 	}
-	if (i < argc && !strcmp(argv[i], "-f")) {
+	if (i < argc && (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--force"))) {
 		force = 1;
 		i++;
 	}
-	if (i >= argc || argv[i][0] == '-') {
-		rm_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (i < argc && argv[i][0] == '-')
+		return cli_bad_arg("rm", argv[i], NULL);
+	if (i >= argc)
+		return cli_usage_error("rm", "expected NAME...");
 	for (; i < argc; i++) {
 		struct sandbox_status st;
 

@@ -244,7 +244,7 @@ static int bad_usage(const char *fmt, const char *arg)
 {
 	fprintf(stderr, "vmm: ");
 	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\n(see 'vmm run --help' or 'vmm restore --help')\n");
+	fprintf(stderr, " (see 'vmm run --help' or 'vmm restore --help')\n");
 	return CLI_EXIT_USAGE;
 }
 
@@ -1158,7 +1158,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	optind = 1;
 	/* run: options end at the first non-option (the command follows "--");
 	 * restore: options may follow DIR too, so let getopt permute. */
-	while ((opt = getopt_long(argc, argv, restore ? "qvtd" : "+qvtd", run_opts, NULL)) != -1) {
+	while ((opt = cli_getopt(argc, argv, restore ? "qvtd" : "+qvtd", run_opts, restore ? "restore" : api ? "serve" : "run")) != -1) {
 		char *end;
 		unsigned long v;
 
@@ -1208,12 +1208,26 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			}
 			cfg.cpus = (unsigned)v;
 			break;
-		case OPT_MEM:
-			if (cli_parse_mib(optarg, &mib) || mib < VM_MIN_MEM_MIB || mib > (1ull << 30)) {
+		case OPT_MEM: {
+			unsigned long long total, avail;
+
+			if (cli_parse_mib(optarg, &mib) || mib < VM_MIN_MEM_MIB) {
 				status = bad_usage("--mem '%s': a size in MiB (at least 32), e.g. 512 or 2G", optarg);
 				goto out_disks;
 			}
+			/* Guest RAM is mapped on demand: more than the host has
+			 * cannot work; more than it has free may, until it fills. */
+			if (cli_host_mem_mib(&total, &avail) == 0 && (mib > total || mib > (1ull << 30))) {
+				fprintf(stderr, "vmm: --mem '%s': this host has %llu MiB of RAM: at most --mem %llu "
+						"(see 'vmm run --help')\n", optarg, total, total < (1ull << 30) ? total : (1ull << 30));
+				status = CLI_EXIT_USAGE;
+				goto out_disks;
+			}
+			if (avail && mib > avail)
+				log_warn("--mem %llu MiB is more than this host has free now (%llu MiB): the guest "
+					 "may be killed for memory once it uses it", mib, avail);
 			break;
+		}
 		case OPT_CONSOLE:
 			console_explicit = 1;
 			if (strcmp(optarg, "stdio") && strcmp(optarg, "none") &&
@@ -1476,7 +1490,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			level_set = 1;
 			break;
 		default:
-			status = bad_usage("%s", "unknown option");
+			status = CLI_EXIT_USAGE; /* cli_getopt said which */
 			goto out_disks;
 		}
 	}
@@ -1694,13 +1708,16 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			goto out_disks;
 		}
 		if (!cfg.kernel) {
-			if (cli_exe_dir(dir, sizeof(dir) - 32) == 0) {
+			char looked[2 * PATH_MAX + 64];
+
+			if (cli_lib_dir(dir, sizeof(dir) - 32, looked, sizeof(looked)) == 0) {
 				snprintf(kernel_buf, sizeof(kernel_buf), "%.4000s/kernel/vmlinux", dir);
 				snprintf(initrd_buf, sizeof(initrd_buf), "%.4000s/initramfs.cpio", dir);
 			}
 			if (!kernel_buf[0] || !file_exists(kernel_buf)) {
-				log_err("no --kernel given and no kernel built next to vmm (%s): run 'make' first",
-					kernel_buf);
+				log_err("no --kernel given and no kernel/vmlinux in %s: give --kernel PATH, "
+					"install vmm with its kernel (make install), or run 'make' in its source tree",
+					looked[0] ? looked : kernel_buf);
 				status = CLI_EXIT_ERROR;
 				goto out_disks;
 			}
@@ -1708,6 +1725,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			if (!cfg.initrd && !(cfg.nr_disks && cfg.disks[0].root) && file_exists(initrd_buf))
 				cfg.initrd = initrd_buf;
 		}
+		log_debug("kernel %s, initramfs %s", cfg.kernel, cfg.initrd ? cfg.initrd : "(none)");
 		if (!cfg.cmdline)
 			cfg.cmdline = DEFAULT_CMDLINE;
 		if (cmd.argv) {
@@ -1734,7 +1752,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		}
 		if (!cfg.tmpl_explicit && cfg.host_emulates_ring0) {
 			cfg.tmpl = CPU_TEMPLATE_SAFE;
-			log_info("this host's KVM emulates guest ring 0 (kvm_pvm): using CPU template 'safe'");
+			log_debug("this host's KVM emulates guest ring 0 (kvm_pvm): using CPU template 'safe'");
 		}
 	}
 	cfg.api_token = token_buf;
@@ -1854,8 +1872,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		control_finish(&ctl, vm, NULL); /* InstanceStart or the snapshot load: done */
 	}
 	log_debug("kernel command line: %s", vm->cmdline);
-	log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
-		 restore ? " restored" : "", sb.name, sb.dir);
+	/* vmm exec only where there is a guest API to reach (a vsock device) */
+	if (cfg.has_vsock)
+		log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
+			 restore ? " restored" : "", sb.name, sb.dir);
+	else
+		log_info("sandbox %s%s (no vsock device: no vmm exec; state in %s)", sb.name,
+			 restore ? " restored" : "", sb.dir);
 	api_addr.uds = cfg.vsock.uds;
 	api_addr.token = token_buf;
 	if (eg && !jail.enabled) { /* jailed: the companion process runs it */

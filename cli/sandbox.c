@@ -574,10 +574,15 @@ int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms)
 			log_warn("sandbox %s: cannot resume it to power it off", st->sb.name);
 		/* Through the guest: its processes get SIGTERM, filesystems
 		 * are synced, it powers off. */
-		if (api_shutdown(&a) == 0 && wait_gone(st->sb.dir, graceful_ms) == 0)
+		if ((r = api_shutdown(&a)) == 0 && wait_gone(st->sb.dir, graceful_ms) == 0)
 			return 0;
-		log_warn("sandbox %s did not power off within %u s: stopping it", st->sb.name,
-			 graceful_ms / 1000);
+		/* Only a guest that took the request had the time to power off. */
+		if (r == 0)
+			log_warn("sandbox %s did not power off within %.1f s: stopping it", st->sb.name,
+				 graceful_ms / 1000.0);
+		else
+			log_warn("sandbox %s: its guest did not take the shutdown request: stopping its VM",
+				 st->sb.name);
 	}
 	if (control_call(st->sb.control, "{\"op\":\"stop\"}", reply, sizeof(reply), 5000) == 0 &&
 	    wait_gone(st->sb.dir, 5000) == 0)

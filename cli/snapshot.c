@@ -70,20 +70,16 @@ static int snapshot_main(int argc, char **argv)
 	int opt;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+	while ((opt = cli_getopt(argc, argv, "+", opts, "snapshot")) != -1) {
 		if (opt == 's')
 			then = "stop";
 		else if (opt == 'p')
 			then = "pause";
-		else {
-			snapshot_usage(stderr);
+		else
 			return CLI_EXIT_USAGE;
-		}
 	}
-	if (argc - optind != 2) {
-		snapshot_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (argc - optind != 2)
+		return cli_usage_error("snapshot", "expected SANDBOX DIR");
 	dir = argv[optind + 1];
 	/* The VMM may run elsewhere in the tree: hand it an absolute path. */
 	if (dir[0] == '/') {
@@ -99,8 +95,10 @@ static int snapshot_main(int argc, char **argv)
 	}
 	/* A jailed VMM sees only its folder: it writes there, and the
 	 * snapshot is moved to DIR from here (docs/security.md). */
-	if (sandbox_lookup(&sb, argv[optind]) == 0 && jailed(&sb) &&
-	    strncmp(abs, sb.dir, strlen(sb.dir))) {
+	/* (no sandbox: said once here, not again by sandbox_control) */
+	if (sandbox_lookup(&sb, argv[optind]))
+		return CLI_EXIT_ERROR;
+	if (jailed(&sb) && strncmp(abs, sb.dir, strlen(sb.dir))) {
 		snprintf(staged, sizeof(staged), "%s/.snapshot-%d", sb.rw, (int)getpid());
 		target = staged;
 	}

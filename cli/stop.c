@@ -11,7 +11,8 @@ static void stop_usage(FILE *out)
 		     "Stops each sandbox through its guest (processes get SIGTERM, filesystems\n"
 		     "are synced, it powers off), waiting up to SECONDS (default 30); then\n"
 		     "stops its VM at once; a VMM that does not answer is killed. A sandbox\n"
-		     "started with -d stays listed as exited until 'vmm rm'.\n");
+		     "started with -d stays listed as exited until 'vmm rm'. A sandbox that is\n"
+		     "not running is already stopped: its name is printed, status 0.\n");
 }
 
 static int stop_main(int argc, char **argv)
@@ -23,20 +24,18 @@ static int stop_main(int argc, char **argv)
 		stop_usage(stdout);
 		return 0;
 	}
-	if (i + 1 < argc && !strcmp(argv[i], "-t")) {
+	if (i + 1 < argc && (!strcmp(argv[i], "-t") || !strcmp(argv[i], "--time"))) {
 		char *end;
 
 		t = strtoul(argv[i + 1], &end, 10);
-		if (*end || end == argv[i + 1]) {
-			stop_usage(stderr);
-			return CLI_EXIT_USAGE;
-		}
+		if (*end || end == argv[i + 1] || argv[i + 1][0] == '-')
+			return cli_usage_error("stop", "-t '%s': a number of seconds", argv[i + 1]);
 		i += 2;
 	}
-	if (i >= argc || argv[i][0] == '-') {
-		stop_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (i < argc && argv[i][0] == '-')
+		return cli_bad_arg("stop", argv[i], "-t --time");
+	if (i >= argc)
+		return cli_usage_error("stop", "expected NAME...");
 	for (; i < argc; i++) {
 		struct sandbox_status st;
 
@@ -44,9 +43,9 @@ static int stop_main(int argc, char **argv)
 			status = CLI_EXIT_ERROR;
 			continue;
 		}
-		if (st.state == SB_EXITED || st.state == SB_DEAD) {
-			fprintf(stderr, "vmm stop: %s is not running (%s)\n", argv[i], sandbox_state_name(st.state));
-			status = CLI_EXIT_ERROR;
+		/* Already stopped: done, as docker's stop is. */
+		if (st.state == SB_EXITED || st.state == SB_DEAD || st.state == SB_CREATED) {
+			printf("%s\n", argv[i]);
 			continue;
 		}
 		if (sandbox_stop(&st, (unsigned)t * 1000)) {

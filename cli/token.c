@@ -70,14 +70,11 @@ static int create(int argc, char **argv)
 		} else if (argv[i][0] != '-' && !name) {
 			name = argv[i];
 		} else {
-			token_usage(stderr);
-			return CLI_EXIT_USAGE;
+			return cli_bad_arg("token", argv[i], "--scope --ttl");
 		}
 	}
-	if (!name) {
-		token_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (!name)
+		return cli_usage_error("token", "expected SANDBOX");
 	if (lookup(name, &sb))
 		return CLI_EXIT_ERROR;
 	lk = token_lock(sb.dir);
@@ -141,15 +138,11 @@ static int list(int argc, char **argv)
 			json = 1;
 		else if (argv[i][0] != '-' && !name)
 			name = argv[i];
-		else {
-			token_usage(stderr);
-			return CLI_EXIT_USAGE;
-		}
+		else
+			return cli_bad_arg("token", argv[i], "--scope --ttl");
 	}
-	if (!name) {
-		token_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (!name)
+		return cli_usage_error("token", "expected SANDBOX");
 	if (lookup(name, &sb))
 		return CLI_EXIT_ERROR;
 	r = token_load(sb.dir, &recs, &n);
@@ -191,10 +184,8 @@ static int remove_one(int argc, char **argv)
 	struct sandbox sb;
 	int lk, r;
 
-	if (argc != 3) {
-		token_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (argc != 3)
+		return cli_usage_error("token", "expected SANDBOX ID after rm");
 	if (lookup(argv[1], &sb))
 		return CLI_EXIT_ERROR;
 	lk = token_lock(sb.dir);

@@ -48,14 +48,11 @@ static int top_main(int argc, char **argv)
 		} else if (argv[i][0] != '-' && !name) {
 			name = argv[i];
 		} else {
-			top_usage(stderr);
-			return CLI_EXIT_USAGE;
+			return cli_bad_arg("top", argv[i], "--token");
 		}
 	}
-	if (!name) {
-		top_usage(stderr);
-		return CLI_EXIT_USAGE;
-	}
+	if (!name)
+		return cli_usage_error("top", "expected SANDBOX");
 	if (sandbox_api_addr(name, token_given, &sb, &a))
 		return CLI_EXIT_ERROR;
 	if (api_call2(&a, "\"op\":\"processes\"", "top", out, sizeof(out)))

@@ -4,6 +4,8 @@
 #include "../vmm/log.h"
 
 #include <dirent.h>
+#include <getopt.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -63,7 +65,12 @@ int cli_parse_mib(const char *s, unsigned long long *mib)
 	v = strtoull(s, &end, 10);
 	if (errno || end == s)
 		return -EINVAL;
-	if (*end == 'G' || *end == 'g') {
+	if (*end == 'T' || *end == 't') {
+		if (v > ULLONG_MAX / (1024 * 1024))
+			return -EINVAL;
+		v *= 1024 * 1024;
+		end++;
+	} else if (*end == 'G' || *end == 'g') {
 		if (v > ULLONG_MAX / 1024)
 			return -EINVAL;
 		v *= 1024;
@@ -79,6 +86,25 @@ int cli_parse_mib(const char *s, unsigned long long *mib)
 	return 0;
 }
 
+int cli_host_mem_mib(unsigned long long *total, unsigned long long *avail)
+{
+	char line[256];
+	FILE *f = fopen("/proc/meminfo", "re");
+	unsigned long long kib;
+
+	*total = *avail = 0;
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "MemTotal: %llu kB", &kib) == 1)
+			*total = kib >> 10;
+		else if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			*avail = kib >> 10;
+	}
+	fclose(f);
+	return *total ? 0 : -ENOENT;
+}
+
 int cli_exe_dir(char *buf, size_t len)
 {
 	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
@@ -92,6 +118,39 @@ int cli_exe_dir(char *buf, size_t len)
 		return -EINVAL;
 	*slash = '\0';
 	return 0;
+}
+
+int cli_lib_dir(char *buf, size_t len, char *looked, size_t looked_len)
+{
+	const char *env = getenv("VMM_LIB_DIR");
+	char exe[PATH_MAX], p[PATH_MAX + 64];
+	int r;
+
+	if (looked_len)
+		looked[0] = '\0';
+	if (env && *env) {
+		if (looked_len)
+			snprintf(looked, looked_len, "%s ($VMM_LIB_DIR)", env);
+		return snprintf(buf, len, "%s", env) >= (int)len ? -ENAMETOOLONG : 0;
+	}
+	if ((r = cli_exe_dir(exe, sizeof(exe))))
+		return r;
+	/* The build tree: build/vmm next to build/kernel, build/guest. */
+	snprintf(p, sizeof(p), "%s/kernel/vmlinux", exe);
+	if (access(p, R_OK) == 0 || (snprintf(p, sizeof(p), "%s/guest/guest-init", exe), access(p, R_OK) == 0))
+		return snprintf(buf, len, "%s", exe) >= (int)len ? -ENAMETOOLONG : 0;
+	/* Installed: PREFIX/bin/vmm and PREFIX/lib/vmm (make install). */
+	snprintf(p, sizeof(p), "%s/../lib/vmm", exe);
+	if (looked_len)
+		snprintf(looked, looked_len, "%s and %s", exe, p);
+	if (access(p, X_OK) == 0) {
+		char real[PATH_MAX];
+
+		if (!realpath(p, real))
+			return -errno;
+		return snprintf(buf, len, "%s", real) >= (int)len ? -ENAMETOOLONG : 0;
+	}
+	return snprintf(buf, len, "%s", exe) >= (int)len ? -ENAMETOOLONG : 0;
 }
 
 unsigned cli_api_port(void)
@@ -281,4 +340,63 @@ int cli_proc_stat(pid_t pid, char *state, unsigned long long *start)
 		return -EIO;
 	*start = strtoull(tok, NULL, 10);
 	return 0;
+}
+
+int cli_usage_error(const char *verb, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "vmm %s: ", verb);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see 'vmm %s --help')\n", verb);
+	return CLI_EXIT_USAGE;
+}
+
+/* The option getopt_long stopped at: "--name" (up to any '=') or "-c". */
+static int bad_option(const char *verb, char **argv, const char *sopts, const struct option *lopts)
+{
+	const char *arg = argv[optind - 1], *p;
+	size_t n;
+
+	if (!optopt || !strncmp(arg, "--", 2)) {
+		n = strcspn(arg + 2, "=");
+		for (; lopts && lopts->name; lopts++)
+			if (strlen(lopts->name) == n && !strncmp(lopts->name, arg + 2, n))
+				return cli_usage_error(verb, lopts->has_arg == required_argument ?
+							     "option '--%.*s' needs a value" :
+							     "option '--%.*s' takes no value", (int)n, arg + 2);
+		return cli_usage_error(verb, "unknown option '--%.*s'", (int)n, arg + 2);
+	}
+	p = strchr(sopts, optopt);
+	if (p && optopt != ':' && optopt != '+' && p[1] == ':')
+		return cli_usage_error(verb, "option '-%c' needs a value", optopt);
+	return cli_usage_error(verb, "unknown option '-%c'", optopt);
+}
+
+int cli_getopt(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb)
+{
+	int opt;
+
+	opterr = 0; /* getopt's own message is replaced by ours, one line */
+	opt = getopt_long(argc, argv, sopts, lopts, NULL);
+	if (opt == '?' || opt == ':') {
+		bad_option(verb, argv, sopts, lopts);
+		return '?';
+	}
+	return opt;
+}
+
+int cli_bad_arg(const char *verb, const char *arg, const char *valued)
+{
+	size_t n = strlen(arg);
+	const char *p;
+
+	for (p = valued; p && arg[0] == '-' && (p = strstr(p, arg)); p += n)
+		if ((p == valued || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
+			return cli_usage_error(verb, "option '%s' needs a value", arg);
+	if (arg[0] == '-' && arg[1])
+		return cli_usage_error(verb, "unknown option '%s'", arg);
+	return cli_usage_error(verb, "unexpected argument '%s'", arg);
 }

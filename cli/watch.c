@@ -35,16 +35,11 @@ static int watch_main(int argc, char **argv)
 			token_given = 1;
 		} else if ((argv[i][0] != '-' || !strcmp(argv[i], "-")) && n < 2)
 			pos[n++] = argv[i];
-		else {
-			watch_usage(stderr);
-			return CLI_EXIT_USAGE;
-		}
+		else
+			return cli_bad_arg("watch", argv[i], "--token");
 	}
 	if (n != 2 || pos[1][0] != '/') {
-		if (n == 2)
-			fprintf(stderr, "vmm watch: PATH must be absolute\n");
-		watch_usage(stderr);
-		return CLI_EXIT_USAGE;
+		return cli_usage_error("watch", n == 2 ? "PATH must be absolute" : "expected SANDBOX PATH");
 	}
 	if (sandbox_api_addr(pos[0], token_given, &sb, &a))
 		return CLI_EXIT_ERROR;

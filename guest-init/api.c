@@ -591,7 +591,9 @@ static void op_exec(int fd, const struct api_request *r, const struct api_config
 		spawn_proxy_env(port, egress_buf, extra);
 	pid = spawn_command(r, extra, &io, &e);
 	if (pid < 0) {
-		send_error(fd, e, e == ENOENT ? "command not found" : NULL);
+		char why[4200];
+
+		send_error(fd, e, spawn_error_message(r, &io, e, why, sizeof(why)));
 		close(sfd);
 		return;
 	}

@@ -31,11 +31,16 @@ struct exec_io {
 	int out, err;        /* read ends (err = -1 with a pty) */
 	int in;              /* write end of stdin (or the pty master), -1 if none */
 	int pty;
+	int cwd_failed;      /* set with -1: the working directory, not the exec, failed */
 };
 /* Forks and execs r's command in a new session: io gets its ends. The
- * child's pid, or -1 with *err the errno (exec failures included). extra:
+ * child's pid, or -1 with *err the errno (exec failures included; a
+ * working directory it could not enter sets io->cwd_failed). extra:
  * variables (NULL-terminated) the request's own env overrides. */
 pid_t spawn_command(const struct api_request *r, const char *const *extra, struct exec_io *io, int *err);
+/* The message for spawn_command's failure (buf: room for it). */
+const char *spawn_error_message(const struct api_request *r, const struct exec_io *io, int err, char *buf,
+				size_t len);
 /* The egress proxy's variables for port (vars NULL-terminated in buf). */
 #define EGRESS_ENV 10 /* spawn_proxy_env: 5 proxy variables, 5 for the CA */
 void spawn_proxy_env(unsigned port, char buf[EGRESS_ENV][96], const char *vars[EGRESS_ENV + 1]);

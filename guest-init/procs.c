@@ -292,8 +292,10 @@ static void op_start(struct procs *ps, int fd, const struct api_request *r)
 		spawn_proxy_env(port, egress_buf, extra);
 	p->pid = spawn_command(r, extra, &io, &e);
 	if (p->pid < 0) {
+		char why[4200];
+
 		proc_free(p);
-		api_send_error(fd, e, e == ENOENT ? "command not found" : NULL);
+		api_send_error(fd, e, spawn_error_message(r, &io, e, why, sizeof(why)));
 		return;
 	}
 	p->id = ++ps->next_id;

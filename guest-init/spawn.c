@@ -54,6 +54,16 @@ static void default_env(const struct api_request *r, const char *const *extra, c
 	env[n] = NULL;
 }
 
+const char *spawn_error_message(const struct api_request *r, const struct exec_io *io, int err, char *buf,
+				size_t len)
+{
+	if (io->cwd_failed) {
+		snprintf(buf, len, "working directory %s: %s", r->cwd ? r->cwd : "/root", strerror(err));
+		return buf;
+	}
+	return err == ENOENT ? "command not found" : NULL;
+}
+
 pid_t spawn_command(const struct api_request *r, const char *const *extra, struct exec_io *io, int *err)
 {
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 }, ep[2];
@@ -63,6 +73,7 @@ pid_t spawn_command(const struct api_request *r, const char *const *extra, struc
 	ssize_t n;
 	int e = 0;
 
+	io->cwd_failed = 0;
 	default_env(r, extra, env, sizeof(env) / sizeof(env[0]));
 	if (pipe2(ep, O_CLOEXEC) < 0) {
 		*err = errno;
@@ -110,22 +121,31 @@ pid_t spawn_command(const struct api_request *r, const char *const *extra, struc
 			dup2(outp[1], 1);
 			dup2(errp[1], 2);
 		}
+		int why[2] = { 1, 0 }; /* {in the working directory?, errno} */
+
 		if (r->cwd && chdir(r->cwd) < 0)
 			goto child_fail;
 		if (!r->cwd && chdir("/root") < 0 && chdir("/") < 0)
 			goto child_fail;
+		why[0] = 0;
 		execvpe(r->argv[0], (char *const *)r->argv, env);
 child_fail:
-		e = errno;
-		n = write(ep[1], &e, sizeof(e));
+		why[1] = errno;
+		n = write(ep[1], why, sizeof(why));
 		(void)n;
 		_exit(127);
 	}
 	close(ep[1]);
 	/* The exec succeeded iff the CLOEXEC pipe closes without a word. */
-	n = read(ep[0], &e, sizeof(e));
+	{
+		int why[2];
+
+		n = read(ep[0], why, sizeof(why));
+		e = why[1];
+		io->cwd_failed = n == sizeof(why) && why[0];
+	}
 	close(ep[0]);
-	if (n == sizeof(e)) {
+	if (n == 2 * sizeof(int)) {
 		waitpid(pid, NULL, 0);
 		*err = e;
 		ep[0] = ep[1] = -1;

@@ -121,9 +121,10 @@ static void vcpu_check_cpuid(struct vcpu *v, const struct kvm_cpuid2 *set)
 		if (b && a->eax == b->eax && a->ebx == b->ebx && a->ecx == b->ecx && a->edx == b->edx)
 			continue;
 		v->vm->cpuid_overridden = 1;
-		/* Expected where ring 0 is emulated (and said at info level
-		 * there); anywhere else it is a surprise worth a warning. */
-		log_msg(v->vm->cfg.host_emulates_ring0 ? LOG_INFO : LOG_WARN,
+		/* Expected where ring 0 is emulated (and said only with -v
+		 * there: on every run it is noise); anywhere else it is a
+		 * surprise worth a warning. */
+		log_msg(v->vm->cfg.host_emulates_ring0 ? LOG_DEBUG : LOG_WARN,
 			"this host's KVM does not apply the CPUID vmm sets (leaf 0x%x.%u: set "
 			 "%08x %08x %08x %08x, KVM uses %08x %08x %08x %08x)%s",
 			 a->function, a->index, a->eax, a->ebx, a->ecx, a->edx, b ? b->eax : 0,

@@ -74,7 +74,7 @@ if E2E_EGRESS_KEY= env -u E2E_EGRESS_KEY timeout 60 "$vmm" restore -d "$tmp/gold
 	--egress-policy "$ed/policy.json" > "$ed/e0.out" 2>&1; then
 	bad "egress: a policy whose credential is missing was accepted"
 	"$vmm" rm -f e0 > /dev/null 2>&1
-else grep -q "E2E_EGRESS_KEY is not there" "$ed/e0.out" && ok "egress: a missing credential is refused at start, by name" ||
+else grep -q "E2E_EGRESS_KEY is not set" "$ed/e0.out" && ok "egress: a missing credential is refused at start, by name" ||
 	bad "egress: missing credential: $(cat "$ed/e0.out")"; fi
 
 if E2E_EGRESS_KEY=$secret timeout 300 "$vmm" restore -d "$tmp/gold" --name e1 \
