@@ -273,6 +273,9 @@ static int vm_build_cmdline(struct vm *vm)
 		if ((r = cmdline_add(vm, dev)))
 			return r;
 	}
+	if (vm->rng && ((r = virtio_mmio_cmdline(&vm->rng->vdev, dev, sizeof(dev))) ||
+			(r = cmdline_add(vm, dev))))
+		return r;
 	/* No vmm.token=: every guest process reads /proc/cmdline. guest-init
 	 * reads the token from the vmm port's token window (devices.h). */
 	if (vm->cfg.nr_disks && vm->cfg.disks[0].root &&
@@ -460,6 +463,24 @@ static int vm_add_virtio(struct vm *vm)
 		if ((r = bus_add(&vm->mmio, &vm->fs[i]->vdev.bus)))
 			return r;
 	}
+	/* The entropy device after every other: a snapshot's slots keep
+	 * their order whether or not it is there. */
+	if (vm->cfg.has_entropy) {
+		if ((r = virtio_slot(vm, &base, &irq)))
+			return r;
+		vm->rng = calloc(1, sizeof(*vm->rng));
+		if (!vm->rng)
+			return -ENOMEM;
+		r = virtio_rng_init(vm->rng, &vm->cfg.entropy, vm->fd, &vm->gm, base, irq);
+		if (r) {
+			free(vm->rng);
+			vm->rng = NULL;
+			return r;
+		}
+		vm->virtio[vm->nr_virtio - 1] = &vm->rng->vdev;
+		if ((r = bus_add(&vm->mmio, &vm->rng->vdev.bus)))
+			return r;
+	}
 	return 0;
 }
 
@@ -492,6 +513,11 @@ static void vm_remove_virtio(struct vm *vm)
 		virtio_fs_destroy(vm->fs[i]);
 		free(vm->fs[i]);
 		vm->fs[i] = NULL;
+	}
+	if (vm->rng) {
+		virtio_rng_destroy(vm->rng);
+		free(vm->rng);
+		vm->rng = NULL;
 	}
 	memset(vm->virtio, 0, sizeof(vm->virtio));
 }
