@@ -34,7 +34,8 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              devices/serial.c devices/legacy.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
-             devices/fuse.c devices/fuse_priv.c devices/virtio_fs.c devices/virtio_rng.c
+             devices/fuse.c devices/fuse_priv.c devices/virtio_fs.c devices/virtio_rng.c \
+             devices/virtio_balloon.c
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
@@ -215,7 +216,8 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_http test_seccomp \
-              test_jail test_api_v2 test_oci test_mcp test_virtio_rng
+              test_jail test_api_v2 test_oci test_mcp test_virtio_rng \
+              test_virtio_balloon
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -232,6 +234,7 @@ test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c $(test_virtio_mmio_SRCS)
 test_virtio_rng_SRCS := devices/virtio_rng.c $(test_virtio_mmio_SRCS)
+test_virtio_balloon_SRCS := devices/virtio_balloon.c $(test_virtio_mmio_SRCS)
 test_seccomp_SRCS := vmm/seccomp.c
 test_jail_SRCS    := cli/jail.c cli/util.c vmm/log.c
 test_api_SRCS     := $(GUEST_API_SRCS)

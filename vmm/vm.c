@@ -276,6 +276,9 @@ static int vm_build_cmdline(struct vm *vm)
 	if (vm->rng && ((r = virtio_mmio_cmdline(&vm->rng->vdev, dev, sizeof(dev))) ||
 			(r = cmdline_add(vm, dev))))
 		return r;
+	if (vm->balloon && ((r = virtio_mmio_cmdline(&vm->balloon->vdev, dev, sizeof(dev))) ||
+			    (r = cmdline_add(vm, dev))))
+		return r;
 	/* No vmm.token=: every guest process reads /proc/cmdline. guest-init
 	 * reads the token from the vmm port's token window (devices.h). */
 	if (vm->cfg.nr_disks && vm->cfg.disks[0].root &&
@@ -481,6 +484,22 @@ static int vm_add_virtio(struct vm *vm)
 		if ((r = bus_add(&vm->mmio, &vm->rng->vdev.bus)))
 			return r;
 	}
+	if (vm->cfg.has_balloon) {
+		if ((r = virtio_slot(vm, &base, &irq)))
+			return r;
+		vm->balloon = calloc(1, sizeof(*vm->balloon));
+		if (!vm->balloon)
+			return -ENOMEM;
+		r = virtio_balloon_init(vm->balloon, &vm->cfg.balloon, vm->fd, &vm->gm, base, irq);
+		if (r) {
+			free(vm->balloon);
+			vm->balloon = NULL;
+			return r;
+		}
+		vm->virtio[vm->nr_virtio - 1] = &vm->balloon->vdev;
+		if ((r = bus_add(&vm->mmio, &vm->balloon->vdev.bus)))
+			return r;
+	}
 	return 0;
 }
 
@@ -518,6 +537,11 @@ static void vm_remove_virtio(struct vm *vm)
 		virtio_rng_destroy(vm->rng);
 		free(vm->rng);
 		vm->rng = NULL;
+	}
+	if (vm->balloon) {
+		virtio_balloon_destroy(vm->balloon);
+		free(vm->balloon);
+		vm->balloon = NULL;
 	}
 	memset(vm->virtio, 0, sizeof(vm->virtio));
 }

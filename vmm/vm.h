@@ -22,6 +22,7 @@ struct snapshot;
 #include "../devices/virtio_fs.h"
 #include "../devices/virtio_vsock.h"
 #include "../devices/virtio_rng.h"
+#include "../devices/virtio_balloon.h"
 
 #define VM_MAX_VCPUS 64
 #define VM_DEFAULT_MEM_MIB 512
@@ -85,6 +86,8 @@ struct vm_config {
 	struct net_options nets[VM_MAX_NETS];
 	int has_entropy;         /* a virtio-rng device (PUT /entropy, --entropy) */
 	struct rng_options entropy;
+	int has_balloon;         /* a virtio-balloon device (PUT /balloon, --balloon) */
+	struct balloon_options balloon;
 	struct tap *pre_taps;    /* non-NULL: nr_nets TAPs already open (the
 				    jailer's); vm_create takes each over (fd -1) */
 	pid_t host_pid;          /* the VMM's pid on the host, 0: getpid() (a
@@ -125,6 +128,7 @@ struct vm {
 	struct virtio_net *nets[VM_MAX_NETS];
 	struct virtio_fs *fs[VM_MAX_FS];
 	struct virtio_rng *rng;  /* cfg.has_entropy */
+	struct virtio_balloon *balloon; /* cfg.has_balloon */
 	char cmdline[4096];      /* the full command line given to the guest */
 	struct virtio_dev *virtio[VM_MAX_VIRTIO]; /* every virtio device, by slot */
 
