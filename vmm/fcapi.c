@@ -842,10 +842,11 @@ static int put_actions(struct fcapi *a, const struct json *b, struct why *w)
 	if (!strcmp(t, "SendCtrlAltDel")) {
 		if (!a->vm)
 			return fail(w, MSG_BEFORE_START);
-		/* No keyboard controller here: the clean shutdown Ctrl-Alt-Del
-		 * asks for goes to guest-init through the sandbox API. */
-		if (vm_guest_shutdown(a->vm))
-			return fail(w, "SendCtrlAltDel needs the guest's API: this VM has no vsock device");
+		/* The i8042 keyboard if the guest drives it, else guest-init
+		 * through the sandbox API (vm_ctrl_alt_del). */
+		if (vm_ctrl_alt_del(a->vm))
+			return fail(w, "SendCtrlAltDel: the guest has no i8042 driver and this VM no vsock device "
+				    "for guest-init");
 		return 0;
 	}
 	if (!strcmp(t, "FlushMetrics")) {

@@ -328,6 +328,19 @@ out:
 	return NULL;
 }
 
+int vm_ctrl_alt_del(struct vm *vm)
+{
+	int r = i8042_ctrl_alt_del(&vm->dev.i8042);
+
+	if (r == 0)
+		return 0;
+	/* No i8042 driver in the guest (or its buffer full): the clean
+	 * shutdown Ctrl-Alt-Del stands for goes to guest-init instead. */
+	log_info("SendCtrlAltDel: %s; asking guest-init over vsock",
+		 r == -ENODEV ? "the guest has no i8042 driver" : "the i8042 buffer is full");
+	return vm_guest_shutdown(vm);
+}
+
 int vm_guest_shutdown(struct vm *vm)
 {
 	struct guest_shutdown *g;
@@ -626,6 +639,7 @@ static int vm_add_devices(struct vm *vm)
 	if ((r = bus_add(&vm->pio, &vm->dev.com1.bus)) || (r = bus_add(&vm->pio, &vm->dev.i8042.bus)) ||
 	    (r = bus_add(&vm->pio, &vm->dev.port.bus)) || (r = bus_add(&vm->pio, &vm->dev.port.token_bus)) ||
 	    (r = bus_add(&vm->pio, &vm->dev.post.bus))) {
+		i8042_destroy(&vm->dev.i8042);
 		serial_destroy(&vm->dev.com1);
 		return r;
 	}
@@ -786,6 +800,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 
 err_virtio:
 	vm_remove_virtio(vm);
+	i8042_destroy(&vm->dev.i8042);
 	serial_destroy(&vm->dev.com1);
 err_vcpus:
 	while (i-- > 0)
@@ -1058,6 +1073,7 @@ void vm_destroy(struct vm *vm)
 	vm_remove_virtio(vm);
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_destroy(&vm->vcpus[i]);
+	i8042_destroy(&vm->dev.i8042);
 	serial_destroy(&vm->dev.com1);
 	gm_destroy(&vm->gm);
 	if (vm->fd >= 0)

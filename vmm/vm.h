@@ -180,6 +180,10 @@ void vm_resume(struct vm *vm);
  * and powers off (status 0). Returns at once: 0, or -ENOTSUP without a
  * vsock device. */
 int vm_guest_shutdown(struct vm *vm);
+/* Firecracker's SendCtrlAltDel: Ctrl-Alt-Del typed on the i8042 keyboard
+ * (IRQ 1) if the guest's i8042 driver set the controller up, as Firecracker
+ * does; otherwise vm_guest_shutdown. 0 or -ENOTSUP (neither way). */
+int vm_ctrl_alt_del(struct vm *vm);
 
 /* Called by devices and vCPU threads. The first reason wins. */
 void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)

@@ -32,7 +32,7 @@ void vm_resume(struct vm *vm)
 	(void)vm;
 }
 
-int vm_guest_shutdown(struct vm *vm)
+int vm_ctrl_alt_del(struct vm *vm)
 {
 	(void)vm;
 	return -ENOTSUP;
