@@ -1663,6 +1663,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			status = CLI_EXIT_USAGE;
 			goto out_disks;
 		}
+		cfg.has_entropy = (int)c->has_entropy;
+		cfg.entropy.rl = c->entropy_rl;
+		cfg.has_balloon = (int)c->has_balloon;
+		cfg.balloon = c->balloon;
 		cfg.has_vsock = (int)c->has_vsock;
 		if (cfg.has_vsock && !vsock_given)
 			cfg.vsock.cid = c->cid;
