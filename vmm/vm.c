@@ -249,6 +249,13 @@ static int vm_build_cmdline(struct vm *vm)
 		return r;
 	if (vm->cfg.host_emulates_ring0 && (r = cmdline_add(vm, emulating_host_params)))
 		return r;
+	/* The i8042 has a keyboard and nothing else (docs/devices.md): what
+	 * Firecracker's docs tell its users to pass, so Linux's driver does
+	 * not wait out probes of a mouse port, a multiplexer or keyboard
+	 * commands. Unless the user says something about the i8042. */
+	if (!(vm->cfg.cmdline && strstr(vm->cfg.cmdline, "i8042.")) &&
+	    (r = cmdline_add(vm, "i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd")))
+		return r;
 	for (i = 0; i < vm->cfg.nr_disks; i++) {
 		if ((r = virtio_mmio_cmdline(&vm->disks[i]->vdev, dev, sizeof(dev))) ||
 		    (r = cmdline_add(vm, dev)))
