@@ -72,6 +72,13 @@ static void run_usage(FILE *out)
 		"                       \"CONNECT <port>\\n\"; guest connections to host port P\n"
 		"                       go to the Unix socket PATH_P (default: cid=3 and\n"
 		"                       vsock.sock in the sandbox's folder)\n"
+		"  --entropy [bps=RATE][,ops=RATE]\n"
+		"                       a virtio-rng device (the guest's /dev/hwrng), its\n"
+		"                       bytes from the host's getrandom, optionally rate\n"
+		"                       limited (\"on\": no limit)\n"
+		"  --balloon MIB[,deflate_on_oom][,stats=SECONDS][,reporting]\n"
+		"                       a virtio-balloon device asking the guest for MIB\n"
+		"                       (docs/devices.md)\n"
 		"  --net tap=NAME[,mac=MAC][,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR][,host_ip=ADDR/PREFIX]\n"
 		"        [,offload=off][,rx_bps=R][,tx_bps=R][,rx_pps=R][,tx_pps=R]\n"
 		"                       a virtio-net interface on TAP NAME (created if it does\n"
@@ -129,6 +136,7 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
        OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE, OPT_IMAGE_ENV, OPT_IMAGE_CWD,
+       OPT_ENTROPY, OPT_BALLOON,
        /* Firecracker's command line (vmm serve): */
        OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
        OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
@@ -161,6 +169,8 @@ static const struct option run_opts[] = {
 	{ "dump-cpuid", required_argument, NULL, OPT_DUMP_CPUID },
 	{ "disk", required_argument, NULL, OPT_DISK },
 	{ "vsock", required_argument, NULL, OPT_VSOCK },
+	{ "entropy", required_argument, NULL, OPT_ENTROPY },
+	{ "balloon", required_argument, NULL, OPT_BALLOON },
 	{ "net", required_argument, NULL, OPT_NET },
 	{ "fs", required_argument, NULL, OPT_FS },
 	{ "tty", no_argument, NULL, 't' },
@@ -1334,6 +1344,23 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			vsock_given = 1;
 			break;
 		}
+		case OPT_ENTROPY:
+		case OPT_BALLOON: {
+			const char *why = "";
+
+			if (opt == OPT_ENTROPY ? rng_options_parse(optarg, &cfg.entropy, &why)
+					     : balloon_options_parse(optarg, &cfg.balloon, &why)) {
+				fprintf(stderr, "vmm: --%s '%s': %s\n", opt == OPT_ENTROPY ? "entropy" : "balloon", optarg,
+					why);
+				status = CLI_EXIT_USAGE;
+				goto out_disks;
+			}
+			if (opt == OPT_ENTROPY)
+				cfg.has_entropy = 1;
+			else
+				cfg.has_balloon = 1;
+			break;
+		}
 		case OPT_NAME:
 			name = optarg;
 			break;
@@ -1677,6 +1704,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			status = CLI_EXIT_USAGE;
 			goto out_disks;
 		}
+		cfg.has_entropy = (int)c->has_entropy;
+		cfg.entropy.rl = c->entropy_rl;
+		cfg.has_balloon = (int)c->has_balloon;
+		cfg.balloon = c->balloon;
 		cfg.has_vsock = (int)c->has_vsock;
 		if (cfg.has_vsock && !vsock_given)
 			cfg.vsock.cid = c->cid;

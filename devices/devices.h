@@ -54,12 +54,33 @@ size_t serial_rx_space(struct serial *s);
 void serial_save(struct serial *s, struct sbuf *b);
 int serial_restore(struct serial *s, struct srd *r) __attribute__((warn_unused_result));
 
-/* i8042: only what a guest needs to reset the machine (reboot=k). */
+/* i8042 keyboard controller (devices/i8042.c), as much as Firecracker's:
+ * the reset line (command 0xFE: reboot=k), the control register and output
+ * port commands Linux's i8042 driver probes with, a keyboard that
+ * acknowledges every command, and Ctrl-Alt-Del injected as scancodes on
+ * IRQ 1 (SendCtrlAltDel). */
+#define I8042_IRQ 1
+#define I8042_BUF 16
 struct i8042 {
 	struct bus_dev bus;
 	struct vm *vm;
+	pthread_mutex_t lock;  /* vCPU threads (ports) and the main thread (keys) */
+	uint8_t status, control, outp, cmd;
+	uint8_t buf[I8042_BUF];/* output buffer: bytes for port 0x60 */
+	unsigned head, count;
+	int driver_seen;       /* the guest wrote the control register */
+	uint64_t resets, kbd_irqs;
 };
 void i8042_init(struct i8042 *k, struct vm *vm);
+void i8042_destroy(struct i8042 *k);
+/* Puts Ctrl, Alt, Del (scancode set 2 make codes, as Firecracker sends
+ * them) in the output buffer and raises IRQ 1. 0; -ENODEV if no driver
+ * set the controller up (the guest has none: use another way); -ENOSPC
+ * if the buffer has no room for the 4 bytes. Any thread. */
+int i8042_ctrl_alt_del(struct i8042 *k);
+/* Snapshot record: registers and the output buffer. */
+void i8042_save(struct i8042 *k, struct sbuf *b);
+int i8042_restore(struct i8042 *k, struct srd *r) __attribute__((warn_unused_result));
 
 /* The vmm port: the guest writes VMM_PORT_BOOT_READY when its init is up
  * (boot-time marker, for benchmarks) and VMM_PORT_POWEROFF to power off.

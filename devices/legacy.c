@@ -1,5 +1,5 @@
-/* Small port-I/O devices: the i8042 reset line, the vmm port (boot marker,
- * power-off and the API token window) and port 0x80. */
+/* Small port-I/O devices: the vmm port (boot marker, power-off and the
+ * API token window) and port 0x80. The i8042 is devices/i8042.c. */
 #define _GNU_SOURCE
 #include "devices.h"
 #include "../vmm/vm.h"
@@ -8,39 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
-/* i8042 at 0x60 (data) and 0x64 (command/status). Writing command 0xFE
- * pulses the CPU reset line: that is how `reboot=k` resets the machine. */
-#define I8042_DATA 0x60
-#define I8042_CMD_RESET 0xfe
-
-static void i8042_read(struct bus_dev *d, uint64_t off, void *data, unsigned len)
+/* Reads as 0 (port 0x80). */
+static void zero_read(struct bus_dev *d, uint64_t off, void *data, unsigned len)
 {
 	(void)d;
 	(void)off;
-	/* Status: output buffer empty, input buffer empty (ready for a
-	 * command); data: nothing. */
 	memset(data, 0, len);
-}
-
-static void i8042_write(struct bus_dev *d, uint64_t off, const void *data, unsigned len)
-{
-	struct i8042 *k = container_of(d, struct i8042, bus);
-
-	(void)len;
-	if (off == 4 && *(const uint8_t *)data == I8042_CMD_RESET)
-		vm_request_exit(k->vm, VM_EXIT_REBOOT, "guest reset the machine (i8042)");
-}
-
-static const struct bus_ops i8042_ops = { .read = i8042_read, .write = i8042_write };
-
-void i8042_init(struct i8042 *k, struct vm *vm)
-{
-	memset(k, 0, sizeof(*k));
-	k->bus.base = I8042_DATA;
-	k->bus.len = 5;
-	k->bus.name = "i8042";
-	k->bus.ops = &i8042_ops;
-	k->vm = vm;
 }
 
 static void vmm_port_read(struct bus_dev *d, uint64_t off, void *data, unsigned len)
@@ -116,7 +89,7 @@ static void post_write(struct bus_dev *d, uint64_t off, const void *data, unsign
 	(void)len;
 }
 
-static const struct bus_ops post_ops = { .read = i8042_read, .write = post_write };
+static const struct bus_ops post_ops = { .read = zero_read, .write = post_write };
 
 void post_port_init(struct post_port *p)
 {

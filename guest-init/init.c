@@ -541,6 +541,11 @@ int main(int argc, char **argv)
 	in.api.net = gnet_apply;
 	in.api.egress = gegress_start;
 	in.api.egress_port = gegress_port;
+	/* Ctrl-Alt-Del (the VMM's SendCtrlAltDel on the i8042 keyboard):
+	 * SIGINT to PID 1, a clean power-off (serve_loop), rather than the
+	 * kernel's immediate restart. */
+	if (in.pid1)
+		reboot(RB_DISABLE_CAD);
 
 	if (!in.pid1) {
 		const char *reg = getenv("VMM_API_REGISTRY");

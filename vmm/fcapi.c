@@ -5,6 +5,7 @@
  * request in the wrong state, an unknown path or method). */
 #define _GNU_SOURCE
 #include "fcapi.h"
+#include "fcapi_priv.h"
 #include "log.h"
 #include "snapshot.h"
 #include "../guest-init/json.h"
@@ -24,14 +25,7 @@
 #endif
 
 #define DEFAULT_BOOT_ARGS "console=ttyS0 reboot=k panic=-1"
-#define MSG_AFTER_START "The requested operation is not supported after starting the microVM."
-#define MSG_BEFORE_START "The requested operation is not supported before starting the microVM."
 #define JSON_ARENA_SIZE (1u << 17)
-
-struct why {
-	char *buf;
-	size_t len;
-};
 
 static int fail(struct why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(struct why *w, const char *fmt, ...)
@@ -68,14 +62,6 @@ void fcapi_close(struct fcapi *a)
 }
 
 /* ---- body validation ----------------------------------------------------- */
-
-enum ftype { F_STR, F_BOOL, F_UINT, F_OBJ, F_ARR };
-
-struct field {
-	const char *name;
-	enum ftype type;
-	int required;
-};
 
 static const char *type_name(enum ftype t)
 {
@@ -818,6 +804,22 @@ static int patch_net(struct fcapi *a, const struct json *b, const char *path_id,
 	return 0;
 }
 
+/* For fcapi_dev.c (fcapi_priv.h). */
+int fcapi_check_fields(const struct json *o, const struct field *f, size_t nf, struct why *w)
+{
+	return check_fields(o, f, nf, w);
+}
+
+int fcapi_get_limiter(const struct json *o, const char *field, struct rl_limits *l, struct why *w)
+{
+	return get_limiter(o, field, l, w);
+}
+
+int fcapi_pre_boot(const struct fcapi *a, struct why *w)
+{
+	return pre_boot(a, w);
+}
+
 /* ---- actions and the running VM ------------------------------------------ */
 
 static int put_actions(struct fcapi *a, const struct json *b, struct why *w)
@@ -840,10 +842,11 @@ static int put_actions(struct fcapi *a, const struct json *b, struct why *w)
 	if (!strcmp(t, "SendCtrlAltDel")) {
 		if (!a->vm)
 			return fail(w, MSG_BEFORE_START);
-		/* No keyboard controller here: the clean shutdown Ctrl-Alt-Del
-		 * asks for goes to guest-init through the sandbox API. */
-		if (vm_guest_shutdown(a->vm))
-			return fail(w, "SendCtrlAltDel needs the guest's API: this VM has no vsock device");
+		/* The i8042 keyboard if the guest drives it, else guest-init
+		 * through the sandbox API (vm_ctrl_alt_del). */
+		if (vm_ctrl_alt_del(a->vm))
+			return fail(w, "SendCtrlAltDel: the guest has no i8042 driver and this VM no vsock device "
+				    "for guest-init");
 		return 0;
 	}
 	if (!strcmp(t, "FlushMetrics")) {
@@ -1265,7 +1268,8 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 	if (req->method == HTTP_GET) {
 		size_t n = 0;
 
-		if (strcmp(p, "/") && strcmp(p, "/machine-config") && strcmp(p, "/version") && strcmp(p, "/vm/config"))
+		if (strcmp(p, "/") && strcmp(p, "/machine-config") && strcmp(p, "/version") && strcmp(p, "/vm/config") &&
+		    strcmp(p, "/balloon") && strcmp(p, "/balloon/statistics"))
 			goto bad_route;
 		/* Firecracker refuses a GET that carries a body. */
 		if (req->body_len) {
@@ -1281,6 +1285,10 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 		} else if (!strcmp(p, "/version")) {
 			n = get_version(out, cap);
 			a->n.get_version++;
+		} else if (!strcmp(p, "/balloon") || !strcmp(p, "/balloon/statistics")) {
+			r = p[8] ? fcapi_get_balloon_stats(a, out, cap, &n, &w) : fcapi_get_balloon(a, out, cap, &n, &w);
+			if (r)
+				goto bad;
 		} else {
 			n = fcapi_vm_config_json(a, out, cap);
 			a->n.get_vm_config++;
@@ -1291,12 +1299,13 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 		return 200;
 	}
 	if (req->method == HTTP_PATCH ? strcmp(p, "/vm") && strcmp(p, "/machine-config") && !path_id(p, "/drives/") &&
-					    !path_id(p, "/network-interfaces/")
+					    !path_id(p, "/network-interfaces/") && strcmp(p, "/balloon") &&
+					    strcmp(p, "/balloon/statistics")
 	    : req->method != HTTP_PUT ||
 		      (strcmp(p, "/boot-source") && strcmp(p, "/machine-config") && !path_id(p, "/drives/") &&
 		       !path_id(p, "/network-interfaces/") && !path_id(p, "/fs/") && strcmp(p, "/vsock") &&
 		       strcmp(p, "/actions") && strcmp(p, "/snapshot/create") && strcmp(p, "/snapshot/load") &&
-		       strcmp(p, "/logger") && strcmp(p, "/metrics")))
+		       strcmp(p, "/logger") && strcmp(p, "/metrics") && strcmp(p, "/entropy") && strcmp(p, "/balloon")))
 		goto bad_route;
 	/* Every PUT and PATCH takes a JSON object (Firecracker's words). */
 	if (!req->body_len) {
@@ -1321,6 +1330,10 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 			r = patch_drive(a, body, id, &w);
 		else if ((id = path_id(p, "/network-interfaces/")))
 			r = patch_net(a, body, id, &w);
+		else if (!strcmp(p, "/balloon"))
+			r = fcapi_patch_balloon(a, body, &w);
+		else if (!strcmp(p, "/balloon/statistics"))
+			r = fcapi_patch_balloon_stats(a, body, &w);
 		else
 			goto bad_route;
 	} else if (!strcmp(p, "/boot-source")) {
@@ -1345,6 +1358,10 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 		r = put_logger(a, body, &w);
 	} else if (!strcmp(p, "/metrics")) {
 		r = put_metrics(a, body, &w);
+	} else if (!strcmp(p, "/entropy")) {
+		r = fcapi_put_entropy(a, body, &w);
+	} else if (!strcmp(p, "/balloon")) {
+		r = fcapi_put_balloon(a, body, &w);
 	} else {
 		goto bad_route;
 	}
@@ -1394,9 +1411,13 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 			r = m->type == JSON_NULL ? 0 : put_logger(a, m, &w);
 		} else if (!strcmp(m->key, "metrics")) {
 			r = m->type == JSON_NULL ? 0 : put_metrics(a, m, &w);
+		} else if (!strcmp(m->key, "entropy")) {
+			r = m->type == JSON_NULL ? 0 : fcapi_put_entropy(a, m, &w);
+		} else if (!strcmp(m->key, "balloon")) {
+			r = m->type == JSON_NULL ? 0 : fcapi_put_balloon(a, m, &w);
 		} else if (m->type == JSON_NULL &&
-			   (!strcmp(m->key, "cpu-config") || !strcmp(m->key, "balloon") || !strcmp(m->key, "mmds-config") ||
-			    !strcmp(m->key, "entropy") || !strcmp(m->key, "serial") || !strcmp(m->key, "pmem") ||
+			   (!strcmp(m->key, "cpu-config") || !strcmp(m->key, "mmds-config") ||
+			    !strcmp(m->key, "serial") || !strcmp(m->key, "pmem") ||
 			    !strcmp(m->key, "memory-hotplug"))) {
 			r = 0; /* Firecracker's example config has "cpu-config": null */
 		} else if (!strcmp(m->key, "drives") || !strcmp(m->key, "network-interfaces") ||
@@ -1413,7 +1434,7 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 						       : put_fs(a, e, NULL, &w);
 		} else {
 			r = fail(&w, "'%.64s' is not supported in a configuration file (boot-source, drives, "
-				 "machine-config, network-interfaces, vsock, logger, metrics, fs; others only as null)",
+				 "machine-config, network-interfaces, vsock, logger, metrics, entropy, balloon, fs; others only as null)",
 				 m->key);
 			break;
 		}
@@ -1503,5 +1524,6 @@ int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, siz
 		o->cache = FUSE_CACHE_NONE;
 		cfg->nr_fs = i + 1;
 	}
+	fcapi_dev_vm_config(a, cfg);
 	return 0;
 }

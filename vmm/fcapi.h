@@ -118,6 +118,10 @@ struct fcapi_config {
 	int track_dirty_pages;  /* recorded; Diff snapshots are refused */
 	struct fcapi_logger logger;
 	struct fcapi_metrics_cfg metrics;
+	int has_entropy;        /* PUT /entropy */
+	struct rl_limits entropy_rl;
+	int has_balloon;        /* PUT /balloon */
+	struct balloon_options balloon;
 };
 
 enum fcapi_pending { FCAPI_NONE, FCAPI_START, FCAPI_LOAD };

@@ -3,6 +3,7 @@
  * FlushMetrics, every 60 s) and GET /vm/config. */
 #define _GNU_SOURCE
 #include "fcapi.h"
+#include "fcapi_priv.h"
 #include "log.h"
 #include "../guest-init/json.h"
 
@@ -303,7 +304,7 @@ int fcapi_metrics_tick(struct fcapi *a, uint64_t now_ms)
 
 /* ---- GET /vm/config ------------------------------------------------------- */
 
-static void limiter(struct json_writer *w, const char *key, const struct rl_limits *l)
+void fcapi_limiter_json(struct json_writer *w, const char *key, const struct rl_limits *l)
 {
 	/* Back to Firecracker's buckets: size tokens per 1000 ms. */
 	if (!l->bytes_per_s && !l->ops_per_s)
@@ -381,7 +382,7 @@ size_t fcapi_vm_config_json(const struct fcapi *a, char *out, size_t cap)
 		jw_str(&w, "Unsafe");
 		jw_key(&w, "io_engine");
 		jw_str(&w, "Sync");
-		limiter(&w, "rate_limiter", &rl);
+		fcapi_limiter_json(&w, "rate_limiter", &rl);
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
@@ -412,8 +413,8 @@ size_t fcapi_vm_config_json(const struct fcapi *a, char *out, size_t cap)
 			jw_key(&w, "guest_mac");
 			jw_str(&w, c->net[i].mac);
 		}
-		limiter(&w, "rx_rate_limiter", &rx);
-		limiter(&w, "tx_rate_limiter", &tx);
+		fcapi_limiter_json(&w, "rx_rate_limiter", &rx);
+		fcapi_limiter_json(&w, "tx_rate_limiter", &tx);
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
@@ -451,6 +452,7 @@ size_t fcapi_vm_config_json(const struct fcapi *a, char *out, size_t cap)
 		jw_str(&w, c->metrics.path);
 		jw_obj_end(&w);
 	}
+	fcapi_dev_config_json(a, &w);
 	/* vmm's own section (not in Firecracker's schema, which allows more
 	 * properties): the shared directories, as --config-file takes them. */
 	if (c->nr_fs) {

@@ -141,6 +141,7 @@ int gm_open_file(struct gm *gm, const char *path, const struct gm_region *region
 		e = -errno;
 		goto err_close;
 	}
+	gm->private_map = 1;
 	gm->total = total;
 	gm_assign(gm, regions, nr);
 	return 0;
@@ -179,6 +180,47 @@ void *gm_ptr(const struct gm *gm, uint64_t gpa, uint64_t len)
 		return r->host + off;
 	}
 	return NULL;
+}
+
+static int discard(const struct gm *gm, uint8_t *p, uint64_t len)
+{
+	if (len == 0)
+		return 0;
+	if (madvise(p, len, gm->private_map ? MADV_DONTNEED : MADV_REMOVE) < 0)
+		return -errno;
+	return 0;
+}
+
+int gm_discard(const struct gm *gm, uint64_t gpa, uint64_t len)
+{
+	uint8_t *p;
+
+	if (gpa % GM_PAGE_SIZE || len % GM_PAGE_SIZE)
+		return -EINVAL;
+	p = gm_ptr(gm, gpa, len);
+	if (!p)
+		return -EFAULT;
+	return discard(gm, p, len);
+}
+
+int gm_discard_host(const struct gm *gm, void *host, uint64_t len)
+{
+	uintptr_t p = (uintptr_t)host, start, end;
+	unsigned i;
+
+	for (i = 0; i < gm->nr; i++) {
+		const struct gm_region *r = &gm->r[i];
+		uintptr_t base = (uintptr_t)r->host;
+
+		/* Subtract first, then compare, as gm_ptr. */
+		if (p < base || p - base > r->size || len > r->size - (p - base))
+			continue;
+		/* Regions are page-aligned in the mapping: round inwards. */
+		start = (p + GM_PAGE_SIZE - 1) & ~(uintptr_t)(GM_PAGE_SIZE - 1);
+		end = (p + len) & ~(uintptr_t)(GM_PAGE_SIZE - 1);
+		return end > start ? discard(gm, (uint8_t *)start, end - start) : 0;
+	}
+	return -EFAULT;
 }
 
 int gm_read(const struct gm *gm, uint64_t gpa, void *dst, uint64_t len)

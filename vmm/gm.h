@@ -29,6 +29,7 @@ struct gm {
 	int fd;
 	uint8_t *map;      /* one mapping of the whole backing file */
 	uint64_t total;    /* bytes of RAM = size of the backing file */
+	int private_map;   /* MAP_PRIVATE over a snapshot's memory file */
 	unsigned nr;
 	struct gm_region r[GM_MAX_REGIONS];
 };
@@ -57,6 +58,17 @@ int gm_read(const struct gm *gm, uint64_t gpa, void *dst, uint64_t len)
 	__attribute__((warn_unused_result));
 int gm_write(const struct gm *gm, uint64_t gpa, const void *src, uint64_t len)
 	__attribute__((warn_unused_result));
+/* Gives the pages of [gpa, gpa+len) back to the host (virtio-balloon):
+ * both page-aligned, the whole range in one RAM region (checked as
+ * gm_ptr does). The shared memfd's pages are freed (MADV_REMOVE: a
+ * MADV_DONTNEED would only unmap them, the memfd keeps them); a snapshot's
+ * private mapping drops its copies (MADV_DONTNEED). The guest reads the
+ * range as zeros (memfd) or as the snapshot had it (private) afterwards.
+ * 0, -EFAULT (not RAM), -EINVAL (unaligned) or -errno from madvise. */
+int gm_discard(const struct gm *gm, uint64_t gpa, uint64_t len) __attribute__((warn_unused_result));
+/* The same for a host range inside guest RAM (a validated chain buffer):
+ * only the whole pages inside it are given back. 0, -EFAULT, -errno. */
+int gm_discard_host(const struct gm *gm, void *p, uint64_t len) __attribute__((warn_unused_result));
 /* Bytes of RAM below 4 GiB / the end of the low region. */
 uint64_t gm_low_end(const struct gm *gm);
 

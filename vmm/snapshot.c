@@ -29,6 +29,7 @@
 #define TAG_VCPU SNAP_TAG('V', 'C', 'P', 'U')
 #define TAG_SERL SNAP_TAG('S', 'E', 'R', 'L')
 #define TAG_VIRT SNAP_TAG('V', 'I', 'R', 'T')
+#define TAG_KBD SNAP_TAG('K', 'B', 'D', ' ')
 
 #define SNAP_MAX_MSRS 1024u
 #define SNAP_MAX_XSAVE (64u << 10)
@@ -106,6 +107,17 @@ static void io_str(struct sio *io, char *s, size_t cap)
 		sr_str(io->r, s, cap);
 }
 
+/* The tag of the next section, without entering it (0 at the end). */
+static uint32_t next_tag(const struct srd *r)
+{
+	uint32_t t;
+
+	if (r->err || r->len - r->off < 4)
+		return 0;
+	memcpy(&t, r->p + r->off, 4);
+	return le32toh(t);
+}
+
 /* ---- config and host ---- */
 
 static void visit_conf(struct sio *io, struct snap_conf *c)
@@ -166,6 +178,28 @@ static void visit_conf(struct sio *io, struct snap_conf *c)
 		io_u8(io, &f->ro);
 		io_u8(io, &f->cache);
 	}
+	/* Entropy and balloon devices: written since they exist; a snapshot
+	 * from before ends its config section here and has neither. */
+	if (io->r && io->r->off >= io->r->sect_end)
+		return;
+	io_u32(io, &c->has_entropy);
+	io_u64(io, &c->entropy_rl.bytes_per_s);
+	io_u64(io, &c->entropy_rl.bytes_burst);
+	io_u64(io, &c->entropy_rl.ops_per_s);
+	io_u64(io, &c->entropy_rl.ops_burst);
+	io_u32(io, &c->has_balloon);
+	io_u32(io, &c->balloon.amount_mib);
+	io_u32(io, &c->balloon.stats_interval_s);
+	{
+		uint8_t oom = (uint8_t)c->balloon.deflate_on_oom, rep = (uint8_t)c->balloon.free_page_reporting;
+
+		io_u8(io, &oom);
+		io_u8(io, &rep);
+		c->balloon.deflate_on_oom = oom;
+		c->balloon.free_page_reporting = rep;
+	}
+	if (io->r && (c->has_entropy > 1 || c->has_balloon > 1))
+		sr_fail(io->r, "entropy or balloon flag out of range");
 }
 
 static void visit_host(struct sio *io, struct snap_conf *c)
@@ -613,6 +647,8 @@ static void save_virtio(struct vm *vm, unsigned slot, struct sbuf *b)
 	for (i = 0; i < vm->cfg.nr_fs; i++)
 		if (vm->fs[i] && &vm->fs[i]->vdev == d)
 			fuse_save(&vm->fs[i]->srv, b);
+	if (vm->balloon && &vm->balloon->vdev == d)
+		virtio_balloon_save(vm->balloon, b);
 }
 
 static int restore_virtio(struct vm *vm, const char *dir, unsigned slot, struct srd *r)
@@ -660,6 +696,8 @@ static int restore_virtio(struct vm *vm, const char *dir, unsigned slot, struct 
 			goto bad;
 		}
 	}
+	if (vm->balloon && &vm->balloon->vdev == d && !r->err && virtio_balloon_restore(vm->balloon, r, &why))
+		goto bad;
 	if (r->err)
 		goto bad;
 	return 0;
@@ -843,6 +881,9 @@ static int build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf)
 	sb_begin(b, TAG_SERL);
 	serial_save(&vm->dev.com1, b);
 	sb_end(b);
+	sb_begin(b, TAG_KBD);
+	i8042_save(&vm->dev.i8042, b);
+	sb_end(b);
 	for (i = 0; i < vm->nr_virtio; i++) {
 		sb_begin(b, TAG_VIRT);
 		save_virtio(vm, i, b);
@@ -949,6 +990,14 @@ int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
 		conf->nets[i].no_offload = (uint8_t)vm->cfg.nets[i].no_offload;
 		if (tap_get_mac(&vm->nets[i]->tap, conf->nets[i].host_mac))
 			memset(conf->nets[i].host_mac, 0, 6);
+	}
+	conf->has_entropy = vm->rng != NULL;
+	if (vm->rng)
+		conf->entropy_rl = vm->rng->limits;
+	conf->has_balloon = vm->balloon != NULL;
+	if (vm->balloon) {
+		conf->balloon = vm->balloon->opt;
+		conf->balloon.stats_interval_s = vm->balloon->stats_interval_s;
 	}
 	conf->nr_fs = vm->cfg.nr_fs;
 	for (i = 0; i < vm->cfg.nr_fs; i++) {
@@ -1128,7 +1177,8 @@ int vm_restore_state(struct vm *vm, struct snapshot *s)
 
 	if (vm->nr_vcpus != s->conf.cpus || vm->cfg.mem_bytes != s->conf.mem_bytes ||
 	    vm->cfg.nr_disks != s->conf.nr_disks || !!vm->vsock != !!s->conf.has_vsock ||
-	    vm->cfg.nr_nets != s->conf.nr_nets || vm->cfg.nr_fs != s->conf.nr_fs) {
+	    vm->cfg.nr_nets != s->conf.nr_nets || vm->cfg.nr_fs != s->conf.nr_fs ||
+	    !!vm->rng != !!s->conf.has_entropy || !!vm->balloon != !!s->conf.has_balloon) {
 		log_err("snapshot %s: the VM was configured differently from the snapshot "
 			"(%u vCPUs, %llu MiB, %u disks, %s vsock, %u network interfaces, %u shared drives)",
 			s->dir, s->conf.cpus, (unsigned long long)(s->conf.mem_bytes >> 20), s->conf.nr_disks,
@@ -1194,6 +1244,10 @@ int vm_restore_state(struct vm *vm, struct snapshot *s)
 	if (sr_begin(r, TAG_SERL, "serial") || serial_restore(&vm->dev.com1, r) ||
 	    sr_end(r, "serial"))
 		goto bad;
+	/* The i8042's record, in snapshots made since it has state. */
+	if (next_tag(r) == TAG_KBD &&
+	    (sr_begin(r, TAG_KBD, "i8042") || i8042_restore(&vm->dev.i8042, r) || sr_end(r, "i8042")))
+		goto bad;
 
 	/* Devices: their loops stay paused until everything is in place. */
 	for (i = 0; i < vm->nr_virtio; i++)
@@ -1232,6 +1286,8 @@ int vm_restore_state(struct vm *vm, struct snapshot *s)
 	}
 	for (i = 0; i < vm->nr_virtio; i++)
 		virtio_mmio_restart(vm->virtio[i]);
+	if (vm->balloon)
+		virtio_balloon_restart(vm->balloon);
 	/* 5.10.6.6: connections are not carried over; the guest is told. */
 	if (vm->vsock)
 		virtio_vsock_transport_reset(vm->vsock);

@@ -63,6 +63,11 @@ struct snap_conf {
 	struct snap_net nets[VM_MAX_NETS];
 	uint32_t nr_fs;
 	struct snap_fs fs[VM_MAX_FS];
+	/* After the shared drives, absent from older snapshots (none then). */
+	uint32_t has_entropy;
+	struct rl_limits entropy_rl;
+	uint32_t has_balloon;
+	struct balloon_options balloon;
 	/* host */
 	char vendor[13];
 	uint32_t cpu_sig;     /* CPUID.1:EAX (family, model, stepping) */

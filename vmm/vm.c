@@ -249,6 +249,13 @@ static int vm_build_cmdline(struct vm *vm)
 		return r;
 	if (vm->cfg.host_emulates_ring0 && (r = cmdline_add(vm, emulating_host_params)))
 		return r;
+	/* The i8042 has a keyboard and nothing else (docs/devices.md): what
+	 * Firecracker's docs tell its users to pass, so Linux's driver does
+	 * not wait out probes of a mouse port, a multiplexer or keyboard
+	 * commands. Unless the user says something about the i8042. */
+	if (!(vm->cfg.cmdline && strstr(vm->cfg.cmdline, "i8042.")) &&
+	    (r = cmdline_add(vm, "i8042.noaux i8042.nomux i8042.nopnp i8042.dumbkbd")))
+		return r;
 	for (i = 0; i < vm->cfg.nr_disks; i++) {
 		if ((r = virtio_mmio_cmdline(&vm->disks[i]->vdev, dev, sizeof(dev))) ||
 		    (r = cmdline_add(vm, dev)))
@@ -273,6 +280,12 @@ static int vm_build_cmdline(struct vm *vm)
 		if ((r = cmdline_add(vm, dev)))
 			return r;
 	}
+	if (vm->rng && ((r = virtio_mmio_cmdline(&vm->rng->vdev, dev, sizeof(dev))) ||
+			(r = cmdline_add(vm, dev))))
+		return r;
+	if (vm->balloon && ((r = virtio_mmio_cmdline(&vm->balloon->vdev, dev, sizeof(dev))) ||
+			    (r = cmdline_add(vm, dev))))
+		return r;
 	/* No vmm.token=: every guest process reads /proc/cmdline. guest-init
 	 * reads the token from the vmm port's token window (devices.h). */
 	if (vm->cfg.nr_disks && vm->cfg.disks[0].root &&
@@ -320,6 +333,19 @@ out:
 		close(fd);
 	free(g);
 	return NULL;
+}
+
+int vm_ctrl_alt_del(struct vm *vm)
+{
+	int r = i8042_ctrl_alt_del(&vm->dev.i8042);
+
+	if (r == 0)
+		return 0;
+	/* No i8042 driver in the guest (or its buffer full): the clean
+	 * shutdown Ctrl-Alt-Del stands for goes to guest-init instead. */
+	log_info("SendCtrlAltDel: %s; asking guest-init over vsock",
+		 r == -ENODEV ? "the guest has no i8042 driver" : "the i8042 buffer is full");
+	return vm_guest_shutdown(vm);
 }
 
 int vm_guest_shutdown(struct vm *vm)
@@ -460,6 +486,40 @@ static int vm_add_virtio(struct vm *vm)
 		if ((r = bus_add(&vm->mmio, &vm->fs[i]->vdev.bus)))
 			return r;
 	}
+	/* The entropy device after every other: a snapshot's slots keep
+	 * their order whether or not it is there. */
+	if (vm->cfg.has_entropy) {
+		if ((r = virtio_slot(vm, &base, &irq)))
+			return r;
+		vm->rng = calloc(1, sizeof(*vm->rng));
+		if (!vm->rng)
+			return -ENOMEM;
+		r = virtio_rng_init(vm->rng, &vm->cfg.entropy, vm->fd, &vm->gm, base, irq);
+		if (r) {
+			free(vm->rng);
+			vm->rng = NULL;
+			return r;
+		}
+		vm->virtio[vm->nr_virtio - 1] = &vm->rng->vdev;
+		if ((r = bus_add(&vm->mmio, &vm->rng->vdev.bus)))
+			return r;
+	}
+	if (vm->cfg.has_balloon) {
+		if ((r = virtio_slot(vm, &base, &irq)))
+			return r;
+		vm->balloon = calloc(1, sizeof(*vm->balloon));
+		if (!vm->balloon)
+			return -ENOMEM;
+		r = virtio_balloon_init(vm->balloon, &vm->cfg.balloon, vm->fd, &vm->gm, base, irq);
+		if (r) {
+			free(vm->balloon);
+			vm->balloon = NULL;
+			return r;
+		}
+		vm->virtio[vm->nr_virtio - 1] = &vm->balloon->vdev;
+		if ((r = bus_add(&vm->mmio, &vm->balloon->vdev.bus)))
+			return r;
+	}
 	return 0;
 }
 
@@ -492,6 +552,16 @@ static void vm_remove_virtio(struct vm *vm)
 		virtio_fs_destroy(vm->fs[i]);
 		free(vm->fs[i]);
 		vm->fs[i] = NULL;
+	}
+	if (vm->rng) {
+		virtio_rng_destroy(vm->rng);
+		free(vm->rng);
+		vm->rng = NULL;
+	}
+	if (vm->balloon) {
+		virtio_balloon_destroy(vm->balloon);
+		free(vm->balloon);
+		vm->balloon = NULL;
 	}
 	memset(vm->virtio, 0, sizeof(vm->virtio));
 }
@@ -576,6 +646,7 @@ static int vm_add_devices(struct vm *vm)
 	if ((r = bus_add(&vm->pio, &vm->dev.com1.bus)) || (r = bus_add(&vm->pio, &vm->dev.i8042.bus)) ||
 	    (r = bus_add(&vm->pio, &vm->dev.port.bus)) || (r = bus_add(&vm->pio, &vm->dev.port.token_bus)) ||
 	    (r = bus_add(&vm->pio, &vm->dev.post.bus))) {
+		i8042_destroy(&vm->dev.i8042);
 		serial_destroy(&vm->dev.com1);
 		return r;
 	}
@@ -736,6 +807,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 
 err_virtio:
 	vm_remove_virtio(vm);
+	i8042_destroy(&vm->dev.i8042);
 	serial_destroy(&vm->dev.com1);
 err_vcpus:
 	while (i-- > 0)
@@ -1008,6 +1080,7 @@ void vm_destroy(struct vm *vm)
 	vm_remove_virtio(vm);
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_destroy(&vm->vcpus[i]);
+	i8042_destroy(&vm->dev.i8042);
 	serial_destroy(&vm->dev.com1);
 	gm_destroy(&vm->gm);
 	if (vm->fd >= 0)

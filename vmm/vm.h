@@ -21,6 +21,8 @@ struct snapshot;
 #include "../devices/virtio_net.h"
 #include "../devices/virtio_fs.h"
 #include "../devices/virtio_vsock.h"
+#include "../devices/virtio_rng.h"
+#include "../devices/virtio_balloon.h"
 
 #define VM_MAX_VCPUS 64
 #define VM_DEFAULT_MEM_MIB 512
@@ -82,6 +84,10 @@ struct vm_config {
 	struct vsock_options vsock;
 	unsigned nr_nets;
 	struct net_options nets[VM_MAX_NETS];
+	int has_entropy;         /* a virtio-rng device (PUT /entropy, --entropy) */
+	struct rng_options entropy;
+	int has_balloon;         /* a virtio-balloon device (PUT /balloon, --balloon) */
+	struct balloon_options balloon;
 	struct tap *pre_taps;    /* non-NULL: nr_nets TAPs already open (the
 				    jailer's); vm_create takes each over (fd -1) */
 	pid_t host_pid;          /* the VMM's pid on the host, 0: getpid() (a
@@ -121,6 +127,8 @@ struct vm {
 	struct vsock_dev *vsock;
 	struct virtio_net *nets[VM_MAX_NETS];
 	struct virtio_fs *fs[VM_MAX_FS];
+	struct virtio_rng *rng;  /* cfg.has_entropy */
+	struct virtio_balloon *balloon; /* cfg.has_balloon */
 	char cmdline[4096];      /* the full command line given to the guest */
 	struct virtio_dev *virtio[VM_MAX_VIRTIO]; /* every virtio device, by slot */
 
@@ -172,6 +180,10 @@ void vm_resume(struct vm *vm);
  * and powers off (status 0). Returns at once: 0, or -ENOTSUP without a
  * vsock device. */
 int vm_guest_shutdown(struct vm *vm);
+/* Firecracker's SendCtrlAltDel: Ctrl-Alt-Del typed on the i8042 keyboard
+ * (IRQ 1) if the guest's i8042 driver set the controller up, as Firecracker
+ * does; otherwise vm_guest_shutdown. 0 or -ENOTSUP (neither way). */
+int vm_ctrl_alt_del(struct vm *vm);
 
 /* Called by devices and vCPU threads. The first reason wins. */
 void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)

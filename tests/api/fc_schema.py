@@ -227,8 +227,26 @@ try:
     req(s, "PUT", "/snapshot/load", {"snapshot_path": "s", "mem_file_path": "m"}, want=400,
         words="not allowed after configuring")
     req(s, "DELETE", "/drives/rootfs", None, want=400, words="Invalid request method and/or path")
-    req(s, "PUT", "/balloon", {"amount_mib": 0, "deflate_on_oom": True}, want=400,
-        words="Invalid request method and/or path")
+    req(s, "PUT", "/balloon/hinting/start", {}, want=400, words="Invalid request method and/or path")
+    # -------- the entropy and balloon devices, before boot -----------------
+    req(s, "PUT", "/entropy", {"rate_limiter": {"bandwidth": {"size": 1000, "refill_time": 100}}}, ref="EntropyDevice")
+    req(s, "PUT", "/entropy", {"rate_limiter": {"bandwidth": {"size": 1000}}}, want=400, words="refill_time")
+    req(s, "GET", "/balloon", want=400, words="not configured")
+    req(s, "PUT", "/balloon", {"amount_mib": 257, "deflate_on_oom": True}, want=400, words="too large")
+    req(s, "PUT", "/balloon", {"amount_mib": 1}, want=400, words="deflate_on_oom")
+    req(s, "PUT", "/balloon", {"amount_mib": 64, "deflate_on_oom": True, "stats_polling_interval_s": 1,
+                               "free_page_reporting": True}, ref="Balloon")
+    st, _, b = http(s, "GET", "/balloon")
+    check(st == 200 and valid(b, "Balloon") is None and b.get("amount_mib") == 64, "GET /balloon is a Balloon",
+          (st, b))
+    req(s, "PATCH", "/balloon", {"amount_mib": 32}, want=400, words="before starting", ref="BalloonUpdate")
+    req(s, "GET", "/balloon/statistics", want=400, words="before starting")
+    req(s, "PATCH", "/balloon/statistics", {"stats_polling_interval_s": 2}, want=400, words="before starting",
+        ref="BalloonStatsUpdate")
+    st, _, b = http(s, "GET", "/vm/config")
+    check(st == 200 and valid(b, "FullVmConfiguration") is None and b.get("balloon", {}).get("amount_mib") == 64
+          and "rate_limiter" in b.get("entropy", {}), "GET /vm/config has the balloon and entropy devices",
+          (valid(b, "FullVmConfiguration"), b.get("balloon"), b.get("entropy")))
     # URIs as Firecracker's server takes them.
     st, _, b = http(s, None, None, raw=b"GET http://localhost/machine-config HTTP/1.1\r\nConnection: close\r\n\r\n")
     check(st == 200 and b.get("vcpu_count") == 2, "absolute-form URI", (st, b))

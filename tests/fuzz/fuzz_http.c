@@ -33,7 +33,7 @@ void vm_resume(struct vm *vm)
 	(void)vm;
 }
 
-int vm_guest_shutdown(struct vm *vm)
+int vm_ctrl_alt_del(struct vm *vm)
 {
 	(void)vm;
 	return -ENOTSUP;
@@ -91,6 +91,30 @@ void virtio_net_limits(const struct virtio_net *n, struct rl_limits *rx, struct 
 	memset(tx, 0, sizeof(*tx));
 }
 
+/* The balloon's main-thread calls on a stand-in device (PATCH /balloon,
+ * /balloon/statistics, GET /balloon/statistics). */
+void virtio_balloon_set_target(struct virtio_balloon *b, uint32_t amount_mib)
+{
+	b->config.num_pages = amount_mib * BALLOON_PAGES_PER_MIB;
+}
+
+int virtio_balloon_set_interval(struct virtio_balloon *b, uint32_t s)
+{
+	if (!s)
+		return -EINVAL;
+	b->stats_interval_s = s;
+	return 0;
+}
+
+void virtio_balloon_get(struct virtio_balloon *b, uint32_t *target_pages, uint32_t *actual_pages,
+			struct balloon_stats *st)
+{
+	*target_pages = b->config.num_pages;
+	*actual_pages = b->config.actual;
+	if (st)
+		*st = b->stats;
+}
+
 /* PUT /logger and /metrics name any path, "../../etc/passwd" too: the
  * fuzzer (root in CI) opens one scratch file in its own directory instead,
  * with the flags the VMM would use, whatever the path. */
@@ -132,6 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct fcapi api;
 	static struct vm vm;
+	static struct virtio_balloon balloon;
 	static char out[FCAPI_REPLY_MAX], resp[FCAPI_REPLY_MAX + 512];
 	const char *p = (const char *)data;
 	struct http_request req;
@@ -145,6 +170,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memset(&vm, 0, sizeof(vm));
 		vm.nr_vcpus = 1;
 		vm.paused = data[0] & 1;
+		vm.cfg.mem_bytes = 128ull << 20;
+		/* ... with a balloon (its statistics all reported) or not. */
+		if (data[0] & 2) {
+			memset(&balloon, 0, sizeof(balloon));
+			memset(balloon.stats.valid, 1, sizeof(balloon.stats.valid));
+			balloon.stats.val[0] = UINT64_MAX;
+			vm.balloon = &balloon;
+		}
 		api.vm = &vm;
 		p++;
 		size--;

@@ -181,6 +181,17 @@ if [ "$("$vmm" create --name made --kernel "$dir/spin.elf" --mem 64 --ready-time
 else bad "vmm create: $("$vmm" ls)"; fi
 unset VMM_STATE_DIR
 
+# The devices guest: the i8042 answers Linux's probe sequence, virtio-rng
+# fills a buffer with random bytes (and refuses a readable one), the balloon
+# takes a page back and refuses a PFN outside RAM.
+if run devices 0 run --kernel "$dir/devices.elf" --mem 64 --entropy on --balloon 4,stats=1 &&
+	! grep -q '^FAIL' "$tmp/out" && [ "$(grep -c '^ok   devices:' "$tmp/out")" -ge 14 ]; then
+	ok "devices.elf: $(grep -c '^ok   devices:' "$tmp/out") checks on the i8042, virtio-rng and virtio-balloon"
+else
+	grep '^FAIL' "$tmp/out" | sed 's/^/     | /'
+	bad "devices.elf"
+fi
+
 # The attack guest: a hostile driver for virtio-blk, virtio-vsock,
 # virtio-net (on a TAP the VMM creates: root only) and virtio-fs (on a
 # scratch folder). Every attack leaves the device in NEEDS_RESET (or is

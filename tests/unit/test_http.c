@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -904,6 +905,92 @@ static void route_patch_running(void **state)
 	unlink(big);
 }
 
+/* PUT /entropy, the balloon's routes: Firecracker's bodies and pre-/post-
+ * boot rules, the VM configuration they make, GET /vm/config. */
+static void route_entropy_balloon(void **state)
+{
+	struct vm *vm = calloc(1, sizeof(*vm));
+	struct vm_config cfg;
+	struct vqb b;
+	char why[128];
+
+	(void)state;
+	fcapi_init(&api, "dev");
+	assert_non_null(vm);
+	/* Entropy: an optional rate_limiter, nothing else. */
+	assert_int_equal(req("PUT", "/entropy", "{}"), 204);
+	assert_true(api.cfg.has_entropy);
+	assert_int_equal(req("PUT", "/entropy", "{\"rate_limiter\":{\"bandwidth\":{\"size\":1000,\"refill_time\":100}}}"),
+			 204);
+	assert_int_equal(api.cfg.entropy_rl.bytes_per_s, 10000);
+	expect_fault(400, "PUT", "/entropy", "{\"rate\":1}", "unknown field 'rate'");
+	expect_fault(400, "PUT", "/entropy", "{\"rate_limiter\":{\"bandwidth\":{\"size\":-1,\"refill_time\":1}}}",
+		     "size");
+	/* Balloon: amount_mib and deflate_on_oom required, at most the guest's memory. */
+	expect_fault(400, "PUT", "/balloon", "{\"amount_mib\":1}", "missing required field 'deflate_on_oom'");
+	expect_fault(400, "PUT", "/balloon", "{\"amount_mib\":129,\"deflate_on_oom\":true}", "too large");
+	expect_fault(400, "PUT", "/balloon", "{\"amount_mib\":1,\"deflate_on_oom\":true,\"free_page_hinting\":true}",
+		     "free_page_hinting");
+	expect_fault(400, "GET", "/balloon", NULL, "not configured");
+	assert_int_equal(req("PUT", "/balloon", "{\"amount_mib\":16,\"deflate_on_oom\":true,"
+			     "\"stats_polling_interval_s\":1,\"free_page_reporting\":true}"), 204);
+	assert_int_equal(req("GET", "/balloon", NULL), 200);
+	assert_non_null(strstr(out, "\"amount_mib\":16"));
+	assert_non_null(strstr(out, "\"deflate_on_oom\":true"));
+	assert_non_null(strstr(out, "\"stats_polling_interval_s\":1"));
+	expect_fault(400, "PATCH", "/balloon", "{\"amount_mib\":8}", "before starting");
+	expect_fault(400, "GET", "/balloon/statistics", NULL, "before starting");
+	assert_int_equal(req("GET", "/vm/config", NULL), 200);
+	assert_non_null(strstr(out, "\"balloon\":{\"amount_mib\":16"));
+	assert_non_null(strstr(out, "\"entropy\":{\"rate_limiter\":{\"bandwidth\""));
+	/* The VM gets both devices. */
+	api.cfg.has_boot = 1;
+	memset(&cfg, 0, sizeof(cfg));
+	assert_int_equal(fcapi_vm_config(&api, &cfg, why, sizeof(why)), 0);
+	assert_true(cfg.has_entropy);
+	assert_int_equal(cfg.entropy.rl.bytes_per_s, 10000);
+	assert_true(cfg.has_balloon);
+	assert_int_equal(cfg.balloon.amount_mib, 16);
+	assert_int_equal(cfg.balloon.stats_interval_s, 1);
+	assert_true(cfg.balloon.free_page_reporting && cfg.balloon.deflate_on_oom);
+
+	/* Running: PATCH the target and the interval, read the statistics. */
+	assert_int_equal(vqb_init(&b, 16), 0);
+	vm->cfg.mem_bytes = 4 << 20;
+	vm->balloon = calloc(1, sizeof(*vm->balloon));
+	assert_non_null(vm->balloon);
+	cfg.balloon.amount_mib = 2; /* of the 4 MiB stand-in */
+	assert_int_equal(virtio_balloon_init(vm->balloon, &cfg.balloon, -1, &b.gm, 0xd0000000, 5), 0);
+	api.vm = vm;
+	expect_fault(400, "PUT", "/balloon", "{\"amount_mib\":1,\"deflate_on_oom\":true}", "after starting");
+	expect_fault(400, "PUT", "/entropy", "{}", "after starting");
+	expect_fault(400, "PATCH", "/balloon", "{\"amount_mib\":5}", "too large");
+	expect_fault(400, "PATCH", "/balloon", "{}", "missing required field 'amount_mib'");
+	assert_int_equal(req("PATCH", "/balloon", "{\"amount_mib\":3}"), 204);
+	assert_int_equal(le32toh(vm->balloon->config.num_pages), 3 * 256);
+	assert_int_equal(req("GET", "/balloon", NULL), 200);
+	assert_non_null(strstr(out, "\"amount_mib\":3"));
+	vm->balloon->config.actual = htole32(512);
+	vm->balloon->stats.valid[VIRTIO_BALLOON_S_MEMFREE] = 1;
+	vm->balloon->stats.val[VIRTIO_BALLOON_S_MEMFREE] = 12345;
+	assert_int_equal(req("GET", "/balloon/statistics", NULL), 200);
+	assert_non_null(strstr(out, "\"target_pages\":768"));
+	assert_non_null(strstr(out, "\"actual_pages\":512"));
+	assert_non_null(strstr(out, "\"target_mib\":3"));
+	assert_non_null(strstr(out, "\"actual_mib\":2"));
+	assert_non_null(strstr(out, "\"free_memory\":12345"));
+	assert_null(strstr(out, "swap_in"));
+	assert_int_equal(req("PATCH", "/balloon/statistics", "{\"stats_polling_interval_s\":2}"), 204);
+	assert_int_equal(vm->balloon->stats_interval_s, 2);
+	expect_fault(400, "PATCH", "/balloon/statistics", "{\"stats_polling_interval_s\":0}", "after boot");
+	api.vm = NULL;
+	virtio_balloon_destroy(vm->balloon);
+	free(vm->balloon);
+	free(vm);
+	vqb_destroy(&b);
+	fcapi_init(&api, "unit");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -932,6 +1019,7 @@ int main(void)
 		cmocka_unit_test(route_snapshot_load_options),
 		cmocka_unit_test(route_logger_metrics),
 		cmocka_unit_test(config_file),
+		cmocka_unit_test(route_entropy_balloon),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,52 @@
+/* Shared between the Firecracker API's files (fcapi.c: routes and body
+ * checks; fcapi_dev.c: the entropy and balloon devices' routes;
+ * fcapi_obs.c). Not an interface for anyone else. */
+#ifndef VMM_FCAPI_PRIV_H
+#define VMM_FCAPI_PRIV_H
+
+#include <stddef.h>
+
+#include "fcapi.h"
+#include "../guest-init/json.h"
+
+#define MSG_AFTER_START "The requested operation is not supported after starting the microVM."
+#define MSG_BEFORE_START "The requested operation is not supported before starting the microVM."
+
+/* Where a refusal's fault_message goes. */
+struct why {
+	char *buf;
+	size_t len;
+};
+
+enum ftype { F_STR, F_BOOL, F_UINT, F_OBJ, F_ARR };
+
+struct field {
+	const char *name;
+	enum ftype type;
+	int required;
+};
+
+/* fcapi.c: the object has only known fields, each once and of its type,
+ * and every required one; a RateLimiter object; the microVM not started. */
+int fcapi_check_fields(const struct json *o, const struct field *f, size_t nf, struct why *w);
+int fcapi_get_limiter(const struct json *o, const char *field, struct rl_limits *l, struct why *w);
+int fcapi_pre_boot(const struct fcapi *a, struct why *w);
+
+/* fcapi_obs.c: a RateLimiter member (nothing if no limit). */
+void fcapi_limiter_json(struct json_writer *w, const char *key, const struct rl_limits *l);
+
+/* fcapi_dev.c: PUT /entropy; PUT, PATCH and GET /balloon; GET and PATCH
+ * /balloon/statistics. Each returns 0 or -EINVAL with the fault in *w
+ * (GETs: the body's length in *n). */
+int fcapi_put_entropy(struct fcapi *a, const struct json *b, struct why *w);
+int fcapi_put_balloon(struct fcapi *a, const struct json *b, struct why *w);
+int fcapi_patch_balloon(struct fcapi *a, const struct json *b, struct why *w);
+int fcapi_patch_balloon_stats(struct fcapi *a, const struct json *b, struct why *w);
+int fcapi_get_balloon(const struct fcapi *a, char *out, size_t cap, size_t *n, struct why *w);
+int fcapi_get_balloon_stats(const struct fcapi *a, char *out, size_t cap, size_t *n, struct why *w);
+/* GET /vm/config's "balloon" and "entropy" members. */
+void fcapi_dev_config_json(const struct fcapi *a, struct json_writer *jw);
+/* The VM's entropy and balloon devices from a->cfg. */
+void fcapi_dev_vm_config(const struct fcapi *a, struct vm_config *cfg);
+
+#endif
