@@ -304,7 +304,10 @@ static void op_start(struct procs *ps, int fd, const struct api_request *r)
 	p->pty = io.pty;
 	p->out = io.out;
 	p->err = io.err;
-	p->in = io.pty ? dup(io.out) : io.in; /* closed on its own */
+	/* Closed on its own; close-on-exec like every descriptor here: a
+	 * plain dup() leaked this pty's master into every later detached
+	 * command (one that gave up root could type into a root shell). */
+	p->in = io.pty ? fcntl(io.out, F_DUPFD_CLOEXEC, 0) : io.in;
 	p->started_ms = (int64_t)(now_ms() - ps->cfg->start_ms);
 	p->started_at = (int64_t)time(NULL);
 	p->deadline = r->timeout_ms ? now_ms() + (uint64_t)r->timeout_ms : 0;

@@ -115,11 +115,13 @@ pid_t spawn_command(const struct api_request *r, const char *const *extra, struc
 			dup2(slave, 1);
 			dup2(slave, 2);
 		} else {
-			int nul = open("/dev/null", O_RDONLY);
+			int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 			dup2(r->stdin_stream ? inp[0] : nul, 0);
 			dup2(outp[1], 1);
 			dup2(errp[1], 2);
+			if (nul > 2)
+				close(nul); /* not left open in the command */
 		}
 		int why[2] = { 1, 0 }; /* {in the working directory?, errno} */
 

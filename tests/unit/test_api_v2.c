@@ -415,6 +415,42 @@ static void manager(void **state)
 	close(m.chan);
 }
 
+/* No descriptor of one detached process reaches another: a pty master
+ * leaked into a later command lets it type into the first one's terminal
+ * (a root shell's, say) even after that command gave up root. */
+static void manager_no_fd_leak(void **state)
+{
+	static char buf[1 << 16];
+	struct procs_limits lim = { .max_procs = 4, .ring_bytes = 4096 };
+	struct mgr m = { .cfg = { .procs_fd = -1 } };
+	int fd, status;
+	uint8_t t;
+
+	(void)state;
+	m.pid = procs_start(&lim, &m.cfg, &m.chan);
+	assert_true(m.pid > 0);
+	one_shot(&m, "{\"v\":2,\"op\":\"exec\",\"argv\":[\"sleep\",\"60\"],\"detach\":true,\"pty\":{\"rows\":24,\"cols\":80}}",
+		 F_RESULT, "\"id\":1");
+	one_shot(&m, "{\"v\":2,\"op\":\"exec\",\"argv\":[\"sh\",\"-c\",\"for f in /proc/$$/fd/*; do "
+		     "echo $f=$(readlink $f); done; echo listed\"],\"detach\":true}",
+		 F_RESULT, "\"id\":2");
+	one_shot(&m, "{\"v\":2,\"op\":\"wait\",\"id\":2}", F_RESULT, "\"exit_code\":0");
+	fd = call(&m, "{\"v\":2,\"op\":\"logs\",\"id\":2}");
+	assert_int_equal(next(fd, buf, sizeof(buf)), F_RESULT);
+	assert_int_equal(next(fd, buf, sizeof(buf)), F_STDOUT);
+	if (!strstr(buf, "listed"))
+		fail_msg("no listing: %s", buf);
+	if (strstr(buf, "ptmx") || strstr(buf, "/dev/pts/"))
+		fail_msg("a descriptor leaked into the second process:\n%s", buf);
+	while ((t = next(fd, buf, sizeof(buf))) == F_STDOUT || t == F_STDERR)
+		;
+	close(fd);
+	one_shot(&m, "{\"v\":2,\"op\":\"signal\",\"id\":1,\"signal\":9}", F_RESULT, NULL);
+	kill(m.pid, SIGTERM);
+	assert_int_equal(waitpid(m.pid, &status, 0), m.pid);
+	close(m.chan);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -425,6 +461,7 @@ int main(void)
 		cmocka_unit_test(v2_requests),
 		cmocka_unit_test(v2_refused),
 		cmocka_unit_test(manager),
+		cmocka_unit_test(manager_no_fd_leak),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
