@@ -110,6 +110,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# pyenv's python3 shim runs some 40 processes per call, a second under
+# TCG: the VM gets the interpreter it resolves to instead.
+mkdir "$ctl/bin"
+for c in python3 python; do
+	p=$(command -v $c 2> /dev/null) || continue
+	case $p in */shims/*) p=$(pyenv which $c 2> /dev/null) && ln -s "$p" "$ctl/bin/$c" ;; esac
+done
+PATH=$ctl/bin:$PATH
+
 # The command, with this environment (but make's jobserver and TMPDIR) and
 # working directory.
 {
@@ -139,6 +148,7 @@ done
 rwlist=$(IFS=,; echo "${rw[*]}")
 append="console=ttyS0 panic=-1 quiet vmhost.ctl=$ctl vmhost.modules=$kdir/root/lib/modules"
 [ -n "$rwlist" ] && append+=" vmhost.rw=$rwlist"
+append+=" ${VMHOST_APPEND:-}"
 
 timeout "${VMHOST_TIMEOUT:-3600}" $qemu "${args[@]}" -append "$append" < /dev/null &
 qpid=$!
