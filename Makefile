@@ -254,7 +254,7 @@ else
 KVMRUN :=
 endif
 # Says, once per tier, where it runs.
-kvm_where = @echo "  KVM     $(1): $(if $(KVMRUN),in a QEMU TCG VM (VMHOST=$(VMHOST); no /dev/kvm here),$(if $(wildcard /dev/kvm),on this host's /dev/kvm,skipped: no /dev/kvm and VMHOST=$(VMHOST)$(if $(filter auto,$(VMHOST)), but tests/vmhost/run.sh --check fails)))"
+kvm_where = @echo "  KVM     $(1): $(if $(KVMRUN),in a QEMU TCG VM (VMHOST=$(VMHOST)$(if $(wildcard /dev/kvm),,; no /dev/kvm here)),$(if $(wildcard /dev/kvm),on this host's /dev/kvm,skipped: no /dev/kvm and VMHOST=$(VMHOST)$(if $(filter auto,$(VMHOST)), but tests/vmhost/run.sh --check fails)))"
 KVM_UNIT_TESTS := $(basename $(notdir $(shell grep -l vm_fixture.h tests/unit/test_*.c)))
 
 .PHONY: test unit guest-test e2e asan fuzz deps clean
