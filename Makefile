@@ -4,6 +4,8 @@
 #   make asan       the same code under ASan+UBSan: unit tests and test guests
 #   make fuzz       libFuzzer targets, each for FUZZ_SECONDS
 #   make deps       install the Debian packages the build needs (apt-get)
+#   VMHOST=auto     without /dev/kvm, run the KVM tiers in a QEMU TCG VM
+#                   whose CPU has SVM (tests/vmhost); =on always, =off never
 #   V=1             show the commands
 .SUFFIXES:
 .DELETE_ON_ERROR:
@@ -263,15 +265,36 @@ $(foreach t,$(UNIT_TESTS),$(eval $(call unit_test,$(t),asan,$(ASAN_FLAGS))))
 UNIT_BINS      := $(patsubst %,$(BUILD)/obj/tests/%,$(UNIT_TESTS))
 ASAN_UNIT_BINS := $(patsubst %,$(BUILD)/asan/tests/%,$(UNIT_TESTS))
 
+# The KVM tiers (unit tests that boot VMs, test guests, the Firecracker API,
+# e2e) need /dev/kvm. Where this host has none, VMHOST=auto runs them inside
+# a QEMU TCG VM whose emulated CPU has AMD SVM, so kvm_amd gives it one
+# (tests/vmhost/README.md); VMHOST=on forces that, VMHOST=off skips them.
+VMHOST ?= auto
+ifeq ($(VMHOST),on)
+KVMRUN := tests/vmhost/run.sh
+else ifeq ($(VMHOST),auto)
+KVMRUN := $(shell [ ! -e /dev/kvm ] && tests/vmhost/run.sh --check > /dev/null 2>&1 && echo tests/vmhost/run.sh)
+else
+KVMRUN :=
+endif
+# Says, once per tier, where it runs.
+kvm_where = @echo "  KVM     $(1): $(if $(KVMRUN),in a QEMU TCG VM (VMHOST=$(VMHOST)$(if $(wildcard /dev/kvm),,; no /dev/kvm here)),$(if $(wildcard /dev/kvm),on this host's /dev/kvm,skipped: no /dev/kvm and VMHOST=$(VMHOST)$(if $(filter auto,$(VMHOST)), but tests/vmhost/run.sh --check fails)))"
+KVM_UNIT_TESTS := $(basename $(notdir $(shell grep -l vm_fixture.h tests/unit/test_*.c)))
+
 .PHONY: test unit guest-test e2e asan fuzz deps clean
 deps:
 	$(Q)boot/deps.sh
 
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
+ifneq ($(KVMRUN),)
+	$(call kvm_where,unit tests that boot VMs: $(KVM_UNIT_TESTS))
+	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests $(KVMRUN) tests/run-unit.sh $(patsubst %,$(BUILD)/obj/tests/%,$(KVM_UNIT_TESTS))
+endif
 
 guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test cli-test oci-image-test
-	$(Q)tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
+	$(call kvm_where,test guests)
+	$(Q)$(KVMRUN) tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 	$(Q)tests/guests/state.sh $(BUILD)/vmm $(BUILD)/guests
 
 # The e2e tier's crash scan (tests/e2e/lib.sh) on made-up consoles: a
@@ -291,7 +314,8 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 # booting the test guests, and every route of docs/openapi.yaml.
 .PHONY: fc-api-test fc-schema-test
 fc-api-test: $(BUILD)/vmm guests fc-schema-test
-	$(Q)tests/api/fc_api.sh $(BUILD)/vmm $(BUILD)/guests
+	$(call kvm_where,Firecracker API)
+	$(Q)$(KVMRUN) tests/api/fc_api.sh $(BUILD)/vmm $(BUILD)/guests
 # Firecracker's swagger against vmm's answers, before boot: no KVM needed.
 fc-schema-test: $(BUILD)/vmm
 	$(Q)python3 tests/api/fc_schema.py $(BUILD)/vmm
@@ -314,7 +338,8 @@ api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/api/host.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
-	$(Q)tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
+	$(call kvm_where,e2e)
+	$(Q)$(KVMRUN) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm
 
 # The whole suite: unit tests, test guests and Linux end-to-end, then the
@@ -327,8 +352,16 @@ test: deps
 
 asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)
-	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/guests/run.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
-	$(Q)ASAN_OPTIONS=detect_leaks=1 tests/api/fc_api.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
+ifneq ($(KVMRUN),)
+	$(call kvm_where,ASan unit tests that boot VMs)
+	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 $(KVMRUN) tests/run-unit.sh \
+		$(patsubst %,$(BUILD)/asan/tests/%,$(KVM_UNIT_TESTS))
+endif
+	$(call kvm_where,ASan test guests and Firecracker API)
+	$(Q)ASAN_OPTIONS=detect_leaks=1 $(KVMRUN) sh -c '\
+		tests/guests/run.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests; g=$$?; \
+		tests/api/fc_api.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests && exit $$g'
+
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \

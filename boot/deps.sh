@@ -25,6 +25,11 @@ pkgs=(
 )
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against
+elif [ ! -e /dev/kvm ]; then
+	# No KVM here: the KVM test tiers run in a QEMU TCG VM with an
+	# emulated SVM CPU instead (tests/vmhost; Debian's kernel package is
+	# downloaded into ~/.cache/vmm/vmhost on first use, never installed).
+	pkgs+=(qemu-system-x86)
 fi
 
 missing=()

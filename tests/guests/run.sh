@@ -159,7 +159,8 @@ if command -v python3 > /dev/null; then
 	timeout 30 "$vmm" run --name nodrv --kernel "$dir/spin.elf" --mem 64 < /dev/null > "$tmp/out" 2> "$tmp/err" &
 	pid=$!
 	for _ in $(seq 200); do grep -q spinning "$tmp/out" && break; sleep 0.1; done
-	timeout 10 python3 -c '
+	# 30 s: python3 alone takes seconds where the KVM host is itself emulated (tests/vmhost).
+	timeout 30 python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
 s.sendall(b"CONNECT 1024\n")

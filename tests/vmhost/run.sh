@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Runs a command inside a QEMU TCG virtual machine whose emulated CPU has
+# AMD SVM, so that it has a /dev/kvm even where this host has none (a host
+# that is itself a guest without nested KVM). The VM runs Debian 12's
+# kernel, sees the host's / read-only (virtio-9p) and chroots into it, so
+# the command runs the host's binaries at the same paths. See README.md.
+#   tests/vmhost/run.sh [-w DIR]... CMD [ARG...]
+#   tests/vmhost/run.sh --check     exit 0 if the VM can be used here
+#   tests/vmhost/run.sh --prepare   fetch the kernel, build the initramfs
+# Exit status: the command's, or 125 if the VM itself failed.
+# Environment: VMHOST_MEM (MiB, 4096), VMHOST_CPUS (2), VMHOST_TIMEOUT
+# (seconds, 3600), VMHOST_CACHE (~/.cache/vmm/vmhost), VMHOST_VERBOSE=1
+# (the VM's kernel log on stderr).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${VMHOST_CACHE:-$HOME/.cache/vmm/vmhost}
+qemu=qemu-system-x86_64
+
+die() { echo "vmhost: $*" >&2; exit 125; }
+
+# The kernel: Debian's linux-image-amd64 dependency, downloaded and
+# extracted into the cache (never installed). The newest extracted one is
+# used; delete $cache/kernel-* to fetch again.
+find_kernel() {
+	local d
+	d=$(ls -d "$cache"/kernel-*/.done 2> /dev/null | sort -V | tail -1)
+	[ -n "$d" ] && dirname "$d"
+}
+fetch_kernel() {
+	local pkg ver tmp sudo=
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	resolve() {
+		pkg=$(apt-cache depends linux-image-amd64 2> /dev/null | awk '/Depends: linux-image-/ { print $2; exit }')
+		ver=$( [ -n "$pkg" ] && apt-cache policy "$pkg" | awk '/Candidate:/ { print $2 }')
+		[ -n "$pkg" ] && [ -n "$ver" ] && [ "$ver" != "(none)" ] &&
+			(cd "$tmp" && apt-get download -q "$pkg=$ver" > /dev/null 2>&1)
+	}
+	tmp=$(mktemp -d "$cache/fetch.XXXXXX")
+	echo "  VMHOST  fetching Debian's linux-image-amd64 into $cache" >&2
+	# Stale package lists name versions the mirror no longer has.
+	resolve || { $sudo apt-get update -q > /dev/null 2>&1; resolve; } ||
+		{ rm -rf "$tmp"; die "cannot download linux-image-amd64's kernel package (${pkg:-?} ${ver:-?})"; }
+	dpkg -x "$tmp"/*.deb "$tmp/root" || { rm -rf "$tmp"; die "dpkg -x failed"; }
+	local kv
+	kv=$(ls "$tmp/root/lib/modules")
+	# Nothing the VM has or the tests use (some 200 MB).
+	(cd "$tmp/root/lib/modules/$kv/kernel" && rm -rf sound drivers/{gpu,media,infiniband,usb,iio,staging,hwmon,hid,scsi,net/wireless})
+	busybox depmod -b "$tmp/root" "$kv" || { rm -rf "$tmp"; die "depmod failed"; }
+	rm -f "$tmp"/*.deb
+	rm -rf "$cache/kernel-$ver"
+	chmod 755 "$tmp"
+	mv "$tmp" "$cache/kernel-$ver"
+	touch "$cache/kernel-$ver/.done"
+}
+
+# The initramfs: static busybox, the init script and the modules that mount
+# 9p; keyed by the kernel, busybox and this builder.
+build_initramfs() {
+	local kdir=$1 kv key out tmp m
+	kv=$(ls "$kdir/root/lib/modules")
+	key=$( (echo "$kdir"; cat "$here/init"; sed -n '/^build_initramfs/,/^}/p' "$0"; busybox 2>&1 | head -1) | sha256sum | cut -c1-16)
+	out=$cache/initramfs-$key.cpio
+	if [ ! -f "$out" ]; then
+		tmp=$(mktemp -d "$cache/initramfs.XXXXXX")
+		mkdir -p "$tmp"/{bin,dev,proc,sys,newroot,lib/modules/"$kv"}
+		cp /bin/busybox "$tmp/bin/"
+		for a in $(busybox --list); do [ "$a" = busybox ] || ln -s busybox "$tmp/bin/$a"; done
+		cp "$here/init" "$tmp/init"
+		for m in $(grep -E '^kernel/(fs/9p/9p|net/9p/9pnet_virtio|drivers/virtio/virtio_pci)\.ko:' \
+			"$kdir/root/lib/modules/$kv/modules.dep" | tr -d :); do
+			mkdir -p "$tmp/lib/modules/$kv/$(dirname "$m")"
+			cp "$kdir/root/lib/modules/$kv/$m" "$tmp/lib/modules/$kv/$m"
+		done
+		busybox depmod -b "$tmp" "$kv" &&
+			(cd "$tmp" && find . | busybox cpio -o -H newc 2> /dev/null) > "$out.tmp" ||
+			{ rm -rf "$tmp" "$out.tmp"; die "cannot build the initramfs"; }
+		rm -rf "$tmp"
+		mv "$out.tmp" "$out"
+	fi
+	echo "$out"
+}
+
+check() {
+	command -v $qemu > /dev/null || { echo "no $qemu (apt-get install qemu-system-x86)"; return 1; }
+	command -v busybox > /dev/null || { echo "no busybox (apt-get install busybox-static)"; return 1; }
+	command -v apt-get > /dev/null || find_kernel > /dev/null || { echo "no kernel in $cache and no apt-get"; return 1; }
+	return 0
+}
+
+prepare() {
+	mkdir -p "$cache"
+	kdir=$(find_kernel) || { fetch_kernel; kdir=$(find_kernel); }
+	initrd=$(build_initramfs "$kdir") || exit 125
+}
+
+case ${1:-} in
+--check) why=$(check) || { echo "$why"; exit 1; }; exit 0 ;;
+--prepare) why=$(check) || die "$why"; prepare; echo "kernel $kdir, initramfs $initrd"; exit 0 ;;
+esac
+
+rw=()
+while [ "${1:-}" = -w ]; do
+	[ -d "${2:-}" ] || die "-w ${2:-}: not a directory"
+	rw+=("$(cd "$2" && pwd)")
+	shift 2
+done
+[ $# -gt 0 ] || die "usage: $0 [-w DIR]... CMD [ARG...]"
+why=$(check) || die "$why"
+prepare
+kv=$(ls "$kdir/root/lib/modules")
+
+ctl=$(mktemp -d "$cache/run.XXXXXX")
+qpid=
+cleanup() {
+	[ -n "$qpid" ] && kill "$qpid" 2> /dev/null
+	rm -rf "$ctl"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# pyenv's python3 shim runs some 40 processes per call, a second under
+# TCG: the VM gets the interpreter it resolves to instead.
+mkdir "$ctl/bin"
+for c in python3 python; do
+	p=$(command -v $c 2> /dev/null) || continue
+	case $p in */shims/*) p=$(pyenv which $c 2> /dev/null) && ln -s "$p" "$ctl/bin/$c" ;; esac
+done
+PATH=$ctl/bin:$PATH
+
+# The command, with this environment (but make's jobserver and TMPDIR) and
+# working directory.
+{
+	echo "cd $(printf %q "$PWD") || exit 125"
+	for n in $(compgen -e); do
+		case $n in MAKEFLAGS | MFLAGS | MAKELEVEL | MAKE_TERMOUT | MAKE_TERMERR | TMPDIR | _ | SHLVL | OLDPWD | PWD) continue ;; esac
+		printf 'export %s=%q\n' "$n" "${!n}"
+	done
+	echo "export VMHOST=1"
+	printf 'exec'
+	printf ' %q' "$@"
+	echo
+} > "$ctl/cmd"
+
+args=(-accel tcg,thread=multi -cpu max -smp "${VMHOST_CPUS:-2}" -m "${VMHOST_MEM:-4096}"
+	-nodefaults -no-user-config -display none -no-reboot
+	-kernel "$kdir/root/boot/vmlinuz-$kv" -initrd "$initrd"
+	-chardev "file,id=log,path=$ctl/console.log" -serial chardev:log
+	-chardev stdio,id=out,signal=off -serial chardev:out
+	-virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap
+	-virtfs "local,path=$ctl,mount_tag=ctl,security_model=passthrough,multidevs=remap")
+i=0
+for d in "${rw[@]}"; do
+	args+=(-virtfs "local,path=$d,mount_tag=rw$i,security_model=passthrough,multidevs=remap")
+	i=$((i + 1))
+done
+rwlist=$(IFS=,; echo "${rw[*]}")
+append="console=ttyS0 panic=-1 quiet vmhost.ctl=$ctl vmhost.modules=$kdir/root/lib/modules"
+[ -n "$rwlist" ] && append+=" vmhost.rw=$rwlist"
+append+=" ${VMHOST_APPEND:-}"
+
+timeout "${VMHOST_TIMEOUT:-3600}" $qemu "${args[@]}" -append "$append" < /dev/null &
+qpid=$!
+if [ "${VMHOST_VERBOSE:-0}" = 1 ]; then
+	tail -F "$ctl/console.log" 2> /dev/null >&2 &
+	tpid=$!
+fi
+set +e
+wait "$qpid"
+q=$?
+qpid=
+[ -n "${tpid:-}" ] && kill "$tpid" 2> /dev/null
+if [ -f "$ctl/status" ]; then exit "$(cat "$ctl/status")"; fi
+[ -f "$ctl/error" ] && echo "vmhost: $(cat "$ctl/error")" >&2
+[ $q = 124 ] && echo "vmhost: timed out after ${VMHOST_TIMEOUT:-3600} s" >&2
+echo "vmhost: the VM ended without a status (qemu exit $q); its console:" >&2
+tail -20 "$ctl/console.log" >&2
+exit 125
