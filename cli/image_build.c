@@ -94,6 +94,43 @@ static int wait_proc(pid_t p)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+/* The staging tree: dir/.staging/rootfs, the image's "/" (0755, as mkfs
+ * copies it), in a 0700 folder. Root stages the image's owners and modes,
+ * set-uid files included: nobody else may reach them on the host. */
+#define STAGING_DIR ".staging"
+
+static int stage_paths(struct build *b, const char *dir)
+{
+	return snprintf(b->stage, sizeof(b->stage), "%.4000s/" STAGING_DIR "/rootfs", dir) >= (int)sizeof(b->stage) ?
+		       -ENAMETOOLONG : 0;
+}
+
+static int stage_make(struct build *b)
+{
+	char *slash = strrchr(b->stage, '/');
+	int r = 0;
+
+	*slash = '\0';
+	if (mkdir(b->stage, 0700) < 0 || chmod(b->stage, 0700) < 0)
+		r = -errno;
+	*slash = '/';
+	if (!r && mkdir(b->stage, 0755) < 0)
+		r = -errno;
+	return r;
+}
+
+/* Removes dir/.staging with the tree in it. */
+static int stage_remove(struct build *b)
+{
+	char *slash = strrchr(b->stage, '/');
+	int r;
+
+	*slash = '\0';
+	r = cli_rm_tree(b->stage);
+	*slash = '/';
+	return r;
+}
+
 /* Runs argv with stdout/stderr into the build log; 0 or the exit status. */
 static int tool(struct build *b, const char *const *argv)
 {
@@ -541,7 +578,7 @@ int image_build_main(int argc, char **argv)
 	}
 	snprintf(b.im.dir, sizeof(b.im.dir), "%.4000s", dir);
 	snprintf(b.im.rootfs, sizeof(b.im.rootfs), "%.4000s/rootfs.ext4", dir);
-	snprintf(b.stage, sizeof(b.stage), "%.4000s/stage", dir);
+	stage_paths(&b, dir);
 	snprintf(b.log, sizeof(b.log), "%.4000s/build.log", dir);
 	if ((r = image_save(&b.im))) {
 		fprintf(stderr, "vmm image build: writing %s/image.json: %s\n", dir, strerror(-r));
@@ -552,8 +589,8 @@ int image_build_main(int argc, char **argv)
 	b.steps = 4 + (b.nr_files ? 1 : 0);
 	if (!b.quiet)
 		fprintf(stderr, "building %s:%u from %s\n", b.im.name, b.im.version, b.im.source);
-	if (mkdir(b.stage, 0755) < 0)
-		r = fail(&b, "mkdir %s: %s", b.stage, strerror(errno));
+	if ((r = stage_make(&b)))
+		r = fail(&b, "mkdir %s: %s", b.stage, strerror(-r));
 	else
 		r = populate(&b);
 	if (!r)
@@ -561,11 +598,15 @@ int image_build_main(int argc, char **argv)
 	if (!r)
 		r = make_ext4(&b);
 	{
-		const char *rm[] = { "rm", "-rf", "--one-file-system", "--", b.stage, NULL };
+		char staging[PATH_MAX + 16], *slash;
+		const char *rm[] = { "rm", "-rf", "--one-file-system", "--", staging, NULL };
 
+		snprintf(staging, sizeof(staging), "%s", b.stage);
+		if ((slash = strrchr(staging, '/')))
+			*slash = '\0';
 		step(&b, r ? "cleaning up" : "cleaning up the staging tree");
 		if (tool(&b, rm) && !r)
-			log_warn("could not remove %s", b.stage);
+			log_warn("could not remove %s", staging);
 	}
 	if (r) {
 		unlink(b.im.rootfs);
@@ -654,9 +695,9 @@ int image_job_begin(struct image_job **out, const char *name, const char *source
 	j->b.im.created = (long long)time(NULL);
 	snprintf(j->b.im.dir, sizeof(j->b.im.dir), "%.4000s", dir);
 	snprintf(j->b.im.rootfs, sizeof(j->b.im.rootfs), "%.4000s/rootfs.ext4", dir);
-	snprintf(j->b.stage, sizeof(j->b.stage), "%.4000s/stage", dir);
+	stage_paths(&j->b, dir);
 	snprintf(j->b.log, sizeof(j->b.log), "%.4000s/build.log", dir);
-	if (image_save(&j->b.im) || mkdir(j->b.stage, 0755) < 0) {
+	if (image_save(&j->b.im) || stage_make(&j->b)) {
 		log_err("%s: cannot start the version", dir);
 		free(j);
 		return -EIO;
@@ -700,7 +741,7 @@ int image_job_finish(struct image_job *j, const char *error)
 		r = make_ext4(b);
 	{
 		step(b, r ? "cleaning up" : "cleaning up the staging tree");
-		if (cli_rm_tree(b->stage) && !r)
+		if (stage_remove(b) && !r)
 			log_warn("could not remove %s", b->stage);
 	}
 	if (b->logfd >= 0)

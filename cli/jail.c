@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "jail.h"
 #include "cli.h"
+#include "egress.h"
 #include "sandbox.h"
 #include "../vmm/log.h"
 
@@ -231,6 +232,10 @@ static void chown_entries(const char *dir, uid_t uid, gid_t gid, int self, int s
 		    snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= (int)sizeof(p))
 			continue;
 		if (sockets_only && (lstat(p, &st) < 0 || !S_ISSOCK(st.st_mode)))
+			continue;
+		/* The egress proxy's control socket stays root's: whoever owns
+		 * it sets the sandbox's egress policy (cli/egress.c). */
+		if (sockets_only && !strcmp(e->d_name, EGRESS_CTL_SOCK))
 			continue;
 		if (lchown(p, uid, gid) < 0)
 			log_debug("jail: chown %s: %s", p, strerror(errno));

@@ -751,6 +751,10 @@ static int apply(struct layer *L, struct tar_hdr *h)
 			r = opaque(L, parent);
 		} else if (!strncmp(base, ".wh..wh.", 8) || !strcmp(base, ".wh.") || !strcmp(base, ".wh..")) {
 			r = 0; /* other AUFS metadata: nothing to do */
+		} else if (!strcmp(base, ".wh...")) {
+			/* its victim would be "..": the parent's parent, outside the root at the top */
+			r = seterr(L->err, L->errlen, -EXDEV, "whiteout '%.200s' escapes the root", h->name);
+			goto out;
 		} else {
 			char victim[4097];
 

@@ -5,7 +5,9 @@
 #include "../guest-init/json.h"
 #include "../vmm/log.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -55,6 +57,40 @@ static int jailed(const struct sandbox *sb)
 	return strcmp(sb->rw, sb->dir) != 0;
 }
 
+/* A jailed VMM's snapshot, moved to path: made the caller's before it
+ * is looked at (the jail uid, which may hold a descriptor of the folder,
+ * can change it no more), then checked: a real folder of regular files
+ * with one link each. A VMM its guest took over could otherwise leave a
+ * link to any host file as the snapshot's memory, for a later `vmm
+ * restore` to read as root. 0 or -errno. */
+static int claim_snapshot(const char *path)
+{
+	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r = 0;
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+
+	if (dfd < 0)
+		return errno == ELOOP || errno == ENOTDIR ? -ENOTDIR : -errno;
+	if (fchown(dfd, getuid(), getgid()) < 0 || fchmod(dfd, 0700) < 0 || !(d = fdopendir(dfd))) {
+		r = -errno;
+		close(dfd);
+		return r;
+	}
+	while (!r && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			r = -errno;
+		else if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+			r = -EINVAL;
+		else if (fchownat(dfd, e->d_name, getuid(), getgid(), AT_SYMLINK_NOFOLLOW) < 0)
+			r = -errno;
+	}
+	closedir(d);
+	return r;
+}
+
 static int snapshot_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -67,7 +103,7 @@ static int snapshot_main(int argc, char **argv)
 	struct sandbox sb;
 	const char *then = "resume", *dir;
 	struct json_writer w;
-	int opt;
+	int opt, r;
 
 	optind = 1;
 	while ((opt = cli_getopt(argc, argv, "+", opts, "snapshot")) != -1) {
@@ -121,6 +157,15 @@ static int snapshot_main(int argc, char **argv)
 	if (target != abs && rename(staged, abs) < 0) {
 		fprintf(stderr, "vmm snapshot: the jailed sandbox wrote its snapshot to %s; moving it to %s: %s\n",
 			staged, abs, strerror(errno));
+		return CLI_EXIT_ERROR;
+	}
+	if (target != abs && (r = claim_snapshot(abs))) {
+		fprintf(stderr, "vmm snapshot: the jailed sandbox's snapshot is not a folder of plain files "
+				"(%s): removed, not kept at %s\n", strerror(-r), abs);
+		if (r == -ENOTDIR)
+			unlink(abs);
+		else
+			cli_rm_tree(abs);
 		return CLI_EXIT_ERROR;
 	}
 	printf("%s\n", reply);

@@ -163,6 +163,41 @@ if run 1 exec pz -- true && grep -qF "pz is paused (vmm resume pz)" "$tmp/err" &
 	ok "exec and cp into a paused sandbox: 'pz is paused (vmm resume pz)' at once"
 else bad "exec/cp into a paused sandbox"; fi
 
+# A jailed sandbox's snapshot is written by its VMM (the jail uid) into
+# jail-rw and moved out by root: a VMM its guest took over (a stand-in
+# here) that leaves a link to a host file as the memory must not get it
+# kept, for a later restore to read as root.
+made_up js
+mkdir -m 700 "$VMM_STATE_DIR/js/jail-rw"
+echo host-secret > "$tmp/secret"
+python3 - "$VMM_STATE_DIR/js" "$tmp/secret" > /dev/null 2>&1 <<'PY' &
+import json, os, socket, sys
+d, secret = sys.argv[1:3]
+cs = socket.socket(socket.AF_UNIX); cs.bind(d + "/control.sock"); cs.listen(8)
+open(d + "/pid", "w").write("%d\n" % os.getpid())
+while True:
+    c, _ = cs.accept()
+    req = b""
+    while not req.endswith(b"\n"):
+        req += c.recv(4096) or b"\n"
+    r = json.loads(req)
+    if r.get("op") == "snapshot":
+        os.mkdir(r["dir"])
+        open(r["dir"] + "/state", "w").write("x")
+        os.symlink(secret, r["dir"] + "/memory")
+        c.sendall(b'{"ok":true}\n')
+    else:
+        c.sendall(b'{"ok":true,"state":"running"}\n')
+    c.close()
+PY
+pids+=($!)
+for _ in $(seq 100); do [ -S "$VMM_STATE_DIR/js/control.sock" ] && [ -s "$VMM_STATE_DIR/js/pid" ] && break; sleep 0.05; done
+record_process "$VMM_STATE_DIR/js" "$(cat "$VMM_STATE_DIR/js/pid")"
+run 1 snapshot js "$tmp/js-snap"
+if [ ! -L "$tmp/js-snap/memory" ] && [ ! -e "$tmp/js-snap" ] && grep -q "not a folder of plain files" "$tmp/err"; then
+	ok "a jailed VMM's snapshot holding a link to a host file: refused and removed"
+else bad "a jailed VMM's snapshot with a link in it (kept: $(ls -l "$tmp/js-snap" 2>&1 | tr '\n' ' '))"; fi
+
 # vmm exec in the background of a terminal (`vmm exec ... &`): it must not
 # stop on the terminal (SIGTTOU for -t's raw mode, SIGTTIN for stdin), and
 # reads it once brought to the foreground. Against the host build of

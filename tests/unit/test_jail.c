@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -220,6 +222,59 @@ static void ids_per_sandbox(void **state)
 	tree_gone(root);
 }
 
+/* jail_drop hands the jailed VMM the sockets it connects to, never the
+ * egress proxy's control socket: owning it, a VMM the guest broke into
+ * could rewrite the sandbox's egress policy (found in review). Root
+ * only; in a child, which jail_drop leaves unprivileged. */
+static void hand_over_keeps_egress_sock(void **state)
+{
+	char root[] = "/tmp/test_jail_drop.XXXXXX", p[PATH_MAX];
+	static const char *const socks[] = { "vsock.sock_1024", "egress.sock" };
+	struct stat st;
+	unsigned i;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if (geteuid() != 0) {
+		skip();
+		return;
+	}
+	assert_non_null(mkdtemp(root));
+	snprintf(p, sizeof(p), "%s/jail-rw", root);
+	assert_int_equal(mkdir(p, 0700), 0);
+	for (i = 0; i < 2; i++) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s/%s", root, socks[i]);
+		assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+		chmod(a.sun_path, 0600);
+		close(fd);
+	}
+	pid = fork();
+	if (pid == 0) {
+		struct jail j;
+
+		memset(&j, 0, sizeof(j));
+		j.uid = j.gid = JAIL_DEFAULT_ID + 77;
+		_exit(jail_drop(&j, root) ? 1 : 0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	snprintf(p, sizeof(p), "%s/jail-rw", root);
+	assert_int_equal(lstat(p, &st), 0);
+	assert_int_equal(st.st_uid, JAIL_DEFAULT_ID + 77);
+	snprintf(p, sizeof(p), "%s/vsock.sock_1024", root);
+	assert_int_equal(lstat(p, &st), 0);
+	assert_int_equal(st.st_uid, JAIL_DEFAULT_ID + 77);
+	snprintf(p, sizeof(p), "%s/egress.sock", root);
+	assert_int_equal(lstat(p, &st), 0);
+	assert_int_equal(st.st_uid, 0);
+	tree_gone(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -227,6 +282,7 @@ int main(void)
 		cmocka_unit_test(cgroup_v1),
 		cmocka_unit_test(cpu_quota_parse),
 		cmocka_unit_test(ids_per_sandbox),
+		cmocka_unit_test(hand_over_keeps_egress_sock),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

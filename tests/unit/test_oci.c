@@ -319,7 +319,7 @@ static void tar_end(struct tarbuf *t)
 	t->len += 1024;
 }
 
-static char root[] = "/tmp/vmm-test-oci-XXXXXX";
+static char root[64] = "/tmp/vmm-test-oci-XXXXXX";
 
 static int setup_root(void **state)
 {
@@ -466,6 +466,49 @@ static void test_escapes(void **state)
 	assert_int_equal(system(err), 0);
 }
 
+/* ".wh..." names ".." as its victim: the whiteout must not remove the
+ * root's parent (found in review: an archive's top-level ".wh..."
+ * emptied the image store). The root is nested in a scratch folder so
+ * that the old code's damage stays in it. */
+static char nested_outer[sizeof(root)];
+
+static void test_whiteout_dotdot(void **state)
+{
+	struct tarbuf t = { 0 };
+	char err[300], outer[512], sib[600];
+	struct stat st;
+	int fd, r;
+
+	(void)state;
+	snprintf(outer, sizeof(outer), "%s", root);
+	snprintf(sib, sizeof(sib), "%s/sibling", outer);
+	fd = open(sib, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	memcpy(nested_outer, root, sizeof(root));
+	snprintf(root, sizeof(root), "%.40s/r", nested_outer);
+	assert_int_equal(mkdir(root, 0755), 0);
+	tar_add(&t, "keep", '0', "x", NULL, 0644);
+	tar_add(&t, ".wh...", '0', NULL, NULL, 0644);
+	tar_end(&t);
+	r = apply(&t, err, sizeof(err));
+	assert_int_equal(lstat(sib, &st), 0); /* outside the root: untouched */
+	assert_int_equal(r, -EXDEV);
+	assert_non_null(strstr(err, "escapes the root"));
+	/* one level down: ".." would be the root itself, also refused */
+	tar_add(&t, "keep", '0', "x", NULL, 0644);
+	tar_add(&t, "d/.wh...", '0', NULL, NULL, 0644);
+	tar_end(&t);
+	assert_int_equal(apply(&t, err, sizeof(err)), -EXDEV);
+	assert_true(exists("keep"));
+}
+
+static int teardown_nested(void **state)
+{
+	memcpy(root, nested_outer, sizeof(root));
+	return teardown_root(state);
+}
+
 static void test_truncated_and_gzip(void **state)
 {
 	struct tarbuf t = { 0 };
@@ -544,6 +587,7 @@ int main(void)
 		cmocka_unit_test(test_auth_helpers),
 		cmocka_unit_test_setup_teardown(test_whiteouts, setup_root, teardown_root),
 		cmocka_unit_test_setup_teardown(test_escapes, setup_root, teardown_root),
+		cmocka_unit_test_setup_teardown(test_whiteout_dotdot, setup_root, teardown_nested),
 		cmocka_unit_test_setup_teardown(test_truncated_and_gzip, setup_root, teardown_root),
 		cmocka_unit_test_setup_teardown(test_root_put, setup_root, teardown_root),
 	};
