@@ -277,8 +277,15 @@ KVMRUN := $(shell [ ! -e /dev/kvm ] && tests/vmhost/run.sh --check > /dev/null 2
 else
 KVMRUN :=
 endif
-# Says, once per tier, where it runs.
-kvm_where = @echo "  KVM     $(1): $(if $(KVMRUN),in a QEMU TCG VM (VMHOST=$(VMHOST)$(if $(wildcard /dev/kvm),,; no /dev/kvm here)),$(if $(wildcard /dev/kvm),on this host's /dev/kvm,skipped: no /dev/kvm and VMHOST=$(VMHOST)$(if $(filter auto,$(VMHOST)), but tests/vmhost/run.sh --check fails)))"
+# Which tiers VMHOST=auto sends to the VM: the unit tests that boot VMs
+# (unit) by default; `guests`, `fcapi`, `e2e` or `all` add the others. They
+# run there, but have failures not yet fixed on a real (nested) KVM
+# (tests/vmhost/README.md, "Known failures"), so CI does not run them yet.
+# VMHOST=on sends every tier.
+VMHOST_TIERS ?= unit
+kvmrun = $(if $(or $(filter on,$(VMHOST)),$(filter $(1) all,$(VMHOST_TIERS))),$(KVMRUN))
+# Says, once per tier, where it runs: $(call kvm_where,WHAT,TIER).
+kvm_where = @echo "  KVM     $(1): $(if $(call kvmrun,$(2)),in a QEMU TCG VM (VMHOST=$(VMHOST)$(if $(wildcard /dev/kvm),,; no /dev/kvm here)),$(if $(wildcard /dev/kvm),on this host's /dev/kvm,skipped: no /dev/kvm$(if $(KVMRUN), (VMHOST_TIERS=$(VMHOST_TIERS): add $(2) to run it in the QEMU TCG VM), and VMHOST=$(VMHOST)$(if $(filter auto,$(VMHOST)), but tests/vmhost/run.sh --check fails))))"
 KVM_UNIT_TESTS := $(basename $(notdir $(shell grep -l vm_fixture.h tests/unit/test_*.c)))
 
 .PHONY: test unit guest-test e2e asan fuzz deps clean
@@ -287,14 +294,14 @@ deps:
 
 unit: $(UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests tests/run-unit.sh $(UNIT_BINS)
-ifneq ($(KVMRUN),)
-	$(call kvm_where,unit tests that boot VMs: $(KVM_UNIT_TESTS))
-	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests $(KVMRUN) tests/run-unit.sh $(patsubst %,$(BUILD)/obj/tests/%,$(KVM_UNIT_TESTS))
+ifneq ($(call kvmrun,unit),)
+	$(call kvm_where,unit tests that boot VMs: $(KVM_UNIT_TESTS),unit)
+	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests $(call kvmrun,unit) tests/run-unit.sh $(patsubst %,$(BUILD)/obj/tests/%,$(KVM_UNIT_TESTS))
 endif
 
 guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test cli-test oci-image-test
-	$(call kvm_where,test guests)
-	$(Q)$(KVMRUN) tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
+	$(call kvm_where,test guests,guests)
+	$(Q)$(call kvmrun,guests) tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 	$(Q)tests/guests/state.sh $(BUILD)/vmm $(BUILD)/guests
 
 # The e2e tier's crash scan (tests/e2e/lib.sh) on made-up consoles: a
@@ -315,8 +322,8 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 # booting the test guests, and every route of docs/openapi.yaml.
 .PHONY: fc-api-test fc-schema-test
 fc-api-test: $(BUILD)/vmm guests fc-schema-test
-	$(call kvm_where,Firecracker API)
-	$(Q)$(KVMRUN) tests/api/fc_api.sh $(BUILD)/vmm $(BUILD)/guests
+	$(call kvm_where,Firecracker API,fcapi)
+	$(Q)$(call kvmrun,fcapi) tests/api/fc_api.sh $(BUILD)/vmm $(BUILD)/guests
 # Firecracker's swagger against vmm's answers, before boot: no KVM needed.
 fc-schema-test: $(BUILD)/vmm
 	$(Q)python3 tests/api/fc_schema.py $(BUILD)/vmm
@@ -339,8 +346,8 @@ api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/api/host.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
-	$(call kvm_where,e2e)
-	$(Q)$(KVMRUN) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
+	$(call kvm_where,e2e,e2e)
+	$(Q)$(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm
 
 # The whole suite: unit tests, test guests and Linux end-to-end, then the
@@ -353,13 +360,13 @@ test: deps
 
 asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)
-ifneq ($(KVMRUN),)
-	$(call kvm_where,ASan unit tests that boot VMs)
-	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 $(KVMRUN) tests/run-unit.sh \
+ifneq ($(call kvmrun,unit),)
+	$(call kvm_where,ASan unit tests that boot VMs,unit)
+	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 $(call kvmrun,unit) tests/run-unit.sh \
 		$(patsubst %,$(BUILD)/asan/tests/%,$(KVM_UNIT_TESTS))
 endif
-	$(call kvm_where,ASan test guests and Firecracker API)
-	$(Q)ASAN_OPTIONS=detect_leaks=1 $(KVMRUN) sh -c '\
+	$(call kvm_where,ASan test guests and Firecracker API,guests)
+	$(Q)ASAN_OPTIONS=detect_leaks=1 $(call kvmrun,guests) sh -c '\
 		tests/guests/run.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests; g=$$?; \
 		tests/api/fc_api.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests && exit $$g'
 
