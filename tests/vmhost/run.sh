@@ -105,6 +105,18 @@ while [ "${1:-}" = -w ]; do
 	shift 2
 done
 [ $# -gt 0 ] || die "usage: $0 [-w DIR]... CMD [ARG...]"
+# The VM's /tmp, /run, /var/tmp and /dev/shm are fresh: a working directory
+# under one of them (a checkout in /tmp, as CI may make) is shared into the
+# VM read-write at its own path, unless a -w share already holds it.
+case $PWD/ in
+/tmp/* | /run/* | /var/tmp/* | /dev/shm/*)
+	covered=0
+	for d in ${rw[@]+"${rw[@]}"}; do
+		case $PWD/ in "$d"/*) covered=1 ;; esac
+	done
+	[ $covered = 1 ] || rw+=("$PWD")
+	;;
+esac
 why=$(check) || die "$why"
 prepare
 kv=$(ls "$kdir/root/lib/modules")
