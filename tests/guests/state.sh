@@ -123,10 +123,15 @@ fi
 if ! unshare -m -n true 2> /dev/null; then skipped "jail: this host refuses mount/network namespaces"
 else
 	export VMM_STATE_DIR=$tmp/jstate
+	# spin.elf never answers the API: run -d waits for it (and would stop
+	# and remove the sandbox when it gives up), so it waits in the
+	# background while the sandbox runs and rm -f below ends both.
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
-		timeout 30 "$vmm" run --jail -d --ready-timeout 1 --name jd --kernel "$dir/spin.elf" --mem 64 \
-		< /dev/null > /dev/null 2>&1
+		timeout 120 "$vmm" run --jail -d --ready-timeout 100 --name jd --kernel "$dir/spin.elf" --mem 64 \
+		< /dev/null > /dev/null 2>&1 &
+	runpid=$!
 	sb=$VMM_STATE_DIR/jd
+	for _ in $(seq 300); do [ -s "$sb/jail-id" ] && [ -s "$sb/pid" ] && break; sleep 0.1; done
 	for _ in $(seq 100); do cat "$sb"/console.log "$sb"/jail-rw/console.log 2> /dev/null | grep -q spinning && break; sleep 0.1; done
 	jid=$(cat "$sb/jail-id" 2> /dev/null)
 	vpid=$(cat "$sb/pid" 2> /dev/null)
@@ -158,15 +163,18 @@ else
 	if [ -z "$why" ]; then ok "a compromised jailed VMM cannot rewrite pid/process or make root's logs read another file; rm -f kills only its VMM"
 	else bad "jail records:$why"; sed 's/^/     | /' "$tmp/err" | tail -3; fi
 	"$vmm" rm -f jd > /dev/null 2>&1
+	wait $runpid 2> /dev/null
 	unset VMM_STATE_DIR
 fi
 
 # 5. The console log of a detached sandbox stays under --console-log-size
 # (the unit test drives the UART past it; here the option reaches the VMM).
 export VMM_STATE_DIR=$tmp/cstate
-timeout 30 "$vmm" run -d --ready-timeout 1 --name cl --console-log-size 1024 --kernel "$dir/spin.elf" --mem 64 \
-	< /dev/null > /dev/null 2>&1
-for _ in $(seq 100); do grep -q spinning "$VMM_STATE_DIR/cl/console.log" 2> /dev/null && break; sleep 0.1; done
+# (run -d waits in the background, as for jd above.)
+timeout 120 "$vmm" run -d --ready-timeout 100 --name cl --console-log-size 1024 --kernel "$dir/spin.elf" --mem 64 \
+	< /dev/null > /dev/null 2>&1 &
+runpid=$!
+for _ in $(seq 300); do grep -q spinning "$VMM_STATE_DIR/cl/console.log" 2> /dev/null && break; sleep 0.1; done
 why=""
 "$vmm" logs cl 2> /dev/null | grep -q spinning || why="$why logs"
 size=$(stat -c %s "$VMM_STATE_DIR/cl/console.log" 2> /dev/null || echo missing)
@@ -174,6 +182,7 @@ size=$(stat -c %s "$VMM_STATE_DIR/cl/console.log" 2> /dev/null || echo missing)
 "$vmm" run --console-log-size 10 --kernel "$dir/spin.elf" > /dev/null 2>&1
 [ $? = 2 ] || why="$why tiny-size-accepted"
 timeout 20 "$vmm" rm -f cl > /dev/null 2>&1 || why="$why rm"
+wait $runpid 2> /dev/null
 if [ -z "$why" ]; then ok "--console-log-size: the detached console stays under it, vmm logs reads it"
 else bad "--console-log-size:$why"; fi
 unset VMM_STATE_DIR
