@@ -19,8 +19,7 @@
 
 #define DOC_MAX (4u << 20) /* manifests and configs bigger than this are refused */
 
-static int seterr(char *err, size_t len, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int seterr(char *err, size_t len, int r, const char *fmt, ...)
+int oci_seterr(char *err, size_t len, int r, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -175,7 +174,7 @@ static int doc_parse(struct doc *d, const char *json, size_t len, char *err, siz
 
 	memset(d, 0, sizeof(*d));
 	if (len > DOC_MAX)
-		return seterr(err, errlen, -EFBIG, "document too large (%zu bytes)", len);
+		return oci_seterr(err, errlen, -EFBIG, "document too large (%zu bytes)", len);
 	d->a.size = len * 3 + 65536;
 	if (!(d->a.buf = malloc(d->a.size)))
 		return -ENOMEM;
@@ -183,7 +182,7 @@ static int doc_parse(struct doc *d, const char *json, size_t len, char *err, siz
 	if (!d->root || d->root->type != JSON_OBJ) {
 		free(d->a.buf);
 		d->a.buf = NULL;
-		return seterr(err, errlen, -EINVAL, "malformed JSON (%s)", d->root ? "not an object" : e);
+		return oci_seterr(err, errlen, -EINVAL, "malformed JSON (%s)", d->root ? "not an object" : e);
 	}
 	return 0;
 }
@@ -209,11 +208,11 @@ static int desc_parse(const struct json *o, struct oci_desc *d, char *err, size_
 
 	memset(d, 0, sizeof(*d));
 	if (!o || o->type != JSON_OBJ)
-		return seterr(err, errlen, -EINVAL, "a descriptor is not an object");
+		return oci_seterr(err, errlen, -EINVAL, "a descriptor is not an object");
 	if (str_of(o, "digest", d->digest, sizeof(d->digest)) || !oci_digest_ok(d->digest))
-		return seterr(err, errlen, -EINVAL, "a descriptor has no sha256 digest");
+		return oci_seterr(err, errlen, -EINVAL, "a descriptor has no sha256 digest");
 	if (json_get_int(o, "size", &size) || size < 0)
-		return seterr(err, errlen, -EINVAL, "descriptor %.19s has no size", d->digest);
+		return oci_seterr(err, errlen, -EINVAL, "descriptor %.19s has no size", d->digest);
 	d->size = size;
 	if (str_of(o, "mediaType", d->media, sizeof(d->media)))
 		d->media[0] = '\0';
@@ -253,7 +252,7 @@ int oci_parse_index(const char *json, size_t len, int layout, struct oci_desc *o
 	ms = json_get(d.root, "manifests");
 	if (!ms || ms->type != JSON_ARR) {
 		doc_free(&d);
-		return seterr(err, errlen, -EINVAL, "index without a manifests array");
+		return oci_seterr(err, errlen, -EINVAL, "index without a manifests array");
 	}
 	for (m = ms->u.kids.first; m && !found; m = m->next) {
 		const struct json *pl = m->type == JSON_OBJ ? json_get(m, "platform") : NULL;
@@ -277,7 +276,7 @@ int oci_parse_index(const char *json, size_t len, int layout, struct oci_desc *o
 		found = 1;
 	}
 	doc_free(&d);
-	return found ? 0 : seterr(err, errlen, -ENOENT, "no linux/amd64 image in the index");
+	return found ? 0 : oci_seterr(err, errlen, -ENOENT, "no linux/amd64 image in the index");
 }
 
 static int layer_media_ok(const char *mt)
@@ -308,32 +307,32 @@ int oci_parse_manifest(const char *json, size_t len, struct oci_manifest *m, cha
 	if ((r = doc_parse(&d, json, len, err, errlen)))
 		return r;
 	if (json_get_int(d.root, "schemaVersion", &sv) || sv != 2) {
-		r = seterr(err, errlen, -EINVAL, "not a schema version 2 manifest");
+		r = oci_seterr(err, errlen, -EINVAL, "not a schema version 2 manifest");
 		goto out;
 	}
 	c = json_get(d.root, "config");
 	if ((r = desc_parse(c, &m->config, err, errlen)))
 		goto out;
 	if (m->config.media[0] && strcmp(m->config.media, MT_OCI_CONFIG) && strcmp(m->config.media, MT_DOCKER_CONFIG)) {
-		r = seterr(err, errlen, -EINVAL, "config media type %s is not an image config", m->config.media);
+		r = oci_seterr(err, errlen, -EINVAL, "config media type %s is not an image config", m->config.media);
 		goto out;
 	}
 	ls = json_get(d.root, "layers");
 	if (!ls || ls->type != JSON_ARR) {
-		r = seterr(err, errlen, -EINVAL, "manifest without a layers array");
+		r = oci_seterr(err, errlen, -EINVAL, "manifest without a layers array");
 		goto out;
 	}
 	for (l = ls->u.kids.first; l; l = l->next) {
 		struct oci_desc *ld = &m->layers[m->nlayers];
 
 		if (m->nlayers == OCI_MAX_LAYERS) {
-			r = seterr(err, errlen, -E2BIG, "more than %d layers", OCI_MAX_LAYERS);
+			r = oci_seterr(err, errlen, -E2BIG, "more than %d layers", OCI_MAX_LAYERS);
 			goto out;
 		}
 		if ((r = desc_parse(l, ld, err, errlen)))
 			goto out;
 		if (!layer_media_ok(ld->media)) {
-			r = seterr(err, errlen, -EINVAL, "layer %u (%.19s): media type '%s' is not a tar layer",
+			r = oci_seterr(err, errlen, -EINVAL, "layer %u (%.19s): media type '%s' is not a tar layer",
 				   m->nlayers + 1, ld->digest, ld->media);
 			goto out;
 		}
@@ -369,10 +368,10 @@ static int strv_of(struct oci_defaults *d, const struct json *a, const char **v,
 	if (!a || a->type == JSON_NULL)
 		return 0;
 	if (a->type != JSON_ARR)
-		return seterr(err, errlen, -EINVAL, "config %s is not an array", what);
+		return oci_seterr(err, errlen, -EINVAL, "config %s is not an array", what);
 	for (e = a->u.kids.first; e; e = e->next) {
 		if (e->type != JSON_STR || *n == max || !(v[*n] = pool_add(d, e->u.str.s, e->u.str.len)))
-			return seterr(err, errlen, -EINVAL, "config %s: a non-string or too many", what);
+			return oci_seterr(err, errlen, -EINVAL, "config %s: a non-string or too many", what);
 		(*n)++;
 	}
 	v[*n] = NULL;
@@ -397,7 +396,7 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 	if (!c || c->type == JSON_NULL)
 		return 0;
 	if (c->type != JSON_OBJ)
-		return seterr(err, errlen, -EINVAL, "config is not an object");
+		return oci_seterr(err, errlen, -EINVAL, "config is not an object");
 	if ((r = strv_of(d, json_get(c, "Env"), d->env, &d->nenv, OCI_MAX_ENV, "Env", err, errlen)) ||
 	    (r = strv_of(d, json_get(c, "Entrypoint"), d->entrypoint, &d->nentry, OCI_MAX_ARGS, "Entrypoint", err,
 			 errlen)) ||
@@ -405,11 +404,11 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 		return r;
 	for (unsigned i = 0; i < d->nenv; i++)
 		if (!strchr(d->env[i], '=') || d->env[i][0] == '=')
-			return seterr(err, errlen, -EINVAL, "config Env entry '%.40s' is not NAME=VALUE", d->env[i]);
+			return oci_seterr(err, errlen, -EINVAL, "config Env entry '%.40s' is not NAME=VALUE", d->env[i]);
 	if (!(d->workdir = str_or_empty(d, c, "WorkingDir")) || !(d->user = str_or_empty(d, c, "User")))
-		return seterr(err, errlen, -EINVAL, "config too large");
+		return oci_seterr(err, errlen, -EINVAL, "config too large");
 	if (d->workdir[0] && d->workdir[0] != '/')
-		return seterr(err, errlen, -EINVAL, "config WorkingDir '%.40s' is not absolute", d->workdir);
+		return oci_seterr(err, errlen, -EINVAL, "config WorkingDir '%.40s' is not absolute", d->workdir);
 	ports = json_get(c, "ExposedPorts");
 	if (ports && ports->type == JSON_OBJ) {
 		for (e = ports->u.kids.first; e; e = e->next) {
@@ -417,7 +416,7 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 			unsigned long p = strtoul(e->key, &end, 10);
 
 			if (end == e->key || p == 0 || p > 65535 || (*end && strcmp(end, "/tcp") && strcmp(end, "/udp")))
-				return seterr(err, errlen, -EINVAL, "config ExposedPorts '%.20s' is not PORT[/tcp|/udp]",
+				return oci_seterr(err, errlen, -EINVAL, "config ExposedPorts '%.20s' is not PORT[/tcp|/udp]",
 					      e->key);
 			if (!strcmp(end, "/udp") || d->nports == OCI_MAX_PORTS)
 				continue;
@@ -432,7 +431,7 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 
 		if (!json_get_str(labels, "vmm.mem", &s)) {
 			if (cli_parse_mib(s, &v) || v < 32 || v > (1ull << 20))
-				return seterr(err, errlen, -EINVAL, "label vmm.mem '%.20s' is not a size (MiB, 32 or more)", s);
+				return oci_seterr(err, errlen, -EINVAL, "label vmm.mem '%.20s' is not a size (MiB, 32 or more)", s);
 			d->mem_mib = (unsigned)v;
 		}
 		if (!json_get_str(labels, "vmm.cpus", &s)) {
@@ -440,12 +439,12 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 			unsigned long c2 = strtoul(s, &end, 10);
 
 			if (*end || c2 < 1 || c2 > 64)
-				return seterr(err, errlen, -EINVAL, "label vmm.cpus '%.20s' is not 1..64", s);
+				return oci_seterr(err, errlen, -EINVAL, "label vmm.cpus '%.20s' is not 1..64", s);
 			d->cpus = (unsigned)c2;
 		}
 		if (!json_get_str(labels, "vmm.idle-timeout", &s)) {
 			if (cli_parse_duration(s, &t) || t <= 0)
-				return seterr(err, errlen, -EINVAL, "label vmm.idle-timeout '%.20s' is not a duration", s);
+				return oci_seterr(err, errlen, -EINVAL, "label vmm.idle-timeout '%.20s' is not a duration", s);
 			d->idle_timeout_s = t;
 		}
 	}
@@ -466,11 +465,11 @@ int oci_parse_config(const char *json, size_t len, struct oci_defaults *d, char 
 	if ((r = doc_parse(&doc, json, len, err, errlen)))
 		return r;
 	if (!json_get_str(doc.root, "os", &s) && strcmp(s, "linux")) {
-		r = seterr(err, errlen, -EINVAL, "the image is for %.20s, not linux", s);
+		r = oci_seterr(err, errlen, -EINVAL, "the image is for %.20s, not linux", s);
 		goto out;
 	}
 	if (!json_get_str(doc.root, "architecture", &s) && strcmp(s, "amd64")) {
-		r = seterr(err, errlen, -EINVAL, "the image is for %.20s, not amd64", s);
+		r = oci_seterr(err, errlen, -EINVAL, "the image is for %.20s, not amd64", s);
 		goto out;
 	}
 	if ((r = defaults_from(d, json_get(doc.root, "config"), err, errlen)))
@@ -478,16 +477,16 @@ int oci_parse_config(const char *json, size_t len, struct oci_defaults *d, char 
 	rootfs = json_get(doc.root, "rootfs");
 	ids = rootfs && rootfs->type == JSON_OBJ ? json_get(rootfs, "diff_ids") : NULL;
 	if (!ids || ids->type != JSON_ARR) {
-		r = seterr(err, errlen, -EINVAL, "config without rootfs.diff_ids");
+		r = oci_seterr(err, errlen, -EINVAL, "config without rootfs.diff_ids");
 		goto out;
 	}
 	for (e = ids->u.kids.first; e && diff_ids; e = e->next) {
 		if (*ndiff == max) {
-			r = seterr(err, errlen, -E2BIG, "too many diff_ids");
+			r = oci_seterr(err, errlen, -E2BIG, "too many diff_ids");
 			goto out;
 		}
 		if (e->type != JSON_STR || e->u.str.len >= OCI_DIGEST_MAX || !oci_digest_ok(e->u.str.s)) {
-			r = seterr(err, errlen, -EINVAL, "config diff_ids entry %u is not a sha256 digest", *ndiff + 1);
+			r = oci_seterr(err, errlen, -EINVAL, "config diff_ids entry %u is not a sha256 digest", *ndiff + 1);
 			goto out;
 		}
 		snprintf(diff_ids[(*ndiff)++], OCI_DIGEST_MAX, "%s", e->u.str.s);

@@ -26,18 +26,6 @@
 #define PAX_MAX (1u << 20)
 #define XATTR_BUF 65536
 
-static int seterr(char *err, size_t len, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int seterr(char *err, size_t len, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && len) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return r;
-}
 
 /* ---- tar headers ----------------------------------------------------------- */
 
@@ -726,9 +714,9 @@ static int apply(struct layer *L, struct tar_hdr *h)
 	pad = (512 - (h->size & 511)) & 511;
 	r = clean_path(h->name, path, sizeof(path));
 	if (r == -EXDEV)
-		return seterr(L->err, L->errlen, r, "entry '%.200s' escapes the root", h->name);
+		return oci_seterr(L->err, L->errlen, r, "entry '%.200s' escapes the root", h->name);
 	if (r)
-		return seterr(L->err, L->errlen, r, "entry name too long");
+		return oci_seterr(L->err, L->errlen, r, "entry name too long");
 	if (!path[0]) { /* the root itself: only its metadata */
 		r = copy_data(L, -1, h->size);
 		return r ? r : src_read(L->s, NULL, (size_t)pad);
@@ -742,7 +730,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 	base = slash ? path + (slash - parent) + 1 : path;
 	pfd = oci_root_mkdirs(L->rootfd, parent, 0755);
 	if (pfd < 0) {
-		r = seterr(L->err, L->errlen, pfd, "entry '%.200s': its directory: %s", h->name, strerror(-pfd));
+		r = oci_seterr(L->err, L->errlen, pfd, "entry '%.200s': its directory: %s", h->name, strerror(-pfd));
 		goto out;
 	}
 	/* Whiteouts (image-spec layer.md). */
@@ -753,7 +741,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 			r = 0; /* other AUFS metadata: nothing to do */
 		} else if (!strcmp(base, ".wh...")) {
 			/* its victim would be "..": the parent's parent, outside the root at the top */
-			r = seterr(L->err, L->errlen, -EXDEV, "whiteout '%.200s' escapes the root", h->name);
+			r = oci_seterr(L->err, L->errlen, -EXDEV, "whiteout '%.200s' escapes the root", h->name);
 			goto out;
 		} else {
 			char victim[4097];
@@ -763,7 +751,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 		}
 		L->st->whiteouts++;
 		if (r) {
-			seterr(L->err, L->errlen, r, "whiteout '%.200s': %s", h->name, strerror(-r));
+			oci_seterr(L->err, L->errlen, r, "whiteout '%.200s': %s", h->name, strerror(-r));
 			goto out;
 		}
 		r = copy_data(L, -1, h->size);
@@ -779,7 +767,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 		if (h->type == '5' && S_ISDIR(st.st_mode))
 			goto meta;
 		if ((r = remove_at(pfd, base, 0))) {
-			seterr(L->err, L->errlen, r, "entry '%.200s': replacing: %s", h->name, strerror(-r));
+			oci_seterr(L->err, L->errlen, r, "entry '%.200s': replacing: %s", h->name, strerror(-r));
 			goto out;
 		}
 	}
@@ -787,31 +775,31 @@ static int apply(struct layer *L, struct tar_hdr *h)
 	case '0': case '\0': case '7':
 		fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0) {
-			r = seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
+			r = oci_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
 			goto out;
 		}
 		if ((r = copy_data(L, fd, h->size))) {
 			if (r != -EPIPE && !L->s->err)
-				seterr(L->err, L->errlen, r, "entry '%.200s': %s", h->name, strerror(-r));
+				oci_seterr(L->err, L->errlen, r, "entry '%.200s': %s", h->name, strerror(-r));
 			goto out;
 		}
 		set_xattrs(L, fd);
 		break;
 	case '5':
 		if (mkdirat(pfd, base, 0755) < 0) {
-			r = seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
+			r = oci_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
 			goto out;
 		}
 		break;
 	case '2':
 		if (symlinkat(h->link, pfd, base) < 0) {
-			r = seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
+			r = oci_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
 			goto out;
 		}
 		break;
 	case '6':
 		if (mknodat(pfd, base, S_IFIFO | 0600, 0) < 0) {
-			r = seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
+			r = oci_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
 			goto out;
 		}
 		break;
@@ -821,7 +809,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 
 		r = clean_path(h->link, tpath, sizeof(tpath));
 		if (r || !tpath[0]) {
-			r = seterr(L->err, L->errlen, -EXDEV, "hard link '%.200s' -> '%.200s' escapes the root", h->name,
+			r = oci_seterr(L->err, L->errlen, -EXDEV, "hard link '%.200s' -> '%.200s' escapes the root", h->name,
 				   h->link);
 			goto out;
 		}
@@ -831,7 +819,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 			*ts = '\0';
 		tfd = open_dir_in_root(L->rootfd, ts ? tparent : "");
 		if (tfd < 0 || linkat(tfd, ts ? ts + 1 : tpath, pfd, base, 0) < 0) {
-			r = seterr(L->err, L->errlen, tfd < 0 ? tfd : -errno, "hard link '%.200s' -> '%.200s': %s",
+			r = oci_seterr(L->err, L->errlen, tfd < 0 ? tfd : -errno, "hard link '%.200s' -> '%.200s': %s",
 				   h->name, h->link, strerror(tfd < 0 ? -tfd : errno));
 			if (tfd >= 0)
 				close(tfd);
@@ -875,7 +863,7 @@ static int read_long(struct layer *L, uint64_t size, char *out, size_t cap)
 	int r;
 
 	if (size >= cap)
-		return seterr(L->err, L->errlen, -EINVAL, "a long name record of %llu bytes",
+		return oci_seterr(L->err, L->errlen, -EINVAL, "a long name record of %llu bytes",
 			      (unsigned long long)size);
 	if ((r = src_read(L->s, out, (size_t)size)) || (r = src_read(L->s, NULL, (size_t)pad)))
 		return r;
@@ -901,7 +889,7 @@ static int run_tar(struct layer *L)
 			break;
 		}
 		if (r) {
-			seterr(L->err, L->errlen, r, "not a tar stream (bad header after %llu entries)",
+			oci_seterr(L->err, L->errlen, r, "not a tar stream (bad header after %llu entries)",
 			       (unsigned long long)L->st->entries);
 			break;
 		}
@@ -909,7 +897,7 @@ static int run_tar(struct layer *L)
 			uint64_t pad = (512 - (h.size & 511)) & 511;
 
 			if (h.size > PAX_MAX) {
-				r = seterr(L->err, L->errlen, -EINVAL, "a pax header of %llu bytes", (unsigned long long)h.size);
+				r = oci_seterr(L->err, L->errlen, -EINVAL, "a pax header of %llu bytes", (unsigned long long)h.size);
 				break;
 			}
 			free(pax);
@@ -936,7 +924,7 @@ static int run_tar(struct layer *L)
 		L->xlen = 0;
 		if (have_pax) {
 			if (tar_pax_parse(pax, paxlen, &h, L->xattrs, sizeof(L->xattrs), &L->xlen)) {
-				r = seterr(L->err, L->errlen, -EINVAL, "a malformed pax header before '%.200s'", h.name);
+				r = oci_seterr(L->err, L->errlen, -EINVAL, "a malformed pax header before '%.200s'", h.name);
 				break;
 			}
 			have_pax = 0;
@@ -980,20 +968,20 @@ static int unpack(int rootfd, struct src *s, const char *digest, const char *dif
 	}
 	if (r) {
 		if (!err[0])
-			seterr(err, errlen, r, "%s", s->err ? s->err : strerror(-r));
+			oci_seterr(err, errlen, r, "%s", s->err ? s->err : strerror(-r));
 		goto out;
 	}
 	if (digest) {
 		oci_hash_final(&s->raw_hash, got);
 		if (strcmp(got, digest)) {
-			r = seterr(err, errlen, -EBADMSG, "digest mismatch: the data is %.19s...", got);
+			r = oci_seterr(err, errlen, -EBADMSG, "digest mismatch: the data is %.19s...", got);
 			goto out;
 		}
 	}
 	if (diff_id) {
 		oci_hash_final(&s->tar_hash, got);
 		if (strcmp(got, diff_id)) {
-			r = seterr(err, errlen, -EBADMSG, "the uncompressed layer is %.19s..., the config says %.19s...",
+			r = oci_seterr(err, errlen, -EBADMSG, "the uncompressed layer is %.19s..., the config says %.19s...",
 				   got, diff_id);
 			goto out;
 		}

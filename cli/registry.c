@@ -31,18 +31,6 @@ struct registry {
 	int tty;
 };
 
-static int seterr(char *err, size_t len, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int seterr(char *err, size_t len, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && len) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return r;
-}
 
 static double now_s(void)
 {
@@ -286,18 +274,18 @@ static int get_token(struct registry *r, const char *www, char *err, size_t errl
 
 	if (reg_parse_challenge(www, scheme, sizeof(scheme), realm, sizeof(realm), service, sizeof(service), scope,
 				sizeof(scope)))
-		return seterr(err, errlen, -EPROTO, "malformed WWW-Authenticate challenge");
+		return oci_seterr(err, errlen, -EPROTO, "malformed WWW-Authenticate challenge");
 	if (!strcasecmp(scheme, "Basic")) {
 		if (!r->basic[0])
-			return seterr(err, errlen, -EACCES, "the registry wants a user and password "
+			return oci_seterr(err, errlen, -EACCES, "the registry wants a user and password "
 							    "(~/.docker/config.json or --creds-file)");
 		snprintf(r->auth, sizeof(r->auth), "Authorization: %s", r->basic);
 		return 0;
 	}
 	if (strcasecmp(scheme, "Bearer") || !realm[0])
-		return seterr(err, errlen, -EPROTO, "unsupported auth scheme '%s'", scheme);
+		return oci_seterr(err, errlen, -EPROTO, "unsupported auth scheme '%s'", scheme);
 	if (strncmp(realm, "https://", 8) && !(r->o.insecure && !strncmp(realm, "http://", 7)))
-		return seterr(err, errlen, -EPROTO, "token realm %.100s is not https", realm);
+		return oci_seterr(err, errlen, -EPROTO, "token realm %.100s is not https", realm);
 	if (!scope[0])
 		snprintf(scope, sizeof(scope), "repository:%s:pull", r->ref.repo);
 	if (!(c = curl_easy_init()) || !(body = malloc(x.max + 1)))
@@ -331,7 +319,7 @@ static int get_token(struct registry *r, const char *www, char *err, size_t errl
 	rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
 	if (rc != CURLE_OK || st != 200) {
-		rc = seterr(err, errlen, st == 401 || st == 403 ? -EACCES : -EIO, "token server %.100s: %s", realm,
+		rc = oci_seterr(err, errlen, st == 401 || st == 403 ? -EACCES : -EIO, "token server %.100s: %s", realm,
 			    rc != CURLE_OK ? curl_easy_strerror(rc) : status_text(st));
 		goto out;
 	}
@@ -345,7 +333,7 @@ static int get_token(struct registry *r, const char *www, char *err, size_t errl
 		if (x.len * 3 > sizeof(ab) || !(j = json_parse(body, x.len, &a, &e)) ||
 		    ((json_get_str(j, "token", &tok) || !*tok) && (json_get_str(j, "access_token", &tok) || !*tok)) ||
 		    strlen(tok) + 40 > sizeof(r->auth)) {
-			rc = seterr(err, errlen, -EPROTO, "token server %.100s: no token in its answer", realm);
+			rc = oci_seterr(err, errlen, -EPROTO, "token server %.100s: no token in its answer", realm);
 			goto out;
 		}
 		snprintf(r->auth, sizeof(r->auth), "Authorization: Bearer %s", tok);
@@ -381,7 +369,7 @@ static int request(struct registry *r, const char *path, const char *accept, str
 		long st = 0;
 
 		if ((rc = rw(x, &from)))
-			return seterr(err, errlen, rc, "cache: %s", strerror(-rc));
+			return oci_seterr(err, errlen, rc, "cache: %s", strerror(-rc));
 		x->www[0] = x->ctype[0] = x->dcd[0] = '\0';
 		x->retry_after = -1;
 		if (accept) {
@@ -420,10 +408,10 @@ static int request(struct registry *r, const char *path, const char *accept, str
 		curl_slist_free_all(hl);
 		*status = st;
 		if (x->over)
-			return seterr(err, errlen, -EBADMSG, "the registry sent more than the descriptor's %llu bytes",
+			return oci_seterr(err, errlen, -EBADMSG, "the registry sent more than the descriptor's %llu bytes",
 				      (unsigned long long)x->want);
 		if (rc == CURLE_WRITE_ERROR && x->fd < 0)
-			return seterr(err, errlen, -EFBIG, "the document is larger than %zu bytes", x->max);
+			return oci_seterr(err, errlen, -EFBIG, "the document is larger than %zu bytes", x->max);
 		if (st == 401 && !authed && x->www[0]) {
 			authed = 1;
 			if ((rc = get_token(r, x->www, err, errlen)))
@@ -434,7 +422,7 @@ static int request(struct registry *r, const char *path, const char *accept, str
 		if (rc == CURLE_OK && (st == 200 || st == 206))
 			return 0;
 		if (rc == CURLE_OK && st != 429 && st < 500)
-			return seterr(err, errlen, st == 404 ? -ENOENT : st == 401 || st == 403 ? -EACCES : -EIO,
+			return oci_seterr(err, errlen, st == 404 ? -ENOENT : st == 401 || st == 403 ? -EACCES : -EIO,
 				      "the registry answered %ld: %s", st, status_text(st));
 		if (attempt + 1 < ATTEMPTS) {
 			long wait = x->retry_after >= 0 && x->retry_after <= 30 ? x->retry_after : 1L << attempt;
@@ -447,11 +435,11 @@ static int request(struct registry *r, const char *path, const char *accept, str
 			continue;
 		}
 		if (rc != CURLE_OK)
-			return seterr(err, errlen, -EIO, "%s (%s)", curl_easy_strerror(rc), r->ref.api_host);
-		return seterr(err, errlen, st == 429 ? -EAGAIN : -EIO, "the registry answered %ld: %s", st,
+			return oci_seterr(err, errlen, -EIO, "%s (%s)", curl_easy_strerror(rc), r->ref.api_host);
+		return oci_seterr(err, errlen, st == 429 ? -EAGAIN : -EIO, "the registry answered %ld: %s", st,
 			      status_text(st));
 	}
-	return seterr(err, errlen, -EIO, "gave up");
+	return oci_seterr(err, errlen, -EIO, "gave up");
 }
 
 /* ---- the API ---------------------------------------------------------------- */
@@ -462,11 +450,11 @@ int reg_open(struct registry **out, const struct oci_ref *ref, const struct reg_
 
 	*out = NULL;
 	if (o->insecure && !ref->http)
-		return seterr(err, errlen, -EINVAL, "--insecure is only for an explicit http:// registry");
+		return oci_seterr(err, errlen, -EINVAL, "--insecure is only for an explicit http:// registry");
 	if (ref->http && !o->insecure)
-		return seterr(err, errlen, -EINVAL, "an http:// registry needs --insecure (plain HTTP, no TLS)");
+		return oci_seterr(err, errlen, -EINVAL, "an http:// registry needs --insecure (plain HTTP, no TLS)");
 	if (curl_global_init(CURL_GLOBAL_DEFAULT))
-		return seterr(err, errlen, -EIO, "libcurl failed to start");
+		return oci_seterr(err, errlen, -EIO, "libcurl failed to start");
 	if (!(r = calloc(1, sizeof(*r))) || !(r->curl = curl_easy_init())) {
 		free(r);
 		return -ENOMEM;
@@ -517,7 +505,7 @@ int reg_manifest(struct registry *r, const char *reference, char **body, size_t 
 	oci_digest_buf(x.mem, x.len, digest);
 	if ((oci_digest_ok(reference) && strcmp(digest, reference)) ||
 	    (!oci_digest_ok(reference) && oci_digest_ok(x.dcd) && strcmp(digest, x.dcd))) {
-		rc = seterr(err, errlen, -EBADMSG, "manifest digest mismatch: got %.19s..., expected %.19s...", digest,
+		rc = oci_seterr(err, errlen, -EBADMSG, "manifest digest mismatch: got %.19s..., expected %.19s...", digest,
 			    oci_digest_ok(reference) ? reference : x.dcd);
 		free(x.mem);
 		return rc;
@@ -569,7 +557,7 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 	long status = 0;
 
 	if ((rc = oci_blob_path(cache_dir, d->digest, final, sizeof(final))))
-		return seterr(err, errlen, rc, "bad digest");
+		return oci_seterr(err, errlen, rc, "bad digest");
 	snprintf(part, sizeof(part), "%s.partial", final);
 	snprintf(lock, sizeof(lock), "%s.lock", final);
 	snprintf(lbl, sizeof(lbl), "%s %.19s", label, d->digest);
@@ -577,12 +565,12 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 		goto cached;
 	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (lfd < 0)
-		return seterr(err, errlen, -errno, "cache %s: %s", lock, strerror(errno));
+		return oci_seterr(err, errlen, -errno, "cache %s: %s", lock, strerror(errno));
 	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
 		if (!r->o.quiet)
 			fprintf(stderr, "  %s: another pull is fetching it; waiting\n", lbl);
 		if (flock(lfd, LOCK_EX) < 0) {
-			rc = seterr(err, errlen, -errno, "cache lock: %s", strerror(errno));
+			rc = oci_seterr(err, errlen, -errno, "cache lock: %s", strerror(errno));
 			goto out;
 		}
 	}
@@ -592,7 +580,7 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 	}
 	x.fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (x.fd < 0) {
-		rc = seterr(err, errlen, -errno, "cache %s: %s", part, strerror(errno));
+		rc = oci_seterr(err, errlen, -errno, "cache %s: %s", part, strerror(errno));
 		goto out;
 	}
 	x.h = &h;
@@ -608,18 +596,18 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 		goto out;
 	}
 	if (x.have != (uint64_t)d->size) {
-		rc = seterr(err, errlen, -EPIPE, "truncated: %llu of %lld bytes (the next pull resumes)",
+		rc = oci_seterr(err, errlen, -EPIPE, "truncated: %llu of %lld bytes (the next pull resumes)",
 			    (unsigned long long)x.have, (long long)d->size);
 		goto out;
 	}
 	oci_hash_final(&h, got);
 	if (strcmp(got, d->digest)) {
 		unlink(part);
-		rc = seterr(err, errlen, -EBADMSG, "digest mismatch: the data is %.19s...", got);
+		rc = oci_seterr(err, errlen, -EBADMSG, "digest mismatch: the data is %.19s...", got);
 		goto out;
 	}
 	if (fsync(x.fd) < 0 || rename(part, final) < 0) {
-		rc = seterr(err, errlen, -errno, "cache %s: %s", final, strerror(errno));
+		rc = oci_seterr(err, errlen, -errno, "cache %s: %s", final, strerror(errno));
 		goto out;
 	}
 	progress(&x, 1);
