@@ -1105,13 +1105,9 @@ int vm_dump_cpuid(struct vm *vm, unsigned index, const char *path)
 
 	if (index >= vm->nr_vcpus)
 		return -EINVAL;
-	c = calloc(1, sizeof(*c) + VCPU_MAX_CPUID_ENTRIES * sizeof(c->entries[0]));
+	c = vcpu_get_cpuid(&vm->vcpus[index]);
 	if (!c)
-		return -ENOMEM;
-	c->nent = VCPU_MAX_CPUID_ENTRIES;
-	r = kvm_ioctl_var(vm->vcpus[index].fd, KVM_GET_CPUID2, c);
-	if (r < 0)
-		goto out;
+		return -EIO;
 	f = fopen(path, "w");
 	if (!f) {
 		r = -errno;

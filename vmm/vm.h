@@ -110,6 +110,7 @@ struct vcpu {
 	struct kvm_run *run;
 	pthread_t thread;
 	int started;
+	unsigned cpuid_nent;     /* entries in the CPUID table set (KVM_SET_CPUID2) */
 };
 
 struct vm {
