@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "api_client.h"
 #include "../vmm/tty.h"
+#include "../vmm/vm.h" /* VM_INTERRUPT_SIGNAL */
 #include "../guest-init/json.h"
 #include "../guest-init/proto.h"
 
@@ -369,7 +370,7 @@ int api_session(int fd, const struct exec_opts *o, const char *what)
 					/* The second Ctrl-C: the command did not stop, its
 					 * sandbox does (vmm run -- CMD). */
 					if (si.ssi_signo == SIGINT && ++interrupts == 2 && o->interrupt_pid > 0)
-						kill(o->interrupt_pid, SIGINT);
+						kill(o->interrupt_pid, VM_INTERRUPT_SIGNAL);
 				}
 			}
 		}

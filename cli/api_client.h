@@ -47,8 +47,9 @@ struct exec_opts {
 	const char *tag;          /* detach: its tag, or NULL */
 	uint64_t ring_bytes;      /* detach: output kept per stream (0: default) */
 	int leave_on_signal;      /* api_session: SIGINT/TERM/HUP end the session, not the command */
-	pid_t interrupt_pid;      /* >0: a second Ctrl-C sends it SIGINT too (vmm run
-				     -- CMD: the VMM, which stops the sandbox) */
+	pid_t interrupt_pid;      /* >0: a second Ctrl-C sends it VM_INTERRUPT_SIGNAL
+				     (vmm run -- CMD: the VMM, which stops the
+				     sandbox as if interrupted; vmm/vm.h) */
 };
 
 /* The request fields for o (without "v"/"token"). 0 or -E2BIG. */

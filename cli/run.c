@@ -335,10 +335,10 @@ struct helper {
 
 /* The helper's Ctrl-C while the sandbox boots, before the command runs:
  * the VMM, which leaves a terminal's SIGINT to the helper, is told to stop
- * (130: docs/exit-status.md). */
+ * (130: docs/exit-status.md; why not with a SIGINT: VM_INTERRUPT_SIGNAL). */
 static void helper_interrupted(int sig)
 {
-	kill(getppid(), SIGINT);
+	kill(getppid(), VM_INTERRUPT_SIGNAL);
 	_exit(128 + sig);
 }
 
@@ -364,6 +364,7 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 	sigaddset(&stops, SIGTERM);
 	sigaddset(&stops, SIGHUP);
 	sigaddset(&stops, SIGQUIT);
+	sigaddset(&stops, VM_INTERRUPT_SIGNAL);
 	pthread_sigmask(SIG_BLOCK, &stops, &old);
 	/* A Ctrl-C already pressed (while the VM was built) is the VMM's:
 	 * vm_run stops at once. */
@@ -1577,6 +1578,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		sigaddset(&stops, SIGTERM);
 		sigaddset(&stops, SIGHUP);
 		sigaddset(&stops, SIGQUIT);
+		sigaddset(&stops, VM_INTERRUPT_SIGNAL); /* from the helper */
 		pthread_sigmask(SIG_BLOCK, &stops, NULL);
 	}
 	/* The policy and its credentials, before -d: a missing one is an

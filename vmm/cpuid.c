@@ -2,6 +2,7 @@
 #include "cpuid.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 int cpu_template_parse(const char *name, enum cpu_template *out)
@@ -18,6 +19,22 @@ int cpu_template_parse(const char *name, enum cpu_template *out)
 const char *cpu_template_name(enum cpu_template t)
 {
 	return t == CPU_TEMPLATE_SAFE ? "safe" : "host";
+}
+
+int cpuid_entry_same(const struct kvm_cpuid_entry2 *set, const struct kvm_cpuid_entry2 *got)
+{
+	uint32_t ebx = ~0u, ecx = ~0u, edx = ~0u;
+
+	if (set->function == 1) {
+		ecx &= ~CPUID_1_ECX_OSXSAVE;
+		edx &= ~(1u << 9);  /* APIC */
+	} else if (set->function == 7 && set->index == 0) {
+		ecx &= ~(1u << 4);  /* OSPKE */
+	} else if (set->function == 0xd && set->index <= 1) {
+		ebx = 0;
+	}
+	return set->eax == got->eax && (set->ebx & ebx) == (got->ebx & ebx) &&
+	       (set->ecx & ecx) == (got->ecx & ecx) && (set->edx & edx) == (got->edx & edx);
 }
 
 struct kvm_cpuid_entry2 *cpuid_find(struct kvm_cpuid_entry2 *e, unsigned n,

@@ -35,6 +35,14 @@ const char *cpu_template_name(enum cpu_template t);
 unsigned cpuid_apply(struct kvm_cpuid_entry2 *e, unsigned n, unsigned index,
 		     unsigned nr_cpus, enum cpu_template t, int tsc_deadline);
 
+/* Whether KVM's read-back entry `got` is the entry `set` a VMM gave it, but
+ * for what the CPU computes as the guest runs, which KVM recomputes at
+ * once (and the guest may see other values of later): CPUID.1:ECX.OSXSAVE
+ * (CR4), CPUID.1:EDX.APIC (the APIC base MSR), CPUID.7.0:ECX.OSPKE (CR4),
+ * CPUID.0xD.0/1:EBX, the XSAVE area size of the features XCR0 (and XSS)
+ * enable now (Intel SDM vol. 2A, CPUID; AMD APM vol. 3, E.3.2). */
+int cpuid_entry_same(const struct kvm_cpuid_entry2 *set, const struct kvm_cpuid_entry2 *got);
+
 /* Looks up (function, index); NULL if absent. */
 struct kvm_cpuid_entry2 *cpuid_find(struct kvm_cpuid_entry2 *e, unsigned n,
 				    unsigned function, unsigned index);

@@ -1,6 +1,7 @@
 /* seccomp allow-lists, assembled as classic BPF (see seccomp.h). */
 #define _GNU_SOURCE
 #include "seccomp.h"
+#include "vm.h" /* VM_INTERRUPT_SIGNAL */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -232,9 +233,9 @@ static const unsigned read_only[] = { O_RDONLY };
  * mode and back) and the window size it sends the guest. */
 static const unsigned helper_ioctls[] = { TCGETS, TCSETS, TCSETSW, TCSETSF, TIOCGWINSZ, TIOCGPGRP };
 /* Its only signals to another process, the VMM: SIGTERM (the command is
- * over, or the guest never got ready), SIGINT (Ctrl-C while the sandbox
- * boots, or a second one while the command runs: cli/run.c). */
-static const unsigned helper_signals[] = { SIGTERM, SIGINT };
+ * over, or the guest never got ready), VM_INTERRUPT_SIGNAL (Ctrl-C while
+ * the sandbox boots, or a second one while the command runs: cli/run.c). */
+static const unsigned helper_signals[] = { SIGTERM, VM_INTERRUPT_SIGNAL };
 /* Its only file: the `synced` marker, created write-only. */
 static const unsigned marker_open[] = { O_WRONLY | O_CREAT | O_CLOEXEC };
 

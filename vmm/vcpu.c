@@ -99,26 +99,42 @@ static int vcpu_set_msrs(struct vcpu *v, const struct kvm_msr_list *supported)
 	return r < 0 ? r : 0;
 }
 
+struct kvm_cpuid2 *vcpu_get_cpuid(const struct vcpu *v)
+{
+	struct kvm_cpuid2 *c;
+
+	/* Exactly as many entries as vmm set. KVM (Linux 6.1, Debian 12's)
+	 * does not report its count: on success nent stays as given, and a
+	 * bigger buffer came back with zeroed entries past the real ones,
+	 * read as more leaf 0s (the guest tier's 230 all-zero lines); too
+	 * small a one fails (E2BIG) without saying the size. */
+	c = calloc(1, sizeof(*c) + v->cpuid_nent * sizeof(c->entries[0]));
+	if (!c)
+		return NULL;
+	c->nent = v->cpuid_nent;
+	if (kvm_ioctl_var(v->fd, KVM_GET_CPUID2, c) < 0) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
 /* Some hosts' KVM (kvm_pvm) override the CPUID a VMM sets with their own
  * view. Read it back and say so once, naming the first leaf that differs:
  * on such hosts the kernel parameters the VMM appends hide the features. */
 static void vcpu_check_cpuid(struct vcpu *v, const struct kvm_cpuid2 *set)
 {
-	struct kvm_cpuid2 *got;
+	struct kvm_cpuid2 *got = vcpu_get_cpuid(v);
 	unsigned i;
 
-	got = calloc(1, sizeof(*got) + VCPU_MAX_CPUID_ENTRIES * sizeof(got->entries[0]));
 	if (!got)
 		return;
-	got->nent = VCPU_MAX_CPUID_ENTRIES;
-	if (kvm_ioctl_var(v->fd, KVM_GET_CPUID2, got) < 0)
-		goto out;
 	for (i = 0; i < set->nent; i++) {
 		const struct kvm_cpuid_entry2 *a = &set->entries[i];
 		const struct kvm_cpuid_entry2 *b =
 			cpuid_find(got->entries, got->nent, a->function, a->index);
 
-		if (b && a->eax == b->eax && a->ebx == b->ebx && a->ecx == b->ecx && a->edx == b->edx)
+		if (b && cpuid_entry_same(a, b))
 			continue;
 		v->vm->cpuid_overridden = 1;
 		/* Expected where ring 0 is emulated (and said only with -v
@@ -132,7 +148,6 @@ static void vcpu_check_cpuid(struct vcpu *v, const struct kvm_cpuid2 *set)
 			 v->vm->cfg.host_emulates_ring0 ? "; kernel parameters hide the features instead" : "");
 		break;
 	}
-out:
 	free(got);
 }
 
@@ -149,6 +164,8 @@ static int vcpu_set_cpuid(struct vcpu *v, const struct kvm_cpuid2 *supported)
 	c->nent = cpuid_apply(c->entries, c->nent, v->index, vm->nr_vcpus, vm->cfg.tmpl,
 			      vm->kvm.tsc_deadline);
 	r = kvm_ioctl_var(v->fd, KVM_SET_CPUID2, c);
+	if (r >= 0)
+		v->cpuid_nent = c->nent;
 	if (r >= 0 && v->index == 0)
 		vcpu_check_cpuid(v, c);
 	free(c);

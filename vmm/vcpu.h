@@ -18,6 +18,9 @@ int vcpu_create(struct vcpu *v, struct vm *vm, unsigned index,
 	__attribute__((warn_unused_result));
 int vcpu_set_boot_regs(struct vcpu *v, uint64_t entry) __attribute__((warn_unused_result));
 int vcpu_start(struct vcpu *v) __attribute__((warn_unused_result));
+/* The vCPU's CPUID table as KVM has it (the cpuid_nent entries vmm set),
+ * to free(); NULL (logged) on failure. */
+struct kvm_cpuid2 *vcpu_get_cpuid(const struct vcpu *v);
 void vcpu_kick(struct vcpu *v);
 void vcpu_join(struct vcpu *v);
 void vcpu_destroy(struct vcpu *v);

@@ -933,6 +933,7 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	sigaddset(&stop_sigs, SIGINT);
 	sigaddset(&stop_sigs, SIGHUP);
 	sigaddset(&stop_sigs, SIGQUIT);
+	sigaddset(&stop_sigs, VM_INTERRUPT_SIGNAL);
 	sigaddset(&stop_sigs, VCPU_KICK_SIGNAL);
 	/* Block before creating threads so they inherit the mask; vCPU
 	 * threads unblock the kick signal only. */
@@ -1019,6 +1020,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 
 			if (read(sfd, &si, sizeof(si)) == sizeof(si) &&
 			    !(si.ssi_signo == SIGINT && si.ssi_code == SI_KERNEL && child_alive(vm->cfg.sigint_helper))) {
+				if (si.ssi_signo == VM_INTERRUPT_SIGNAL)
+					si.ssi_signo = SIGINT;
 				vm->exit_signo = (int)si.ssi_signo;
 				vm_request_exit(vm, VM_EXIT_SIGNAL, "stopped by signal %s",
 						strsignal((int)si.ssi_signo));
@@ -1068,6 +1071,7 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	sigaddset(&old, SIGHUP);
 	sigaddset(&old, SIGQUIT);
 	sigaddset(&old, SIGINT);
+	sigaddset(&old, VM_INTERRUPT_SIGNAL);
 out_mask:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return (enum vm_exit_reason)atomic_load(&vm->exit_reason);
@@ -1101,13 +1105,9 @@ int vm_dump_cpuid(struct vm *vm, unsigned index, const char *path)
 
 	if (index >= vm->nr_vcpus)
 		return -EINVAL;
-	c = calloc(1, sizeof(*c) + VCPU_MAX_CPUID_ENTRIES * sizeof(c->entries[0]));
+	c = vcpu_get_cpuid(&vm->vcpus[index]);
 	if (!c)
-		return -ENOMEM;
-	c->nent = VCPU_MAX_CPUID_ENTRIES;
-	r = kvm_ioctl_var(vm->vcpus[index].fd, KVM_GET_CPUID2, c);
-	if (r < 0)
-		goto out;
+		return -EIO;
 	f = fopen(path, "w");
 	if (!f) {
 		r = -errno;

@@ -72,7 +72,7 @@ struct vm_config {
 	pid_t sigint_helper;     /* >0: while this child lives, a terminal's SIGINT
 				    (Ctrl-C: si_code SI_KERNEL) is its to act on:
 				    it forwards it to the command in the guest, or
-				    sends the VMM a SIGINT of its own to stop; a
+				    sends the VMM VM_INTERRUPT_SIGNAL to stop; a
 				    SIGINT sent by a process stops the VM as always
 				    (cli/run.c start_helper) */
 	const char *kvm_path;
@@ -110,6 +110,7 @@ struct vcpu {
 	struct kvm_run *run;
 	pthread_t thread;
 	int started;
+	unsigned cpuid_nent;     /* entries in the CPUID table set (KVM_SET_CPUID2) */
 };
 
 struct vm {
@@ -153,6 +154,16 @@ struct vm {
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */
 	int marker_fd;                 /* -1, or gets one byte at the boot marker */
 };
+
+/* "Stop as if interrupted" (exit status 130), from the helper child that
+ * took the terminal's Ctrl-C (cfg.sigint_helper). Not SIGINT: the terminal
+ * sent the VMM its own SIGINT at the same moment, and a standard signal
+ * sent while one of its number is pending is dropped (signal(7)), so the
+ * helper's SIGINT could vanish into the one vm_run leaves to the helper.
+ * A real-time signal is queued on its own. A constant (glibc's SIGRTMIN is
+ * a call) for the seccomp rules; clear of glibc's two and VCPU_KICK_SIGNAL.
+ * Blocked, like the stop signals, before the VMM starts any thread. */
+#define VM_INTERRUPT_SIGNAL (__SIGRTMIN + 6)
 
 /* Builds the whole VM (KVM, memory, kernel, tables, vCPUs, devices).
  * 0 or -errno, with one line logged saying what failed; on failure nothing

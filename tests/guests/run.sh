@@ -175,10 +175,29 @@ sys.exit(0 if s.recv(64) == b"" else 1)' "$VMM_STATE_DIR/nodrv/vsock.sock"
 else skipped "driverless vsock: no python3"; fi
 if [ "$("$vmm" create --name made --kernel "$dir/spin.elf" --mem 64 --ready-timeout 1)" = made ] &&
 	"$vmm" ls | grep -q "^made .*created" && ! "$vmm" create --name made --kernel "$dir/spin.elf" 2> /dev/null; then
-	timeout 30 "$vmm" start made > /dev/null 2>&1 # no API in this guest: start says so, the VM runs
-	if "$vmm" ls | grep -q "^made .*running" && "$vmm" rm -f made > /dev/null && [ -z "$(ls "$VMM_STATE_DIR")" ]; then
-		ok "vmm create, start, ls, rm -f"
-	else bad "vmm start/rm: $("$vmm" ls)"; fi
+	# No API in this guest: start gives up after --ready-timeout and, as
+	# run -d does, says so and leaves no sandbox running behind the failure.
+	timeout 30 "$vmm" start made > /dev/null 2> "$tmp/err"
+	st=$?
+	why=
+	[ "$st" = 1 ] || why="$why start-status-$st"
+	grep -q "sandbox made did not answer within 1 s (--ready-timeout): stopped and removed" "$tmp/err" ||
+		why="$why no-give-up-line"
+	[ -z "$(ls "$VMM_STATE_DIR")" ] || why="$why made-left"
+	! pgrep -f -- "--adopt --name made( |$)" > /dev/null || why="$why made-vmm-runs"
+	# One that is still starting is running for ls; rm -f stops and removes it.
+	"$vmm" create --name made2 --kernel "$dir/spin.elf" --mem 64 --ready-timeout 60 > /dev/null
+	timeout 90 "$vmm" start made2 > /dev/null 2>&1 &
+	spid=$!
+	for _ in $(seq 300); do "$vmm" ls | grep -q "^made2 .*running" && break; sleep 0.1; done
+	"$vmm" ls | grep -q "^made2 .*running" || why="$why made2-not-running"
+	"$vmm" rm -f made2 > /dev/null || why="$why rm-f-failed"
+	wait $spid
+	[ -z "$(ls "$VMM_STATE_DIR")" ] || why="$why made2-left"
+	! pgrep -f -- "--adopt --name made2( |$)" > /dev/null || why="$why made2-vmm-runs"
+	if [ -z "$why" ]; then
+		ok "vmm create, start (gives up: stopped and removed), ls, rm -f"
+	else bad "vmm start/rm:$why"; fi
 else bad "vmm create: $("$vmm" ls)"; fi
 unset VMM_STATE_DIR
 
@@ -426,7 +445,10 @@ if command -v python3 > /dev/null; then
 		[ "$(grep -c "interrupted" "$tmp/err")" = 1 ] && ! grep -q "did not get ready" "$tmp/err" &&
 		[ -z "$(ls "$VMM_STATE_DIR")" ] && [ -z "$("$vmm" ls -q 2> /dev/null || "$vmm" ls | tail -n +2)" ]; then
 		ok "Ctrl-C during run -- CMD's boot: 130 at once, one line, nothing left"
-	else bad "Ctrl-C during run -- CMD's boot"; fi
+	else
+		bad "Ctrl-C during run -- CMD's boot"
+		rm -rf "${VMM_STATE_DIR:?}"/* # its sandbox must not fail the checks below
+	fi
 	# The same for run -d before it returns.
 	rm -f "$tmp/intd.console"
 	if python3 "$(dirname "$0")/ctrl_c.py" "$tmp/intd.console" spinning 10 -- "$vmm" run -d --name cd \

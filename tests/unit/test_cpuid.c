@@ -109,6 +109,38 @@ static void per_vcpu_topology(void **state)
 	assert_int_equal(cpuid_find(e, m, 0x80000008, 0)->ecx, 0x0f); /* Intel: untouched */
 }
 
+/* KVM's read-back of what a VMM set: the bits the CPU computes as the
+ * guest runs differ (KVM recomputes them: leaf 0xD.0 EBX for XCR0 = x87 on
+ * real KVM), anything else is an override. */
+static void read_back_dynamic_bits(void **state)
+{
+	struct kvm_cpuid_entry2 set = { .function = 0xd, .eax = 0x207, .ebx = 0xa88, .ecx = 0xa88 };
+	struct kvm_cpuid_entry2 got = set;
+
+	(void)state;
+	got.ebx = 0x240;
+	assert_true(cpuid_entry_same(&set, &got));
+	got.ecx = 0x240;
+	assert_false(cpuid_entry_same(&set, &got));
+	set = (struct kvm_cpuid_entry2){ .function = 0xd, .index = 2, .eax = 0x100, .ebx = 0x240 };
+	got = set;
+	got.ebx = 0;
+	assert_false(cpuid_entry_same(&set, &got)); /* a component's offset is fixed */
+	set = (struct kvm_cpuid_entry2){ .function = 1, .ecx = CPUID_1_ECX_XSAVE, .edx = 1u << 9 };
+	got = set;
+	got.ecx |= CPUID_1_ECX_OSXSAVE;
+	got.edx = 0;
+	assert_true(cpuid_entry_same(&set, &got));
+	got.ecx &= ~CPUID_1_ECX_XSAVE;
+	assert_false(cpuid_entry_same(&set, &got));
+	set = (struct kvm_cpuid_entry2){ .function = 7, .ebx = 1 };
+	got = set;
+	got.ecx = 1u << 4; /* OSPKE */
+	assert_true(cpuid_entry_same(&set, &got));
+	got.ebx = 0;
+	assert_false(cpuid_entry_same(&set, &got));
+}
+
 static void amd_core_count(void **state)
 {
 	struct kvm_cpuid_entry2 e[32];
@@ -127,6 +159,7 @@ int main(void)
 		cmocka_unit_test(host_keeps_features),
 		cmocka_unit_test(per_vcpu_topology),
 		cmocka_unit_test(amd_core_count),
+		cmocka_unit_test(read_back_dynamic_bits),
 	};
 
 	return cmocka_run_group_tests_name("cpuid", tests, NULL, NULL);
