@@ -8,6 +8,7 @@ chunked body, slow, half-open and too many clients) while the guest runs on.
 
     fc_api.py VMM GUEST_DIR OPENAPI_YAML
 """
+import glob
 import json
 import os
 import re
@@ -271,7 +272,30 @@ try:
     check(code == 204 and os.path.realpath(os.path.join(tmp, "snap.mem")) == os.path.realpath(os.path.join(snap, "memory")),
           "and again, the memory link replaced", (code, body))
     code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": tmp, "mem_file_path": snap + "/memory"})
-    check(fault(code, body, 400, "not a snapshot"), "a directory that is not a snapshot is not overwritten", (code, body))
+    check(fault(code, body, 400, "not a snapshot") and not glob.glob(tmp + ".new-*"),
+          "a directory that is not a snapshot is not overwritten, nothing left beside it",
+          (code, body, glob.glob(tmp + ".new-*")))
+    # A 'state' file is not enough: every entry must be a snapshot's, checked before anything is written.
+    notsnap = os.path.join(tmp, "notsnap")
+    os.mkdir(notsnap)
+    for name in ("state", "memory", "notes.txt"):
+        with open(os.path.join(notsnap, name), "w") as f:
+            f.write("keep " + name)
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": notsnap, "mem_file_path": snap + "/memory"})
+    kept = sorted((n, open(os.path.join(notsnap, n)).read()) for n in os.listdir(notsnap))
+    check(fault(code, body, 400, "not a snapshot") and kept == [(n, "keep " + n) for n in ("memory", "notes.txt", "state")]
+          and not glob.glob(notsnap + ".new-*"),
+          "a directory with a state file and other files: refused, its files untouched, nothing beside it",
+          (code, body, kept, glob.glob(notsnap + ".new-*")))
+    os.mkdir(os.path.join(tmp, "memdir"))
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": os.path.join(tmp, "snap2"),
+                                                        "mem_file_path": os.path.join(tmp, "memdir")})
+    check(fault(code, body, 400, "is a directory") and not glob.glob(os.path.join(tmp, "snap2*")),
+          "mem_file_path a directory: refused before the snapshot is written", (code, body, glob.glob(tmp + "/snap2*")))
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": snap + "/", "mem_file_path": snap + "/memory"})
+    check(code == 204 and "state" in os.listdir(snap) and not glob.glob(snap + ".new-*") and
+          all(re.fullmatch(r"state|memory|vm-config\.json|disk[0-9]+", n) for n in os.listdir(snap)),
+          "snapshot_path with a trailing slash: overwritten in place", (code, body, os.listdir(snap)))
     check(curl(sock, "PATCH", "/vm", {"state": "Resumed"}) == (204, None) and state(sock) == "Running",
           "PATCH /vm Resumed: Running")
 
@@ -369,11 +393,16 @@ try:
     check(wait_for(console5, "spinning") and state(sock5) == "Running", "--config-file boots without API calls")
     term(p5, "fce (--config-file)")
     with open(cfgf, "w") as f:
-        json.dump({"boot-source": {"kernel_image_path": spin}, "logger": {}}, f)
-    r = subprocess.run([vmm, "--config-file", cfgf, "--console", "none"], capture_output=True, text=True,
-                       timeout=30)
-    check(r.returncode == 1 and "logger" in r.stderr, "--config-file with an unsupported section: exit 1, named",
-          (r.returncode, r.stderr[-200:]))
+        # "logger", once refused, is supported now (the VM would spin on): MMDS is not yet.
+        json.dump({"boot-source": {"kernel_image_path": spin}, "mmds-config": {"network_interfaces": ["eth0"]}}, f)
+    try:
+        r = subprocess.run([vmm, "--config-file", cfgf, "--console", "none"], capture_output=True, text=True,
+                           timeout=30)
+        got = (r.returncode, r.stderr[-200:])
+    except subprocess.TimeoutExpired as e:
+        r, got = None, ("still running after 30 s: the section was accepted", e.stderr)
+    check(r is not None and r.returncode == 1 and "mmds-config" in r.stderr,
+          "--config-file with an unsupported section: exit 1, named", got)
 
     # ---- a vmm run sandbox answers curl on its control.sock ----------------------------
     err = open(os.path.join(tmp, "run.err"), "w")
