@@ -993,6 +993,8 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 	if (!strcmp(mem, dir))
 		return fail(w, "'mem_file_path' and 'snapshot_path' must differ");
 	/* Every refusal before anything is written. */
+	if ((r = old_snapshot(dir, 0, w)))
+		return r;
 	if (strcmp(mem, own_mem)) {
 		struct stat st;
 
@@ -1002,8 +1004,6 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 		if (lstat(mem, &st) == 0 && S_ISDIR(st.st_mode))
 			return fail(w, "'mem_file_path' %.200s is a directory", mem);
 	}
-	if ((r = old_snapshot(dir, 0, w)))
-		return r;
 	/* Written beside, then put in place: a failure leaves the old one. */
 	r = vm_snapshot(a->vm, tmp, &bytes);
 	if (r)

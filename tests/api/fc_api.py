@@ -381,6 +381,53 @@ try:
           "InstanceStart with GET / pipelined behind it: 204, then 200 Running", got[:200])
     term(p6, "fcf (InstanceStart)")
 
+    # ---- SIGTERM while InstanceStart builds the VM -------------------------------------
+    # InstanceStart taken, the VM being built (here stalled opening a console FIFO that has no
+    # reader yet), vm_run not running: a SIGTERM must wait for vm_run and stop the VM in order
+    # (143, the sandbox's folder removed), not kill the VMM by its default action.
+    fifo = os.path.join(tmp, "fcg.fifo")
+    os.mkfifo(fifo)
+    sock7 = os.path.join(tmp, "fcg.sock")
+    err7 = open(os.path.join(tmp, "fcg.err"), "w")
+    p7 = subprocess.Popen([vmm, "--api-sock", sock7, "--id", "fcg", "--console", "file:" + fifo],
+                          stdin=subprocess.DEVNULL, stdout=err7, stderr=err7)
+    procs.append(p7)
+    for _ in range(200):
+        if os.path.exists(sock7) or p7.poll() is not None:
+            break
+        time.sleep(0.05)
+    curl(sock7, "PUT", "/boot-source", {"kernel_image_path": spin})
+    curl(sock7, "PUT", "/machine-config", {"vcpu_count": 1, "mem_size_mib": 64})
+    s7 = socket.socket(socket.AF_UNIX)
+    s7.connect(sock7)
+    s7.sendall(b"PUT /actions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(start), start))
+
+    def in_fifo_open(pid):
+        try:
+            return (open("/proc/%d/wchan" % pid).read() in ("wait_for_partner", "fifo_open") or
+                    open("/proc/%d/syscall" % pid).read().startswith("257 "))  # openat
+        except OSError:
+            return False
+    stalled = 0
+    for _ in range(400):
+        stalled = stalled + 1 if in_fifo_open(p7.pid) else 0
+        if stalled == 3 or p7.poll() is not None:
+            break
+        time.sleep(0.05)
+    p7.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the console open goes on
+    try:
+        p7.wait(30)
+    except subprocess.TimeoutExpired:
+        pass
+    os.close(rd)
+    s7.close()
+    folder7 = os.path.join(os.environ["VMM_STATE_DIR"], "fcg")
+    check(stalled == 3 and p7.returncode == 143 and not os.path.exists(folder7),
+          "SIGTERM while InstanceStart builds the VM: the VM stops in order (143, folder removed)",
+          (stalled, p7.returncode, os.path.exists(folder7)))
+
     # ---- --config-file ---------------------------------------------------------------
     cfgf = os.path.join(tmp, "vm.json")
     with open(cfgf, "w") as f:
