@@ -1569,8 +1569,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	/* From the folder on, a stop signal (Ctrl-C, SIGTERM) waits for
 	 * vm_run, which stops the VM and the teardown removes everything:
 	 * killed here by its default action, the VMM left a `dead` record.
-	 * (vmm serve's pre-boot loop takes them itself.) */
-	if (!api) {
+	 * vmm serve too: its pre-boot loop takes them through a signalfd,
+	 * and from InstanceStart's 204 (sent before vm_run) a client's
+	 * SIGTERM must find them blocked, not kill the VMM. */
+	{
 		sigset_t stops;
 
 		sigemptyset(&stops);

@@ -10,6 +10,7 @@
 #include "snapshot.h"
 #include "../guest-init/json.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -884,48 +885,75 @@ static int patch_vm(struct fcapi *a, const struct json *b, struct why *w)
 	return 0;
 }
 
-/* Removes an earlier snapshot at `dir` for a new one (Firecracker
- * overwrites its files): a vmm snapshot directory (only its own files:
- * state, memory, diskN, vm-config.json) or a single regular file (a
- * Firecracker state file). Anything else is refused. */
-static int remove_old_snapshot(const char *dir, struct why *w)
+/* A name a vmm snapshot directory holds: state, memory, diskN (N below
+ * VM_MAX_DISKS, no leading zero) and the API's vm-config.json. */
+static int snapshot_own_name(const char *name)
 {
-	static const char *const own[] = { SNAP_STATE_FILE, SNAP_MEMORY_FILE, FCAPI_SNAP_CONFIG };
-	char p[PATH_MAX];
+	char *end;
+	unsigned long i;
+
+	if (!strcmp(name, SNAP_STATE_FILE) || !strcmp(name, SNAP_MEMORY_FILE) || !strcmp(name, FCAPI_SNAP_CONFIG))
+		return 1;
+	if (strncmp(name, "disk", 4) || name[4] < '0' || name[4] > '9' || (name[4] == '0' && name[5]))
+		return 0;
+	i = strtoul(name + 4, &end, 10);
+	return !*end && i < VM_MAX_DISKS;
+}
+
+/* An earlier snapshot at `dir` that a new one may replace (Firecracker
+ * overwrites its files): nothing, a single file or link (a Firecracker
+ * state file), or a directory that holds a regular `state` file and
+ * nothing but a snapshot's own regular files. Anything else is refused
+ * as a whole: the check reads every entry before anything is touched.
+ * With `remove`, the same check is made again (the directory may have
+ * changed since), then the entries and the directory are removed. */
+static int old_snapshot(const char *dir, int remove, struct why *w)
+{
+	struct dirent *e;
 	struct stat st;
-	unsigned i;
+	int fd, has_state = 0, r = 0;
+	DIR *d;
 
 	if (lstat(dir, &st) < 0)
 		return errno == ENOENT ? 0 : fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
-	if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
-		return unlink(dir) < 0 ? fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno)) : 0;
-	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, SNAP_STATE_FILE) >= sizeof(p) || !S_ISDIR(st.st_mode) ||
-	    access(p, F_OK) < 0)
-		return fail(w, "'snapshot_path' %.200s exists and is not a snapshot: not overwritten", dir);
-	for (i = 0; i < 3; i++)
-		if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, own[i]) < sizeof(p))
-			unlink(p);
-	for (i = 0; i < VM_MAX_DISKS; i++)
-		if ((size_t)snprintf(p, sizeof(p), "%s/disk%u", dir, i) < sizeof(p))
-			unlink(p);
-	if (rmdir(dir) < 0)
-		return fail(w, "'snapshot_path' %.200s: %s (files other than a snapshot's in it?)", dir,
-			    strerror(errno));
-	return 0;
-}
-
-/* What remove_old_snapshot() will take, checked before writing. */
-static int old_snapshot_ok(const char *dir, struct why *w)
-{
-	char p[PATH_MAX];
-	struct stat st;
-
-	if (lstat(dir, &st) < 0 || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+	if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+		if (remove && unlink(dir) < 0)
+			return fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
 		return 0;
-	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, SNAP_STATE_FILE) >= sizeof(p) || !S_ISDIR(st.st_mode) ||
-	    access(p, F_OK) < 0)
+	}
+	if (!S_ISDIR(st.st_mode))
 		return fail(w, "'snapshot_path' %.200s exists and is not a snapshot: not overwritten", dir);
-	return 0;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
+	d = fdopendir(fd);
+	if (!d) {
+		r = fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
+		close(fd);
+		return r;
+	}
+	while (!r && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (!snapshot_own_name(e->d_name) || fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			r = fail(w, "'snapshot_path' %.200s exists and is not a snapshot (it holds %.64s): not overwritten",
+				 dir, e->d_name);
+		else if (!strcmp(e->d_name, SNAP_STATE_FILE))
+			has_state = 1;
+	}
+	if (!r && !has_state)
+		r = fail(w, "'snapshot_path' %.200s exists and is not a snapshot (no state file): not overwritten", dir);
+	if (!r && remove) {
+		rewinddir(d);
+		while (!r && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && unlinkat(fd, e->d_name, 0) < 0)
+				r = fail(w, "'snapshot_path' %.200s: removing %.64s: %s", dir, e->d_name, strerror(errno));
+		if (!r && rmdir(dir) < 0)
+			r = fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
+	}
+	closedir(d);
+	return r;
 }
 
 static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why *w)
@@ -938,6 +966,7 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 	const char *type;
 	char dir[PATH_MAX], mem[PATH_MAX], own_mem[PATH_MAX], tmp[PATH_MAX], side[PATH_MAX];
 	uint64_t bytes = 0;
+	size_t n;
 	int r;
 
 	if ((r = check_fields(b, f, 3, w)))
@@ -951,6 +980,8 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 	if ((r = abs_path(dir, sizeof(dir), get_str(b, "snapshot_path"), "snapshot_path", w)) ||
 	    (r = abs_path(mem, sizeof(mem), get_str(b, "mem_file_path"), "mem_file_path", w)))
 		return r;
+	for (n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+		dir[n - 1] = '\0'; /* DIR.new-PID beside DIR, not in it */
 	if (snprintf(own_mem, sizeof(own_mem), "%s/%s", dir, SNAP_MEMORY_FILE) >= (int)sizeof(own_mem) ||
 	    snprintf(tmp, sizeof(tmp), "%s.new-%d", dir, (int)getpid()) >= (int)sizeof(tmp) ||
 	    snprintf(side, sizeof(side), "%s/%s", tmp, FCAPI_SNAP_CONFIG) >= (int)sizeof(side))
@@ -961,8 +992,18 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 		return fail(w, "Create snapshot only while the microVM is paused (PATCH /vm {\"state\": \"Paused\"} first)");
 	if (!strcmp(mem, dir))
 		return fail(w, "'mem_file_path' and 'snapshot_path' must differ");
-	if ((r = old_snapshot_ok(dir, w)))
+	/* Every refusal before anything is written. */
+	if ((r = old_snapshot(dir, 0, w)))
 		return r;
+	if (strcmp(mem, own_mem)) {
+		struct stat st;
+
+		n = strlen(dir);
+		if (!strncmp(mem, dir, n) && mem[n] == '/')
+			return fail(w, "'mem_file_path' inside 'snapshot_path' can only be its %s file", SNAP_MEMORY_FILE);
+		if (lstat(mem, &st) == 0 && S_ISDIR(st.st_mode))
+			return fail(w, "'mem_file_path' %.200s is a directory", mem);
+	}
 	/* Written beside, then put in place: a failure leaves the old one. */
 	r = vm_snapshot(a->vm, tmp, &bytes);
 	if (r)
@@ -970,27 +1011,30 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 	{
 		/* The API's configuration, for network_overrides' iface ids on load. */
 		char *cfg = malloc(FCAPI_REPLY_MAX);
-		size_t n = cfg ? fcapi_vm_config_json(a, cfg, FCAPI_REPLY_MAX) : 0;
-		FILE *fp = n ? fopen(side, "we") : NULL;
+		size_t len = cfg ? fcapi_vm_config_json(a, cfg, FCAPI_REPLY_MAX) : 0;
+		FILE *fp = len ? fopen(side, "we") : NULL;
 
 		if (fp) {
-			fwrite(cfg, 1, n, fp);
+			fwrite(cfg, 1, len, fp);
 			fclose(fp);
 		}
 		free(cfg);
 	}
-	if ((r = remove_old_snapshot(dir, w)) || rename(tmp, dir) < 0) {
+	/* Checked again as it is removed (it may have changed meanwhile):
+	 * a refusal removes the new one, and nothing was changed. */
+	if ((r = old_snapshot(dir, 1, w))) {
 		char why[600];
+		struct why w2 = { why, sizeof(why) };
 
-		snprintf(why, sizeof(why), "%s", r ? w->buf : strerror(errno));
-		return fail(w, "the snapshot is in %.200s, but could not replace %.200s: %s", tmp, dir, why);
+		if (old_snapshot(tmp, 1, &w2))
+			log_warn("snapshot: could not remove %s: %s", tmp, why);
+		return r;
 	}
+	if (rename(tmp, dir) < 0)
+		return fail(w, "the snapshot is in %.200s, but could not take the place of %.200s: %s", tmp, dir,
+			    strerror(errno));
 	if (strcmp(mem, own_mem)) {
-		struct stat st;
-
 		/* Firecracker's memory file: here a link to the directory's. */
-		if (lstat(mem, &st) == 0 && S_ISDIR(st.st_mode))
-			return fail(w, "the snapshot is in %.200s, but 'mem_file_path' %.200s is a directory", dir, mem);
 		unlink(mem);
 		if (symlink(own_mem, mem) < 0)
 			return fail(w, "the snapshot is in %.200s, but mem_file_path could not link to its memory file: %s",

@@ -8,6 +8,7 @@ chunked body, slow, half-open and too many clients) while the guest runs on.
 
     fc_api.py VMM GUEST_DIR OPENAPI_YAML
 """
+import glob
 import json
 import os
 import re
@@ -271,7 +272,30 @@ try:
     check(code == 204 and os.path.realpath(os.path.join(tmp, "snap.mem")) == os.path.realpath(os.path.join(snap, "memory")),
           "and again, the memory link replaced", (code, body))
     code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": tmp, "mem_file_path": snap + "/memory"})
-    check(fault(code, body, 400, "not a snapshot"), "a directory that is not a snapshot is not overwritten", (code, body))
+    check(fault(code, body, 400, "not a snapshot") and not glob.glob(tmp + ".new-*"),
+          "a directory that is not a snapshot is not overwritten, nothing left beside it",
+          (code, body, glob.glob(tmp + ".new-*")))
+    # A 'state' file is not enough: every entry must be a snapshot's, checked before anything is written.
+    notsnap = os.path.join(tmp, "notsnap")
+    os.mkdir(notsnap)
+    for name in ("state", "memory", "notes.txt"):
+        with open(os.path.join(notsnap, name), "w") as f:
+            f.write("keep " + name)
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": notsnap, "mem_file_path": snap + "/memory"})
+    kept = sorted((n, open(os.path.join(notsnap, n)).read()) for n in os.listdir(notsnap))
+    check(fault(code, body, 400, "not a snapshot") and kept == [(n, "keep " + n) for n in ("memory", "notes.txt", "state")]
+          and not glob.glob(notsnap + ".new-*"),
+          "a directory with a state file and other files: refused, its files untouched, nothing beside it",
+          (code, body, kept, glob.glob(notsnap + ".new-*")))
+    os.mkdir(os.path.join(tmp, "memdir"))
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": os.path.join(tmp, "snap2"),
+                                                        "mem_file_path": os.path.join(tmp, "memdir")})
+    check(fault(code, body, 400, "is a directory") and not glob.glob(os.path.join(tmp, "snap2*")),
+          "mem_file_path a directory: refused before the snapshot is written", (code, body, glob.glob(tmp + "/snap2*")))
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_path": snap + "/", "mem_file_path": snap + "/memory"})
+    check(code == 204 and "state" in os.listdir(snap) and not glob.glob(snap + ".new-*") and
+          all(re.fullmatch(r"state|memory|vm-config\.json|disk[0-9]+", n) for n in os.listdir(snap)),
+          "snapshot_path with a trailing slash: overwritten in place", (code, body, os.listdir(snap)))
     check(curl(sock, "PATCH", "/vm", {"state": "Resumed"}) == (204, None) and state(sock) == "Running",
           "PATCH /vm Resumed: Running")
 
@@ -357,6 +381,53 @@ try:
           "InstanceStart with GET / pipelined behind it: 204, then 200 Running", got[:200])
     term(p6, "fcf (InstanceStart)")
 
+    # ---- SIGTERM while InstanceStart builds the VM -------------------------------------
+    # InstanceStart taken, the VM being built (here stalled opening a console FIFO that has no
+    # reader yet), vm_run not running: a SIGTERM must wait for vm_run and stop the VM in order
+    # (143, the sandbox's folder removed), not kill the VMM by its default action.
+    fifo = os.path.join(tmp, "fcg.fifo")
+    os.mkfifo(fifo)
+    sock7 = os.path.join(tmp, "fcg.sock")
+    err7 = open(os.path.join(tmp, "fcg.err"), "w")
+    p7 = subprocess.Popen([vmm, "--api-sock", sock7, "--id", "fcg", "--console", "file:" + fifo],
+                          stdin=subprocess.DEVNULL, stdout=err7, stderr=err7)
+    procs.append(p7)
+    for _ in range(200):
+        if os.path.exists(sock7) or p7.poll() is not None:
+            break
+        time.sleep(0.05)
+    curl(sock7, "PUT", "/boot-source", {"kernel_image_path": spin})
+    curl(sock7, "PUT", "/machine-config", {"vcpu_count": 1, "mem_size_mib": 64})
+    s7 = socket.socket(socket.AF_UNIX)
+    s7.connect(sock7)
+    s7.sendall(b"PUT /actions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(start), start))
+
+    def in_fifo_open(pid):
+        try:
+            return (open("/proc/%d/wchan" % pid).read() in ("wait_for_partner", "fifo_open") or
+                    open("/proc/%d/syscall" % pid).read().startswith("257 "))  # openat
+        except OSError:
+            return False
+    stalled = 0
+    for _ in range(400):
+        stalled = stalled + 1 if in_fifo_open(p7.pid) else 0
+        if stalled == 3 or p7.poll() is not None:
+            break
+        time.sleep(0.05)
+    p7.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    rd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the console open goes on
+    try:
+        p7.wait(30)
+    except subprocess.TimeoutExpired:
+        pass
+    os.close(rd)
+    s7.close()
+    folder7 = os.path.join(os.environ["VMM_STATE_DIR"], "fcg")
+    check(stalled == 3 and p7.returncode == 143 and not os.path.exists(folder7),
+          "SIGTERM while InstanceStart builds the VM: the VM stops in order (143, folder removed)",
+          (stalled, p7.returncode, os.path.exists(folder7)))
+
     # ---- --config-file ---------------------------------------------------------------
     cfgf = os.path.join(tmp, "vm.json")
     with open(cfgf, "w") as f:
@@ -369,11 +440,16 @@ try:
     check(wait_for(console5, "spinning") and state(sock5) == "Running", "--config-file boots without API calls")
     term(p5, "fce (--config-file)")
     with open(cfgf, "w") as f:
-        json.dump({"boot-source": {"kernel_image_path": spin}, "logger": {}}, f)
-    r = subprocess.run([vmm, "--config-file", cfgf, "--console", "none"], capture_output=True, text=True,
-                       timeout=30)
-    check(r.returncode == 1 and "logger" in r.stderr, "--config-file with an unsupported section: exit 1, named",
-          (r.returncode, r.stderr[-200:]))
+        # "logger", once refused, is supported now (the VM would spin on): MMDS is not yet.
+        json.dump({"boot-source": {"kernel_image_path": spin}, "mmds-config": {"network_interfaces": ["eth0"]}}, f)
+    try:
+        r = subprocess.run([vmm, "--config-file", cfgf, "--console", "none"], capture_output=True, text=True,
+                           timeout=30)
+        got = (r.returncode, r.stderr[-200:])
+    except subprocess.TimeoutExpired as e:
+        r, got = None, ("still running after 30 s: the section was accepted", e.stderr)
+    check(r is not None and r.returncode == 1 and "mmds-config" in r.stderr,
+          "--config-file with an unsupported section: exit 1, named", got)
 
     # ---- a vmm run sandbox answers curl on its control.sock ----------------------------
     err = open(os.path.join(tmp, "run.err"), "w")
