@@ -296,6 +296,8 @@ unit: $(UNIT_BINS) guests
 ifneq ($(call kvmrun,unit),)
 	$(call kvm_where,unit tests that boot VMs: $(KVM_UNIT_TESTS),unit)
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests $(call kvmrun,unit) tests/run-unit.sh $(patsubst %,$(BUILD)/obj/tests/%,$(KVM_UNIT_TESTS))
+else
+	$(call kvm_where,unit tests that boot VMs: $(KVM_UNIT_TESTS),unit)
 endif
 
 guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test cli-test oci-image-test
