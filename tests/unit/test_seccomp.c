@@ -521,6 +521,12 @@ static void malloc_churn_every_class(void **state)
 	unsigned c, failed = 0;
 
 	(void)state;
+#if defined(__SANITIZE_ADDRESS__)
+	/* ASan replaces malloc: glibc's arenas, which this pins, are not what
+	 * runs (and glibc's thread-exit arena bookkeeping asserted once in a
+	 * forked ASan child: "a->attached_threads > 0"). The plain build runs it. */
+	skip();
+#endif
 	/* A helper child that traps sends its parent, here this test, SIGTERM. */
 	sigemptyset(&sa.sa_mask);
 	assert_int_equal(sigaction(SIGTERM, &sa, &old), 0);
