@@ -7,20 +7,7 @@
 #   habits.sh VMM [GUEST_INIT]   (run from the source tree: make install)
 set -u
 vmm=$(realpath "$1")
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-skip=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -f "$tmp/err" ] && sed 's/^/     | /' "$tmp/err" | tail -5; }
-skipped() { skip=$((skip + 1)); echo "skip $1"; }
+. "$(dirname "$0")/lib.sh"
 export VMM_STATE_DIR=$tmp/state
 mkdir -m 700 "$VMM_STATE_DIR"
 export VMM_KVM_DEVICE=$tmp/no-kvm

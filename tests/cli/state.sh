@@ -8,20 +8,7 @@
 set -u
 vmm=$1
 kernel=$2
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-pass=0
-fail=0
-skip=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -f "$tmp/err" ] && sed 's/^/     | /' "$tmp/err" | tail -5; }
-skipped() { skip=$((skip + 1)); echo "skip $1"; }
+. "$(dirname "$0")/lib.sh"
 
 if ! command -v python3 > /dev/null; then
 	echo "skip all: no python3"
