@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1141,6 +1142,23 @@ void snapshot_close(struct snapshot *s)
 	s->file = NULL;
 }
 
+/* The task register as AMD SVM keeps it: the VMCB holds TR's attributes
+ * as the CPU loaded them, with the busy bit of the descriptor type not
+ * exposed (type 9, an available 64-bit TSS), and KVM's svm_get_segment
+ * ORs the bit in for KVM_GET_SREGS (type 11). KVM_SET_SREGS writes the
+ * attributes back verbatim, so a restore would hand the CPU a TR it never
+ * holds itself. Hardware ignores the difference; an SVM that checks it
+ * (QEMU's TCG does before every port access from user mode, against the
+ * TSS's I/O bitmap) faults the guest's first ioperm-granted in/out after
+ * a restore. So on AMD the type goes back as the CPU keeps it. Intel
+ * VMX needs type 11 in 64-bit mode (SDM 26.3.1.2) and gets it unchanged;
+ * a snapshot never crosses vendors (check_host). */
+#define TSS_BUSY 0x2
+static bool tr_busy_hidden(const char *vendor)
+{
+	return !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
+}
+
 static int check_host(struct vm *vm, struct snapshot *s)
 {
 	char vendor[13];
@@ -1279,6 +1297,8 @@ int vm_restore_state(struct vm *vm, struct snapshot *s)
 		goto resume;
 	}
 	for (i = 0; i < vm->nr_vcpus; i++) {
+		if (tr_busy_hidden(s->conf.vendor))
+			vcs[i].sregs.tr.type &= ~TSS_BUSY;
 		if ((e = vcpu_state_set(vm, &vm->vcpus[i], &vcs[i]))) {
 			log_err("snapshot %s: this host's KVM refuses vcpu%u's saved state", s->dir, i);
 			goto resume;
