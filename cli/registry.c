@@ -305,6 +305,7 @@ static int get_token(struct registry *r, const char *www, char *err, size_t errl
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, r->o.insecure ? "http,https" : "https");
 	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, r->o.insecure ? "http,https" : "https");
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
@@ -563,7 +564,7 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 	snprintf(lbl, sizeof(lbl), "%s %.19s", label, d->digest);
 	if (stat(final, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == d->size)
 		goto cached;
-	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (lfd < 0)
 		return oci_seterr(err, errlen, -errno, "cache %s: %s", lock, strerror(errno));
 	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {

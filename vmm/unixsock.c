@@ -4,6 +4,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -15,7 +16,6 @@ int unix_listen(const char *path, int backlog, int owner_only, const char *what)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
-	mode_t old = 0;
 	int fd, e;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -43,11 +43,12 @@ int unix_listen(const char *path, int backlog, int owner_only, const char *what)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (owner_only)
-		old = umask(0177);
-	e = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, backlog) < 0 ? -errno : 0;
-	if (owner_only)
-		umask(old);
+	/* Owner-only without touching the umask (process-wide: another thread
+	 * creating a file, or saving and restoring it, would race). Nothing can
+	 * connect to a bound socket before listen(), so the mode set between
+	 * the two is the mode of every connection's check. */
+	e = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    (owner_only && fchmodat(AT_FDCWD, path, 0600, 0) < 0) || listen(fd, backlog) < 0 ? -errno : 0;
 	if (e) {
 		log_err("%s %s: %s", what, path, strerror(-e));
 		close(fd);
