@@ -21,12 +21,13 @@
 # No knob turns any of this off.
 
 e2e_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-e2e_con=$tmp/consoles # links to consoles, scratch files
+e2e_con=$tmp/consoles # scratch files
 mkdir -p "$e2e_con"
 grep -v '^#' "$e2e_lib_dir/guest-crash.re" | grep -v '^$' > "$e2e_con/.patterns"
 : > "$e2e_con/.cmdlog"
-declare -gA e2e_con_off=() e2e_con_path=() e2e_con_size=()
+declare -gA e2e_con_off=() e2e_con_path=() e2e_con_size=() e2e_con_name=()
 e2e_con_extra=()
+e2e_con_held=()
 pass=${pass:-0}
 fail=${fail:-0}
 
@@ -36,25 +37,31 @@ console_watch() { e2e_con_extra+=("$@"); }
 
 # Lists the consoles with their sizes now (one find), registering those
 # not seen before, keyed by device:inode (one console seen under two names
-# is one). A detached sandbox's console.log is linked into $e2e_con first:
-# its folder goes when the sandbox stops, the link keeps the file (and
-# what the VMM still writes into it).
+# is one). A detached sandbox's console.log is held open by this shell
+# first: its folder goes when the sandbox stops, the open descriptor keeps
+# the file (and what the VMM still writes into it), read through
+# /proc/$$/fd. Not a hard link: vmm logs reads only files with one link
+# (a link planted in a sandbox folder must not make it read another file),
+# so a link would make the product refuse its own console.
 console_discover() {
-	local key size path link
+	local key size path fd
 	e2e_con_size=()
 	while read -r key size path; do
 		[ -n "$path" ] || continue
 		e2e_con_size[$key]=$size
 		[ -z "${e2e_con_path[$key]+x}" ] || continue
-		if [ "${path##*/}" = console.log ]; then
-			link=$e2e_con/$(basename "$(dirname "$path")").${key/:/-}.console
-			ln -f "$path" "$link" 2> /dev/null && path=$link
+		e2e_con_name[$key]=${path##*/}
+		if [ "${path##*/}" = console.log ] && exec {fd}< "$path" 2> /dev/null; then
+			e2e_con_name[$key]=$(basename "$(dirname "$path")").console
+			path=/proc/$$/fd/$fd
+			e2e_con_held+=("$path")
 		fi
 		e2e_con_path[$key]=$path
 		e2e_con_off[$key]=0
 	done < <(
 		find "$tmp" -maxdepth 3 -type f \( -name '*.console' -o -name console.log \) -printf '%D:%i %s %p\n' 2> /dev/null
 		[ "${#e2e_con_extra[@]}" = 0 ] || stat -c '%d:%i %s %n' "${e2e_con_extra[@]}" 2> /dev/null
+		[ "${#e2e_con_held[@]}" = 0 ] || stat -L -c '%d:%i %s %n' "${e2e_con_held[@]}" 2> /dev/null
 	)
 }
 
@@ -63,6 +70,7 @@ console_discover() {
 # FINAL, a last line with no newline yet is left for the next scan.
 console_scan_one() {
 	local key=$1 final=$2 f=${e2e_con_path[$1]} off=${e2e_con_off[$1]} size=${e2e_con_size[$1]:-} len hits
+	local name=${e2e_con_name[$1]:-${f##*/}}
 	[ -n "$size" ] || return 0 # gone (its name is another file's by now)
 	[ "$size" -lt "$off" ] && off=0 # truncated and written again
 	[ "$size" -gt "$off" ] || return 0
@@ -74,8 +82,8 @@ console_scan_one() {
 	e2e_con_off[$key]=$((off + len))
 	hits=$(head -c "$len" "$e2e_con/.chunk" | tr -d '\r' | grep -aE -f "$e2e_con/.patterns")
 	[ -n "$hits" ] || return 0
-	echo "$hits" | head -8 | awk -v p="     | ${f##*/}: " '{ print p $0 }'
-	[ "$(echo "$hits" | wc -l)" -le 8 ] || echo "     | ${f##*/}: ... $(echo "$hits" | wc -l) crash lines in all"
+	echo "$hits" | head -8 | awk -v p="     | $name: " '{ print p $0 }'
+	[ "$(echo "$hits" | wc -l)" -le 8 ] || echo "     | $name: ... $(echo "$hits" | wc -l) crash lines in all"
 }
 
 # console_scan FINAL: console_scan_one over every console.

@@ -112,6 +112,10 @@ exec 7>> "$tmp/state/s1/console.log"
 printf '%s\n' "$boot_lines" >&7
 begin; ok "s1 up" > "$work/out"
 expect "a state folder's console.log: found, clean" 1 0 "ok   s1 up"
+# Watching it must not change it: vmm logs reads only single-link files.
+if [ "$(stat -c %h "$tmp/state/s1/console.log")" = 1 ]; then
+	t_ok "a watched console.log keeps one link (vmm logs still reads it)"
+else t_bad "the scan linked console.log: $(stat -c %h "$tmp/state/s1/console.log") links"; fi
 echo "$segv" >&7
 rm -rf "$tmp/state/s1"
 begin; ok "s1 gone" > "$work/out"
