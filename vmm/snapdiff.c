@@ -232,6 +232,55 @@ int snapmem_read_pages(uint8_t *mem, uint64_t total, const struct dirty *d, int 
 	return 0;
 }
 
+int snapmem_copy_pages(int dst, int src, const struct dirty *d)
+{
+	uint8_t *buf = malloc(1u << 20);
+	uint64_t p = 0, e;
+	int r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (!r && next_run(d, &p, &e)) {
+		while (!r && p < e) {
+			uint64_t k = e - p > 256 ? 256 : e - p;
+
+			if (!(r = pread_all(src, buf, k * PAGE, p * PAGE)))
+				r = pwrite_all(dst, buf, k * PAGE, p * PAGE);
+			p += k;
+		}
+	}
+	free(buf);
+	return r;
+}
+
+int snapid_replace(const uint8_t *body, size_t len, const struct snap_ident *i, struct sbuf *out)
+{
+	size_t off = 0;
+	int done = 0;
+
+	sb_init(out);
+	while (off + 8 <= len) {
+		uint32_t tag, n;
+
+		memcpy(&tag, body + off, 4);
+		memcpy(&n, body + off + 4, 4);
+		tag = le32toh(tag);
+		n = le32toh(n);
+		if (n > len - off - 8)
+			return -EINVAL;
+		if (tag == SNAP_TAG_SNID) {
+			snapid_save(out, i);
+			done = 1;
+		} else {
+			sb_bytes(out, body + off, 8 + (size_t)n);
+		}
+		off += 8 + (size_t)n;
+	}
+	if (off != len || !done)
+		return -EINVAL;
+	return out->err;
+}
+
 /* ---- the journal ---------------------------------------------------------
  *
  *   0  "VMMJRNL\0"

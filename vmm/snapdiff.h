@@ -66,6 +66,14 @@ int snapmem_write_pages(const uint8_t *mem, uint64_t total, const struct dirty *
 int snapmem_read_pages(uint8_t *mem, uint64_t total, const struct dirty *d, int fd)
 	__attribute__((warn_unused_result));
 
+/* Copies the pages `d` lists from file `src` to file `dst` (flattening a
+ * diff onto a copy of its base). 0, -EIO (src short) or -errno. */
+int snapmem_copy_pages(int dst, int src, const struct dirty *d) __attribute__((warn_unused_result));
+/* A state file body with its SNID section replaced by `i` (appended after
+ * HOST's place if it had none). 0 or -errno; `out` is sb_init'ed here. */
+int snapid_replace(const uint8_t *body, size_t len, const struct snap_ident *i, struct sbuf *out)
+	__attribute__((warn_unused_result));
+
 /* The steps of an in-place commit, for fault injection: the hook runs
  * after each and, if it returns nonzero, the commit stops right there as
  * a crash would (no cleanup) and returns -ECANCELED. */
