@@ -120,6 +120,8 @@ static void run_usage(FILE *out)
 		"  --limit-cpu CPUS, --limit-mem SIZE, --limit-pids N\n"
 		"                       the sandbox's cgroup: CPU quota (e.g. 1.5), memory of\n"
 		"                       the whole VMM process, tasks\n"
+		"  --track-dirty        track the pages the guest writes, for diff snapshots\n"
+		"                       ('vmm snapshot --diff', docs/snapshot.md)\n"
 		"  --no-seccomp         run without the seccomp allow-lists (debugging only:\n"
 		"                       a warning says so; docs/security.md)\n"
 		"  -q, --quiet          only errors on stderr\n"
@@ -136,7 +138,7 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
        OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE, OPT_IMAGE_ENV, OPT_IMAGE_CWD,
-       OPT_ENTROPY, OPT_BALLOON,
+       OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY,
        /* Firecracker's command line (vmm serve): */
        OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
        OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
@@ -191,6 +193,7 @@ static const struct option run_opts[] = {
 	{ "config-file", required_argument, NULL, OPT_CONFIG_FILE },
 	{ "id", required_argument, NULL, OPT_NAME },
 	{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
+	{ "track-dirty", no_argument, NULL, OPT_TRACK_DIRTY },
 	{ "jail", no_argument, NULL, OPT_JAIL },
 	{ "jail-uid", required_argument, NULL, OPT_JAIL_UID },
 	{ "jail-gid", required_argument, NULL, OPT_JAIL_GID },
@@ -1434,6 +1437,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			cfg.seccomp = 0;
 			no_seccomp = 1;
 			break;
+		case OPT_TRACK_DIRTY: /* diff snapshots (docs/snapshot.md) */
+			cfg.track_dirty = 1;
+			break;
 		case 'd':
 			detach = 1;
 			break;
@@ -1680,6 +1686,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		if (ctl.api->pending == FCAPI_LOAD) {
 			have_snap = 1;
 			restore = 1;
+			cfg.track_dirty |= ctl.api->cfg.track_dirty_pages;
 			cfg.start_paused = !ctl.api->load_resume;
 		}
 	}

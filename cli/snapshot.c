@@ -4,6 +4,7 @@
 #include "sandbox.h"
 #include "../guest-init/json.h"
 #include "../vmm/log.h"
+#include "../vmm/snapshot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,14 +20,19 @@
 static void snapshot_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: vmm snapshot [--stop | --pause] SANDBOX DIR\n\n"
+		"usage: vmm snapshot [--stop | --pause] [--diff] SANDBOX DIR\n"
+		"       vmm snapshot merge BASE DIFF [OUT]\n\n"
 		"Pauses the running sandbox SANDBOX (its name), writes a snapshot of it to\n"
 		"DIR (which must not exist: memory, vCPU and device state, copies of its\n"
 		"writable disks), then resumes it. Start clones with 'vmm restore DIR'.\n"
 		"The snapshot is complete and fsynced when this returns 0; on failure (a\n"
 		"full disk) nothing that looks like a snapshot is left behind.\n\n"
 		"  --stop     stop the sandbox after the snapshot instead of resuming it\n"
-		"  --pause    leave it paused ('vmm resume SANDBOX')\n");
+		"  --pause    leave it paused ('vmm resume SANDBOX')\n"
+		"  --diff     only the pages written since the sandbox's last snapshot or\n"
+		"             restore, layered on that one (needs --track-dirty at start)\n\n"
+		"'merge' flattens the diff DIFF onto BASE (its base, wherever it is now)\n"
+		"into a full snapshot OUT, or in place without OUT (docs/snapshot.md).\n");
 }
 
 /* Prints the reply's error, or nothing: 0 if the reply says ok. */
@@ -96,8 +102,10 @@ static int snapshot_main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "stop", no_argument, NULL, 's' },
 		{ "pause", no_argument, NULL, 'p' },
+		{ "diff", no_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 },
 	};
+	int diff = 0;
 	char abs[PATH_MAX], req[PATH_MAX * 2 + 64], reply[4096], staged[PATH_MAX + 64];
 	const char *target = abs;
 	struct sandbox sb;
@@ -105,9 +113,16 @@ static int snapshot_main(int argc, char **argv)
 	struct json_writer w;
 	int opt, r;
 
+	if (argc >= 2 && !strcmp(argv[1], "merge")) {
+		if (argc != 4 && argc != 5)
+			return cli_usage_error("snapshot", "merge expects BASE DIFF [OUT]");
+		return snapshot_merge(argv[2], argv[3], argc == 5 ? argv[4] : NULL) ? CLI_EXIT_ERROR : 0;
+	}
 	optind = 1;
 	while ((opt = cli_getopt(argc, argv, "+", opts, "snapshot")) != -1) {
-		if (opt == 's')
+		if (opt == 'D')
+			diff = 1;
+		else if (opt == 's')
 			then = "stop";
 		else if (opt == 'p')
 			then = "pause";
@@ -146,6 +161,10 @@ static int snapshot_main(int argc, char **argv)
 	jw_str(&w, target);
 	jw_key(&w, "then");
 	jw_str(&w, then);
+	if (diff) {
+		jw_key(&w, "diff");
+		jw_bool(&w, 1);
+	}
 	jw_obj_end(&w);
 	if (!jw_done(&w))
 		return CLI_EXIT_ERROR;

@@ -93,6 +93,10 @@ static int add_buf(struct vq *q, struct vq_chain *c, const struct virtq_desc *d,
 			*why = "chain's writable length overflows 32 bits";
 			return -EINVAL;
 		}
+		/* Handed out for writing: dirty for the next diff snapshot (a
+		 * device fills and pushes a chain before its loop parks, so the
+		 * write lands before the pause that reads the bitmap). */
+		gm_mark_host(q->gm, p, len);
 		c->write_len += len;
 		c->nr_write++;
 	} else {
@@ -232,6 +236,7 @@ void vq_push(struct vq *q, uint16_t head, uint32_t len)
 
 	memcpy(q->used + USED_RING_OFF + 8 * (size_t)(q->used_idx % q->size), &e, sizeof(e));
 	q->used_idx++;
+	gm_mark_host(q->gm, q->used, used_bytes(q->size));
 	/* Release: the element is visible before the index that publishes it.
 	 * Pairs with the driver's read barrier after it reads used->idx
 	 * (virtio_rmb in virtqueue_get_buf_ctx_split). */
@@ -274,6 +279,7 @@ void vq_notify_after(struct vq *q, uint16_t idx)
 	if (!q->event_idx)
 		return;
 	__atomic_store_n(ev, htole16(idx), __ATOMIC_RELAXED);
+	gm_mark_host(q->gm, ev, sizeof(*ev));
 	/* Full barrier: avail_event must be visible before we re-check
 	 * avail->idx, pairing with the driver's barrier between publishing
 	 * avail->idx and reading avail_event (virtqueue_kick_prepare_split). */

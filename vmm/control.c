@@ -120,6 +120,8 @@ static void do_snapshot(struct vm *vm, const struct json *req, char *out, size_t
 	const char *dir = NULL, *then = "resume";
 	char msg[512];
 	struct json_writer w;
+	struct snap_opts o = { 0 };
+	struct snap_stats st = { 0 };
 	uint64_t t0 = mono_ms(), t1, t2, bytes = 0;
 	int was_paused = vm->paused, r;
 
@@ -135,13 +137,18 @@ static void do_snapshot(struct vm *vm, const struct json *req, char *out, size_t
 		reply_error(out, outlen, "\"then\" must be \"resume\", \"pause\" or \"stop\"");
 		return;
 	}
+	if (json_get(req, "diff") && json_get_bool(req, "diff", &o.diff)) {
+		reply_error(out, outlen, "\"diff\" must be true or false");
+		return;
+	}
 	if ((r = vm_pause(vm))) {
 		reply_error(out, outlen, r == -ETIMEDOUT ? "a vCPU did not stop within 10 s (a stalled console?)"
 							 : "the VM is stopping");
 		return;
 	}
 	t1 = mono_ms();
-	r = vm_snapshot(vm, dir, &bytes);
+	r = vm_snapshot_ex(vm, dir, &o, &st);
+	bytes = st.mem_alloc;
 	t2 = mono_ms();
 	if (r) {
 		if (!was_paused)
@@ -169,6 +176,10 @@ static void do_snapshot(struct vm *vm, const struct json *req, char *out, size_t
 	jw_int(&w, (int64_t)(t2 - t0));
 	jw_key(&w, "memory_bytes_on_disk");
 	jw_int(&w, (int64_t)bytes);
+	jw_key(&w, "memory_bytes_written");
+	jw_int(&w, (int64_t)st.mem_written);
+	jw_key(&w, "kind");
+	jw_str(&w, o.diff ? "diff" : "full");
 	jw_key(&w, "then");
 	jw_str(&w, then);
 	jw_obj_end(&w);

@@ -892,7 +892,8 @@ static int snapshot_own_name(const char *name)
 	char *end;
 	unsigned long i;
 
-	if (!strcmp(name, SNAP_STATE_FILE) || !strcmp(name, SNAP_MEMORY_FILE) || !strcmp(name, FCAPI_SNAP_CONFIG))
+	if (!strcmp(name, SNAP_STATE_FILE) || !strcmp(name, SNAP_MEMORY_FILE) || !strcmp(name, FCAPI_SNAP_CONFIG) ||
+	    !strcmp(name, SNAP_JOURNAL_FILE) || !strcmp(name, SNAP_STATE_NEW))
 		return 1;
 	if (strncmp(name, "disk", 4) || name[4] < '0' || name[4] > '9' || (name[4] == '0' && name[5]))
 		return 0;
@@ -965,6 +966,8 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 	};
 	const char *type;
 	char dir[PATH_MAX], mem[PATH_MAX], own_mem[PATH_MAX], tmp[PATH_MAX], side[PATH_MAX];
+	struct snap_opts o = { 0 };
+	struct snap_stats sst = { 0 };
 	uint64_t bytes = 0;
 	size_t n;
 	int r;
@@ -972,10 +975,7 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 	if ((r = check_fields(b, f, 3, w)))
 		return r;
 	type = get_str(b, "snapshot_type");
-	if (type && !strcmp(type, "Diff"))
-		return fail(w, "'snapshot_type' Diff is not supported yet: vmm has no dirty page tracking "
-			    "(track_dirty_pages is recorded only); create a Full snapshot");
-	if (type && strcmp(type, "Full"))
+	if (type && strcmp(type, "Full") && strcmp(type, "Diff"))
 		return fail(w, "'snapshot_type' %.16s: Full or Diff", type);
 	if ((r = abs_path(dir, sizeof(dir), get_str(b, "snapshot_path"), "snapshot_path", w)) ||
 	    (r = abs_path(mem, sizeof(mem), get_str(b, "mem_file_path"), "mem_file_path", w)))
@@ -992,6 +992,17 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 		return fail(w, "Create snapshot only while the microVM is paused (PATCH /vm {\"state\": \"Paused\"} first)");
 	if (!strcmp(mem, dir))
 		return fail(w, "'mem_file_path' and 'snapshot_path' must differ");
+	o.diff = type && !strcmp(type, "Diff");
+	o.final_dir = dir;
+	if (o.diff && !a->vm->gm.dirty.w)
+		return fail(w, "Diff snapshots need dirty page tracking: set track_dirty_pages in /machine-config "
+			    "(or /snapshot/load)");
+	if (o.diff && !a->vm->snap_dir[0])
+		return fail(w, "a Diff snapshot holds the pages written since the last snapshot or load, and this "
+			    "microVM has none: create a Full snapshot first");
+	if (o.diff && !strcmp(a->vm->snap_dir, dir))
+		return fail(w, "a Diff snapshot cannot replace the snapshot it is layered on (%.200s): give another "
+			    "'snapshot_path'", dir);
 	/* Every refusal before anything is written. */
 	if ((r = old_snapshot(dir, 0, w)))
 		return r;
@@ -1005,7 +1016,8 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 			return fail(w, "'mem_file_path' %.200s is a directory", mem);
 	}
 	/* Written beside, then put in place: a failure leaves the old one. */
-	r = vm_snapshot(a->vm, tmp, &bytes);
+	r = vm_snapshot_ex(a->vm, tmp, &o, &sst);
+	bytes = sst.mem_alloc;
 	if (r)
 		return fail(w, "snapshot to %.200s failed: %s (nothing was left behind)", dir, strerror(-r));
 	{
@@ -1041,7 +1053,8 @@ static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why
 				    dir, strerror(errno));
 	}
 	a->n.snapshot_create++;
-	log_info("snapshot written to %s (memory %llu KiB on disk)", dir, (unsigned long long)(bytes >> 10));
+	log_info("%s snapshot written to %s (memory %llu KiB on disk, %llu pages)", o.diff ? "diff" : "full", dir,
+		 (unsigned long long)(bytes >> 10), (unsigned long long)sst.pages);
 	return 0;
 }
 
@@ -1172,7 +1185,7 @@ static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *
 	snprintf(a->load_dir, sizeof(a->load_dir), "%s", dir);
 	a->load_resume = get_bool(b, "resume_vm", 0);
 	a->load_clock_realtime = get_bool(b, "clock_realtime", 0);
-	/* Recorded (GET /vm/config); Diff snapshots stay refused. */
+	/* Tracking for Diff snapshots of the loaded VM (GET /vm/config shows it). */
 	a->cfg.track_dirty_pages = get_bool(b, "track_dirty_pages", 0) || get_bool(b, "enable_diff_snapshots", 0);
 	a->pending = FCAPI_LOAD;
 	a->n.snapshot_load++;
@@ -1512,6 +1525,7 @@ int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, siz
 	cfg->cmdline = c->has_boot_args ? c->boot_args : DEFAULT_BOOT_ARGS;
 	cfg->cpus = c->vcpus;
 	cfg->mem_bytes = (uint64_t)c->mem_mib << 20;
+	cfg->track_dirty = c->track_dirty_pages; /* Diff snapshots */
 	if (c->tmpl_set) {
 		cfg->tmpl = c->tmpl;
 		cfg->tmpl_explicit = 1;

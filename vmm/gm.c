@@ -153,8 +153,16 @@ err_close:
 	return e;
 }
 
+int gm_track_dirty(struct gm *gm)
+{
+	if (gm->dirty.w)
+		return 0;
+	return dirty_init(&gm->dirty, gm->total / GM_PAGE_SIZE);
+}
+
 void gm_destroy(struct gm *gm)
 {
+	dirty_free(&gm->dirty);
 	if (gm->map && gm->map != MAP_FAILED)
 		munmap(gm->map, gm->total);
 	if (gm->fd >= 0)
@@ -182,10 +190,21 @@ void *gm_ptr(const struct gm *gm, uint64_t gpa, uint64_t len)
 	return NULL;
 }
 
+void *gm_ptr_w(const struct gm *gm, uint64_t gpa, uint64_t len)
+{
+	void *p = gm_ptr(gm, gpa, len);
+
+	if (p)
+		gm_mark_host(gm, p, len);
+	return p;
+}
+
 static int discard(const struct gm *gm, uint8_t *p, uint64_t len)
 {
 	if (len == 0)
 		return 0;
+	/* The page's content changes (zeros, or the file's page again). */
+	gm_mark_host(gm, p, len);
 	if (madvise(p, len, gm->private_map ? MADV_DONTNEED : MADV_REMOVE) < 0)
 		return -errno;
 	return 0;
@@ -235,7 +254,7 @@ int gm_read(const struct gm *gm, uint64_t gpa, void *dst, uint64_t len)
 
 int gm_write(const struct gm *gm, uint64_t gpa, const void *src, uint64_t len)
 {
-	void *p = gm_ptr(gm, gpa, len);
+	void *p = gm_ptr_w(gm, gpa, len);
 
 	if (!p)
 		return -EFAULT;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dirty.h"
+
 #define GM_MAX_REGIONS 4
 #define GM_PAGE_SIZE 4096ull
 
@@ -32,6 +34,9 @@ struct gm {
 	int private_map;   /* MAP_PRIVATE over a snapshot's memory file */
 	unsigned nr;
 	struct gm_region r[GM_MAX_REGIONS];
+	/* Pages written since the last snapshot, by file offset (dirty.h);
+	 * off (w NULL) unless gm_track_dirty was called. */
+	struct dirty dirty;
 };
 
 /* Region layout for `ram` bytes of x86 RAM. Returns the number of regions
@@ -51,8 +56,27 @@ int gm_open_file(struct gm *gm, const char *path, const struct gm_region *region
 		 unsigned nr) __attribute__((warn_unused_result));
 void gm_destroy(struct gm *gm);
 
-/* Host pointer for [gpa, gpa+len), or NULL if any byte of it is not RAM. */
+/* Host pointer for [gpa, gpa+len), or NULL if any byte of it is not RAM.
+ * A pointer the caller writes through must be marked (gm_ptr_w or
+ * gm_mark_host) once tracking is on: KVM's dirty log sees only vCPU
+ * writes, never a device thread's. */
 void *gm_ptr(const struct gm *gm, uint64_t gpa, uint64_t len);
+/* gm_ptr for writing: the range is marked dirty. */
+void *gm_ptr_w(const struct gm *gm, uint64_t gpa, uint64_t len);
+
+/* Dirty tracking (docs/snapshot.md): allocates the bitmap; from now on
+ * gm_write, gm_ptr_w, gm_mark*, gm_discard* mark the pages they touch.
+ * 0 or -errno. Before any device thread runs. */
+int gm_track_dirty(struct gm *gm) __attribute__((warn_unused_result));
+/* Marks a host range inside guest RAM (a writable chain buffer, a used
+ * ring) dirty; a range outside RAM is ignored. Any thread, lock-free. */
+static inline void gm_mark_host(const struct gm *gm, const void *p, uint64_t len)
+{
+	uintptr_t a = (uintptr_t)p, base = (uintptr_t)gm->map;
+
+	if (gm->dirty.w && a >= base && a - base < gm->total && len <= gm->total - (a - base))
+		dirty_mark(&gm->dirty, a - base, len);
+}
 /* Copies; 0 or -EFAULT. The range must lie in one region. */
 int gm_read(const struct gm *gm, uint64_t gpa, void *dst, uint64_t len)
 	__attribute__((warn_unused_result));

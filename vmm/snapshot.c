@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include "snapshot.h"
+#include "snapshot_priv.h"
 #include "log.h"
 #include "vcpu.h"
 
@@ -834,7 +835,7 @@ static int64_t mtime_ns(const struct stat *st)
 
 /* ---- save ---- */
 
-static int build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf)
+int snap_build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf, const struct snap_ident *ident)
 {
 	struct sio io = { .w = b };
 	struct vm_state vs;
@@ -848,6 +849,9 @@ static int build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf)
 	sb_begin(b, TAG_HOST);
 	visit_host(&io, conf);
 	sb_end(b);
+	/* After HOST: a vmm from before identities refuses the file there
+	 * ("sections out of order") and so never takes a diff for a full. */
+	snapid_save(b, ident);
 
 	sb_begin(b, TAG_MEMR);
 	sb_u32(b, vm->gm.nr);
@@ -893,56 +897,16 @@ static int build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf)
 	return b->err;
 }
 
-int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
+/* The config part of the state; writable disks copied to
+ * copy_dir/diskN<suffix> as they are now (the loops are paused: every write
+ * the guest saw completed is in the file). */
+int snap_fill_conf(struct vm *vm, struct snap_conf *conf, const char *copy_dir, const char *suffix)
 {
-	char tmp[PATH_MAX], p[PATH_MAX];
-	struct snap_conf *conf;
+	char p[PATH_MAX], copy[40];
 	struct stat st;
-	struct sbuf b;
 	unsigned i;
-	int fd, r;
-	const char *slash;
+	int r;
 
-	if (!vm->paused)
-		return -EBUSY;
-	if (lstat(dir, &st) == 0) {
-		log_err("snapshot: %s already exists (a snapshot is never overwritten)", dir);
-		return -EEXIST;
-	}
-	if (snprintf(tmp, sizeof(tmp), "%s.partial-%d", dir, (int)getpid()) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	conf = calloc(1, sizeof(*conf));
-	if (!conf)
-		return -ENOMEM;
-	sb_init(&b);
-	if (mkdir(tmp, 0700) < 0) {
-		r = -errno;
-		log_err("snapshot: cannot create %s: %s", tmp, strerror(errno));
-		free(conf);
-		return r;
-	}
-
-	/* Guest memory, sparse. */
-	if ((r = path_join(p, sizeof(p), tmp, SNAP_MEMORY_FILE)))
-		goto fail;
-	fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	r = gm_dump(&vm->gm, fd);
-	if (!r && fsync(fd) < 0)
-		r = -errno;
-	if (!r && fstat(fd, &st) == 0 && mem_written)
-		*mem_written = (uint64_t)st.st_blocks * 512;
-	close(fd);
-	if (r) {
-		log_err("snapshot: writing guest memory: %s", strerror(-r));
-		goto fail;
-	}
-
-	/* Config; writable disks copied as they are now (the loops are
-	 * paused: every write the guest saw completed is in the file). */
 	conf->mem_bytes = vm->cfg.mem_bytes;
 	conf->cpus = vm->nr_vcpus;
 	conf->tmpl = (uint32_t)vm->cfg.tmpl;
@@ -967,16 +931,16 @@ int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
 		if (o->ro)
 			continue;
 		snprintf(d->file, sizeof(d->file), "disk%u", i);
-		if ((r = path_join(p, sizeof(p), tmp, d->file)))
-			goto fail;
-		if (vm->disks[i]->fd >= 0 && fdatasync(vm->disks[i]->fd) < 0) {
-			r = -errno;
-			goto fail;
-		}
+		snprintf(copy, sizeof(copy), "disk%u%s", i, suffix);
+		if ((r = path_join(p, sizeof(p), copy_dir, copy)))
+			return r;
+		if (vm->disks[i]->fd >= 0 && fdatasync(vm->disks[i]->fd) < 0)
+			return -errno;
+		unlink(p); /* a diskN.next left by a failed in-place update */
 		r = snap_copy_file(o->path, p);
 		if (r) {
 			log_err("snapshot: copying disk %s: %s", o->path, strerror(-r));
-			goto fail;
+			return r;
 		}
 	}
 	conf->has_vsock = vm->vsock != NULL;
@@ -1014,8 +978,113 @@ int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
 	host_cpu(conf->vendor, &conf->cpu_sig);
 	r = vm->nr_vcpus ? ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0) : 0;
 	conf->tsc_khz = r > 0 ? (uint32_t)r : 0;
+	return 0;
+}
 
-	r = build_state(vm, &b, conf);
+int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
+{
+	struct snap_opts o = { 0 };
+	struct snap_stats st;
+	int r = vm_snapshot_ex(vm, dir, &o, &st);
+
+	if (!r && mem_written)
+		*mem_written = st.mem_alloc;
+	return r;
+}
+
+int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, struct snap_stats *stats)
+{
+	char tmp[PATH_MAX], p[PATH_MAX];
+	struct snap_ident ident;
+	struct dirty taken = { 0 };
+	struct snap_conf *conf;
+	struct snap_stats sst = { 0 };
+	struct stat st;
+	struct sbuf b;
+	int fd, r;
+	const char *slash;
+
+	if (!vm->paused)
+		return -EBUSY;
+	memset(&ident, 0, sizeof(ident));
+	if (o->diff && !vm->gm.dirty.w) {
+		log_err("snapshot: a diff snapshot needs dirty-page tracking (start the VM with --track-dirty, "
+			"or track_dirty_pages in the Firecracker API)");
+		return -EINVAL;
+	}
+	if (o->diff && (!vm->snap_dir[0] || snapid_is_zero(vm->snap_id))) {
+		log_err("snapshot: a diff snapshot layers on the VM's last snapshot or the one it was "
+			"restored from, and there is none (with an identity): take a full snapshot first");
+		return -EINVAL;
+	}
+	if (lstat(dir, &st) == 0) {
+		log_err("snapshot: %s already exists (a snapshot is never overwritten)", dir);
+		return -EEXIST;
+	}
+	if (snprintf(tmp, sizeof(tmp), "%s.partial-%d", dir, (int)getpid()) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	if ((r = snapid_new(ident.id)))
+		return r;
+	ident.kind = o->diff ? SNAP_KIND_DIFF : SNAP_KIND_FULL;
+	if (vm->gm.dirty.w) {
+		/* Every page written since the last snapshot: KVM's log, then
+		 * ours, taken whole (given back if this snapshot fails). */
+		if ((r = vm_dirty_harvest(vm)) || (r = dirty_init(&taken, vm->gm.dirty.pages)) ||
+		    (r = dirty_take(&vm->gm.dirty, &taken))) {
+			log_err("snapshot: reading the dirty log: %s", strerror(-r));
+			dirty_free(&taken);
+			return r;
+		}
+	}
+	conf = calloc(1, sizeof(*conf));
+	if (!conf) {
+		r = -ENOMEM;
+		goto out_taken;
+	}
+	sb_init(&b);
+	if (mkdir(tmp, 0700) < 0) {
+		r = -errno;
+		log_err("snapshot: cannot create %s: %s", tmp, strerror(errno));
+		free(conf);
+		goto out_taken;
+	}
+
+	/* Guest memory: all of it, sparse; or the dirty pages at their offsets. */
+	if ((r = path_join(p, sizeof(p), tmp, SNAP_MEMORY_FILE)))
+		goto fail;
+	fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (o->diff) {
+		r = snapmem_write_pages(vm->gm.map, vm->gm.total, &taken, fd, &sst.mem_written);
+		sst.pages = dirty_count(&taken);
+	} else {
+		r = gm_dump(&vm->gm, fd);
+		sst.pages = vm->gm.total / GM_PAGE_SIZE;
+	}
+	if (!r && fsync(fd) < 0)
+		r = -errno;
+	if (!r && fstat(fd, &st) == 0)
+		sst.mem_alloc = (uint64_t)st.st_blocks * 512;
+	if (!o->diff)
+		sst.mem_written = sst.mem_alloc;
+	close(fd);
+	if (r) {
+		log_err("snapshot: writing guest memory: %s", strerror(-r));
+		goto fail;
+	}
+
+	if ((r = snap_fill_conf(vm, conf, tmp, "")))
+		goto fail;
+	if (o->diff) {
+		snprintf(ident.base_dir, sizeof(ident.base_dir), "%s", vm->snap_dir);
+		memcpy(ident.base_id, vm->snap_id, SNAP_ID_LEN);
+		ident.pages = taken; /* borrowed for the section */
+	}
+	r = snap_build_state(vm, &b, conf, &ident);
+	memset(&ident.pages, 0, sizeof(ident.pages));
 	if (r) {
 		log_err("snapshot: reading VM state: %s", strerror(-r));
 		goto fail;
@@ -1041,14 +1110,27 @@ int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
 	} else {
 		(void)fsync_path(".");
 	}
+	/* The next diff counts from this one. */
+	if (o->final_dir)
+		snprintf(vm->snap_dir, sizeof(vm->snap_dir), "%s", o->final_dir);
+	else if (!realpath(dir, vm->snap_dir))
+		snprintf(vm->snap_dir, sizeof(vm->snap_dir), "%s", dir);
+	memcpy(vm->snap_id, ident.id, SNAP_ID_LEN);
+	if (stats)
+		*stats = sst;
 	sb_free(&b);
 	free(conf);
+	dirty_free(&taken);
 	return 0;
 
 fail:
 	remove_partial(tmp);
 	sb_free(&b);
 	free(conf);
+out_taken:
+	if (taken.w)
+		(void)dirty_merge(&vm->gm.dirty, &taken); /* nothing lost: the next try has them */
+	dirty_free(&taken);
 	return r;
 }
 
@@ -1070,6 +1152,12 @@ int snapshot_open(struct snapshot *s, const char *dir)
 		log_err("snapshot %s: %s", dir, strerror(errno));
 		return r;
 	}
+	/* An in-place update a crash interrupted: finished or discarded
+	 * before anything is read (snapdiff.h). */
+	if ((r = snap_recover(s->dir))) {
+		log_err("snapshot %s: recovering an interrupted update: %s", dir, strerror(-r));
+		return r;
+	}
 	if ((r = path_join(p, sizeof(p), s->dir, SNAP_STATE_FILE)))
 		return r;
 	r = snapfile_read(p, &s->file, &s->len, &body, &body_len, &why);
@@ -1088,6 +1176,9 @@ int snapshot_open(struct snapshot *s, const char *dir)
 		visit_host(&io, &s->conf);
 		sr_end(&s->rd, "host");
 	}
+	if (!s->rd.err && (s->conf.mem_bytes % GM_PAGE_SIZE ||
+			   snapid_load(&s->rd, &s->ident, s->conf.mem_bytes / GM_PAGE_SIZE)))
+		sr_fail(&s->rd, "the snapshot's identity section is invalid");
 	if (s->rd.err) {
 		log_err("snapshot %s: %s", dir, s->rd.why);
 		snapshot_close(s);
@@ -1140,6 +1231,7 @@ void snapshot_close(struct snapshot *s)
 {
 	free(s->file);
 	s->file = NULL;
+	snapid_free(&s->ident);
 }
 
 /* The task register as AMD SVM keeps it: the VMCB holds TR's attributes
@@ -1308,6 +1400,9 @@ int vm_restore_state(struct vm *vm, struct snapshot *s)
 		virtio_mmio_restart(vm->virtio[i]);
 	if (vm->balloon)
 		virtio_balloon_restart(vm->balloon);
+	/* A diff taken from here on layers on this snapshot. */
+	snprintf(vm->snap_dir, sizeof(vm->snap_dir), "%s", s->dir);
+	memcpy(vm->snap_id, s->ident.id, SNAP_ID_LEN);
 	/* 5.10.6.6: connections are not carried over; the guest is told. */
 	if (vm->vsock)
 		virtio_vsock_transport_reset(vm->vsock);

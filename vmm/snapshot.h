@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <stdint.h>
 
+#include "snapdiff.h"
 #include "snapfmt.h"
 #include "vm.h"
 
@@ -80,6 +81,7 @@ struct snapshot {
 	size_t len;
 	struct srd rd;        /* positioned after the config sections */
 	struct snap_conf conf;
+	struct snap_ident ident; /* ID, kind; a diff's base and page bitmap */
 };
 
 /* Opens DIR: reads and checks the state file (magic, version, length,
@@ -92,6 +94,50 @@ void snapshot_close(struct snapshot *s);
  * *bytes gets the memory file's allocated size. 0 or -errno (logged). */
 int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_bytes_written)
 	__attribute__((warn_unused_result));
+
+struct snap_opts {
+	int diff;              /* only the pages dirtied since the VM's last
+				  snapshot or restore, layered on that one */
+	const char *final_dir; /* where DIR will be renamed to by the caller
+				  (the Firecracker API writes beside), or NULL */
+};
+struct snap_stats {
+	uint64_t mem_alloc;    /* the memory file's allocated bytes */
+	uint64_t mem_written;  /* bytes of guest RAM written (pwrite) */
+	uint64_t pages;        /* pages in the diff (dirty pages), or all */
+};
+int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, struct snap_stats *st)
+	__attribute__((warn_unused_result));
+
+/* ---- diff snapshots and in-place updates (snapshot_diff.c) ---- */
+
+/* Turns dirty tracking on for a VM being built (vm_create, before the
+ * memory slots): the bitmap, and KVM's manual dirty-log protection where
+ * the kernel has it. 0 or -errno. */
+int vm_track_dirty(struct vm *vm) __attribute__((warn_unused_result));
+/* ORs KVM's dirty log of every slot into vm->gm.dirty (VM paused). */
+int vm_dirty_harvest(struct vm *vm) __attribute__((warn_unused_result));
+/* Maps a snapshot's guest memory for a restore: a full snapshot's file
+ * MAP_PRIVATE; for a diff, its chain down to a full snapshot (each base's
+ * ID checked), that one mapped and every diff's pages read over it,
+ * oldest first. 0 or -errno, logged. */
+int snap_map_memory(struct gm *gm, const struct snapshot *s) __attribute__((warn_unused_result));
+/* Flattens DIFF onto its base into a full snapshot at OUT (which must not
+ * exist), or in place when OUT is NULL or DIFF. BASE, if not NULL, is
+ * where DIFF's base is now (its ID must be the one DIFF recorded); else
+ * the recorded path. The result keeps DIFF's ID: diffs layered on DIFF
+ * still apply to it. 0 or -errno, logged. */
+int snapshot_merge(const char *base, const char *diff, const char *out) __attribute__((warn_unused_result));
+/* Writes the pages dirtied since the VM's last snapshot or restore into
+ * DIR, that snapshot (a full one), in place: journal, new state, commit,
+ * memory (snapdiff.h). Writable disks are re-copied beside their old copy
+ * and renamed at the commit. The VM must be paused and tracking on. 0 or
+ * -errno (logged); -ESTALE if DIR is not the snapshot the bitmap counts
+ * from. */
+int snapshot_update_inplace(struct vm *vm, const char *dir, struct snap_stats *st)
+	__attribute__((warn_unused_result));
+int snapshot_update_inplace_f(struct vm *vm, const char *dir, struct snap_stats *st,
+			      const struct snap_fault *f) __attribute__((warn_unused_result));
 
 /* Inside vm_create, for cfg->restore: applies the VM, vCPU and device
  * state on top of the freshly built VM, every value checked first. */

@@ -734,19 +734,10 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		goto err_vmfd;
 
 	if (cfg->restore) {
-		struct gm_region regions[GM_MAX_REGIONS];
-		char path[PATH_MAX];
-		int nr = gm_x86_layout(cfg->mem_bytes, regions);
-
-		int w = snprintf(path, sizeof(path), "%s/%s", cfg->restore->dir, SNAP_MEMORY_FILE);
-
-		r = nr < 0 ? nr : (w < 0 || (size_t)w >= sizeof(path)) ? -ENAMETOOLONG
-			: gm_open_file(&vm->gm, path, regions, (unsigned)nr);
-		if (r) {
-			log_err("snapshot %s: cannot map the memory file: %s", cfg->restore->dir,
-				strerror(-r));
+		/* A full snapshot's memory file, or a diff's chain merged. */
+		r = snap_map_memory(&vm->gm, cfg->restore);
+		if (r)
 			goto err_vmfd;
-		}
 	} else {
 		r = gm_create_x86(&vm->gm, cfg->mem_bytes);
 	}
@@ -755,12 +746,15 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 			(unsigned long long)(cfg->mem_bytes >> 20), strerror(-r));
 		goto err_vmfd;
 	}
+	if (cfg->track_dirty && (r = vm_track_dirty(vm)))
+		goto err_gm;
 	for (i = 0; i < vm->gm.nr; i++) {
 		struct kvm_userspace_memory_region mr = {
 			.slot = i,
 			.guest_phys_addr = vm->gm.r[i].gpa,
 			.memory_size = vm->gm.r[i].size,
 			.userspace_addr = (uint64_t)(uintptr_t)vm->gm.r[i].host,
+			.flags = cfg->track_dirty ? KVM_MEM_LOG_DIRTY_PAGES : 0,
 		};
 		r = kvm_ioctl_ptr(vm->fd, KVM_SET_USER_MEMORY_REGION, &mr);
 		if (r < 0)

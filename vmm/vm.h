@@ -101,6 +101,9 @@ struct vm_config {
 	int start_paused;        /* vm_run parks the vCPUs at once (vm_resume) */
 	int seccomp;             /* each thread under its allow-list (vmm/seccomp.h);
 				    the CLI sets it unless --no-seccomp */
+	int track_dirty;         /* dirty-page tracking for diff snapshots and
+				    in-place updates (docs/snapshot.md); off: no
+				    KVM dirty log, no bitmap, no cost */
 };
 
 struct vcpu {
@@ -149,6 +152,12 @@ struct vm {
 	int exit_signo;
 	char exit_msg[256];
 	int exit_efd;            /* written once when exit_reason is set */
+
+	/* Dirty tracking (cfg.track_dirty): the bitmap is vm->gm.dirty. */
+	int dirty_manual;        /* KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2 enabled */
+	char snap_dir[4096];     /* the snapshot the bitmap counts from (the last
+				    one written or restored), "" if none */
+	uint8_t snap_id[16];     /* its ID (vmm/snapdiff.h) */
 
 	_Atomic uint64_t first_run_ns; /* first KVM_RUN, since cfg.t0_ns */
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */

@@ -296,6 +296,10 @@ try:
     check(code == 204 and "state" in os.listdir(snap) and not glob.glob(snap + ".new-*") and
           all(re.fullmatch(r"state|memory|vm-config\.json|disk[0-9]+", n) for n in os.listdir(snap)),
           "snapshot_path with a trailing slash: overwritten in place", (code, body, os.listdir(snap)))
+    code, body = curl(sock, "PUT", "/snapshot/create", {"snapshot_type": "Diff", "snapshot_path": snap + "-d",
+                                                        "mem_file_path": snap + "-d.mem"})
+    check(fault(code, body, 400, "track_dirty_pages") and not os.path.exists(snap + "-d"),
+          "a Diff snapshot without track_dirty_pages: 400, nothing written", (code, body))
     check(curl(sock, "PATCH", "/vm", {"state": "Resumed"}) == (204, None) and state(sock) == "Running",
           "PATCH /vm Resumed: Running")
 
@@ -332,8 +336,27 @@ try:
     check(os.path.exists(os.path.join(tmp, "fcc.vsock")), "vsock_override: the clone listens on the new socket")
     check(curl(sock3, "PATCH", "/vm", {"state": "Resumed"}) == (204, None) and state(sock3) == "Running",
           "then PATCH /vm Resumed: Running")
-    for proc in (p2, p3):
-        term(proc, "fcb/fcc (loaded snapshots)")
+    # track_dirty_pages on load: a Diff snapshot holds the pages written since, layered on `snap`.
+    dsnap = os.path.join(tmp, "dsnap")
+    check(curl(sock3, "PATCH", "/vm", {"state": "Paused"}) == (204, None), "the clone paused for a Diff")
+    code, body = curl(sock3, "PUT", "/snapshot/create", {"snapshot_type": "Diff", "snapshot_path": snap,
+                                                         "mem_file_path": snap + "/memory"})
+    check(fault(code, body, 400, "layered on"), "a Diff over its own base: 400", (code, body))
+    code, body = curl(sock3, "PUT", "/snapshot/create", {"snapshot_type": "Diff", "snapshot_path": dsnap,
+                                                         "mem_file_path": os.path.join(tmp, "dsnap.mem")})
+    dmem = os.path.join(dsnap, "memory")
+    check(code == 204 and os.path.getsize(dmem) == os.path.getsize(os.path.join(snap, "memory")) and
+          os.stat(dmem).st_blocks * 512 < os.stat(os.path.join(snap, "memory")).st_blocks * 512,
+          "PUT /snapshot/create Diff: a memory file of the full size holding only the dirtied pages "
+          "(%d of %d bytes allocated)" % (os.stat(dmem).st_blocks * 512, os.stat(os.path.join(snap, "memory")).st_blocks * 512),
+          (code, body))
+    p4, sock4, _ = serve("fcd")
+    code, body = curl(sock4, "PUT", "/snapshot/load", {"snapshot_path": dsnap, "resume_vm": True,
+                                                       "mem_file_path": os.path.join(tmp, "dsnap.mem")})
+    check(code == 204 and state(sock4) == "Running", "PUT /snapshot/load of the Diff (merged with its base): Running",
+          (code, body))
+    for proc in (p2, p3, p4):
+        term(proc, "fcb/fcc/fcd (loaded snapshots)")
 
     # ---- every documented route answers -----------------------------------------
     routes, path = [], None
