@@ -38,6 +38,9 @@ extern const struct cli_verb cli_verb_watch;
 extern const struct cli_verb cli_verb_egress;
 extern const struct cli_verb cli_verb_mcp;
 extern const struct cli_verb cli_verb_token;
+extern const struct cli_verb cli_verb_oci;
+/* vmm oci, also run as vmm-oci (argv[0]'s name): argv[0] is the verb. */
+int oci_main(int argc, char **argv);
 
 /* vmm serve: sandbox_main in API mode (run.c). */
 int serve_run(int argc, char **argv);

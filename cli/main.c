@@ -40,6 +40,7 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_serve,
 	&cli_verb_image,
 	&cli_verb_egress,
+	&cli_verb_oci,
 };
 #define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 
@@ -115,6 +116,13 @@ int main(int argc, char **argv)
 	/* Before any thread starts: one malloc arena for all (seccomp.h). */
 	if (sc_process_init())
 		log_warn("cannot pin threads to one malloc arena; glibc may probe files lazily");
+	/* vmm-oci (a link to vmm): the OCI runtime, named as a runc binary */
+	{
+		const char *base = strrchr(argv[0], '/');
+
+		if (!strcmp(base ? base + 1 : argv[0], "vmm-oci"))
+			return oci_main(argc, argv);
+	}
 	if (argc < 2) {
 		usage(stderr);
 		return CLI_EXIT_USAGE;

@@ -290,6 +290,48 @@ int api_parse(const char *text, size_t len, const char *token, struct json_arena
 	return parse_v2(root, r, err, eno);
 }
 
+/* exec's container members (vmm oci): "root", "uid", "gid", "groups",
+ * "no_new_privs", "rlimits":[{"type":RLIMIT_N,"soft":N,"hard":N}] (-1:
+ * unlimited). */
+static int parse_exec_container(const struct json *root, struct api_request *r, const char **err, int *eno)
+{
+	const struct json *v, *e;
+	int64_t n, soft, hard;
+
+	if (json_get(root, "root") && (json_get_str(root, "root", &r->root) || !valid_path(r->root)))
+		return fail(err, eno, "\"root\" must be an absolute path", EINVAL);
+	if (opt_int(root, "uid", 0, 0xfffffffe, &r->uid) || opt_int(root, "gid", 0, 0xfffffffe, &r->gid))
+		return fail(err, eno, "\"uid\" and \"gid\" must be 0..4294967294", EINVAL);
+	if ((v = json_get(root, "groups"))) {
+		if (v->type != JSON_ARR || v->u.kids.count > API_MAX_GROUPS)
+			return fail(err, eno, "\"groups\" must be an array of at most 32 gids", EINVAL);
+		for (e = v->u.kids.first; e; e = e->next) {
+			if (e->type != JSON_NUM || e->u.num < 0 || e->u.num > 4294967294.0 ||
+			    e->u.num != (double)(uint32_t)e->u.num)
+				return fail(err, eno, "\"groups\" must be an array of at most 32 gids", EINVAL);
+			r->groups[r->ngroups++] = (uint32_t)e->u.num;
+		}
+	}
+	if (json_get(root, "no_new_privs") && json_get_bool(root, "no_new_privs", &r->no_new_privs))
+		return fail(err, eno, "\"no_new_privs\" must be a boolean", EINVAL);
+	if ((v = json_get(root, "rlimits"))) {
+		if (v->type != JSON_ARR || v->u.kids.count > API_MAX_RLIMITS)
+			return fail(err, eno, "\"rlimits\" must be an array of at most 16 limits", EINVAL);
+		for (e = v->u.kids.first; e; e = e->next) {
+			if (e->type != JSON_OBJ || json_get_int(e, "type", &n) || n < 0 || n >= 16 ||
+			    json_get_int(e, "soft", &soft) || json_get_int(e, "hard", &hard) || soft < -1 ||
+			    hard < -1)
+				return fail(err, eno, "\"rlimits\": each is {\"type\":N,\"soft\":N,\"hard\":N}",
+					    EINVAL);
+			r->rlimits[r->nrlimits].res = (int)n;
+			r->rlimits[r->nrlimits].soft = soft < 0 ? UINT64_MAX : (uint64_t)soft;
+			r->rlimits[r->nrlimits].hard = hard < 0 ? UINT64_MAX : (uint64_t)hard;
+			r->nrlimits++;
+		}
+	}
+	return 0;
+}
+
 /* The version 1 members (a version 2 request has them too). */
 static int parse_v1(const struct json *root, struct api_request *r, const char **err, int *eno)
 {
@@ -329,7 +371,7 @@ static int parse_v1(const struct json *root, struct api_request *r, const char *
 		if (json_get(root, "timeout_ms") &&
 		    (json_get_int(root, "timeout_ms", &r->timeout_ms) || r->timeout_ms < 0))
 			return fail(err, eno, "\"timeout_ms\" must be a non-negative integer", EINVAL);
-		return 0;
+		return parse_exec_container(root, r, err, eno);
 	case OP_READ:
 	case OP_WRITE:
 	case OP_LIST:

@@ -18,6 +18,8 @@
 #define API_RING_MIN 4096
 #define API_RING_MAX (64u << 20)
 #define API_RING_DEFAULT (1u << 20) /* bytes of output kept per stream */
+#define API_MAX_GROUPS 32 /* exec: supplementary groups */
+#define API_MAX_RLIMITS 16 /* exec: resource limits */
 
 enum api_op {
 	OP_HEALTH, OP_EXEC, OP_READ, OP_WRITE, OP_LIST, OP_STAT, OP_MKDIR, OP_REMOVE,
@@ -67,6 +69,14 @@ struct api_request {
 	const char *paths[API_MAX_PATHS];
 	unsigned nr_paths;       /* stat of many paths (0: "path") */
 	int64_t coalesce_ms;     /* watch: window events are merged in */
+	/* exec in a container root (vmm oci, docs/oci-runtime.md); uid/gid
+	 * above are the command's user then (-1: root's, unchanged) */
+	const char *root;        /* chroot here first (NULL: none) */
+	uint32_t groups[API_MAX_GROUPS];
+	unsigned ngroups;        /* supplementary groups (set with uid/gid) */
+	int no_new_privs;        /* PR_SET_NO_NEW_PRIVS before exec */
+	struct { int res; uint64_t soft, hard; } rlimits[API_MAX_RLIMITS];
+	unsigned nrlimits;
 };
 
 /* Who may use the API: the host (a vsock peer with CID 2,

@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -54,6 +57,65 @@ static void default_env(const struct api_request *r, const char *const *extra, c
 	env[n] = NULL;
 }
 
+/* A container's process (vmm oci) gets its own environment only, as runc
+ * gives it (TERM with a pty if it has none). */
+static void container_env(const struct api_request *r, char **env, unsigned max)
+{
+	unsigned n = 0, j;
+	int term = 0;
+
+	for (j = 0; j < r->envc && n + 2 < max; j++) {
+		env[n++] = (char *)r->env[j];
+		term |= !strncmp(r->env[j], "TERM=", 5);
+	}
+	if (r->pty && !term)
+		env[n++] = "TERM=xterm";
+	env[n] = NULL;
+}
+
+/* In the child, before the working directory: the container's root, its
+ * limits, groups, gid and uid, no_new_privs; execvpe searches the PATH
+ * of its environment, so that is the container's. -1 with errno. */
+static int container_setup(const struct api_request *r)
+{
+	unsigned i;
+
+	if (r->root) {
+		const char *path = NULL;
+
+		for (i = 0; i < r->envc; i++)
+			if (!strncmp(r->env[i], "PATH=", 5))
+				path = r->env[i] + 5;
+		if (setenv("PATH", path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1) ||
+		    chroot(r->root) < 0 || chdir("/") < 0)
+			return -1;
+	}
+	for (i = 0; i < r->nrlimits; i++) {
+		struct rlimit rl = {
+			.rlim_cur = r->rlimits[i].soft == UINT64_MAX ? RLIM_INFINITY : r->rlimits[i].soft,
+			.rlim_max = r->rlimits[i].hard == UINT64_MAX ? RLIM_INFINITY : r->rlimits[i].hard,
+		};
+
+		if (setrlimit(r->rlimits[i].res, &rl) < 0)
+			return -1;
+	}
+	if (r->ngroups || r->gid >= 0) {
+		gid_t g[API_MAX_GROUPS];
+
+		for (i = 0; i < r->ngroups; i++)
+			g[i] = r->groups[i];
+		if (setgroups(r->ngroups, g) < 0)
+			return -1;
+	}
+	if (r->gid >= 0 && setgid((gid_t)r->gid) < 0)
+		return -1;
+	if (r->uid >= 0 && setuid((uid_t)r->uid) < 0)
+		return -1;
+	if (r->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -1;
+	return 0;
+}
+
 const char *spawn_error_message(const struct api_request *r, const struct exec_io *io, int err, char *buf,
 				size_t len)
 {
@@ -74,7 +136,10 @@ pid_t spawn_command(const struct api_request *r, const char *const *extra, struc
 	int e = 0;
 
 	io->cwd_failed = 0;
-	default_env(r, extra, env, sizeof(env) / sizeof(env[0]));
+	if (r->root)
+		container_env(r, env, sizeof(env) / sizeof(env[0]));
+	else
+		default_env(r, extra, env, sizeof(env) / sizeof(env[0]));
 	if (pipe2(ep, O_CLOEXEC) < 0) {
 		*err = errno;
 		return -1;
@@ -125,6 +190,10 @@ pid_t spawn_command(const struct api_request *r, const char *const *extra, struc
 		}
 		int why[2] = { 1, 0 }; /* {in the working directory?, errno} */
 
+		if (container_setup(r) < 0) {
+			why[0] = 0;
+			goto child_fail;
+		}
 		if (r->cwd && chdir(r->cwd) < 0)
 			goto child_fail;
 		if (!r->cwd && chdir("/root") < 0 && chdir("/") < 0)

@@ -167,6 +167,54 @@ static void requests_ok(void **state)
 	assert_int_equal(r.port, 8080);
 }
 
+/* exec's container members (vmm oci): parsed and bounded. */
+static void exec_container_members(void **state)
+{
+	static const char *const refused[] = {
+		"{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"],\"root\":\"rel\"}",
+		"{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"],\"uid\":-1}",
+		"{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"],\"gid\":4294967295}",
+		"{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"],\"groups\":[-1]}",
+		"{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"],\"groups\":[1.5]}",
+		"{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"],\"groups\":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,"
+		"16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32]}",
+		"{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"],\"no_new_privs\":1}",
+		"{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"],\"rlimits\":[{\"type\":16,\"soft\":1,\"hard\":1}]}",
+		"{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"],\"rlimits\":[{\"type\":7,\"soft\":-2,\"hard\":1}]}",
+		"{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"],\"rlimits\":[{\"type\":7}]}",
+	};
+	struct api_request r;
+	size_t i;
+	int eno;
+
+	(void)state;
+	assert_int_equal(parse("{\"v\":2,\"op\":\"exec\",\"argv\":[\"sh\"],\"detach\":true,\"root\":\"/mnt/rootfs\","
+			       "\"uid\":1000,\"gid\":100,\"groups\":[5,6],\"no_new_privs\":true,"
+			       "\"rlimits\":[{\"type\":7,\"soft\":1024,\"hard\":-1}]}",
+			       NULL, &r, &eno),
+			 0);
+	assert_string_equal(r.root, "/mnt/rootfs");
+	assert_int_equal(r.uid, 1000);
+	assert_int_equal(r.gid, 100);
+	assert_int_equal(r.ngroups, 2);
+	assert_int_equal(r.groups[1], 6);
+	assert_true(r.no_new_privs);
+	assert_int_equal(r.nrlimits, 1);
+	assert_int_equal(r.rlimits[0].res, 7);
+	assert_int_equal(r.rlimits[0].soft, 1024);
+	assert_true(r.rlimits[0].hard == UINT64_MAX);
+	/* without them: no chroot, uid/gid unchanged */
+	assert_int_equal(parse("{\"v\":1,\"op\":\"exec\",\"argv\":[\"sh\"]}", NULL, &r, &eno), 0);
+	assert_null(r.root);
+	assert_int_equal(r.uid, -1);
+	assert_int_equal(r.gid, -1);
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		eno = 0;
+		if (parse(refused[i], NULL, &r, &eno) != -1 || eno != EINVAL)
+			fail_msg("accepted: %s", refused[i]);
+	}
+}
+
 static void requests_refused(void **state)
 {
 	static const struct {
@@ -355,6 +403,7 @@ int main(void)
 		cmocka_unit_test(json_writer),
 		cmocka_unit_test(requests_ok),
 		cmocka_unit_test(requests_refused),
+		cmocka_unit_test(exec_container_members),
 		cmocka_unit_test(token),
 		cmocka_unit_test(peer_cid),
 		cmocka_unit_test(token_window),
