@@ -80,11 +80,15 @@ static void run_usage(FILE *out)
 		"                       a virtio-balloon device asking the guest for MIB\n"
 		"                       (docs/devices.md)\n"
 		"  --net tap=NAME[,mac=MAC][,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR][,host_ip=ADDR/PREFIX]\n"
-		"        [,offload=off][,rx_bps=R][,tx_bps=R][,rx_pps=R][,tx_pps=R]\n"
+		"        [,offload=off][,rx_bps=R][,tx_bps=R][,rx_pps=R][,tx_pps=R][,mmds[=v2]]\n"
 		"                       a virtio-net interface on TAP NAME (created if it does\n"
 		"                       not exist, removed at exit), repeatable; guest-init\n"
 		"                       gives it ip/gw/dns; host_ip: the host side's address;\n"
-		"                       *_bps/*_pps: rate limits (docs/networking.md)\n"
+		"                       *_bps/*_pps: rate limits (docs/networking.md); mmds:\n"
+		"                       the guest reaches the metadata service at\n"
+		"                       169.254.169.254 through it (docs/mmds.md)\n"
+		"  --metadata FILE      the metadata service's JSON (with a --net ...,mmds)\n"
+		"  --mmds-size-limit N  its largest size in bytes (51200)\n"
 		"  --image NAME[:VERSION]\n"
 		"                       boot a copy-on-write copy of an image (vmm image), with\n"
 		"                       its defaults; from its warm snapshot if it has one and\n"
@@ -1095,6 +1099,70 @@ static int apply_config_file(struct control *ctl, const char *path)
 	return 0;
 }
 
+/* Firecracker's --metadata FILE: the MMDS's first contents (as PUT /mmds). */
+static int load_metadata(struct mmds *m, const char *path)
+{
+	char why[512], *text;
+	FILE *f = fopen(path, "re");
+	size_t n = 0, cap = m->limit * 4 + 4096; /* blanks do not count against the limit */
+	int r;
+
+	if (!f) {
+		log_err("--metadata %s: %s", path, strerror(errno));
+		return -EINVAL;
+	}
+	text = malloc(cap + 1);
+	if (text)
+		n = fread(text, 1, cap + 1, f);
+	fclose(f);
+	if (!text)
+		return -ENOMEM;
+	if (n > cap) {
+		free(text);
+		log_err("--metadata %s: larger than %zu bytes", path, cap);
+		return -EFBIG;
+	}
+	r = mmds_put(m, text, n, why, sizeof(why));
+	free(text);
+	if (r)
+		log_err("--metadata %s: %s", path, why);
+	return r;
+}
+
+/* --net ...,mmds[=v2] and --metadata FILE outside the Firecracker API:
+ * the store the VM's interfaces serve. 0 or a CLI exit status. */
+static int cli_mmds(struct vm_config *cfg, struct mmds **out, const char *metadata, unsigned long limit)
+{
+	struct mmds *m;
+	int want = 0;
+	unsigned i;
+
+	for (i = 0; i < cfg->nr_nets; i++)
+		if (cfg->nets[i].mmds > want)
+			want = cfg->nets[i].mmds;
+	if (!want) {
+		if (metadata)
+			return bad_usage("--metadata %s: no interface serves the MMDS (add mmds to a --net)", metadata);
+		return 0;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m || mmds_init(m)) {
+		free(m);
+		return CLI_EXIT_ERROR;
+	}
+	m->version = want == 2 ? MMDS_V2 : MMDS_V1;
+	if (limit)
+		m->limit = limit;
+	if (metadata && load_metadata(m, metadata)) {
+		mmds_destroy(m);
+		free(m);
+		return CLI_EXIT_USAGE;
+	}
+	cfg->mmds = m;
+	*out = m;
+	return 0;
+}
+
 static int sandbox_main(int argc, char **argv, int restore, int check_only, int api)
 {
 	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
@@ -1143,11 +1211,12 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	const char *api_sock = NULL, *config_file = NULL;
 	struct {
 		int no_api, show_level, show_origin;
-		const char *level, *log_path, *metrics_path;
-		unsigned long max_payload;
+		const char *level, *log_path, *metrics_path, *metadata;
+		unsigned long max_payload, mmds_limit;
 	} fc = { 0 };
 	char console_buf[PATH_MAX + 64];
 	const char *egress_policy = NULL;
+	struct mmds *md = NULL;   /* --net ...,mmds without the API: the CLI's store */
 	struct egress *eg = NULL; /* on the heap, as pub above */
 	char egress_cmdline[4096], egress_log[PATH_MAX + 16];
 	struct egress_start_args eg_args = { .log = egress_log };
@@ -1193,7 +1262,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 					   opt_text(argv, optind));
 			goto out_disks;
 		}
-		if (!api && (opt == OPT_API_SOCK || opt == OPT_CONFIG_FILE || opt >= OPT_NO_API)) {
+		if (!api && (opt == OPT_API_SOCK || opt == OPT_CONFIG_FILE ||
+			     (opt >= OPT_NO_API && opt != OPT_METADATA && opt != OPT_MMDS_LIMIT))) {
 			status = bad_usage("%s: only with vmm serve (or vmm --api-sock PATH)", opt_text(argv, optind));
 			goto out_disks;
 		}
@@ -1497,8 +1567,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			fc.metrics_path = optarg;
 			break;
 		case OPT_METADATA:
-			status = bad_usage("--metadata %s: MMDS (the metadata service) is not supported yet", optarg);
-			goto out_disks;
+			fc.metadata = optarg;
+			break;
 		case OPT_SECCOMP_FILTER:
 			status = bad_usage("--seccomp-filter %s: vmm installs its own seccomp allow-lists (each thread "
 					   "its own, docs/security.md) and takes no BPF filter file; leave it out, or "
@@ -1514,6 +1584,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			}
 			if (opt == OPT_MAX_PAYLOAD)
 				fc.max_payload = v;
+			else
+				fc.mmds_limit = v;
 			break;
 		case 'q':
 			log_set_level(LOG_ERROR);
@@ -1631,6 +1703,12 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		if ((fc.log_path || fc.level || fc.show_level || fc.show_origin) &&
 		    fcapi_set_logger(ctl.api, fc.log_path, fc.level, fc.show_level, fc.show_origin, why, sizeof(why))) {
 			log_err("--log-path/--level: %s", why);
+			status = CLI_EXIT_USAGE;
+			goto out_disks;
+		}
+		if (fc.mmds_limit)
+			ctl.api->mmds.limit = fc.mmds_limit;
+		if (fc.metadata && load_metadata(&ctl.api->mmds, fc.metadata)) {
 			status = CLI_EXIT_USAGE;
 			goto out_disks;
 		}
@@ -1856,6 +1934,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		sb.start_time = jail.host_start;
 		cfg.host_pid = jail.host_pid;
 	}
+	if (!api && (status = cli_mmds(&cfg, &md, fc.metadata, fc.mmds_limit)))
+		goto out_console;
 	vm = calloc(1, sizeof(*vm));
 	if (!vm) {
 		status = CLI_EXIT_ERROR;
@@ -2022,6 +2102,10 @@ out_disks:
 	}
 	if (i == nr_pub)
 		free(pub); /* else a connection thread still holds it: the process exits anyway */
+	if (md) {
+		mmds_destroy(md);
+		free(md);
+	}
 	return status;
 }
 

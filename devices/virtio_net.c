@@ -124,6 +124,10 @@ int net_options_parse(const char *s, struct net_options *o, const char **why)
 			}
 			continue;
 		}
+		if (!strcmp(tok, "mmds") && (!v || !strcmp(v, "v1") || !strcmp(v, "v2"))) {
+			o->mmds = v && !strcmp(v, "v2") ? 2 : 1;
+			continue;
+		}
 		if (!strcmp(tok, "offload") && v && (!strcmp(v, "on") || !strcmp(v, "off"))) {
 			o->no_offload = !strcmp(v, "off");
 			continue;
@@ -145,7 +149,7 @@ int net_options_parse(const char *s, struct net_options *o, const char **why)
 			continue;
 		}
 		*why = "unknown --net option (tap=NAME[,mac=MAC][,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR]"
-		       "[,host_ip=ADDR/PREFIX][,offload=off][,rx_bps=R][,rx_pps=R][,tx_bps=R][,tx_pps=R])";
+		       "[,host_ip=ADDR/PREFIX][,offload=off][,rx_bps=R][,rx_pps=R][,tx_bps=R][,tx_pps=R][,mmds[=v2]])";
 		r = -EINVAL;
 		break;
 	}
@@ -464,6 +468,15 @@ static void rx_pump(struct virtio_net *n)
 	while (budget-- > 0) {
 		int r;
 
+		if (!n->rx_len && n->mmds && mmds_net_pending(n->mmds)) {
+			/* The MMDS's answer: a plain frame (no offloads), never
+			 * rate limited (it only answers what the guest sent). */
+			memset(n->rx_frame, 0, NET_HDR_LEN);
+			n->rx_len = NET_HDR_LEN + (uint32_t)mmds_net_pop(n->mmds, n->rx_frame + NET_HDR_LEN,
+									 RX_BUF_LEN - NET_HDR_LEN);
+			n->rx_paid = 1;
+			mmds_net_pump(n->mmds); /* room in its queue again */
+		}
 		if (!n->rx_len) {
 			ssize_t got = read(n->tap.fd, n->rx_frame, RX_BUF_LEN);
 
@@ -538,6 +551,20 @@ int virtio_net_tx_one(struct virtio_net *n, const struct vq_chain *c)
 	if (net_tx_check(&h, frame, n->vdev.driver_features, &why))
 		goto malformed;
 	h.num_buffers = 0;
+	if (n->mmds && frame <= NET_MAX_FRAME) {
+		uint8_t peek[MMDS_NET_PEEK];
+		size_t pl = frame < sizeof(peek) ? (size_t)frame : sizeof(peek);
+		struct vq_reader r2 = r;
+
+		vq_read(&r2, peek, pl);
+		if (mmds_net_wants(n->mmds, peek, pl)) {
+			vq_read(&r, n->mmds_buf, frame);
+			mmds_net_input(n->mmds, n->mmds_buf, (size_t)frame, log_now_ns());
+			n->stats.tx_packets++;
+			n->stats.tx_bytes += frame;
+			return 0;
+		}
+	}
 	n->iov[0].iov_base = &h;
 	n->iov[0].iov_len = sizeof(h);
 	cnt = vq_reader_iov(&r, frame, n->iov + 1, NET_MAX_IOV - 1);
@@ -624,6 +651,8 @@ static void serve_tx(struct virtio_net *n)
 out:
 	if (pushed)
 		virtio_queue_used(d, NET_QUEUE_TX);
+	if (n->mmds && mmds_net_pending(n->mmds))
+		rx_pump(n); /* the MMDS answered */
 }
 
 /* ---- handlers and ops --------------------------------------------------- */
@@ -807,7 +836,30 @@ void virtio_net_destroy(struct virtio_net *n)
 	n->timer_fd = -1;
 	free(n->rx_frame);
 	n->rx_frame = NULL;
+	if (n->mmds) {
+		mmds_net_destroy(n->mmds);
+		free(n->mmds);
+		n->mmds = NULL;
+	}
+	free(n->mmds_buf);
+	n->mmds_buf = NULL;
 	tap_close(&n->tap);
+}
+
+int virtio_net_enable_mmds(struct virtio_net *n, struct mmds *m)
+{
+	struct mmds_net *s = malloc(sizeof(*s));
+	uint8_t *buf = malloc(NET_MAX_FRAME);
+
+	if (!s || !buf) {
+		free(s);
+		free(buf);
+		return -ENOMEM;
+	}
+	mmds_net_init(s, m);
+	n->mmds_buf = buf;
+	n->mmds = s;
+	return 0;
 }
 
 /* PATCH /network-interfaces/{id} (Firecracker): new rx/tx limits on a

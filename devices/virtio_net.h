@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "mmds_net.h"
 #include "tap.h"
 #include "virtio_mmio.h"
 #include "../vmm/ratelimit.h"
@@ -74,7 +75,7 @@ _Static_assert(sizeof(struct virtio_net_config) == 12, "net config layout (5.1.4
 
 /* --net tap=NAME[,mac=MAC][,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR]
  *       [,host_ip=ADDR/PREFIX][,offload=off]
- *       [,rx_bps=RATE][,rx_pps=RATE][,tx_bps=RATE][,tx_pps=RATE] */
+ *       [,rx_bps=RATE][,rx_pps=RATE][,tx_bps=RATE][,tx_pps=RATE][,mmds[=v1|v2]] */
 struct net_options {
 	char tap[16];
 	uint8_t mac[6];
@@ -87,6 +88,8 @@ struct net_options {
 	struct rl_limits rx, tx;    /* rx_bps=, rx_pps=, tx_bps=, tx_pps= */
 	uint8_t host_mac[6];        /* restore: the snapshot's TAP's MAC, given to this one */
 	int has_host_mac;
+	int mmds;                   /* 1, 2: frames for the MMDS address are the MMDS's
+				       (vm_config.mmds), V1 or V2 when the CLI makes it */
 };
 
 /* 0, or -EINVAL with *why set. A MAC is made up (locally administered) when
@@ -128,6 +131,10 @@ struct virtio_net {
 	struct { uint16_t head; uint32_t len; } used[NET_QUEUE_SIZE];
 	struct net_stats stats;
 	struct log_ratelimit rl;
+	/* MMDS (devices/mmds_net.h): frames for its address never reach the
+	 * TAP; its answers go to the guest before the TAP's frames. */
+	struct mmds_net *mmds;
+	uint8_t *mmds_buf;       /* one guest frame, for the MMDS to read */
 };
 
 /* Pure checks (unit tests, fuzzers). A tx header the guest wrote for a
@@ -162,6 +169,9 @@ int virtio_net_init_tap(struct virtio_net *n, const struct net_options *o, struc
 			int vm_fd, const struct gm *gm, uint64_t base, unsigned irq, unsigned index)
 	__attribute__((warn_unused_result));
 void virtio_net_destroy(struct virtio_net *n);
+/* Serves the MMDS `m` on this interface (before the guest runs). 0 or
+ * -ENOMEM. */
+int virtio_net_enable_mmds(struct virtio_net *n, struct mmds *m) __attribute__((warn_unused_result));
 /* New limits on a running device (NULL: keep that direction's):
  * Firecracker's PATCH /network-interfaces/{id}. Main thread. */
 void virtio_net_set_limits(struct virtio_net *n, const struct rl_limits *rx, const struct rl_limits *tx);

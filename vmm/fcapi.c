@@ -46,6 +46,7 @@ void fcapi_init(struct fcapi *a, const char *id)
 	a->cfg.vcpus = 1;
 	a->cfg.mem_mib = FCAPI_DEFAULT_MEM_MIB;
 	a->log_fd = a->metrics_fd = -1;
+	(void)mmds_init(&a->mmds); /* a default mutex cannot fail */
 }
 
 void fcapi_close(struct fcapi *a)
@@ -1322,6 +1323,19 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 	msg[0] = '\0';
 	*len = 0;
 	a->deprecated = 0;
+	if (!strcmp(p, "/mmds") || !strcmp(p, "/mmds/config")) {
+		status = fcapi_mmds(a, req, out, cap, len);
+		if (req->method == HTTP_GET) {
+			a->n.get_mmds++;
+		} else if (req->method == HTTP_PATCH) {
+			a->n.patch_mmds++;
+			a->n.patch_mmds_fails += status >= 400;
+		} else {
+			a->n.put_mmds++;
+			a->n.put_mmds_fails += status >= 400;
+		}
+		return status;
+	}
 	if (req->method == HTTP_GET) {
 		size_t n = 0;
 
@@ -1445,7 +1459,7 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 {
 	struct json_arena arena = { .size = 1u << 20 };
 	struct why w = { why, n };
-	const struct json *root, *m, *e;
+	const struct json *root, *m, *e, *mmds_cfg = NULL;
 	const char *err = NULL;
 	int r = 0;
 
@@ -1472,8 +1486,10 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 			r = m->type == JSON_NULL ? 0 : fcapi_put_entropy(a, m, &w);
 		} else if (!strcmp(m->key, "balloon")) {
 			r = m->type == JSON_NULL ? 0 : fcapi_put_balloon(a, m, &w);
+		} else if (!strcmp(m->key, "mmds-config")) {
+			mmds_cfg = m; /* once the interfaces are known, below */
 		} else if (m->type == JSON_NULL &&
-			   (!strcmp(m->key, "cpu-config") || !strcmp(m->key, "mmds-config") ||
+			   (!strcmp(m->key, "cpu-config") ||
 			    !strcmp(m->key, "serial") || !strcmp(m->key, "pmem") ||
 			    !strcmp(m->key, "memory-hotplug"))) {
 			r = 0; /* Firecracker's example config has "cpu-config": null */
@@ -1500,6 +1516,16 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 
 			snprintf(tmp, sizeof(tmp), "%s", why);
 			snprintf(why, n, "%s: %s", m->key, tmp);
+		}
+	}
+	if (!r && mmds_cfg && mmds_cfg->type != JSON_NULL) {
+		r = mmds_cfg->type == JSON_OBJ ? fcapi_mmds_config_file(a, mmds_cfg, &w)
+					       : fail(&w, "'mmds-config' must be an object");
+		if (r) {
+			char tmp[512];
+
+			snprintf(tmp, sizeof(tmp), "%s", why);
+			snprintf(why, n, "mmds-config: %s", tmp);
 		}
 	}
 	if (!r && !a->cfg.has_boot)
@@ -1566,6 +1592,9 @@ int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, siz
 		}
 		cfg->nets[i].rx = c->net[i].rx;
 		cfg->nets[i].tx = c->net[i].tx;
+		cfg->nets[i].mmds = c->net[i].mmds;
+		if (c->net[i].mmds)
+			cfg->mmds = (struct mmds *)&a->mmds; /* the device thread reads it, under its lock */
 		cfg->nr_nets = i + 1;
 	}
 	for (i = 0; i < c->nr_fs; i++) {

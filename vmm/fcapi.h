@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../devices/mmds.h"
 #include "http.h"
 #include "log.h"
 #include "vm.h"
@@ -40,6 +41,7 @@ struct fcapi_net {
 	char host_dev[16];      /* IFNAMSIZ */
 	char mac[18];           /* "" if not given */
 	struct rl_limits rx, tx;/* rx_rate_limiter, tx_rate_limiter */
+	int mmds;               /* named in /mmds/config's network_interfaces */
 };
 
 struct fcapi_fs {
@@ -80,6 +82,7 @@ struct fcapi_counters {
 	uint64_t snapshot_create, snapshot_load, pause, resume;
 	uint64_t block_update, block_update_fails, net_update, net_update_fails;
 	uint64_t deprecated_calls;
+	uint64_t get_mmds, put_mmds, put_mmds_fails, patch_mmds, patch_mmds_fails;
 };
 
 struct fcapi_dev_totals {
@@ -122,6 +125,7 @@ struct fcapi_config {
 	struct rl_limits entropy_rl;
 	int has_balloon;        /* PUT /balloon */
 	struct balloon_options balloon;
+	int has_mmds;           /* PUT /mmds/config */
 };
 
 enum fcapi_pending { FCAPI_NONE, FCAPI_START, FCAPI_LOAD };
@@ -147,6 +151,7 @@ struct fcapi {
 	uint64_t metrics_next_ms;/* CLOCK_MONOTONIC ms of the next periodic line */
 	struct fcapi_counters n, n_last; /* n_last: as of the last line */
 	struct fcapi_dev_totals dev_last;
+	struct mmds mmds;       /* the metadata store (PUT /mmds; devices/mmds.h) */
 };
 
 #define FCAPI_METRICS_PERIOD_MS 60000

@@ -200,6 +200,7 @@ size_t fcapi_metrics_line(const struct fcapi *a, char *out, size_t cap, struct f
 	kv(&w, "machine_cfg_count", D(get_machine_cfg));
 	kv(&w, "vmm_version_count", D(get_version));
 	kv(&w, "vm_config_count", D(get_vm_config)); /* vmm's: Firecracker counts none */
+	kv(&w, "mmds_count", D(get_mmds));
 	jw_obj_end(&w);
 	jw_key(&w, "put_api_requests");
 	jw_obj(&w);
@@ -219,6 +220,8 @@ size_t fcapi_metrics_line(const struct fcapi *a, char *out, size_t cap, struct f
 	kv(&w, "network_fails", D(put_network_fails));
 	kv(&w, "vsock_count", D(put_vsock));
 	kv(&w, "vsock_fails", D(put_vsock_fails));
+	kv(&w, "mmds_count", D(put_mmds));
+	kv(&w, "mmds_fails", D(put_mmds_fails));
 	jw_obj_end(&w);
 	jw_key(&w, "patch_api_requests");
 	jw_obj(&w);
@@ -228,6 +231,8 @@ size_t fcapi_metrics_line(const struct fcapi *a, char *out, size_t cap, struct f
 	kv(&w, "network_fails", D(patch_network_fails));
 	kv(&w, "machine_cfg_count", D(patch_machine_cfg));
 	kv(&w, "machine_cfg_fails", D(patch_machine_cfg_fails));
+	kv(&w, "mmds_count", D(patch_mmds));
+	kv(&w, "mmds_fails", D(patch_mmds_fails));
 	jw_obj_end(&w);
 	jw_key(&w, "deprecated_api");
 	jw_obj(&w);

@@ -48,5 +48,10 @@ int fcapi_get_balloon_stats(const struct fcapi *a, char *out, size_t cap, size_t
 void fcapi_dev_config_json(const struct fcapi *a, struct json_writer *jw);
 /* The VM's entropy and balloon devices from a->cfg. */
 void fcapi_dev_vm_config(const struct fcapi *a, struct vm_config *cfg);
+/* MMDS (fcapi_mmds.c): /mmds and /mmds/config, answered into out; the
+ * config file's "mmds-config". */
+struct http_request;
+int fcapi_mmds(struct fcapi *a, const struct http_request *req, char *out, size_t cap, size_t *len);
+int fcapi_mmds_config_file(struct fcapi *a, const struct json *b, struct why *w);
 
 #endif

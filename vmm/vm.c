@@ -459,6 +459,8 @@ static int vm_add_virtio(struct vm *vm)
 			return r;
 		}
 		vm->virtio[vm->nr_virtio - 1] = &vm->nets[i]->vdev;
+		if (vm->cfg.nets[i].mmds && vm->cfg.mmds && (r = virtio_net_enable_mmds(vm->nets[i], vm->cfg.mmds)))
+			return r;
 		if ((r = bus_add(&vm->mmio, &vm->nets[i]->vdev.bus)))
 			return r;
 	}

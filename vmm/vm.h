@@ -84,6 +84,8 @@ struct vm_config {
 	struct vsock_options vsock;
 	unsigned nr_nets;
 	struct net_options nets[VM_MAX_NETS];
+	struct mmds *mmds;       /* the MMDS the interfaces with .mmds serve (the
+				    caller's: it outlives the VM) */
 	int has_entropy;         /* a virtio-rng device (PUT /entropy, --entropy) */
 	struct rng_options entropy;
 	int has_balloon;         /* a virtio-balloon device (PUT /balloon, --balloon) */

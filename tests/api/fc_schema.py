@@ -145,9 +145,10 @@ try:
           "vmm --version parses as Kata parses Firecracker's", out)
     r = subprocess.run([vmm, "--seccomp-filter", "/x.bpf"], capture_output=True, text=True)
     check(r.returncode != 0 and "seccomp" in r.stderr, "--seccomp-filter refused clearly", r.stderr)
-    r = subprocess.run([vmm, "--metadata", "/x.json", "--api-sock", os.path.join(tmp, "x.sock")],
+    r = subprocess.run([vmm, "--metadata", "/nonexistent.json", "--api-sock", os.path.join(tmp, "x.sock")],
                        capture_output=True, text=True)
-    check(r.returncode != 0 and "MMDS" in r.stderr, "--metadata refused clearly (no MMDS yet)", r.stderr)
+    check(r.returncode != 0 and "--metadata /nonexistent.json" in r.stderr, "--metadata of a missing file: a clear "
+          "error", r.stderr)
     r = subprocess.run([vmm, "--no-api", "--api-sock", os.path.join(tmp, "y.sock")], capture_output=True, text=True)
     check(r.returncode != 0 and "config-file" in r.stderr, "--no-api needs --config-file", r.stderr)
     r = subprocess.run([vmm, "--snapshot-version"], capture_output=True, text=True)
@@ -262,6 +263,29 @@ try:
     st, _, b = http(s, "PUT", "/boot-source", big)
     check(st == 400 and "boot_args" in b["fault_message"], "a body over 51200 but under the limit is parsed", (st, b))
 
+    # -------- MMDS: the store and its configuration (docs/mmds.md) ----------
+    md = {"latest": {"meta-data": {"ami-id": "ami-12345678", "reservation-id": "r-fea54097"}}, "n": 1}
+    req(s, "PATCH", "/mmds", {"n": 2}, want=400, words="not initialized")
+    req(s, "PUT", "/mmds", md, ref="MmdsContentsObject")
+    st, _, b = http(s, "GET", "/mmds")
+    check(st == 200 and b == md, "GET /mmds gives back what PUT /mmds stored", (st, b))
+    req(s, "PATCH", "/mmds", {"latest": {"meta-data": {"reservation-id": None, "x": "y"}}, "n": 2},
+        ref="MmdsContentsObject")
+    st, _, b = http(s, "GET", "/mmds")
+    check(st == 200 and b == {"latest": {"meta-data": {"ami-id": "ami-12345678", "x": "y"}}, "n": 2},
+          "PATCH /mmds merges as RFC 7396 says (null removes)", b)
+    req(s, "PUT", "/mmds", "{\"a\":", want=400)
+    req(s, "PUT", "/mmds", {"big": "x" * 52000}, want=400, words="limit")
+    st, _, b = http(s, "GET", "/mmds")
+    check(b.get("n") == 2, "a refused PUT /mmds leaves the store as it was", b)
+    req(s, "PUT", "/mmds/config", {"network_interfaces": ["nope"]}, want=400, words="does not correspond")
+    req(s, "PUT", "/mmds/config", {"network_interfaces": []}, want=400, words="is empty")
+    req(s, "PUT", "/mmds/config", {"network_interfaces": ["eth0"], "version": "V3"}, want=400, words="V3")
+    req(s, "PUT", "/mmds/config", {"network_interfaces": ["eth0"], "ipv4_address": "10.0.0.1"}, want=400,
+        words="link-local")
+    req(s, "PUT", "/mmds/config", {"network_interfaces": ["eth0"], "version": "V2",
+                                   "ipv4_address": "169.254.170.2", "imds_compat": True}, ref="MmdsConfig")
+
     # -------- actions, metrics, logger ---------------------------------------
     st, _, b = http(s, "PUT", "/actions", {"action_type": "FlushMetrics"})
     check(st == 204, "FlushMetrics: 204", (st, b))
@@ -270,6 +294,9 @@ try:
         m = json.loads(lines[-1])
         check(m["put_api_requests"]["drive_count"] == 3 and m["put_api_requests"]["drive_fails"] == 1 and
               "utc_timestamp_ms" in m, "metrics line with Firecracker's names", m["put_api_requests"])
+        check(m["put_api_requests"]["mmds_count"] == 8 and m["put_api_requests"]["mmds_fails"] == 6 and
+              m["patch_api_requests"]["mmds_fails"] == 1 and m["get_api_requests"]["mmds_count"] == 3,
+              "MMDS requests counted under Firecracker's names", m)
     except (ValueError, IndexError, KeyError) as e:
         bad("metrics line: %s %s" % (e, lines))
     stop(p)
@@ -283,6 +310,14 @@ try:
            {"vcpu_count": 1, "mem_size_mib": 128, "smt": False}, "cpu-config": None, "balloon": None,
            "network-interfaces": [], "vsock": None, "logger": {"log_path": "cf.log", "level": "Warning"},
            "metrics": {"metrics_path": "cf.metrics"}, "mmds-config": None, "entropy": None}
+    # --metadata: the store's first contents, read back over the API.
+    open(os.path.join(tmp, "md.json"), "w").write(json.dumps(md))
+    p, s = serve("m", "--metadata", "md.json")
+    st, _, b = http(s, "GET", "/mmds")
+    check(st == 200 and b == md, "--metadata FILE fills the store (GET /mmds)", (st, b))
+    stop(p)
+    p, s = serve("m2", "--metadata", "md.json", "--mmds-size-limit", "20")
+    check(p.wait(10) != 0, "--metadata larger than --mmds-size-limit: refused at start")
     e = valid(cfg, "FullVmConfiguration")
     check(e is None or "None" in e, "our config file is Firecracker's shape", e)
     open(os.path.join(tmp, "cfg.json"), "w").write(json.dumps(cfg))

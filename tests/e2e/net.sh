@@ -28,8 +28,10 @@ inns() { ip netns exec "$ns" "$@"; }
 nvmm() { VMM_STATE_DIR=$tmp/nstate inns "$vmm" "$@"; }
 inns ip link set lo up
 cp "$rootfs" "$tmp/net-root.img"
+printf '{"latest": {"meta-data": {"ami-id": "ami-e2e-%s", "n": 5}}}' $$ > "$tmp/metadata.json"
 if out=$(nvmm run -d --name n1 --kernel "$kernel" --mem 256 --disk "path=$tmp/net-root.img,root" \
-	--net tap=vmmt0,host_ip=172.30.0.1/24,ip=172.30.0.2/24,gw=172.30.0.1,dns=172.30.0.53 \
+	--net tap=vmmt0,host_ip=172.30.0.1/24,ip=172.30.0.2/24,gw=172.30.0.1,dns=172.30.0.53,mmds \
+	--metadata "$tmp/metadata.json" \
 	--ttl 1h 2> "$tmp/n1.err" < /dev/null) && [ "$out" = n1 ]; then
 	ok "net: a sandbox with --net boots (TAP vmmt0 created by vmm)"
 else bad "net: run --net: $out $(tail -5 "$tmp/n1.err")"; fi
@@ -49,6 +51,21 @@ if nexec n1 -- ping -c 3 -W 10 172.30.0.1 > "$tmp/ping.out" 2>&1; then
 	ok "net: the guest pings the host side of the TAP ($(grep -o 'round-trip.*' "$tmp/ping.out"))"
 else bad "net: guest ping: $(tail -3 "$tmp/ping.out")"; fi
 inns busybox ping -c 2 -W 10 172.30.0.2 > /dev/null 2>&1 && ok "net: the host pings the guest" || bad "net: host ping"
+# The metadata service (docs/mmds.md): the guest's own TCP stack talks HTTP
+# to 169.254.169.254 through eth0 (bash's /dev/tcp: no client needed in
+# the image); the TAP never sees those frames.
+mmds_get() { # mmds_get PATH [HEADER]: the raw HTTP response
+	nexec n1 -- bash -c 'exec 3<>/dev/tcp/169.254.169.254/80 || exit 1
+		printf "GET %s HTTP/1.1\r\nHost: 169.254.169.254\r\n%bConnection: close\r\n\r\n" "$1" "$2" >&3
+		timeout 20 cat <&3' _ "$1" "${2:-}" 2>&1
+}
+md=$(mmds_get /latest/meta-data/ami-id)
+md_list=$(mmds_get /latest/meta-data)
+md_json=$(mmds_get /latest/meta-data/n 'Accept: application/json\r\n')
+if echo "$md" | grep -q "^HTTP/1.1 200" && echo "$md" | grep -q "ami-e2e-$$" &&
+	echo "$md_list" | tr -d '\r' | grep -qx "n" && echo "$md_json" | tr -d '\r' | tail -1 | grep -qx 5; then
+	ok "net: the guest reads the metadata service at 169.254.169.254 (IMDS keys, a string, JSON)"
+else bad "net: MMDS: '$md' / '$md_list' / '$md_json' $(tail -3 "$tmp/n1.err")"; fi
 feat=$(nexec n1 -- sh -c 'for d in /sys/bus/virtio/devices/*; do [ "$(cat $d/device)" = 0x0001 ] && cat $d/features; done')
 # Bits (virtio 1.2 5.1.3): 0 CSUM, 1 GUEST_CSUM, 7 GUEST_TSO4, 11 HOST_TSO4, 15 MRG_RXBUF.
 if [ "${feat:0:1}${feat:1:1}${feat:7:1}${feat:11:1}${feat:15:1}" = 11111 ]; then

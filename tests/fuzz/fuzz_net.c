@@ -3,9 +3,11 @@
  * chain checked and written to /dev/null as the TAP) or the receive path (a
  * frame from the input's tail placed into the driver's rx buffers); bits
  * 3-7 pick the negotiated features (mergeable buffers, checksum and TSO
- * offloads both ways). */
+ * offloads both ways). The MMDS is on: a transmitted frame for its
+ * address goes to devices/mmds_net.c instead of the TAP. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -34,6 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	static struct virtio_net n;
 	static uint8_t frame[NET_HDR_LEN + NET_MAX_FRAME];
 	static int ready;
+	static struct mmds mm;
+	char why[128];
 	const struct log_ratelimit rl = LOG_RATELIMIT_INIT;
 	struct vq q;
 	int i;
@@ -46,6 +50,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		n.rx_frame = frame;
 		n.rl = rl;
 		n.vdev.rl = rl;
+		/* the MMDS on this interface: frames for 169.254.169.254 are its */
+		static const char store[] = "{\"a\":{\"b\":\"c\"}}";
+
+		if (mmds_init(&mm) || mmds_put(&mm, store, sizeof(store) - 1, why, sizeof(why)) ||
+		    virtio_net_enable_mmds(&n, &mm))
+			abort();
 		ready = 1;
 	}
 	if (fr_setup(data, len, &q))
@@ -62,6 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 			if (virtio_net_tx_one(&n, &n.chain) == 0)
 				vq_push(&q, n.chain.head, 0);
 		}
+		while (mmds_net_pending(n.mmds))
+			(void)mmds_net_pop(n.mmds, frame, sizeof(frame));
 		return 0;
 	}
 	/* rx: the last bytes of the input are the frame (header included). */
