@@ -22,6 +22,7 @@ pkgs=(
 	libcurl4-openssl-dev # vmm image pull: the OCI registry API over HTTPS
 	zlib1g-dev libzstd-dev # vmm image pull/import: gzip and zstd layers
 	docker-registry skopeo umoci # tests: a registry, image archives, images to push
+	containerd podman runc # tests: vmm oci under real engines (tests/e2e/oci.sh)
 )
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against
