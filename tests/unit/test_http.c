@@ -600,12 +600,14 @@ static void route_postboot_state_rules(void **state)
 	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\"}",
 		     "paused");
 	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\","
-		     "\"snapshot_type\":\"Diff\"}", "Diff is not supported yet");
+		     "\"snapshot_type\":\"Diff\"}", "paused");
 	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\","
 		     "\"snapshot_type\":\"Incremental\"}", "Full or Diff");
 	vm->paused = 1;
 	assert_int_equal(req("GET", "/", NULL), 200);
 	assert_non_null(strstr(out, "\"state\":\"Paused\""));
+	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\","
+		     "\"snapshot_type\":\"Diff\"}", "dirty page tracking");
 	/* Overwrites an earlier snapshot, never anything else. */
 	expect_fault(400, "PUT", "/snapshot/create", "{\"snapshot_path\":\"/tmp\",\"mem_file_path\":\"/tmp/memory\"}",
 		     "is not a snapshot");
