@@ -57,7 +57,7 @@ KERNEL_VARIANT ?= $(shell test -d /sys/module/kvm_pvm && echo emulating || echo 
 KERNEL_INPUTS  := boot/kernel/build.sh boot/kernel/config.fragment $(wildcard boot/kernel/patches-emulating/*.patch)
 
 .PHONY: all
-all: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4 guests base-image
+all: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4 guests base-image
 
 # ---- objects, per build flavour ----------------------------------------
 # $(call objs,FLAVOUR,SRCS)
@@ -354,10 +354,11 @@ oci-image-test: $(BUILD)/vmm $(BUILD)/guest/guest-init
 api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/api/host.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
-e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
+e2e: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
 	$(call kvm_where,e2e,e2e)
 	$(Q)$(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm
+	$(Q)$(call kvmrun,e2e) tests/e2e/oci.sh $(BUILD)
 
 # The whole suite: unit tests, test guests and Linux end-to-end, then the
 # same unit tests and guests under ASan+UBSan, then each fuzz target for
@@ -449,7 +450,7 @@ install: $(BUILD)/vmm $(BUILD)/vmm.1
 	$(Q)test -f $(KERNEL_IMAGE) || { echo "make install: no $(KERNEL_IMAGE): run 'make' first (or KERNEL_IMAGE=PATH)" >&2; exit 1; }
 	$(Q)install -d $(BINDIR) $(LIBDIR)/kernel $(LIBDIR)/guest $(MAN1DIR) $(COMPDIR)
 	$(Q)install -m 755 $(BUILD)/vmm $(BINDIR)/vmm
-	$(Q)if [ -x $(BUILD)/vmm-oci ]; then install -m 755 $(BUILD)/vmm-oci $(BINDIR)/vmm-oci; fi
+	$(Q)ln -sf vmm $(BINDIR)/vmm-oci
 	$(Q)install -m 644 $(KERNEL_IMAGE) $(LIBDIR)/kernel/vmlinux
 	$(Q)for f in initramfs.cpio rootfs.ext4; do \
 		if [ -f $(BUILD)/$$f ]; then install -m 644 $(BUILD)/$$f $(LIBDIR)/$$f; fi; done
