@@ -44,6 +44,7 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
              cli/egress_tls.c cli/egress_pol.c cli/egress_ctl.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
              cli/image_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
+             cli/dockerfile.c cli/dockerfile_build.c cli/image_dockerfile.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
              cli/mcp_http.c cli/mcp_cmd.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
@@ -219,7 +220,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_api_v2 test_oci test_mcp test_virtio_rng \
-              test_virtio_balloon test_i8042
+              test_virtio_balloon test_i8042 test_dockerfile
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -250,6 +251,8 @@ test_egress_tls_LIBS := $(TLS_LIBS)
 test_egress_pol_SRCS := cli/egress_pol.c cli/egress_http.c guest-init/json.c
 test_oci_SRCS     := cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c guest-init/json.c
 test_oci_LIBS     := $(TLS_LIBS)
+test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/oci_image.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
+test_dockerfile_LIBS := $(TLS_LIBS)
 test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \
                      cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c guest-init/json.c guest-init/proto.c
 test_mcp_LIBS     := $(TLS_LIBS)
