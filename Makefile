@@ -321,6 +321,7 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
 	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
+	$(Q)tests/cli/dockerfile.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.

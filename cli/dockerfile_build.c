@@ -839,6 +839,10 @@ static int copy_step(struct builder *b, struct stage *s, const struct df_instr *
 			*(slash == parent ? slash + 1 : slash) = '\0';
 			if (S_ISDIR(st.st_mode))
 				snprintf(parent, sizeof(parent), "%s", target);
+			int existed = S_ISDIR(st.st_mode) ? open_in_root(rootfd, parent, O_PATH) : -1;
+
+			if (existed >= 0)
+				close(existed);
 			if ((dfd = oci_root_mkdirs(rootfd, parent, 0755)) < 0) {
 				close(sfd);
 				r = berr(b, in, dfd, "%s: %s", parent, strerror(-dfd));
@@ -851,6 +855,10 @@ static int copy_step(struct builder *b, struct stage *s, const struct df_instr *
 				r = sd < 0 ? sd : copy_dir_contents(sd, dfd, rel, &c);
 				if (sd >= 0)
 					close(sd);
+				/* a directory this COPY made takes --chown (as buildah and
+				 * BuildKit do), not --chmod */
+				if (!r && existed < 0 && c.chown && fchown(dfd, c.uid, c.gid) < 0)
+					r = -errno;
 			} else {
 				int fd = open_in_root(srcfd, rel, O_RDONLY);
 
