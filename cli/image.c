@@ -501,6 +501,10 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 		v[k++] = "--image-cwd";
 		v[k++] = strdup(plan->cwd);
 	}
+	if (plan->user) {
+		v[k++] = "--image-user";
+		v[k++] = strdup(plan->user);
+	}
 	for (i = 1; i < argc; i++) {
 		if (i < dashdash && opt_is(argv[i], "--image", &inl)) {
 			i += !inl;

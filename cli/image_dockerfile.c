@@ -172,11 +172,6 @@ static int real_run(void *ctx, const char *dir, const struct dfb_run *run, char 
 	int rootfd = -1, srcfd = -1, fd, r = -EIO, st;
 	uint64_t size;
 
-	if (run->user[0] && strcmp(run->user, "root") && strcmp(run->user, "0") && strcmp(run->user, "0:0")) {
-		snprintf(err, errlen, "RUN as USER %s is not supported yet (the sandbox API runs commands as root); put USER after the RUN steps",
-			 run->user);
-		return -ENOTSUP;
-	}
 	snprintf(disk, sizeof(disk), "%s.ext4", dir);
 	snprintf(newdir, sizeof(newdir), "%s.new", dir);
 	if (cli_lib_dir(lib, sizeof(lib), NULL, 0) ||
@@ -237,6 +232,10 @@ static int real_run(void *ctx, const char *dir, const struct dfb_run *run, char 
 	argv[k++] = mem;
 	argv[k++] = "--image-cwd";
 	argv[k++] = run->cwd;
+	if (run->user[0]) {
+		argv[k++] = "--image-user";
+		argv[k++] = run->user;
+	}
 	for (unsigned e = 0; run->env[e]; e++) {
 		argv[k++] = "--image-env";
 		argv[k++] = run->env[e];
