@@ -99,6 +99,13 @@ else bad "config.json: $(cat "$cfg")"; fi
 if [ "$(grep -c -- '--> cached' again)" = 8 ] && grep -q '8 cached' again; then
 	ok "the second build takes all 8 file steps from the cache"
 else bad "second build: $(tr '\n' ' ' < again)"; fi
+# ExposedPorts: not published on their own; run says how (TCP only).
+"$vmm" run --image df -- true > /dev/null 2> runerr
+if grep -q 'note: image df:[0-9] exposes 1 TCP port; to reach it from the host: --publish 8080:8080$' runerr; then
+	ok "vmm run --image without --publish names the --publish for ExposedPorts"
+else bad "ExposedPorts note: $(head -3 runerr | tr '\n' ' ')"; fi
+"$vmm" run --image df --publish 18080:8080 -- true > /dev/null 2> runerr
+if ! grep -q 'exposes' runerr; then ok "no note with --publish"; else bad "note despite --publish"; fi
 echo changed > ctx/dir/top.txt
 "$vmm" image build -f ctx/Dockerfile -t df ctx > /dev/null 2> third
 if grep -q '2 cached' third && grep -A1 'STEP 5/16' third | grep -q -- '--> cached' &&
