@@ -44,7 +44,7 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
              cli/egress_tls.c cli/egress_pol.c cli/egress_ctl.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
              cli/image_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
-             cli/dockerfile.c cli/dockerfile_build.c cli/image_dockerfile.c \
+             cli/dockerfile.c cli/dockerfile_build.c cli/image_dockerfile.c cli/unpack_cache.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
              cli/mcp_http.c cli/mcp_cmd.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
@@ -322,6 +322,7 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
 	$(Q)tests/cli/dockerfile.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
+	$(Q)tests/cli/unpack_cache.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.
