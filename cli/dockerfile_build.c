@@ -1,6 +1,6 @@
 /* The Dockerfile builder (dockerfile_build.h). */
 #define _GNU_SOURCE
-#include "dockerfile_build.h"
+#include "dockerfile_priv.h"
 #include "oci_image.h"
 #include "oci_unpack.h"
 #include "../guest-init/json.h"
@@ -19,13 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A list of malloc'd strings. */
-struct strv {
-	char **v;
-	unsigned n;
-};
 
-static int sv_push(struct strv *s, const char *str)
+int dfb_sv_push(struct strv *s, const char *str)
 {
 	char **p = realloc(s->v, (s->n + 2) * sizeof(*p));
 
@@ -54,10 +49,10 @@ static int sv_setkv(struct strv *s, const char *kv)
 			s->v[i] = c;
 			return 0;
 		}
-	return sv_push(s, kv);
+	return dfb_sv_push(s, kv);
 }
 
-static void sv_free(struct strv *s)
+void dfb_sv_free(struct strv *s)
 {
 	for (unsigned i = 0; i < s->n; i++)
 		free(s->v[i]);
@@ -69,52 +64,25 @@ static void sv_free(struct strv *s)
 static int sv_copy(struct strv *d, const struct strv *s)
 {
 	for (unsigned i = 0; i < s->n; i++)
-		if (sv_push(d, s->v[i]))
+		if (dfb_sv_push(d, s->v[i]))
 			return -ENOMEM;
 	return 0;
 }
 
 static int sv_from(struct strv *d, char *const *v, unsigned n)
 {
-	sv_free(d);
+	dfb_sv_free(d);
 	for (unsigned i = 0; i < n; i++)
-		if (sv_push(d, v[i]))
+		if (dfb_sv_push(d, v[i]))
 			return -ENOMEM;
 	return 0;
 }
 
-struct stage {
-	char name[64];
-	int needed, built;
-	struct strv env, args, cmd, entry, shell, ports, labels, volumes, health;
-	int has_cmd, has_entry;
-	char *workdir, *user, *stopsignal;
-	char key[72];
-	char src[PATH_MAX]; /* the current tree */
-	int work;           /* src is our work directory (else a cache entry) */
-};
 
-struct builder {
-	const struct dockerfile *df;
-	const struct dfb_options *o;
-	const struct dfb_ops *ops;
-	void *ctx;
-	struct stage *st;
-	unsigned nst;
-	unsigned *stage_of; /* instruction -> stage index */
-	struct strv meta;   /* global ARGs (before the first FROM) */
-	struct strv ignore;
-	int ignore_neg;
-	struct strv used_args;
-	unsigned step, nsteps, nwork;
-	char *err;
-	size_t errlen;
-	struct dfb_result *res;
-};
 
-static int berr(struct builder *b, const struct df_instr *in, int r, const char *fmt, ...)
+int dfb_berr(struct builder *b, const struct df_instr *in, int r, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-static int berr(struct builder *b, const struct df_instr *in, int r, const char *fmt, ...)
+int dfb_berr(struct builder *b, const struct df_instr *in, int r, const char *fmt, ...)
 {
 	va_list ap;
 	int n = 0;
@@ -132,7 +100,7 @@ static int berr(struct builder *b, const struct df_instr *in, int r, const char 
 
 /* ---- hashing: the step keys ------------------------------------------ */
 
-static void h_str(struct oci_hash *h, const char *s)
+void dfb_h_str(struct oci_hash *h, const char *s)
 {
 	oci_hash_update(h, s ? s : "", (s ? strlen(s) : 0) + 1);
 }
@@ -146,17 +114,17 @@ static void key_of(const char *parent, const char *what, const char *extra, char
 		snprintf(out, 72, "x");
 		return;
 	}
-	h_str(&h, "vmm-dockerfile-step-1");
-	h_str(&h, parent);
-	h_str(&h, what);
-	h_str(&h, extra);
+	dfb_h_str(&h, "vmm-dockerfile-step-1");
+	dfb_h_str(&h, parent);
+	dfb_h_str(&h, what);
+	dfb_h_str(&h, extra);
 	oci_hash_final(&h, d);
 	snprintf(out, 72, "%s", d + 7);
 }
 
 /* ---- paths ----------------------------------------------------------- */
 
-static int open_in_root(int rootfd, const char *path, int flags)
+int dfb_open_in_root(int rootfd, const char *path, int flags)
 {
 	struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC), .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
 	long fd;
@@ -169,7 +137,7 @@ static int open_in_root(int rootfd, const char *path, int flags)
 
 /* Lexically cleaned absolute path ("/a/../b/./c/" -> "/b/c"): ".." never
  * goes above the root (Go's filepath.Clean of "/" + p). */
-static void clean_path(const char *p, char *out, size_t len)
+void dfb_clean_path(const char *p, char *out, size_t len)
 {
 	size_t o = 0;
 
@@ -206,7 +174,7 @@ static void clean_path(const char *p, char *out, size_t len)
 	}
 }
 
-static void join_workdir(const char *wd, const char *p, char *out, size_t len)
+void dfb_join_workdir(const char *wd, const char *p, char *out, size_t len)
 {
 	char tmp[PATH_MAX * 2];
 
@@ -214,7 +182,7 @@ static void join_workdir(const char *wd, const char *p, char *out, size_t len)
 		snprintf(tmp, sizeof(tmp), "%s", p);
 	else
 		snprintf(tmp, sizeof(tmp), "%s/%s", wd && wd[0] ? wd : "/", p);
-	clean_path(tmp, out, len);
+	dfb_clean_path(tmp, out, len);
 }
 
 static int run_argv(const char *const *argv)
@@ -240,7 +208,7 @@ static int run_argv(const char *const *argv)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
 }
 
-static int rm_tree(const char *dir)
+int dfb_rm_tree(const char *dir)
 {
 	const char *rm[] = { "rm", "-rf", "--", dir, NULL };
 
@@ -258,655 +226,9 @@ static int copy_tree(const char *from, const char *to)
 	return run_argv(cp);
 }
 
-/* ---- .dockerignore ---------------------------------------------------- */
-
-int dfb_match(const char *pattern, const char *path)
-{
-	return fnmatch(pattern, path, FNM_PATHNAME | FNM_PERIOD * 0) == 0;
-}
-
-/* pattern and path as '/'-separated components; "**" takes any number. */
-static int match_parts(const char *pat, const char *path)
-{
-	const char *pe = strchr(pat, '/'), *se;
-	char pp[256], sp[256];
-	size_t pn = pe ? (size_t)(pe - pat) : strlen(pat);
-
-	if (pn == 2 && pat[0] == '*' && pat[1] == '*') {
-		const char *rest = pe ? pe + 1 : "";
-
-		if (!*rest)
-			return 1;
-		for (const char *s = path;;) {
-			if (match_parts(rest, s))
-				return 1;
-			if (!(s = strchr(s, '/')))
-				return 0;
-			s++;
-		}
-	}
-	if (!*path)
-		return 0;
-	se = strchr(path, '/');
-	if (pn >= sizeof(pp) || (size_t)(se ? se - path : (ptrdiff_t)strlen(path)) >= sizeof(sp))
-		return 0;
-	memcpy(pp, pat, pn);
-	pp[pn] = '\0';
-	snprintf(sp, sizeof(sp), "%.*s", (int)(se ? se - path : (ptrdiff_t)strlen(path)), path);
-	if (fnmatch(pp, sp, 0))
-		return 0;
-	if (!pe)
-		return !se;
-	if (!se)
-		return 0;
-	return match_parts(pe + 1, se + 1);
-}
-
-int dfb_ignored(const char *const *patterns, unsigned n, const char *rel)
-{
-	char prefix[PATH_MAX];
-	int out = 0;
-
-	for (unsigned i = 0; i < n; i++) {
-		const char *p = patterns[i];
-		int neg = p[0] == '!';
-		size_t k;
-		int m = 0;
-
-		p += neg;
-		/* rel or one of its parents */
-		snprintf(prefix, sizeof(prefix), "%s", rel);
-		for (k = strlen(prefix);;) {
-			if (match_parts(p, prefix)) {
-				m = 1;
-				break;
-			}
-			while (k && prefix[k - 1] != '/')
-				k--;
-			if (!k)
-				break;
-			prefix[--k] = '\0';
-		}
-		if (m)
-			out = !neg;
-	}
-	return out;
-}
-
-static int load_ignore(struct builder *b)
-{
-	char path[PATH_MAX + 32], *text = NULL, *line, *save = NULL;
-	size_t len;
-	int r;
-
-	snprintf(path, sizeof(path), "%s/.dockerignore", b->o->context);
-	r = oci_read_file(AT_FDCWD, path, 1 << 20, &text, &len);
-	if (r == -ENOENT)
-		return 0;
-	if (r)
-		return berr(b, NULL, r, ".dockerignore: %s", strerror(-r));
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char clean[PATH_MAX], pat[PATH_MAX + 2];
-		size_t n;
-		int neg;
-
-		while (*line == ' ' || *line == '\t')
-			line++;
-		n = strlen(line);
-		while (n && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\r'))
-			line[--n] = '\0';
-		if (!n || line[0] == '#')
-			continue;
-		neg = line[0] == '!';
-		clean_path(line + neg, clean, sizeof(clean));
-		if (!strcmp(clean, "/"))
-			continue;
-		snprintf(pat, sizeof(pat), "%s%s", neg ? "!" : "", clean + 1);
-		b->ignore_neg |= neg;
-		if (sv_push(&b->ignore, pat)) {
-			free(text);
-			return -ENOMEM;
-		}
-	}
-	free(text);
-	return 0;
-}
-
-/* ---- COPY and ADD ------------------------------------------------------ */
-
-struct copy_opts {
-	int chown; /* set owners (else 0:0) */
-	uid_t uid;
-	gid_t gid;
-	int chmod;
-	mode_t mode;
-	int filter;          /* apply .dockerignore (context sources) */
-	struct builder *b;
-	struct oci_hash *h;  /* content hash (the cache key), or NULL */
-	int apply;           /* copy (else only hash) */
-};
-
-static int set_meta(int dfd, const char *name, const struct stat *s, const struct copy_opts *c)
-{
-	struct timespec t[2] = { s->st_atim, s->st_mtim };
-	uid_t u = c->chown ? c->uid : 0;
-	gid_t g = c->chown ? c->gid : 0;
-
-	if (fchownat(dfd, name, u, g, AT_SYMLINK_NOFOLLOW) < 0 && errno != EPERM)
-		return -errno;
-	if (!S_ISLNK(s->st_mode)) {
-		mode_t m = c->chmod ? c->mode : (s->st_mode & 07777);
-
-		if (fchmodat(dfd, name, m, 0) < 0)
-			return -errno;
-	}
-	utimensat(dfd, name, t, AT_SYMLINK_NOFOLLOW);
-	return 0;
-}
-
-static int copy_entry(int sfd, const char *sname, int dfd, const char *dname, const char *rel,
-		      const struct copy_opts *c);
-
-/* A regular file's data (hashed, and copied when c->apply). */
-static int copy_reg(int in, const struct stat *s, int dfd, const char *dname, const struct copy_opts *c)
-{
-	struct stat ds;
-	char buf[65536];
-	int out = -1, r = 0;
-	ssize_t n;
-
-	if (c->apply) {
-		if (fstatat(dfd, dname, &ds, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(ds.st_mode) &&
-		    unlinkat(dfd, dname, S_ISDIR(ds.st_mode) ? AT_REMOVEDIR : 0) < 0)
-			return -errno;
-		out = openat(dfd, dname, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (out < 0)
-			return -errno;
-	}
-	while ((n = read(in, buf, sizeof(buf))) > 0) {
-		if (c->h)
-			oci_hash_update(c->h, buf, (size_t)n);
-		if (out >= 0 && write(out, buf, (size_t)n) != n) {
-			r = -EIO;
-			break;
-		}
-	}
-	if (n < 0)
-		r = -errno;
-	if (out >= 0)
-		close(out);
-	if (!r && c->apply)
-		r = set_meta(dfd, dname, s, c);
-	return r;
-}
-
-static int copy_dir_contents(int sdir, int ddir, const char *rel, const struct copy_opts *c)
-{
-	int fd = dup(sdir), r = 0;
-	struct dirent **names = NULL;
-	DIR *d;
-	int n, i;
-
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return -errno;
-	}
-	/* sorted, so the content hash does not depend on the directory order */
-	n = scandirat(sdir, ".", &names, NULL, alphasort);
-	closedir(d);
-	if (n < 0)
-		return -errno;
-	for (i = 0; i < n; i++) {
-		char sub[PATH_MAX];
-		const char *e = names[i]->d_name;
-
-		if (!r && strcmp(e, ".") && strcmp(e, "..")) {
-			snprintf(sub, sizeof(sub), "%s%s%s", rel, rel[0] ? "/" : "", e);
-			r = copy_entry(sdir, e, ddir, e, sub, c);
-		}
-		free(names[i]);
-	}
-	free(names);
-	return r;
-}
-
-static int copy_entry(int sfd, const char *sname, int dfd, const char *dname, const char *rel,
-		      const struct copy_opts *c)
-{
-	struct stat s, ds;
-	int r = 0;
-
-	if (fstatat(sfd, sname, &s, AT_SYMLINK_NOFOLLOW) < 0)
-		return -errno;
-	if (c->filter && rel[0] && dfb_ignored((const char *const *)c->b->ignore.v, c->b->ignore.n, rel)) {
-		if (!S_ISDIR(s.st_mode) || !c->b->ignore_neg)
-			return 0;
-	}
-	if (c->h) {
-		char hdr[96];
-
-		snprintf(hdr, sizeof(hdr), "%o", (unsigned)s.st_mode);
-		h_str(c->h, rel);
-		h_str(c->h, hdr);
-	}
-	if (S_ISDIR(s.st_mode)) {
-		int sd = openat(sfd, sname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), dd = -1;
-
-		if (sd < 0)
-			return -errno;
-		if (c->apply) {
-			if (fstatat(dfd, dname, &ds, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(ds.st_mode))
-				unlinkat(dfd, dname, 0);
-			if (mkdirat(dfd, dname, 0755) < 0 && errno != EEXIST) {
-				close(sd);
-				return -errno;
-			}
-			if ((dd = openat(dfd, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-				close(sd);
-				return -errno;
-			}
-		}
-		r = copy_dir_contents(sd, dd, rel, c);
-		close(sd);
-		if (dd >= 0)
-			close(dd);
-		if (!r && c->apply)
-			r = set_meta(dfd, dname, &s, c);
-		return r;
-	}
-	if (S_ISLNK(s.st_mode)) {
-		char t[PATH_MAX];
-		ssize_t n = readlinkat(sfd, sname, t, sizeof(t) - 1);
-
-		if (n < 0)
-			return -errno;
-		t[n] = '\0';
-		if (c->h)
-			h_str(c->h, t);
-		if (!c->apply)
-			return 0;
-		if (fstatat(dfd, dname, &ds, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    unlinkat(dfd, dname, S_ISDIR(ds.st_mode) ? AT_REMOVEDIR : 0) < 0)
-			return -errno;
-		if (symlinkat(t, dfd, dname) < 0)
-			return -errno;
-		return set_meta(dfd, dname, &s, c);
-	}
-	if (S_ISREG(s.st_mode)) {
-		int in = openat(sfd, sname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-
-		if (in < 0)
-			return -errno;
-		r = copy_reg(in, &s, dfd, dname, c);
-		close(in);
-		return r;
-	}
-	return 0; /* sockets, devices, FIFOs in a context are left out */
-}
-
-/* user[:group] as numbers or names in the tree's /etc/passwd, /etc/group. */
-static int lookup_id(int rootfd, const char *file, const char *name, unsigned *id, unsigned *gid)
-{
-	char *text = NULL, *line, *save = NULL, *end;
-	size_t len, n = strlen(name);
-	int fd, r = -ENOENT;
-
-	*id = (unsigned)strtoul(name, &end, 10);
-	if (name[0] && !*end)
-		return 0;
-	if ((fd = open_in_root(rootfd, file, O_RDONLY)) < 0)
-		return fd;
-	{
-		size_t cap = 4 << 20;
-		ssize_t k;
-
-		len = 0;
-		if (!(text = malloc(cap + 1))) {
-			close(fd);
-			return -ENOMEM;
-		}
-		while (len < cap && (k = read(fd, text + len, cap - len)) > 0)
-			len += (size_t)k;
-		text[len] = '\0';
-		close(fd);
-	}
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		if (strncmp(line, name, n) || line[n] != ':')
-			continue;
-		/* name:x:id:gid:... */
-		{
-			char *f = strchr(line + n + 1, ':');
-
-			if (!f)
-				break;
-			*id = (unsigned)strtoul(f + 1, &end, 10);
-			if (gid && *end == ':')
-				*gid = (unsigned)strtoul(end + 1, NULL, 10);
-			r = 0;
-		}
-		break;
-	}
-	free(text);
-	return r;
-}
-
-static int parse_chown(struct builder *b, const struct df_instr *in, const char *spec, int rootfd,
-		       struct copy_opts *c)
-{
-	char user[256], *colon;
-	unsigned gid = (unsigned)-1, u;
-
-	snprintf(user, sizeof(user), "%s", spec);
-	colon = strchr(user, ':');
-	if (colon)
-		*colon++ = '\0';
-	if (lookup_id(rootfd, "/etc/passwd", user, &u, NULL))
-		return berr(b, in, -EINVAL, "--chown=%s: no user '%s' in the image's /etc/passwd", spec, user);
-	if (colon && lookup_id(rootfd, "/etc/group", colon, &gid, NULL))
-		return berr(b, in, -EINVAL, "--chown=%s: no group '%s' in the image's /etc/group", spec, colon);
-	c->chown = 1;
-	c->uid = u;
-	c->gid = colon ? gid : u; /* Docker: no group, the same number as the user */
-	return 0;
-}
-
-static int is_archive(int fd)
-{
-	unsigned char m[512];
-	ssize_t n = pread(fd, m, sizeof(m), 0);
-
-	if (n >= 2 && m[0] == 0x1f && m[1] == 0x8b)
-		return 1;
-	if (n >= 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd)
-		return 1;
-	if (n >= 6 && (!memcmp(m, "\xfd" "7zXZ", 5) || !memcmp(m, "BZh", 3)))
-		return 2;
-	if (n == 512 && !memcmp(m + 257, "ustar", 5))
-		return 1;
-	return 0;
-}
-
-static int has_glob(const char *s)
-{
-	return strpbrk(s, "*?[") != NULL;
-}
-
-/* The sources of a COPY/ADD that match one pattern (context-relative,
- * cleaned, without the leading '/'). */
-static int glob_sources(int rootfd, const char *dir, const char *pat, struct strv *out)
-{
-	const char *slash = strchr(pat, '/');
-	char part[256], sub[PATH_MAX];
-	struct dirent **names = NULL;
-	int fd, n, i, r = 0;
-
-	snprintf(part, sizeof(part), "%.*s", (int)(slash ? slash - pat : (ptrdiff_t)strlen(pat)), pat);
-	if (!has_glob(part)) {
-		snprintf(sub, sizeof(sub), "%s%s%s", dir, dir[0] ? "/" : "", part);
-		if (!slash)
-			return sv_push(out, sub);
-		return glob_sources(rootfd, sub, slash + 1, out);
-	}
-	if ((fd = open_in_root(rootfd, dir, O_RDONLY | O_DIRECTORY)) < 0)
-		return 0;
-	n = scandirat(fd, ".", &names, NULL, alphasort);
-	close(fd);
-	for (i = 0; i < n; i++) {
-		const char *e = names[i]->d_name;
-
-		if (!r && strcmp(e, ".") && strcmp(e, "..") && !fnmatch(part, e, FNM_PERIOD * 0)) {
-			snprintf(sub, sizeof(sub), "%s%s%s", dir, dir[0] ? "/" : "", e);
-			r = slash ? glob_sources(rootfd, sub, slash + 1, out) : sv_push(out, sub);
-		}
-		free(names[i]);
-	}
-	free(names);
-	return r;
-}
-
-struct stage_base {
-	char tree[PATH_MAX];
-	char key[72];
-};
-
-static int base_tree(struct builder *b, const char *ref, const struct df_instr *in, struct stage *into,
-		     char **config);
-static int materialize(struct builder *b, struct stage *s, const struct df_instr *in);
-static int stage_by_name(struct builder *b, const char *name, unsigned before);
-
-/* COPY/ADD: one pass hashes (apply 0), the next copies (apply 1). */
-static int copy_step(struct builder *b, struct stage *s, const struct df_instr *in, char **words, unsigned nw,
-		     int apply, struct oci_hash *h)
-{
-	const char *from = df_flag(in, "from"), *chown = df_flag(in, "chown"), *chm = df_flag(in, "chmod");
-	char dest[PATH_MAX], srcroot[PATH_MAX];
-	struct copy_opts c = { .b = b, .h = h, .apply = apply };
-	int srcfd = -1, rootfd = -1, dfd = -1, r = 0, dest_dir;
-	struct strv srcs = { 0 };
-	unsigned i;
-
-	if (in->op == DF_ADD && from)
-		return berr(b, in, -EINVAL, "ADD has no --from (COPY --from does)");
-	for (i = 0; i < in->nflags; i++) {
-		const char *f = in->flags[i] + 2;
-
-		if (strncmp(f, "from=", 5) && strncmp(f, "chown=", 6) && strncmp(f, "chmod=", 6))
-			return berr(b, in, -EINVAL, "%s is not supported by vmm image build (only --from, --chown, --chmod)",
-				    in->flags[i]);
-	}
-	if (chm) {
-		char *end;
-		unsigned long m = strtoul(chm, &end, 8);
-
-		if (!chm[0] || *end || m > 07777)
-			return berr(b, in, -EINVAL, "--chmod=%s: an octal mode (symbolic modes are not supported)", chm);
-		c.chmod = 1;
-		c.mode = (mode_t)m;
-	}
-	if (from) {
-		int k = stage_by_name(b, from, b->stage_of[in - b->df->ins]);
-
-		if (k >= 0) {
-			snprintf(srcroot, sizeof(srcroot), "%s", b->st[k].src);
-		} else {
-			struct stage tmp;
-
-			memset(&tmp, 0, sizeof(tmp));
-			if ((r = base_tree(b, from, in, &tmp, NULL)))
-				return r;
-			snprintf(srcroot, sizeof(srcroot), "%s", tmp.src);
-		}
-	} else {
-		snprintf(srcroot, sizeof(srcroot), "%s", b->o->context);
-		c.filter = 1;
-	}
-	for (i = 0; i < nw; i++)
-		if (in->op == DF_ADD && (strstr(words[i], "://") || !strncmp(words[i], "git@", 4)) && i + 1 < nw)
-			return berr(b, in, -EINVAL, "ADD of a URL (%s) is not supported: download it in a RUN step",
-				    words[i]);
-	if ((srcfd = open(srcroot, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return berr(b, in, -errno, "%s: %s", srcroot, strerror(errno));
-	for (i = 0; i + 1 < nw; i++) {
-		char clean[PATH_MAX];
-		unsigned before = srcs.n;
-
-		clean_path(words[i], clean, sizeof(clean));
-		if ((r = has_glob(clean) ? glob_sources(srcfd, "", clean + 1, &srcs) : sv_push(&srcs, clean + 1)))
-			goto out;
-		if (srcs.n == before) {
-			r = berr(b, in, -ENOENT, "no source files were specified by '%s'", words[i]);
-			goto out;
-		}
-	}
-	join_workdir(s->workdir, words[nw - 1], dest, sizeof(dest));
-	{
-		size_t n = strlen(words[nw - 1]);
-
-		dest_dir = srcs.n > 1 || (n && words[nw - 1][n - 1] == '/') || !strcmp(words[nw - 1], ".");
-	}
-	if (srcs.n > 1 && !(strlen(words[nw - 1]) && words[nw - 1][strlen(words[nw - 1]) - 1] == '/'))
-		dest_dir = 1; /* Docker wants a trailing '/', buildah does not: take it either way */
-	if (apply) {
-		if ((rootfd = open(s->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			r = berr(b, in, -errno, "%s: %s", s->src, strerror(errno));
-			goto out;
-		}
-		if (chown && (r = parse_chown(b, in, chown, rootfd, &c)))
-			goto out;
-		if (!dest_dir) {
-			int e = open_in_root(rootfd, dest, O_RDONLY | O_DIRECTORY);
-
-			if (e >= 0) {
-				dest_dir = 1;
-				close(e);
-			}
-		}
-	} else if (chown) {
-		h_str(h, chown);
-	}
-	for (i = 0; i < srcs.n; i++) {
-		const char *rel = srcs.v[i], *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
-		char target[PATH_MAX * 2], parent[PATH_MAX * 2], *slash;
-		struct stat st;
-		int sfd;
-
-		if (c.filter && rel[0] && dfb_ignored((const char *const *)b->ignore.v, b->ignore.n, rel)) {
-			r = berr(b, in, -ENOENT, "%s: excluded by .dockerignore", rel);
-			goto out;
-		}
-		sfd = open_in_root(srcfd, rel, O_PATH);
-		if (sfd < 0 || fstat(sfd, &st) < 0) {
-			r = berr(b, in, -ENOENT, "%s: not found in the %s", rel, from ? "stage" : "build context");
-			if (sfd >= 0)
-				close(sfd);
-			goto out;
-		}
-		if (in->op == DF_ADD && S_ISREG(st.st_mode)) {
-			int fd = open_in_root(srcfd, rel, O_RDONLY), kind = fd < 0 ? 0 : is_archive(fd);
-
-			if (kind == 2) {
-				close(fd);
-				close(sfd);
-				r = berr(b, in, -EINVAL, "%s: xz and bzip2 archives are not supported (gzip, zstd, tar are)",
-					 rel);
-				goto out;
-			}
-			if (kind == 1) {
-				/* a local archive: its entries go into dest */
-				if (h) {
-					char dg[OCI_DIGEST_MAX];
-
-					oci_digest_fd(fd, dg);
-					h_str(h, rel);
-					h_str(h, dg);
-				}
-				if (apply) {
-					struct unpack_stats us;
-					char uerr[256];
-					int ddir = oci_root_mkdirs(rootfd, dest, 0755);
-
-					lseek(fd, 0, SEEK_SET);
-					r = ddir < 0 ? ddir : oci_unpack_fd(ddir, fd, NULL, NULL, &us, uerr, sizeof(uerr));
-					if (ddir >= 0)
-						close(ddir);
-					if (r) {
-						close(fd);
-						close(sfd);
-						r = berr(b, in, r, "%s: %s", rel, ddir < 0 ? strerror(-ddir) : uerr);
-						goto out;
-					}
-				}
-				close(fd);
-				close(sfd);
-				continue;
-			}
-			if (fd >= 0)
-				close(fd);
-		}
-		if (S_ISDIR(st.st_mode)) {
-			snprintf(target, sizeof(target), "%s", dest);
-		} else if (dest_dir) {
-			snprintf(target, sizeof(target), "%s%s%s", dest, strcmp(dest, "/") ? "/" : "", base);
-		} else {
-			snprintf(target, sizeof(target), "%s", dest);
-		}
-		snprintf(parent, sizeof(parent), "%s", target);
-		slash = strrchr(parent, '/');
-		if (apply) {
-			const char *name = S_ISDIR(st.st_mode) ? "." : strrchr(target, '/') + 1;
-
-			*(slash == parent ? slash + 1 : slash) = '\0';
-			if (S_ISDIR(st.st_mode))
-				snprintf(parent, sizeof(parent), "%s", target);
-			int existed = S_ISDIR(st.st_mode) ? open_in_root(rootfd, parent, O_PATH) : -1;
-
-			if (existed >= 0)
-				close(existed);
-			if ((dfd = oci_root_mkdirs(rootfd, parent, 0755)) < 0) {
-				close(sfd);
-				r = berr(b, in, dfd, "%s: %s", parent, strerror(-dfd));
-				dfd = -1;
-				goto out;
-			}
-			if (S_ISDIR(st.st_mode)) {
-				int sd = open_in_root(srcfd, rel, O_RDONLY | O_DIRECTORY);
-
-				r = sd < 0 ? sd : copy_dir_contents(sd, dfd, rel, &c);
-				if (sd >= 0)
-					close(sd);
-				/* a directory this COPY made takes --chown (as buildah and
-				 * BuildKit do), not --chmod */
-				if (!r && existed < 0 && c.chown && fchown(dfd, c.uid, c.gid) < 0)
-					r = -errno;
-			} else {
-				int fd = open_in_root(srcfd, rel, O_RDONLY);
-
-				r = fd < 0 ? fd : copy_reg(fd, &st, dfd, name, &c);
-				if (fd >= 0)
-					close(fd);
-			}
-			close(dfd);
-			dfd = -1;
-		} else {
-			if (S_ISDIR(st.st_mode)) {
-				int sd = open_in_root(srcfd, rel, O_RDONLY | O_DIRECTORY);
-
-				r = sd < 0 ? sd : copy_dir_contents(sd, -1, rel, &c);
-				if (sd >= 0)
-					close(sd);
-			} else {
-				int fd = open_in_root(srcfd, rel, O_RDONLY);
-				char mode[16];
-
-				snprintf(mode, sizeof(mode), "%o", (unsigned)st.st_mode);
-				h_str(h, rel);
-				h_str(h, mode);
-				r = fd < 0 ? fd : copy_reg(fd, &st, -1, NULL, &c);
-				if (fd >= 0)
-					close(fd);
-			}
-			h_str(h, target);
-		}
-		close(sfd);
-		if (r) {
-			r = berr(b, in, r, "%s: %s", rel, strerror(-r));
-			goto out;
-		}
-	}
-out:
-	if (srcfd >= 0)
-		close(srcfd);
-	if (rootfd >= 0)
-		close(rootfd);
-	sv_free(&srcs);
-	(void)materialize;
-	return r;
-}
-
 /* ---- stages and the cache --------------------------------------------- */
 
-static int stage_by_name(struct builder *b, const char *name, unsigned before)
+int dfb_stage_by_name(struct builder *b, const char *name, unsigned before)
 {
 	char *end;
 	unsigned long k = strtoul(name, &end, 10);
@@ -937,14 +259,14 @@ static int cache_hit(struct builder *b, struct stage *s, const char *key, int al
 	if (strlen(p) + 6 >= sizeof(s->src) || stat(p, &st) < 0 || !S_ISDIR(st.st_mode))
 		return 0;
 	if (s->work)
-		rm_tree(s->src);
+		dfb_rm_tree(s->src);
 	snprintf(s->src, sizeof(s->src), "%s/root", p);
 	s->work = 0;
 	return 1;
 }
 
 /* The stage's tree as a work directory of its own, to change. */
-static int materialize(struct builder *b, struct stage *s, const struct df_instr *in)
+static int dfb_materialize(struct builder *b, struct stage *s, const struct df_instr *in)
 {
 	char w[PATH_MAX];
 	int r;
@@ -952,14 +274,14 @@ static int materialize(struct builder *b, struct stage *s, const struct df_instr
 	if (s->work)
 		return 0;
 	snprintf(w, sizeof(w), "%s/tmp-%d-%u", b->o->cache, (int)getpid(), b->nwork++);
-	rm_tree(w);
+	dfb_rm_tree(w);
 	if (mkdir(w, 0700) < 0)
-		return berr(b, in, -errno, "%s: %s", w, strerror(errno));
+		return dfb_berr(b, in, -errno, "%s: %s", w, strerror(errno));
 	snprintf(w + strlen(w), sizeof(w) - strlen(w), "/root");
 	if ((r = s->src[0] ? copy_tree(s->src, w) : (mkdir(w, 0755) < 0 ? -errno : 0))) {
 		*strrchr(w, '/') = '\0';
-		rm_tree(w);
-		return berr(b, in, r, "copying the tree for this step failed");
+		dfb_rm_tree(w);
+		return dfb_berr(b, in, r, "copying the tree for this step failed");
 	}
 	snprintf(s->src, sizeof(s->src), "%s", w);
 	s->work = 1;
@@ -976,11 +298,11 @@ static int commit(struct builder *b, struct stage *s, const char *key, const str
 	*strrchr(w, '/') = '\0';
 	if (rename(w, dst) < 0) {
 		if (errno != EEXIST && errno != ENOTEMPTY)
-			return berr(b, in, -errno, "recording the step in the cache: %s", strerror(errno));
+			return dfb_berr(b, in, -errno, "recording the step in the cache: %s", strerror(errno));
 		/* another build made it meanwhile (or --no-cache): take ours */
-		rm_tree(dst);
+		dfb_rm_tree(dst);
 		if (rename(w, dst) < 0)
-			return berr(b, in, -errno, "recording the step in the cache: %s", strerror(errno));
+			return dfb_berr(b, in, -errno, "recording the step in the cache: %s", strerror(errno));
 	}
 	snprintf(s->src, sizeof(s->src), "%.4000s/root", dst);
 	s->work = 0;
@@ -989,15 +311,15 @@ static int commit(struct builder *b, struct stage *s, const char *key, const str
 
 static void stage_free(struct stage *s)
 {
-	sv_free(&s->env);
-	sv_free(&s->args);
-	sv_free(&s->cmd);
-	sv_free(&s->entry);
-	sv_free(&s->shell);
-	sv_free(&s->ports);
-	sv_free(&s->labels);
-	sv_free(&s->volumes);
-	sv_free(&s->health);
+	dfb_sv_free(&s->env);
+	dfb_sv_free(&s->args);
+	dfb_sv_free(&s->cmd);
+	dfb_sv_free(&s->entry);
+	dfb_sv_free(&s->shell);
+	dfb_sv_free(&s->ports);
+	dfb_sv_free(&s->labels);
+	dfb_sv_free(&s->volumes);
+	dfb_sv_free(&s->health);
 	free(s->workdir);
 	free(s->user);
 	free(s->stopsignal);
@@ -1040,7 +362,7 @@ static int stage_from_config(struct stage *s, const char *json)
 		char p[24];
 
 		snprintf(p, sizeof(p), "%u/tcp", d->ports[i]);
-		if (sv_push(&s->ports, p))
+		if (dfb_sv_push(&s->ports, p))
 			goto out;
 	}
 	if (d->mem_mib) {
@@ -1064,7 +386,7 @@ out:
 }
 
 /* FROM REF / COPY --from=REF of an image: its tree in the cache. */
-static int base_tree(struct builder *b, const char *ref, const struct df_instr *in, struct stage *into,
+int dfb_base_tree(struct builder *b, const char *ref, const struct df_instr *in, struct stage *into,
 		     char **config)
 {
 	char id[512], key[72], p[PATH_MAX], err[400] = "";
@@ -1073,22 +395,22 @@ static int base_tree(struct builder *b, const char *ref, const struct df_instr *
 	if (config)
 		*config = NULL;
 	if (!b->ops->resolve || !b->ops->fill)
-		return berr(b, in, -ENOTSUP, "%s: no image source", ref);
+		return dfb_berr(b, in, -ENOTSUP, "%s: no image source", ref);
 	if ((r = b->ops->resolve(b->ctx, ref, id, sizeof(id), config, err, sizeof(err))))
-		return berr(b, in, r, "%s", err[0] ? err : strerror(-r));
+		return dfb_berr(b, in, r, "%s", err[0] ? err : strerror(-r));
 	key_of("", "FROM", id, key);
 	snprintf(into->key, sizeof(into->key), "%s", key);
 	if (cache_hit(b, into, key, 1))
 		return 0;
 	into->src[0] = '\0';
-	if ((r = materialize(b, into, in)))
+	if ((r = dfb_materialize(b, into, in)))
 		return r;
 	if ((r = b->ops->fill(b->ctx, id, into->src, err, sizeof(err)))) {
 		snprintf(p, sizeof(p), "%s", into->src);
 		*strrchr(p, '/') = '\0';
-		rm_tree(p);
+		dfb_rm_tree(p);
 		into->work = 0;
-		return berr(b, in, r, "%s", err[0] ? err : strerror(-r));
+		return dfb_berr(b, in, r, "%s", err[0] ? err : strerror(-r));
 	}
 	return commit(b, into, key, in);
 }
@@ -1126,7 +448,7 @@ static const char *build_arg(struct builder *b, const char *name)
 		char kv[300];
 
 		snprintf(kv, sizeof(kv), "%s=", name);
-		sv_push(&b->used_args, kv);
+		dfb_sv_push(&b->used_args, kv);
 	}
 	return val;
 }
@@ -1139,7 +461,7 @@ static int do_arg(struct builder *b, struct strv *list, const struct df_vars *v,
 	int r;
 
 	if ((r = df_expand(in->rest, b->df->escape, v, 1, &w, &nw, e, sizeof(e))))
-		return berr(b, in, r, "%s", e);
+		return dfb_berr(b, in, r, "%s", e);
 	for (unsigned i = 0; i < nw && !r; i++) {
 		char *eq = strchr(w[i], '='), kv[4200];
 		const char *given, *global;
@@ -1178,9 +500,9 @@ static int do_pairs(struct builder *b, struct strv *list, const struct df_vars *
 		while (*sp == ' ' || *sp == '\t')
 			sp++;
 		if (!*sp)
-			return berr(b, in, -EINVAL, "%s needs NAME=VALUE (or NAME VALUE)", name);
+			return dfb_berr(b, in, -EINVAL, "%s needs NAME=VALUE (or NAME VALUE)", name);
 		if ((r = df_expand(sp, b->df->escape, v, 0, &val, &nw, e, sizeof(e))))
-			return berr(b, in, r, "%s", e);
+			return dfb_berr(b, in, r, "%s", e);
 		{
 			size_t n = strlen(name) + strlen(val[0]) + 2;
 			char *kv = malloc(n);
@@ -1196,10 +518,10 @@ static int do_pairs(struct builder *b, struct strv *list, const struct df_vars *
 		return r;
 	}
 	if ((r = df_expand(in->rest, b->df->escape, v, 1, &w, &nw, e, sizeof(e))))
-		return berr(b, in, r, "%s", e);
+		return dfb_berr(b, in, r, "%s", e);
 	for (unsigned i = 0; i < nw && !r; i++) {
 		if (!strchr(w[i], '=') || w[i][0] == '=')
-			r = berr(b, in, -EINVAL, "'%s' is not NAME=VALUE", w[i]);
+			r = dfb_berr(b, in, -EINVAL, "'%s' is not NAME=VALUE", w[i]);
 		else
 			r = sv_setkv(list, w[i]);
 	}
@@ -1210,12 +532,12 @@ static int do_pairs(struct builder *b, struct strv *list, const struct df_vars *
 /* CMD/ENTRYPOINT/RUN argv: the exec form, or SHELL + the text. */
 static int command_of(const struct stage *s, const struct df_instr *in, struct strv *out)
 {
-	sv_free(out);
+	dfb_sv_free(out);
 	if (in->json)
 		return sv_from(out, in->argv, in->argc);
 	if (sv_copy(out, &s->shell))
 		return -ENOMEM;
-	return sv_push(out, in->rest);
+	return dfb_sv_push(out, in->rest);
 }
 
 static void progress(struct builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1242,27 +564,27 @@ static int from_step(struct builder *b, unsigned si, const struct df_instr *in, 
 	int r, k;
 
 	if (plat && strcmp(plat, "linux/amd64") && strcmp(plat, "$BUILDPLATFORM") && strcmp(plat, "$TARGETPLATFORM"))
-		return berr(b, in, -EINVAL, "--platform=%s: vmm builds linux/amd64 only", plat);
+		return dfb_berr(b, in, -EINVAL, "--platform=%s: vmm builds linux/amd64 only", plat);
 	if ((r = df_expand(in->rest, b->df->escape, meta, 1, &w, &nw, e, sizeof(e))))
-		return berr(b, in, r, "%s", e);
+		return dfb_berr(b, in, r, "%s", e);
 	progress(b, "STEP %u/%u: FROM %s%s%s\n", b->step, b->nsteps, w[0], s->name[0] ? " AS " : "", s->name);
-	if ((r = sv_push(&s->shell, "/bin/sh")) || (r = sv_push(&s->shell, "-c")))
+	if ((r = dfb_sv_push(&s->shell, "/bin/sh")) || (r = dfb_sv_push(&s->shell, "-c")))
 		goto out;
 	if (!strcasecmp(w[0], "scratch")) {
 		key_of("", "FROM", "scratch", s->key);
 		if (!cache_hit(b, s, s->key, 1)) {
 			s->src[0] = '\0';
-			if ((r = materialize(b, s, in)) || (r = commit(b, s, s->key, in)))
+			if ((r = dfb_materialize(b, s, in)) || (r = commit(b, s, s->key, in)))
 				goto out;
 		}
-	} else if ((k = stage_by_name(b, w[0], si)) >= 0) {
+	} else if ((k = dfb_stage_by_name(b, w[0], si)) >= 0) {
 		struct stage *p = &b->st[k];
 
 		if (!p->built) {
-			r = berr(b, in, -EINVAL, "stage %s was not built", w[0]);
+			r = dfb_berr(b, in, -EINVAL, "stage %s was not built", w[0]);
 			goto out;
 		}
-		sv_free(&s->shell);
+		dfb_sv_free(&s->shell);
 		if (sv_copy(&s->env, &p->env) || sv_copy(&s->cmd, &p->cmd) || sv_copy(&s->entry, &p->entry) ||
 		    sv_copy(&s->shell, &p->shell) || sv_copy(&s->ports, &p->ports) || sv_copy(&s->labels, &p->labels) ||
 		    sv_copy(&s->volumes, &p->volumes) || sv_copy(&s->health, &p->health) ||
@@ -1276,7 +598,7 @@ static int from_step(struct builder *b, unsigned si, const struct df_instr *in, 
 		snprintf(s->key, sizeof(s->key), "%s", p->key);
 		snprintf(s->src, sizeof(s->src), "%s", p->src);
 	} else {
-		if ((r = base_tree(b, w[0], in, s, &config)))
+		if ((r = dfb_base_tree(b, w[0], in, s, &config)))
 			goto out;
 		if (config && (r = stage_from_config(s, config)))
 			goto out;
@@ -1302,7 +624,7 @@ static int mutate(struct builder *b, struct stage *s, const struct df_instr *in,
 		b->res->cached++;
 		return 0;
 	}
-	if ((r = materialize(b, s, in)) || (r = fn(b, s, in, arg)))
+	if ((r = dfb_materialize(b, s, in)) || (r = fn(b, s, in, arg)))
 		return r;
 	return commit(b, s, key, in);
 }
@@ -1313,11 +635,11 @@ static int mkdir_fn(struct builder *b, struct stage *s, const struct df_instr *i
 
 	(void)arg;
 	if (rootfd < 0)
-		return berr(b, in, -errno, "%s: %s", s->src, strerror(errno));
+		return dfb_berr(b, in, -errno, "%s: %s", s->src, strerror(errno));
 	fd = oci_root_mkdirs(rootfd, s->workdir, 0755);
 	close(rootfd);
 	if (fd < 0)
-		return berr(b, in, fd, "%s: %s", s->workdir, strerror(-fd));
+		return dfb_berr(b, in, fd, "%s: %s", s->workdir, strerror(-fd));
 	close(fd);
 	return 0;
 }
@@ -1328,7 +650,7 @@ static int workdir_missing(struct stage *s)
 
 	if (rootfd < 0)
 		return 1;
-	fd = open_in_root(rootfd, s->workdir, O_RDONLY | O_DIRECTORY);
+	fd = dfb_open_in_root(rootfd, s->workdir, O_RDONLY | O_DIRECTORY);
 	close(rootfd);
 	if (fd >= 0)
 		close(fd);
@@ -1348,10 +670,10 @@ static int run_fn(struct builder *b, struct stage *s, const struct df_instr *in,
 	if (s->workdir && (r = mkdir_fn(b, s, in, NULL)))
 		return r;
 	if (!b->ops->run)
-		return berr(b, in, -ENOTSUP, "no executor for RUN");
+		return dfb_berr(b, in, -ENOTSUP, "no executor for RUN");
 	b->res->runs++;
 	if ((r = b->ops->run(b->ctx, s->src, &ra->r, e, sizeof(e))))
-		return berr(b, in, r, "%s", e[0] ? e : "failed");
+		return dfb_berr(b, in, r, "%s", e[0] ? e : "failed");
 	return 0;
 }
 
@@ -1365,7 +687,7 @@ static int run_step(struct builder *b, struct stage *s, const struct df_instr *i
 	int r;
 
 	if (in->nflags)
-		return berr(b, in, -EINVAL, "%s is not supported by vmm image build", in->flags[0]);
+		return dfb_berr(b, in, -EINVAL, "%s is not supported by vmm image build", in->flags[0]);
 	if ((r = command_of(s, in, &argv)))
 		goto out;
 	for (unsigned i = 0; i < v->n && !r; i++)
@@ -1393,8 +715,8 @@ static int run_step(struct builder *b, struct stage *s, const struct df_instr *i
 	r = mutate(b, s, in, "RUN", extra, run_fn, &ra);
 out:
 	free(extra);
-	sv_free(&argv);
-	sv_free(&env);
+	dfb_sv_free(&argv);
+	dfb_sv_free(&env);
 	return r;
 }
 
@@ -1407,7 +729,7 @@ static int copy_fn(struct builder *b, struct stage *s, const struct df_instr *in
 {
 	struct copy_arg *ca = arg;
 
-	return copy_step(b, s, in, ca->w, ca->nw, 1, NULL);
+	return dfb_copy_step(b, s, in, ca->w, ca->nw, 1, NULL);
 }
 
 static int copy_words(struct builder *b, const struct df_instr *in, const struct df_vars *v, char ***w, unsigned *nw)
@@ -1417,7 +739,7 @@ static int copy_words(struct builder *b, const struct df_instr *in, const struct
 
 	if (!in->json) {
 		if ((r = df_expand(in->rest, b->df->escape, v, 1, w, nw, e, sizeof(e))))
-			return berr(b, in, r, "%s", e);
+			return dfb_berr(b, in, r, "%s", e);
 	} else {
 		char **out = calloc(in->argc + 1, sizeof(*out)), **one;
 		unsigned n1;
@@ -1427,7 +749,7 @@ static int copy_words(struct builder *b, const struct df_instr *in, const struct
 		for (unsigned i = 0; i < in->argc; i++) {
 			if ((r = df_expand(in->argv[i], b->df->escape, v, 0, &one, &n1, e, sizeof(e)))) {
 				df_words_free(out);
-				return berr(b, in, r, "%s", e);
+				return dfb_berr(b, in, r, "%s", e);
 			}
 			out[i] = one[0];
 			free(one);
@@ -1437,7 +759,7 @@ static int copy_words(struct builder *b, const struct df_instr *in, const struct
 	}
 	if (*nw < 2) {
 		df_words_free(*w);
-		return berr(b, in, -EINVAL, "needs a source and a destination");
+		return dfb_berr(b, in, -EINVAL, "needs a source and a destination");
 	}
 	return 0;
 }
@@ -1455,7 +777,7 @@ static int copy_step_all(struct builder *b, struct stage *s, const struct df_ins
 		return r;
 	if ((r = oci_hash_init(&h)))
 		goto out;
-	r = copy_step(b, s, in, ca.w, ca.nw, 0, &h);
+	r = dfb_copy_step(b, s, in, ca.w, ca.nw, 0, &h);
 	oci_hash_final(&h, dg);
 	if (r)
 		goto out;
@@ -1483,7 +805,7 @@ static int one_word(struct builder *b, const struct df_instr *in, const struct d
 	int r;
 
 	if ((r = df_expand(in->rest, b->df->escape, v, 0, &w, &nw, e, sizeof(e))))
-		return berr(b, in, r, "%s", e);
+		return dfb_berr(b, in, r, "%s", e);
 	*out = w[0];
 	free(w);
 	return 0;
@@ -1496,7 +818,7 @@ static int expose(struct builder *b, struct stage *s, const struct df_instr *in,
 	int r;
 
 	if ((r = df_expand(in->rest, b->df->escape, v, 1, &w, &nw, e, sizeof(e))))
-		return berr(b, in, r, "%s", e);
+		return dfb_berr(b, in, r, "%s", e);
 	for (unsigned i = 0; i < nw && !r; i++) {
 		char *end, p[32], *proto = strchr(w[i], '/');
 		unsigned long port = strtoul(w[i], &end, 10);
@@ -1505,7 +827,7 @@ static int expose(struct builder *b, struct stage *s, const struct df_instr *in,
 			*proto++ = '\0';
 		if (!w[i][0] || *end || port == 0 || port > 65535 ||
 		    (proto && strcasecmp(proto, "tcp") && strcasecmp(proto, "udp") && strcasecmp(proto, "sctp"))) {
-			r = berr(b, in, -EINVAL, "'%s': a port, PORT/tcp or PORT/udp (ranges are not supported)", w[i]);
+			r = dfb_berr(b, in, -EINVAL, "'%s': a port, PORT/tcp or PORT/udp (ranges are not supported)", w[i]);
 			break;
 		}
 		snprintf(p, sizeof(p), "%lu/%s", port, proto ? proto : "tcp");
@@ -1516,7 +838,7 @@ static int expose(struct builder *b, struct stage *s, const struct df_instr *in,
 		for (k = 0; k < s->ports.n && strcmp(s->ports.v[k], p); k++)
 			;
 		if (k == s->ports.n)
-			r = sv_push(&s->ports, p);
+			r = dfb_sv_push(&s->ports, p);
 	}
 	df_words_free(w);
 	return r;
@@ -1529,11 +851,11 @@ static int healthcheck(struct builder *b, struct stage *s, const struct df_instr
 	unsigned argc;
 	int r;
 
-	sv_free(&s->health);
+	dfb_sv_free(&s->health);
 	if (!strcasecmp(t, "NONE"))
-		return sv_push(&s->health, "NONE");
+		return dfb_sv_push(&s->health, "NONE");
 	if (strncasecmp(t, "CMD", 3) || (t[3] != ' ' && t[3] != '\t'))
-		return berr(b, in, -EINVAL, "HEALTHCHECK NONE or HEALTHCHECK [OPTIONS] CMD command");
+		return dfb_berr(b, in, -EINVAL, "HEALTHCHECK NONE or HEALTHCHECK [OPTIONS] CMD command");
 	t += 4;
 	while (*t == ' ' || *t == '\t')
 		t++;
@@ -1544,15 +866,15 @@ static int healthcheck(struct builder *b, struct stage *s, const struct df_instr
 
 		snprintf(line, sizeof(line), "FROM x\nCMD %s\n", t);
 		if (df_parse(line, strlen(line), &one, e, sizeof(e)))
-			return berr(b, in, -EINVAL, "HEALTHCHECK CMD: %s", e);
+			return dfb_berr(b, in, -EINVAL, "HEALTHCHECK CMD: %s", e);
 		argv = one.ins[1].argv;
 		argc = one.ins[1].argc;
 		if (one.ins[1].json) {
-			r = sv_push(&s->health, "CMD");
+			r = dfb_sv_push(&s->health, "CMD");
 			for (unsigned i = 0; i < argc && !r; i++)
-				r = sv_push(&s->health, argv[i]);
-		} else if (!(r = sv_push(&s->health, "CMD-SHELL"))) {
-			r = sv_push(&s->health, one.ins[1].rest);
+				r = dfb_sv_push(&s->health, argv[i]);
+		} else if (!(r = dfb_sv_push(&s->health, "CMD-SHELL"))) {
+			r = dfb_sv_push(&s->health, one.ins[1].rest);
 		}
 		df_free(&one);
 	}
@@ -1587,7 +909,7 @@ static int instr(struct builder *b, unsigned si, const struct df_instr *in)
 
 		if ((r = one_word(b, in, &v, &word)))
 			break;
-		join_workdir(s->workdir, word, path, sizeof(path));
+		dfb_join_workdir(s->workdir, word, path, sizeof(path));
 		if ((r = set_str(&s->workdir, path)))
 			break;
 		if (workdir_missing(s))
@@ -1609,7 +931,7 @@ static int instr(struct builder *b, unsigned si, const struct df_instr *in)
 	case DF_ENTRYPOINT:
 		r = command_of(s, in, &s->entry);
 		if (s->has_cmd == 2) { /* a CMD from the base image is reset; one of this stage stays */
-			sv_free(&s->cmd);
+			dfb_sv_free(&s->cmd);
 			s->has_cmd = 0;
 		}
 		s->has_entry = 1;
@@ -1623,17 +945,17 @@ static int instr(struct builder *b, unsigned si, const struct df_instr *in)
 	case DF_VOLUME:
 		if (in->json) {
 			for (unsigned i = 0; i < in->argc && !r; i++)
-				r = sv_push(&s->volumes, in->argv[i]);
+				r = dfb_sv_push(&s->volumes, in->argv[i]);
 		} else {
 			char **w, e[256];
 			unsigned nw;
 
 			if ((r = df_expand(in->rest, b->df->escape, &v, 1, &w, &nw, e, sizeof(e)))) {
-				r = berr(b, in, r, "%s", e);
+				r = dfb_berr(b, in, r, "%s", e);
 				break;
 			}
 			for (unsigned i = 0; i < nw && !r; i++)
-				r = sv_push(&s->volumes, w[i]);
+				r = dfb_sv_push(&s->volumes, w[i]);
 			df_words_free(w);
 		}
 		break;
@@ -1644,7 +966,7 @@ static int instr(struct builder *b, unsigned si, const struct df_instr *in)
 		progress(b, "note: MAINTAINER is deprecated and not recorded (use LABEL)\n");
 		break;
 	case DF_ONBUILD:
-		r = berr(b, in, -EINVAL, "ONBUILD triggers are not supported by vmm image build");
+		r = dfb_berr(b, in, -EINVAL, "ONBUILD triggers are not supported by vmm image build");
 		break;
 	case DF_RUN:
 		r = run_step(b, s, in, &v);
@@ -1680,7 +1002,7 @@ static int config_json(struct stage *s, char **out)
 
 	for (unsigned i = 0; i < s->env.n; i++)
 		has_path |= !strncmp(s->env.v[i], "PATH=", 5);
-	if (!has_path && sv_push(&s->env, DEFAULT_PATH))
+	if (!has_path && dfb_sv_push(&s->env, DEFAULT_PATH))
 		return -ENOMEM;
 	for (;; cap *= 4) {
 		if (!(buf = malloc(cap)))
@@ -1764,11 +1086,11 @@ static void mark_needed(struct builder *b, unsigned t, const struct df_vars *met
 				unsigned nw;
 
 				if (!df_expand(in->rest, b->df->escape, meta, 1, &w, &nw, e, sizeof(e))) {
-					d = stage_by_name(b, w[0], i);
+					d = dfb_stage_by_name(b, w[0], i);
 					df_words_free(w);
 				}
 			} else if (in->op == DF_COPY && from) {
-				d = stage_by_name(b, from, i);
+				d = dfb_stage_by_name(b, from, i);
 			}
 			if (d >= 0)
 				b->st[d].needed = 1;
@@ -1787,8 +1109,8 @@ int dfb_build(const struct dockerfile *df, const struct dfb_options *o, const st
 	memset(res, 0, sizeof(*res));
 	err[0] = '\0';
 	if (mkdir(o->cache, 0700) < 0 && errno != EEXIST)
-		return berr(&b, NULL, -errno, "%s: %s", o->cache, strerror(errno));
-	if ((r = load_ignore(&b)))
+		return dfb_berr(&b, NULL, -errno, "%s: %s", o->cache, strerror(errno));
+	if ((r = dfb_load_ignore(&b)))
 		return r;
 	if (!(b.stage_of = calloc(df->n, sizeof(*b.stage_of)))) {
 		r = -ENOMEM;
@@ -1816,7 +1138,7 @@ int dfb_build(const struct dockerfile *df, const struct dfb_options *o, const st
 			if ((r = df_expand(df->ins[i].rest, df->escape, &meta, 1, &w, &nw, e, sizeof(e)))) {
 				b.step = i + 1;
 				b.nsteps = df->n;
-				r = berr(&b, &df->ins[i], r, "%s", e);
+				r = dfb_berr(&b, &df->ins[i], r, "%s", e);
 				goto out;
 			}
 			if (nw == 3 && !strcasecmp(w[1], "as") && strlen(w[2]) < sizeof(b.st[0].name)) {
@@ -1825,7 +1147,7 @@ int dfb_build(const struct dockerfile *df, const struct dfb_options *o, const st
 					*c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
 			} else if (nw != 1) {
 				df_words_free(w);
-				r = berr(&b, NULL, -EINVAL, "line %u: FROM IMAGE [AS NAME]", df->ins[i].line);
+				r = dfb_berr(&b, NULL, -EINVAL, "line %u: FROM IMAGE [AS NAME]", df->ins[i].line);
 				goto out;
 			}
 			df_words_free(w);
@@ -1841,7 +1163,7 @@ int dfb_build(const struct dockerfile *df, const struct dfb_options *o, const st
 			if (!strcasecmp(b.st[k].name, o->target))
 				k2 = (int)k;
 		if (k2 < 0) {
-			r = berr(&b, NULL, -ENOENT, "--target %s: no stage of that name", o->target);
+			r = dfb_berr(&b, NULL, -ENOENT, "--target %s: no stage of that name", o->target);
 			goto out;
 		}
 		t = (unsigned)k2;
@@ -1880,15 +1202,15 @@ out:
 
 			snprintf(w, sizeof(w), "%s", b.st[k].src);
 			*strrchr(w, '/') = '\0';
-			rm_tree(w);
+			dfb_rm_tree(w);
 		}
 		stage_free(&b.st[k]);
 	}
 	free(b.st);
 	free(b.stage_of);
-	sv_free(&b.meta);
-	sv_free(&b.ignore);
-	sv_free(&b.used_args);
+	dfb_sv_free(&b.meta);
+	dfb_sv_free(&b.ignore);
+	dfb_sv_free(&b.used_args);
 	if (r && !err[0])
 		snprintf(err, errlen, "%s", strerror(-r));
 	return r;
