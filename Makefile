@@ -44,6 +44,7 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
              cli/egress_tls.c cli/egress_pol.c cli/egress_ctl.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
              cli/image_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
+             cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
              cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_spec.c cli/oci_state.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
@@ -223,7 +224,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_api_v2 test_oci test_mcp test_virtio_rng \
-              test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_mmds
+              test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_mmds test_dockerfile
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
@@ -258,6 +259,8 @@ test_egress_pol_SRCS := cli/egress_pol.c cli/egress_http.c guest-init/json.c
 test_oci_SRCS     := cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c guest-init/json.c
 test_oci_LIBS     := $(TLS_LIBS)
 test_oci_spec_SRCS := cli/oci_spec.c cli/oci_state.c cli/util.c vmm/log.c guest-init/json.c
+test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
+test_dockerfile_LIBS := $(TLS_LIBS)
 test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \
                      cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c guest-init/json.c guest-init/proto.c
 test_mcp_LIBS     := $(TLS_LIBS)
@@ -326,6 +329,8 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
 	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
+	$(Q)tests/cli/dockerfile.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
+	$(Q)tests/cli/unpack_cache.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.
@@ -383,7 +388,8 @@ endif
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
-                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci fuzz_mcp fuzz_devices fuzz_mmds
+                fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci fuzz_mcp fuzz_devices fuzz_mmds \
+                fuzz_dockerfile
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
@@ -405,6 +411,7 @@ fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_t
 fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c \
                          guest-init/json.c
 fuzz_oci_LIBS         := $(TLS_LIBS)
+fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile.c guest-init/json.c
 fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c \
                          cli/mcp_api.c cli/api_client.c cli/api_procs.c cli/util.c vmm/log.c vmm/tty.c guest-init/json.c \
                          guest-init/proto.c

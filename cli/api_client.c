@@ -200,6 +200,10 @@ int api_exec_fields(const struct exec_opts *o, char *buf, size_t size)
 		jw_key(&w, "cwd");
 		jw_str(&w, o->cwd);
 	}
+	if (o->user && o->user[0]) {
+		jw_key(&w, "user");
+		jw_str(&w, o->user);
+	}
 	jw_key(&w, "stdin");
 	jw_bool(&w, o->stdin_pass);
 	if (o->detach) {

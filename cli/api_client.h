@@ -40,6 +40,7 @@ struct exec_opts {
 	const char *const *argv;
 	const char *const *env;   /* NAME=value, NULL-terminated, may be NULL */
 	const char *cwd;
+	const char *user;         /* USER[:GROUP] to run as (NULL: root) */
 	int tty;                  /* a pty in the guest, raw mode here */
 	int stdin_pass;           /* stream our stdin to the command */
 	uint64_t timeout_ms;

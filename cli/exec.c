@@ -34,6 +34,8 @@ static void exec_usage(FILE *out)
 		"  -n, --no-stdin       do not pass stdin (the command reads /dev/null)\n"
 		"  -e, --env NAME=VALUE set a variable (repeatable)\n"
 		"  -w, --cwd DIR        working directory in the sandbox (default /root)\n"
+		"  -u, --user USER[:GROUP]  run as this user (names from the sandbox's\n"
+		"                       /etc/passwd; default root, or the image's User)\n"
 		"      --timeout SECS   kill the command after SECS seconds\n"
 		"      --token TOKEN    the sandbox's access token (default: a named sandbox's\n"
 		"                       own, $VMM_TOKEN for a socket path)\n");
@@ -58,6 +60,8 @@ static void image_exec_defaults(const char *name, struct exec_opts *o, struct oc
 		oci_plan_exec(d, o->env, o->cwd, o->argv, plan);
 		o->env = plan->nenv ? plan->env : NULL;
 		o->cwd = plan->cwd;
+		if (!o->user)
+			o->user = plan->user; /* the image's User unless -u */
 		plan->defaults = d; /* the plan points into d */
 		return;
 	}
@@ -71,6 +75,7 @@ static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 		{ "no-stdin", no_argument, NULL, 'n' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "cwd", required_argument, NULL, 'w' },
+		{ "user", required_argument, NULL, 'u' },
 		{ "timeout", required_argument, NULL, 'o' },
 		{ "token", required_argument, NULL, 'T' },
 		{ "detach", no_argument, NULL, 'd' },
@@ -87,7 +92,7 @@ static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 	struct sandbox sb;
 
 	optind = 1;
-	while ((opt = cli_getopt(argc, argv, "+tne:w:di", opts, "exec")) != -1) {
+	while ((opt = cli_getopt(argc, argv, "+tne:w:u:di", opts, "exec")) != -1) {
 		switch (opt) {
 		case 't':
 			o.tty = 1;
@@ -104,6 +109,9 @@ static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 			break;
 		case 'w':
 			o.cwd = optarg;
+			break;
+		case 'u':
+			o.user = optarg;
 			break;
 		case 'o': {
 			char *end;

@@ -463,9 +463,27 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 	}
 	for (i = 1; i < dashdash; i++)
 		detach |= !strcmp(argv[i], "-d") || !strcmp(argv[i], "--detach");
-	if (image_defaults(&im, d) == 0)
+	if (image_defaults(&im, d) == 0) {
+		int published = 0, quiet = 0;
+
 		oci_plan_exec(d, NULL, NULL, have_cmd ? (const char *const *)&argv[dashdash + 1] : NULL, plan);
-	else
+		for (i = 1; i < dashdash; i++) {
+			published |= opt_is(argv[i], "--publish", &inl);
+			quiet |= !strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet");
+		}
+		/* ExposedPorts are not published on their own (a host port is the
+		 * user's to give, and two sandboxes of one image would collide):
+		 * say how, once, when nothing is published. */
+		if (d->nports && !published && !quiet) {
+			char note[256];
+			size_t n = 0;
+
+			for (unsigned p = 0; p < d->nports && n < sizeof(note) - 40; p++)
+				n += (size_t)snprintf(note + n, sizeof(note) - n, " --publish %u:%u", d->ports[p], d->ports[p]);
+			fprintf(stderr, "note: image %s exposes %u TCP port%s; to reach %s from the host:%s\n", refbuf,
+				d->nports, d->nports > 1 ? "s" : "", d->nports > 1 ? "them" : "it", note);
+		}
+	} else
 		oci_plan_exec(NULL, NULL, NULL, NULL, plan);
 	v = calloc((size_t)argc + 24 + 2 * plan->nenv + plan->argc, sizeof(*v));
 	if (!v) {
@@ -500,6 +518,10 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 	if (plan->cwd) {
 		v[k++] = "--image-cwd";
 		v[k++] = strdup(plan->cwd);
+	}
+	if (plan->user) {
+		v[k++] = "--image-user";
+		v[k++] = strdup(plan->user);
 	}
 	for (i = 1; i < argc; i++) {
 		if (i < dashdash && opt_is(argv[i], "--image", &inl)) {

@@ -396,6 +396,7 @@ static void build_usage(FILE *out)
 	fprintf(out,
 		"usage: vmm image build NAME SOURCE [--file SRC:DEST]... [--mem MiB] [--cpus N]\n"
 		"                       [--size SIZE] [--if-changed] [-q]\n"
+		"       vmm image build -f DOCKERFILE -t NAME [CONTEXT]   (vmm image build -f --help)\n"
 		"SOURCE is one of\n"
 		"  --from-dir DIR       a root filesystem tree\n"
 		"  --from-tar FILE      a root filesystem tarball (e.g. `docker export`)\n"
@@ -419,6 +420,9 @@ int image_build_main(int argc, char **argv)
 	unsigned *v, next;
 	int i, n, r, nsrc = 0;
 
+	for (i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--dockerfile"))
+			return image_dockerfile_main(argc, argv);
 	memset(&b, 0, sizeof(b));
 	b.logfd = -1;
 	b.mirror = "http://deb.debian.org/debian";

@@ -9,6 +9,7 @@
 #include "oci_image.h"
 #include "oci_unpack.h"
 #include "registry.h"
+#include "unpack_cache.h"
 #include "../guest-init/json.h"
 #include "../vmm/log.h"
 
@@ -89,7 +90,9 @@ static int make_image(struct plan *p, const char *name, int quiet)
 	char err[600], msg[800], *dj = NULL;
 	struct image_job *j = NULL;
 	struct image_info *im;
-	unsigned ndiff = 0, i;
+	static char chains[OCI_MAX_LAYERS][OCI_DIGEST_MAX];
+	char ucache[4096];
+	unsigned ndiff = 0, i, first = 0;
 	int stagefd = -1, r;
 
 	if (!d || !(dj = malloc(65536))) {
@@ -120,7 +123,30 @@ static int make_image(struct plan *p, const char *name, int quiet)
 		snprintf(msg, sizeof(msg), "%s: %s", image_job_stage(j), strerror(errno));
 		goto fail;
 	}
-	for (i = 0; i < p->nlayers; i++) {
+	/* The deepest stack of these layers already unpacked (unpack_cache.h). */
+	{
+		static char chain[OCI_MAX_LAYERS][OCI_DIGEST_MAX];
+		int k = 0;
+
+		unpack_chain_ids(diff, p->nlayers, chain);
+		if (!unpack_cache_dir(ucache, sizeof(ucache)))
+			k = unpack_cache_restore(ucache, chain, p->nlayers, image_job_stage(j));
+		else
+			ucache[0] = '\0';
+		if (k < 0) {
+			snprintf(msg, sizeof(msg), "copying cached layers failed");
+			goto fail;
+		}
+		if (k > 0) {
+			char what[160];
+
+			snprintf(what, sizeof(what), "layers 1-%d/%u from the unpack cache", k, p->nlayers);
+			image_job_step(j, what);
+		}
+		first = (unsigned)k;
+		memcpy(chains, chain, sizeof(chain));
+	}
+	for (i = first; i < p->nlayers; i++) {
 		char what[160], path[4200];
 		struct unpack_stats st;
 		int fd;
@@ -153,6 +179,9 @@ static int make_image(struct plan *p, const char *name, int quiet)
 				st.devices, st.devices > 1 ? "s" : "", st.first_device, st.devices > 1 ? ", ..." : "");
 		if (st.chown_skipped && !quiet && geteuid() != 0)
 			fprintf(stderr, "  note: not root: the files' owners are not kept\n");
+		/* Only as root: otherwise the tree lost its owners. */
+		if (ucache[0] && geteuid() == 0 && unpack_cache_store(ucache, chains[i], image_job_stage(j)))
+			log_warn("could not keep layer %u/%u in the unpack cache %s", i + 1, p->nlayers, ucache);
 	}
 	close(stagefd);
 	stagefd = -1;

@@ -141,7 +141,7 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
-       OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE, OPT_IMAGE_ENV, OPT_IMAGE_CWD,
+       OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE, OPT_IMAGE_ENV, OPT_IMAGE_CWD, OPT_IMAGE_USER,
        OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY,
        /* Firecracker's command line (vmm serve): */
        OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
@@ -193,6 +193,7 @@ static const struct option run_opts[] = {
 	{ "image-ref", required_argument, NULL, OPT_IMAGE_REF },
 	{ "image-env", required_argument, NULL, OPT_IMAGE_ENV }, /* the image config's Env, WorkingDir */
 	{ "image-cwd", required_argument, NULL, OPT_IMAGE_CWD },
+	{ "image-user", required_argument, NULL, OPT_IMAGE_USER }, /* the image config's User */
 	{ "api-sock", required_argument, NULL, OPT_API_SOCK },   /* vmm serve */
 	{ "config-file", required_argument, NULL, OPT_CONFIG_FILE },
 	{ "id", required_argument, NULL, OPT_NAME },
@@ -1461,6 +1462,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			break;
 		case OPT_IMAGE_CWD:
 			cmd.cwd = optarg;
+			break;
+		case OPT_IMAGE_USER:
+			cmd.user = optarg;
 			break;
 		case OPT_JAIL:
 			jail.enabled = 1;

@@ -353,6 +353,12 @@ static int parse_v1(const struct json *root, struct api_request *r, const char *
 		}
 		if (json_get(root, "cwd") && (json_get_str(root, "cwd", &r->cwd) || !valid_path(r->cwd)))
 			return fail(err, eno, "\"cwd\" must be an absolute path", EINVAL);
+		/* exec: who runs it, as an image's User is written: NAME, UID,
+		 * NAME:GROUP or UID:GID (spawn.c resolves names in the guest) */
+		if (json_get(root, "user") &&
+		    (json_get_str(root, "user", &r->user) || !r->user[0] || strlen(r->user) > 65 ||
+		     strchr(r->user, '\n') || r->user[0] == ':' || strchr(r->user, ':') != strrchr(r->user, ':')))
+			return fail(err, eno, "\"user\" must be USER, UID, USER:GROUP or UID:GID", EINVAL);
 		if (json_get(root, "stdin") && json_get_bool(root, "stdin", &r->stdin_stream))
 			return fail(err, eno, "\"stdin\" must be a boolean", EINVAL);
 		v = json_get(root, "pty");

@@ -65,7 +65,7 @@ struct api_request {
 	int64_t stderr_offset;   /* attach/logs: stderr replay offset */
 	int follow;              /* logs: go on streaming until the process ends */
 	int64_t uid, gid;        /* write: owner (-1: unchanged) */
-	const char *user;        /* write: owner by name (the guest's /etc/passwd) */
+	const char *user;        /* write: owner by name (the guest's /etc/passwd); exec: USER[:GROUP] to run as */
 	const char *paths[API_MAX_PATHS];
 	unsigned nr_paths;       /* stat of many paths (0: "path") */
 	int64_t coalesce_ms;     /* watch: window events are merged in */

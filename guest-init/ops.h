@@ -31,7 +31,7 @@ struct exec_io {
 	int out, err;        /* read ends (err = -1 with a pty) */
 	int in;              /* write end of stdin (or the pty master), -1 if none */
 	int pty;
-	int cwd_failed;      /* set with -1: the working directory, not the exec, failed */
+	int cwd_failed;      /* set with -1: 1 the working directory, 2 the user (exec's "user"), not the exec, failed */
 };
 /* Forks and execs r's command in a new session: io gets its ends. The
  * child's pid, or -1 with *err the errno (exec failures included; a

@@ -6,6 +6,8 @@
 #include "egress.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -116,9 +118,54 @@ static int container_setup(const struct api_request *r)
 	return 0;
 }
 
+/* The child becomes user (USER, UID, USER:GROUP, UID:GID; names from the
+ * guest's /etc/passwd and /etc/group, as Docker's USER): its groups, gid,
+ * uid. A UID without a passwd entry and no group runs with group 0, as
+ * Docker does. 0 or an errno. */
+static int spawn_become(const char *user)
+{
+	char name[66], *grp, *end;
+	struct passwd *pw = NULL;
+	uid_t uid;
+	gid_t gid = 0;
+
+	snprintf(name, sizeof(name), "%s", user);
+	if ((grp = strchr(name, ':')))
+		*grp++ = '\0';
+	errno = 0;
+	uid = (uid_t)strtoul(name, &end, 10);
+	if (!name[0] || *end) {
+		if (!(pw = getpwnam(name)))
+			return ENOENT;
+		uid = pw->pw_uid;
+		gid = pw->pw_gid;
+	} else if ((pw = getpwuid(uid))) {
+		gid = pw->pw_gid;
+	}
+	if (grp && grp[0]) {
+		gid = (gid_t)strtoul(grp, &end, 10);
+		if (*end) {
+			struct group *g = getgrnam(grp);
+
+			if (!g)
+				return ENOENT;
+			gid = g->gr_gid;
+		}
+	}
+	if (pw && !grp ? initgroups(pw->pw_name, gid) < 0 : setgroups(0, NULL) < 0)
+		return errno;
+	if (setgid(gid) < 0 || setuid(uid) < 0)
+		return errno;
+	return 0;
+}
+
 const char *spawn_error_message(const struct api_request *r, const struct exec_io *io, int err, char *buf,
 				size_t len)
 {
+	if (io->cwd_failed == 2) {
+		snprintf(buf, len, "user %s: %s", r->user, err == ENOENT ? "not in the sandbox's /etc/passwd or /etc/group" : strerror(err));
+		return buf;
+	}
 	if (io->cwd_failed) {
 		snprintf(buf, len, "working directory %s: %s", r->cwd ? r->cwd : "/root", strerror(err));
 		return buf;
@@ -188,12 +235,16 @@ pid_t spawn_command(const struct api_request *r, const char *const *extra, struc
 			if (nul > 2)
 				close(nul); /* not left open in the command */
 		}
-		int why[2] = { 1, 0 }; /* {in the working directory?, errno} */
+		int why[2] = { 2, 0 }; /* {2: the user, 1: the working directory, 0: exec; errno} */
 
-		if (container_setup(r) < 0) {
-			why[0] = 0;
+		/* The container's root, limits and ids first (vmm oci), then
+		 * the image's user (vmm exec -u, USER): both are "the user"
+		 * step for the error the caller gets. */
+		if (container_setup(r) < 0)
 			goto child_fail;
-		}
+		if (r->user && (errno = spawn_become(r->user)) != 0)
+			goto child_fail;
+		why[0] = 1;
 		if (r->cwd && chdir(r->cwd) < 0)
 			goto child_fail;
 		if (!r->cwd && chdir("/root") < 0 && chdir("/") < 0)
@@ -213,7 +264,7 @@ child_fail:
 
 		n = read(ep[0], why, sizeof(why));
 		e = why[1];
-		io->cwd_failed = n == sizeof(why) && why[0];
+		io->cwd_failed = n == sizeof(why) ? why[0] : 0;
 	}
 	close(ep[0]);
 	if (n == 2 * sizeof(int)) {

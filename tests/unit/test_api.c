@@ -136,6 +136,11 @@ static void requests_ok(void **state)
 	assert_true(r.stdin_stream && r.pty);
 	assert_int_equal(r.rows, 30);
 	assert_int_equal(r.timeout_ms, 5000);
+	assert_null(r.user);
+	assert_int_equal(parse("{\"v\":1,\"op\":\"exec\",\"argv\":[\"id\"],\"user\":\"app:staff\"}", NULL, &r, &eno), 0);
+	assert_string_equal(r.user, "app:staff");
+	assert_int_equal(parse("{\"v\":1,\"op\":\"exec\",\"argv\":[\"id\"],\"user\":\"1000\"}", NULL, &r, &eno), 0);
+	assert_string_equal(r.user, "1000");
 	assert_int_equal(parse("{\"v\":1,\"op\":\"write\",\"path\":\"/a/b\",\"mode\":420,\"parents\":true}",
 			       NULL, &r, &eno), 0);
 	assert_int_equal(r.mode, 0644);
@@ -234,6 +239,10 @@ static void requests_refused(void **state)
 		{ "{\"v\":1,\"op\":\"exec\",\"argv\":[\"a\"],\"env\":[\"NOEQUALS\"]}", EINVAL },
 		{ "{\"v\":1,\"op\":\"exec\",\"argv\":[\"a\"],\"env\":[\"=x\"]}", EINVAL },
 		{ "{\"v\":1,\"op\":\"exec\",\"argv\":[\"a\"],\"cwd\":\"relative\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"exec\",\"argv\":[\"a\"],\"user\":\"\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"exec\",\"argv\":[\"a\"],\"user\":\"a:b:c\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"exec\",\"argv\":[\"a\"],\"user\":\":g\"}", EINVAL },
+		{ "{\"v\":1,\"op\":\"exec\",\"argv\":[\"a\"],\"user\":7}", EINVAL },
 		{ "{\"v\":1,\"op\":\"exec\",\"argv\":[\"a\"],\"timeout_ms\":-1}", EINVAL },
 		{ "{\"v\":1,\"op\":\"exec\",\"argv\":[\"a\"],\"timeout_ms\":1.5}", EINVAL },
 		{ "{\"v\":1,\"op\":\"exec\",\"argv\":[\"a\"],\"pty\":{\"rows\":0}}", EINVAL },
