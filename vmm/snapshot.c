@@ -721,8 +721,7 @@ static int path_join(char *out, size_t len, const char *dir, const char *name)
 int snap_copy_file(const char *src, const char *dst)
 {
 	struct stat st;
-	off_t off = 0;
-	int in, out, r = 0;
+	int in, r;
 
 	in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (in < 0)
@@ -731,12 +730,25 @@ int snap_copy_file(const char *src, const char *dst)
 		close(in);
 		return -EINVAL; /* a symlink or device planted in a snapshot is not copied */
 	}
+	r = snap_copy_fd(in, dst);
+	close(in);
+	return r;
+}
+
+/* in: read with pread/copy_file_range at explicit offsets and lseek
+ * (SEEK_DATA/SEEK_HOLE), so a device's own descriptor can be passed: the
+ * devices use positioned I/O only. */
+int snap_copy_fd(int in, const char *dst)
+{
+	struct stat st;
+	off_t off = 0;
+	int out, r = 0;
+
+	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
+		return -EINVAL;
 	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (out < 0) {
-		r = -errno;
-		close(in);
-		return r;
-	}
+	if (out < 0)
+		return -errno;
 	if (fstat(in, &st) < 0) {
 		r = -errno;
 		goto out;
@@ -790,7 +802,6 @@ sync:
 	if (fsync(out) < 0)
 		r = -errno;
 out:
-	close(in);
 	close(out);
 	if (r)
 		unlink(dst);
@@ -924,7 +935,9 @@ int snap_fill_conf(struct vm *vm, struct snap_conf *conf, const char *copy_dir, 
 		d->root = (uint8_t)o->root;
 		snprintf(d->id, sizeof(d->id), "%s", o->id);
 		d->size = vm->disks[i]->capacity * BLK_SECTOR;
-		if (stat(o->path, &st) == 0) {
+		/* The device's own descriptor: a jailed VMM gave up the rights
+		 * to open the disk by path again (it was opened as root). */
+		if (vm->disks[i]->fd >= 0 ? fstat(vm->disks[i]->fd, &st) == 0 : stat(o->path, &st) == 0) {
 			d->size = (uint64_t)st.st_size; /* what a restore compares */
 			d->mtime_ns = mtime_ns(&st);
 		}
@@ -937,7 +950,7 @@ int snap_fill_conf(struct vm *vm, struct snap_conf *conf, const char *copy_dir, 
 		if (vm->disks[i]->fd >= 0 && fdatasync(vm->disks[i]->fd) < 0)
 			return -errno;
 		unlink(p); /* a diskN.next left by a failed in-place update */
-		r = snap_copy_file(o->path, p);
+		r = vm->disks[i]->fd >= 0 ? snap_copy_fd(vm->disks[i]->fd, p) : snap_copy_file(o->path, p);
 		if (r) {
 			log_err("snapshot: copying disk %s: %s", o->path, strerror(-r));
 			return r;

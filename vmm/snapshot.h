@@ -146,5 +146,7 @@ int vm_restore_state(struct vm *vm, struct snapshot *s) __attribute__((warn_unus
 /* Copies a file for a clone: FICLONE (reflink) if the filesystem can,
  * else a sparse copy (holes stay holes); fsynced. dst must not exist. */
 int snap_copy_file(const char *src, const char *dst) __attribute__((warn_unused_result));
+/* The same from an open descriptor (a disk device's). */
+int snap_copy_fd(int in, const char *dst) __attribute__((warn_unused_result));
 
 #endif
