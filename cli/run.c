@@ -410,6 +410,7 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 					kill(getppid(), SIGTERM);
 				_exit(CLI_EXIT_ERROR);
 			}
+			phase_mark(&vm->phases, PHASE_READY);
 		}
 		if (api_wait_ready(h->a, h->restored ? (unsigned)(h->ready_s * 1000) : 30000)) {
 			log_err("the sandbox API did not answer within %lu s", h->ready_s);
@@ -427,6 +428,10 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 					close(fd);
 			}
 		}
+		/* This copy of the phases (the fork's) ends with the first API
+		 * reply: the health check, or a clone's sync. */
+		phase_mark(&vm->phases, PHASE_API);
+		phase_log(&vm->phases, h->restored ? "to the restored sandbox's sync" : "to the first API reply");
 		if (!h->cmd)
 			_exit(0);
 		cmd = *h->cmd;
@@ -1158,6 +1163,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	if (!pub)
 		return CLI_EXIT_ERROR;
 	cfg.t0_ns = log_now_ns();
+	cfg.pre_main_ns = phase_cpu_ns();
 	cfg.cpus = 1;
 	cfg.console_in = -1;
 	cfg.console_out = -1;

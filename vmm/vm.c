@@ -192,8 +192,10 @@ void vm_boot_marker(struct vm *vm)
 		t = 1;
 	if (!atomic_compare_exchange_strong(&vm->marker_ns, &expected, t))
 		return;
+	phase_mark_at(&vm->phases, PHASE_READY, vm->cfg.t0_ns + t);
 	if (vm->marker_fd >= 0 && write(vm->marker_fd, "R", 1) < 0)
 		log_debug("boot marker notification: %s", strerror(errno));
+	phase_log(&vm->phases, "to the boot marker");
 	log_info("boot marker: guest ready %.1f ms after VMM start (first guest instruction at %.1f ms)",
 			 (double)t / 1e6, (double)atomic_load(&vm->first_run_ns) / 1e6);
 }
@@ -682,6 +684,8 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 
 	memset(vm, 0, sizeof(*vm));
 	vm->cfg = *cfg;
+	phase_init(&vm->phases, cfg->t0_ns, cfg->pre_main_ns);
+	phase_mark(&vm->phases, PHASE_CLI);
 	pthread_mutex_init(&vm->pause_lock, NULL);
 	pthread_cond_init(&vm->pause_cond, NULL);
 	vm->fd = -1;
@@ -732,6 +736,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	    (r = kvm_ioctl_val(vm->fd, KVM_CREATE_IRQCHIP, 0)) < 0 ||
 	    (r = kvm_ioctl_ptr(vm->fd, KVM_CREATE_PIT2, &pit)) < 0)
 		goto err_vmfd;
+	phase_mark(&vm->phases, PHASE_KVM);
 
 	if (cfg->restore) {
 		struct gm_region regions[GM_MAX_REGIONS];
@@ -766,10 +771,12 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		if (r < 0)
 			goto err_gm;
 	}
+	phase_mark(&vm->phases, PHASE_MEMORY);
 
 	r = vm_get_supported(vm, &cpuid, &msrs);
 	if (r)
 		goto err_free;
+	phase_mark(&vm->phases, PHASE_CPUID);
 	for (i = 0; i < vm->nr_vcpus; i++) {
 		r = vcpu_create(&vm->vcpus[i], vm, i, cpuid, msrs);
 		if (r) {
@@ -777,6 +784,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 			goto err_vcpus;
 		}
 	}
+	phase_mark(&vm->phases, PHASE_VCPUS);
 	leaf1 = cpuid_find(cpuid->entries, cpuid->nent, 1, 0);
 	r = vm_add_devices(vm);
 	if (r) {
@@ -786,6 +794,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	r = vm_add_virtio(vm);
 	if (r)
 		goto err_virtio;
+	phase_mark(&vm->phases, PHASE_DEVICES);
 	if (cfg->restore) {
 		/* The guest booted long ago: its state comes from the snapshot,
 		 * checked field by field before KVM or a device sees it. */
@@ -801,6 +810,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		if (r)
 			goto err_virtio;
 	}
+	phase_mark(&vm->phases, PHASE_LOAD);
 	free(cpuid);
 	free(msrs);
 	return 0;
@@ -928,6 +938,7 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	int sfd, escape_pending = 0;
 	unsigned i;
 
+	phase_mark(&vm->phases, PHASE_HANDOVER);
 	sigemptyset(&stop_sigs);
 	sigaddset(&stop_sigs, SIGTERM);
 	sigaddset(&stop_sigs, SIGINT);
@@ -1050,6 +1061,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		}
 	}
 
+	if (!atomic_load(&vm->phases.at[PHASE_READY]))
+		phase_log(&vm->phases, "(the guest never said it was ready)");
 	if (vm->cfg.console_tty)
 		tty_close(&vm->tty); /* its mode back, if we still have it */
 	vm_resume(vm); /* a paused VM that is told to stop: let it go */

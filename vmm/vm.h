@@ -12,6 +12,7 @@
 #include "cpuid.h"
 #include "gm.h"
 #include "kvm.h"
+#include "phase.h"
 #include "tty.h"
 
 struct control;
@@ -93,6 +94,7 @@ struct vm_config {
 	pid_t host_pid;          /* the VMM's pid on the host, 0: getpid() (a
 				    jailed VMM is pid 1 in its namespace) */
 	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
+	uint64_t pre_main_ns;    /* CPU time before t0 (phase_cpu_ns()) */
 	const char *api_token;   /* the guest API's token: served to guest root by
 				    the vmm port's token window (never on the
 				    command line), recorded in snapshots */
@@ -153,6 +155,7 @@ struct vm {
 	_Atomic uint64_t first_run_ns; /* first KVM_RUN, since cfg.t0_ns */
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */
 	int marker_fd;                 /* -1, or gets one byte at the boot marker */
+	struct phases phases;          /* start-up phases (vmm/phase.h), from cfg.t0_ns */
 };
 
 /* "Stop as if interrupted" (exit status 130), from the helper child that
