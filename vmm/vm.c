@@ -691,6 +691,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	vm->fd = -1;
 	vm->gm.fd = -1;
 	vm->marker_fd = -1;
+	notice_init(&vm->notice);
 	atomic_init(&vm->exit_reason, VM_RUNNING);
 	vm->exit_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (vm->exit_efd < 0)
@@ -794,6 +795,11 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	r = vm_add_virtio(vm);
 	if (r)
 		goto err_virtio;
+	/* Before the guest runs: a restored guest-init connects at once. A
+	 * failure costs the notice only (the host falls back to probes). */
+	if (cfg->ready_notice && cfg->has_vsock && cfg->vsock.uds[0] &&
+	    notice_open(&vm->notice, cfg->vsock.uds, API_NOTICE_PORT))
+		log_warn("no ready notice for this sandbox; readiness is probed instead");
 	phase_mark(&vm->phases, PHASE_DEVICES);
 	if (cfg->restore) {
 		/* The guest booted long ago: its state comes from the snapshot,
@@ -816,6 +822,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	return 0;
 
 err_virtio:
+	notice_close(&vm->notice);
 	vm_remove_virtio(vm);
 	i8042_destroy(&vm->dev.i8042);
 	serial_destroy(&vm->dev.com1);
@@ -974,9 +981,9 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		log_warn("could not start paused; the VM runs");
 
 	while (atomic_load(&vm->exit_reason) == VM_RUNNING) {
-		struct pollfd p[5 + CONTROL_POLLFDS];
-		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1, rot_idx = -1, timeout;
-		unsigned nctl = 0;
+		struct pollfd p[5 + NOTICE_POLLFDS + CONTROL_POLLFDS];
+		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1, rot_idx = -1, ntc_idx, timeout;
+		unsigned nctl = 0, nntc;
 
 		p[n].fd = vm->exit_efd;
 		p[n++].events = POLLIN;
@@ -1015,6 +1022,9 @@ enum vm_exit_reason vm_run(struct vm *vm)
 			if (timeout < 0 || ms < (uint64_t)timeout)
 				timeout = ms > INT_MAX ? INT_MAX : (int)ms;
 		}
+		ntc_idx = n;
+		nntc = notice_pollfds(&vm->notice, &p[n]);
+		n += (int)nntc;
 		if (vm->ctl) {
 			ctl_idx = n;
 			nctl = control_pollfds(vm->ctl, &p[n], &timeout);
@@ -1053,6 +1063,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 				 "bytes is dropped)", vm->cfg.console_path, strerror(-r),
 				 (unsigned long long)vm->cfg.console_limit);
 		}
+		if (nntc && notice_events(&vm->notice, &p[ntc_idx], nntc))
+			vm_boot_marker(vm);
 		if (ctl_idx >= 0)
 			control_events(vm->ctl, vm, &p[ctl_idx], nctl);
 		if (in_idx >= 0 && (p[in_idx].revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -1094,6 +1106,7 @@ void vm_destroy(struct vm *vm)
 {
 	unsigned i;
 
+	notice_close(&vm->notice);
 	vm_remove_virtio(vm);
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_destroy(&vm->vcpus[i]);

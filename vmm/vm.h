@@ -12,6 +12,7 @@
 #include "cpuid.h"
 #include "gm.h"
 #include "kvm.h"
+#include "notice.h"
 #include "phase.h"
 #include "tty.h"
 
@@ -101,6 +102,8 @@ struct vm_config {
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
 	uint64_t expire_ns;      /* log_now_ns() deadline (--ttl), 0: none */
 	int start_paused;        /* vm_run parks the vCPUs at once (vm_resume) */
+	int ready_notice;        /* with a vsock uds: take guest-init's ready
+				    notice (vmm/notice.h) as the boot marker */
 	int seccomp;             /* each thread under its allow-list (vmm/seccomp.h);
 				    the CLI sets it unless --no-seccomp */
 };
@@ -156,6 +159,7 @@ struct vm {
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */
 	int marker_fd;                 /* -1, or gets one byte at the boot marker */
 	struct phases phases;          /* start-up phases (vmm/phase.h), from cfg.t0_ns */
+	struct notice notice;          /* cfg.ready_notice: main thread */
 };
 
 /* "Stop as if interrupted" (exit status 130), from the helper child that
@@ -204,7 +208,8 @@ void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Sets an IOAPIC/PIC input line. */
 void vm_irq_line(struct vm *vm, unsigned gsi, int level);
-/* The guest wrote the boot marker. */
+/* The guest wrote the boot marker, or sent its ready notice: marks
+ * PHASE_READY and writes marker_fd, once. */
 void vm_boot_marker(struct vm *vm);
 /* Writes vCPU `index`'s CPUID table, one "function index eax ebx ecx edx"
  * line (hex) per entry. */
