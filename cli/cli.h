@@ -99,6 +99,9 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st);
 int cli_reply_ok(const char *verb, const char *reply);
 /* mkdir -p PATH (each missing level with `mode`). 0 or -errno. */
 int cli_mkdir_p(const char *path, unsigned mode);
+/* buf = the cache folder ($VMM_CACHE, else $XDG_CACHE_HOME/vmm, else
+ * ~/.cache/vmm; made if missing) + "/" + name. 0 or -errno. */
+int cli_cache_file(const char *name, char *buf, size_t len);
 /* Reads a small file into buf (NUL-terminated, at most len - 1 bytes):
  * a regular file with one link, never through a symbolic link. */
 int cli_read_text(const char *path, char *buf, size_t len);

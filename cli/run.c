@@ -1189,6 +1189,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	const char *token = NULL;
 	unsigned long ready_s = 300;
 	int detach_ready = -1; /* -d, in the sandbox's process: tells the waiting parent */
+	char kvm_cache[PATH_MAX];
 	int console_explicit = 0, level_set = 0, vsock_given = 0, have_snap = 0;
 	char cmdline_buf[4096], token_buf[160] = "";
 	struct blk_options over[VM_MAX_DISKS];
@@ -1247,6 +1248,11 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	cfg.console_limit = 8ull << 20; /* --console-log-size */
 	cfg.host_emulates_ring0 = host_emulates_ring0();
 	cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
+	/* KVM's supported CPUID and MSRs, once per host (vmm/kvmcache.h);
+	 * VMM_KVM_CACHE=off asks KVM every time. */
+	if (!cfg.kvm_path && !(getenv("VMM_KVM_CACHE") && !strcmp(getenv("VMM_KVM_CACHE"), "off")) &&
+	    cli_cache_file("kvm-supported", kvm_cache, sizeof(kvm_cache)) == 0)
+		cfg.kvm_cache = kvm_cache;
 	cfg.seccomp = SC_DEFAULT_ON;
 	/* guest-init's ready notice (docs/vsock.md); not for `serve`, whose
 	 * guests and vsock sockets are the Firecracker client's. */

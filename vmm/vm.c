@@ -9,6 +9,7 @@
 #include "seccomp.h"
 #include "../guest-init/json.h"
 #include "../guest-init/proto.h"
+#include "kvmcache.h"
 #include "../boot/layout.h"
 #include "../boot/loader.h"
 
@@ -657,19 +658,39 @@ static int vm_add_devices(struct vm *vm)
 
 static int vm_get_supported(struct vm *vm, struct kvm_cpuid2 **cpuid, struct kvm_msr_list **msrs)
 {
+	char key[KVMCACHE_KEY_MAX];
 	int r;
 
 	*cpuid = calloc(1, sizeof(**cpuid) + VCPU_MAX_CPUID_ENTRIES * sizeof((*cpuid)->entries[0]));
 	*msrs = calloc(1, sizeof(**msrs) + MAX_MSR_INDICES * sizeof(uint32_t));
 	if (!*cpuid || !*msrs)
 		return -ENOMEM;
+	/* Asked once per host (vmm/kvmcache.h): both ioctls walk KVM's
+	 * tables in the kernel at every start otherwise. */
+	if (vm->cfg.kvm_cache && kvmcache_host_key(key, sizeof(key)) == 0) {
+		r = kvmcache_load(vm->cfg.kvm_cache, key, *cpuid, VCPU_MAX_CPUID_ENTRIES, *msrs,
+				  MAX_MSR_INDICES);
+		if (r == 0) {
+			log_debug("KVM's CPUID and MSR list: from %s", vm->cfg.kvm_cache);
+			return 0;
+		}
+		if (r != -ENOENT)
+			log_debug("KVM capability cache %s: %s; asking KVM", vm->cfg.kvm_cache,
+				  r == -ESTALE ? "another host kernel, CPU or vmm" : strerror(-r));
+	} else {
+		key[0] = '\0';
+	}
 	(*cpuid)->nent = VCPU_MAX_CPUID_ENTRIES;
 	r = kvm_ioctl_var(vm->kvm.fd, KVM_GET_SUPPORTED_CPUID, *cpuid);
 	if (r < 0)
 		return r;
 	(*msrs)->nmsrs = MAX_MSR_INDICES;
 	r = kvm_ioctl_var(vm->kvm.fd, KVM_GET_MSR_INDEX_LIST, *msrs);
-	return r < 0 ? r : 0;
+	if (r < 0)
+		return r;
+	if (key[0] && (r = kvmcache_store(vm->cfg.kvm_cache, key, *cpuid, *msrs)))
+		log_debug("KVM capability cache %s: cannot write it: %s", vm->cfg.kvm_cache, strerror(-r));
+	return 0;
 }
 
 int vm_create(struct vm *vm, const struct vm_config *cfg)

@@ -78,6 +78,8 @@ struct vm_config {
 				    SIGINT sent by a process stops the VM as always
 				    (cli/run.c start_helper) */
 	const char *kvm_path;
+	const char *kvm_cache;   /* KVM's supported CPUID and MSR list, cached per
+				    host (vmm/kvmcache.h); NULL: asked every time */
 	unsigned nr_disks;
 	struct blk_options disks[VM_MAX_DISKS]; /* owned by the caller */
 	unsigned nr_fs;
