@@ -199,6 +199,16 @@ $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/v
 .PHONY: bench-guest
 bench-guest: $(BUILD)/test-initramfs.cpio $(BUILD)/tools/vsock_test
 
+# One report: every bench next to its peer, bench/results/DATE.json and
+# DATE.md (plots with gnuplot when installed); docs/perf.md. Needs /dev/kvm:
+# where there is none, run it in the QEMU TCG VM (tests/vmhost), whose
+# figures are ratios within the run only. BENCH_ARGS="--quick" for a smoke
+# run, "--only startup,exec" for some; BENCH_BASE=LABEL=PATH[,INITRD] adds a
+# baseline vmm build to bench/startup.
+.PHONY: bench
+bench: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio bench-guest
+	$(Q)$(if $(wildcard /dev/kvm),,$(KVMRUN) -w bench/results) bench/report --build $(BUILD) $(BENCH_ARGS)
+
 # ---- freestanding test guests --------------------------------------------
 GUESTS     := hello triple cpuid first spin kvmerr attack churn devices
 GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))
