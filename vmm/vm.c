@@ -13,6 +13,7 @@
 #include "../boot/layout.h"
 #include "../boot/loader.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -201,28 +202,54 @@ void vm_boot_marker(struct vm *vm)
 			 (double)t / 1e6, (double)atomic_load(&vm->first_run_ns) / 1e6);
 }
 
-static int map_file(const char *path, const char *what, uint8_t **data, size_t *len)
+static int open_file(const char *path, const char *what, int *fd, size_t *len)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), e;
+	int e;
 
-	if (fd < 0) {
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0) {
 		e = errno;
 		log_err("cannot open %s %s: %s", what, path, strerror(e));
 		return -e;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+	if (fstat(*fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
 		log_err("%s %s is not a non-empty regular file", what, path);
-		close(fd);
+		close(*fd);
+		*fd = -1;
 		return -EINVAL;
 	}
 	*len = (size_t)st.st_size;
-	*data = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
-	e = errno;
-	close(fd);
+	return 0;
+}
+
+static int map_fd(int fd, const char *path, const char *what, size_t len, uint8_t **data)
+{
+	*data = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (*data == MAP_FAILED) {
+		int e = errno;
+
+		*data = NULL;
 		log_err("cannot map %s %s: %s", what, path, strerror(e));
 		return -e;
+	}
+	return 0;
+}
+
+/* len bytes from the start of fd into dst (pread: the file's page cache
+ * straight into guest RAM). 0, or -errno (-EIO: the file shrank). */
+static int pread_full(int fd, void *dst, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = pread(fd, (uint8_t *)dst + got, len - got, (off_t)got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		got += (size_t)r;
 	}
 	return 0;
 }
@@ -572,23 +599,33 @@ static void vm_remove_virtio(struct vm *vm)
 static int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
 {
 	struct kernel_image k;
-	uint8_t *kdata = NULL, *idata = NULL;
+	uint8_t *kdata = NULL, magic[SELFMAG];
 	size_t klen = 0, ilen = 0;
+	int kfd, ifd = -1;
 	uint64_t igpa = 0;
 	const char *why = "";
 	uint8_t *mp;
 	int r;
 
-	r = map_file(vm->cfg.kernel, "kernel", &kdata, &klen);
+	/* A vmlinux (ELF) is read with one pread per segment straight into
+	 * guest RAM; a bzImage (small, parsed whole) is mapped. */
+	r = open_file(vm->cfg.kernel, "kernel", &kfd, &klen);
 	if (r)
 		return r;
-	r = kernel_load(&vm->gm, kdata, klen, &k, &why);
+	if (klen >= SELFMAG && pread(kfd, magic, SELFMAG, 0) == SELFMAG && !memcmp(magic, ELFMAG, SELFMAG)) {
+		r = elf_load_fd(&vm->gm, kfd, klen, &k, &why);
+	} else {
+		r = map_fd(kfd, vm->cfg.kernel, "kernel", klen, &kdata);
+		if (r)
+			goto out;
+		r = kernel_load(&vm->gm, kdata, klen, &k, &why);
+	}
 	if (r) {
 		log_err("kernel %s: %s", vm->cfg.kernel, why);
 		goto out;
 	}
 	if (vm->cfg.initrd) {
-		r = map_file(vm->cfg.initrd, "initrd", &idata, &ilen);
+		r = open_file(vm->cfg.initrd, "initrd", &ifd, &ilen);
 		if (r)
 			goto out;
 		r = boot_place_initrd(&vm->gm, &k, ilen, &igpa, &why);
@@ -596,7 +633,12 @@ static int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
 			log_err("initrd %s: %s", vm->cfg.initrd, why);
 			goto out;
 		}
-		memcpy(gm_ptr(&vm->gm, igpa, ilen), idata, ilen);
+		/* Placed inside RAM by boot_place_initrd: gm_ptr is not NULL. */
+		r = pread_full(ifd, gm_ptr(&vm->gm, igpa, ilen), ilen);
+		if (r) {
+			log_err("initrd %s: cannot read it: %s", vm->cfg.initrd, strerror(-r));
+			goto out;
+		}
 	}
 	r = boot_params_write(&vm->gm, &k, vm->cmdline, igpa, ilen, &why);
 	if (r) {
@@ -620,9 +662,11 @@ static int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
 		  (unsigned long long)k.entry, (unsigned long long)k.load_lo,
 		  (unsigned long long)k.load_hi, k.is_bzimage ? " (bzImage)" : " (ELF)");
 out:
-	if (idata)
-		munmap(idata, ilen);
-	munmap(kdata, klen);
+	if (ifd >= 0)
+		close(ifd);
+	if (kdata)
+		munmap(kdata, klen);
+	close(kfd);
 	return r;
 }
 
