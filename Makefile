@@ -32,7 +32,7 @@ endif
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/snapfmt.c vmm/snapshot.c vmm/snapshot_diff.c vmm/snapdiff.c vmm/dirty.c vmm/control.c vmm/http.c vmm/fcapi.c vmm/fcapi_obs.c vmm/fcapi_dev.c vmm/fcapi_mmds.c vmm/unixsock.c guest-init/json.c \
              guest-init/proto.c \
-             vmm/vcpu.c vmm/vm.c vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
+             vmm/vcpu.c vmm/vm.c vmm/phase.c vmm/notice.c vmm/kvmcache.c vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c devices/i8042.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
@@ -43,14 +43,22 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
              cli/egress_tls.c cli/egress_pol.c cli/egress_ctl.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
-             cli/image_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
+             cli/image_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
              cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
-             cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_spec.c cli/oci_state.c
+             cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_spec.c cli/oci_state.c cli/tlsexec.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
-# vmm links these.
+# vmm-tls links these. `vmm` is the rest and hands command lines that need
+# them to vmm-tls (docs/perf.md, "Two binaries"): libcurl alone brings 28
+# libraries and 54,000 relocations to every start.
 TLS_LIBS  := -lssl -lcrypto -lcurl -lz -lzstd
+TLS_CLI_SRCS := cli/egress.c cli/egress_tls.c cli/egress_cmd.c cli/egress_ctl.c cli/registry.c \
+             cli/oci_unpack.c cli/oci_digest.c cli/image_oci.c cli/image_build.c cli/mcp.c \
+             cli/mcp_api.c cli/mcp_tools.c cli/mcp_http.c cli/mcp_cmd.c cli/jsonrpc.c \
+             cli/jsonschema.c cli/tokens.c cli/token.c \
+             cli/dockerfile_build.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c
+LEAN_CLI_SRCS := $(filter-out $(TLS_CLI_SRCS),$(CLI_SRCS)) cli/notls.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
 # patched "emulating" kernel; everyone else gets the unpatched "hw" one.
@@ -75,7 +83,12 @@ $(BUILD)/asan/%.o: %.c
 	@$(if $(Q),echo "  CC/ASAN $<")
 	$(Q)$(CC) $(ALL_CFLAGS) $(ASAN_FLAGS) -DVMM_VERSION='"$(VERSION)"' -DVMM_SEMVER='"$(SEMVER)"' -c $< -o $@
 
-$(BUILD)/vmm: $(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))
+# vmm-tls is built with vmm: vmm runs it for what needs TLS.
+$(BUILD)/vmm: $(call objs,obj,$(CORE_SRCS) $(LEAN_CLI_SRCS)) | $(BUILD)/vmm-tls
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/vmm-tls: $(call objs,obj,$(CORE_SRCS) $(CLI_SRCS) cli/tls.c)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(TLS_LIBS) $(LDLIBS)
 
@@ -97,11 +110,11 @@ $(BUILD)/obj/vmm/seccomp-hooks.o: vmm/seccomp.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $< (test hooks)")
 	$(Q)$(CC) $(ALL_CFLAGS) -DVMM_TEST_HOOKS -c $< -o $@
-$(BUILD)/vmm-test: $(filter-out $(BUILD)/obj/vmm/seccomp.o,$(call objs,obj,$(CORE_SRCS) $(CLI_SRCS))) $(BUILD)/obj/vmm/seccomp-hooks.o
+$(BUILD)/vmm-test: $(filter-out $(BUILD)/obj/vmm/seccomp.o,$(call objs,obj,$(CORE_SRCS) $(CLI_SRCS) cli/tls.c)) $(BUILD)/obj/vmm/seccomp-hooks.o
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) -o $@ $^ $(TLS_LIBS) $(LDLIBS)
 
-$(BUILD)/asan/bin/vmm: $(call objs,asan,$(CORE_SRCS) $(CLI_SRCS))
+$(BUILD)/asan/bin/vmm: $(call objs,asan,$(CORE_SRCS) $(CLI_SRCS) cli/tls.c)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  LD/ASAN $@")
 	$(Q)$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(TLS_LIBS) $(LDLIBS)
@@ -192,6 +205,16 @@ $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/v
 .PHONY: bench-guest
 bench-guest: $(BUILD)/test-initramfs.cpio $(BUILD)/tools/vsock_test
 
+# One report: every bench next to its peer, bench/results/DATE.json and
+# DATE.md (plots with gnuplot when installed); docs/perf.md. Needs /dev/kvm:
+# where there is none, run it in the QEMU TCG VM (tests/vmhost), whose
+# figures are ratios within the run only. BENCH_ARGS="--quick" for a smoke
+# run, "--only startup,exec" for some; BENCH_BASE=LABEL=PATH[,INITRD] adds a
+# baseline vmm build to bench/startup.
+.PHONY: bench
+bench: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio bench-guest
+	$(Q)$(if $(wildcard /dev/kvm),,$(KVMRUN) -w bench/results) bench/report --build $(BUILD) $(BENCH_ARGS)
+
 # ---- freestanding test guests --------------------------------------------
 GUESTS     := hello triple cpuid first spin kvmerr attack churn devices
 GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))
@@ -224,7 +247,8 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_api_v2 test_oci test_mcp test_virtio_rng \
-              test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_mmds test_dockerfile
+              test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_mmds test_dockerfile \
+              test_phase test_notice test_tlsexec test_kvmcache
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
@@ -235,6 +259,10 @@ test_i8042_SRCS   := devices/i8042.c vmm/log.c vmm/snapfmt.c
 test_bus_SRCS     := vmm/bus.c
 test_unixsock_SRCS := vmm/unixsock.c vmm/log.c
 test_mmds_SRCS    := devices/mmds.c devices/mmds_net.c guest-init/json.c
+test_phase_SRCS   := vmm/phase.c vmm/log.c
+test_notice_SRCS  := vmm/notice.c vmm/unixsock.c vmm/log.c
+test_tlsexec_SRCS := cli/tlsexec.c
+test_kvmcache_SRCS := vmm/kvmcache.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
 test_http_SRCS    := $(CORE_SRCS)
@@ -256,10 +284,10 @@ test_egress_SRCS  := cli/egress_http.c guest-init/json.c
 test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c cli/egress_tls.c vmm/log.c guest-init/json.c
 test_egress_tls_LIBS := $(TLS_LIBS)
 test_egress_pol_SRCS := cli/egress_pol.c cli/egress_http.c guest-init/json.c
-test_oci_SRCS     := cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c guest-init/json.c
+test_oci_SRCS     := cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c guest-init/json.c
 test_oci_LIBS     := $(TLS_LIBS)
 test_oci_spec_SRCS := cli/oci_spec.c cli/oci_state.c cli/util.c vmm/log.c guest-init/json.c
-test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
+test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
 test_dockerfile_LIBS := $(TLS_LIBS)
 test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \
                      cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c guest-init/json.c guest-init/proto.c
@@ -408,7 +436,7 @@ fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ra
                          devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
 fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
 fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c guest-init/json.c
-fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c \
+fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c \
                          guest-init/json.c
 fuzz_oci_LIBS         := $(TLS_LIBS)
 fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile.c guest-init/json.c
@@ -457,6 +485,7 @@ install: $(BUILD)/vmm $(BUILD)/vmm.1
 	$(Q)test -f $(KERNEL_IMAGE) || { echo "make install: no $(KERNEL_IMAGE): run 'make' first (or KERNEL_IMAGE=PATH)" >&2; exit 1; }
 	$(Q)install -d $(BINDIR) $(LIBDIR)/kernel $(LIBDIR)/guest $(MAN1DIR) $(COMPDIR)
 	$(Q)install -m 755 $(BUILD)/vmm $(BINDIR)/vmm
+	$(Q)install -m 755 $(BUILD)/vmm-tls $(BINDIR)/vmm-tls
 	$(Q)ln -sf vmm $(BINDIR)/vmm-oci
 	$(Q)install -m 644 $(KERNEL_IMAGE) $(LIBDIR)/kernel/vmlinux
 	$(Q)for f in initramfs.cpio rootfs.ext4; do \
@@ -469,7 +498,7 @@ install: $(BUILD)/vmm $(BUILD)/vmm.1
 	@echo "installed vmm in $(BINDIR), its kernel and images in $(LIBDIR)"
 
 uninstall:
-	$(Q)rm -f $(BINDIR)/vmm $(BINDIR)/vmm-oci $(MAN1DIR)/vmm.1 $(COMPDIR)/vmm
+	$(Q)rm -f $(BINDIR)/vmm $(BINDIR)/vmm-tls $(BINDIR)/vmm-oci $(MAN1DIR)/vmm.1 $(COMPDIR)/vmm
 	$(Q)rm -f $(LIBDIR)/kernel/vmlinux $(LIBDIR)/initramfs.cpio $(LIBDIR)/rootfs.ext4 \
 		$(LIBDIR)/guest/guest-init $(LIBDIR)/guest/vmmctl $(LIBDIR)/busybox
 	$(Q)rmdir $(LIBDIR)/kernel $(LIBDIR)/guest $(LIBDIR) 2> /dev/null || true

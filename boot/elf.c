@@ -8,6 +8,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ELF_MAX_PHDRS 64
 
@@ -18,9 +19,39 @@ static int fail(const char **why, const char *msg, int err)
 	return err;
 }
 
-int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
-	     struct kernel_image *out, const char **why)
+/* Where the file's bytes come from: a buffer (tests, the fuzzer, a mapped
+ * file) or a descriptor read with pread, straight into guest memory. */
+struct elf_src {
+	const uint8_t *data; /* NULL: read fd */
+	int fd;
+	size_t len;
+};
+
+/* Copies n bytes at off (off + n <= len, checked by the caller). */
+static int src_read(const struct elf_src *s, uint64_t off, void *dst, size_t n)
 {
+	size_t got = 0;
+
+	if (s->data) {
+		memcpy(dst, s->data + off, n);
+		return 0;
+	}
+	while (got < n) {
+		ssize_t r = pread(s->fd, (uint8_t *)dst + got, n - got, (off_t)(off + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO; /* the file shrank under us */
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static int elf_load_src(const struct gm *gm, const struct elf_src *src,
+			struct kernel_image *out, const char **why)
+{
+	size_t len = src->len;
 	Elf64_Ehdr eh;
 	uint64_t lo = UINT64_MAX, hi = 0, entry = 0;
 	int have_entry = 0;
@@ -29,7 +60,8 @@ int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
 	memset(out, 0, sizeof(*out));
 	if (len < sizeof(eh))
 		return fail(why, "ELF file shorter than its header", -ENOEXEC);
-	memcpy(&eh, data, sizeof(eh));
+	if (src_read(src, 0, &eh, sizeof(eh)))
+		return fail(why, "cannot read the ELF header", -EIO);
 	if (memcmp(eh.e_ident, ELFMAG, SELFMAG))
 		return fail(why, "not an ELF file", -ENOEXEC);
 	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB)
@@ -49,7 +81,8 @@ int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
 		Elf64_Phdr ph;
 		uint8_t *dst;
 
-		memcpy(&ph, data + eh.e_phoff + (uint64_t)i * sizeof(ph), sizeof(ph));
+		if (src_read(src, eh.e_phoff + (uint64_t)i * sizeof(ph), &ph, sizeof(ph)))
+			return fail(why, "cannot read the ELF program headers", -EIO);
 		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
 			continue;
 		if (ph.p_filesz > ph.p_memsz)
@@ -61,7 +94,10 @@ int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
 		dst = gm_ptr(gm, ph.p_paddr, ph.p_memsz);
 		if (!dst)
 			return fail(why, "ELF segment does not fit in guest RAM (give the guest more --mem)", -ENOMEM);
-		memcpy(dst, data + ph.p_offset, ph.p_filesz);
+		/* From a descriptor: one pread into guest RAM, no copy
+		 * through a mapping of the file. */
+		if (src_read(src, ph.p_offset, dst, ph.p_filesz))
+			return fail(why, "cannot read an ELF segment", -EIO);
 		memset(dst + ph.p_filesz, 0, ph.p_memsz - ph.p_filesz);
 		if (ph.p_paddr < lo)
 			lo = ph.p_paddr;
@@ -88,6 +124,21 @@ int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
 	out->load_lo = lo;
 	out->load_hi = hi;
 	return 0;
+}
+
+int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
+	     struct kernel_image *out, const char **why)
+{
+	const struct elf_src src = { .data = data, .fd = -1, .len = len };
+
+	return elf_load_src(gm, &src, out, why);
+}
+
+int elf_load_fd(const struct gm *gm, int fd, size_t len, struct kernel_image *out, const char **why)
+{
+	const struct elf_src src = { .data = NULL, .fd = fd, .len = len };
+
+	return elf_load_src(gm, &src, out, why);
 }
 
 int kernel_load(const struct gm *gm, const uint8_t *data, size_t len,

@@ -1,7 +1,8 @@
 /* Linux kernel loading: vmlinux (ELF64) and bzImage (64-bit boot protocol),
  * initrd placement, the command line and boot_params with its e820 map.
- * Every function here works on a byte buffer and guest memory only, so unit
- * tests and fuzzers reach all of it without KVM. */
+ * Every function here works on a byte buffer (or, elf_load_fd, a file read
+ * with pread) and guest memory only, so unit tests and fuzzers reach all of
+ * it without KVM. */
 #ifndef BOOT_LOADER_H
 #define BOOT_LOADER_H
 
@@ -27,6 +28,11 @@ int kernel_load(const struct gm *gm, const uint8_t *data, size_t len,
 	__attribute__((warn_unused_result));
 int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
 	     struct kernel_image *out, const char **why)
+	__attribute__((warn_unused_result));
+/* elf_load reading the file from fd (len bytes, its size) with pread:
+ * headers first, then each segment straight into guest memory. The same
+ * checks as elf_load; a short read (the file changed) is -EIO. */
+int elf_load_fd(const struct gm *gm, int fd, size_t len, struct kernel_image *out, const char **why)
 	__attribute__((warn_unused_result));
 int bzimage_load(const struct gm *gm, const uint8_t *data, size_t len,
 		 struct kernel_image *out, const char **why)

@@ -6,6 +6,24 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+/* The verbs only the TLS binary (vmm-tls) carries: their summaries are
+ * shared with the lean binary's forwarders (cli/notls.c). */
+#define CLI_SUMMARY_EGRESS "change or show a sandbox's egress policy; the proxy on its own"
+#define CLI_SUMMARY_MCP "serve a sandbox's tools as an MCP server (stdio or HTTP)"
+#define CLI_SUMMARY_TOKEN "create, list and revoke a sandbox's access tokens"
+
+/* Two binaries (docs/perf.md, "Two binaries"): `vmm` links no TLS
+ * library (libssl, libcrypto, libcurl and the 28 libraries libcurl
+ * brings: 54,000 relocations at every start); `vmm-tls`, next to it, is
+ * the whole CLI with them. 1 in the lean one (cli/notls.c), 0 in vmm-tls. */
+extern const int cli_lean;
+/* Does this command line need vmm-tls: the egress, mcp, token and image
+ * verbs, or an --egress-... or --image option before "--"? */
+int cli_needs_tls(int argc, char *const *argv);
+/* Runs vmm-tls (next to this binary) with argv. Returns only on failure,
+ * -errno, with what it tried in `path`. */
+int cli_exec_tls(char *const *argv, char *path, size_t len);
+
 struct cli_verb {
 	const char *name;
 	const char *summary;
@@ -84,6 +102,9 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st);
 int cli_reply_ok(const char *verb, const char *reply);
 /* mkdir -p PATH (each missing level with `mode`). 0 or -errno. */
 int cli_mkdir_p(const char *path, unsigned mode);
+/* buf = the cache folder ($VMM_CACHE, else $XDG_CACHE_HOME/vmm, else
+ * ~/.cache/vmm; made if missing) + "/" + name. 0 or -errno. */
+int cli_cache_file(const char *name, char *buf, size_t len);
 /* Reads a small file into buf (NUL-terminated, at most len - 1 bytes):
  * a regular file with one link, never through a symbolic link. */
 int cli_read_text(const char *path, char *buf, size_t len);

@@ -220,7 +220,7 @@ static int egress_main(int argc, char **argv)
 
 const struct cli_verb cli_verb_egress = {
 	.name = "egress",
-	.summary = "change or show a sandbox's egress policy; the proxy on its own",
+	.summary = CLI_SUMMARY_EGRESS,
 	.run = egress_main,
 	.usage = egress_usage,
 };

@@ -855,6 +855,22 @@ static int image_main(int argc, char **argv)
 	return cli_usage_error("image", "unknown command '%s'", sub);
 }
 
+/* Here, not in image_oci.c, for the lean binary (docs/perf.md): `vmm exec`
+ * and `run --image` read an image's defaults without libcrypto. */
+int image_defaults(const struct image_info *im, struct oci_defaults *d)
+{
+	char path[PATH_MAX + 32], *text;
+	size_t len;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/config.json", im->dir);
+	if ((r = oci_read_file(AT_FDCWD, path, 1 << 20, &text, &len)))
+		return r;
+	r = oci_defaults_parse(text, len, d);
+	free(text);
+	return r;
+}
+
 const struct cli_verb cli_verb_image = {
 	.name = "image",
 	.summary = "build, pull, import, export, list, inspect, remove and warm sandbox images",

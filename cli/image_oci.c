@@ -885,16 +885,3 @@ out:
 	return r;
 }
 
-int image_defaults(const struct image_info *im, struct oci_defaults *d)
-{
-	char path[PATH_MAX + 32], *text;
-	size_t len;
-	int r;
-
-	snprintf(path, sizeof(path), "%s/config.json", im->dir);
-	if ((r = oci_read_file(AT_FDCWD, path, 1 << 20, &text, &len)))
-		return r;
-	r = oci_defaults_parse(text, len, d);
-	free(text);
-	return r;
-}

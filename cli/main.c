@@ -5,6 +5,7 @@
 #include "../vmm/fcapi.h"
 #include "../vmm/snapshot.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -126,6 +127,14 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		usage(stderr);
 		return CLI_EXIT_USAGE;
+	}
+	/* The lean binary leaves TLS work to vmm-tls (cli/cli.h), first thing. */
+	if (cli_lean && cli_needs_tls(argc, argv)) {
+		char path[PATH_MAX + 16];
+		int r = cli_exec_tls(argv, path, sizeof(path));
+
+		log_err("vmm %s needs %s: %s", argv[1], path, strerror(-r));
+		return CLI_EXIT_ERROR;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		if (argc > 2) {

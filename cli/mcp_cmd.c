@@ -99,7 +99,7 @@ static int mcp_main(int argc, char **argv)
 
 const struct cli_verb cli_verb_mcp = {
 	.name = "mcp",
-	.summary = "serve a sandbox's tools as an MCP server (stdio or HTTP)",
+	.summary = CLI_SUMMARY_MCP,
 	.run = mcp_main,
 	.usage = mcp_usage,
 };

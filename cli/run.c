@@ -336,10 +336,18 @@ struct helper {
 	int restored;
 	int seccomp;                 /* the child runs under SC_HELPER (vmm/seccomp.h) */
 	unsigned long ready_s;
+	int notify_fd;               /* -d: written once the sandbox is ready (after a
+					clone's sync), for the parent waiting; -1 */
 	int ready_rd;                /* the VMM's copy of the boot marker pipe's
 					read end, or -1: a helper that is gone
 					must not make the marker a SIGPIPE */
 };
+
+/* How often a restored guest's API is probed when no ready notice comes
+ * (a guest-init older than the notice): docs/vsock.md. */
+#define RESTORE_PROBE_MS 1000
+/* The same for run -d / restore -d waiting for its sandbox. */
+#define DETACH_PROBE_MS 1000
 
 /* The helper's Ctrl-C while the sandbox boots, before the command runs:
  * the VMM, which leaves a terminal's SIGINT to the helper, is told to stop
@@ -350,6 +358,27 @@ static void helper_interrupted(int sig)
 	_exit(128 + sig);
 }
 
+/* A restored guest's ready notice, through the VMM's pipe (p). A guest
+ * older than the notice never sends one: then the API is probed, once a
+ * second (each probe is a vsock connection the guest must serve, so not
+ * more often). 0 once either says so, -1 after ready_s. */
+static int wait_restored(struct pollfd *p, const struct helper *h)
+{
+	uint64_t end = log_now_ns() + (uint64_t)h->ready_s * 1000000000ull;
+
+	while (log_now_ns() < end) {
+		int r = poll(p, 1, RESTORE_PROBE_MS);
+
+		if (r == 1 && (p->revents & POLLIN))
+			return 0;
+		if (r == 1) /* the VMM is gone: probing says the rest */
+			p->fd = -1;
+		if (api_wait_ready(h->a, 0) == 0)
+			return 0;
+	}
+	return -1;
+}
+
 static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 {
 	int ready[2] = { -1, -1 }, interrupted;
@@ -357,9 +386,10 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 	sigset_t stops, old, pending;
 
 	/* On a fresh boot the guest's init writes the boot marker once its
-	 * API listens: the VMM passes it on through a pipe, so the child does
-	 * not poll a port the guest keeps refusing while it boots. */
-	if (!h->restored && pipe2(ready, O_CLOEXEC) < 0) {
+	 * API listens, and a restored one sends its ready notice once its
+	 * vsock is back (docs/vsock.md): the VMM passes either on through a
+	 * pipe, so the child does not probe a guest that cannot answer yet. */
+	if (pipe2(ready, O_CLOEXEC) < 0) {
 		log_err("pipe: %s", strerror(errno));
 		return -1;
 	}
@@ -410,14 +440,22 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 			}
 			sc_test_violate(SC_HELPER);
 		}
+		close(ready[1]);
 		if (!h->restored) {
-			close(ready[1]);
 			if (poll(&p, 1, (int)(h->ready_s * 1000)) != 1) {
 				log_err("the sandbox did not get ready within %lu s", h->ready_s);
 				if (h->cmd)
 					kill(getppid(), SIGTERM);
 				_exit(CLI_EXIT_ERROR);
 			}
+			phase_mark(&vm->phases, PHASE_READY);
+		} else if (wait_restored(&p, h)) {
+			log_err("the sandbox API did not answer within %lu s", h->ready_s);
+			if (h->cmd)
+				kill(getppid(), SIGTERM);
+			_exit(CLI_EXIT_ERROR);
+		} else {
+			phase_mark(&vm->phases, PHASE_READY);
 		}
 		if (api_wait_ready(h->a, h->restored ? (unsigned)(h->ready_s * 1000) : 30000)) {
 			log_err("the sandbox API did not answer within %lu s", h->ready_s);
@@ -435,6 +473,12 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 					close(fd);
 			}
 		}
+		if (h->notify_fd >= 0 && write(h->notify_fd, "R", 1) < 0)
+			log_debug("ready notification: %s", strerror(errno));
+		/* This copy of the phases (the fork's) ends with the first API
+		 * reply: the health check, or a clone's sync. */
+		phase_mark(&vm->phases, PHASE_API);
+		phase_log(&vm->phases, h->restored ? "to the restored sandbox's sync" : "to the first API reply");
 		if (!h->cmd)
 			_exit(0);
 		cmd = *h->cmd;
@@ -444,10 +488,8 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 			kill(getppid(), SIGTERM);
 		_exit(r < 0 ? CLI_EXIT_ERROR : r);
 	}
-	if (!h->restored) {
-		h->ready_rd = ready[0];
-		vm->marker_fd = ready[1];
-	}
+	h->ready_rd = ready[0];
+	vm->marker_fd = ready[1];
 	if (h->cmd && !interrupted)
 		vm->cfg.sigint_helper = *child;
 	return 0;
@@ -883,15 +925,15 @@ static void detach_abandon(pid_t pid, const struct sandbox *sb, const sigset_t *
  * (its name printed), 1 if it died first (its log shown) or did not
  * answer within ready_s (stopped and removed, its logs shown), 128+N if
  * signal N (Ctrl-C: 130) came first (stopped and removed). */
-static int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored)
+static int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, int *ready_wr)
 {
 	char logp[PATH_MAX + 16], conp[PATH_MAX + 16];
 	struct sandbox_addr a = { .uds = sb->vsock, .port = API_VSOCK_PORT };
-	uint64_t end = log_now_ns() + (uint64_t)ready_s * 1000000000ull;
-	const struct timespec tick = { 0, 100000000 };
+	uint64_t end = log_now_ns() + (uint64_t)ready_s * 1000000000ull, next_probe = 0;
+	const struct timespec none = { 0, 0 };
 	sigset_t stops, old;
 	pid_t pid;
-	int fd, st, sig;
+	int fd, st, sig, ready[2];
 
 	snprintf(logp, sizeof(logp), "%s/vmm.log", sb->dir);
 	snprintf(conp, sizeof(conp), "%s/console.log", sb->dir);
@@ -905,13 +947,28 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 	sigaddset(&stops, SIGHUP);
 	sigaddset(&stops, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &stops, &old);
+	/* The sandbox says it is ready through this pipe (the boot marker or
+	 * ready notice, or its helper once a clone took the sync): no API
+	 * probes every tick. A sandbox that never writes (an older guest, no
+	 * vsock) is probed once a second. */
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		log_err("pipe: %s", strerror(errno));
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		return CLI_EXIT_ERROR;
+	}
 	pid = fork();
 	if (pid < 0) {
 		log_err("fork: %s", strerror(errno));
+		close(ready[0]);
+		close(ready[1]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		return CLI_EXIT_ERROR;
 	}
 	if (pid == 0) {
+		/* The read end stays open here too (close-on-exec, gone with
+		 * the process): a parent killed while it waits must not make
+		 * the write a SIGPIPE. */
+		*ready_wr = ready[1];
 		setsid();
 		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (fd >= 0) {
@@ -926,16 +983,43 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 		}
 		return -1;
 	}
+	close(ready[1]);
 	/* The token is published with the pid; wait for both, then the API. */
 	while (log_now_ns() < end) {
 		char tok[160] = "", p[PATH_MAX + 32];
+		struct pollfd rp = { .fd = ready[0], .events = POLLIN };
+		int told = 0;
 		FILE *f;
 
 		if (waitpid(pid, &st, WNOHANG) == pid) {
 			log_err("sandbox %s did not start; the end of its log:", sb->name);
 			show_tail(logp, "the VMM's log");
+			close(ready[0]);
 			return CLI_EXIT_ERROR;
 		}
+		/* Signals are looked at every 100 ms (sigtimedwait below). */
+		if (poll(&rp, 1, 100) == 1) {
+			char c;
+
+			if (read(ready[0], &c, 1) == 1)
+				told = 1;
+			else if (ready[0] >= 0) { /* every writer gone: probe */
+				close(ready[0]);
+				ready[0] = -1;
+			}
+		}
+		sig = sigtimedwait(&stops, NULL, &none);
+		if (sig > 0) {
+			fprintf(stderr, "vmm: %s: sandbox %s stopped and removed before it was ready\n",
+				sig == SIGINT ? "interrupted" : strsignal(sig), sb->name);
+			if (ready[0] >= 0)
+				close(ready[0]);
+			detach_abandon(pid, sb, &stops);
+			return 128 + sig;
+		}
+		if (!told && log_now_ns() < next_probe)
+			continue;
+		next_probe = log_now_ns() + DETACH_PROBE_MS * 1000000ull;
 		snprintf(p, sizeof(p), "%s/token", sb->dir);
 		f = fopen(p, "re");
 		if (f) {
@@ -948,16 +1032,13 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 		snprintf(p, sizeof(p), "%s/synced", sb->rw);
 		if (tok[0] && (!restored || access(p, F_OK) == 0) && api_wait_ready(&a, 0) == 0) {
 			printf("%s\n", sb->name);
+			if (ready[0] >= 0)
+				close(ready[0]);
 			return 0;
 		}
-		sig = sigtimedwait(&stops, NULL, &tick);
-		if (sig > 0) {
-			fprintf(stderr, "vmm: %s: sandbox %s stopped and removed before it was ready\n",
-				sig == SIGINT ? "interrupted" : strsignal(sig), sb->name);
-			detach_abandon(pid, sb, &stops);
-			return 128 + sig;
-		}
 	}
+	if (ready[0] >= 0)
+		close(ready[0]);
 	log_err("sandbox %s did not answer within %lu s (--ready-timeout): stopped and removed", sb->name,
 		ready_s);
 	show_tail(logp, "the VMM's log");
@@ -1179,6 +1260,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	unsigned nr_image_env = 0;
 	const char *token = NULL;
 	unsigned long ready_s = 300;
+	int detach_ready = -1; /* -d, in the sandbox's process: tells the waiting parent */
+	char kvm_cache[PATH_MAX];
 	int console_explicit = 0, level_set = 0, vsock_given = 0, have_snap = 0;
 	char cmdline_buf[4096], token_buf[160] = "";
 	struct blk_options over[VM_MAX_DISKS];
@@ -1194,7 +1277,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	struct snapshot snap;
 	struct sandbox sb = { .created = 0 };
 	struct control ctl = { .open = 0 };
-	struct helper h = { .cmd = NULL, .ready_rd = -1 };
+	struct helper h = { .cmd = NULL, .ready_rd = -1, .notify_fd = -1 };
 	pid_t child = -1;
 	int detach = 0, adopt = 0, ran = 0, no_seccomp = 0;
 	struct jail jail = { .uid = JAIL_DEFAULT_ID, .gid = JAIL_DEFAULT_ID };
@@ -1231,13 +1314,24 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	if (!pub)
 		return CLI_EXIT_ERROR;
 	cfg.t0_ns = log_now_ns();
+	cfg.pre_main_ns = phase_cpu_ns();
 	cfg.cpus = 1;
 	cfg.console_in = -1;
 	cfg.console_out = -1;
 	cfg.console_limit = 8ull << 20; /* --console-log-size */
 	cfg.host_emulates_ring0 = host_emulates_ring0();
 	cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
+	/* KVM's supported CPUID and MSRs from a per-host cache
+	 * (vmm/kvmcache.h): only with VMM_KVM_CACHE=on. Measured on a nested
+	 * KVM, reading the cache (~55 us) is no cheaper than asking KVM
+	 * (39-59 us): docs/perf.md. */
+	if (!cfg.kvm_path && getenv("VMM_KVM_CACHE") && !strcmp(getenv("VMM_KVM_CACHE"), "on") &&
+	    cli_cache_file("kvm-supported", kvm_cache, sizeof(kvm_cache)) == 0)
+		cfg.kvm_cache = kvm_cache;
 	cfg.seccomp = SC_DEFAULT_ON;
+	/* guest-init's ready notice (docs/vsock.md); not for `serve`, whose
+	 * guests and vsock sockets are the Firecracker client's. */
+	cfg.ready_notice = !api;
 
 	optind = 1;
 	/* run: options end at the first non-option (the command follows "--");
@@ -1681,7 +1775,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			snprintf(console_buf, sizeof(console_buf), "file:%s/console.log", sb.rw);
 			console = console_buf;
 		}
-		status = detach_self(&sb, ready_s, restore);
+		status = detach_self(&sb, ready_s, restore, &detach_ready);
 		if (status >= 0) {
 			sb.created = 0; /* the sandbox's own process owns the folder now */
 			goto out_disks;
@@ -2048,9 +2142,15 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		/* -t: the helper's raw mode, to put back if it is killed. */
 		tty_cmd = h.cmd && cmd.tty && tty_is_foreground(STDIN_FILENO) &&
 			  tcgetattr(STDIN_FILENO, &tty_saved) == 0;
+		h.notify_fd = detach_ready;
 		if ((h.cmd || (restore && cfg.has_vsock)) && start_helper(vm, &h, &child)) {
 			status = CLI_EXIT_ERROR;
 			goto out_publish;
+		}
+		/* No helper: the boot marker (or ready notice) tells the parent. */
+		if (vm->marker_fd < 0) {
+			vm->marker_fd = detach_ready; /* run_vm closes it */
+			detach_ready = -1;
 		}
 		status = run_vm(vm, &h, child);
 		ran = 1;
@@ -2102,6 +2202,8 @@ out_disks:
 		snapshot_close(&snap);
 	if (eg)
 		egress_release(eg);
+	if (detach_ready >= 0)
+		close(detach_ready);
 	for (i = 0; i < nr_pub && !atomic_load(&pub[i].conns); i++) {
 	}
 	if (i == nr_pub)

@@ -228,7 +228,7 @@ static int token_main(int argc, char **argv)
 
 const struct cli_verb cli_verb_token = {
 	.name = "token",
-	.summary = "create, list and revoke a sandbox's access tokens",
+	.summary = CLI_SUMMARY_TOKEN,
 	.run = token_main,
 	.usage = token_usage,
 };

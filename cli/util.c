@@ -400,3 +400,24 @@ int cli_bad_arg(const char *verb, const char *arg, const char *valued)
 		return cli_usage_error(verb, "unknown option '%s'", arg);
 	return cli_usage_error(verb, "unexpected argument '%s'", arg);
 }
+
+int cli_cache_file(const char *name, char *buf, size_t len)
+{
+	const char *env = getenv("VMM_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	int n, r;
+
+	if (env && *env)
+		n = snprintf(buf, len, "%s", env);
+	else if (xdg && *xdg)
+		n = snprintf(buf, len, "%s/vmm", xdg);
+	else if (home && *home)
+		n = snprintf(buf, len, "%s/.cache/vmm", home);
+	else
+		return -ENOENT;
+	if (n < 0 || (size_t)n + strlen(name) + 2 > len)
+		return -ENAMETOOLONG;
+	if ((r = cli_mkdir_p(buf, 0755)))
+		return r;
+	snprintf(buf + n, len - (size_t)n, "/%s", name);
+	return 0;
+}

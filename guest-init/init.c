@@ -68,6 +68,7 @@ struct init {
 	int shell;
 	pid_t shell_pid;
 	int listen_fd;
+	int notice_fd;        /* the ready notice's connection to the host, -1: none */
 	uint64_t refused_ms;  /* last "refused" console line (one per 10 s) */
 	unsigned refused;     /* connections refused since then */
 	struct api_config api;
@@ -399,6 +400,28 @@ static int listen_vsock(unsigned port)
 	return fd;
 }
 
+/* The ready notice (docs/vsock.md): tells the host the API listens, and
+ * keeps the connection, whose reset by a restore's transport reset is how
+ * a clone learns it was restored: it then connects again. A host that
+ * does not take it (an older VMM: nothing listens, ECONNRESET) is not
+ * asked again. */
+static void notice_connect(struct init *in)
+{
+	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST,
+				  .svm_port = API_NOTICE_PORT };
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	in->notice_fd = -1;
+	if (fd < 0)
+		return;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    write(fd, READY_NOTICE, sizeof(READY_NOTICE) - 1) != (ssize_t)(sizeof(READY_NOTICE) - 1)) {
+		close(fd);
+		return;
+	}
+	in->notice_fd = fd;
+}
+
 static int listen_unix(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -466,10 +489,17 @@ static void serve_loop(struct init *in)
 	signal(SIGPIPE, SIG_IGN);
 
 	for (;;) {
-		struct pollfd p[2] = { { .fd = sfd, .events = POLLIN }, { .fd = in->listen_fd, .events = POLLIN } };
+		struct pollfd p[3] = { { .fd = sfd, .events = POLLIN }, { .fd = in->listen_fd, .events = POLLIN },
+				       { .fd = in->notice_fd, .events = POLLIN } };
 
-		if (poll(p, in->listen_fd >= 0 ? 2 : 1, -1) < 0)
+		if (poll(p, in->listen_fd >= 0 ? 3 : 1, -1) < 0)
 			continue;
+		/* The host never writes on the notice connection: readable
+		 * means it ended (a restore reset it, or the VMM closed it). */
+		if (in->notice_fd >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+			close(in->notice_fd);
+			notice_connect(in);
+		}
 		if (p[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -517,6 +547,8 @@ static void serve_loop(struct init *in)
 				sigprocmask(SIG_SETMASK, &none, NULL);
 				close(in->listen_fd);
 				close(sfd);
+				if (in->notice_fd >= 0)
+					close(in->notice_fd);
 				api_serve(c, &in->api);
 				_exit(0);
 			}
@@ -533,6 +565,7 @@ int main(int argc, char **argv)
 	in.port = API_VSOCK_PORT;
 	in.shell = 1;
 	in.listen_fd = -1;
+	in.notice_fd = -1;
 	in.api.procs_fd = -1;
 	snprintf(in.hostname, sizeof(in.hostname), "sandbox");
 	in.api.start_ms = now_ms();
@@ -598,6 +631,8 @@ int main(int argc, char **argv)
 		say("API ready on vsock port %u", in.port);
 	start_procs(&in);
 	vmm_port(VMM_PORT_BOOT_READY);
+	if (in.listen_fd >= 0)
+		notice_connect(&in);
 	if (in.shell)
 		in.shell_pid = spawn_shell();
 	serve_loop(&in);

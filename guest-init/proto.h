@@ -13,6 +13,12 @@
 #include <stdint.h>
 
 #define API_VSOCK_PORT 1024
+/* The ready notice (docs/vsock.md): guest-init connects to the host (CID 2)
+ * on this port once its API listens, writes READY_NOTICE and keeps the
+ * connection; a restore's transport reset breaks it, and guest-init
+ * connects again, which tells the host the clone is back. */
+#define API_NOTICE_PORT 1025
+#define READY_NOTICE "ready\n"
 #define API_VERSION 1     /* what a client sends for version 1 operations */
 #define API_VERSION_MAX 2 /* the newest version guest-init serves (it serves 1 too) */
 #define FRAME_HDR 8

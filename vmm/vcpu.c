@@ -375,8 +375,12 @@ static void *vcpu_thread(void *arg)
 	while (atomic_load(&vm->exit_reason) == VM_RUNNING) {
 		int r;
 
-		if (v->index == 0 && atomic_load(&vm->first_run_ns) == 0)
-			atomic_store(&vm->first_run_ns, log_now_ns() - vm->cfg.t0_ns);
+		if (v->index == 0 && atomic_load(&vm->first_run_ns) == 0) {
+			uint64_t now = log_now_ns();
+
+			atomic_store(&vm->first_run_ns, now - vm->cfg.t0_ns);
+			phase_mark_at(&vm->phases, PHASE_FIRST_RUN, now);
+		}
 		/* A pause request seen here (not through the kick) still goes
 		 * through KVM_RUN once: with immediate_exit it completes the
 		 * MMIO/PIO the last exit left pending and returns EINTR, so the

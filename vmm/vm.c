@@ -9,9 +9,11 @@
 #include "seccomp.h"
 #include "../guest-init/json.h"
 #include "../guest-init/proto.h"
+#include "kvmcache.h"
 #include "../boot/layout.h"
 #include "../boot/loader.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -192,34 +194,62 @@ void vm_boot_marker(struct vm *vm)
 		t = 1;
 	if (!atomic_compare_exchange_strong(&vm->marker_ns, &expected, t))
 		return;
+	phase_mark_at(&vm->phases, PHASE_READY, vm->cfg.t0_ns + t);
 	if (vm->marker_fd >= 0 && write(vm->marker_fd, "R", 1) < 0)
 		log_debug("boot marker notification: %s", strerror(errno));
+	phase_log(&vm->phases, "to the boot marker");
 	log_info("boot marker: guest ready %.1f ms after VMM start (first guest instruction at %.1f ms)",
 			 (double)t / 1e6, (double)atomic_load(&vm->first_run_ns) / 1e6);
 }
 
-static int map_file(const char *path, const char *what, uint8_t **data, size_t *len)
+static int open_file(const char *path, const char *what, int *fd, size_t *len)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), e;
+	int e;
 
-	if (fd < 0) {
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0) {
 		e = errno;
 		log_err("cannot open %s %s: %s", what, path, strerror(e));
 		return -e;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+	if (fstat(*fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
 		log_err("%s %s is not a non-empty regular file", what, path);
-		close(fd);
+		close(*fd);
+		*fd = -1;
 		return -EINVAL;
 	}
 	*len = (size_t)st.st_size;
-	*data = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
-	e = errno;
-	close(fd);
+	return 0;
+}
+
+static int map_fd(int fd, const char *path, const char *what, size_t len, uint8_t **data)
+{
+	*data = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (*data == MAP_FAILED) {
+		int e = errno;
+
+		*data = NULL;
 		log_err("cannot map %s %s: %s", what, path, strerror(e));
 		return -e;
+	}
+	return 0;
+}
+
+/* len bytes from the start of fd into dst (pread: the file's page cache
+ * straight into guest RAM). 0, or -errno (-EIO: the file shrank). */
+static int pread_full(int fd, void *dst, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = pread(fd, (uint8_t *)dst + got, len - got, (off_t)got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		got += (size_t)r;
 	}
 	return 0;
 }
@@ -571,23 +601,33 @@ static void vm_remove_virtio(struct vm *vm)
 static int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
 {
 	struct kernel_image k;
-	uint8_t *kdata = NULL, *idata = NULL;
+	uint8_t *kdata = NULL, magic[SELFMAG];
 	size_t klen = 0, ilen = 0;
+	int kfd, ifd = -1;
 	uint64_t igpa = 0;
 	const char *why = "";
 	uint8_t *mp;
 	int r;
 
-	r = map_file(vm->cfg.kernel, "kernel", &kdata, &klen);
+	/* A vmlinux (ELF) is read with one pread per segment straight into
+	 * guest RAM; a bzImage (small, parsed whole) is mapped. */
+	r = open_file(vm->cfg.kernel, "kernel", &kfd, &klen);
 	if (r)
 		return r;
-	r = kernel_load(&vm->gm, kdata, klen, &k, &why);
+	if (klen >= SELFMAG && pread(kfd, magic, SELFMAG, 0) == SELFMAG && !memcmp(magic, ELFMAG, SELFMAG)) {
+		r = elf_load_fd(&vm->gm, kfd, klen, &k, &why);
+	} else {
+		r = map_fd(kfd, vm->cfg.kernel, "kernel", klen, &kdata);
+		if (r)
+			goto out;
+		r = kernel_load(&vm->gm, kdata, klen, &k, &why);
+	}
 	if (r) {
 		log_err("kernel %s: %s", vm->cfg.kernel, why);
 		goto out;
 	}
 	if (vm->cfg.initrd) {
-		r = map_file(vm->cfg.initrd, "initrd", &idata, &ilen);
+		r = open_file(vm->cfg.initrd, "initrd", &ifd, &ilen);
 		if (r)
 			goto out;
 		r = boot_place_initrd(&vm->gm, &k, ilen, &igpa, &why);
@@ -595,7 +635,12 @@ static int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
 			log_err("initrd %s: %s", vm->cfg.initrd, why);
 			goto out;
 		}
-		memcpy(gm_ptr(&vm->gm, igpa, ilen), idata, ilen);
+		/* Placed inside RAM by boot_place_initrd: gm_ptr is not NULL. */
+		r = pread_full(ifd, gm_ptr(&vm->gm, igpa, ilen), ilen);
+		if (r) {
+			log_err("initrd %s: cannot read it: %s", vm->cfg.initrd, strerror(-r));
+			goto out;
+		}
 	}
 	r = boot_params_write(&vm->gm, &k, vm->cmdline, igpa, ilen, &why);
 	if (r) {
@@ -619,9 +664,11 @@ static int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
 		  (unsigned long long)k.entry, (unsigned long long)k.load_lo,
 		  (unsigned long long)k.load_hi, k.is_bzimage ? " (bzImage)" : " (ELF)");
 out:
-	if (idata)
-		munmap(idata, ilen);
-	munmap(kdata, klen);
+	if (ifd >= 0)
+		close(ifd);
+	if (kdata)
+		munmap(kdata, klen);
+	close(kfd);
 	return r;
 }
 
@@ -657,19 +704,39 @@ static int vm_add_devices(struct vm *vm)
 
 static int vm_get_supported(struct vm *vm, struct kvm_cpuid2 **cpuid, struct kvm_msr_list **msrs)
 {
+	char key[KVMCACHE_KEY_MAX];
 	int r;
 
 	*cpuid = calloc(1, sizeof(**cpuid) + VCPU_MAX_CPUID_ENTRIES * sizeof((*cpuid)->entries[0]));
 	*msrs = calloc(1, sizeof(**msrs) + MAX_MSR_INDICES * sizeof(uint32_t));
 	if (!*cpuid || !*msrs)
 		return -ENOMEM;
+	/* Asked once per host (vmm/kvmcache.h): both ioctls walk KVM's
+	 * tables in the kernel at every start otherwise. */
+	if (vm->cfg.kvm_cache && kvmcache_host_key(key, sizeof(key)) == 0) {
+		r = kvmcache_load(vm->cfg.kvm_cache, key, *cpuid, VCPU_MAX_CPUID_ENTRIES, *msrs,
+				  MAX_MSR_INDICES);
+		if (r == 0) {
+			log_debug("KVM's CPUID and MSR list: from %s", vm->cfg.kvm_cache);
+			return 0;
+		}
+		if (r != -ENOENT)
+			log_debug("KVM capability cache %s: %s; asking KVM", vm->cfg.kvm_cache,
+				  r == -ESTALE ? "another host kernel, CPU or vmm" : strerror(-r));
+	} else {
+		key[0] = '\0';
+	}
 	(*cpuid)->nent = VCPU_MAX_CPUID_ENTRIES;
 	r = kvm_ioctl_var(vm->kvm.fd, KVM_GET_SUPPORTED_CPUID, *cpuid);
 	if (r < 0)
 		return r;
 	(*msrs)->nmsrs = MAX_MSR_INDICES;
 	r = kvm_ioctl_var(vm->kvm.fd, KVM_GET_MSR_INDEX_LIST, *msrs);
-	return r < 0 ? r : 0;
+	if (r < 0)
+		return r;
+	if (key[0] && (r = kvmcache_store(vm->cfg.kvm_cache, key, *cpuid, *msrs)))
+		log_debug("KVM capability cache %s: cannot write it: %s", vm->cfg.kvm_cache, strerror(-r));
+	return 0;
 }
 
 int vm_create(struct vm *vm, const struct vm_config *cfg)
@@ -684,11 +751,14 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 
 	memset(vm, 0, sizeof(*vm));
 	vm->cfg = *cfg;
+	phase_init(&vm->phases, cfg->t0_ns, cfg->pre_main_ns);
+	phase_mark(&vm->phases, PHASE_CLI);
 	pthread_mutex_init(&vm->pause_lock, NULL);
 	pthread_cond_init(&vm->pause_cond, NULL);
 	vm->fd = -1;
 	vm->gm.fd = -1;
 	vm->marker_fd = -1;
+	notice_init(&vm->notice);
 	atomic_init(&vm->exit_reason, VM_RUNNING);
 	vm->exit_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (vm->exit_efd < 0)
@@ -734,6 +804,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	    (r = kvm_ioctl_val(vm->fd, KVM_CREATE_IRQCHIP, 0)) < 0 ||
 	    (r = kvm_ioctl_ptr(vm->fd, KVM_CREATE_PIT2, &pit)) < 0)
 		goto err_vmfd;
+	phase_mark(&vm->phases, PHASE_KVM);
 
 	if (cfg->restore) {
 		/* A full snapshot's memory file, or a diff's chain merged. */
@@ -762,10 +833,12 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		if (r < 0)
 			goto err_gm;
 	}
+	phase_mark(&vm->phases, PHASE_MEMORY);
 
 	r = vm_get_supported(vm, &cpuid, &msrs);
 	if (r)
 		goto err_free;
+	phase_mark(&vm->phases, PHASE_CPUID);
 	for (i = 0; i < vm->nr_vcpus; i++) {
 		r = vcpu_create(&vm->vcpus[i], vm, i, cpuid, msrs);
 		if (r) {
@@ -773,6 +846,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 			goto err_vcpus;
 		}
 	}
+	phase_mark(&vm->phases, PHASE_VCPUS);
 	leaf1 = cpuid_find(cpuid->entries, cpuid->nent, 1, 0);
 	r = vm_add_devices(vm);
 	if (r) {
@@ -782,6 +856,12 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	r = vm_add_virtio(vm);
 	if (r)
 		goto err_virtio;
+	/* Before the guest runs: a restored guest-init connects at once. A
+	 * failure costs the notice only (the host falls back to probes). */
+	if (cfg->ready_notice && cfg->has_vsock && cfg->vsock.uds[0] &&
+	    notice_open(&vm->notice, cfg->vsock.uds, API_NOTICE_PORT))
+		log_warn("no ready notice for this sandbox; readiness is probed instead");
+	phase_mark(&vm->phases, PHASE_DEVICES);
 	if (cfg->restore) {
 		/* The guest booted long ago: its state comes from the snapshot,
 		 * checked field by field before KVM or a device sees it. */
@@ -797,11 +877,13 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		if (r)
 			goto err_virtio;
 	}
+	phase_mark(&vm->phases, PHASE_LOAD);
 	free(cpuid);
 	free(msrs);
 	return 0;
 
 err_virtio:
+	notice_close(&vm->notice);
 	vm_remove_virtio(vm);
 	i8042_destroy(&vm->dev.i8042);
 	serial_destroy(&vm->dev.com1);
@@ -924,6 +1006,7 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	int sfd, escape_pending = 0;
 	unsigned i;
 
+	phase_mark(&vm->phases, PHASE_HANDOVER);
 	sigemptyset(&stop_sigs);
 	sigaddset(&stop_sigs, SIGTERM);
 	sigaddset(&stop_sigs, SIGINT);
@@ -959,9 +1042,9 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		log_warn("could not start paused; the VM runs");
 
 	while (atomic_load(&vm->exit_reason) == VM_RUNNING) {
-		struct pollfd p[5 + CONTROL_POLLFDS];
-		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1, rot_idx = -1, timeout;
-		unsigned nctl = 0;
+		struct pollfd p[5 + NOTICE_POLLFDS + CONTROL_POLLFDS];
+		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1, rot_idx = -1, ntc_idx, timeout;
+		unsigned nctl = 0, nntc;
 
 		p[n].fd = vm->exit_efd;
 		p[n++].events = POLLIN;
@@ -1000,6 +1083,9 @@ enum vm_exit_reason vm_run(struct vm *vm)
 			if (timeout < 0 || ms < (uint64_t)timeout)
 				timeout = ms > INT_MAX ? INT_MAX : (int)ms;
 		}
+		ntc_idx = n;
+		nntc = notice_pollfds(&vm->notice, &p[n]);
+		n += (int)nntc;
 		if (vm->ctl) {
 			ctl_idx = n;
 			nctl = control_pollfds(vm->ctl, &p[n], &timeout);
@@ -1038,6 +1124,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 				 "bytes is dropped)", vm->cfg.console_path, strerror(-r),
 				 (unsigned long long)vm->cfg.console_limit);
 		}
+		if (nntc && notice_events(&vm->notice, &p[ntc_idx], nntc))
+			vm_boot_marker(vm);
 		if (ctl_idx >= 0)
 			control_events(vm->ctl, vm, &p[ctl_idx], nctl);
 		if (in_idx >= 0 && (p[in_idx].revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -1046,6 +1134,8 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		}
 	}
 
+	if (!atomic_load(&vm->phases.at[PHASE_READY]))
+		phase_log(&vm->phases, "(the guest never said it was ready)");
 	if (vm->cfg.console_tty)
 		tty_close(&vm->tty); /* its mode back, if we still have it */
 	vm_resume(vm); /* a paused VM that is told to stop: let it go */
@@ -1077,6 +1167,7 @@ void vm_destroy(struct vm *vm)
 {
 	unsigned i;
 
+	notice_close(&vm->notice);
 	vm_remove_virtio(vm);
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_destroy(&vm->vcpus[i]);

@@ -12,6 +12,8 @@
 #include "cpuid.h"
 #include "gm.h"
 #include "kvm.h"
+#include "notice.h"
+#include "phase.h"
 #include "tty.h"
 
 struct control;
@@ -76,6 +78,8 @@ struct vm_config {
 				    SIGINT sent by a process stops the VM as always
 				    (cli/run.c start_helper) */
 	const char *kvm_path;
+	const char *kvm_cache;   /* KVM's supported CPUID and MSR list, cached per
+				    host (vmm/kvmcache.h); NULL: asked every time */
 	unsigned nr_disks;
 	struct blk_options disks[VM_MAX_DISKS]; /* owned by the caller */
 	unsigned nr_fs;
@@ -95,12 +99,15 @@ struct vm_config {
 	pid_t host_pid;          /* the VMM's pid on the host, 0: getpid() (a
 				    jailed VMM is pid 1 in its namespace) */
 	uint64_t t0_ns;          /* VMM start, for the boot-time figures */
+	uint64_t pre_main_ns;    /* CPU time before t0 (phase_cpu_ns()) */
 	const char *api_token;   /* the guest API's token: served to guest root by
 				    the vmm port's token window (never on the
 				    command line), recorded in snapshots */
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
 	uint64_t expire_ns;      /* log_now_ns() deadline (--ttl), 0: none */
 	int start_paused;        /* vm_run parks the vCPUs at once (vm_resume) */
+	int ready_notice;        /* with a vsock uds: take guest-init's ready
+				    notice (vmm/notice.h) as the boot marker */
 	int seccomp;             /* each thread under its allow-list (vmm/seccomp.h);
 				    the CLI sets it unless --no-seccomp */
 	int track_dirty;         /* dirty-page tracking for diff snapshots and
@@ -164,6 +171,8 @@ struct vm {
 	_Atomic uint64_t first_run_ns; /* first KVM_RUN, since cfg.t0_ns */
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */
 	int marker_fd;                 /* -1, or gets one byte at the boot marker */
+	struct phases phases;          /* start-up phases (vmm/phase.h), from cfg.t0_ns */
+	struct notice notice;          /* cfg.ready_notice: main thread */
 };
 
 /* "Stop as if interrupted" (exit status 130), from the helper child that
@@ -212,7 +221,8 @@ void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Sets an IOAPIC/PIC input line. */
 void vm_irq_line(struct vm *vm, unsigned gsi, int level);
-/* The guest wrote the boot marker. */
+/* The guest wrote the boot marker, or sent its ready notice: marks
+ * PHASE_READY and writes marker_fd, once. */
 void vm_boot_marker(struct vm *vm);
 /* Writes vCPU `index`'s CPUID table, one "function index eax ebx ecx edx"
  * line (hex) per entry. */

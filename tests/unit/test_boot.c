@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "boot/layout.h"
 #include "boot/loader.h"
@@ -100,6 +101,41 @@ static void elf_good(void **state)
 	len = make_elf(f->file, 2 * MiB, 0xffffffff80000000ull + 2 * MiB + 32);
 	assert_int_equal(kernel_load(&f->gm, f->file, len, &k, &why), 0);
 	assert_int_equal(k.entry, 2 * MiB + 32);
+}
+
+/* elf_load_fd reads the same file with pread: the same guest memory and
+ * image; a file shorter than the length it was given (it shrank after its
+ * fstat) is refused with -EIO, not loaded half. */
+static void elf_from_fd(void **state)
+{
+	struct fx *f = *state;
+	struct kernel_image k, kb;
+	const char *why = NULL;
+	char path[] = "/tmp/test_boot.XXXXXX";
+	size_t len = make_elf(f->file, 2 * MiB, 2 * MiB + 16);
+	uint8_t *p, copy[512];
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(write(fd, f->file, len), (ssize_t)len);
+	assert_int_equal(kernel_load(&f->gm, f->file, len, &kb, &why), 0);
+	memcpy(copy, gm_ptr(&f->gm, 2 * MiB, 512), 512);
+	memset(gm_ptr(&f->gm, 2 * MiB, 512), 0x11, 512);
+	assert_int_equal(elf_load_fd(&f->gm, fd, len, &k, &why), 0);
+	assert_int_equal(k.entry, kb.entry);
+	assert_int_equal(k.load_lo, kb.load_lo);
+	assert_int_equal(k.load_hi, kb.load_hi);
+	p = gm_ptr(&f->gm, 2 * MiB, 512);
+	assert_memory_equal(p, copy, 512);
+	/* the segment's bytes are past the end of what the file holds now */
+	assert_int_equal(ftruncate(fd, (off_t)(len - 10)), 0);
+	why = NULL;
+	assert_int_equal(elf_load_fd(&f->gm, fd, len, &k, &why), -EIO);
+	assert_non_null(why);
+	/* and the checks are the same: a length that cuts the segment */
+	assert_int_equal(elf_load_fd(&f->gm, fd, len - 10, &k, &why), -ENOEXEC);
+	close(fd);
 }
 
 #define EXPECT_ELF_ERR(f, len, err)                                                  \
@@ -336,6 +372,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(elf_good, setup, teardown),
 		cmocka_unit_test_setup_teardown(elf_malformed, setup, teardown),
+		cmocka_unit_test_setup_teardown(elf_from_fd, setup, teardown),
 		cmocka_unit_test_setup_teardown(bz_good, setup, teardown),
 		cmocka_unit_test_setup_teardown(bz_malformed, setup, teardown),
 		cmocka_unit_test(e820_layouts),
