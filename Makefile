@@ -387,11 +387,12 @@ oci-image-test: $(BUILD)/vmm $(BUILD)/guest/guest-init
 api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/api/host.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
-e2e: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
+e2e: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/guest/guest-init $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
 	$(call kvm_where,e2e,e2e)
 	$(Q)$(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm
 	$(Q)$(call kvmrun,e2e) tests/e2e/oci.sh $(BUILD)
+	$(Q)$(call kvmrun,e2e) tests/e2e/dockerfile.sh $(BUILD)/vmm $(BUILD)/guest/guest-init $(BUSYBOX)
 
 # The whole suite: unit tests, test guests and Linux end-to-end, then the
 # same unit tests and guests under ASan+UBSan, then each fuzz target for
