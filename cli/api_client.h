@@ -33,6 +33,11 @@ struct api_error {
  * 0 on RESULT, -1 on ERROR (err filled), -2 on a broken connection. */
 int api_result(int fd, char *buf, size_t size, struct api_error *err);
 
+/* An ERROR frame's payload into err. */
+void api_parse_error(const char *text, size_t len, struct api_error *err);
+/* "vmm: WHAT: message (ENAME)" on stderr. */
+void api_report(const char *what, const struct api_error *e);
+
 /* Waits until the API answers health (or `timeout_ms` passes). 0 or -1. */
 int api_wait_ready(const struct sandbox_addr *a, unsigned timeout_ms);
 
@@ -81,10 +86,6 @@ int api_logs(const struct sandbox_addr *a, const char *sel, int follow);
 /* watch: events as lines until interrupted. */
 int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int json);
 
-/* Copies a host path (file or directory tree) into the sandbox, or back.
- * 0 or -errno, with a message printed. */
-int api_copy_in(const struct sandbox_addr *a, const char *local, const char *remote);
-int api_copy_out(const struct sandbox_addr *a, const char *remote, const char *local);
 
 /* After a restore: gives the guest the host's wall-clock time and 32
  * bytes of fresh entropy (getrandom). 0 or -errno. */

@@ -23,7 +23,7 @@ enum api_op {
 	OP_HEALTH, OP_EXEC, OP_READ, OP_WRITE, OP_LIST, OP_STAT, OP_MKDIR, OP_REMOVE,
 	OP_RENAME, OP_PS, OP_KILL, OP_SHUTDOWN, OP_SYNC, OP_CONNECT,
 	/* version 2 */
-	OP_PROCESSES, OP_ATTACH, OP_LOGS, OP_SIGNAL, OP_WAIT, OP_WATCH,
+	OP_PROCESSES, OP_ATTACH, OP_LOGS, OP_SIGNAL, OP_WAIT, OP_WATCH, OP_READLINK, OP_SYMLINK,
 };
 
 struct api_request {
@@ -67,6 +67,8 @@ struct api_request {
 	const char *paths[API_MAX_PATHS];
 	unsigned nr_paths;       /* stat of many paths (0: "path") */
 	int64_t coalesce_ms;     /* watch: window events are merged in */
+	const char *target;      /* symlink: what the new link points to */
+	int follow_links;        /* stat: stat, not lstat (a symlink's target) */
 };
 
 /* Who may use the API: the host (a vsock peer with CID 2,
