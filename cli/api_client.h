@@ -74,6 +74,8 @@ int api_session(int fd, const struct exec_opts *o, const char *what);
  * (digits) or tag. */
 /* Starts o (o->detach set) and prints its id. 0 or -errno (printed). */
 int api_start(const struct sandbox_addr *a, const struct exec_opts *o);
+/* The same, its id in *id instead of printed. */
+int api_start_id(const struct sandbox_addr *a, const struct exec_opts *o, int64_t *id);
 /* A one-shot version 2 request: its RESULT in out. 0 or -errno (printed). */
 int api_call2(const struct sandbox_addr *a, const char *fields, const char *what, char *out, size_t outlen);
 /* Adds "id":N or "tag":S for sel. 0 or -EINVAL (neither). */

@@ -1,6 +1,7 @@
 /* vmm run: boot a kernel in a new VM and stay attached to its console. */
 #define _GNU_SOURCE
 #include "api_client.h"
+#include "boot_status.h"
 #include "image.h"
 #include "oci_image.h"
 #include "../guest-init/api.h"
@@ -35,6 +36,8 @@
 #include <unistd.h>
 
 #define DEFAULT_CMDLINE "console=ttyS0 reboot=k panic=-1"
+/* run -d -- CMD: the tag of CMD's detached process (vmm attach NAME main) */
+#define DETACHED_CMD_TAG "main"
 
 static void run_usage(FILE *out)
 {
@@ -92,7 +95,10 @@ static void run_usage(FILE *out)
 		"  --name NAME          the sandbox's name (default: a generated sb-XXXXXXXX);\n"
 		"                       vmm exec/cp/ls/logs/stop/snapshot NAME reach it\n"
 		"  -d, --detach         run in the background: returns once the sandbox's API\n"
-		"                       answers, prints its name; console in `vmm logs NAME`\n"
+		"                       answers, prints its name; console in `vmm logs NAME`.\n"
+		"                       With -- CMD: CMD runs as the sandbox's detached process\n"
+		"                       tagged main (vmm attach NAME main, vmm logs --process\n"
+		"                       main NAME); the sandbox stays up when it ends\n"
 		"  --ttl DURATION       stop and remove the sandbox after DURATION (90s, 10m,\n"
 		"                       2h, 1d); the VMM enforces it, `vmm ls` shows what is left\n"
 		"  --publish [ADDR:]HOST_PORT:GUEST_PORT\n"
@@ -331,7 +337,34 @@ struct helper {
 	int ready_rd;                /* the VMM's copy of the boot marker pipe's
 					read end, or -1: a helper that is gone
 					must not make the marker a SIGPIPE */
+	int status_on, status_tty;   /* the boot status line (cli/boot_status.h) */
+	uint64_t t0_ns;              /* the VMM's start, for its elapsed time */
+	const char *name;            /* the sandbox's */
 };
+
+/* The helper's wait for the boot marker ('K' kernel up, then 'R'), the
+ * status line ticking on a terminal. 0, or -ETIMEDOUT after ready_s. */
+static int helper_wait_boot(const struct helper *h, int rd, struct boot_status *bs)
+{
+	struct pollfd p = { .fd = rd, .events = POLLIN };
+	uint64_t end = log_now_ns() + (uint64_t)h->ready_s * 1000000000ull;
+
+	for (;;) {
+		uint64_t now = log_now_ns();
+		int st;
+
+		if (now >= end)
+			return -ETIMEDOUT;
+		if (poll(&p, 1, (end - now) / 1000000 < 250 ? (int)((end - now) / 1000000) : 250) == 1) {
+			st = boot_status_read(bs, rd);
+			if (st < 0 || st == BOOT_GUEST_READY)
+				return 0; /* EOF: the VMM is going; the API wait says so */
+			boot_status_show(bs, (enum boot_stage)st, log_now_ns());
+			continue;
+		}
+		boot_status_show(bs, bs->stage, log_now_ns());
+	}
+}
 
 /* The helper's Ctrl-C while the sandbox boots, before the command runs:
  * the VMM, which leaves a terminal's SIGINT to the helper, is told to stop
@@ -376,7 +409,7 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 		return -1;
 	}
 	if (*child == 0) {
-		struct pollfd p = { .fd = ready[0], .events = POLLIN };
+		struct boot_status bs;
 		struct exec_opts cmd;
 		int r;
 
@@ -402,9 +435,12 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 			}
 			sc_test_violate(SC_HELPER);
 		}
+		boot_status_init(&bs, h->name, h->status_on, h->status_tty, h->t0_ns);
+		boot_status_show(&bs, h->restored ? BOOT_RESTORING : BOOT_BOOTING, log_now_ns());
 		if (!h->restored) {
 			close(ready[1]);
-			if (poll(&p, 1, (int)(h->ready_s * 1000)) != 1) {
+			if (helper_wait_boot(h, ready[0], &bs)) {
+				boot_status_done(&bs);
 				log_err("the sandbox did not get ready within %lu s", h->ready_s);
 				if (h->cmd)
 					kill(getppid(), SIGTERM);
@@ -412,6 +448,7 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 			}
 		}
 		if (api_wait_ready(h->a, h->restored ? (unsigned)(h->ready_s * 1000) : 30000)) {
+			boot_status_done(&bs);
 			log_err("the sandbox API did not answer within %lu s", h->ready_s);
 			if (h->cmd)
 				kill(getppid(), SIGTERM);
@@ -427,6 +464,8 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 					close(fd);
 			}
 		}
+		boot_status_show(&bs, BOOT_API_READY, log_now_ns());
+		boot_status_done(&bs); /* the command's output follows */
 		if (!h->cmd)
 			_exit(0);
 		cmd = *h->cmd;
@@ -875,8 +914,10 @@ static void detach_abandon(pid_t pid, const struct sandbox *sb, const sigset_t *
  * (its name printed), 1 if it died first (its log shown) or did not
  * answer within ready_s (stopped and removed, its logs shown), 128+N if
  * signal N (Ctrl-C: 130) came first (stopped and removed). */
-static int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored)
+static int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, const struct exec_opts *dcmd,
+		       int marker[2], int quiet, uint64_t t0_ns)
 {
+	struct boot_status bs;
 	char logp[PATH_MAX + 16], conp[PATH_MAX + 16];
 	struct sandbox_addr a = { .uds = sb->vsock, .port = API_VSOCK_PORT };
 	uint64_t end = log_now_ns() + (uint64_t)ready_s * 1000000000ull;
@@ -918,12 +959,26 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 		}
 		return -1;
 	}
+	if (marker[1] >= 0) {
+		close(marker[1]);
+		marker[1] = -1;
+	}
+	boot_status_init(&bs, sb->name, !quiet, isatty(STDERR_FILENO), t0_ns);
+	boot_status_show(&bs, restored ? BOOT_RESTORING : BOOT_BOOTING, log_now_ns());
 	/* The token is published with the pid; wait for both, then the API. */
 	while (log_now_ns() < end) {
 		char tok[160] = "", p[PATH_MAX + 32];
 		FILE *f;
 
+		if (marker[0] >= 0) {
+			int stg = boot_status_read(&bs, marker[0]);
+
+			if (stg >= 0 && stg != BOOT_GUEST_READY)
+				boot_status_show(&bs, (enum boot_stage)stg, log_now_ns());
+		}
+		boot_status_show(&bs, bs.stage, log_now_ns());
 		if (waitpid(pid, &st, WNOHANG) == pid) {
+			boot_status_done(&bs);
 			log_err("sandbox %s did not start; the end of its log:", sb->name);
 			show_tail(logp, "the VMM's log");
 			return CLI_EXIT_ERROR;
@@ -939,17 +994,30 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 		/* A clone is ready once it also took its fresh entropy. */
 		snprintf(p, sizeof(p), "%s/synced", sb->rw);
 		if (tok[0] && (!restored || access(p, F_OK) == 0) && api_wait_ready(&a, 0) == 0) {
+			int64_t id = 0;
+
+			boot_status_show(&bs, BOOT_API_READY, log_now_ns());
+			boot_status_done(&bs);
+			/* run -d -- CMD: CMD as the sandbox's detached process
+			 * (API v2), tagged "main" for vmm attach/logs/kill */
+			if (dcmd && api_start_id(&a, dcmd, &id)) {
+				log_err("sandbox %s: its command did not start: stopped and removed", sb->name);
+				detach_abandon(pid, sb, &stops);
+				return CLI_EXIT_ERROR;
+			}
 			printf("%s\n", sb->name);
 			return 0;
 		}
 		sig = sigtimedwait(&stops, NULL, &tick);
 		if (sig > 0) {
+			boot_status_done(&bs);
 			fprintf(stderr, "vmm: %s: sandbox %s stopped and removed before it was ready\n",
 				sig == SIGINT ? "interrupted" : strsignal(sig), sb->name);
 			detach_abandon(pid, sb, &stops);
 			return 128 + sig;
 		}
 	}
+	boot_status_done(&bs);
 	log_err("sandbox %s did not answer within %lu s (--ready-timeout): stopped and removed", sb->name,
 		ready_s);
 	show_tail(logp, "the VMM's log");
@@ -1102,7 +1170,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	unsigned long long mib = VM_DEFAULT_MEM_MIB;
 	struct vm *vm = NULL;
 	char dir[PATH_MAX];
-	struct exec_opts cmd = { .stdin_pass = 1 };
+	struct exec_opts cmd = { .stdin_pass = 1 }, dcmd = { .argv = NULL };
 	const char *image_env[OCI_MAX_ENV + 1] = { NULL };
 	unsigned nr_image_env = 0;
 	const char *token = NULL;
@@ -1124,7 +1192,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	struct control ctl = { .open = 0 };
 	struct helper h = { .cmd = NULL, .ready_rd = -1 };
 	pid_t child = -1;
-	int detach = 0, adopt = 0, ran = 0, no_seccomp = 0;
+	int detach = 0, adopt = 0, ran = 0, no_seccomp = 0, quiet = 0;
+	int dmarker[2] = { -1, -1 }; /* run -d: the boot marker, for the status line */
 	struct jail jail = { .uid = JAIL_DEFAULT_ID, .gid = JAIL_DEFAULT_ID };
 	char jail_kernel[PATH_MAX], jail_initrd[PATH_MAX], jail_root[PATH_MAX + 8];
 	char synced[PATH_MAX + 32] = "";
@@ -1512,6 +1581,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		case 'q':
 			log_set_level(LOG_ERROR);
 			level_set = 1;
+			quiet = 1;
 			break;
 		case 'v':
 			log_set_level(LOG_DEBUG);
@@ -1537,16 +1607,22 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	}
 	if (optind < argc) {
 		cmd.argv = (const char *const *)&argv[optind]; /* after "--": the command */
-		/* The terminal carries CMD's output: only warnings from us. */
-		if (!level_set && log_get_level() > LOG_WARN)
+		/* The terminal carries CMD's output: only warnings from us
+		 * (-d: CMD's output is kept in the sandbox instead). */
+		if (!detach && !level_set && log_get_level() > LOG_WARN)
 			log_set_level(LOG_WARN);
-		if (!console_explicit)
+		if (!detach && !console_explicit)
 			console = "none";
 	}
 
 	if (detach && cmd.argv) {
-		status = bad_usage("%s", "-d runs a sandbox in the background: no -- CMD with it");
-		goto out_disks;
+		/* run -d -- CMD: the sandbox runs on; CMD is its detached
+		 * process, started once the API answers (detach_self) */
+		dcmd = cmd;
+		dcmd.detach = 1;
+		dcmd.tag = DETACHED_CMD_TAG;
+		dcmd.stdin_pass = 0;
+		cmd.argv = NULL;
 	}
 	if (jail.netns && !jail.enabled) {
 		status = bad_usage("%s", "--jail-netns is for a jailed VMM: add --jail");
@@ -1599,7 +1675,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			snprintf(console_buf, sizeof(console_buf), "file:%s/console.log", sb.rw);
 			console = console_buf;
 		}
-		status = detach_self(&sb, ready_s, restore);
+		if (!restore && pipe2(dmarker, O_CLOEXEC | O_NONBLOCK) < 0)
+			dmarker[0] = dmarker[1] = -1;
+		status = detach_self(&sb, ready_s, restore, dcmd.argv ? &dcmd : NULL, dmarker, quiet, cfg.t0_ns);
 		if (status >= 0) {
 			sb.created = 0; /* the sandbox's own process owns the folder now */
 			goto out_disks;
@@ -1954,6 +2032,11 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		h.nets = net_spec_p;
 		h.nr_nets = nr_net_spec;
 		h.egress_port = eg ? EGRESS_VSOCK_PORT : 0;
+		/* run -- CMD: the status line while it starts (not -q) */
+		h.status_on = h.cmd && !quiet;
+		h.status_tty = isatty(STDERR_FILENO);
+		h.t0_ns = cfg.t0_ns;
+		h.name = sb.name;
 		/* -t: the helper's raw mode, to put back if it is killed. */
 		tty_cmd = h.cmd && cmd.tty && tty_is_foreground(STDIN_FILENO) &&
 			  tcgetattr(STDIN_FILENO, &tty_saved) == 0;
@@ -1961,6 +2044,14 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			status = CLI_EXIT_ERROR;
 			goto out_publish;
 		}
+		/* run -d: the boot marker goes to the CLI that waits for us
+		 * (its status line); our read end stays open (no SIGPIPE) */
+		if (vm->marker_fd < 0 && dmarker[1] >= 0)
+			vm->marker_fd = dmarker[1];
+		/* The interactive console: how to leave it, once. */
+		if (cfg.console_tty && cfg.console_escape && !quiet)
+			fprintf(stderr, "vmm: sandbox %s: console on this terminal; Ctrl-A x stops the VM "
+					"(Ctrl-A Ctrl-A types a Ctrl-A)\n", sb.name);
 		status = run_vm(vm, &h, child);
 		ran = 1;
 	}

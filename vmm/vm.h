@@ -152,7 +152,10 @@ struct vm {
 
 	_Atomic uint64_t first_run_ns; /* first KVM_RUN, since cfg.t0_ns */
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */
-	int marker_fd;                 /* -1, or gets one byte at the boot marker */
+	_Atomic int kernel_up;         /* the guest's init read the token window */
+	int marker_fd;                 /* -1, or gets 'K' when the guest's init
+					  starts (kernel up) and 'R' at the boot
+					  marker (ready) */
 };
 
 /* "Stop as if interrupted" (exit status 130), from the helper child that
@@ -203,6 +206,9 @@ void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)
 void vm_irq_line(struct vm *vm, unsigned gsi, int level);
 /* The guest wrote the boot marker. */
 void vm_boot_marker(struct vm *vm);
+/* The guest's init read the token window, its first act: the kernel is up
+ * (for the boot status line, cli/run.c). Once; later reads are nothing. */
+void vm_kernel_up(struct vm *vm);
 /* Writes vCPU `index`'s CPUID table, one "function index eax ebx ecx edx"
  * line (hex) per entry. */
 int vm_dump_cpuid(struct vm *vm, unsigned index, const char *path);

@@ -1,6 +1,7 @@
-/* cli/progress.c: the one-line status (vmm run's boot, vmm cp's bytes) on
- * a terminal and elsewhere, written into a pipe and read back; and where
- * vmm cp puts things (cli/cp_files.c's docker cp rules). */
+/* cli/progress.c: the one-line status (vmm cp's bytes) on a terminal and
+ * elsewhere, written into a pipe and read back; vmm run's boot status
+ * (cli/boot_status.c) over it; and where vmm cp puts things
+ * (cli/cp_files.c's docker cp rules). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/boot_status.h"
 #include "cli/cp_files.h"
 #include "cli/progress.h"
 
@@ -156,6 +158,76 @@ static void cp_names(void **state)
 	assert_true(content);
 }
 
+/* boot_status writes to stderr: point it at a pipe for the test. */
+static int stderr_to_pipe(int fds[2], int *saved)
+{
+	if (pipe2(fds, O_NONBLOCK) < 0)
+		return -1;
+	*saved = dup(STDERR_FILENO);
+	return dup2(fds[1], STDERR_FILENO) < 0 ? -1 : 0;
+}
+
+static void stderr_back(int fds[2], int saved)
+{
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(fds[0]);
+	close(fds[1]);
+}
+
+static void boot_lines_elsewhere(void **state)
+{
+	struct boot_status b;
+	int fds[2], saved = -1, m[2];
+
+	(void)state;
+	assert_int_equal(stderr_to_pipe(fds, &saved), 0);
+	boot_status_init(&b, "sb1", 1, 0, 1000000000ull);
+	boot_status_show(&b, BOOT_BOOTING, 1000000000ull);
+	boot_status_show(&b, BOOT_BOOTING, 1500000000ull); /* the same stage: no line */
+	/* the VMM's marker bytes: K, then R */
+	assert_int_equal(pipe2(m, O_NONBLOCK), 0);
+	assert_int_equal(boot_status_read(&b, m[0]), BOOT_BOOTING); /* nothing yet */
+	assert_int_equal(write(m[1], "K", 1), 1);
+	assert_int_equal(boot_status_read(&b, m[0]), BOOT_KERNEL_UP);
+	boot_status_show(&b, BOOT_KERNEL_UP, 1900000000ull);
+	assert_int_equal(write(m[1], "R", 1), 1);
+	assert_int_equal(boot_status_read(&b, m[0]), BOOT_GUEST_READY);
+	close(m[1]);
+	assert_int_equal(boot_status_read(&b, m[0]), -1); /* EOF */
+	close(m[0]);
+	boot_status_show(&b, BOOT_API_READY, 3200000000ull);
+	boot_status_show(&b, BOOT_BOOTING, 3300000000ull); /* never backwards */
+	boot_status_done(&b);
+	assert_string_equal(drain(fds[0]), "vmm: sandbox sb1: booting (0.0 s)\n"
+					    "vmm: sandbox sb1: kernel up (0.9 s)\n"
+					    "vmm: sandbox sb1: API ready (2.2 s)\n");
+	stderr_back(fds, saved);
+}
+
+static void boot_line_on_a_terminal(void **state)
+{
+	struct boot_status b;
+	int fds[2], saved = -1;
+
+	(void)state;
+	assert_int_equal(stderr_to_pipe(fds, &saved), 0);
+	boot_status_init(&b, "sb1", 1, 1, 0);
+	boot_status_show(&b, BOOT_BOOTING, 100000000ull);
+	boot_status_show(&b, BOOT_BOOTING, 400000000ull); /* ticks */
+	boot_status_show(&b, BOOT_API_READY, 2000000000ull);
+	boot_status_done(&b); /* gone before the command's output */
+	assert_string_equal(drain(fds[0]), "\r\033[Kvmm: sandbox sb1: booting (0.1 s)"
+					    "\r\033[Kvmm: sandbox sb1: booting (0.4 s)"
+					    "\r\033[Kvmm: sandbox sb1: API ready (2.0 s)\r\033[K");
+	/* -q: nothing */
+	boot_status_init(&b, "sb1", 0, 1, 0);
+	boot_status_show(&b, BOOT_BOOTING, 1);
+	boot_status_done(&b);
+	assert_string_equal(drain(fds[0]), "");
+	stderr_back(fds, saved);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -165,6 +237,8 @@ int main(void)
 		cmocka_unit_test(units),
 		cmocka_unit_test(cp_rules),
 		cmocka_unit_test(cp_names),
+		cmocka_unit_test(boot_lines_elsewhere),
+		cmocka_unit_test(boot_line_on_a_terminal),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
