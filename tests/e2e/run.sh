@@ -137,6 +137,18 @@ check "2 vCPU: console input reaches the guest" "$tmp/2.out.txt" "vmm-selftest: 
 . "$(dirname "$0")/net.sh"
 # Boots 7-9: sandbox images, cold and warm (tests/e2e/images.sh).
 . "$(dirname "$0")/images.sh"
+# The README's and docs/cli.md's examples as an operator types them, the
+# build's artefacts byte-identical afterwards (tests/e2e/readme_replay.sh,
+# its own state and image directories).
+bash "$(dirname "$0")/readme_replay.sh" "$(dirname "$vmm")" > "$tmp/readme.log" 2>&1
+while IFS= read -r line; do
+	case $line in
+	"ok   "*) ok "${line#ok   }" ;;
+	"FAIL "*) bad "${line#FAIL }" ;;
+	skip*) echo "$line" ;;
+	esac
+done < "$tmp/readme.log"
+grep -q "^readme replay: \|^skip" "$tmp/readme.log" || bad "readme replay ended early: $(tail -3 "$tmp/readme.log")"
 
 # Boot 4: vmm run -- CMD, the one-shot form.
 timeout 600 "$vmm" run --kernel "$kernel" --initrd "$initrd" --mem 256 --console "file:$tmp/4.console" \
