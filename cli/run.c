@@ -973,7 +973,7 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 		if (marker[0] >= 0) {
 			int stg = boot_status_read(&bs, marker[0]);
 
-			if (stg >= 0 && stg != BOOT_GUEST_READY)
+			if (stg >= 0 && stg != BOOT_GUEST_READY && stg != (int)bs.stage)
 				boot_status_show(&bs, (enum boot_stage)stg, log_now_ns());
 		}
 		boot_status_show(&bs, bs.stage, log_now_ns());

@@ -69,6 +69,11 @@ name=$("$vmm" run -d --name job --image base -- sh -c 'echo started; sleep 600' 
 	ok "run -d -- CMD: the sandbox runs on, CMD as its detached process 'main'" ||
 	bad "run -d -- CMD: $name $(cat "$tmp/err"; "$vmm" top job 2>&1)"
 "$vmm" rm -f job > /dev/null 2>&1
+if ! "$vmm" run -d --name job2 --image base -- /no/such/cmd > "$tmp/out" 2> "$tmp/err" &&
+	grep -q "command not found" "$tmp/err" && grep -q "did not start: stopped and removed" "$tmp/err" &&
+	[ ! -s "$tmp/out" ] && ! "$vmm" ls -q | grep -q job2; then
+	ok "run -d -- a command that cannot start: said, status 1, the sandbox stopped and removed"
+else bad "run -d -- /no/such/cmd: $(cat "$tmp/err"; "$vmm" ls)"; fi
 
 # Snapshots: stop dev into a snapshot, then clones in the background.
 if "$vmm" snapshot --stop dev "$tmp/snap" > /dev/null 2> "$tmp/err"; then
