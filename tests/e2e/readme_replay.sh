@@ -40,6 +40,17 @@ out=$("$vmm" run -q -- uname -a 2> "$tmp/err") && grep -q Linux <<< "$out" && [ 
 "$vmm" image build base --busybox "${BUSYBOX:-/bin/busybox}" -q > /dev/null 2> "$tmp/err" &&
 	ok "image build base --busybox" || bad "image build base: $(cat "$tmp/err")"
 
+# Install (staged with DESTDIR): the installed vmm, run from another
+# directory, finds its kernel in PREFIX/lib/vmm and runs a sandbox.
+src=$(dirname "$build")
+if [ -f "$src/Makefile" ] && [ "$(basename "$build")" = build ]; then
+	if make -s -C "$src" install DESTDIR="$tmp/root" PREFIX=/usr > "$tmp/err" 2>&1 &&
+		[ "$(cd / && "$tmp/root/usr/bin/vmm" run -q -- echo installed 2> "$tmp/err")" = installed ]; then
+		ok "make install DESTDIR=... PREFIX=/usr; the installed vmm runs a sandbox from /"
+	else bad "make install / installed vmm: $(tail -3 "$tmp/err")"; fi
+	rm -rf "$tmp/root"
+fi
+
 # Boot from a disk: a copy, never the build's own file.
 cp --reflink=auto "$build/rootfs.ext4" my.ext4 &&
 	[ "$("$vmm" run -q --disk path=my.ext4,root -- hostname)" = sandbox ] &&
