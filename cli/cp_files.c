@@ -682,8 +682,8 @@ static void free_stack(struct copy_dir *stack, size_t depth)
 }
 
 /* Copies the directory remote into the host directory in dfd/name. */
-static int copy_tree_out(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, mode_t mode,
-			 mode_t umask_bits, char *res, struct cp_opts *o)
+static int copy_tree_out(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, int follow,
+			 mode_t mode, mode_t umask_bits, char *res, struct cp_opts *o)
 {
 	static char arena[FRAME_MAX * 3];
 	struct copy_dir *stack = NULL, *top;
@@ -697,7 +697,7 @@ static int copy_tree_out(const struct sandbox_addr *a, const char *remote, int d
 	stack[0].fd = -1;
 	stack[0].mode = mode;
 	stack[0].remote = strdup(remote);
-	r = stack[0].remote ? enter_dir(dfd, name, 1, &stack[0]) : -ENOMEM;
+	r = stack[0].remote ? enter_dir(dfd, name, follow, &stack[0]) : -ENOMEM;
 	if (r)
 		fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(-r));
 	else
@@ -878,7 +878,10 @@ int cp_out(const struct sandbox_addr *a, const char *remote_arg, const char *loc
 	else if (!strcmp(type, "file"))
 		r = get_file(a, remote, dfd, name, (mode_t)(mode & 0777), o);
 	else
-		r = copy_tree_out(a, remote, dfd, name, (mode_t)(mode & 0777), um, res, o);
+		/* DST itself, as the user named it, is followed if it is a
+		 * link; DST/NAME is not (an earlier copy may have made it a
+		 * link the guest chose) */
+		r = copy_tree_out(a, remote, dfd, name, !into, (mode_t)(mode & 0777), um, res, o);
 out:
 	if (dfd >= 0)
 		close(dfd);

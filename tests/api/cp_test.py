@@ -239,6 +239,21 @@ def main():
               r.returncode == 0 and os.readlink(os.path.join(dst, "a")) == outside and
               open(os.path.join(dst, "b/f")).read() == "ok" and not os.listdir(outside), (r.returncode, r.stderr))
 
+        # the link a guest made in an earlier copy is not followed by a
+        # later copy into DST/NAME: sym-out2/a (-> outside) stays a link
+        def tree3(path):
+            if path == "/a":
+                return ("dir", 0o755, [ent("f", "file")])
+            if path == "/a/f":
+                return ("file", 0o644, b"pwned")
+            return None
+        fake = FakeGuest(fake_sock, tree3)
+        r = cp(f"{fake_sock}:/a", os.path.join(d, "sym-out2"), timeout=120)
+        fake.close()
+        os.unlink(fake_sock)
+        check("cp: DST/NAME that an earlier copy made a guest's link is not written through",
+              not died(r) and r.returncode != 0 and not os.listdir(outside), (r.returncode, r.stderr[-300:]))
+
         habits(d)
     print(f"cp: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
