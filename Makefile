@@ -348,7 +348,7 @@ api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/api/host.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
-     $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init
+     $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init $(BUILD)/vmm.1
 	$(call kvm_where,e2e,e2e)
 	$(Q)$(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm
