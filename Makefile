@@ -38,7 +38,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
              devices/fuse.c devices/fuse_priv.c devices/virtio_fs.c devices/virtio_rng.c \
              devices/virtio_balloon.c devices/mmds.c devices/mmds_net.c
-CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.c \
+CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c cli/progress.c cli/boot_status.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
@@ -246,7 +246,7 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
-              test_jail test_api_v2 test_oci test_mcp test_virtio_rng \
+              test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_mmds test_dockerfile \
               test_phase test_notice test_tlsexec test_kvmcache
 test_gm_SRCS      := vmm/gm.c vmm/log.c
@@ -276,6 +276,7 @@ test_virtio_rng_SRCS := devices/virtio_rng.c $(test_virtio_mmio_SRCS)
 test_virtio_balloon_SRCS := devices/virtio_balloon.c $(test_virtio_mmio_SRCS)
 test_seccomp_SRCS := vmm/seccomp.c
 test_jail_SRCS    := cli/jail.c cli/util.c vmm/log.c
+test_progress_SRCS := cli/progress.c cli/boot_status.c cli/cp_files.c cli/api_client.c vmm/tty.c vmm/log.c guest-init/json.c guest-init/proto.c
 test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
 test_fuse_SRCS    := devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
@@ -387,7 +388,8 @@ oci-image-test: $(BUILD)/vmm $(BUILD)/guest/guest-init
 api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/api/host.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
-e2e: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/guest/guest-init $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4
+e2e: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
+     $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init $(BUILD)/vmm.1
 	$(call kvm_where,e2e,e2e)
 	$(Q)$(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm

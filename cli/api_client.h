@@ -33,6 +33,11 @@ struct api_error {
  * 0 on RESULT, -1 on ERROR (err filled), -2 on a broken connection. */
 int api_result(int fd, char *buf, size_t size, struct api_error *err);
 
+/* An ERROR frame's payload into err. */
+void api_parse_error(const char *text, size_t len, struct api_error *err);
+/* "vmm: WHAT: message (ENAME)" on stderr. */
+void api_report(const char *what, const struct api_error *e);
+
 /* Waits until the API answers health (or `timeout_ms` passes). 0 or -1. */
 int api_wait_ready(const struct sandbox_addr *a, unsigned timeout_ms);
 
@@ -70,6 +75,8 @@ int api_session(int fd, const struct exec_opts *o, const char *what);
  * (digits) or tag. */
 /* Starts o (o->detach set) and prints its id. 0 or -errno (printed). */
 int api_start(const struct sandbox_addr *a, const struct exec_opts *o);
+/* The same, its id in *id instead of printed. */
+int api_start_id(const struct sandbox_addr *a, const struct exec_opts *o, int64_t *id);
 /* A one-shot version 2 request: its RESULT in out. 0 or -errno (printed). */
 int api_call2(const struct sandbox_addr *a, const char *fields, const char *what, char *out, size_t outlen);
 /* Adds "id":N or "tag":S for sel. 0 or -EINVAL (neither). */
@@ -82,10 +89,6 @@ int api_logs(const struct sandbox_addr *a, const char *sel, int follow);
 /* watch: events as lines until interrupted. */
 int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int json);
 
-/* Copies a host path (file or directory tree) into the sandbox, or back.
- * 0 or -errno, with a message printed. */
-int api_copy_in(const struct sandbox_addr *a, const char *local, const char *remote);
-int api_copy_out(const struct sandbox_addr *a, const char *remote, const char *local);
 
 /* After a restore: gives the guest the host's wall-clock time and 32
  * bytes of fresh entropy (getrandom). 0 or -errno. */

@@ -67,6 +67,16 @@ int api_selector(struct json_writer *w, const char *sel)
 
 int api_start(const struct sandbox_addr *a, const struct exec_opts *o)
 {
+	int64_t id = 0;
+	int r = api_start_id(a, o, &id);
+
+	if (r == 0)
+		printf("%lld\n", (long long)id);
+	return r;
+}
+
+int api_start_id(const struct sandbox_addr *a, const struct exec_opts *o, int64_t *idp)
+{
 	char fields[REQUEST_MAX], out[512], arena_buf[2048];
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
 	const struct json *j;
@@ -86,7 +96,7 @@ int api_start(const struct sandbox_addr *a, const struct exec_opts *o)
 		fprintf(stderr, "vmm: exec -d: an answer without an id: %s\n", out);
 		return -EPROTO;
 	}
-	printf("%lld\n", (long long)id);
+	*idp = id;
 	return 0;
 }
 

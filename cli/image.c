@@ -377,9 +377,11 @@ int image_in_use(const char *name, unsigned version)
 /* ---- vmm run --image ----------------------------------------------------- */
 
 /* Options a restore of a warm snapshot can honour; anything else means a
- * cold boot from the image. (has argument?) */
+ * cold boot from the image. (has argument?) --adopt: vmm start's run of
+ * what vmm create recorded (without it, create --image X said it would
+ * start from the warm snapshot and start cold-booted). */
 static const struct { const char *opt; int arg; } warm_ok[] = {
-	{ "--name", 1 }, { "-d", 0 }, { "--detach", 0 }, { "--ttl", 1 }, { "--publish", 1 },
+	{ "--name", 1 }, { "-d", 0 }, { "--detach", 0 }, { "--adopt", 0 }, { "--ttl", 1 }, { "--publish", 1 },
 	{ "--console", 1 }, { "-t", 0 }, { "--tty", 0 }, { "--ready-timeout", 1 }, { "-q", 0 },
 	{ "--quiet", 0 }, { "-v", 0 }, { "--verbose", 0 },
 };

@@ -1,6 +1,7 @@
 /* vmm run: boot a kernel in a new VM and stay attached to its console. */
 #define _GNU_SOURCE
 #include "api_client.h"
+#include "boot_status.h"
 #include "image.h"
 #include "oci_image.h"
 #include "../guest-init/api.h"
@@ -35,6 +36,8 @@
 #include <unistd.h>
 
 #define DEFAULT_CMDLINE "console=ttyS0 reboot=k panic=-1"
+/* run -d -- CMD: the tag of CMD's detached process (vmm attach NAME main) */
+#define DETACHED_CMD_TAG "main"
 
 static void run_usage(FILE *out)
 {
@@ -96,7 +99,10 @@ static void run_usage(FILE *out)
 		"  --name NAME          the sandbox's name (default: a generated sb-XXXXXXXX);\n"
 		"                       vmm exec/cp/ls/logs/stop/snapshot NAME reach it\n"
 		"  -d, --detach         run in the background: returns once the sandbox's API\n"
-		"                       answers, prints its name; console in `vmm logs NAME`\n"
+		"                       answers, prints its name; console in `vmm logs NAME`.\n"
+		"                       With -- CMD: CMD runs as the sandbox's detached process\n"
+		"                       tagged main (vmm attach NAME main, vmm logs --process\n"
+		"                       main NAME); the sandbox stays up when it ends\n"
 		"  --ttl DURATION       stop and remove the sandbox after DURATION (90s, 10m,\n"
 		"                       2h, 1d); the VMM enforces it, `vmm ls` shows what is left\n"
 		"  --publish [ADDR:]HOST_PORT:GUEST_PORT\n"
@@ -341,6 +347,9 @@ struct helper {
 	int ready_rd;                /* the VMM's copy of the boot marker pipe's
 					read end, or -1: a helper that is gone
 					must not make the marker a SIGPIPE */
+	int status_on, status_tty;   /* the boot status line (cli/boot_status.h) */
+	uint64_t t0_ns;              /* the VMM's start, for its elapsed time */
+	const char *name;            /* the sandbox's */
 };
 
 /* How often a restored guest's API is probed when no ready notice comes
@@ -348,6 +357,30 @@ struct helper {
 #define RESTORE_PROBE_MS 1000
 /* The same for run -d / restore -d waiting for its sandbox. */
 #define DETACH_PROBE_MS 1000
+
+/* The helper's wait for the boot marker ('K' kernel up, then 'R'), the
+ * status line ticking on a terminal. 0, or -ETIMEDOUT after ready_s. */
+static int helper_wait_boot(const struct helper *h, int rd, struct boot_status *bs)
+{
+	struct pollfd p = { .fd = rd, .events = POLLIN };
+	uint64_t end = log_now_ns() + (uint64_t)h->ready_s * 1000000000ull;
+
+	for (;;) {
+		uint64_t now = log_now_ns();
+		int st;
+
+		if (now >= end)
+			return -ETIMEDOUT;
+		if (poll(&p, 1, (end - now) / 1000000 < 250 ? (int)((end - now) / 1000000) : 250) == 1) {
+			st = boot_status_read(bs, rd);
+			if (st < 0 || st == BOOT_GUEST_READY)
+				return 0; /* EOF: the VMM is going; the API wait says so */
+			boot_status_show(bs, (enum boot_stage)st, log_now_ns());
+			continue;
+		}
+		boot_status_show(bs, bs->stage, log_now_ns());
+	}
+}
 
 /* The helper's Ctrl-C while the sandbox boots, before the command runs:
  * the VMM, which leaves a terminal's SIGINT to the helper, is told to stop
@@ -414,7 +447,7 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 		return -1;
 	}
 	if (*child == 0) {
-		struct pollfd p = { .fd = ready[0], .events = POLLIN };
+		struct boot_status bs;
 		struct exec_opts cmd;
 		int r;
 
@@ -441,8 +474,11 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 			sc_test_violate(SC_HELPER);
 		}
 		close(ready[1]);
+		boot_status_init(&bs, h->name, h->status_on, h->status_tty, h->t0_ns);
+		boot_status_show(&bs, h->restored ? BOOT_RESTORING : BOOT_BOOTING, log_now_ns());
 		if (!h->restored) {
-			if (poll(&p, 1, (int)(h->ready_s * 1000)) != 1) {
+			if (helper_wait_boot(h, ready[0], &bs)) {
+				boot_status_done(&bs);
 				log_err("the sandbox did not get ready within %lu s", h->ready_s);
 				if (h->cmd)
 					kill(getppid(), SIGTERM);
@@ -450,6 +486,7 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 			}
 			phase_mark(&vm->phases, PHASE_READY);
 		} else if (wait_restored(&p, h)) {
+			boot_status_done(&bs);
 			log_err("the sandbox API did not answer within %lu s", h->ready_s);
 			if (h->cmd)
 				kill(getppid(), SIGTERM);
@@ -458,6 +495,7 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 			phase_mark(&vm->phases, PHASE_READY);
 		}
 		if (api_wait_ready(h->a, h->restored ? (unsigned)(h->ready_s * 1000) : 30000)) {
+			boot_status_done(&bs);
 			log_err("the sandbox API did not answer within %lu s", h->ready_s);
 			if (h->cmd)
 				kill(getppid(), SIGTERM);
@@ -479,6 +517,8 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 		 * reply: the health check, or a clone's sync. */
 		phase_mark(&vm->phases, PHASE_API);
 		phase_log(&vm->phases, h->restored ? "to the restored sandbox's sync" : "to the first API reply");
+		boot_status_show(&bs, BOOT_API_READY, log_now_ns());
+		boot_status_done(&bs); /* the command's output follows */
 		if (!h->cmd)
 			_exit(0);
 		cmd = *h->cmd;
@@ -925,8 +965,10 @@ static void detach_abandon(pid_t pid, const struct sandbox *sb, const sigset_t *
  * (its name printed), 1 if it died first (its log shown) or did not
  * answer within ready_s (stopped and removed, its logs shown), 128+N if
  * signal N (Ctrl-C: 130) came first (stopped and removed). */
-static int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, int *ready_wr)
+static int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, const struct exec_opts *dcmd,
+		       int *ready_wr, int quiet, uint64_t t0_ns)
 {
+	struct boot_status bs;
 	char logp[PATH_MAX + 16], conp[PATH_MAX + 16];
 	struct sandbox_addr a = { .uds = sb->vsock, .port = API_VSOCK_PORT };
 	uint64_t end = log_now_ns() + (uint64_t)ready_s * 1000000000ull, next_probe = 0;
@@ -984,6 +1026,8 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 		return -1;
 	}
 	close(ready[1]);
+	boot_status_init(&bs, sb->name, !quiet, isatty(STDERR_FILENO), t0_ns);
+	boot_status_show(&bs, restored ? BOOT_RESTORING : BOOT_BOOTING, log_now_ns());
 	/* The token is published with the pid; wait for both, then the API. */
 	while (log_now_ns() < end) {
 		char tok[160] = "", p[PATH_MAX + 32];
@@ -991,25 +1035,32 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 		int told = 0;
 		FILE *f;
 
+		boot_status_show(&bs, bs.stage, log_now_ns());
 		if (waitpid(pid, &st, WNOHANG) == pid) {
+			boot_status_done(&bs);
 			log_err("sandbox %s did not start; the end of its log:", sb->name);
 			show_tail(logp, "the VMM's log");
 			close(ready[0]);
 			return CLI_EXIT_ERROR;
 		}
-		/* Signals are looked at every 100 ms (sigtimedwait below). */
+		/* Signals are looked at every 100 ms (sigtimedwait below). The
+		 * VMM writes 'K' (kernel up: the status line) and 'R' (ready:
+		 * probe now) into the pipe (vmm/vm.h marker_fd). */
 		if (poll(&rp, 1, 100) == 1) {
-			char c;
+			int stg = boot_status_read(&bs, ready[0]);
 
-			if (read(ready[0], &c, 1) == 1)
-				told = 1;
-			else if (ready[0] >= 0) { /* every writer gone: probe */
+			if (stg < 0 && ready[0] >= 0) { /* every writer gone: probe */
 				close(ready[0]);
 				ready[0] = -1;
+			} else if (stg == BOOT_GUEST_READY) {
+				told = 1;
+			} else if (stg >= 0 && stg != (int)bs.stage) {
+				boot_status_show(&bs, (enum boot_stage)stg, log_now_ns());
 			}
 		}
 		sig = sigtimedwait(&stops, NULL, &none);
 		if (sig > 0) {
+			boot_status_done(&bs);
 			fprintf(stderr, "vmm: %s: sandbox %s stopped and removed before it was ready\n",
 				sig == SIGINT ? "interrupted" : strsignal(sig), sb->name);
 			if (ready[0] >= 0)
@@ -1031,6 +1082,17 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 		/* A clone is ready once it also took its fresh entropy. */
 		snprintf(p, sizeof(p), "%s/synced", sb->rw);
 		if (tok[0] && (!restored || access(p, F_OK) == 0) && api_wait_ready(&a, 0) == 0) {
+			int64_t id = 0;
+
+			boot_status_show(&bs, BOOT_API_READY, log_now_ns());
+			boot_status_done(&bs);
+			/* run -d -- CMD: CMD as the sandbox's detached process
+			 * (API v2), tagged "main" for vmm attach/logs/kill */
+			if (dcmd && api_start_id(&a, dcmd, &id)) {
+				log_err("sandbox %s: its command did not start: stopped and removed", sb->name);
+				detach_abandon(pid, sb, &stops);
+				return CLI_EXIT_ERROR;
+			}
 			printf("%s\n", sb->name);
 			if (ready[0] >= 0)
 				close(ready[0]);
@@ -1039,6 +1101,7 @@ static int detach_self(const struct sandbox *sb, unsigned long ready_s, int rest
 	}
 	if (ready[0] >= 0)
 		close(ready[0]);
+	boot_status_done(&bs);
 	log_err("sandbox %s did not answer within %lu s (--ready-timeout): stopped and removed", sb->name,
 		ready_s);
 	show_tail(logp, "the VMM's log");
@@ -1255,7 +1318,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	unsigned long long mib = VM_DEFAULT_MEM_MIB;
 	struct vm *vm = NULL;
 	char dir[PATH_MAX];
-	struct exec_opts cmd = { .stdin_pass = 1 };
+	struct exec_opts cmd = { .stdin_pass = 1 }, dcmd = { .argv = NULL };
 	const char *image_env[OCI_MAX_ENV + 1] = { NULL };
 	unsigned nr_image_env = 0;
 	const char *token = NULL;
@@ -1279,7 +1342,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	struct control ctl = { .open = 0 };
 	struct helper h = { .cmd = NULL, .ready_rd = -1, .notify_fd = -1 };
 	pid_t child = -1;
-	int detach = 0, adopt = 0, ran = 0, no_seccomp = 0;
+	int detach = 0, adopt = 0, ran = 0, no_seccomp = 0, quiet = 0;
 	struct jail jail = { .uid = JAIL_DEFAULT_ID, .gid = JAIL_DEFAULT_ID };
 	char jail_kernel[PATH_MAX], jail_initrd[PATH_MAX], jail_root[PATH_MAX + 8];
 	char synced[PATH_MAX + 32] = "";
@@ -1688,6 +1751,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		case 'q':
 			log_set_level(LOG_ERROR);
 			level_set = 1;
+			quiet = 1;
 			break;
 		case 'v':
 			log_set_level(LOG_DEBUG);
@@ -1713,16 +1777,22 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	}
 	if (optind < argc) {
 		cmd.argv = (const char *const *)&argv[optind]; /* after "--": the command */
-		/* The terminal carries CMD's output: only warnings from us. */
-		if (!level_set && log_get_level() > LOG_WARN)
+		/* The terminal carries CMD's output: only warnings from us
+		 * (-d: CMD's output is kept in the sandbox instead). */
+		if (!detach && !level_set && log_get_level() > LOG_WARN)
 			log_set_level(LOG_WARN);
-		if (!console_explicit)
+		if (!detach && !console_explicit)
 			console = "none";
 	}
 
 	if (detach && cmd.argv) {
-		status = bad_usage("%s", "-d runs a sandbox in the background: no -- CMD with it");
-		goto out_disks;
+		/* run -d -- CMD: the sandbox runs on; CMD is its detached
+		 * process, started once the API answers (detach_self) */
+		dcmd = cmd;
+		dcmd.detach = 1;
+		dcmd.tag = DETACHED_CMD_TAG;
+		dcmd.stdin_pass = 0;
+		cmd.argv = NULL;
 	}
 	if (jail.netns && !jail.enabled) {
 		status = bad_usage("%s", "--jail-netns is for a jailed VMM: add --jail");
@@ -1775,7 +1845,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			snprintf(console_buf, sizeof(console_buf), "file:%s/console.log", sb.rw);
 			console = console_buf;
 		}
-		status = detach_self(&sb, ready_s, restore, &detach_ready);
+		status = detach_self(&sb, ready_s, restore, dcmd.argv ? &dcmd : NULL, &detach_ready, quiet, cfg.t0_ns);
 		if (status >= 0) {
 			sb.created = 0; /* the sandbox's own process owns the folder now */
 			goto out_disks;
@@ -2139,6 +2209,11 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		h.nets = net_spec_p;
 		h.nr_nets = nr_net_spec;
 		h.egress_port = eg ? EGRESS_VSOCK_PORT : 0;
+		/* run -- CMD: the status line while it starts (not -q) */
+		h.status_on = h.cmd && !quiet;
+		h.status_tty = isatty(STDERR_FILENO);
+		h.t0_ns = cfg.t0_ns;
+		h.name = sb.name;
 		/* -t: the helper's raw mode, to put back if it is killed. */
 		tty_cmd = h.cmd && cmd.tty && tty_is_foreground(STDIN_FILENO) &&
 			  tcgetattr(STDIN_FILENO, &tty_saved) == 0;
@@ -2147,11 +2222,16 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			status = CLI_EXIT_ERROR;
 			goto out_publish;
 		}
-		/* No helper: the boot marker (or ready notice) tells the parent. */
+		/* No helper: the boot marker (or ready notice) tells the parent,
+		 * and 'K' before it (kernel up) its status line. */
 		if (vm->marker_fd < 0) {
 			vm->marker_fd = detach_ready; /* run_vm closes it */
 			detach_ready = -1;
 		}
+		/* The interactive console: how to leave it, once. */
+		if (cfg.console_tty && cfg.console_escape && !quiet)
+			fprintf(stderr, "vmm: sandbox %s: console on this terminal; Ctrl-A x stops the VM "
+					"(Ctrl-A Ctrl-A types a Ctrl-A)\n", sb.name);
 		status = run_vm(vm, &h, child);
 		ran = 1;
 	}

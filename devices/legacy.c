@@ -43,12 +43,15 @@ static const struct bus_ops vmm_port_ops = { .read = vmm_port_read, .write = vmm
 
 /* The token window: stateless (the port number is the byte's index), so
  * two vCPUs reading at once cannot interleave. The bus hands over only
- * accesses inside the window (off + len <= VMM_TOKEN_LEN). */
+ * accesses inside the window (off + len <= VMM_TOKEN_LEN). guest-init
+ * reads it first thing: the first read tells vmm run's status line that
+ * the kernel is up (vm_kernel_up: once, atomically). */
 static void vmm_token_read(struct bus_dev *d, uint64_t off, void *data, unsigned len)
 {
 	struct vmm_port *p = container_of(d, struct vmm_port, token_bus);
 
 	memcpy(data, p->token + off, len);
+	vm_kernel_up(p->vm);
 }
 
 static void vmm_token_write(struct bus_dev *d, uint64_t off, const void *data, unsigned len)

@@ -563,11 +563,18 @@ void vsock_handle_tx(struct vsock_dev *v, const struct vq_chain *ch)
 		}
 		c->state = CONN_ESTABLISHED;
 		conn_arm(c, EPOLLIN | EPOLLRDHUP);
+		if (v->refused_said == c->peer_port + 1u)
+			v->refused_said = 0; /* it listens now: a later refusal is news */
 		break;
 	case VIRTIO_VSOCK_OP_RST:
 		if (c) {
-			if (c->state == CONN_CONNECTING && log_ratelimit_ok(&v->rl))
-				log_info("vsock: guest refused the connection to port %u", c->peer_port);
+			if (c->state == CONN_CONNECTING && v->refused_said != c->peer_port + 1u) {
+				v->refused_said = c->peer_port + 1u;
+				log_info("vsock: guest refused the connection to port %u (nothing listens there yet: "
+					 "normal while the guest boots; said once)", c->peer_port);
+			} else if (c->state == CONN_CONNECTING) {
+				log_debug("vsock: guest refused the connection to port %u", c->peer_port);
+			}
 			conn_kill(c);
 		}
 		break;

@@ -108,6 +108,11 @@ struct vsock_dev {
 	struct iovec iov[VQ_MAX_CHAIN];
 	struct log_ratelimit rl;
 	uint64_t dropped;
+	/* The guest port whose refusal was last logged, plus one (0: none):
+	 * a host client retrying while the guest boots (vmm run waiting for
+	 * the API) is told once, not once a retry; an accepted connection to
+	 * that port clears it. */
+	uint32_t refused_said;
 };
 
 int virtio_vsock_init(struct vsock_dev *v, const struct vsock_options *o, int vm_fd,

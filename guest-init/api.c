@@ -40,6 +40,7 @@ static const struct {
 	{ "sync", OP_SYNC }, { "connect", OP_CONNECT },
 	{ "processes", OP_PROCESSES }, { "attach", OP_ATTACH }, { "logs", OP_LOGS },
 	{ "signal", OP_SIGNAL }, { "wait", OP_WAIT }, { "watch", OP_WATCH },
+	{ "readlink", OP_READLINK }, { "symlink", OP_SYMLINK },
 };
 #define FIRST_V2_OP OP_PROCESSES
 
@@ -231,7 +232,22 @@ static int parse_v2(const struct json *root, struct api_request *r, const char *
 		if (opt_int(root, "coalesce_ms", 0, 10000, &r->coalesce_ms))
 			return fail(err, eno, "\"coalesce_ms\" must be 0..10000", EINVAL);
 		return 0;
+	case OP_READLINK:
+		if (json_get_str(root, "path", &r->path) || !valid_path(r->path))
+			return fail(err, eno, "\"path\" must be an absolute path", EINVAL);
+		return 0;
+	case OP_SYMLINK:
+		if (json_get_str(root, "path", &r->path) || !valid_path(r->path))
+			return fail(err, eno, "\"path\" must be an absolute path", EINVAL);
+		/* Any target a symlink may hold: relative ones too. */
+		if (json_get_str(root, "target", &r->target) || !r->target[0] || strlen(r->target) >= PATH_MAX)
+			return fail(err, eno, "\"target\" must be a non-empty string (what the link points to)", EINVAL);
+		if (opt_bool(root, "parents", &r->parents))
+			return fail(err, eno, "\"parents\" must be a boolean", EINVAL);
+		return 0;
 	case OP_STAT:
+		if (opt_bool(root, "follow", &r->follow_links))
+			return fail(err, eno, "\"follow\" must be a boolean", EINVAL);
 		v = json_get(root, "paths");
 		if (!v)
 			return 0;
@@ -453,6 +469,8 @@ static int parse_v1(const struct json *root, struct api_request *r, const char *
 	case OP_LOGS:
 	case OP_SIGNAL:
 	case OP_WAIT:
+	case OP_READLINK:
+	case OP_SYMLINK:
 		return 0; /* parse_v2 */
 	}
 	return fail(err, eno, "unknown \"op\"", EINVAL);
@@ -943,6 +961,8 @@ void api_serve(int fd, const struct api_config *cfg)
 	case OP_MKDIR: files_mkdir(fd, &r); break;
 	case OP_REMOVE: files_remove(fd, &r); break;
 	case OP_RENAME: files_rename(fd, &r); break;
+	case OP_READLINK: files_readlink(fd, &r); break;
+	case OP_SYMLINK: files_symlink(fd, &r); break;
 	case OP_PS: op_ps(fd, cfg); break;
 	case OP_KILL: op_kill(fd, &r, cfg); break;
 	case OP_CONNECT: op_connect(fd, &r); break;

@@ -25,7 +25,7 @@ enum api_op {
 	OP_HEALTH, OP_EXEC, OP_READ, OP_WRITE, OP_LIST, OP_STAT, OP_MKDIR, OP_REMOVE,
 	OP_RENAME, OP_PS, OP_KILL, OP_SHUTDOWN, OP_SYNC, OP_CONNECT,
 	/* version 2 */
-	OP_PROCESSES, OP_ATTACH, OP_LOGS, OP_SIGNAL, OP_WAIT, OP_WATCH,
+	OP_PROCESSES, OP_ATTACH, OP_LOGS, OP_SIGNAL, OP_WAIT, OP_WATCH, OP_READLINK, OP_SYMLINK,
 };
 
 struct api_request {
@@ -77,6 +77,8 @@ struct api_request {
 	int no_new_privs;        /* PR_SET_NO_NEW_PRIVS before exec */
 	struct { int res; uint64_t soft, hard; } rlimits[API_MAX_RLIMITS];
 	unsigned nrlimits;
+	const char *target;      /* symlink: what the new link points to */
+	int follow_links;        /* stat: stat, not lstat (a symlink's target) */
 };
 
 /* Who may use the API: the host (a vsock peer with CID 2,

@@ -1,6 +1,6 @@
 /* The sandbox API's file operations (docs/api.md): read (v2: a range),
- * write (atomic; v2: owner), list, stat (v2: many paths), mkdir, remove,
- * rename. Each runs in the connection's own process. */
+ * write (atomic; v2: owner), list, stat (v2: many paths, follow), mkdir,
+ * remove, rename, readlink and symlink (v2). Each runs in the connection's own process. */
 #define _GNU_SOURCE
 #include "ops.h"
 #include "proto.h"
@@ -283,7 +283,7 @@ static void stat_many(int fd, const struct api_request *r)
 		jw_obj(&w);
 		jw_key(&w, "path");
 		jw_str(&w, r->paths[i]);
-		if (lstat(r->paths[i], &st) < 0) {
+		if ((r->follow_links ? stat(r->paths[i], &st) : lstat(r->paths[i], &st)) < 0) {
 			jw_key(&w, "error");
 			jw_str(&w, errno_name(errno));
 			jw_key(&w, "errno");
@@ -312,7 +312,7 @@ void files_stat(int fd, const struct api_request *r)
 		stat_many(fd, r);
 		return;
 	}
-	if (lstat(r->path, &st) < 0) {
+	if ((r->follow_links ? stat(r->path, &st) : lstat(r->path, &st)) < 0) {
 		api_send_error(fd, errno, NULL);
 		return;
 	}
@@ -394,4 +394,66 @@ void files_rename(int fd, const struct api_request *r)
 		api_send_error(fd, errno, NULL);
 	else
 		api_send_ok(fd);
+}
+
+/* v2: {"target":T} for the symbolic link at path (EINVAL: not a link). */
+void files_readlink(int fd, const struct api_request *r)
+{
+	static char target[PATH_MAX], buf[2 * PATH_MAX + 64];
+	struct json_writer w;
+	ssize_t n = readlink(r->path, target, sizeof(target) - 1);
+
+	if (n < 0) {
+		api_send_error(fd, errno, errno == EINVAL ? "not a symbolic link" : NULL);
+		return;
+	}
+	target[n] = '\0';
+	jw_init(&w, buf, sizeof(buf));
+	jw_obj(&w);
+	jw_key(&w, "target");
+	jw_str(&w, target);
+	jw_obj_end(&w);
+	api_send_json(fd, F_RESULT, &w);
+}
+
+/* v2: a symbolic link at path to target, replacing a file or link there
+ * (atomically: made beside it, then renamed over it), never a directory. */
+void files_symlink(int fd, const struct api_request *r)
+{
+	char dir[PATH_MAX], tmp[PATH_MAX + 256];
+	const char *slash = strrchr(r->path, '/'), *base = slash + 1;
+	struct stat st;
+	unsigned i;
+	int e;
+
+	if (!*base) {
+		api_send_error(fd, EISDIR, "path names a directory");
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - r->path) ? (int)(slash - r->path) : 1, r->path);
+	if (r->parents && (e = mkdir_p(dir, 0755)) < 0) {
+		api_send_error(fd, -e, "cannot create the parent directories");
+		return;
+	}
+	if (lstat(r->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		api_send_error(fd, EISDIR, "a directory is there");
+		return;
+	}
+	for (i = 0; i < 100; i++) {
+		snprintf(tmp, sizeof(tmp), "%.3800s/.%.200s.vmm-%u-%u", dir, base, (unsigned)getpid(), i);
+		if (symlink(r->target, tmp) == 0)
+			break;
+		if (errno != EEXIST) {
+			api_send_error(fd, errno, NULL);
+			return;
+		}
+	}
+	if (i == 100 || rename(tmp, r->path) < 0) {
+		e = i == 100 ? EEXIST : errno;
+		if (i < 100)
+			unlink(tmp);
+		api_send_error(fd, e, NULL);
+		return;
+	}
+	api_send_ok(fd);
 }

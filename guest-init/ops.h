@@ -25,6 +25,8 @@ void files_stat(int fd, const struct api_request *r);
 void files_mkdir(int fd, const struct api_request *r);
 void files_remove(int fd, const struct api_request *r);
 void files_rename(int fd, const struct api_request *r);
+void files_readlink(int fd, const struct api_request *r); /* v2 */
+void files_symlink(int fd, const struct api_request *r);  /* v2 */
 
 /* Starting a command (spawn.c). */
 struct exec_io {

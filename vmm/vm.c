@@ -186,6 +186,16 @@ void vm_irq_line(struct vm *vm, unsigned gsi, int level)
 		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "KVM_IRQ_LINE %u failed", gsi);
 }
 
+void vm_kernel_up(struct vm *vm)
+{
+	int expected = 0;
+
+	if (!atomic_compare_exchange_strong(&vm->kernel_up, &expected, 1))
+		return;
+	if (vm->marker_fd >= 0 && write(vm->marker_fd, "K", 1) < 0)
+		log_debug("kernel-up notification: %s", strerror(errno));
+}
+
 void vm_boot_marker(struct vm *vm)
 {
 	uint64_t expected = 0, t = log_now_ns() - vm->cfg.t0_ns;

@@ -170,7 +170,10 @@ struct vm {
 
 	_Atomic uint64_t first_run_ns; /* first KVM_RUN, since cfg.t0_ns */
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */
-	int marker_fd;                 /* -1, or gets one byte at the boot marker */
+	_Atomic int kernel_up;         /* the guest's init read the token window */
+	int marker_fd;                 /* -1, or gets 'K' when the guest's init
+					  starts (kernel up) and 'R' at the boot
+					  marker or ready notice (ready) */
 	struct phases phases;          /* start-up phases (vmm/phase.h), from cfg.t0_ns */
 	struct notice notice;          /* cfg.ready_notice: main thread */
 };
@@ -224,6 +227,9 @@ void vm_irq_line(struct vm *vm, unsigned gsi, int level);
 /* The guest wrote the boot marker, or sent its ready notice: marks
  * PHASE_READY and writes marker_fd, once. */
 void vm_boot_marker(struct vm *vm);
+/* The guest's init read the token window, its first act: the kernel is up
+ * (for the boot status line, cli/run.c). Once; later reads are nothing. */
+void vm_kernel_up(struct vm *vm);
 /* Writes vCPU `index`'s CPUID table, one "function index eax ebx ecx edx"
  * line (hex) per entry. */
 int vm_dump_cpuid(struct vm *vm, unsigned index, const char *path);

@@ -289,6 +289,7 @@ def main():
         os.makedirs(os.path.join(tree, "a/b"))
         open(os.path.join(tree, "a/b/c.txt"), "w").write("deep\n")
         open(os.path.join(tree, "top.txt"), "w").write("top\n")
+        vx(["rm", "-rf", "/tmp/cp/tree"])  # a new DST is the copy (an existing one would get DST/tree)
         r = subprocess.run([vmm, "cp", tree, f"{sock}:/tmp/cp/tree"], capture_output=True, env=env)
         r2 = vx(["cat", "/tmp/cp/tree/a/b/c.txt", "/tmp/cp/tree/top.txt"])
         check("cp: a directory tree into the sandbox", r.returncode == 0 and r2.stdout == b"deep\ntop\n", (r.stderr, r2.stdout))

@@ -3,6 +3,9 @@
 setuid bits from the host build of guest-init, and listings no honest
 guest-init sends (names with '/', "..", "", the same name twice, an endless
 tree, symlinks) from a fake API server speaking the frames of docs/api.md.
+Then docker cp's habits against the host guest-init: into a directory
+(DST a directory or ending with '/'), SRC/., symbolic links kept as links
+both ways and followed with -L, sandbox to sandbox refused.
 
   cp_test.py VMM SOCKET TOKEN
 
@@ -34,8 +37,8 @@ def check(name, cond, detail=""):
         print(f"FAIL {name}: {detail}", flush=True)
 
 
-def cp(src, dst, timeout=300):
-    return subprocess.run([vmm, "cp", src, dst], capture_output=True, env=env, timeout=timeout)
+def cp(src, dst, timeout=300, opts=()):
+    return subprocess.run([vmm, "cp", *opts, src, dst], capture_output=True, env=env, timeout=timeout)
 
 
 def frame(t, payload=b""):
@@ -82,13 +85,18 @@ class FakeGuest:
         try:
             t, body = read_frame(c)
             req = json.loads(body)
-            node = self.tree(req.get("path", ""))
+            path = req.get("path", "")
+            if path.endswith("/."):  # "SRC/.": the directory itself, as a kernel resolves it
+                path = path[:-2]
+            node = self.tree(path)
             if node is None:
                 c.sendall(frame(20, b'{"error":"ENOENT","errno":2,"message":"no such file"}'))
             elif req["op"] == "stat":
                 c.sendall(frame(19, json.dumps({"type": node[0], "mode": node[1], "size": 0}).encode()))
             elif req["op"] == "list":
                 c.sendall(frame(19, json.dumps({"entries": node[2], "more": False}).encode()))
+            elif req["op"] == "readlink":
+                c.sendall(frame(19, json.dumps({"target": node[2]}).encode()))
             elif req["op"] == "read":
                 c.sendall(frame(19, json.dumps({"type": "file", "mode": node[1]}).encode()) +
                           frame(6, node[2]) + frame(7))
@@ -186,13 +194,13 @@ def main():
               b"too long" in r.stderr, (r.returncode, r.stderr[-300:]))
         subprocess.run(["rm", "-rf", os.path.join(d, "endless")])
 
-        # a guest symlink is not made on the host; a host symlink in the
-        # destination is not written through
+        # a guest symlink is made on the host as a link and never followed;
+        # a host symlink in the destination is not written through
         def tree(path):
             if path == "/r":
                 return ("dir", 0o755, [ent("link", "symlink", 0o777), ent("sub", "dir", 0o755)])
             if path == "/r/link":
-                return ("symlink", 0o777, None)
+                return ("symlink", 0o777, outside)
             if path == "/r/sub":
                 return ("dir", 0o755, [ent("f", "file")])
             if path == "/r/sub/f":
@@ -202,14 +210,143 @@ def main():
         dst = os.path.join(d, "sym-out")
         os.makedirs(dst)
         os.symlink(outside, os.path.join(dst, "sub"))
-        r = cp(f"{fake_sock}:/r", dst, timeout=120)
+        r = cp(f"{fake_sock}:/r/.", dst, timeout=120)  # /r's content merged into dst
         fake.close()
+        os.unlink(fake_sock)
         check("cp: a symlink in the destination is not written through",
               not died(r) and r.returncode != 0 and not os.listdir(outside), (r.returncode, r.stderr[-300:]))
-        check("cp: a guest symlink is not created on the host", not os.path.lexists(os.path.join(dst, "link")),
-              os.listdir(dst))
+        check("cp: a guest symlink is created on the host as a link, not followed",
+              os.path.islink(os.path.join(dst, "link")) and os.readlink(os.path.join(dst, "link")) == outside
+              and not os.listdir(outside), os.listdir(dst))
+        # a tree holding a guest symlink to a host directory, then a
+        # directory: the link is made, never entered
+        def tree2(path):
+            if path == "/r":
+                return ("dir", 0o755, [ent("a", "symlink", 0o777), ent("b", "dir", 0o755)])
+            if path == "/r/a":
+                return ("symlink", 0o777, outside)
+            if path == "/r/b":
+                return ("dir", 0o755, [ent("f", "file")])
+            if path == "/r/b/f":
+                return ("file", 0o644, b"ok")
+            return None
+        fake = FakeGuest(fake_sock, tree2)
+        dst = os.path.join(d, "sym-out2")
+        r = cp(f"{fake_sock}:/r", dst, timeout=120)
+        fake.close()
+        os.unlink(fake_sock)
+        check("cp: a tree with a guest symlink: the link kept, the files copied, nothing outside",
+              r.returncode == 0 and os.readlink(os.path.join(dst, "a")) == outside and
+              open(os.path.join(dst, "b/f")).read() == "ok" and not os.listdir(outside), (r.returncode, r.stderr))
+
+        # the link a guest made in an earlier copy is not followed by a
+        # later copy into DST/NAME: sym-out2/a (-> outside) stays a link
+        def tree3(path):
+            if path == "/a":
+                return ("dir", 0o755, [ent("f", "file")])
+            if path == "/a/f":
+                return ("file", 0o644, b"pwned")
+            return None
+        fake = FakeGuest(fake_sock, tree3)
+        r = cp(f"{fake_sock}:/a", os.path.join(d, "sym-out2"), timeout=120)
+        fake.close()
+        os.unlink(fake_sock)
+        check("cp: DST/NAME that an earlier copy made a guest's link is not written through",
+              not died(r) and r.returncode != 0 and not os.listdir(outside), (r.returncode, r.stderr[-300:]))
+
+        habits(d)
     print(f"cp: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
+
+
+def tree_of(root):
+    """{relative path: "d" | "f:content" | "l:target"} of a host tree."""
+    out = {}
+    for dp, dns, fns in os.walk(root):
+        for n in dns + fns:
+            p = os.path.join(dp, n)
+            rel = os.path.relpath(p, root)
+            if os.path.islink(p):
+                out[rel] = "l:" + os.readlink(p)
+            elif os.path.isdir(p):
+                out[rel] = "d"
+            else:
+                out[rel] = "f:" + open(p).read()
+    return out
+
+
+def habits(d):
+    """docker cp's rules, through the host guest-init (its "sandbox" paths
+    are host paths)."""
+    src = os.path.join(d, "hsrc")
+    os.makedirs(os.path.join(src, "sub"))
+    open(os.path.join(src, "f"), "w").write("f\n")
+    os.symlink("f", os.path.join(src, "rel-link"))
+    os.symlink("/etc/hostname", os.path.join(src, "sub", "abs-link"))
+    want = {"f": "f:f\n", "rel-link": "l:f", "sub": "d", "sub/abs-link": "l:/etc/hostname"}
+    s = sock
+
+    # into the sandbox
+    dst = os.path.join(d, "hin")
+    os.makedirs(dst)
+    r = cp(src, f"{s}:{dst}")
+    check("cp in: a directory onto an existing directory lands in DST/NAME, links kept as links",
+          r.returncode == 0 and tree_of(os.path.join(dst, "hsrc")) == want, (r.stderr, tree_of(dst)))
+    r = cp(src + "/.", f"{s}:{dst}/merged")
+    check("cp in: SRC/. onto a new DST: DST gets the content",
+          r.returncode == 0 and tree_of(os.path.join(dst, "merged")) == want, (r.stderr, tree_of(dst)))
+    r = cp(os.path.join(src, "f"), f"{s}:{dst}/")
+    check("cp in: a file into DST/ (a directory): DST/NAME",
+          r.returncode == 0 and open(os.path.join(dst, "f")).read() == "f\n", r.stderr)
+    r = cp(os.path.join(src, "f"), f"{s}:{dst}/nodir/")
+    check("cp in: a file into DST/ that is not there: a clear error",
+          r.returncode == 1 and b"no such directory" in r.stderr and not os.path.exists(os.path.join(dst, "nodir")),
+          r.stderr)
+    r = cp(src, f"{s}:{dst}/f")
+    check("cp in: a directory onto a file: a clear error", r.returncode == 1 and b"not a directory" in r.stderr,
+          r.stderr)
+    r = cp(os.path.join(src, "rel-link"), f"{s}:{dst}/one-link")
+    check("cp in: a symlink is copied as a symlink", os.path.islink(os.path.join(dst, "one-link")) and
+          os.readlink(os.path.join(dst, "one-link")) == "f", r.stderr)
+    r = cp(src, f"{s}:{dst}/followed", opts=("-L",))
+    t = tree_of(os.path.join(dst, "followed"))
+    check("cp -L in: symlinks copied as what they point to",
+          r.returncode == 0 and t.get("rel-link") == "f:f\n" and t.get("sub/abs-link", "").startswith("f:"),
+          (r.stderr, t))
+    r = cp(src, f"{s}:{dst}/rec", opts=("-r",))
+    check("cp -r is accepted", r.returncode == 0 and tree_of(os.path.join(dst, "rec")) == want, r.stderr)
+
+    # out of the sandbox
+    dst = os.path.join(d, "hout")
+    r = cp(f"{s}:{src}", dst)
+    check("cp out: a directory onto a new DST: DST is the copy, links kept as links",
+          r.returncode == 0 and tree_of(dst) == want, (r.stderr, tree_of(dst)))
+    r = cp(f"{s}:{src}", dst)
+    check("cp out: a directory onto an existing directory lands in DST/NAME",
+          r.returncode == 0 and tree_of(os.path.join(dst, "hsrc")) == want, (r.stderr, sorted(tree_of(dst))))
+    r = cp(f"{s}:{src}/.", dst)
+    check("cp out: SRC/. merges the content into DST", r.returncode == 0 and
+          {k: v for k, v in tree_of(dst).items() if not k.startswith("hsrc")} == want, r.stderr)
+    r = cp(f"{s}:{src}/f", dst + "/")
+    check("cp out: a file into DST/: DST/NAME", r.returncode == 0 and open(os.path.join(dst, "f")).read() == "f\n",
+          r.stderr)
+    r = cp(f"{s}:{src}/f", os.path.join(d, "nodir") + "/")
+    check("cp out: a file into DST/ that is not there: a clear error",
+          r.returncode == 1 and b"no such directory" in r.stderr and not os.path.exists(os.path.join(d, "nodir")),
+          r.stderr)
+    r = cp(f"{s}:{src}/rel-link", os.path.join(d, "one-link-out"))
+    check("cp out: a symlink is copied as a symlink", os.path.islink(os.path.join(d, "one-link-out")) and
+          os.readlink(os.path.join(d, "one-link-out")) == "f", r.stderr)
+    r = cp(f"{s}:{src}", os.path.join(d, "hout-L"), opts=("-L",))
+    t = tree_of(os.path.join(d, "hout-L"))
+    check("cp -L out: symlinks copied as what they point to",
+          r.returncode == 0 and t.get("rel-link") == "f:f\n" and t.get("sub/abs-link", "").startswith("f:"),
+          (r.stderr, t))
+
+    # usage
+    r = cp(f"{s}:/a", f"{s}:/b")
+    check("cp: sandbox to sandbox is refused with how to do it (status 2)",
+          r.returncode == 2 and b"through the host" in r.stderr, r.stderr)
 
 
 main()

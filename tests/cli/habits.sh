@@ -146,6 +146,17 @@ if run 0 stop -t 10 st1 && ! grep -q "did not power off within" "$tmp/err" && gr
 else bad "stop -t 10: the wrong message"; fi
 rm -rf "$VMM_STATE_DIR/st1"
 
+# cp: a sandbox path must be absolute (said with the form to use); one
+# sandbox to another is refused with how to do it.
+made_up rel1
+if run 2 cp /etc/hostname rel1:tmp/x && grep -qF "rel1:tmp/x: a path in the sandbox must be absolute (rel1:/tmp/x)" "$tmp/err" &&
+	run 2 cp rel1:etc/hostname "$tmp/h" && grep -qF "(rel1:/etc/hostname)" "$tmp/err" &&
+	run 2 cp rel1:/a other:/b && grep -qF "copy from one sandbox to another through the host" "$tmp/err" &&
+	[ "$(lines "$tmp/err")" = 1 ]; then
+	ok "cp: a relative sandbox path and a sandbox-to-sandbox copy: what to do instead, status 2"
+else bad "cp relative / sandbox-to-sandbox messages"; fi
+rm -rf "$VMM_STATE_DIR/rel1"
+
 # --mem beyond the host: its maximum named.
 if run 2 run --kernel /dev/null --mem 99T && grep -q "this host has [0-9]* MiB of RAM: at most --mem [0-9]*" "$tmp/err"; then
 	ok "--mem 99T: the host's maximum"

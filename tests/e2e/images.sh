@@ -72,6 +72,14 @@ if out=$(iv run -d --name im2 --image tree 2> "$tmp/im2.err") && [ "$out" = im2 
 	[ "$(iv exec im2 -- cat /etc/marker)" = from-the-tree ]; then
 	ok "images: run --image on a warm image starts by restore and the API answers"
 else bad "images: warm run: $out $(cat "$tmp/im2.err")"; fi
+# create --image X then start: from the warm snapshot too (start ran
+# 'run -d --adopt', and --adopt made it cold-boot).
+if out=$(iv create --name im3 --image tree 2> /dev/null) && [ "$out" = im3 ] &&
+	iv start im3 > /dev/null 2> "$tmp/im3.err" && iv inspect im3 | grep -q '"kind":"restore"' &&
+	grep -q "warm snapshot" "$tmp/im3.err" && [ "$(iv exec im3 -- cat /etc/marker)" = from-the-tree ]; then
+	ok "images: create --image on a warm image, then start: restored from the warm snapshot"
+else bad "images: create --image + start: $out $(cat "$tmp/im3.err"; iv inspect im3)"; fi
+iv rm -f im3 > /dev/null 2>&1
 iv exec im2 -- sh -c 'echo two > /root/two' > /dev/null
 if [ "$(iv exec im1 -- ls /root)" = one ] && [ "$(iv exec im2 -- ls /root)" = two ] &&
 	[ "$(sha256sum < "$VMM_IMAGE_DIR/tree/2/rootfs.ext4")" = "$sum_before" ]; then

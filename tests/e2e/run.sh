@@ -29,7 +29,7 @@ fi
 emulating=0
 [ -d /sys/module/kvm_pvm ] && emulating=1
 # VMM_E2E_ONLY="jail net": only those parts (boots lifecycle egress jail
-# fcapi fs net images); the gold snapshot (snapshot.sh) always, as the
+# fcapi fs net images readme); the gold snapshot (snapshot.sh) always, as the
 # parts restore it. For a targeted rerun; CI runs them all.
 e2e_part() { [ -z "${VMM_E2E_ONLY:-}" ] || [[ " $VMM_E2E_ONLY " == *" $1 "* ]]; }
 base="console=ttyS0 reboot=k panic=-1 vmm_selftest=1 rdinit=/sbin/vmm-selftest init=/sbin/vmm-selftest"
@@ -143,6 +143,20 @@ fi
 ! e2e_part net || . "$(dirname "$0")/net.sh"
 # Boots 7-9: sandbox images, cold and warm (tests/e2e/images.sh).
 ! e2e_part images || . "$(dirname "$0")/images.sh"
+# The README's and docs/cli.md's examples as an operator types them, the
+# build's artefacts byte-identical afterwards (tests/e2e/readme_replay.sh,
+# its own state and image directories).
+if e2e_part readme; then
+bash "$(dirname "$0")/readme_replay.sh" "$(dirname "$vmm")" > "$tmp/readme.log" 2>&1
+while IFS= read -r line; do
+	case $line in
+	"ok   "*) ok "${line#ok   }" ;;
+	"FAIL "*) bad "${line#FAIL }" ;;
+	skip*) echo "$line" ;;
+	esac
+done < "$tmp/readme.log"
+grep -q "^readme replay: \|^skip" "$tmp/readme.log" || bad "readme replay ended early: $(tail -3 "$tmp/readme.log")"
+fi
 
 if e2e_part boots; then
 # Boot 4: vmm run -- CMD, the one-shot form.

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Interactive console: run vmm on a pseudo-terminal, type Ctrl-A x, and
-check the VM stops with status 7 and the terminal's mode is restored.
+check the VM stops with status 7 and the terminal's mode is restored, and
+that vmm said how to leave (Ctrl-A x) once at the start.
    pty_console.py VMM GUEST_ELF"""
 import os
 import pty
@@ -35,6 +36,7 @@ while time.time() < deadline:
         status = os.waitstatus_to_exitcode(st)
         break
 after = termios.tcgetattr(fd)
-ok = raw and status == 7 and after[3] & termios.ECHO and b"console escape" in out
-print(f"raw={raw} status={status} echo-restored={bool(after[3] & termios.ECHO)}")
+hint = out.count(b"Ctrl-A x stops the VM")
+ok = raw and status == 7 and after[3] & termios.ECHO and b"console escape" in out and hint == 1
+print(f"raw={raw} status={status} echo-restored={bool(after[3] & termios.ECHO)} leave-hint={hint}")
 sys.exit(0 if ok else 1)

@@ -385,7 +385,7 @@ fi
 # the terminal's mode comes back.
 if command -v python3 > /dev/null; then
 	if python3 "$(dirname "$0")/pty_console.py" "$vmm" "$dir/spin.elf" > "$tmp/err" 2>&1; then
-		ok "terminal console: raw mode, Ctrl-A x stops the VM (7), mode restored"
+		ok "terminal console: says once how to leave, raw mode, Ctrl-A x stops the VM (7), mode restored"
 	else bad "terminal console"; fi
 else skipped "terminal console: no python3"; fi
 

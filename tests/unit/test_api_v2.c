@@ -246,6 +246,21 @@ static void v2_requests(void **state)
 	assert_null(r.path);
 	assert_int_equal(parse("{\"v\":2,\"op\":\"stat\",\"path\":\"/a\"}", &r, &eno), 0);
 	assert_int_equal(r.nr_paths, 0);
+	assert_false(r.follow_links);
+	assert_int_equal(parse("{\"v\":2,\"op\":\"stat\",\"path\":\"/a\",\"follow\":true}", &r, &eno), 0);
+	assert_true(r.follow_links);
+	/* v1 stat never follows (a v2 member) */
+	assert_int_equal(parse("{\"v\":1,\"op\":\"stat\",\"path\":\"/a\",\"follow\":true}", &r, &eno), 0);
+	assert_false(r.follow_links);
+	assert_int_equal(parse("{\"v\":2,\"op\":\"readlink\",\"path\":\"/l\"}", &r, &eno), 0);
+	assert_int_equal(r.op, OP_READLINK);
+	assert_string_equal(r.path, "/l");
+	/* a link's target may be relative */
+	assert_int_equal(parse("{\"v\":2,\"op\":\"symlink\",\"path\":\"/l\",\"target\":\"../x\",\"parents\":true}",
+			       &r, &eno), 0);
+	assert_int_equal(r.op, OP_SYMLINK);
+	assert_string_equal(r.target, "../x");
+	assert_true(r.parents);
 }
 
 static void v2_refused(void **state)
@@ -283,6 +298,15 @@ static void v2_refused(void **state)
 		"{\"v\":2,\"op\":\"stat\",\"paths\":[\"rel\"]}",
 		"{\"v\":2,\"op\":\"stat\",\"paths\":[\"/a\"],\"path\":\"/b\"}",
 		"{\"v\":2,\"op\":\"stat\",\"paths\":\"/a\"}",
+		"{\"v\":2,\"op\":\"stat\",\"path\":\"/a\",\"follow\":1}",
+		"{\"v\":1,\"op\":\"readlink\",\"path\":\"/l\"}",      /* v2 ops in v1 */
+		"{\"v\":1,\"op\":\"symlink\",\"path\":\"/l\",\"target\":\"x\"}",
+		"{\"v\":2,\"op\":\"readlink\",\"path\":\"rel\"}",
+		"{\"v\":2,\"op\":\"readlink\"}",
+		"{\"v\":2,\"op\":\"symlink\",\"path\":\"/l\"}",       /* no target */
+		"{\"v\":2,\"op\":\"symlink\",\"path\":\"/l\",\"target\":\"\"}",
+		"{\"v\":2,\"op\":\"symlink\",\"path\":\"/l\",\"target\":7}",
+		"{\"v\":2,\"op\":\"symlink\",\"path\":\"rel\",\"target\":\"x\"}",
 	};
 	struct api_request r;
 	unsigned i;

@@ -356,6 +356,55 @@ static void guest_connect_refused(void **state)
 	assert_int_equal(h.dst_port, 777);
 }
 
+/* vmm run retrying the API while the guest boots: each CONNECT to a port
+ * nothing listens on yet is refused (RST); the log says so once, not once
+ * a retry, and again only after that port accepted a connection. */
+static void host_refusals_logged_once(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint8_t pl[RXBUF];
+	uint16_t seen = 0;
+	struct log_sink sink = { .fd = -1, .id = "t" };
+	char logbuf[8192];
+	int lp[2], round, lines = 0;
+	ssize_t n;
+
+	assert_int_equal(pipe2(lp, O_NONBLOCK | O_CLOEXEC), 0);
+	sink.fd = lp[1];
+	log_set_sink(&sink);
+	log_set_level(LOG_INFO);
+	post_rx(f, 16);
+	for (round = 0; round < 5; round++) {
+		int c = host_client(f);
+		char line[64];
+
+		assert_int_equal(write(c, "CONNECT 1024\n", 13), 13);
+		assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+		assert_int_equal(h.op, VIRTIO_VSOCK_OP_REQUEST);
+		if (round == 3) {
+			/* the API listens now: accepted, then closed */
+			send_pkt(f, hdr(VIRTIO_VSOCK_OP_RESPONSE, 1024, h.src_port, 0), NULL, 0, 1);
+			assert_true(read_timeout(c, line, sizeof(line) - 1, 2000) > 0);
+			send_pkt(f, hdr(VIRTIO_VSOCK_OP_RST, 1024, h.src_port, 0), NULL, 0, 1);
+		} else {
+			send_pkt(f, hdr(VIRTIO_VSOCK_OP_RST, 1024, h.src_port, 0), NULL, 0, 1);
+		}
+		assert_int_equal(read_timeout(c, line, sizeof(line), 2000), 0); /* closed */
+		close(c);
+	}
+	log_set_level(LOG_ERROR);
+	log_set_sink(NULL);
+	n = read(lp[0], logbuf, sizeof(logbuf) - 1);
+	logbuf[n > 0 ? n : 0] = '\0';
+	for (char *p = logbuf; (p = strstr(p, "refused the connection to port 1024")); p++)
+		lines++;
+	/* rounds 0-2 refused: one line; round 3 accepted; round 4 refused: one more */
+	assert_int_equal(lines, 2);
+	close(lp[0]);
+	close(lp[1]);
+}
+
 /* Host client: CONNECT, the guest accepts, data, guest RST = abortive. */
 static void host_initiated(void **state)
 {
@@ -1004,6 +1053,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(config_cid, setup, teardown),
 		cmocka_unit_test_setup_teardown(guest_initiated, setup, teardown),
 		cmocka_unit_test_setup_teardown(guest_connect_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(host_refusals_logged_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_initiated, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_ports_unique, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_connect_guest_refuses, setup, teardown),

@@ -1,0 +1,36 @@
+/* vmm cp's transfers (cli/cp_files.c): a host path into a sandbox or a
+ * sandbox path out to the host, through the sandbox API's file
+ * operations (docs/api.md), with docker cp's rules for where things land
+ * (docs/cli.md). */
+#ifndef CLI_CP_FILES_H
+#define CLI_CP_FILES_H
+
+#include <stdint.h>
+
+#include "api_client.h"
+#include "progress.h"
+
+struct cp_opts {
+	int follow;             /* -L: copy what symlinks in SRC point to */
+	struct progress prog;   /* bytes and rate (a terminal; fd -1: none) */
+	uint64_t bytes;         /* copied so far */
+	uint64_t last_ns;       /* the status was last updated then */
+};
+
+/* SRC (a host path) to remote in the sandbox, or remote to local. 0 or
+ * -errno, with a message printed. */
+int cp_in(const struct sandbox_addr *a, const char *local, const char *remote, struct cp_opts *o);
+int cp_out(const struct sandbox_addr *a, const char *remote, const char *local, struct cp_opts *o);
+
+/* Where SRC lands, docker cp's way: DST itself, or DST/BASE when DST is a
+ * directory (dst_is_dir) or ends with '/' and SRC is not a directory's
+ * content ("SRC/."). src_dir: SRC is a directory. Sets *into (1: inside
+ * DST, under base) and returns 0, or -ENOENT for "DST/" that is not there
+ * with a file SRC (docker: the directory must exist), -ENOTDIR for a
+ * directory SRC onto a file DST. dst_exists, dst_is_dir: what DST is. */
+int cp_where(const char *src, int src_dir, const char *dst, int dst_exists, int dst_is_dir, int *into);
+/* SRC's last component, with trailing slashes and a "/." content marker
+ * removed; *content set for "SRC/." (a directory's content). */
+void cp_base(const char *src, char *base, size_t len, int *content);
+
+#endif
