@@ -447,6 +447,7 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 		return -1;
 	}
 	if (*child == 0) {
+		struct pollfd p = { .fd = ready[0], .events = POLLIN };
 		struct boot_status bs;
 		struct exec_opts cmd;
 		int r;
