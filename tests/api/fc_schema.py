@@ -224,7 +224,7 @@ try:
     req(s, "PUT", "/actions", {"action_type": "SendCtrlAltDel"}, want=400, words="before starting")
     req(s, "PUT", "/snapshot/create", {"snapshot_path": "s", "mem_file_path": "m"}, want=400, words="before starting")
     req(s, "PUT", "/snapshot/create", {"snapshot_path": "s", "mem_file_path": "m", "snapshot_type": "Diff"},
-        want=400, words="Diff")
+        want=400, words="before starting")
     req(s, "PUT", "/snapshot/load", {"snapshot_path": "s", "mem_file_path": "m"}, want=400,
         words="not allowed after configuring")
     req(s, "DELETE", "/drives/rootfs", None, want=400, words="Invalid request method and/or path")
