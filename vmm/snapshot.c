@@ -893,7 +893,19 @@ static int build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf)
 	return b->err;
 }
 
+static int snapshot_write(struct vm *vm, const char *dir, uint64_t *mem_written, int disks_in_place);
+
 int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
+{
+	return snapshot_write(vm, dir, mem_written, 0);
+}
+
+int vm_snapshot_in_place(struct vm *vm, const char *dir, uint64_t *mem_written)
+{
+	return snapshot_write(vm, dir, mem_written, 1);
+}
+
+static int snapshot_write(struct vm *vm, const char *dir, uint64_t *mem_written, int disks_in_place)
 {
 	char tmp[PATH_MAX], p[PATH_MAX];
 	struct snap_conf *conf;
@@ -966,6 +978,16 @@ int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
 		}
 		if (o->ro)
 			continue;
+		if (disks_in_place) {
+			/* Standby: the disk stays where it is, synced (the loops
+			 * are paused: it no longer changes); file stays "". */
+			if (vm->disks[i]->fd >= 0 && fdatasync(vm->disks[i]->fd) < 0) {
+				r = -errno;
+				log_err("snapshot: syncing disk %s: %s", o->path, strerror(errno));
+				goto fail;
+			}
+			continue;
+		}
 		snprintf(d->file, sizeof(d->file), "disk%u", i);
 		if ((r = path_join(p, sizeof(p), tmp, d->file)))
 			goto fail;

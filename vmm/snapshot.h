@@ -93,6 +93,12 @@ void snapshot_close(struct snapshot *s);
 int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_bytes_written)
 	__attribute__((warn_unused_result));
 
+/* The same with every writable disk left in place, fdatasync'd, recorded
+ * by path with no copy (its `file` empty): a sandbox's own standby state
+ * (vmm/standby.h), restored only in place. */
+int vm_snapshot_in_place(struct vm *vm, const char *dir, uint64_t *mem_written)
+	__attribute__((warn_unused_result));
+
 /* Inside vm_create, for cfg->restore: applies the VM, vCPU and device
  * state on top of the freshly built VM, every value checked first. */
 int vm_restore_state(struct vm *vm, struct snapshot *s) __attribute__((warn_unused_result));

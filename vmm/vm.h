@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "idle.h"
 #include "bus.h"
 #include "cpuid.h"
 #include "gm.h"
@@ -46,6 +47,7 @@ enum vm_exit_reason {
 	VM_EXIT_CONSOLE,     /* the user typed the console escape (Ctrl-A x) */
 	VM_EXIT_STOPPED,     /* stopped through the control socket */
 	VM_EXIT_EXPIRED,     /* its time to live (--ttl) ran out */
+	VM_EXIT_STANDBY,     /* suspended in place (vmm/standby.h) */
 };
 
 /* Process exit status for each reason (documented in docs/exit-status.md). */
@@ -101,6 +103,9 @@ struct vm_config {
 	int start_paused;        /* vm_run parks the vCPUs at once (vm_resume) */
 	int seccomp;             /* each thread under its allow-list (vmm/seccomp.h);
 				    the CLI sets it unless --no-seccomp */
+	const char *standby_dir; /* the sandbox's folder: it can go on standby
+				    there (vmm/standby.h); NULL: it cannot */
+	uint64_t idle_timeout_ns;/* auto-standby after this long idle (vmm/idle.h); 0: never */
 };
 
 struct vcpu {
@@ -153,6 +158,7 @@ struct vm {
 	_Atomic uint64_t first_run_ns; /* first KVM_RUN, since cfg.t0_ns */
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */
 	int marker_fd;                 /* -1, or gets one byte at the boot marker */
+	struct idle idle;              /* cfg.idle_timeout_ns: main thread */
 };
 
 /* "Stop as if interrupted" (exit status 130), from the helper child that
