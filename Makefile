@@ -45,7 +45,7 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/api_client.
              cli/egress_tls.c cli/egress_pol.c cli/egress_ctl.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
              cli/image_oci.c cli/oci_image.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
-             cli/mcp_http.c cli/mcp_cmd.c
+             cli/mcp_http.c cli/mcp_cmd.c cli/standby.c cli/suspend.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
 # vmm links these.

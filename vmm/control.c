@@ -43,12 +43,13 @@ static void conn_close(struct control_conn *k)
 	k->fd = -1;
 }
 
-int control_open(struct control *c, const char *path, const char *name)
+static int control_open_common(struct control *c, int fd, const char *path, const char *name)
 {
 	unsigned i;
 	int r;
 
 	memset(c, 0, sizeof(*c));
+	c->inherited_fd = fd;
 	for (i = 0; i < CONTROL_MAX_CONNS; i++)
 		c->conns[i].fd = -1;
 	c->name = name;
@@ -58,12 +59,31 @@ int control_open(struct control *c, const char *path, const char *name)
 		return -ENOMEM;
 	fcapi_init(c->api, name);
 	c->open = 1;
+	if (c->inherited_fd >= 0) {
+		c->lfd[0] = c->inherited_fd;
+		snprintf(c->lpath[0], sizeof(c->lpath[0]), "%s", path);
+		c->nr_listen = 1;
+		return 0;
+	}
 	r = control_listen(c, path);
 	if (r) {
 		control_close(c);
 		return r;
 	}
 	return 0;
+}
+
+int control_open(struct control *c, const char *path, const char *name)
+{
+	return control_open_common(c, -1, path, name);
+}
+
+int control_open_fd(struct control *c, int fd, const char *path, const char *name)
+{
+	int r;
+
+	r = control_open_common(c, fd, path, name);
+	return r;
 }
 
 int control_listen(struct control *c, const char *path)
@@ -91,7 +111,8 @@ void control_close(struct control *c)
 		conn_close(&c->conns[i]);
 	for (i = 0; i < c->nr_listen; i++) {
 		close(c->lfd[i]);
-		unlink(c->lpath[i]);
+		if (!c->keep_paths)
+			unlink(c->lpath[i]);
 	}
 	c->nr_listen = 0;
 	if (c->api)
