@@ -318,6 +318,7 @@ e2e-lib-test:
 cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
 	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
+	$(Q)tests/cli/standby.sh $(BUILD)/vmm
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs

@@ -1552,6 +1552,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			goto out_disks;
 		}
 	}
+	if (in_place && (!restore || !detach || !name || jail.enabled)) {
+		status = bad_usage("%s", "--in-place is vmm resume's: restore -d --name N of N's standby state");
+		goto out_disks;
+	}
 	if (restore) {
 		if (optind >= argc) {
 			status = bad_usage("%s", "restore: which snapshot directory?");
@@ -1576,10 +1580,6 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 
 	if (detach && cmd.argv) {
 		status = bad_usage("%s", "-d runs a sandbox in the background: no -- CMD with it");
-		goto out_disks;
-	}
-	if (in_place && (!restore || !detach || !name || jail.enabled)) {
-		status = bad_usage("%s", "--in-place is vmm resume's: restore -d --name N of N's standby state");
 		goto out_disks;
 	}
 	if ((idle_timeout_s || idle_ttl_s) && (api || jail.enabled)) {

@@ -89,7 +89,8 @@ int standby_listen_fd(const char *spec)
 int standby_keeper_spawn(const struct sandbox *sb, const int *fds, const char *const *spec, unsigned n)
 {
 	char env[2048] = STANDBY_FDS_ENV "=", exe[PATH_MAX];
-	char *argv[] = { "vmm", "__keeper", (char *)sb->name, NULL };
+	char vmm_pid[24];
+	char *argv[] = { "vmm", "__keeper", (char *)sb->name, vmm_pid, NULL };
 	char *envp[] = { env, NULL, NULL };
 	char state_env[PATH_MAX + 32];
 	const char *sd = getenv("VMM_STATE_DIR");
@@ -98,6 +99,7 @@ int standby_keeper_spawn(const struct sandbox *sb, const int *fds, const char *c
 
 	if (n > KEEPER_MAX_FDS)
 		return -E2BIG;
+	snprintf(vmm_pid, sizeof(vmm_pid), "%d", (int)getpid());
 	for (i = 0; i < n; i++) {
 		size_t o = strlen(env);
 
@@ -107,13 +109,12 @@ int standby_keeper_spawn(const struct sandbox *sb, const int *fds, const char *c
 		snprintf(state_env, sizeof(state_env), "VMM_STATE_DIR=%s", sd);
 		envp[1] = state_env;
 	}
-	if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) < 0)
-		return -errno;
-	exe[sizeof(exe) - 1] = '\0';
 	{
 		ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
-		exe[l > 0 ? l : 0] = '\0';
+		if (l <= 0)
+			return -errno;
+		exe[l] = '\0';
 	}
 	pid = fork();
 	if (pid < 0)
@@ -282,7 +283,7 @@ out:
 
 static void keeper_usage(FILE *out)
 {
-	fprintf(out, "usage: vmm __keeper NAME (internal: started by a sandbox's VMM)\n");
+	fprintf(out, "usage: vmm __keeper NAME [VMM_PID] (internal: started by a sandbox's VMM)\n");
 }
 
 /* Removes the sandbox once a TTL ran out. */
@@ -299,15 +300,16 @@ int standby_keeper_main(int argc, char **argv)
 	struct sandbox_status st;
 	long long idle_ttl = 0;
 	unsigned n = 0, i;
-	pid_t vmm = getppid();
+	pid_t vmm;
 	int pidfd, sfd, woken = 0;
 	sigset_t sigs;
 	char buf[64];
 
-	if (argc != 2 || argv[1][0] == '-') {
+	if (argc < 2 || argc > 3 || argv[1][0] == '-') {
 		keeper_usage(stderr);
 		return CLI_EXIT_USAGE;
 	}
+	vmm = argc == 3 ? (pid_t)atoi(argv[2]) : 0;
 	/* Our listening sockets are 3.. (standby_keeper_spawn). */
 	for (i = 3; i < 3 + KEEPER_MAX_FDS && fcntl((int)i, F_GETFD) >= 0; i++)
 		n++;
@@ -315,8 +317,9 @@ int standby_keeper_main(int argc, char **argv)
 	sigaddset(&sigs, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
-	pidfd = (int)syscall(SYS_pidfd_open, vmm, 0);
-	if (sfd < 0 || pidfd < 0 || sandbox_status(argv[1], &st))
+	/* The VMM that started us (gone already: ESRCH, nothing to wait for). */
+	pidfd = vmm > 0 ? (int)syscall(SYS_pidfd_open, vmm, 0) : -1;
+	if (sfd < 0 || (pidfd < 0 && vmm > 0 && errno != ESRCH) || sandbox_status(argv[1], &st))
 		return CLI_EXIT_ERROR;
 	{
 		char state;
@@ -338,7 +341,7 @@ int standby_keeper_main(int argc, char **argv)
 	/* The VMM that started us: wait for it to exit. */
 	p[0].fd = pidfd;
 	p[0].events = POLLIN;
-	while (poll(p, 1, -1) < 0 && errno == EINTR) {
+	while (pidfd >= 0 && poll(p, 1, -1) < 0 && errno == EINTR) {
 	}
 	if (sandbox_status(argv[1], &st) || st.state != SB_STANDBY)
 		return 0; /* it stopped, or runs on: nothing to keep */
