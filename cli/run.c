@@ -626,7 +626,7 @@ static int run_vm(struct vm *vm, struct helper *h, pid_t child)
 		return vm_exit_status(reason, vm->exit_signo);
 	}
 	if (reason == VM_EXIT_REBOOT || reason == VM_EXIT_POWEROFF || reason == VM_EXIT_CONSOLE ||
-	    reason == VM_EXIT_SIGNAL || reason == VM_EXIT_STOPPED)
+	    reason == VM_EXIT_SIGNAL || reason == VM_EXIT_STOPPED || reason == VM_EXIT_STANDBY)
 		log_info("%s (exit status %d)", vm->exit_msg, vm_exit_status(reason, vm->exit_signo));
 	else
 		log_err("%s (exit status %d)", vm->exit_msg, vm_exit_status(reason, vm->exit_signo));
@@ -1617,6 +1617,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	    (jail.enabled && sandbox_make_rw(&sb))) {
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
+	}
+	if (in_place) {
+		/* Ready means synced again (detach_self waits for it). */
+		char sp[PATH_MAX + 32];
+
+		snprintf(sp, sizeof(sp), "%s/synced", sb.rw);
+		unlink(sp);
 	}
 	/* From the folder on, a stop signal (Ctrl-C, SIGTERM) waits for
 	 * vm_run, which stops the VM and the teardown removes everything:

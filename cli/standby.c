@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -91,10 +92,8 @@ int standby_keeper_spawn(const struct sandbox *sb, const int *fds, const char *c
 	char env[2048] = STANDBY_FDS_ENV "=", exe[PATH_MAX];
 	char vmm_pid[24];
 	char *argv[] = { "vmm", "__keeper", (char *)sb->name, vmm_pid, NULL };
-	char *envp[] = { env, NULL, NULL };
-	char state_env[PATH_MAX + 32];
-	const char *sd = getenv("VMM_STATE_DIR");
-	unsigned i;
+	char *envp[256];
+	unsigned i, ne = 0;
 	pid_t pid;
 
 	if (n > KEEPER_MAX_FDS)
@@ -105,10 +104,13 @@ int standby_keeper_spawn(const struct sandbox *sb, const int *fds, const char *c
 
 		snprintf(env + o, sizeof(env) - o, "%s%u=%s", i ? ";" : "", 3 + i, spec[i]);
 	}
-	if (sd) {
-		snprintf(state_env, sizeof(state_env), "VMM_STATE_DIR=%s", sd);
-		envp[1] = state_env;
-	}
+	/* Our environment (the state directory, the runtime directory),
+	 * with this VMM's sockets in place of any it inherited. */
+	envp[ne++] = env;
+	for (i = 0; environ[i] && ne < 255; i++)
+		if (strncmp(environ[i], STANDBY_FDS_ENV "=", sizeof(STANDBY_FDS_ENV)))
+			envp[ne++] = environ[i];
+	envp[ne] = NULL;
 	{
 		ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
@@ -286,6 +288,32 @@ static void keeper_usage(FILE *out)
 	fprintf(out, "usage: vmm __keeper NAME [VMM_PID] (internal: started by a sandbox's VMM)\n");
 }
 
+/* Accepts and closes what waits on listening socket fd: every socket of
+ * ours, or with `env` (STANDBY_FDS_ENV) the control socket only. */
+static void drain(int last, const char *env)
+{
+	int fd;
+
+	for (fd = env ? 3 : last; fd <= last; fd++) {
+		char key[16];
+		int c, fl;
+		size_t kl;
+		const char *hit;
+
+		kl = (size_t)snprintf(key, sizeof(key), "%d=control", fd);
+		hit = env ? strstr(env, key) : NULL;
+		if (env && (!hit || (hit != env && hit[-1] != ';') || (hit[kl] && hit[kl] != ';')))
+			continue;
+		fl = fcntl(fd, F_GETFL);
+		if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+			continue;
+		while ((c = accept4(fd, NULL, NULL, SOCK_CLOEXEC)) >= 0 || errno == EINTR)
+			if (c >= 0)
+				close(c);
+		fcntl(fd, F_SETFL, fl); /* shared with the VMM that takes it over */
+	}
+}
+
 /* Removes the sandbox once a TTL ran out. */
 static int keeper_expire(struct sandbox_status *st, const char *why)
 {
@@ -301,7 +329,7 @@ int standby_keeper_main(int argc, char **argv)
 	long long idle_ttl = 0;
 	unsigned n = 0, i;
 	pid_t vmm;
-	int pidfd, sfd, woken = 0;
+	int pidfd, sfd, woken = 0, lock_fd = -1;
 	sigset_t sigs;
 	char buf[64];
 
@@ -366,12 +394,19 @@ int standby_keeper_main(int argc, char **argv)
 		}
 		(void)t;
 	}
+	/* A connection that came while the VMM was on its way out (vmm
+	 * suspend itself looks at the control socket until the VMM is gone)
+	 * is no request to wake: drop what waits on the control socket. */
+	if (n)
+		drain(3 + (int)n - 1, getenv(STANDBY_FDS_ENV));
 	p[0].fd = sfd;
 	p[0].events = POLLIN;
 	for (i = 0; i < n; i++) {
 		p[1 + i].fd = (int)(3 + i);
 		p[1 + i].events = POLLIN;
 	}
+again:
+	woken = 0;
 	while (!woken) {
 		long long now = (long long)time(NULL), age = standby_age(&st.sb);
 		int r;
@@ -400,7 +435,7 @@ int standby_keeper_main(int argc, char **argv)
 	if (woken == 1) {
 		/* A connection: take the lock, or a waker has it (and will
 		 * signal us): then wait for its signal. */
-		int fd = open_lock(&st.sb);
+		int fd = lock_fd = open_lock(&st.sb);
 
 		if (fd < 0)
 			return CLI_EXIT_ERROR;
@@ -419,5 +454,16 @@ int standby_keeper_main(int argc, char **argv)
 	for (i = 0; i < n; i++)
 		fcntl((int)(3 + i), F_SETFD, 0);
 	log_info("sandbox %s: waking it (%s)", st.sb.name, woken == 1 ? "a connection" : "a request");
-	return standby_restore(&st.sb) ? CLI_EXIT_ERROR : 0;
+	if (standby_restore(&st.sb) == 0)
+		return 0;
+	/* It stays on standby, its ports listening; the connections that
+	 * asked are refused (closed), or they would wake it again at once. */
+	for (i = 0; i < n; i++) {
+		fcntl((int)(3 + i), F_SETFD, FD_CLOEXEC);
+		drain((int)(3 + i), NULL);
+	}
+	if (lock_fd >= 0)
+		close(lock_fd);
+	lock_fd = -1;
+	goto again;
 }

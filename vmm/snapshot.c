@@ -1119,9 +1119,12 @@ int snapshot_open(struct snapshot *s, const char *dir)
 		char want[32];
 
 		/* A writable disk's copy is diskN in the snapshot directory and
-		 * nothing else: never a path that leads out of it. */
+		 * nothing else: never a path that leads out of it. Or none: a
+		 * standby state keeps its disks in place (vm_snapshot_in_place),
+		 * and only a resume in place takes it (cli/run.c refuses it
+		 * elsewhere). */
 		snprintf(want, sizeof(want), "disk%u", i);
-		if (!s->conf.disks[i].ro && strcmp(s->conf.disks[i].file, want)) {
+		if (!s->conf.disks[i].ro && s->conf.disks[i].file[0] && strcmp(s->conf.disks[i].file, want)) {
 			log_err("snapshot %s: disk %u's copy is not named %s (tampered?)", dir, i, want);
 			snapshot_close(s);
 			return -EINVAL;
