@@ -30,7 +30,8 @@ endif
 
 # Sources of the VMM proper (everything but the CLI entry points).
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
-             vmm/snapfmt.c vmm/snapshot.c vmm/snapshot_diff.c vmm/snapdiff.c vmm/dirty.c vmm/control.c vmm/http.c vmm/fcapi.c vmm/fcapi_obs.c vmm/fcapi_dev.c vmm/fcapi_mmds.c vmm/unixsock.c guest-init/json.c \
+             vmm/snapfmt.c vmm/snapshot.c vmm/snapshot_diff.c vmm/snapdiff.c vmm/dirty.c vmm/standby.c vmm/idle.c \
+             vmm/control.c vmm/http.c vmm/fcapi.c vmm/fcapi_obs.c vmm/fcapi_dev.c vmm/fcapi_mmds.c vmm/unixsock.c guest-init/json.c \
              guest-init/proto.c \
              vmm/vcpu.c vmm/vm.c vmm/phase.c vmm/notice.c vmm/kvmcache.c vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c devices/i8042.c vmm/evloop.c devices/virtqueue.c \
@@ -46,7 +47,8 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c 
              cli/image_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
              cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
-             cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_spec.c cli/oci_state.c cli/tlsexec.c
+             cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_spec.c cli/oci_state.c cli/tlsexec.c \
+             cli/standby.c cli/suspend.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
 # vmm-tls links these. `vmm` is the rest and hands command lines that need
@@ -248,7 +250,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_mmds test_dockerfile \
-              test_phase test_notice test_tlsexec test_kvmcache
+              test_phase test_notice test_tlsexec test_kvmcache test_standby
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
@@ -265,6 +267,7 @@ test_tlsexec_SRCS := cli/tlsexec.c
 test_kvmcache_SRCS := vmm/kvmcache.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
+test_standby_SRCS := $(CORE_SRCS)
 test_http_SRCS    := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
@@ -357,6 +360,7 @@ e2e-lib-test:
 cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
 	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
+	$(Q)tests/cli/standby.sh $(BUILD)/vmm
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
 	$(Q)tests/cli/dockerfile.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/unpack_cache.sh $(BUILD)/vmm $(BUILD)/tools/guest-init

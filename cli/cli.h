@@ -38,6 +38,7 @@ extern const struct cli_verb cli_verb_snapshot;
 extern const struct cli_verb cli_verb_restore;
 extern const struct cli_verb cli_verb_pause;
 extern const struct cli_verb cli_verb_resume;
+extern const struct cli_verb cli_verb_suspend;
 extern const struct cli_verb cli_verb_ls;
 extern const struct cli_verb cli_verb_ps;
 extern const struct cli_verb cli_verb_inspect;

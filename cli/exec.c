@@ -7,9 +7,13 @@
 #include "oci_image.h"
 #include "../guest-init/proto.h"
 
+#include <fcntl.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void exec_usage(FILE *out)
@@ -28,6 +32,10 @@ static void exec_usage(FILE *out)
 		"                       logs --process, kill)\n"
 		"      --tag NAME       with -d: a name for it (attach/kill/logs take it too)\n"
 		"      --ring BYTES     with -d: output kept per stream (default 1 MiB)\n"
+		"      --keep-alive     work that must not sleep: the sandbox does not go on\n"
+		"                       standby (--idle-timeout) while CMD runs (with -d, a\n"
+		"                       background 'vmm attach' holds it awake until CMD\n"
+		"                       ends; without -d the exec stream does already)\n"
 		"  -i, --interactive    with -d: keep its stdin open for vmm attach -i\n"
 		"                       (without -d stdin is passed anyway: -it works)\n"
 		"  -t, --tty            run in a pseudo-terminal (raw mode here, resizes follow)\n"
@@ -68,6 +76,34 @@ static void image_exec_defaults(const char *name, struct exec_opts *o, struct oc
 	free(d);
 }
 
+/* exec -d --keep-alive: a background `vmm attach` follows the process
+ * until it ends; its open API connection is activity, so the sandbox
+ * does not go on standby meanwhile (vmm/idle.h). */
+static void keep_awake(const char *name, const char *tag)
+{
+	char *args[] = { "vmm", "attach", (char *)name, (char *)tag, NULL };
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (fork() != 0) /* not our child: nobody waits for it */
+			_exit(0);
+		setsid();
+		if (fd >= 0) {
+			dup2(fd, STDIN_FILENO);
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		execv("/proc/self/exe", args);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
 static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 {
 	static const struct option opts[] = {
@@ -82,13 +118,15 @@ static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 		{ "interactive", no_argument, NULL, 'i' },
 		{ "tag", required_argument, NULL, 'g' },
 		{ "ring", required_argument, NULL, 'R' },
+		{ "keep-alive", no_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
 	struct exec_opts o = { .stdin_pass = 1 };
 	const char *env[257];
 	unsigned nenv = 0;
-	int opt, r, token_given = 0, interactive = 0, cmd;
+	int opt, r, token_given = 0, interactive = 0, cmd, keep_alive = 0;
+	char tag[40];
 	struct sandbox sb;
 
 	optind = 1;
@@ -127,6 +165,9 @@ static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 		case 'T':
 			a.token = optarg;
 			token_given = 1;
+			break;
+		case 'K':
+			keep_alive = 1;
 			break;
 		case 'd':
 			o.detach = 1;
@@ -171,7 +212,19 @@ static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 	if (o.detach) {
 		/* Nobody is here to type: stdin only for later attachers. */
 		o.stdin_pass = interactive;
-		return api_start(&a, &o) < 0 ? CLI_EXIT_ERROR : 0;
+		if (keep_alive && !o.tag) {
+			uint32_t rnd = 0;
+
+			if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+				return CLI_EXIT_ERROR;
+			snprintf(tag, sizeof(tag), "keepalive-%08x", rnd);
+			o.tag = tag;
+		}
+		if (api_start(&a, &o) < 0)
+			return CLI_EXIT_ERROR;
+		if (keep_alive)
+			keep_awake(argv[optind], o.tag);
+		return 0;
 	}
 	r = api_exec(&a, &o);
 	return r < 0 ? CLI_EXIT_ERROR : r;

@@ -3,6 +3,7 @@
 #include "api_client.h"
 #include "cli.h"
 #include "sandbox.h"
+#include "standby.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -191,9 +192,13 @@ static int logs_main(int argc, char **argv)
 		close(fd);
 		return CLI_EXIT_ERROR;
 	}
+	/* -f wakes a sandbox on standby, and follows it through later
+	 * standbys (a sleeping sandbox writes nothing, but it is not over). */
+	if (follow && sandbox_status(name, &st) == 0 && st.state == SB_STANDBY && standby_wake(name))
+		follow = 0;
 	while (follow) {
 		if (sandbox_status(name, &st) || (st.state != SB_RUNNING && st.state != SB_PAUSED &&
-						  st.state != SB_STARTING)) {
+						  st.state != SB_STARTING && st.state != SB_STANDBY)) {
 			copy_out(fd);
 			break;
 		}

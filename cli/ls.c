@@ -134,6 +134,11 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st)
 		jw_key(w, "exit_reason");
 		jw_str(w, st->exit_reason);
 	}
+	if (st->state == SB_STANDBY) {
+		/* why the last resume failed, "" if none did */
+		jw_key(w, "standby_error");
+		jw_str(w, st->exit_reason);
+	}
 	jw_obj_end(w);
 }
 

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "cli.h"
+#include "standby.h"
 #include "../vmm/log.h"
 #include "../vmm/seccomp.h"
 #include "../vmm/fcapi.h"
@@ -36,6 +37,7 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_prune,
 	&cli_verb_pause,
 	&cli_verb_resume,
+	&cli_verb_suspend,
 	&cli_verb_snapshot,
 	&cli_verb_restore,
 	&cli_verb_serve,
@@ -153,6 +155,8 @@ int main(int argc, char **argv)
 		printf("vmm v%s (%s)\n", fcapi_semver(), VMM_VERSION);
 		return 0;
 	}
+	if (!strcmp(argv[1], "__keeper")) /* internal: a standby sandbox's keeper */
+		return standby_keeper_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "--snapshot-version")) {
 		printf("v%u.0.0\n", SNAP_VERSION);
 		return 0;

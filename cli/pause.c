@@ -1,6 +1,7 @@
 /* vmm pause SANDBOX / vmm resume SANDBOX. */
 #include "cli.h"
 #include "sandbox.h"
+#include "standby.h"
 
 #include <string.h>
 
@@ -13,7 +14,8 @@ static void pause_usage(FILE *out)
 
 static void resume_usage(FILE *out)
 {
-	fprintf(out, "usage: vmm resume SANDBOX\n\nResumes a paused sandbox.\n");
+	fprintf(out, "usage: vmm resume SANDBOX\n\nResumes a paused sandbox, or restores one on standby (vmm suspend)\n"
+		     "in place; returns once its API answers.\n");
 }
 
 static int control_verb(int argc, char **argv, const char *op, void (*usage)(FILE *))
@@ -28,6 +30,14 @@ static int control_verb(int argc, char **argv, const char *op, void (*usage)(FIL
 		return cli_bad_arg(op, argv[1], NULL);
 	if (argc != 2)
 		return argc < 2 ? cli_usage_error(op, "expected SANDBOX") : cli_bad_arg(op, argv[2], NULL);
+	if (!strcmp(op, "resume")) {
+		struct sandbox_status st;
+
+		if (sandbox_status(argv[1], &st))
+			return CLI_EXIT_ERROR;
+		if (st.state == SB_STANDBY)
+			return standby_wake(argv[1]) ? CLI_EXIT_ERROR : 0;
+	}
 	snprintf(req, sizeof(req), "{\"op\":\"%s\"}", op);
 	if (sandbox_control(argv[1], req, reply, sizeof(reply), 30000) || cli_reply_ok(op, reply))
 		return CLI_EXIT_ERROR;

@@ -1,6 +1,7 @@
 /* Published ports: see publish.h. */
 #define _GNU_SOURCE
 #include "publish.h"
+#include "standby.h"
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
 #include "../vmm/seccomp.h"
@@ -188,6 +189,11 @@ int publish_start(struct publish *p, const struct sandbox_addr *api)
 	p->api_copy.token = api->token ? p->token : NULL;
 	p->api = &p->api_copy;
 	publish_format(p, what, sizeof(what));
+	/* A sandbox woken from standby: its keeper's socket, which listened
+	 * all along (cli/standby.h); connections wait in its backlog. */
+	p->fd = standby_listen_fd(what);
+	if (p->fd >= 0)
+		goto serve;
 	p->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (p->fd < 0)
 		return -errno;
@@ -199,6 +205,7 @@ int publish_start(struct publish *p, const struct sandbox_addr *api)
 		p->fd = -1;
 		return r;
 	}
+serve:
 	/* Process-directed signals stay the main thread's (vm_run takes them). */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);

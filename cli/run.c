@@ -11,6 +11,8 @@
 #include "egress.h"
 #include "jail.h"
 #include "disklock.h"
+#include "standby.h"
+#include "../vmm/standby.h"
 #include "../vmm/control.h"
 #include "../vmm/fcapi.h"
 #include "../vmm/snapshot.h"
@@ -105,6 +107,10 @@ static void run_usage(FILE *out)
 		"                       main NAME); the sandbox stays up when it ends\n"
 		"  --ttl DURATION       stop and remove the sandbox after DURATION (90s, 10m,\n"
 		"                       2h, 1d); the VMM enforces it, `vmm ls` shows what is left\n"
+		"  --idle-timeout D     with -d: go on standby after D without activity (no API\n"
+		"                       call, exec, cp, published-port or guest vsock\n"
+		"                       connection); the next request wakes it (vmm suspend)\n"
+		"  --idle-ttl D         remove it once it has been on standby for D\n"
 		"  --publish [ADDR:]HOST_PORT:GUEST_PORT\n"
 		"                       forward a host TCP port (on 127.0.0.1 unless ADDR) to a\n"
 		"                       TCP port in the sandbox, over vsock; repeatable\n"
@@ -148,7 +154,7 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
        OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE, OPT_IMAGE_ENV, OPT_IMAGE_CWD, OPT_IMAGE_USER,
-       OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY,
+       OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY, OPT_IDLE_TIMEOUT, OPT_IDLE_TTL, OPT_IN_PLACE,
        /* Firecracker's command line (vmm serve): */
        OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
        OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
@@ -194,6 +200,9 @@ static const struct option run_opts[] = {
 	{ "publish", required_argument, NULL, OPT_PUBLISH },
 	{ "egress-policy", required_argument, NULL, OPT_EGRESS },
 	{ "adopt", no_argument, NULL, OPT_ADOPT }, /* vmm start: the folder vmm create made */
+	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
+	{ "idle-ttl", required_argument, NULL, OPT_IDLE_TTL },
+	{ "in-place", no_argument, NULL, OPT_IN_PLACE }, /* vmm resume: restore a standby sandbox in its folder */
 	/* vmm run --image, rewritten by image_run_args(): */
 	{ "image-root", required_argument, NULL, OPT_IMAGE_ROOT },
 	{ "image-ref", required_argument, NULL, OPT_IMAGE_REF },
@@ -229,6 +238,10 @@ static void restore_usage(FILE *out)
 		"  --name NAME          the new sandbox's name (default: generated)\n"
 		"  -d, --detach         in the background (see vmm run --help)\n"
 		"  --ttl DURATION       stop and remove it after DURATION\n"
+		"  --idle-timeout D     with -d: go on standby after D without activity (no API\n"
+		"                       call, exec, cp, published-port or guest vsock\n"
+		"                       connection); the next request wakes it (vmm suspend)\n"
+		"  --idle-ttl D         remove it once it has been on standby for D\n"
 		"  --publish [ADDR:]HOST_PORT:GUEST_PORT   as with vmm run\n"
 		"  --egress-policy FILE as with vmm run (not kept in the snapshot: give it to\n"
 		"                       every clone that needs it)\n"
@@ -704,7 +717,7 @@ static int run_vm(struct vm *vm, struct helper *h, pid_t child)
 		return vm_exit_status(reason, vm->exit_signo);
 	}
 	if (reason == VM_EXIT_REBOOT || reason == VM_EXIT_POWEROFF || reason == VM_EXIT_CONSOLE ||
-	    reason == VM_EXIT_SIGNAL || reason == VM_EXIT_STOPPED)
+	    reason == VM_EXIT_SIGNAL || reason == VM_EXIT_STOPPED || reason == VM_EXIT_STANDBY)
 		log_info("%s (exit status %d)", vm->exit_msg, vm_exit_status(reason, vm->exit_signo));
 	else
 		log_err("%s (exit status %d)", vm->exit_msg, vm_exit_status(reason, vm->exit_signo));
@@ -849,7 +862,7 @@ static int use_image(struct vm_config *cfg, const struct sandbox *sb, const char
  * path=F[,id=ID]) is used as is; a read-only disk is used in place if it
  * has not changed; a writable one is copied from the snapshot. */
 static int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct blk_options *over,
-			 unsigned nr_over, const struct sandbox *sb)
+			 unsigned nr_over, const struct sandbox *sb, int in_place)
 {
 	unsigned i, j, next = 0;
 	int used[VM_MAX_DISKS] = { 0 };
@@ -886,7 +899,15 @@ static int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct
 		snprintf(o->id, sizeof(o->id), "%s", d->id);
 		if (used[i])
 			continue;
-		if (d->ro) {
+		if (!d->ro && !d->file[0]) {
+			/* A standby state: its disks stayed where they are. */
+			if (!in_place) {
+				log_err("snapshot %s: a sandbox's standby state (its disks were not copied): "
+					"'vmm resume NAME' restores it, in place", s->dir);
+				return -EINVAL;
+			}
+			o->path = strdup(d->path);
+		} else if (d->ro) {
 			if (stat(d->path, &st) < 0 || (uint64_t)st.st_size != d->size ||
 			    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != d->mtime_ns) {
 				log_err("snapshot %s: read-only disk %s is missing or changed since the "
@@ -1349,7 +1370,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	char synced[PATH_MAX + 32] = "";
 	const char *image_root = NULL, *image_ref = "";
 	char image_cmdline[4096];
-	long long ttl_s = 0;
+	long long ttl_s = 0, idle_timeout_s = 0, idle_ttl_s = 0;
+	const char *idle_timeout_arg = NULL, *idle_ttl_arg = NULL;
+	int in_place = 0;             /* vmm resume: this folder's standby state */
+	struct sandbox_status was = { .created = 0 }; /* in_place: the record before */
 	/* On the heap: a published port's connection threads may outlive this
 	 * frame by a moment at exit (see the end). */
 	struct publish *pub = calloc(PUBLISH_MAX, sizeof(*pub));
@@ -1600,6 +1624,20 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		case OPT_ADOPT:
 			adopt = 1;
 			break;
+		case OPT_IDLE_TIMEOUT:
+		case OPT_IDLE_TTL:
+			if (cli_parse_duration(optarg, opt == OPT_IDLE_TIMEOUT ? &idle_timeout_s : &idle_ttl_s)) {
+				status = bad_usage("%s: a duration such as 90s, 10m, 2h or 1d", opt_text(argv, optind));
+				goto out_disks;
+			}
+			if (opt == OPT_IDLE_TIMEOUT)
+				idle_timeout_arg = optarg;
+			else
+				idle_ttl_arg = optarg;
+			break;
+		case OPT_IN_PLACE:
+			in_place = 1;
+			break;
 		case OPT_IMAGE_ROOT:
 			if (restore) {
 				status = bad_usage("%s", "restore: no --image-root");
@@ -1763,6 +1801,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			goto out_disks;
 		}
 	}
+	if (in_place && (!restore || !detach || !name || jail.enabled)) {
+		status = bad_usage("%s", "--in-place is vmm resume's: restore -d --name N of N's standby state");
+		goto out_disks;
+	}
 	if (restore) {
 		if (optind >= argc) {
 			status = bad_usage("%s", "restore: which snapshot directory?");
@@ -1795,6 +1837,11 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		dcmd.stdin_pass = 0;
 		cmd.argv = NULL;
 	}
+	if ((idle_timeout_s || idle_ttl_s) && (api || jail.enabled)) {
+		status = bad_usage("%s", "--idle-timeout/--idle-ttl: not with --jail or vmm serve (standby needs "
+				   "a sandbox folder of its own: docs/snapshot.md)");
+		goto out_disks;
+	}
 	if (jail.netns && !jail.enabled) {
 		status = bad_usage("%s", "--jail-netns is for a jailed VMM: add --jail");
 		goto out_disks;
@@ -1809,9 +1856,21 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			status = bad_usage("%s", "vmm create takes the options of vmm run, without -d or -- CMD");
 		goto out_disks;
 	}
-	if (sandbox_create(&sb, name, adopt) || (jail.enabled && sandbox_make_rw(&sb))) {
+	if (in_place && sandbox_status(name, &was)) {
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
+	}
+	if (sandbox_create(&sb, name, in_place ? SANDBOX_ADOPT_STANDBY : adopt) ||
+	    (jail.enabled && sandbox_make_rw(&sb))) {
+		status = CLI_EXIT_ERROR;
+		goto out_disks;
+	}
+	if (in_place) {
+		/* Ready means synced again (detach_self waits for it). */
+		char sp[PATH_MAX + 32];
+
+		snprintf(sp, sizeof(sp), "%s/synced", sb.rw);
+		unlink(sp);
 	}
 	/* From the folder on, a stop signal (Ctrl-C, SIGTERM) waits for
 	 * vm_run, which stops the VM and the teardown removes everything:
@@ -1853,8 +1912,18 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		}
 		status = 0;
 	}
+	if (in_place && was.expires) {
+		/* --ttl counts standby too: what is left of it. */
+		long long left = was.expires - (long long)time(NULL);
+
+		ttl_s = left > 0 ? left : 1;
+	}
 	if (ttl_s)
 		cfg.expire_ns = cfg.t0_ns + (uint64_t)ttl_s * 1000000000ull;
+	if (detach && !jail.enabled) {
+		cfg.standby_dir = sb.dir; /* vmm suspend, --idle-timeout */
+		cfg.idle_timeout_ns = (uint64_t)idle_timeout_s * 1000000000ull;
+	}
 	if (api) {
 		char why[256];
 
@@ -1949,11 +2018,22 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		 * window on every connection, so it takes the new one at once.
 		 * A snapshot whose command line carries vmm.token= is from before
 		 * the window (its guest-init knows only that one): it keeps it. */
-		if (restore_token(c, token, token_buf, sizeof(token_buf))) {
+		if (in_place) {
+			/* The same identity: the token the folder holds. */
+			char tp[PATH_MAX + 16];
+
+			snprintf(tp, sizeof(tp), "%s/token", sb.dir);
+			if (cli_read_text(tp, token_buf, sizeof(token_buf))) {
+				log_err("resume: cannot read %s", tp);
+				status = CLI_EXIT_ERROR;
+				goto out_disks;
+			}
+			token_buf[strcspn(token_buf, "\n")] = '\0';
+		} else if (restore_token(c, token, token_buf, sizeof(token_buf))) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
-		if (restore_disks(&cfg, &snap, over, nr_over, &sb) ||
+		if (restore_disks(&cfg, &snap, over, nr_over, &sb, in_place) ||
 		    restore_fs(&cfg, &snap, over_fs, nr_over_fs)) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
@@ -2060,7 +2140,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	} else if (!strncmp(console, "file:", 5)) {
 		struct stat cst;
 
-		console_file = open(console + 5, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+		/* A resume goes on with the console it had. */
+		console_file = open(console + 5, O_WRONLY | O_CREAT | (in_place ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0640);
 		if (console_file < 0) {
 			log_err("--console %s: %s", console, strerror(errno));
 			status = CLI_EXIT_ERROR;
@@ -2129,6 +2210,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			.publish = pub_text,
 			.net = net_text,
 			.image = image_ref,
+			.created = in_place ? was.created : 0,
+			.expires = in_place ? was.expires : 0,
 		};
 
 		for (i = 0; i < cfg.nr_nets; i++) {
@@ -2149,7 +2232,11 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 				strcat(pub_text, ",");
 		}
 
-		if ((!api && control_open(&ctl, sb.control, sb.name)) || sandbox_publish(&sb, token_buf, &info)) {
+		int cfd = in_place ? standby_listen_fd("control") : -1;
+
+		if ((!api && (cfd >= 0 ? control_open_fd(&ctl, cfd, sb.control, sb.name)
+				       : control_open(&ctl, sb.control, sb.name))) ||
+		    sandbox_publish(&sb, token_buf, &info)) {
 			status = CLI_EXIT_ERROR;
 			goto out_destroy;
 		}
@@ -2192,6 +2279,43 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			goto out_publish;
 		}
 	}
+	/* Standby (a detached sandbox): what a resume passes on, and the
+	 * keeper that holds the published ports and the control socket while
+	 * the sandbox sleeps. Before the allow-lists (the keeper is forked). */
+	if (cfg.standby_dir) {
+		char *rargs[8 + 2 * PUBLISH_MAX], pubs[PUBLISH_MAX][48], egp[PATH_MAX] = "";
+		int kfds[PUBLISH_MAX + 1];
+		const char *kspec[PUBLISH_MAX + 1];
+		unsigned na = 0, nk = 0;
+
+		for (i = 0; i < nr_pub; i++) {
+			publish_format(&pub[i], pubs[i], sizeof(pubs[i]));
+			rargs[na++] = "--publish";
+			rargs[na++] = pubs[i];
+			kfds[nk] = pub[i].fd;
+			kspec[nk++] = pubs[i];
+		}
+		if (egress_policy && realpath(egress_policy, egp)) {
+			rargs[na++] = "--egress-policy";
+			rargs[na++] = egp;
+		}
+		if (idle_timeout_arg) {
+			rargs[na++] = "--idle-timeout";
+			rargs[na++] = (char *)idle_timeout_arg;
+		}
+		if (idle_ttl_arg) {
+			rargs[na++] = "--idle-ttl";
+			rargs[na++] = (char *)idle_ttl_arg;
+		}
+		if (no_seccomp)
+			rargs[na++] = "--no-seccomp";
+		if (ctl.nr_listen) {
+			kfds[nk] = ctl.lfd[0];
+			kspec[nk++] = "control";
+		}
+		if (standby_record_args(&sb, rargs, na) || standby_keeper_spawn(&sb, kfds, kspec, nk))
+			log_warn("sandbox %s: cannot prepare for standby (vmm suspend will not work)", sb.name);
+	}
 	/* Built: the jailed VMM gives up root before the guest runs. */
 	if (jail.enabled && jail_drop(&jail, sb.dir)) {
 		status = CLI_EXIT_ERROR;
@@ -2233,8 +2357,41 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		if (cfg.console_tty && cfg.console_escape && !quiet)
 			fprintf(stderr, "vmm: sandbox %s: console on this terminal; Ctrl-A x stops the VM "
 					"(Ctrl-A Ctrl-A types a Ctrl-A)\n", sb.name);
+		/* A resume takes its state now, before the guest runs again
+		 * (its disks then move on: never restore this state twice). */
+		if (in_place) {
+			int r = standby_consume(sb.dir);
+			char sp[PATH_MAX + 32];
+
+			if (r) {
+				log_err("resume: cannot take the standby state: %s", strerror(-r));
+				status = CLI_EXIT_ERROR;
+				goto out_publish;
+			}
+			snprintf(sp, sizeof(sp), "%s/" STANDBY_SINCE, sb.dir);
+			unlink(sp);
+			in_place = 0; /* from here on a failure is the running sandbox's */
+		}
 		status = run_vm(vm, &h, child);
 		ran = 1;
+	}
+	if (atomic_load(&vm->exit_reason) == VM_EXIT_STANDBY) {
+		/* Suspended: the folder, its token, config and sockets' paths
+		 * stay; the keeper listens on the control socket and ports. */
+		char since[32], sp[PATH_MAX + 32];
+		int sfd;
+
+		snprintf(since, sizeof(since), "%lld\n", (long long)time(NULL));
+		snprintf(sp, sizeof(sp), "%s/" STANDBY_SINCE, sb.dir);
+		sfd = open(sp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (sfd >= 0) {
+			if (write(sfd, since, strlen(since)) < 0)
+				log_warn("%s: %s", sp, strerror(errno));
+			close(sfd);
+		}
+		ctl.keep_paths = 1;
+		sb.created = 0;
+		detach = 0;
 	}
 	/* A detached sandbox leaves its record for `vmm ls`/`logs` until
 	 * `vmm rm`; one whose time ran out is removed, as --ttl promises. */
@@ -2276,7 +2433,10 @@ out_disks:
 		fs_options_free(&over_fs[--nr_over_fs]);
 	/* A detached sandbox that failed before it ran keeps its folder (its
 	 * vmm.log says why) until vmm rm; `vmm start` keeps its record. */
-	if (detach && sb.created && !ran)
+	if (in_place && sb.created) {
+		/* A failed resume: the state stays, the sandbox on standby. */
+		sb.created = 0;
+	} else if (detach && sb.created && !ran)
 		sandbox_exited(&sb, status ? status : CLI_EXIT_ERROR, "failed to start (vmm logs --vmm)");
 	sandbox_remove(&sb);
 	if (have_snap)

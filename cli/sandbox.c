@@ -1,6 +1,8 @@
 /* Sandbox state directory: see sandbox.h. */
 #define _GNU_SOURCE
 #include "sandbox.h"
+#include "standby.h"
+#include "../vmm/standby.h"
 #include "cli.h"
 #include "api_client.h"
 #include "../guest-init/json.h"
@@ -216,6 +218,10 @@ int sandbox_create(struct sandbox *sb, const char *name, int adopt)
 				return r;
 			pid = sandbox_vmm_pid(sb->dir);
 			snprintf(marker, sizeof(marker), "%s/created", sb->dir);
+			if (adopt == SANDBOX_ADOPT_STANDBY && !pid && standby_valid(sb->dir)) {
+				sb->created = 1;
+				return write_record(sb, getpid(), 0);
+			}
 			if (adopt && !pid && lstat(marker, &st) == 0) {
 				/* vmm start: the folder vmm create made is ours. */
 				unlink(marker);
@@ -275,9 +281,10 @@ int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_
 	jw_key(&w, "mem_mib");
 	jw_int(&w, (int64_t)info->mem_mib);
 	jw_key(&w, "created");
-	jw_int(&w, (int64_t)time(NULL));
+	jw_int(&w, info->created ? (int64_t)info->created : (int64_t)time(NULL));
 	jw_key(&w, "expires");
-	jw_int(&w, info->ttl_s > 0 ? (int64_t)time(NULL) + info->ttl_s : 0);
+	jw_int(&w, info->created ? (int64_t)info->expires
+				 : info->ttl_s > 0 ? (int64_t)time(NULL) + info->ttl_s : 0);
 	jw_key(&w, "detached");
 	jw_bool(&w, info->detached);
 	jw_key(&w, "publish");
@@ -383,6 +390,9 @@ int sandbox_api_addr(const char *arg, int token_given, struct sandbox *sb, struc
 			log_err("%s is paused (vmm resume %s)", arg, arg);
 			return -EAGAIN;
 		}
+		/* On standby: wake it, transparently (the caller waits). */
+		if (st.state == SB_STANDBY && (r = standby_wake(arg)))
+			return r;
 		if (st.state == SB_EXITED || st.state == SB_DEAD || st.state == SB_CREATED) {
 			if (st.state == SB_CREATED)
 				log_err("%s is not running (created: vmm start %s)", arg, arg);
@@ -403,6 +413,7 @@ const char *sandbox_state_name(enum sandbox_state s)
 	static const char *const names[] = {
 		[SB_RUNNING] = "running", [SB_PAUSED] = "paused", [SB_STARTING] = "busy",
 		[SB_EXITED] = "exited", [SB_DEAD] = "dead", [SB_CREATED] = "created",
+		[SB_STANDBY] = "standby",
 	};
 
 	return names[s];
@@ -466,6 +477,16 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 		return 0;
 	}
 	st->pid = (int)sandbox_vmm_pid(st->sb.dir);
+	if (!st->pid && standby_valid(st->sb.dir)) {
+		/* Suspended in place: no VMM, its state in standby/ (a failed
+		 * resume said why in standby.error, kept for inspect). */
+		st->state = SB_STANDBY;
+		if (read_small(st->sb.dir, STANDBY_ERROR, buf, sizeof(buf)) == 0) {
+			snprintf(st->exit_reason, sizeof(st->exit_reason), "%s", buf);
+			st->exit_reason[strcspn(st->exit_reason, "\n")] = '\0';
+		}
+		return 0;
+	}
 	if (!st->pid) {
 		/* Gone without writing its exit file: it crashed or was killed
 		 * (or the pid it had is another process's now). */
@@ -564,6 +585,15 @@ int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms)
 	char reply[1024];
 	int pid = st->pid, r;
 
+	if (st->state == SB_STANDBY) {
+		/* Nothing runs: the state is dropped (its keeper sees that and
+		 * exits), the record says it stopped. */
+		if (standby_consume(st->sb.dir))
+			log_warn("sandbox %s: cannot drop its standby state", st->sb.name);
+		st->sb.rw[0] = '\0';
+		sandbox_exited(&st->sb, 0, "stopped on standby");
+		return 0;
+	}
 	if (st->state == SB_EXITED || st->state == SB_DEAD || st->state == SB_CREATED || pid <= 0)
 		return 0;
 	if (graceful_ms) {

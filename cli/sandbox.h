@@ -47,6 +47,9 @@ int sandbox_name_ok(const char *name);
  * takes over the folder `vmm create` left for `vmm start`. 0 or -errno
  * (logged). */
 int sandbox_create(struct sandbox *sb, const char *name, int adopt);
+/* adopt: the folder of `vmm create`; SANDBOX_ADOPT_STANDBY: the folder of
+ * a sandbox on standby whose VMM is gone (a resume in place). */
+#define SANDBOX_ADOPT_STANDBY 2
 /* What config.json records about a sandbox (docs/cli.md). */
 struct sandbox_info {
 	const char *kind;     /* "run" or "restore" */
@@ -58,6 +61,7 @@ struct sandbox_info {
 	const char *publish;  /* "ADDR:HOST:GUEST,..." or "" */
 	const char *net;      /* "TAP=MAC[/ADDR/PREFIX],..." or "" */
 	const char *image;    /* "NAME:VERSION" it started from, or "" */
+	long long created, expires; /* a resume keeps the record's (Unix s); 0: now, ttl_s */
 };
 /* --jail: makes dir/jail-rw (root's until jail_drop hands it over) and
  * points sb->rw at it. 0 or -errno (logged). */
@@ -72,7 +76,7 @@ void sandbox_remove(struct sandbox *sb);
  * logs` until `vmm rm` or `vmm prune`. */
 void sandbox_exited(struct sandbox *sb, int status, const char *reason);
 
-enum sandbox_state { SB_RUNNING, SB_PAUSED, SB_STARTING, SB_EXITED, SB_DEAD, SB_CREATED };
+enum sandbox_state { SB_RUNNING, SB_PAUSED, SB_STARTING, SB_EXITED, SB_DEAD, SB_CREATED, SB_STANDBY };
 const char *sandbox_state_name(enum sandbox_state s);
 
 /* A sandbox as `ls` and `inspect` show it: config.json, and its state

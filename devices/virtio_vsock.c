@@ -271,6 +271,8 @@ static struct vsock_conn *conn_new(struct vsock_dev *v, int fd, enum conn_state 
 	}
 	v->conns[v->nr_conns++] = c;
 	c->in_table = 1;
+	atomic_store(&v->act_conns, v->nr_conns);
+	atomic_fetch_add(&v->act_gen, 1);
 	return c;
 }
 
@@ -291,6 +293,8 @@ static void conn_kill(struct vsock_conn *c)
 		if (v->conns[i] == c) {
 			v->conns[i] = v->conns[--v->nr_conns];
 			c->in_table = 0;
+			atomic_store(&v->act_conns, v->nr_conns);
+			atomic_fetch_add(&v->act_gen, 1);
 			break;
 		}
 	}

@@ -12,6 +12,7 @@
 #ifndef DEVICES_VIRTIO_VSOCK_H
 #define DEVICES_VIRTIO_VSOCK_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/un.h>
 
@@ -113,6 +114,10 @@ struct vsock_dev {
 	 * the API) is told once, not once a retry; an accepted connection to
 	 * that port clears it. */
 	uint32_t refused_said;
+	/* For idle accounting (vmm/idle.h), read by vm_run's thread: the
+	 * connections open now, and a count of every open and close. */
+	_Atomic unsigned act_conns;
+	_Atomic uint64_t act_gen;
 };
 
 int virtio_vsock_init(struct vsock_dev *v, const struct vsock_options *o, int vm_fd,

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "unixsock.h"
 #include "snapshot.h"
+#include "standby.h"
 #include "vm.h"
 #include "../guest-init/json.h"
 
@@ -42,12 +43,13 @@ static void conn_close(struct control_conn *k)
 	k->fd = -1;
 }
 
-int control_open(struct control *c, const char *path, const char *name)
+static int control_open_common(struct control *c, int fd, const char *path, const char *name)
 {
 	unsigned i;
 	int r;
 
 	memset(c, 0, sizeof(*c));
+	c->inherited_fd = fd;
 	for (i = 0; i < CONTROL_MAX_CONNS; i++)
 		c->conns[i].fd = -1;
 	c->name = name;
@@ -57,12 +59,31 @@ int control_open(struct control *c, const char *path, const char *name)
 		return -ENOMEM;
 	fcapi_init(c->api, name);
 	c->open = 1;
+	if (c->inherited_fd >= 0) {
+		c->lfd[0] = c->inherited_fd;
+		snprintf(c->lpath[0], sizeof(c->lpath[0]), "%s", path);
+		c->nr_listen = 1;
+		return 0;
+	}
 	r = control_listen(c, path);
 	if (r) {
 		control_close(c);
 		return r;
 	}
 	return 0;
+}
+
+int control_open(struct control *c, const char *path, const char *name)
+{
+	return control_open_common(c, -1, path, name);
+}
+
+int control_open_fd(struct control *c, int fd, const char *path, const char *name)
+{
+	int r;
+
+	r = control_open_common(c, fd, path, name);
+	return r;
 }
 
 int control_listen(struct control *c, const char *path)
@@ -90,7 +111,8 @@ void control_close(struct control *c)
 		conn_close(&c->conns[i]);
 	for (i = 0; i < c->nr_listen; i++) {
 		close(c->lfd[i]);
-		unlink(c->lpath[i]);
+		if (!c->keep_paths)
+			unlink(c->lpath[i]);
 	}
 	c->nr_listen = 0;
 	if (c->api)
@@ -114,6 +136,8 @@ static void reply_error(char *out, size_t outlen, const char *msg)
 	if (!jw_done(&w))
 		snprintf(out, outlen, "{\"ok\":false,\"error\":\"reply too long\"}");
 }
+
+static void do_suspend(struct vm *vm, char *out, size_t outlen);
 
 static void do_snapshot(struct vm *vm, const struct json *req, char *out, size_t outlen)
 {
@@ -209,8 +233,15 @@ void control_handle(struct vm *vm, const struct control *c, const char *req, siz
 		reply_error(out, outlen, "a request needs \"op\"");
 		return;
 	}
+	/* Every request but a look (vmm ls probes with info) is activity. */
+	if (strcmp(op, "info"))
+		idle_touch(&vm->idle, log_now_ns());
 	if (!strcmp(op, "snapshot")) {
 		do_snapshot(vm, j, out, outlen);
+		return;
+	}
+	if (!strcmp(op, "suspend")) {
+		do_suspend(vm, out, outlen);
 		return;
 	}
 	if (!strcmp(op, "pause")) {
@@ -233,7 +264,7 @@ void control_handle(struct vm *vm, const struct control *c, const char *req, siz
 					 "egress.sock in the sandbox folder (vmm egress set/show)");
 		return;
 	} else if (strcmp(op, "info")) {
-		reply_error(out, outlen, "unknown op (info, pause, resume, snapshot, stop)");
+		reply_error(out, outlen, "unknown op (info, pause, resume, snapshot, stop, suspend)");
 		return;
 	}
 	jw_init(&w, out, outlen);
@@ -252,6 +283,34 @@ void control_handle(struct vm *vm, const struct control *c, const char *req, siz
 		jw_key(&w, "mem_mib");
 		jw_int(&w, (int64_t)(vm->cfg.mem_bytes >> 20));
 	}
+	jw_obj_end(&w);
+	if (!jw_done(&w))
+		reply_error(out, outlen, "reply too long");
+}
+
+/* vmm suspend: on standby in the sandbox's folder, then the VMM exits
+ * (vmm/standby.h); on failure it runs on and the reply says why. */
+static void do_suspend(struct vm *vm, char *out, size_t outlen)
+{
+	uint64_t bytes = 0, ms = 0;
+	struct json_writer w;
+	char why[512];
+
+	if (standby_suspend(vm, &bytes, &ms, why, sizeof(why))) {
+		log_err("suspend: %s", why);
+		reply_error(out, outlen, why);
+		return;
+	}
+	log_info("suspended: %llu ms paused, memory %llu KiB on disk", (unsigned long long)ms,
+		 (unsigned long long)(bytes >> 10));
+	jw_init(&w, out, outlen);
+	jw_obj(&w);
+	jw_key(&w, "ok");
+	jw_bool(&w, 1);
+	jw_key(&w, "pause_ms");
+	jw_int(&w, (int64_t)ms);
+	jw_key(&w, "memory_bytes");
+	jw_int(&w, (int64_t)bytes);
 	jw_obj_end(&w);
 	if (!jw_done(&w))
 		reply_error(out, outlen, "reply too long");

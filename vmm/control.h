@@ -55,11 +55,19 @@ struct control {
 	struct fcapi *api;      /* the HTTP API's state (heap) */
 	size_t max_body;        /* HTTP body limit (--http-api-max-payload-size) */
 	struct control_conn conns[CONTROL_MAX_CONNS];
+	int keep_paths;         /* control_close leaves the socket paths: a
+				   standby keeper listens on them (cli/standby.h) */
+	int inherited_fd;       /* control_open: listen on this socket, already
+				   bound to path (a keeper's), instead; -1: none */
 };
 
 /* Listens on `path` (a stale socket there is replaced, anything else is
  * refused). 0 or -errno, logged. */
 int control_open(struct control *c, const char *path, const char *name)
+	__attribute__((warn_unused_result));
+/* The same on `fd`, a socket already listening on `path` (handed over by
+ * a standby keeper). 0 or -errno. */
+int control_open_fd(struct control *c, int fd, const char *path, const char *name)
 	__attribute__((warn_unused_result));
 /* A second socket serving the same (vmm --api-sock PATH). 0 or -errno. */
 int control_listen(struct control *c, const char *path) __attribute__((warn_unused_result));

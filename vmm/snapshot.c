@@ -910,7 +910,8 @@ int snap_build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf, cons
 
 /* The config part of the state; writable disks copied to
  * copy_dir/diskN<suffix> as they are now (the loops are paused: every write
- * the guest saw completed is in the file). */
+ * the guest saw completed is in the file), or with copy_dir NULL left in
+ * place, synced, recorded by path with no copy (standby, vmm/standby.h). */
 int snap_fill_conf(struct vm *vm, struct snap_conf *conf, const char *copy_dir, const char *suffix)
 {
 	char p[PATH_MAX], copy[40];
@@ -943,6 +944,16 @@ int snap_fill_conf(struct vm *vm, struct snap_conf *conf, const char *copy_dir, 
 		}
 		if (o->ro)
 			continue;
+		if (!copy_dir) {
+			/* Standby: the disk stays where it is, synced (the loops
+			 * are paused: it no longer changes); file stays "". */
+			if (vm->disks[i]->fd >= 0 && fdatasync(vm->disks[i]->fd) < 0) {
+				r = -errno;
+				log_err("snapshot: syncing disk %s: %s", o->path, strerror(errno));
+				return r;
+			}
+			continue;
+		}
 		snprintf(d->file, sizeof(d->file), "disk%u", i);
 		snprintf(copy, sizeof(copy), "disk%u%s", i, suffix);
 		if ((r = path_join(p, sizeof(p), copy_dir, copy)))
@@ -997,6 +1008,17 @@ int snap_fill_conf(struct vm *vm, struct snap_conf *conf, const char *copy_dir, 
 int vm_snapshot(struct vm *vm, const char *dir, uint64_t *mem_written)
 {
 	struct snap_opts o = { 0 };
+	struct snap_stats st;
+	int r = vm_snapshot_ex(vm, dir, &o, &st);
+
+	if (!r && mem_written)
+		*mem_written = st.mem_alloc;
+	return r;
+}
+
+int vm_snapshot_in_place(struct vm *vm, const char *dir, uint64_t *mem_written)
+{
+	struct snap_opts o = { .disks_in_place = 1 };
 	struct snap_stats st;
 	int r = vm_snapshot_ex(vm, dir, &o, &st);
 
@@ -1089,7 +1111,7 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 		goto fail;
 	}
 
-	if ((r = snap_fill_conf(vm, conf, tmp, "")))
+	if ((r = snap_fill_conf(vm, conf, o->disks_in_place ? NULL : tmp, "")))
 		goto fail;
 	if (o->diff) {
 		snprintf(ident.base_dir, sizeof(ident.base_dir), "%s", vm->snap_dir);
@@ -1201,9 +1223,12 @@ int snapshot_open(struct snapshot *s, const char *dir)
 		char want[32];
 
 		/* A writable disk's copy is diskN in the snapshot directory and
-		 * nothing else: never a path that leads out of it. */
+		 * nothing else: never a path that leads out of it. Or none: a
+		 * standby state keeps its disks in place (vm_snapshot_in_place),
+		 * and only a resume in place takes it (cli/run.c refuses it
+		 * elsewhere). */
 		snprintf(want, sizeof(want), "disk%u", i);
-		if (!s->conf.disks[i].ro && strcmp(s->conf.disks[i].file, want)) {
+		if (!s->conf.disks[i].ro && s->conf.disks[i].file[0] && strcmp(s->conf.disks[i].file, want)) {
 			log_err("snapshot %s: disk %u's copy is not named %s (tampered?)", dir, i, want);
 			snapshot_close(s);
 			return -EINVAL;

@@ -100,6 +100,8 @@ struct snap_opts {
 				  snapshot or restore, layered on that one */
 	const char *final_dir; /* where DIR will be renamed to by the caller
 				  (the Firecracker API writes beside), or NULL */
+	int disks_in_place;    /* writable disks recorded by path, not copied
+				  (vm_snapshot_in_place) */
 };
 struct snap_stats {
 	uint64_t mem_alloc;    /* the memory file's allocated bytes */
@@ -138,6 +140,12 @@ int snapshot_update_inplace(struct vm *vm, const char *dir, struct snap_stats *s
 	__attribute__((warn_unused_result));
 int snapshot_update_inplace_f(struct vm *vm, const char *dir, struct snap_stats *st,
 			      const struct snap_fault *f) __attribute__((warn_unused_result));
+
+/* The same with every writable disk left in place, fdatasync'd, recorded
+ * by path with no copy (its `file` empty): a sandbox's own standby state
+ * (vmm/standby.h), restored only in place. */
+int vm_snapshot_in_place(struct vm *vm, const char *dir, uint64_t *mem_written)
+	__attribute__((warn_unused_result));
 
 /* Inside vm_create, for cfg->restore: applies the VM, vCPU and device
  * state on top of the freshly built VM, every value checked first. */

@@ -3,6 +3,7 @@
 #include "vm.h"
 #include "control.h"
 #include "snapshot.h"
+#include "standby.h"
 #include "log.h"
 #include "mptable.h"
 #include "vcpu.h"
@@ -57,6 +58,7 @@ int vm_exit_status(enum vm_exit_reason r, int signo)
 	case VM_EXIT_POWEROFF:
 	case VM_EXIT_STOPPED:
 	case VM_EXIT_EXPIRED:
+	case VM_EXIT_STANDBY:
 		return 0;
 	case VM_EXIT_REBOOT:
 		return 3;
@@ -91,6 +93,7 @@ const char *vm_exit_reason_name(enum vm_exit_reason r)
 		[VM_EXIT_CONSOLE] = "console-escape",
 		[VM_EXIT_STOPPED] = "stopped",
 		[VM_EXIT_EXPIRED] = "expired",
+		[VM_EXIT_STANDBY] = "standby",
 	};
 
 	if ((unsigned)r < sizeof(names) / sizeof(names[0]) && names[r])
@@ -1024,6 +1027,7 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	sigaddset(&stop_sigs, SIGQUIT);
 	sigaddset(&stop_sigs, VM_INTERRUPT_SIGNAL);
 	sigaddset(&stop_sigs, VCPU_KICK_SIGNAL);
+	idle_init(&vm->idle, vm->cfg.idle_timeout_ns, log_now_ns());
 	/* Block before creating threads so they inherit the mask; vCPU
 	 * threads unblock the kick signal only. */
 	pthread_sigmask(SIG_BLOCK, &stop_sigs, &old);
@@ -1092,6 +1096,30 @@ enum vm_exit_reason vm_run(struct vm *vm)
 
 			if (timeout < 0 || ms < (uint64_t)timeout)
 				timeout = ms > INT_MAX ? INT_MAX : (int)ms;
+		}
+		if (vm->cfg.idle_timeout_ns) {
+			uint64_t now = log_now_ns();
+			int ms;
+
+			if (vm->vsock)
+				idle_observe(&vm->idle, atomic_load(&vm->vsock->act_conns),
+					     atomic_load(&vm->vsock->act_gen), now);
+			if (!vm->paused && idle_expired(&vm->idle, now)) {
+				char why[512];
+				uint64_t bytes = 0, pause_ms = 0;
+
+				if (standby_suspend(vm, &bytes, &pause_ms, why, sizeof(why)) == 0) {
+					log_info("idle for %llu s: on standby (%llu ms, %llu KiB written)",
+						 (unsigned long long)(vm->cfg.idle_timeout_ns / 1000000000),
+						 (unsigned long long)pause_ms, (unsigned long long)(bytes >> 10));
+					break;
+				}
+				log_warn("auto-standby: %s; trying again after another idle period", why);
+				idle_touch(&vm->idle, now);
+			}
+			ms = vm->paused ? -1 : idle_wait_ms(&vm->idle, now);
+			if (ms >= 0 && (timeout < 0 || ms < timeout))
+				timeout = ms;
 		}
 		ntc_idx = n;
 		nntc = notice_pollfds(&vm->notice, &p[n]);

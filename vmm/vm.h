@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "idle.h"
 #include "bus.h"
 #include "cpuid.h"
 #include "gm.h"
@@ -48,6 +49,7 @@ enum vm_exit_reason {
 	VM_EXIT_CONSOLE,     /* the user typed the console escape (Ctrl-A x) */
 	VM_EXIT_STOPPED,     /* stopped through the control socket */
 	VM_EXIT_EXPIRED,     /* its time to live (--ttl) ran out */
+	VM_EXIT_STANDBY,     /* suspended in place (vmm/standby.h) */
 };
 
 /* Process exit status for each reason (documented in docs/exit-status.md). */
@@ -113,6 +115,9 @@ struct vm_config {
 	int track_dirty;         /* dirty-page tracking for diff snapshots and
 				    in-place updates (docs/snapshot.md); off: no
 				    KVM dirty log, no bitmap, no cost */
+	const char *standby_dir; /* the sandbox's folder: it can go on standby
+				    there (vmm/standby.h); NULL: it cannot */
+	uint64_t idle_timeout_ns;/* auto-standby after this long idle (vmm/idle.h); 0: never */
 };
 
 struct vcpu {
@@ -176,6 +181,7 @@ struct vm {
 					  marker or ready notice (ready) */
 	struct phases phases;          /* start-up phases (vmm/phase.h), from cfg.t0_ns */
 	struct notice notice;          /* cfg.ready_notice: main thread */
+	struct idle idle;              /* cfg.idle_timeout_ns: main thread */
 };
 
 /* "Stop as if interrupted" (exit status 130), from the helper child that

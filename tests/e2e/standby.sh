@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Standby end to end (docs/snapshot.md, "Standby"): one gold boot, then
+# restored clones (-d) that are suspended in place and woken.
+#   standby.sh VMM KERNEL ROOTFS
+# Checks: a counting background process survives suspend/resume with its
+# PID unchanged and its count going on; a file written before is there
+# after; the VMM exits and the sandbox is `standby`; auto-standby after a
+# short --idle-timeout and vmm exec wakes it; two concurrent execs share
+# one restore; a connection to a published port wakes it.
+set -u
+vmm=$1
+kernel=$2
+rootfs=$3
+tmp=$(mktemp -d)
+pass=0
+fail=0
+export VMM_STATE_DIR=$tmp/state
+cleanup() {
+	local n
+	for n in $(VMM_STATE_DIR=$tmp/state "$vmm" ls -q 2> /dev/null); do
+		"$vmm" rm -f "$n" > /dev/null 2>&1
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+if [ ! -r /dev/kvm ] || [ ! -w /dev/kvm ]; then
+	echo "skip all: /dev/kvm is not usable on this host"
+	echo "standby: 0 passed, 0 failed, 1 skipped"
+	exit 0
+fi
+x() { timeout 120 "$vmm" exec "$@" < /dev/null; }
+state() { "$vmm" ls --format '{{.Name}} {{.State}}' | awk -v n="$1" '$1 == n { print $2 }'; }
+now_ms() { date +%s%3N; }
+
+# ---- the gold snapshot ------------------------------------------------------
+cp "$rootfs" "$tmp/gold-root.img"
+t0=$(now_ms)
+if ! timeout 900 "$vmm" run -d --name gold --kernel "$kernel" --mem 256 \
+	--disk "path=$tmp/gold-root.img,root" > /dev/null 2> "$tmp/gold.err"; then
+	echo "gold boot failed: $(tail -3 "$tmp/gold.err")"
+	exit 1
+fi
+echo "     gold: API ready after $(( $(now_ms) - t0 )) ms"
+timeout 300 "$vmm" snapshot --stop gold "$tmp/gold" > /dev/null 2>&1 || { echo "gold snapshot failed"; exit 1; }
+for _ in $(seq 100); do [ -e "$VMM_STATE_DIR/gold" ] || break; sleep 0.1; done
+"$vmm" rm -f gold > /dev/null 2>&1
+
+# ---- suspend / resume -------------------------------------------------------
+timeout 600 "$vmm" restore -d "$tmp/gold" --name sa > /dev/null 2> "$tmp/sa.err" || bad "restore sa: $(tail -2 "$tmp/sa.err")"
+x sa sh -c 'echo before > /root/mark.txt; sync
+	(i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done) < /dev/null > /dev/null 2>&1 &
+	echo $! > /tmp/counter.pid; sleep 1' > /dev/null 2>&1
+pid0=$(x sa cat /tmp/counter.pid)
+c0=$(x sa cat /tmp/count)
+vmm_pid=$(cat "$VMM_STATE_DIR/sa/pid" 2> /dev/null)
+t0=$(now_ms)
+if timeout 300 "$vmm" suspend sa > "$tmp/susp.out" 2>&1; then
+	ok "suspend: done in $(( $(now_ms) - t0 )) ms, memory $(( $(stat -c %b "$VMM_STATE_DIR/sa/standby/memory") * 512 >> 20 )) MiB on disk"
+else bad "suspend: $(cat "$tmp/susp.out")"; fi
+if [ "$(state sa)" = standby ] && [ -n "$vmm_pid" ] && ! kill -0 "$vmm_pid" 2> /dev/null &&
+	[ -e "$VMM_STATE_DIR/sa/token" ]; then
+	ok "suspend: ls says standby, its VMM ($vmm_pid) is gone"
+else bad "suspend: state '$(state sa)', VMM $vmm_pid alive: $(kill -0 "$vmm_pid" 2>&1 && echo yes)"; fi
+t0=$(now_ms)
+if timeout 300 "$vmm" resume sa > "$tmp/res.out" 2>&1 && [ "$(state sa)" = running ]; then
+	ok "resume: running again after $(( $(now_ms) - t0 )) ms"
+else bad "resume: $(cat "$tmp/res.out"; tail -3 "$VMM_STATE_DIR/sa/vmm.log")"; fi
+pid1=$(x sa cat /tmp/counter.pid)
+c1=$(x sa cat /tmp/count)
+sleep 1
+c2=$(x sa cat /tmp/count)
+if [ -n "$pid0" ] && [ "$pid0" = "$pid1" ] && x sa kill -0 "$pid1" && [ -n "$c1" ] &&
+	[ "$c1" -ge "$c0" ] && [ "$c2" -gt "$c1" ]; then
+	ok "resume: the counter (pid $pid1) goes on: $c0 before, $c1, $c2 after"
+else bad "resume: counter pid $pid0 -> $pid1, count $c0 -> $c1 -> $c2"; fi
+if [ "$(x sa cat /root/mark.txt)" = before ]; then ok "resume: a file written before is there after"
+else bad "resume: /root/mark.txt lost"; fi
+# A second suspend on the same disks, then exec wakes it.
+if timeout 300 "$vmm" suspend sa > /dev/null 2>&1 && [ "$(state sa)" = standby ] &&
+	[ "$(x sa cat /root/mark.txt)" = before ] && [ "$(state sa)" = running ]; then
+	ok "second suspend, and vmm exec wakes it transparently"
+else bad "second suspend / exec wake: state $(state sa)"; fi
+
+# ---- auto-standby, concurrent wakers ---------------------------------------
+timeout 600 "$vmm" restore -d "$tmp/gold" --name sb --idle-timeout 3s > /dev/null 2> "$tmp/sb.err" ||
+	bad "restore sb: $(tail -2 "$tmp/sb.err")"
+for _ in $(seq 300); do [ "$(state sb)" = standby ] && break; sleep 0.2; done
+if [ "$(state sb)" = standby ]; then ok "--idle-timeout 3s: on standby by itself"
+else bad "--idle-timeout: still $(state sb): $(tail -3 "$VMM_STATE_DIR/sb/vmm.log")"; fi
+x sb echo one > "$tmp/w1" 2>&1 &
+p1=$!
+x sb echo two > "$tmp/w2" 2>&1 &
+p2=$!
+wait $p1; s1=$?
+wait $p2; s2=$?
+restores=$(grep -c "sandbox sb restored" "$VMM_STATE_DIR/sb/vmm.log")
+if [ "$s1" = 0 ] && [ "$s2" = 0 ] && [ "$(cat "$tmp/w1")" = one ] && [ "$(cat "$tmp/w2")" = two ] &&
+	[ "$restores" = 2 ]; then # the clone's own restore, then one wake
+	ok "two concurrent execs wake it with one restore"
+else bad "concurrent execs: $s1 '$(cat "$tmp/w1")' / $s2 '$(cat "$tmp/w2")', $((restores - 1)) wake restores"; fi
+
+# ---- a published port wakes it ---------------------------------------------
+port=$((20000 + RANDOM % 20000))
+timeout 600 "$vmm" restore -d "$tmp/gold" --name sc --publish "127.0.0.1:$port:8080" > /dev/null 2> "$tmp/sc.err" ||
+	bad "restore sc: $(tail -2 "$tmp/sc.err")"
+x sc -d sh -c 'while :; do echo hello | nc -l -p 8080 127.0.0.1; done' > /dev/null 2>&1 ||
+	x sc -d sh -c 'while :; do echo hello | busybox nc -l -p 8080; done' > /dev/null 2>&1
+sleep 1
+timeout 300 "$vmm" suspend sc > /dev/null 2>&1
+if [ "$(state sc)" = standby ]; then
+	got=$(timeout 120 python3 -c "
+import socket
+s = socket.create_connection(('127.0.0.1', $port), 100)
+s.settimeout(100)
+print(s.recv(64).decode().strip())" 2>&1)
+	if [ "$got" = hello ] && [ "$(state sc)" = running ]; then
+		ok "a connection to a published port wakes it (got '$got')"
+	else bad "published port wake: got '$got', state $(state sc): $(tail -3 "$VMM_STATE_DIR/sc/vmm.log")"; fi
+else bad "published port: suspend failed, state $(state sc)"; fi
+
+echo "standby: $pass passed, $fail failed"
+[ "$fail" = 0 ]
