@@ -27,7 +27,9 @@ cleanup() {
 }
 trap cleanup EXIT
 chmod 755 "$tmp" # the store's parents are reachable, as /var/lib is
-export VMM_IMAGE_DIR=$tmp/images VMM_STATE_DIR=$tmp/state VMM_LIB_DIR=$tmp/lib
+# Its own cache: layers another run left in the unpack cache would not be
+# unpacked (staged) again.
+export VMM_IMAGE_DIR=$tmp/images VMM_STATE_DIR=$tmp/state VMM_LIB_DIR=$tmp/lib VMM_CACHE=$tmp/cache
 mkdir -p "$tmp/lib/guest" && printf '#!/bin/sh\n' > "$tmp/lib/guest/guest-init"
 
 # The layout: layer 1 a tar with a set-uid root file, layer 2 a FIFO
