@@ -316,18 +316,6 @@ static int path_in(char *out, size_t cap, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
 static int fault(const struct snap_fault *f, enum snap_step s)
 {
 	return f && f->hook && f->hook(f->ctx, s) ? -ECANCELED : 0;
@@ -542,7 +530,7 @@ int snap_inplace_commit(const struct snap_inplace *u, uint64_t *written)
 
 	/* 1. The redo journal: every new page, durable before anything the
 	 *    old state describes is touched. */
-	if ((r = write_journal(u, jp, written)) || (r = fsync_dir(u->dir)))
+	if ((r = write_journal(u, jp, written)) || (r = snap_fsync_dir(u->dir)))
 		goto fail;
 	if ((r = fault(u->fault, SNAP_STEP_JOURNAL)))
 		goto crash;
@@ -559,7 +547,7 @@ int snap_inplace_commit(const struct snap_inplace *u, uint64_t *written)
 		goto fail;
 	}
 	committed = 1;
-	if ((r = fsync_dir(u->dir)))
+	if ((r = snap_fsync_dir(u->dir)))
 		goto fail;
 	if ((r = fault(u->fault, SNAP_STEP_COMMITTED)))
 		goto crash;
@@ -590,7 +578,7 @@ int snap_inplace_commit(const struct snap_inplace *u, uint64_t *written)
 		r = -errno;
 		goto fail;
 	}
-	if ((r = rename_disks(u->dir, u->disk_mask)) || (r = fsync_dir(u->dir)))
+	if ((r = rename_disks(u->dir, u->disk_mask)) || (r = snap_fsync_dir(u->dir)))
 		goto fail;
 	if ((r = fault(u->fault, SNAP_STEP_MEMORY)))
 		goto crash;
@@ -599,7 +587,7 @@ int snap_inplace_commit(const struct snap_inplace *u, uint64_t *written)
 		r = -errno;
 		goto fail;
 	}
-	if ((r = fsync_dir(u->dir)))
+	if ((r = snap_fsync_dir(u->dir)))
 		goto fail;
 	if ((r = fault(u->fault, SNAP_STEP_DONE)))
 		goto crash;
@@ -612,7 +600,7 @@ fail:
 	if (!committed) {
 		unlink(jp);
 		remove_stale(u->dir);
-		(void)fsync_dir(u->dir);
+		(void)snap_fsync_dir(u->dir);
 	}
 	close(mfd);
 	return r;
@@ -639,7 +627,7 @@ int snap_recover(const char *dir)
 		/* No journal: a state.new or diskN.next is from before a commit. */
 		if (!path_in(jp, sizeof(jp), dir, SNAP_STATE_NEW) && lstat(jp, &st) == 0) {
 			remove_stale(dir);
-			(void)fsync_dir(dir);
+			(void)snap_fsync_dir(dir);
 		}
 		return 0;
 	}
@@ -661,7 +649,7 @@ int snap_recover(const char *dir)
 		if (unlink(jp) < 0)
 			return -errno;
 		remove_stale(dir);
-		return fsync_dir(dir);
+		return snap_fsync_dir(dir);
 	}
 	/* Committed: the journal holds pages the memory file may lack. */
 	r = check_body(jfd, &h, size);
@@ -688,10 +676,10 @@ int snap_recover(const char *dir)
 	if (!r)
 		r = rename_disks(dir, h.disk_mask);
 	if (!r)
-		r = fsync_dir(dir);
+		r = snap_fsync_dir(dir);
 	if (!r && unlink(jp) < 0)
 		r = -errno;
 	if (!r)
-		r = fsync_dir(dir);
+		r = snap_fsync_dir(dir);
 	return r;
 }

@@ -360,3 +360,15 @@ int snapfile_read(const char *path, uint8_t **file, size_t *len, const uint8_t *
 	*len = got;
 	return snapfile_check(buf, got, body, body_len, why);
 }
+
+int snap_fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}

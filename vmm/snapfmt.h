@@ -32,6 +32,10 @@ struct sbuf {
 	int err;
 	size_t sect; /* offset of the open section's length, or 0 */
 };
+/* fsync of a directory: a rename or create in it made durable (only
+ * read, so a symbolic link to it is as good). 0 or -errno. */
+int snap_fsync_dir(const char *dir);
+
 void sb_init(struct sbuf *b);
 void sb_free(struct sbuf *b);
 void sb_u8(struct sbuf *b, uint8_t v);

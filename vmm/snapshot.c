@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include "snapshot.h"
+#include "snapfmt.h"
 #include "snapshot_priv.h"
 #include "log.h"
 #include "vcpu.h"
@@ -808,18 +809,6 @@ out:
 	return r;
 }
 
-static int fsync_path(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
 /* Removes a partial snapshot directory: only the files vm_snapshot writes. */
 static void remove_partial(const char *dir)
 {
@@ -1129,7 +1118,7 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 		log_err("snapshot: writing the state file: %s", strerror(-r));
 		goto fail;
 	}
-	if ((r = fsync_path(tmp)))
+	if ((r = snap_fsync_dir(tmp)))
 		goto fail;
 	if (rename(tmp, dir) < 0) {
 		r = -errno;
@@ -1141,9 +1130,9 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 		char parent[PATH_MAX];
 
 		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - dir) ? (int)(slash - dir) : 1, dir);
-		(void)fsync_path(parent);
+		(void)snap_fsync_dir(parent);
 	} else {
-		(void)fsync_path(".");
+		(void)snap_fsync_dir(".");
 	}
 	/* The next diff counts from this one. */
 	if (o->final_dir)

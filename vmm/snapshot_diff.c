@@ -3,6 +3,7 @@
  * formats and the commit in snapdiff.c; docs/snapshot.md). */
 #define _GNU_SOURCE
 #include "snapshot.h"
+#include "snapfmt.h"
 #include "snapshot_priv.h"
 #include "log.h"
 
@@ -55,18 +56,6 @@ int vm_dirty_harvest(struct vm *vm)
 	return 0;
 }
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		r = -errno;
-	close(fd);
-	return r;
-}
-
 static void fsync_parent(const char *dir)
 {
 	char parent[PATH_MAX];
@@ -76,7 +65,7 @@ static void fsync_parent(const char *dir)
 		snprintf(parent, sizeof(parent), ".");
 	else
 		snprintf(parent, sizeof(parent), "%.*s", slash == dir ? 1 : (int)(slash - dir), dir);
-	(void)fsync_dir(parent);
+	(void)snap_fsync_dir(parent);
 }
 
 /* The chain below diff s: chain[0] = s (borrowed), then each base opened,
@@ -267,7 +256,7 @@ int snapshot_merge(const char *base, const char *diff, const char *out)
 			r = -ENAMETOOLONG;
 			goto fail;
 		}
-		if (rename(mem, p) < 0 || fsync_dir(target)) {
+		if (rename(mem, p) < 0 || snap_fsync_dir(target)) {
 			r = -errno;
 			goto fail;
 		}
@@ -280,7 +269,7 @@ int snapshot_merge(const char *base, const char *diff, const char *out)
 			unlink(q);
 			goto out;
 		}
-		r = fsync_dir(target);
+		r = snap_fsync_dir(target);
 		goto out;
 	}
 	for (i = 0; i < d->conf.nr_disks; i++) {
@@ -300,7 +289,7 @@ int snapshot_merge(const char *base, const char *diff, const char *out)
 		r = -ENAMETOOLONG;
 		goto fail;
 	}
-	if ((r = snapfile_write(p, &b)) || (r = fsync_dir(target)))
+	if ((r = snapfile_write(p, &b)) || (r = snap_fsync_dir(target)))
 		goto fail;
 	if (rename(target, out) < 0) {
 		r = -errno;

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "snapshot.h"
+#include "snapfmt.h"
 #include "vm.h"
 
 static int join(char *out, size_t len, const char *dir, const char *name)
@@ -20,18 +21,6 @@ static int join(char *out, size_t len, const char *dir, const char *name)
 	int n = snprintf(out, len, "%s/%s", dir, name);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-static int fsync_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		r = -errno;
-	close(fd);
-	return r;
 }
 
 /* Removes a flat state directory (the files a snapshot writes), never
@@ -105,7 +94,7 @@ int standby_commit(const char *sbdir, const struct standby_writer *w)
 		remove_flat(nxt);
 		return r;
 	}
-	if ((r = fsync_dir(sbdir))) {
+	if ((r = snap_fsync_dir(sbdir))) {
 		/* Renamed but maybe not on disk: the new state or the old
 		 * one comes back after a power cut, both whole. Say so. */
 		log_warn("standby: fsync %s: %s", sbdir, strerror(-r));
@@ -136,7 +125,7 @@ int standby_consume(const char *sbdir)
 		return -ENAMETOOLONG;
 	if (rename(from, to) < 0)
 		return -errno;
-	return fsync_dir(dir);
+	return snap_fsync_dir(dir);
 }
 
 struct full_write {
