@@ -1369,7 +1369,8 @@ static int oci_ps(const struct oci_ctx *c, int argc, char **argv)
 static int oci_features(void)
 {
 	printf("{\"ociVersionMin\":\"1.0.0\",\"ociVersionMax\":\"%s\","
-	       "\"hooks\":[],"
+	       "\"hooks\":[\"prestart\",\"createRuntime\",\"createContainer\",\"startContainer\","
+	       "\"poststart\",\"poststop\"],"
 	       "\"mountOptions\":[\"ro\",\"rw\",\"nosuid\",\"nodev\",\"noexec\",\"bind\",\"rbind\"],"
 	       "\"linux\":{\"namespaces\":[\"network\"],\"capabilities\":[],"
 	       "\"cgroup\":{\"v1\":false,\"v2\":false,\"systemd\":false,\"systemdUser\":false},"
