@@ -125,6 +125,9 @@ static int probe_here(struct oci_net *n, char *why, size_t whylen)
 		n->prefix = prefix_of(i->ifa_netmask);
 		found = 1;
 	}
+	for (i = ifa; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_PACKET && !strcmp(i->ifa_name, OCI_NET_TAP))
+			n->taken = 1;
 	for (i = ifa; i && found; i = i->ifa_next)
 		if (i->ifa_addr && i->ifa_addr->sa_family == AF_PACKET && !strcmp(i->ifa_name, n->ifname) &&
 		    ((struct sockaddr_ll *)i->ifa_addr)->sll_halen == 6)

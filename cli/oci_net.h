@@ -22,6 +22,7 @@ struct oci_net {
 	char gw[INET_ADDRSTRLEN];   /* "" when there is no default route */
 	unsigned mtu;
 	char dns[INET_ADDRSTRLEN];  /* "" when the bundle names none */
+	int taken;                  /* OCI_NET_TAP is there: another VM has it */
 };
 
 /* Pure parsers, for unit tests. */

@@ -710,6 +710,7 @@ static int net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct
 		       size_t optlen, const char **netopt, int *nsfd)
 {
 	char why[512], text[4096];
+	const char *v;
 	unsigned i;
 	int r;
 
@@ -717,11 +718,25 @@ static int net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct
 	*nsfd = -1;
 	if (!s->netns)
 		return 0;
+	/* the proxy (whose /proc/PID/ns/net a pod's other containers join)
+	 * lives in the namespace even when the VM takes no interface */
+	if ((*nsfd = open(s->netns, O_RDONLY | O_CLOEXEC)) < 0)
+		return fail(c, "network namespace %s: %s", s->netns, strerror(errno));
+	/* A pod's sandbox (pause) container leaves the pod's interface to
+	 * the container that runs the workload (one VM per container). */
+	if (((v = oci_spec_annotation(s, "io.kubernetes.cri.container-type")) && !strcmp(v, "sandbox")) ||
+	    ((v = oci_spec_annotation(s, "io.kubernetes.cri-o.ContainerType")) && !strcmp(v, "sandbox")))
+		return 0;
 	r = oci_net_probe(s->netns, n, why, sizeof(why));
 	if (r == -ENOENT)
 		return 0;
 	if (r)
 		return fail(c, "%s", why);
+	if (n->taken) {
+		/* another container's VM has the namespace's interface */
+		info(c, "network namespace %s: its interface is another VM's; this one has no network", s->netns);
+		return 0;
+	}
 	/* the guest's resolv.conf: the nameserver of the one the engine
 	 * binds into the container (which the container sees anyway) */
 	for (i = 0; i < s->nmounts; i++) {
@@ -739,8 +754,6 @@ static int net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct
 	}
 	if (oci_net_option(n, opt, optlen))
 		return fail(c, "network: option too long");
-	if ((*nsfd = open(s->netns, O_RDONLY | O_CLOEXEC)) < 0)
-		return fail(c, "network namespace %s: %s", s->netns, strerror(errno));
 	*netopt = opt;
 	return 0;
 }
@@ -935,6 +948,9 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 			console_attach(slave);
 		else
 			setsid();
+		/* in the container's network namespace, as runc's init is */
+		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
+			_exit(fail(c, "%s: joining %s: %s", id, s->netns, strerror(errno)));
 		_exit(init_proxy(c, id, &s->process, fifo));
 	}
 	if (slave >= 0)

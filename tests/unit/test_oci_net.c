@@ -117,7 +117,7 @@ static void probe_real_namespace(void **state)
 		if (unshare(CLONE_NEWNET) < 0 ||
 		    system("ip link set lo up && ip tuntap add d0 mode tap && ip link set d0 mtu 1400 && "
 			   "ip addr add 10.77.0.2/24 dev d0 && ip link set d0 up && "
-			   "ip route add default via 10.77.0.1") != 0)
+			   "ip route add default via 10.77.0.1 && ip tuntap add vmmtap0 mode tap") != 0)
 			_exit(1);
 		if (write(p[1], "k", 1) != 1)
 			_exit(1);
@@ -148,6 +148,7 @@ static void probe_real_namespace(void **state)
 	assert_int_equal(n.prefix, 24);
 	assert_string_equal(n.gw, "10.77.0.1");
 	assert_int_equal(n.mtu, 1400);
+	assert_int_equal(n.taken, 1); /* vmmtap0 is there: another VM's */
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 }
