@@ -252,7 +252,12 @@ int oci_net_connect(const char *nspath, const struct oci_net *n, char *why, size
 	char *const f_out[] = { "tc",	  "filter", "add",	"dev",	  OCI_NET_TAP, "parent", "ffff:",
 				"protocol", "all",    "matchall", "action", "mirred",	 "egress", "redirect",
 				"dev",	  veth,	    NULL };
+	/* a container before this one in the namespace (a restart, or the
+	 * next one after its VM went) left the veth's qdisc and its redirect
+	 * to a TAP that is gone: drop it first, whether or not it is there */
+	char *const d_veth[] = { "tc", "qdisc", "del", "dev", veth, "ingress", NULL };
 	char *const *steps[] = { up, q_veth, q_tap, f_in, f_out };
+	char ignored[256];
 	unsigned i;
 	int fd, r = 0;
 
@@ -260,6 +265,7 @@ int oci_net_connect(const char *nspath, const struct oci_net *n, char *why, size
 	snprintf(veth, sizeof(veth), "%s", n->ifname);
 	if ((fd = open(nspath, O_RDONLY | O_CLOEXEC)) < 0)
 		return why_set(why, whylen, -errno, "network namespace %s: %s", nspath, strerror(errno));
+	(void)run_in(fd, d_veth, ignored, sizeof(ignored));
 	for (i = 0; i < sizeof(steps) / sizeof(steps[0]) && !r; i++)
 		r = run_in(fd, steps[i], why, whylen);
 	close(fd);
