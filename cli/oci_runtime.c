@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include "api_client.h"
 #include "cli.h"
+#include "oci_hooks.h"
+#include "oci_net.h"
 #include "oci_spec.h"
 #include "oci_state.h"
 #include "sandbox.h"
@@ -16,6 +18,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -143,9 +147,11 @@ static int vm_env(const struct oci_ctx *c, const char *id)
 	return setenv("VMM_STATE_DIR", vm, 1) ? -errno : 0;
 }
 
-/* Runs `vmm ARGS...` (this binary) with the container's VMM_STATE_DIR;
- * its stderr into err (the last line kept). Its exit status, or -errno. */
-static int vmm_cmd(const struct oci_ctx *c, const char *id, char *const *args, char *err, size_t errlen)
+/* Runs `vmm ARGS...` (this binary) with the container's VMM_STATE_DIR,
+ * inside the network namespace nsfd (-1: ours); its stderr into err (the
+ * last line kept). Its exit status, or -errno. */
+static int vmm_cmd_ns(const struct oci_ctx *c, const char *id, int nsfd, char *const *args, char *err,
+		      size_t errlen)
 {
 	int p[2], st, nul;
 	size_t got = 0;
@@ -170,6 +176,17 @@ static int vmm_cmd(const struct oci_ctx *c, const char *id, char *const *args, c
 		/* The VMM outlives us: keep it out of the engine's process
 		 * group and session, so a signal to them is not its. */
 		setsid();
+		{
+			sigset_t none;
+
+			/* the init proxy blocks the signals it forwards */
+			sigemptyset(&none);
+			sigprocmask(SIG_SETMASK, &none, NULL);
+		}
+		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0) {
+			fprintf(stderr, "joining the container's network namespace: %s\n", strerror(errno));
+			_exit(126);
+		}
 		execv(c->self, args);
 		_exit(127);
 	}
@@ -190,6 +207,11 @@ static int vmm_cmd(const struct oci_ctx *c, const char *id, char *const *args, c
 		if (errno != EINTR)
 			return -errno;
 	return oci_exit_status(st);
+}
+
+static int vmm_cmd(const struct oci_ctx *c, const char *id, char *const *args, char *err, size_t errlen)
+{
+	return vmm_cmd_ns(c, id, -1, args, err, errlen);
 }
 
 static void vm_remove(const struct oci_ctx *c, const char *id)
@@ -507,6 +529,33 @@ static int write_pid_file(const char *path, pid_t pid)
 	return rename(tmp, path) < 0 ? -errno : 0;
 }
 
+/* The signals an engine sends the init proxy itself (conmon's and the
+ * shim's kill of the pid they hold, a terminal's ^C) that go on to the
+ * container's process. */
+static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+
+struct forwarder {
+	struct sandbox_addr a;
+	sigset_t set;
+};
+
+/* A thread of the proxy: each forwarded signal to the process (tag
+ * "init") through guest-init's API. */
+static void *forward_signals(void *arg)
+{
+	struct forwarder *f = arg;
+	char fields[128], out[256];
+	int sig;
+
+	for (;;) {
+		if (sigwait(&f->set, &sig))
+			continue;
+		snprintf(fields, sizeof(fields), "\"op\":\"signal\",\"tag\":\"init\",\"signal\":%d", sig);
+		api_call2(&f->a, fields, "signal", out, sizeof(out));
+	}
+	return NULL;
+}
+
 /* The init proxy (the --pid-file process): waits for start on the FIFO,
  * starts the container's process detached (tag "init", so kill reaches it
  * whatever becomes of us), follows it with our stdio and exits with its
@@ -514,12 +563,15 @@ static int write_pid_file(const char *path, pid_t pid)
 static int init_proxy(const struct oci_ctx *c, const char *id, const struct oci_process *p, const char *fifo)
 {
 	char *fields = malloc(OCI_FIELDS_MAX), out[512];
+	struct forwarder *fwd = calloc(1, sizeof(*fwd)); /* the thread's until we exit */
 	struct sandbox_addr a;
 	struct sandbox sb;
 	struct api_error e;
+	pthread_t th;
+	unsigned i;
 	int fd, r;
 
-	if (!fields)
+	if (!fields || !fwd)
 		return 1;
 	/* start opens the FIFO's other end: until then, nothing runs */
 	fd = open(fifo, O_WRONLY | O_CLOEXEC);
@@ -528,6 +580,13 @@ static int init_proxy(const struct oci_ctx *c, const char *id, const struct oci_
 	close(fd);
 	if (vm_addr(c, id, &sb, &a) || process_fields(p, 1, fields, OCI_FIELDS_MAX))
 		return fail(c, "%s: the container's VM is gone", id), 1;
+	/* from here on the forwarded signals are the process's: blocked here
+	 * before it starts, so none is lost, and taken by the forwarder */
+	fwd->a = a;
+	sigemptyset(&fwd->set);
+	for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+		sigaddset(&fwd->set, forwarded[i]);
+	pthread_sigmask(SIG_BLOCK, &fwd->set, NULL);
 	fd = api_open_v(&a, 2, fields);
 	if (fd < 0)
 		return fail(c, "%s: cannot reach the container's VM: %s", id, strerror(-fd)), 1;
@@ -539,7 +598,13 @@ static int init_proxy(const struct oci_ctx *c, const char *id, const struct oci_
 		return e.eno == ENOENT || e.eno == EACCES ? (e.eno == ENOENT ? 127 : 126) : 1;
 	}
 	free(fields);
+	if (pthread_create(&th, NULL, forward_signals, fwd) == 0)
+		pthread_detach(th);
 	r = api_attach(&a, "init", 1, p->terminal);
+	/* The container's init is gone: so is the container (runc's stops
+	 * with it). The VM goes before we exit, so once the engine sees the
+	 * exit, state says stopped and nothing of it runs. */
+	vm_remove(c, id);
 	return r < 0 ? 1 : r;
 }
 
@@ -584,7 +649,7 @@ static void cleanup(const struct oci_ctx *c, const char *id)
 }
 
 static int boot_vm(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
-		   unsigned nshares)
+		   unsigned nshares, const char *netopt, int nsfd)
 {
 	char *args[64], fs[20][PATH_MAX + 64], mem[32], cpus[16], err[1024];
 	const char *v;
@@ -627,10 +692,109 @@ static int boot_vm(const struct oci_ctx *c, const char *id, const struct oci_spe
 		args[n++] = "--kernel";
 		args[n++] = (char *)v;
 	}
+	if (netopt) {
+		args[n++] = "--net";
+		args[n++] = (char *)netopt;
+	}
 	args[n] = NULL;
-	r = vmm_cmd(c, id, args, err, sizeof(err));
+	r = vmm_cmd_ns(c, id, nsfd, args, err, sizeof(err));
 	if (r)
 		return fail(c, "%s: the VM did not start: %s", id, err[0] ? err : strerror(r < 0 ? -r : EIO));
+	return 0;
+}
+
+/* The container's network (docs/oci-runtime.md, "Networking"): the
+ * namespace's veth as --net for the VMM, which starts inside it. 0 with
+ * *netopt NULL when there is none to join (no path, or only lo). */
+static int net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oci_net *n, char *opt,
+		       size_t optlen, const char **netopt, int *nsfd)
+{
+	char why[512], text[4096];
+	const char *v;
+	unsigned i;
+	int r;
+
+	*netopt = NULL;
+	*nsfd = -1;
+	if (!s->netns)
+		return 0;
+	/* the proxy (whose /proc/PID/ns/net a pod's other containers join)
+	 * lives in the namespace even when the VM takes no interface */
+	if ((*nsfd = open(s->netns, O_RDONLY | O_CLOEXEC)) < 0)
+		return fail(c, "network namespace %s: %s", s->netns, strerror(errno));
+	/* A pod's sandbox (pause) container leaves the pod's interface to
+	 * the container that runs the workload (one VM per container). */
+	if (((v = oci_spec_annotation(s, "io.kubernetes.cri.container-type")) && !strcmp(v, "sandbox")) ||
+	    ((v = oci_spec_annotation(s, "io.kubernetes.cri-o.ContainerType")) && !strcmp(v, "sandbox")))
+		return 0;
+	r = oci_net_probe(s->netns, n, why, sizeof(why));
+	if (r == -ENOENT)
+		return 0;
+	if (r)
+		return fail(c, "%s", why);
+	if (n->taken) {
+		/* another container's VM has the namespace's interface */
+		info(c, "network namespace %s: its interface is another VM's; this one has no network", s->netns);
+		return 0;
+	}
+	/* the guest's resolv.conf: the nameserver of the one the engine
+	 * binds into the container (which the container sees anyway) */
+	for (i = 0; i < s->nmounts; i++) {
+		FILE *f;
+		size_t got;
+
+		if (s->mounts[i].kind != OCI_MNT_BIND || strcmp(s->mounts[i].dest, "/etc/resolv.conf") ||
+		    !(f = fopen(s->mounts[i].source, "re")))
+			continue;
+		got = fread(text, 1, sizeof(text) - 1, f);
+		text[got] = '\0';
+		fclose(f);
+		if (oci_net_nameserver(text, n->dns, sizeof(n->dns)))
+			n->dns[0] = '\0';
+	}
+	if (oci_net_option(n, opt, optlen))
+		return fail(c, "network: option too long");
+	*netopt = opt;
+	return 0;
+}
+
+/* An older guest-init ignores exec's container members and would run
+ * the process as root outside the container's root: refuse it. */
+static int guest_capable(const struct oci_ctx *c, const char *id, const struct sandbox_addr *a)
+{
+	char out[1024];
+	const char *f;
+
+	if (api_call2(a, "\"op\":\"health\"", "health", out, sizeof(out)))
+		return fail(c, "%s: the VM's guest-init does not answer", id);
+	f = strstr(out, "\"features\"");
+	if (!f || !strstr(f, "\"container\""))
+		return fail(c, "%s: the VM's guest-init is too old for containers (no \"container\" feature: it would "
+			       "run the process as root outside the container's root); use a current initramfs",
+			    id);
+	return 0;
+}
+
+/* Runs the hooks of kind k with the state as status says. */
+static int hooks(const struct oci_ctx *c, const struct oci_spec *s, enum oci_hook_kind k, const struct oci_state *st,
+		 enum oci_status status)
+{
+	char state[16384], why[1200];
+	int r;
+
+	if (!s->nhooks[k])
+		return 0;
+	if (oci_state_render(st, status, 0, state, sizeof(state)))
+		return fail(c, "%s: state too large for its hooks", st->id);
+	if ((r = oci_hooks_run(s, k, state, why, sizeof(why)))) {
+		if (k == OCI_HOOK_POSTSTART || k == OCI_HOOK_POSTSTOP) {
+			/* runtime.md: a warning, the lifecycle goes on */
+			info(c, "warning: %s", why);
+			fprintf(stderr, "vmm oci: warning: %s\n", why);
+			return 0;
+		}
+		return fail(c, "%s: %s", st->id, why);
+	}
 	return 0;
 }
 
@@ -647,7 +811,11 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 	unsigned nshares = 0;
 	char *script = NULL;
 	struct stat sst;
-	pid_t pid;
+	struct oci_net net;
+	char netopt_buf[256];
+	const char *netopt = NULL;
+	int nsfd = -1;
+	pid_t pid = -1;
 
 	if (!s)
 		return fail(c, "out of memory");
@@ -735,10 +903,18 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 		r = fail(c, "out of memory");
 		goto out;
 	}
-	if ((r = boot_vm(c, id, s, shares, nshares)))
+	if ((r = net_prepare(c, s, &net, netopt_buf, sizeof(netopt_buf), &netopt, &nsfd)))
+		goto out;
+	if ((r = boot_vm(c, id, s, shares, nshares, netopt, nsfd)))
 		goto out;
 	if (vm_addr(c, id, &sb, &a)) {
 		r = fail(c, "%s: the VM started but cannot be found", id);
+		goto out;
+	}
+	if ((r = guest_capable(c, id, &a)))
+		goto out;
+	if (netopt && oci_net_connect(s->netns, &net, why, sizeof(why))) {
+		r = fail(c, "%s: connecting the VM to %s in %s: %s", id, net.ifname, s->netns, why);
 		goto out;
 	}
 	{
@@ -772,6 +948,9 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 			console_attach(slave);
 		else
 			setsid();
+		/* in the container's network namespace, as runc's init is */
+		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
+			_exit(fail(c, "%s: joining %s: %s", id, s->netns, strerror(errno)));
 		_exit(init_proxy(c, id, &s->process, fifo));
 	}
 	if (slave >= 0)
@@ -785,16 +964,27 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 			goto out;
 		}
 	}
+	/* runtime.md "Lifecycle" 5-7: the environment exists, the process
+	 * has not run (the proxy waits for start) */
+	if ((r = hooks(c, s, OCI_HOOK_PRESTART, &st, OCI_CREATING)) ||
+	    (r = hooks(c, s, OCI_HOOK_CREATE_RUNTIME, &st, OCI_CREATING)) ||
+	    (r = hooks(c, s, OCI_HOOK_CREATE_CONTAINER, &st, OCI_CREATING)))
+		goto out;
 	st.status = OCI_CREATED;
 	if (oci_state_save(c->root, &st) || (pid_file && write_pid_file(pid_file, pid))) {
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
 		r = fail(c, "%s: cannot write its state or --pid-file %s", id, pid_file ? pid_file : "");
 		goto out;
 	}
-	info(c, "%s: created (VM %s, init proxy %d)", id, dir, (int)pid);
+	info(c, "%s: created (VM %s, init proxy %d%s%s)", id, dir, (int)pid, netopt ? ", network " : "",
+	     netopt ? netopt : "");
 	r = 0;
 out:
+	if (r && pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	if (nsfd >= 0)
+		close(nsfd);
 	if (r && made)
 		cleanup(c, id);
 	if (lock >= 0)
@@ -803,6 +993,15 @@ out:
 	oci_spec_free(s);
 	free(s);
 	return r;
+}
+
+/* The bundle's config.json again, for its hooks. */
+static int spec_for_hooks(const struct oci_ctx *c, const struct oci_state *st, struct oci_spec *s)
+{
+	char why[512];
+	int r = oci_spec_load(s, st->bundle, why, sizeof(why));
+
+	return r ? fail(c, "%s/config.json: %s", st->bundle, r == -EINVAL ? why : strerror(-r)) : 0;
 }
 
 /* Looks the container up (-ENOENT: "does not exist") under its lock. */
@@ -843,12 +1042,17 @@ static int oci_start(const struct oci_ctx *c, int argc, char **argv)
 {
 	const char *id = one_id(argc, argv, 1);
 	char dir[PATH_MAX], fifo[PATH_MAX + 16], b;
+	struct oci_spec *s = calloc(1, sizeof(*s));
 	struct oci_state st;
 	struct pollfd pfd;
 	int lock, fd, r;
 
-	if ((r = load(c, id, 1, &st, &lock)))
+	if (!s)
+		return fail(c, "out of memory");
+	if ((r = load(c, id, 1, &st, &lock))) {
+		free(s);
 		return r;
+	}
 	r = CLI_EXIT_ERROR;
 	switch (oci_status_now(st.status, oci_proxy_alive(&st))) {
 	case OCI_CREATED:
@@ -860,6 +1064,9 @@ static int oci_start(const struct oci_ctx *c, int argc, char **argv)
 		fail(c, "cannot start a container that has stopped");
 		goto out;
 	}
+	/* runtime.md "Lifecycle" 8: startContainer before the process runs */
+	if (spec_for_hooks(c, &st, s) || hooks(c, s, OCI_HOOK_START_CONTAINER, &st, OCI_CREATED))
+		goto out;
 	oci_state_dir(c->root, id, dir, sizeof(dir));
 	snprintf(fifo, sizeof(fifo), "%s/exec.fifo", dir);
 	fd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -880,9 +1087,12 @@ static int oci_start(const struct oci_ctx *c, int argc, char **argv)
 		fail(c, "%s: cannot write its state", id);
 		goto out;
 	}
+	hooks(c, s, OCI_HOOK_POSTSTART, &st, OCI_RUNNING);
 	r = 0;
 out:
 	close(lock);
+	oci_spec_free(s);
+	free(s);
 	return r;
 }
 
@@ -984,6 +1194,19 @@ static int oci_delete(const struct oci_ctx *c, int argc, char **argv)
 	}
 	if (oci_proxy_alive(&st))
 		kill(st.pid, SIGKILL);
+	vm_remove(c, id);
+	{
+		/* runtime.md "Lifecycle" 12: poststop after the container is
+		 * gone; a bundle that is gone already has none to run */
+		struct oci_spec *s = calloc(1, sizeof(*s));
+		char why[512];
+
+		if (s && oci_spec_load(s, st.bundle, why, sizeof(why)) == 0)
+			hooks(c, s, OCI_HOOK_POSTSTOP, &st, OCI_STOPPED);
+		if (s)
+			oci_spec_free(s);
+		free(s);
+	}
 	cleanup(c, id);
 	info(c, "%s: deleted", id);
 out:
@@ -1162,7 +1385,8 @@ static int oci_ps(const struct oci_ctx *c, int argc, char **argv)
 static int oci_features(void)
 {
 	printf("{\"ociVersionMin\":\"1.0.0\",\"ociVersionMax\":\"%s\","
-	       "\"hooks\":[],"
+	       "\"hooks\":[\"prestart\",\"createRuntime\",\"createContainer\",\"startContainer\","
+	       "\"poststart\",\"poststop\"],"
 	       "\"mountOptions\":[\"ro\",\"rw\",\"nosuid\",\"nodev\",\"noexec\",\"bind\",\"rbind\"],"
 	       "\"linux\":{\"namespaces\":[\"network\"],\"capabilities\":[],"
 	       "\"cgroup\":{\"v1\":false,\"v2\":false,\"systemd\":false,\"systemdUser\":false},"

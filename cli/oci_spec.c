@@ -285,7 +285,8 @@ static int parse_mounts(struct oci_spec *s, const struct json *v, char *why, siz
 
 static int parse_hooks(struct oci_spec *s, const struct json *v, char *why, size_t whylen)
 {
-	static const char *const names[OCI_HOOK_KINDS] = { "prestart", "createRuntime", "poststart", "poststop" };
+	static const char *const names[OCI_HOOK_KINDS] = { "prestart",	    "createRuntime", "createContainer",
+								   "startContainer", "poststart",     "poststop" };
 	const struct json *arr, *e;
 	unsigned k;
 	int64_t t;

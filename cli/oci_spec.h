@@ -74,8 +74,15 @@ struct oci_hook {
 	int timeout_s; /* 0: none */
 };
 
-enum oci_hook_kind { OCI_HOOK_PRESTART, OCI_HOOK_CREATE_RUNTIME, OCI_HOOK_POSTSTART, OCI_HOOK_POSTSTOP,
-		     OCI_HOOK_KINDS };
+enum oci_hook_kind {
+	OCI_HOOK_PRESTART,
+	OCI_HOOK_CREATE_RUNTIME,
+	OCI_HOOK_CREATE_CONTAINER,
+	OCI_HOOK_START_CONTAINER,
+	OCI_HOOK_POSTSTART,
+	OCI_HOOK_POSTSTOP,
+	OCI_HOOK_KINDS
+};
 
 struct oci_spec {
 	const char *version;            /* ociVersion */

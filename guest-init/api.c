@@ -934,6 +934,13 @@ void api_serve(int fd, const struct api_config *cfg)
 		jw_arr_end(&w);
 		jw_key(&w, "server");
 		jw_str(&w, "vmm guest-init");
+		/* What a client must not assume of an older guest-init:
+		 * "container", exec's container members (root, uid, gid,
+		 * groups, rlimits, no_new_privs) are honoured, not ignored. */
+		jw_key(&w, "features");
+		jw_arr(&w);
+		jw_str(&w, "container");
+		jw_arr_end(&w);
 		jw_key(&w, "uptime_ms");
 		jw_int(&w, (int64_t)(now_ms() - cfg->start_ms));
 		jw_obj_end(&w);

@@ -12,9 +12,13 @@ pass=0 fail=0 skip=0
 ok() { echo "ok: $*"; pass=$((pass + 1)); }
 bad() { echo "FAILED: $*"; fail=$((fail + 1)); }
 skipped() { echo "skipped: $*"; skip=$((skip + 1)); }
-ctd_pid=
+ctd_pid= httpd_pid= NS=vmmoci$$ cni_tmpfs=
 cleanup() {
 	[ -n "$ctd_pid" ] && kill "$ctd_pid" 2> /dev/null
+	[ -n "$httpd_pid" ] && kill "$httpd_pid" 2> /dev/null
+	ip netns del "$NS" 2> /dev/null
+	ip link del vo-h 2> /dev/null
+	[ -n "$cni_tmpfs" ] && umount /var/lib/cni 2> /dev/null
 	rm -rf "$T" 2> /dev/null
 }
 trap cleanup EXIT
@@ -27,8 +31,12 @@ BUSYBOX=$(command -v busybox) || { echo "skipped: no busybox"; exit 0; }
 # A busybox root filesystem, as an image would unpack.
 mkdir -p "$T/rootfs/bin" "$T/rootfs/proc" "$T/rootfs/sys" "$T/rootfs/dev" "$T/rootfs/etc" "$T/rootfs/tmp"
 cp "$BUSYBOX" "$T/rootfs/bin/busybox"
-for a in sh echo cat ls uname sleep true false id hostname mount; do ln -s busybox "$T/rootfs/bin/$a"; done
+for a in sh echo cat ls uname sleep true false id hostname mount ping wget httpd tty ip; do
+	ln -s busybox "$T/rootfs/bin/$a"
+done
 echo 'root:x:0:0:root:/root:/bin/sh' > "$T/rootfs/etc/passwd"
+mkdir -p "$T/rootfs/www" && echo hello-from-guest > "$T/rootfs/www/index.html"
+tar -C "$T/rootfs" -cf "$T/layer.tar" .
 
 # ---- the runtime by hand ---------------------------------------------------
 R=$T/state
@@ -63,6 +71,90 @@ else
 	bad "create: $(cat "$T/err")"
 fi
 
+# ---- a network namespace as CNI leaves it; hooks; signals -----------------
+# ip netns + a veth pair with addresses (what CNI's bridge plugin makes,
+# less the bridge): the VM joins the namespace, its TAP is tied to the
+# veth, the guest takes the veth's address and reaches the host side.
+nbconf() { # ARGS_JSON CREATE_RUNTIME_HOOK
+	cat > "$T/nb/config.json" << EOF
+{"ociVersion":"1.0.2","root":{"path":"$T/rootfs"},
+ "process":{"args":$1,"cwd":"/","env":["PATH=/bin"],"user":{"uid":0,"gid":0}},
+ "mounts":[{"destination":"/proc","type":"proc","source":"proc"},
+  {"destination":"/etc/resolv.conf","type":"bind","source":"$T/resolv.conf","options":["rbind","ro"]}],
+ "hooks":{"createRuntime":[{"path":"$2","args":["h","createRuntime"],"timeout":30}],
+  "createContainer":[{"path":"$T/hook","args":["h","createContainer"]}],
+  "startContainer":[{"path":"$T/hook","args":["h","startContainer"]}],
+  "poststart":[{"path":"$T/hook","args":["h","poststart"]}],
+  "poststop":[{"path":"$T/hook","args":["h","poststop"]}]},
+ "linux":{"namespaces":[{"type":"pid"},{"type":"mount"},{"type":"network","path":"/run/netns/$NS"}]}}
+EOF
+}
+if command -v ip > /dev/null && command -v tc > /dev/null && ip netns add "$NS" 2> /dev/null; then
+	ip link add vo-h type veth peer name vo-c netns "$NS" &&
+		ip addr add 10.99.0.1/24 dev vo-h && ip link set vo-h up &&
+		ip -n "$NS" link set lo up && ip -n "$NS" addr add 10.99.0.2/24 dev vo-c &&
+		ip -n "$NS" link set vo-c up && ip -n "$NS" route add default via 10.99.0.1 || bad "veth setup"
+	mkdir -p "$T/www" "$T/nb" && echo hello-from-host > "$T/www/index.html"
+	"$BUSYBOX" httpd -f -p 10.99.0.1:18081 -h "$T/www" &
+	httpd_pid=$!
+	echo 'nameserver 10.99.0.53' > "$T/resolv.conf"
+	# each hook logs its name and the status in the state on its stdin
+	cat > "$T/hook" << 'EOF'
+#!/bin/sh
+st=$(cat)
+s=${st#*\"status\":\"}
+echo "$1:${s%%\"*}" >> "$(dirname "$0")/hooks.log"
+EOF
+	chmod +x "$T/hook"
+	nbconf '["sh","-c","ping -c1 -W10 10.99.0.1 && wget -qO- http://10.99.0.1:18081/ && cat /etc/resolv.conf && ip -o -4 addr show"]' "$T/hook"
+	if "$OCI" --root "$R" create --bundle "$T/nb" --pid-file "$T/npid" n1 > "$T/nout" 2> "$T/nerr"; then
+		npid=$(cat "$T/npid")
+		"$OCI" --root "$R" start n1 || bad "start n1"
+		for _ in $(seq 1 600); do kill -0 "$npid" 2> /dev/null || break; sleep 0.1; done
+		grep -q "1 packets received" "$T/nout" && ok "netns: the guest pings the veth's host side" ||
+			bad "netns ping: $(cat "$T/nout" "$T/nerr")"
+		grep -q hello-from-host "$T/nout" && ok "netns: wget from the host side" || bad "netns wget: $(cat "$T/nout")"
+		grep -q "10.99.0.2/24" "$T/nout" && ok "netns: the guest has the veth's address" ||
+			bad "netns address: $(cat "$T/nout")"
+		grep -q "nameserver 10.99.0.53" "$T/nout" && ok "netns: resolv.conf from the bundle" || bad "resolv.conf"
+		st=$("$OCI" --root "$R" state n1)
+		case $st in *'"status":"stopped"'*) ok "state: stopped once the init exits" ;; *) bad "state: $st" ;; esac
+		[ ! -e "$R/n1/vm/c" ] && ok "the VM went with the init" ||
+			bad "VM left after the init exited: $(ls "$R/n1/vm")"
+		"$OCI" --root "$R" delete n1 || bad "delete n1"
+		hl=$(tr '\n' ' ' < "$T/hooks.log")
+		[ "$hl" = "createRuntime:creating createContainer:creating startContainer:created poststart:running poststop:stopped " ] &&
+			ok "hooks ran in order with their states" || bad "hooks: $hl"
+	else
+		bad "create in a netns: $(cat "$T/nerr")"
+	fi
+	# a failing createRuntime hook fails create and leaves nothing
+	nbconf '["true"]' /bin/false
+	if "$OCI" --root "$R" create --bundle "$T/nb" n2 2> "$T/herr"; then
+		bad "create with a failing hook succeeded"
+		"$OCI" --root "$R" delete --force n2
+	else
+		grep -q createRuntime "$T/herr" && [ ! -e "$R/n2" ] && ok "a failing createRuntime hook: error, nothing left" ||
+			bad "failing hook: $(cat "$T/herr"); $(ls "$R" 2> /dev/null)"
+	fi
+	# SIGTERM straight to the init proxy reaches the process
+	nbconf '["sh","-c","trap \"echo got-term; exit 9\" TERM; echo ready; while :; do sleep 1; done"]' /bin/true
+	if "$OCI" --root "$R" create --bundle "$T/nb" --pid-file "$T/tpid" n3 > "$T/tout" 2> "$T/terr"; then
+		tpid=$(cat "$T/tpid")
+		"$OCI" --root "$R" start n3
+		for _ in $(seq 1 300); do grep -q ready "$T/tout" && break; sleep 0.1; done
+		kill -TERM "$tpid"
+		for _ in $(seq 1 600); do kill -0 "$tpid" 2> /dev/null || break; sleep 0.1; done
+		grep -q got-term "$T/tout" && ok "SIGTERM to the init proxy reaches the process" ||
+			bad "SIGTERM: $(cat "$T/tout" "$T/terr")"
+		"$OCI" --root "$R" delete --force n3
+	else
+		bad "create n3: $(cat "$T/terr")"
+	fi
+else
+	skipped "no ip/tc or network namespaces"
+fi
+
 # ---- containerd ------------------------------------------------------------
 if command -v containerd > /dev/null && command -v ctr > /dev/null; then
 	C=$T/ctd
@@ -70,7 +162,6 @@ if command -v containerd > /dev/null && command -v ctr > /dev/null; then
 	containerd --root "$C/root" --state "$C/state" --address "$C/sock" > "$C/log" 2>&1 &
 	ctd_pid=$!
 	for _ in $(seq 1 100); do ctr -a "$C/sock" version > /dev/null 2>&1 && break; sleep 0.2; done
-	tar -C "$T/rootfs" -cf "$T/layer.tar" .
 	# an OCI image archive by hand: one layer, a config, a manifest, an index
 	(
 		cd "$T" && mkdir -p img/blobs/sha256 && cp layer.tar img/blobs/sha256/"$(sha256sum layer.tar | cut -d' ' -f1)"
@@ -95,6 +186,23 @@ if command -v containerd > /dev/null && command -v ctr > /dev/null; then
 		[ "$rc" = 3 ] && ok "ctr run exit status 3" || bad "ctr run exit status $rc"
 		k=$(timeout 300 ctr -a "$C/sock" run --rm --runc-binary "$OCI" localhost/bb:1 t3 uname -r 2>&1)
 		[ -n "$k" ] && [ "$k" != "$(uname -r)" ] && ok "ctr: guest kernel $k" || bad "ctr uname -r: $k"
+		# a terminal: ctr run -t (script(1) gives ctr one)
+		out=$(timeout 300 script -qec "ctr -a $C/sock run -t --rm --runc-binary $OCI localhost/bb:1 t4 sh -c '[ -t 0 ] && [ -t 1 ] && echo is-a-tty; tty'" /dev/null < /dev/null 2>&1)
+		# (tty(1)'s name lookup fails in the container: the guest pty's
+		# devpts is not the container's /dev/pts; isatty is what counts)
+		case $out in *is-a-tty*) ok "ctr run -t: a terminal" ;; *) bad "ctr run -t: $out" ;; esac
+		# exec and kill on a running container
+		timeout 300 ctr -a "$C/sock" run -d --runc-binary "$OCI" localhost/bb:1 t5 sleep 600 > /dev/null 2>&1
+		out=$(timeout 120 ctr -a "$C/sock" task exec --exec-id e1 t5 sh -c 'echo exec-ok; exit 5' 2>&1)
+		rc=$?
+		[ "$out" = exec-ok ] && [ "$rc" = 5 ] && ok "ctr task exec: output and status 5" ||
+			bad "ctr task exec: '$out' status $rc"
+		ctr -a "$C/sock" task kill t5 2> "$T/kerr" || bad "ctr task kill: $(cat "$T/kerr")"
+		for _ in $(seq 1 300); do ctr -a "$C/sock" task ls 2> /dev/null | grep -q "^t5 .*STOPPED" && break; sleep 0.2; done
+		ctr -a "$C/sock" task ls 2> /dev/null | grep -q "^t5 .*STOPPED" && ok "ctr task kill: stopped" ||
+			bad "ctr task kill: $(ctr -a "$C/sock" task ls 2>&1)"
+		ctr -a "$C/sock" task rm t5 > /dev/null 2>&1 && ctr -a "$C/sock" container rm t5 > /dev/null 2>&1 &&
+			ok "ctr task rm, container rm" || bad "ctr task rm t5"
 	else
 		bad "ctr image import: $(cat "$C/import" 2> /dev/null)"
 	fi
@@ -110,6 +218,53 @@ if command -v podman > /dev/null && command -v conmon > /dev/null; then
 	out=$(timeout 300 "${P[@]}" run --rm --network none localhost/bb:1 sh -c 'echo hi; exit 3' 2> "$T/perr")
 	rc=$?
 	[ "$out" = hi ] && [ "$rc" = 3 ] && ok "podman run: hi, exit 3" || bad "podman run: '$out' status $rc: $(tail -3 "$T/perr")"
+	# detached, exec, logs, stop, rm
+	if timeout 300 "${P[@]}" run -d --name p1 --network none localhost/bb:1 sh -c 'echo started; exec sleep 600' > /dev/null 2> "$T/perr"; then
+		out=$(timeout 120 "${P[@]}" exec p1 sh -c 'echo exec-ok; exit 4' 2> "$T/perr")
+		rc=$?
+		[ "$out" = exec-ok ] && [ "$rc" = 4 ] && ok "podman exec: output and status 4" ||
+			bad "podman exec: '$out' status $rc: $(tail -3 "$T/perr")"
+		"${P[@]}" logs p1 2> /dev/null | grep -q started && ok "podman logs" || bad "podman logs: $("${P[@]}" logs p1 2>&1)"
+		timeout 120 "${P[@]}" stop -t 30 p1 > /dev/null 2> "$T/perr" && ok "podman stop" || bad "podman stop: $(tail -3 "$T/perr")"
+		s=$("${P[@]}" inspect -f '{{.State.Status}}' p1 2>&1)
+		[ "$s" = exited ] && ok "podman: exited after stop" || bad "podman state after stop: $s"
+		"${P[@]}" rm p1 > /dev/null 2> "$T/perr" && [ -z "$("${P[@]}" ps -aq)" ] && ok "podman rm" ||
+			bad "podman rm: $(tail -3 "$T/perr")"
+	else
+		bad "podman run -d: $(tail -3 "$T/perr")"
+	fi
+	# a published port: CNI's bridge and portmap make the namespace; the
+	# host's curl reaches busybox httpd in the guest
+	if [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/portmap ] && command -v curl > /dev/null; then
+		mkdir -p "$T/cni"
+		# CNI caches results in /var/lib/cni (read-only under tests/vmhost)
+		if ! touch /var/lib/cni/.vmm-w 2> /dev/null && [ -d /var/lib/cni ]; then
+			mount -t tmpfs tmpfs /var/lib/cni && cni_tmpfs=1
+		fi
+		rm -f /var/lib/cni/.vmm-w
+		cat > "$T/cni/vmmtest.conflist" << EOF
+{"cniVersion":"0.4.0","name":"vmmtest","plugins":[
+ {"type":"bridge","bridge":"vmmcni0","isGateway":true,"ipMasq":false,"hairpinMode":true,
+  "ipam":{"type":"host-local","routes":[{"dst":"0.0.0.0/0"}],"dataDir":"$T/cni-ipam",
+   "ranges":[[{"subnet":"10.89.7.0/24","gateway":"10.89.7.1"}]]}},
+ {"type":"portmap","capabilities":{"portMappings":true}}]}
+EOF
+		if timeout 300 "${P[@]}" --network-config-dir "$T/cni" run -d --name web --network vmmtest \
+			-p 127.0.0.1:18080:80 localhost/bb:1 httpd -f -p 80 -h /www > /dev/null 2> "$T/perr"; then
+			got=
+			for _ in $(seq 1 60); do
+				got=$(curl -s --max-time 5 http://127.0.0.1:18080/) && [ -n "$got" ] && break
+				sleep 0.5
+			done
+			[ "$got" = hello-from-guest ] && ok "podman run -p 127.0.0.1:18080:80: the host reaches httpd in the guest" ||
+				bad "podman -p: '$got'; $(tail -3 "$T/perr")"
+			timeout 120 "${P[@]}" --network-config-dir "$T/cni" rm -f -t 5 web > /dev/null 2>&1
+		else
+			bad "podman run -p: $(tail -5 "$T/perr")"
+		fi
+	else
+		skipped "podman -p: no CNI bridge/portmap plugins or curl"
+	fi
 else
 	skipped "podman/conmon not installed"
 fi
