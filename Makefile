@@ -30,7 +30,7 @@ endif
 
 # Sources of the VMM proper (everything but the CLI entry points).
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
-             vmm/snapfmt.c vmm/snapshot.c vmm/snapshot_diff.c vmm/snapdiff.c vmm/dirty.c vmm/control.c vmm/http.c vmm/fcapi.c vmm/fcapi_obs.c vmm/fcapi_dev.c vmm/fcapi_mmds.c vmm/unixsock.c guest-init/json.c \
+             vmm/snapfmt.c vmm/snapshot.c vmm/snapshot_diff.c vmm/snapdiff.c vmm/snapmmds.c vmm/dirty.c vmm/control.c vmm/http.c vmm/fcapi.c vmm/fcapi_obs.c vmm/fcapi_dev.c vmm/fcapi_mmds.c vmm/unixsock.c guest-init/json.c \
              guest-init/proto.c \
              vmm/vcpu.c vmm/vm.c vmm/phase.c vmm/notice.c vmm/kvmcache.c vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c devices/i8042.c vmm/evloop.c devices/virtqueue.c \

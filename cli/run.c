@@ -236,7 +236,10 @@ static void restore_usage(FILE *out)
 		"  --net tap=NAME[,host_ip=ADDR/PREFIX][,mac=MAC,ip=ADDR/PREFIX,gw=ADDR,dns=ADDR]...\n"
 		"                       the TAP for the snapshot's next network interface\n"
 		"                       (default: the snapshot's own TAP name); with mac/ip/\n"
-		"                       gw/dns the clone takes new ones once it runs\n"
+		"                       gw/dns the clone takes new ones once it runs; mmds[=v2]:\n"
+		"                       it serves the metadata service too (the snapshot's\n"
+		"                       interfaces that served it do so again, store empty)\n"
+		"  --metadata FILE      the metadata service's JSON (docs/mmds.md)\n"
 		"  --fs tag=NAME,path=DIR\n"
 		"                       share DIR as the snapshot's drive NAME instead of the\n"
 		"                       directory it had (default: the same directory)\n"
@@ -1213,7 +1216,8 @@ static int load_metadata(struct mmds *m, const char *path)
 
 /* --net ...,mmds[=v2] and --metadata FILE outside the Firecracker API:
  * the store the VM's interfaces serve. 0 or a CLI exit status. */
-static int cli_mmds(struct vm_config *cfg, struct mmds **out, const char *metadata, unsigned long limit)
+static int cli_mmds(struct vm_config *cfg, struct mmds **out, const char *metadata, unsigned long limit,
+		    const struct snap_mmds *snap)
 {
 	struct mmds *m;
 	int want = 0;
@@ -1233,6 +1237,10 @@ static int cli_mmds(struct vm_config *cfg, struct mmds **out, const char *metada
 		return CLI_EXIT_ERROR;
 	}
 	m->version = want == 2 ? MMDS_V2 : MMDS_V1;
+	if (snap && snap->present) { /* restore: the snapshot's address */
+		m->ipv4 = snap->ipv4;
+		m->imds_compat = snap->imds_compat;
+	}
 	if (limit)
 		m->limit = limit;
 	if (metadata && load_metadata(m, metadata)) {
@@ -1891,6 +1899,27 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			status = CLI_EXIT_USAGE;
 			goto out_disks;
 		}
+		/* The interfaces that served the MMDS serve it again, with its
+		 * version and address (the store starts empty: --metadata, or
+		 * PUT /mmds through the API, fills it). A --net ...,mmds may add
+		 * one; the stricter version of the two wins. */
+		if (c->mmds.present) {
+			unsigned k;
+
+			for (k = 0; k < cfg.nr_nets; k++)
+				if ((c->mmds.nets >> k) & 1 && cfg.nets[k].mmds < (int)c->mmds.version)
+					cfg.nets[k].mmds = (int)c->mmds.version;
+			if (api) {
+				struct mmds *m = &ctl.api->mmds;
+
+				pthread_mutex_lock(&m->lock);
+				m->version = (enum mmds_version)c->mmds.version;
+				m->ipv4 = c->mmds.ipv4;
+				m->imds_compat = c->mmds.imds_compat;
+				pthread_mutex_unlock(&m->lock);
+				cfg.mmds = m; /* the device thread reads it, under its lock */
+			}
+		}
 		cfg.has_entropy = (int)c->has_entropy;
 		cfg.entropy.rl = c->entropy_rl;
 		cfg.has_balloon = (int)c->has_balloon;
@@ -2032,7 +2061,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		sb.start_time = jail.host_start;
 		cfg.host_pid = jail.host_pid;
 	}
-	if (!api && (status = cli_mmds(&cfg, &md, fc.metadata, fc.mmds_limit)))
+	if (!api && (status = cli_mmds(&cfg, &md, fc.metadata, fc.mmds_limit, have_snap ? &snap.conf.mmds : NULL)))
 		goto out_console;
 	vm = calloc(1, sizeof(*vm));
 	if (!vm) {
