@@ -2033,6 +2033,25 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			cfg.console_limit = 0;
 	}
 
+	/* PUT /serial: the guest's serial output to that file or FIFO
+	 * (opened as Firecracker does: created if missing, not truncated,
+	 * non-blocking, so a FIFO nobody reads drops output, not the VM). */
+	if (api && !restore && ctl.api->cfg.has_serial) {
+		if (console_file >= 0)
+			close(console_file);
+		console_file = open(ctl.api->cfg.serial_out, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0600);
+		if (console_file < 0) {
+			log_err("serial_out_path %s: %s", ctl.api->cfg.serial_out, strerror(errno));
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		cfg.console_out = console_file;
+		cfg.console_in = -1;
+		cfg.console_tty = cfg.console_escape = 0;
+		cfg.console_path = NULL;
+		cfg.console_limit = 0;
+	}
+
 	/* A disk another sandbox holds: refused here, naming it (the
 	 * device's lock, when the VMM opens it, is what guarantees it). */
 	if (disk_locks_check(&cfg, sb.name)) {
@@ -2070,6 +2089,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	}
 	if (vm_create(vm, &cfg)) {
 		status = CLI_EXIT_ERROR;
+		if (api && vm->start_why[0])
+			control_finish(&ctl, NULL, vm->start_why); /* Firecracker's words */
 		goto out_free;
 	}
 	if (dump_cpuid && vm_dump_cpuid(vm, 0, dump_cpuid)) {
