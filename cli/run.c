@@ -255,7 +255,10 @@ static void restore_usage(FILE *out)
 		"  --net tap=NAME[,host_ip=ADDR/PREFIX][,mac=MAC,ip=ADDR/PREFIX,gw=ADDR,dns=ADDR]...\n"
 		"                       the TAP for the snapshot's next network interface\n"
 		"                       (default: the snapshot's own TAP name); with mac/ip/\n"
-		"                       gw/dns the clone takes new ones once it runs\n"
+		"                       gw/dns the clone takes new ones once it runs; mmds[=v2]:\n"
+		"                       it serves the metadata service too (the snapshot's\n"
+		"                       interfaces that served it do so again, store empty)\n"
+		"  --metadata FILE      the metadata service's JSON (docs/mmds.md)\n"
 		"  --fs tag=NAME,path=DIR\n"
 		"                       share DIR as the snapshot's drive NAME instead of the\n"
 		"                       directory it had (default: the same directory)\n"
@@ -1298,7 +1301,8 @@ static int load_metadata(struct mmds *m, const char *path)
 
 /* --net ...,mmds[=v2] and --metadata FILE outside the Firecracker API:
  * the store the VM's interfaces serve. 0 or a CLI exit status. */
-static int cli_mmds(struct vm_config *cfg, struct mmds **out, const char *metadata, unsigned long limit)
+static int cli_mmds(struct vm_config *cfg, struct mmds **out, const char *metadata, unsigned long limit,
+		    const struct snap_mmds *snap)
 {
 	struct mmds *m;
 	int want = 0;
@@ -1318,6 +1322,10 @@ static int cli_mmds(struct vm_config *cfg, struct mmds **out, const char *metada
 		return CLI_EXIT_ERROR;
 	}
 	m->version = want == 2 ? MMDS_V2 : MMDS_V1;
+	if (snap && snap->present) { /* restore: the snapshot's address */
+		m->ipv4 = snap->ipv4;
+		m->imds_compat = snap->imds_compat;
+	}
 	if (limit)
 		m->limit = limit;
 	if (metadata && load_metadata(m, metadata)) {
@@ -2042,6 +2050,27 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			status = CLI_EXIT_USAGE;
 			goto out_disks;
 		}
+		/* The interfaces that served the MMDS serve it again, with its
+		 * version and address (the store starts empty: --metadata, or
+		 * PUT /mmds through the API, fills it). A --net ...,mmds may add
+		 * one; the stricter version of the two wins. */
+		if (c->mmds.present) {
+			unsigned k;
+
+			for (k = 0; k < cfg.nr_nets; k++)
+				if ((c->mmds.nets >> k) & 1 && cfg.nets[k].mmds < (int)c->mmds.version)
+					cfg.nets[k].mmds = (int)c->mmds.version;
+			if (api) {
+				struct mmds *m = &ctl.api->mmds;
+
+				pthread_mutex_lock(&m->lock);
+				m->version = (enum mmds_version)c->mmds.version;
+				m->ipv4 = c->mmds.ipv4;
+				m->imds_compat = c->mmds.imds_compat;
+				pthread_mutex_unlock(&m->lock);
+				cfg.mmds = m; /* the device thread reads it, under its lock */
+			}
+		}
 		cfg.has_entropy = (int)c->has_entropy;
 		cfg.entropy.rl = c->entropy_rl;
 		cfg.has_balloon = (int)c->has_balloon;
@@ -2156,6 +2185,25 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			cfg.console_limit = 0;
 	}
 
+	/* PUT /serial: the guest's serial output to that file or FIFO
+	 * (opened as Firecracker does: created if missing, not truncated,
+	 * non-blocking, so a FIFO nobody reads drops output, not the VM). */
+	if (api && !restore && ctl.api->cfg.has_serial) {
+		if (console_file >= 0)
+			close(console_file);
+		console_file = open(ctl.api->cfg.serial_out, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0600);
+		if (console_file < 0) {
+			log_err("serial_out_path %s: %s", ctl.api->cfg.serial_out, strerror(errno));
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		cfg.console_out = console_file;
+		cfg.console_in = -1;
+		cfg.console_tty = cfg.console_escape = 0;
+		cfg.console_path = NULL;
+		cfg.console_limit = 0;
+	}
+
 	/* A disk another sandbox holds: refused here, naming it (the
 	 * device's lock, when the VMM opens it, is what guarantees it). */
 	if (disk_locks_check(&cfg, sb.name)) {
@@ -2184,7 +2232,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		sb.start_time = jail.host_start;
 		cfg.host_pid = jail.host_pid;
 	}
-	if (!api && (status = cli_mmds(&cfg, &md, fc.metadata, fc.mmds_limit)))
+	if (!api && (status = cli_mmds(&cfg, &md, fc.metadata, fc.mmds_limit, have_snap ? &snap.conf.mmds : NULL)))
 		goto out_console;
 	vm = calloc(1, sizeof(*vm));
 	if (!vm) {
@@ -2193,6 +2241,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	}
 	if (vm_create(vm, &cfg)) {
 		status = CLI_EXIT_ERROR;
+		if (api && vm->start_why[0])
+			control_finish(&ctl, NULL, vm->start_why); /* Firecracker's words */
 		goto out_free;
 	}
 	if (dump_cpuid && vm_dump_cpuid(vm, 0, dump_cpuid)) {

@@ -822,6 +822,11 @@ int fcapi_pre_boot(const struct fcapi *a, struct why *w)
 	return pre_boot(a, w);
 }
 
+int fcapi_abs_path(char *dst, size_t cap, const char *src, const char *field, struct why *w)
+{
+	return abs_path(dst, cap, src, field, w);
+}
+
 /* ---- actions and the running VM ------------------------------------------ */
 
 static int put_actions(struct fcapi *a, const struct json *b, struct why *w)
@@ -1376,7 +1381,8 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 		      (strcmp(p, "/boot-source") && strcmp(p, "/machine-config") && !path_id(p, "/drives/") &&
 		       !path_id(p, "/network-interfaces/") && !path_id(p, "/fs/") && strcmp(p, "/vsock") &&
 		       strcmp(p, "/actions") && strcmp(p, "/snapshot/create") && strcmp(p, "/snapshot/load") &&
-		       strcmp(p, "/logger") && strcmp(p, "/metrics") && strcmp(p, "/entropy") && strcmp(p, "/balloon")))
+		       strcmp(p, "/logger") && strcmp(p, "/metrics") && strcmp(p, "/entropy") && strcmp(p, "/balloon") &&
+		       strcmp(p, "/serial") && strcmp(p, "/cpu-config")))
 		goto bad_route;
 	/* Every PUT and PATCH takes a JSON object (Firecracker's words). */
 	if (!req->body_len) {
@@ -1433,6 +1439,10 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 		r = fcapi_put_entropy(a, body, &w);
 	} else if (!strcmp(p, "/balloon")) {
 		r = fcapi_put_balloon(a, body, &w);
+	} else if (!strcmp(p, "/serial")) {
+		r = fcapi_put_serial(a, body, &w);
+	} else if (!strcmp(p, "/cpu-config")) {
+		r = fcapi_put_cpu_config(a, body, &w);
 	} else {
 		goto bad_route;
 	}
@@ -1488,9 +1498,12 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 			r = m->type == JSON_NULL ? 0 : fcapi_put_balloon(a, m, &w);
 		} else if (!strcmp(m->key, "mmds-config")) {
 			mmds_cfg = m; /* once the interfaces are known, below */
+		} else if (!strcmp(m->key, "serial")) {
+			r = m->type == JSON_NULL ? 0 : fcapi_put_serial(a, m, &w);
+		} else if (!strcmp(m->key, "cpu-config")) {
+			r = m->type == JSON_NULL ? 0 : fcapi_cpu_config_file(a, m, &w);
 		} else if (m->type == JSON_NULL &&
-			   (!strcmp(m->key, "cpu-config") ||
-			    !strcmp(m->key, "serial") || !strcmp(m->key, "pmem") ||
+			   (!strcmp(m->key, "pmem") ||
 			    !strcmp(m->key, "memory-hotplug"))) {
 			r = 0; /* Firecracker's example config has "cpu-config": null */
 		} else if (!strcmp(m->key, "drives") || !strcmp(m->key, "network-interfaces") ||
@@ -1507,7 +1520,8 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 						       : put_fs(a, e, NULL, &w);
 		} else {
 			r = fail(&w, "'%.64s' is not supported in a configuration file (boot-source, drives, "
-				 "machine-config, network-interfaces, vsock, logger, metrics, entropy, balloon, fs; others only as null)",
+				 "machine-config, network-interfaces, vsock, logger, metrics, entropy, balloon, fs, serial, cpu-config, "
+				 "mmds-config; others only as null)",
 				 m->key);
 			break;
 		}
@@ -1552,6 +1566,7 @@ int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, siz
 	cfg->cpus = c->vcpus;
 	cfg->mem_bytes = (uint64_t)c->mem_mib << 20;
 	cfg->track_dirty = c->track_dirty_pages; /* Diff snapshots */
+	cfg->cpu_tmpl = c->has_cpu_tmpl ? &c->cpu_tmpl : NULL;
 	if (c->tmpl_set) {
 		cfg->tmpl = c->tmpl;
 		cfg->tmpl_explicit = 1;

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "../devices/mmds.h"
+#include "cputmpl.h"
 #include "http.h"
 #include "log.h"
 #include "vm.h"
@@ -126,6 +127,10 @@ struct fcapi_config {
 	int has_balloon;        /* PUT /balloon */
 	struct balloon_options balloon;
 	int has_mmds;           /* PUT /mmds/config */
+	int has_serial;         /* PUT /serial with serial_out_path */
+	char serial_out[PATH_MAX]; /* the guest's serial output goes there */
+	int has_cpu_tmpl;       /* PUT /cpu-config */
+	struct cpu_tmpl cpu_tmpl;
 };
 
 enum fcapi_pending { FCAPI_NONE, FCAPI_START, FCAPI_LOAD };

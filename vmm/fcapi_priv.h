@@ -31,6 +31,15 @@ struct field {
 int fcapi_check_fields(const struct json *o, const struct field *f, size_t nf, struct why *w);
 int fcapi_get_limiter(const struct json *o, const char *field, struct rl_limits *l, struct why *w);
 int fcapi_pre_boot(const struct fcapi *a, struct why *w);
+/* A path as Firecracker takes it: relative ones against the working
+ * directory. 0 or -EINVAL with the fault in *w. */
+int fcapi_abs_path(char *dst, size_t cap, const char *src, const char *field, struct why *w);
+
+/* fcapi_cpu.c: PUT /serial and PUT /cpu-config (the config file's
+ * "serial" and "cpu-config": an object, or for cpu-config a file's path). */
+int fcapi_put_serial(struct fcapi *a, const struct json *b, struct why *w);
+int fcapi_put_cpu_config(struct fcapi *a, const struct json *b, struct why *w);
+int fcapi_cpu_config_file(struct fcapi *a, const struct json *v, struct why *w);
 
 /* fcapi_obs.c: a RateLimiter member (nothing if no limit). */
 void fcapi_limiter_json(struct json_writer *w, const char *key, const struct rl_limits *l);

@@ -11,6 +11,7 @@
 #include "snapshot_priv.h"
 #include "log.h"
 #include "vcpu.h"
+#include "../devices/mmds.h"
 
 #include <cpuid.h>
 #include <dirent.h>
@@ -835,13 +836,9 @@ static int64_t mtime_ns(const struct stat *st)
 
 /* ---- save ---- */
 
-int snap_build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf, const struct snap_ident *ident)
+void snap_head_save(struct sbuf *b, struct snap_conf *conf, const struct snap_ident *ident)
 {
 	struct sio io = { .w = b };
-	struct vm_state vs;
-	uint32_t xlen = host_xsave_len(vm);
-	unsigned i;
-	int r;
 
 	sb_begin(b, TAG_CONF);
 	visit_conf(&io, conf);
@@ -852,6 +849,40 @@ int snap_build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf, cons
 	/* After HOST: a vmm from before identities refuses the file there
 	 * ("sections out of order") and so never takes a diff for a full. */
 	snapid_save(b, ident);
+	/* Only with an MMDS: a snapshot without one stays readable by a vmm
+	 * from before the record, which refuses one with it (snapmmds.h). */
+	snap_mmds_save(b, &conf->mmds);
+}
+
+int snap_head_load(struct srd *r, struct snap_conf *c, struct snap_ident *ident)
+{
+	struct sio io = { .r = r };
+
+	memset(ident, 0, sizeof(*ident));
+	if (!sr_begin(r, TAG_CONF, "config")) {
+		visit_conf(&io, c);
+		sr_end(r, "config");
+	}
+	if (!r->err && !sr_begin(r, TAG_HOST, "host")) {
+		visit_host(&io, c);
+		sr_end(r, "host");
+	}
+	if (!r->err && (c->mem_bytes % GM_PAGE_SIZE || snapid_load(r, ident, c->mem_bytes / GM_PAGE_SIZE)))
+		sr_fail(r, "the snapshot's identity section is invalid");
+	if (!r->err && snap_mmds_load(r, &c->mmds, c->nr_nets))
+		sr_fail(r, "the snapshot's MMDS record is invalid");
+	return r->err ? -EINVAL : 0;
+}
+
+int snap_build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf, const struct snap_ident *ident)
+{
+	struct sio io = { .w = b };
+	struct vm_state vs;
+	uint32_t xlen = host_xsave_len(vm);
+	unsigned i;
+	int r;
+
+	snap_head_save(b, conf, ident);
 
 	sb_begin(b, TAG_MEMR);
 	sb_u32(b, vm->gm.nr);
@@ -976,6 +1007,20 @@ int snap_fill_conf(struct vm *vm, struct snap_conf *conf, const char *copy_dir, 
 	if (vm->balloon) {
 		conf->balloon = vm->balloon->opt;
 		conf->balloon.stats_interval_s = vm->balloon->stats_interval_s;
+	}
+	memset(&conf->mmds, 0, sizeof(conf->mmds));
+	for (i = 0; vm->cfg.mmds && i < vm->cfg.nr_nets; i++)
+		if (vm->cfg.nets[i].mmds)
+			conf->mmds.nets |= 1u << i;
+	if (conf->mmds.nets) {
+		struct mmds *m = vm->cfg.mmds;
+
+		pthread_mutex_lock(&m->lock);
+		conf->mmds.version = (uint32_t)m->version;
+		conf->mmds.ipv4 = m->ipv4;
+		conf->mmds.imds_compat = (uint8_t)!!m->imds_compat;
+		pthread_mutex_unlock(&m->lock);
+		conf->mmds.present = 1;
 	}
 	conf->nr_fs = vm->cfg.nr_fs;
 	for (i = 0; i < vm->cfg.nr_fs; i++) {
@@ -1166,7 +1211,6 @@ int snapshot_open(struct snapshot *s, const char *dir)
 	size_t body_len;
 	const char *why = NULL;
 	char p[PATH_MAX];
-	struct sio io;
 	struct stat st;
 	int r;
 
@@ -1191,19 +1235,7 @@ int snapshot_open(struct snapshot *s, const char *dir)
 		return r;
 	}
 	sr_init(&s->rd, body, body_len);
-	io = (struct sio){ .r = &s->rd };
-	if (!sr_begin(&s->rd, TAG_CONF, "config")) {
-		visit_conf(&io, &s->conf);
-		sr_end(&s->rd, "config");
-	}
-	if (!s->rd.err && !sr_begin(&s->rd, TAG_HOST, "host")) {
-		visit_host(&io, &s->conf);
-		sr_end(&s->rd, "host");
-	}
-	if (!s->rd.err && (s->conf.mem_bytes % GM_PAGE_SIZE ||
-			   snapid_load(&s->rd, &s->ident, s->conf.mem_bytes / GM_PAGE_SIZE)))
-		sr_fail(&s->rd, "the snapshot's identity section is invalid");
-	if (s->rd.err) {
+	if (snap_head_load(&s->rd, &s->conf, &s->ident)) {
 		log_err("snapshot %s: %s", dir, s->rd.why);
 		snapshot_close(s);
 		return -EINVAL;

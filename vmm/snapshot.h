@@ -18,6 +18,7 @@
 
 #include "snapdiff.h"
 #include "snapfmt.h"
+#include "snapmmds.h"
 #include "vm.h"
 
 #define SNAP_STATE_FILE "state"
@@ -69,6 +70,8 @@ struct snap_conf {
 	struct rl_limits entropy_rl;
 	uint32_t has_balloon;
 	struct balloon_options balloon;
+	/* Its own section (snapmmds.h), absent without an MMDS. */
+	struct snap_mmds mmds;
 	/* host */
 	char vendor[13];
 	uint32_t cpu_sig;     /* CPUID.1:EAX (family, model, stepping) */
@@ -88,6 +91,12 @@ struct snapshot {
  * checksum), parses the config, checks the memory file's size. 0, or
  * -errno after one clear log line; nothing of the guest has run. */
 int snapshot_open(struct snapshot *s, const char *dir) __attribute__((warn_unused_result));
+/* The head of a state file body: config, host, identity, MMDS. The save
+ * side of snap_build_state and the parse side of snapshot_open, without a
+ * VM (unit tests). Load: 0, or -EINVAL with r->why; *ident is the caller's
+ * to snapid_free. */
+void snap_head_save(struct sbuf *b, struct snap_conf *c, const struct snap_ident *ident);
+int snap_head_load(struct srd *r, struct snap_conf *c, struct snap_ident *ident) __attribute__((warn_unused_result));
 void snapshot_close(struct snapshot *s);
 
 /* Writes a snapshot of a paused VM to DIR (which must not exist).

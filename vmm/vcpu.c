@@ -70,6 +70,55 @@ static int msr_supported(const struct kvm_msr_list *list, uint32_t index)
 	return 0;
 }
 
+/* A custom CPU template's MSR modifiers (cputmpl.h), on the values the
+ * vCPU has now (vmm's boot values where it set one): read, filtered,
+ * written back. An MSR KVM does not list fails the start, as Firecracker's
+ * MsrNotSupported. */
+static int vcpu_tmpl_msrs(struct vcpu *v, const struct cpu_tmpl *t, const struct kvm_msr_list *supported)
+{
+	struct kvm_msrs *m;
+	unsigned i;
+	int r;
+
+	if (!t->nr_msrs)
+		return 0;
+	for (i = 0; i < t->nr_msrs; i++)
+		if (!msr_supported(supported, t->msrs[i].addr)) {
+			snprintf(v->vm->start_why, sizeof(v->vm->start_why),
+				 "Start microvm error: Failed to create guest config: Template changes an MSR entry not "
+				 "supported by KVM: Register Address: %x", t->msrs[i].addr);
+			log_err("cpu-config: %s", v->vm->start_why);
+			return -EINVAL;
+		}
+	m = calloc(1, sizeof(*m) + t->nr_msrs * sizeof(struct kvm_msr_entry));
+	if (!m)
+		return -ENOMEM;
+	for (i = 0; i < t->nr_msrs; i++)
+		m->entries[i].index = t->msrs[i].addr;
+	m->nmsrs = t->nr_msrs;
+	r = kvm_ioctl_var(v->fd, KVM_GET_MSRS, m);
+	if (r >= 0 && (unsigned)r < t->nr_msrs) {
+		snprintf(v->vm->start_why, sizeof(v->vm->start_why),
+			 "Start microvm error: Failed to create guest config: KVM vcpu ioctl failed: cannot read MSR %x",
+			 m->entries[r].index);
+		r = -EINVAL;
+	}
+	for (i = 0; r >= 0 && i < t->nr_msrs; i++)
+		m->entries[i].data = cpu_tmpl_filter(m->entries[i].data, t->msrs[i].filter, t->msrs[i].value);
+	if (r >= 0)
+		r = kvm_ioctl_var(v->fd, KVM_SET_MSRS, m);
+	if (r >= 0 && (unsigned)r < t->nr_msrs) {
+		snprintf(v->vm->start_why, sizeof(v->vm->start_why),
+			 "Start microvm error: Failed to create guest config: KVM vcpu ioctl failed: KVM refused MSR %x "
+			 "= 0x%llx", m->entries[r].index, (unsigned long long)m->entries[r].data);
+		r = -EINVAL;
+	}
+	if (r < 0 && v->vm->start_why[0])
+		log_err("cpu-config: %s", v->vm->start_why);
+	free(m);
+	return r < 0 ? r : 0;
+}
+
 static int vcpu_set_msrs(struct vcpu *v, const struct kvm_msr_list *supported)
 {
 	const unsigned max = sizeof(boot_msrs) / sizeof(boot_msrs[0]);
@@ -96,6 +145,8 @@ static int vcpu_set_msrs(struct vcpu *v, const struct kvm_msr_list *supported)
 		r = -EINVAL;
 	}
 	free(m);
+	if (r >= 0 && v->vm->cfg.cpu_tmpl)
+		r = vcpu_tmpl_msrs(v, v->vm->cfg.cpu_tmpl, supported);
 	return r < 0 ? r : 0;
 }
 
@@ -163,6 +214,18 @@ static int vcpu_set_cpuid(struct vcpu *v, const struct kvm_cpuid2 *supported)
 	memcpy(c, supported, sz);
 	c->nent = cpuid_apply(c->entries, c->nent, v->index, vm->nr_vcpus, vm->cfg.tmpl,
 			      vm->kvm.tsc_deadline);
+	/* A custom template's modifiers last, on top of vmm's CPUID. */
+	if (vm->cfg.cpu_tmpl) {
+		char why[160];
+
+		if (cpu_tmpl_apply_cpuid(vm->cfg.cpu_tmpl, c->entries, c->nent, why, sizeof(why))) {
+			snprintf(vm->start_why, sizeof(vm->start_why),
+				 "Start microvm error: Failed to create guest config: %s", why);
+			log_err("cpu-config: %s", why);
+			free(c);
+			return -EINVAL;
+		}
+	}
 	r = kvm_ioctl_var(v->fd, KVM_SET_CPUID2, c);
 	if (r >= 0)
 		v->cpuid_nent = c->nent;

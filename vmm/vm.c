@@ -852,6 +852,19 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	if (r)
 		goto err_free;
 	phase_mark(&vm->phases, PHASE_CPUID);
+	/* A custom CPU template's KVM capabilities: each one added must be
+	 * there ("!N" only stops Firecracker requiring N: nothing here). */
+	for (i = 0; cfg->cpu_tmpl && i < cfg->cpu_tmpl->nr_caps; i++) {
+		uint32_t cap = cfg->cpu_tmpl->caps[i].cap;
+
+		if (!cfg->cpu_tmpl->caps[i].remove && ioctl(vm->kvm.fd, KVM_CHECK_EXTENSION, cap) <= 0) {
+			snprintf(vm->start_why, sizeof(vm->start_why),
+				 "Start microvm error: Missing KVM capabilities: [0x%x]", cap);
+			log_err("cpu-config: %s", vm->start_why);
+			r = -EINVAL;
+			goto err_free;
+		}
+	}
 	for (i = 0; i < vm->nr_vcpus; i++) {
 		r = vcpu_create(&vm->vcpus[i], vm, i, cpuid, msrs);
 		if (r) {

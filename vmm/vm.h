@@ -11,6 +11,7 @@
 #include "idle.h"
 #include "bus.h"
 #include "cpuid.h"
+#include "cputmpl.h"
 #include "gm.h"
 #include "kvm.h"
 #include "notice.h"
@@ -96,6 +97,8 @@ struct vm_config {
 	struct rng_options entropy;
 	int has_balloon;         /* a virtio-balloon device (PUT /balloon, --balloon) */
 	struct balloon_options balloon;
+	const struct cpu_tmpl *cpu_tmpl; /* PUT /cpu-config (vmm/cputmpl.h), or NULL;
+				    the caller's, read while vCPUs are set up */
 	struct tap *pre_taps;    /* non-NULL: nr_nets TAPs already open (the
 				    jailer's); vm_create takes each over (fd -1) */
 	pid_t host_pid;          /* the VMM's pid on the host, 0: getpid() (a
@@ -161,6 +164,8 @@ struct vm {
 	struct tty tty;          /* cfg.console_tty: the terminal, main thread */
 
 	int cpuid_overridden;    /* KVM does not apply the CPUID we set */
+	char start_why[256];     /* why vm_create failed, for a client (the Firecracker
+				    API's InstanceStart), "" if no more than the log */
 
 	_Atomic int exit_reason;
 	int exit_signo;

@@ -451,6 +451,37 @@ try:
           "SIGTERM while InstanceStart builds the VM: the VM stops in order (143, folder removed)",
           (stalled, p7.returncode, os.path.exists(folder7)))
 
+    # ---- PUT /serial and PUT /cpu-config ------------------------------------------------
+    serial_out = os.path.join(tmp, "serial.out")
+    p7, sock7, _ = serve("fcg")
+    tmpl = {"cpuid_modifiers": [{"leaf": "0x1", "subleaf": "0x0", "flags": 0,
+                                 "modifiers": [{"register": "ecx", "bitmap": "0bxx0" + "x" * 29}]}],
+            "msr_modifiers": [{"addr": "0x1a0", "bitmap": "0bx"}]}
+    res = [curl(sock7, m, path, b) for m, path, b in (
+        ("PUT", "/boot-source", {"kernel_image_path": spin, "boot_args": "console=ttyS0"}),
+        ("PUT", "/serial", {"serial_out_path": serial_out}),
+        ("PUT", "/cpu-config", tmpl),
+        ("PUT", "/actions", {"action_type": "InstanceStart"}))]
+    check(all(r == (204, None) for r in res), "PUT /serial, PUT /cpu-config (a CPUID leaf, an MSR), InstanceStart: "
+          "204", res)
+    check(wait_for(serial_out, "spinning"), "the guest's serial output goes to serial_out_path")
+    code, body = curl(sock7, "PUT", "/serial", {"serial_out_path": serial_out})
+    check(fault(code, body, 400, "not supported after starting"), "PUT /serial after the start: 400", (code, body))
+    term(p7, "fcg (serial, cpu-config)")
+    p8, sock8, _ = serve("fch")
+    res = [curl(sock8, m, path, b) for m, path, b in (
+        ("PUT", "/boot-source", {"kernel_image_path": spin, "boot_args": "console=ttyS0"}),
+        ("PUT", "/cpu-config", {"cpuid_modifiers": [{"leaf": "0x4fffff00", "subleaf": "0x0", "flags": 0,
+                                                     "modifiers": []}]}))]
+    code, body = curl(sock8, "PUT", "/actions", {"action_type": "InstanceStart"})
+    check(res == [(204, None)] * 2 and fault(code, body, 400, "Template changes a CPUID entry not supported by KVM: "
+                                              "Leaf: 4fffff00, Subleaf: 0"),
+          "a CPUID leaf KVM does not offer: InstanceStart 400 with Firecracker's words", (res, code, body))
+    try:
+        p8.wait(15)
+    except subprocess.TimeoutExpired:
+        term(p8, "fch (refused template)")
+
     # ---- --config-file ---------------------------------------------------------------
     cfgf = os.path.join(tmp, "vm.json")
     with open(cfgf, "w") as f:

@@ -242,6 +242,28 @@ try:
           (st, b))
     req(s, "PATCH", "/balloon", {"amount_mib": 32}, want=400, words="before starting", ref="BalloonUpdate")
     req(s, "GET", "/balloon/statistics", want=400, words="before starting")
+    # /serial (Firecracker 1.10+) and /cpu-config (custom CPU templates, x86)
+    req(s, "PUT", "/serial", {"serial_out_path": "serial.out"}, ref="SerialDevice")
+    req(s, "PUT", "/serial", {"serial_out_path": "serial.out", "foo": 1}, want=400, words="foo")
+    req(s, "PUT", "/serial", {"serial_out_path": 7}, want=400, words="serial_out_path")
+    cpu = {"kvm_capabilities": ["!56"],
+           "cpuid_modifiers": [{"leaf": "0x1", "subleaf": "0x0", "flags": 0,
+                                "modifiers": [{"register": "ecx", "bitmap": "0bxx0" + "x" * 29}]}],
+           "msr_modifiers": [{"addr": "0x10a", "bitmap": "0b" + "x" * 63 + "1"}]}
+    req(s, "PUT", "/cpu-config", cpu, ref="CpuConfig")
+    req(s, "PUT", "/cpu-config", {"cpuid_modifiers": [{"leaf": "1", "subleaf": "0x0", "flags": 0, "modifiers": []}]},
+        want=400, ref="CpuConfig", words="No supported number system prefix found in value [1]")
+    req(s, "PUT", "/cpu-config", {"cpuid_modifiers": [{"leaf": "0x1", "subleaf": "0x0", "flags": 0,
+                                                      "modifiers": [{"register": "eax", "bitmap": "0b2"}]}]},
+        want=400, ref="CpuConfig", words="unknown character")
+    req(s, "PUT", "/cpu-config", {"cpuid_modifiers": [{"leaf": "0x1", "subleaf": "0x0", "flags": 0,
+                                                      "modifiers": [{"register": "eax", "bitmap": "0b1" + "x" * 32}]}]},
+        want=400, ref="CpuConfig", words="string is too long")
+    req(s, "PUT", "/cpu-config", {"msr_modifiers": [{"addr": "0x10a"}]}, want=400, words="missing field `bitmap`")
+    req(s, "PUT", "/cpu-config", {"cpuid_modifiers": [{"leaf": "0x1", "subleaf": "0x0", "flags": 0,
+                                                      "modifiers": [{"register": "esp", "bitmap": "0b1"}]}]},
+        want=400, words="Invalid CPUID register. Must be one of [eax, ebx, ecx, edx]")
+    req(s, "PUT", "/cpu-config", {"vcpu_features": []}, want=400, words="vcpu_features")
     req(s, "PATCH", "/balloon/statistics", {"stats_polling_interval_s": 2}, want=400, words="before starting",
         ref="BalloonStatsUpdate")
     st, _, b = http(s, "GET", "/vm/config")

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "vmm/cpuid.h"
+#include "vmm/cputmpl.h"
+#include "guest-init/json.h"
 
 #define SIG KVM_CPUID_FLAG_SIGNIFCANT_INDEX
 
@@ -151,6 +153,110 @@ static void amd_core_count(void **state)
 	assert_int_equal(cpuid_find(e, m, 0x80000008, 0)->ecx & 0xff, 3);
 }
 
+/* ---- Firecracker's custom CPU templates (cputmpl.h) ---- */
+
+static int parse_tmpl(const char *text, struct cpu_tmpl *t, char *why, size_t n)
+{
+	static char arena[1 << 16];
+	struct json_arena ar = { .buf = arena, .size = sizeof(arena) };
+	const char *err = NULL;
+	const struct json *j = json_parse(text, strlen(text), &ar, &err);
+
+	assert_non_null(j);
+	return cpu_tmpl_parse(j, t, why, n);
+}
+
+static void tmpl_bitmaps(void **state)
+{
+	uint64_t f, v;
+	char why[200];
+
+	(void)state;
+	assert_int_equal(cpu_tmpl_bitmap("0bxxxxxxxxxxxxxxxxxxxxxxxxxxxx0001", 32, &f, &v, why, sizeof(why)), 0);
+	assert_int_equal(f, 0xf);
+	assert_int_equal(v, 0x1);
+	/* Short: the high bits are kept; '_' is for the eye; no 0b is fine. */
+	assert_int_equal(cpu_tmpl_bitmap("0b1_0x1", 32, &f, &v, why, sizeof(why)), 0);
+	assert_int_equal(f, 0xd);
+	assert_int_equal(v, 0x9);
+	assert_int_equal(cpu_tmpl_bitmap("1x", 64, &f, &v, why, sizeof(why)), 0);
+	assert_int_equal(f, 2);
+	assert_int_equal(v, 2);
+	/* 64 bits of an MSR, the top one set. */
+	assert_int_equal(cpu_tmpl_bitmap("0b1xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 64, &f, &v, why,
+					 sizeof(why)), 0);
+	assert_true(f == 1ull << 63 && v == 1ull << 63);
+	assert_int_equal(cpu_tmpl_bitmap("0b1xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", 32, &f, &v, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "string is too long"));
+	assert_int_equal(cpu_tmpl_bitmap("0b01z", 32, &f, &v, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "unknown character"));
+}
+
+static void tmpl_parse_and_apply(void **state)
+{
+	struct kvm_cpuid_entry2 e[64];
+	static struct cpu_tmpl t;
+	char why[300];
+	unsigned n = host_table(e, 0);
+	struct kvm_cpuid_entry2 *l1, *l7;
+
+	(void)state;
+	assert_int_equal(parse_tmpl("{\"kvm_capabilities\": [\"!56\", \"171\"],"
+				    " \"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": 0,"
+				    "   \"modifiers\": [{\"register\": \"ecx\", \"bitmap\": \"0bxx0xxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"},"
+				    "                   {\"register\": \"edx\", \"bitmap\": \"0b1\"}]},"
+				    "  {\"leaf\": \"0b111\", \"subleaf\": \"0x0\", \"flags\": 1,"
+				    "   \"modifiers\": [{\"register\": \"ebx\", \"bitmap\": \"0bxxxxxxxxxxxxxxxxxxxxxxxxxx0xxxxx\"}]}],"
+				    " \"msr_modifiers\": [{\"addr\": \"0x10a\", \"bitmap\": \"0b0_1\"}]}",
+				    &t, why, sizeof(why)), 0);
+	assert_int_equal(t.nr_caps, 2);
+	assert_true(t.caps[0].remove && t.caps[0].cap == 56 && !t.caps[1].remove && t.caps[1].cap == 171);
+	assert_int_equal(t.nr_leaves, 2);
+	assert_int_equal(t.leaves[1].leaf, 7);
+	assert_int_equal(t.nr_msrs, 1);
+	assert_int_equal(t.msrs[0].addr, 0x10a);
+	assert_true(t.msrs[0].filter == 3 && t.msrs[0].value == 1);
+	assert_int_equal(cpu_tmpl_apply_cpuid(&t, e, n, why, sizeof(why)), 0);
+	l1 = cpuid_find(e, n, 1, 0);
+	l7 = cpuid_find(e, n, 7, 0);
+	assert_int_equal(l1->ecx, 0xfffa3203u & ~(1u << 29)); /* F16C off */
+	assert_int_equal(l1->edx, 0x1f8bfbffu | 1);
+	assert_int_equal(l7->ebx & CPUID_7_EBX_AVX2, 0);
+	assert_int_equal(l7->ebx | CPUID_7_EBX_AVX2, 0xffffffffu);
+	assert_int_equal(l7->flags, 1);
+	assert_int_equal(cpu_tmpl_filter(0xff, t.msrs[0].filter, t.msrs[0].value), 0xfd);
+
+	/* A leaf KVM does not offer: Firecracker's refusal. */
+	assert_int_equal(parse_tmpl("{\"cpuid_modifiers\": [{\"leaf\": \"0x40000123\", \"subleaf\": \"0x0\", \"flags\": 0,"
+				    " \"modifiers\": []}]}", &t, why, sizeof(why)), 0);
+	assert_int_equal(cpu_tmpl_apply_cpuid(&t, e, n, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "Template changes a CPUID entry not supported by KVM: Leaf: 40000123, Subleaf: 0");
+
+	/* Refused as Firecracker's parser refuses them. */
+	{
+		static const char *const bad[] = {
+			"{\"cpuid_modifiers\": [{\"leaf\": \"1\", \"subleaf\": \"0x0\", \"flags\": 0, \"modifiers\": []}]}",
+			"{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": 0,"
+			" \"modifiers\": [{\"register\": \"esp\", \"bitmap\": \"0b1\"}]}]}",
+			"{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"flags\": 0, \"modifiers\": []}]}",
+			"{\"cpuid_modifiers\": [{\"leaf\": \"0x1\", \"subleaf\": \"0x0\", \"flags\": -1, \"modifiers\": []}]}",
+			"{\"msr_modifiers\": [{\"addr\": \"0x10a\", \"bitmap\": \"0b2\"}]}",
+			"{\"msr_modifiers\": [{\"addr\": \"0x1ffffffff\", \"bitmap\": \"0b1\"}]}",
+			"{\"kvm_capabilities\": [\"x1\"]}",
+			"{\"reg_modifiers\": []}",
+			"{\"cpuid_modifiers\": {}}",
+		};
+		for (unsigned k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+			assert_int_equal(parse_tmpl(bad[k], &t, why, sizeof(why)), -EINVAL);
+		assert_int_equal(parse_tmpl(bad[0], &t, why, sizeof(why)), -EINVAL);
+		assert_non_null(strstr(why, "No supported number system prefix found in value [1]"));
+		assert_int_equal(parse_tmpl(bad[1], &t, why, sizeof(why)), -EINVAL);
+		assert_string_equal(why, "Invalid CPUID register. Must be one of [eax, ebx, ecx, edx]");
+	}
+	/* An empty template is a valid one. */
+	assert_int_equal(parse_tmpl("{}", &t, why, sizeof(why)), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -160,6 +266,8 @@ int main(void)
 		cmocka_unit_test(per_vcpu_topology),
 		cmocka_unit_test(amd_core_count),
 		cmocka_unit_test(read_back_dynamic_bits),
+		cmocka_unit_test(tmpl_bitmaps),
+		cmocka_unit_test(tmpl_parse_and_apply),
 	};
 
 	return cmocka_run_group_tests_name("cpuid", tests, NULL, NULL);

@@ -557,12 +557,142 @@ static void corrupted_snapshots_refused(void **state)
 	cleanup_dir(snapdir);
 }
 
+/* ---- the MMDS record (snapmmds.h), without KVM ---- */
+
+static void head_conf(struct snap_conf *c, int with_mmds)
+{
+	memset(c, 0, sizeof(*c));
+	c->mem_bytes = 64 << 20;
+	c->cpus = 1;
+	c->nr_nets = 2;
+	snprintf(c->nets[0].tap, sizeof(c->nets[0].tap), "tap0");
+	snprintf(c->nets[1].tap, sizeof(c->nets[1].tap), "tap1");
+	memcpy(c->vendor, "GenuineIntel", 13);
+	if (with_mmds)
+		c->mmds = (struct snap_mmds){ .present = 1, .version = 2, .ipv4 = 0xa9feaa02u, .imds_compat = 1,
+					      .nets = 2 };
+}
+
+static size_t body_find(const struct sbuf *b, uint32_t tag)
+{
+	size_t off = 0;
+
+	while (off + 8 <= b->len) {
+		uint32_t t, n;
+
+		memcpy(&t, b->p + off, 4);
+		memcpy(&n, b->p + off + 4, 4);
+		if (t == tag)
+			return off;
+		off += 8 + n;
+	}
+	return (size_t)-1;
+}
+
+static int head_load(const struct sbuf *b, struct snap_conf *c)
+{
+	struct snap_ident id;
+	struct srd r;
+	int e;
+
+	sr_init(&r, b->p, b->len);
+	memset(c, 0, sizeof(*c));
+	e = snap_head_load(&r, c, &id);
+	snapid_free(&id);
+	if (!e && r.off != r.len)
+		e = -1; /* the head must be all there is in these bodies */
+	return e;
+}
+
+static void mmds_record_roundtrip(void **state)
+{
+	struct snap_conf c, back;
+	struct snap_ident id;
+	struct sbuf b;
+	struct srd r;
+	size_t at;
+
+	(void)state;
+	memset(&id, 0, sizeof(id));
+	id.id[0] = 7;
+	/* With an MMDS: its section, after the identity, read back whole. */
+	head_conf(&c, 1);
+	sb_init(&b);
+	snap_head_save(&b, &c, &id);
+	assert_int_equal(b.err, 0);
+	at = body_find(&b, SNAP_TAG_MMDS);
+	assert_true(at != (size_t)-1);
+	assert_true(body_find(&b, SNAP_TAG_SNID) < at);
+	assert_int_equal(head_load(&b, &back), 0);
+	assert_int_equal(back.mmds.present, 1);
+	assert_int_equal(back.mmds.version, 2);
+	assert_int_equal(back.mmds.ipv4, 0xa9feaa02u);
+	assert_int_equal(back.mmds.imds_compat, 1);
+	assert_int_equal(back.mmds.nets, 2);
+	assert_string_equal(back.nets[1].tap, "tap1");
+
+	/* A vmm from before the record reads CONF, HOST, SNID and then wants
+	 * the memory layout: it meets MMDS there and refuses the file. */
+	sr_init(&r, b.p, b.len);
+	r.off = at;
+	assert_int_not_equal(sr_begin(&r, SNAP_TAG('M', 'E', 'M', 'R'), "memory"), 0);
+	assert_non_null(strstr(r.why, "out of order"));
+
+	/* Tampered records are refused like a client's PUT /mmds/config. */
+	{
+		static const struct { size_t field; uint32_t v; } bad[] = {
+			{ 0, 3 },           /* version */
+			{ 0, 0 },
+			{ 4, 0x0a000001u }, /* 10.0.0.1: not link-local */
+			{ 4, 0xa9fe0001u }, /* 169.254.0.1: outside 169.254.1-254 */
+			{ 9, 4 },           /* interface 2 of 2 */
+			{ 9, 0 },           /* no interface */
+		};
+		for (unsigned k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+			struct sbuf t;
+			uint8_t *f;
+
+			sb_init(&t);
+			sb_bytes(&t, b.p, b.len);
+			f = t.p + at + 8 + bad[k].field;
+			for (unsigned i = 0; i < 4; i++)
+				f[i] = (uint8_t)(bad[k].v >> (8 * i));
+			assert_int_not_equal(head_load(&t, &back), 0);
+			sb_free(&t);
+		}
+	}
+	/* A section with a byte more than its fields: refused. */
+	{
+		struct sbuf t;
+
+		sb_init(&t);
+		sb_bytes(&t, b.p, at);
+		sb_begin(&t, SNAP_TAG_MMDS);
+		sb_bytes(&t, b.p + at + 8, b.len - at - 8);
+		sb_u8(&t, 0);
+		sb_end(&t);
+		assert_int_not_equal(head_load(&t, &back), 0);
+		sb_free(&t);
+	}
+	sb_free(&b);
+
+	/* Without an MMDS: no section, the bytes an older vmm wrote and reads. */
+	head_conf(&c, 0);
+	sb_init(&b);
+	snap_head_save(&b, &c, &id);
+	assert_int_equal(body_find(&b, SNAP_TAG_MMDS), (size_t)-1);
+	assert_int_equal(head_load(&b, &back), 0);
+	assert_int_equal(back.mmds.present, 0);
+	sb_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(fields_roundtrip),
 		cmocka_unit_test(string_with_nul_refused),
 		cmocka_unit_test(file_corruptions_refused),
+		cmocka_unit_test(mmds_record_roundtrip),
 		cmocka_unit_test(vm_snapshot_restore),
 		cmocka_unit_test(vm_diff_snapshots),
 		cmocka_unit_test(corrupted_snapshots_refused),
