@@ -73,7 +73,7 @@ if ready e2e-b; then
 	b2=$(run_in e2e-b cat /tmp/count)
 	if [ -n "$b1" ] && [ "$b1" -ge "$(cat "$tmp/a.count0")" ] && [ "$b2" -gt "$b1" ]; then
 		ok "restore: the counting process continues in the clone ($(cat "$tmp/a.count0") at snapshot, then $b1, $b2)"
-	else bad "restore: counter in the clone '$b1' '$b2' (snapshot at $(cat "$tmp/a.count0"))"; fi
+	else bad "restore: counter in the clone '$b1' '$b2' (snapshot at $(cat "$tmp/a.count0")); its VMM said: $(tail -5 "$tmp/e2e-b.err")"; fi
 	if [ "$(run_in e2e-b cat /root/mark.txt)" = from-a ]; then
 		ok "restore: a file written before the snapshot is there after it"
 	else bad "restore: /root/mark.txt in the clone is not 'from-a'"; fi
