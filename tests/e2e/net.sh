@@ -52,12 +52,11 @@ if nexec n1 -- ping -c 3 -W 10 172.30.0.1 > "$tmp/ping.out" 2>&1; then
 else bad "net: guest ping: $(tail -3 "$tmp/ping.out")"; fi
 inns busybox ping -c 2 -W 10 172.30.0.2 > /dev/null 2>&1 && ok "net: the host pings the guest" || bad "net: host ping"
 # The metadata service (docs/mmds.md): the guest's own TCP stack talks HTTP
-# to 169.254.169.254 through eth0 (bash's /dev/tcp: no client needed in
-# the image); the TAP never sees those frames.
+# to 169.254.169.254 through eth0 (busybox nc: the image has no HTTP client
+# to speak of); the TAP never sees those frames.
 mmds_get() { # mmds_get PATH [HEADER]: the raw HTTP response
-	nexec n1 -- bash -c 'exec 3<>/dev/tcp/169.254.169.254/80 || exit 1
-		printf "GET %s HTTP/1.1\r\nHost: 169.254.169.254\r\n%bConnection: close\r\n\r\n" "$1" "$2" >&3
-		timeout 20 cat <&3' _ "$1" "${2:-}" 2>&1
+	nexec n1 -- sh -c 'printf "GET %s HTTP/1.1\r\nHost: 169.254.169.254\r\n%bConnection: close\r\n\r\n" "$1" "$2" |
+		timeout 20 nc 169.254.169.254 80' _ "$1" "${2:-}" 2>&1
 }
 md=$(mmds_get /latest/meta-data/ami-id)
 md_list=$(mmds_get /latest/meta-data)
