@@ -12,6 +12,7 @@
 #include "dockerfile_build.h"
 #include "oci_image.h"
 #include "oci_unpack.h"
+#include "rdump.h"
 #include "../vmm/log.h"
 
 #include <errno.h>
@@ -117,7 +118,7 @@ static int real_resolve(void *ctx, const char *ref, char *id, size_t idlen, char
 
 static int real_fill(void *ctx, const char *id, const char *dir, char *err, size_t errlen)
 {
-	char ref[IMAGE_NAME_MAX + 16], rd[PATH_MAX + 16], p[PATH_MAX + 32];
+	char ref[IMAGE_NAME_MAX + 16], p[PATH_MAX + 32];
 	struct image_info im;
 	const char *at = strchr(id, '@');
 	int r;
@@ -128,14 +129,11 @@ static int real_fill(void *ctx, const char *id, const char *dir, char *err, size
 		snprintf(err, errlen, "%s: gone", ref);
 		return -ENOENT;
 	}
-	snprintf(rd, sizeof(rd), "rdump / %s", dir);
-	{
-		const char *dbg[] = { "debugfs", "-R", rd, im.rootfs, NULL };
-
-		if ((r = run_tool(dbg, 1))) {
-			snprintf(err, errlen, "debugfs rdump of %s failed (%d)", im.rootfs, r);
-			return -EIO;
-		}
+	if (rdump_can_confine(err, errlen))
+		return -EOPNOTSUPP;
+	if ((r = rdump_confined(im.rootfs, dir, 1))) {
+		snprintf(err, errlen, "debugfs rdump of %s failed (%d)", im.rootfs, r);
+		return -EIO;
 	}
 	snprintf(p, sizeof(p), "%s" IMAGE_INIT, dir);
 	unlink(p);
@@ -166,7 +164,7 @@ static int real_run(void *ctx, const char *dir, const struct dfb_run *run, char 
 	static const char *const dirs[] = { "dev", "proc", "sys", "tmp", "run", "sbin", "etc" };
 	struct real *rl = ctx;
 	char lib[PATH_MAX], gi[PATH_MAX + 32], disk[PATH_MAX + 16], newdir[PATH_MAX + 16], arg[PATH_MAX + 64];
-	char mem[16], rd[PATH_MAX + 48], p[PATH_MAX + 32];
+	char mem[16], p[PATH_MAX + 32];
 	const char **argv = NULL;
 	unsigned k = 0, n;
 	int rootfd = -1, srcfd = -1, fd, r = -EIO, st;
@@ -262,10 +260,12 @@ static int real_run(void *ctx, const char *dir, const struct dfb_run *run, char 
 			r = -errno;
 			goto out;
 		}
-		snprintf(rd, sizeof(rd), "rdump / %s", newdir);
-		const char *dbg[] = { "debugfs", "-R", rd, disk, NULL };
-
-		if ((r = run_tool(dbg, 1))) {
+		/* The guest wrote this disk: rdump only inside newdir. */
+		if (rdump_can_confine(err, errlen)) {
+			r = -EOPNOTSUPP;
+			goto out;
+		}
+		if ((r = rdump_confined(disk, newdir, 1))) {
 			snprintf(err, errlen, "debugfs rdump of the step's disk failed (%d)", r);
 			r = -EIO;
 			goto out;

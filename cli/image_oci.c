@@ -7,6 +7,7 @@
 #include "image.h"
 #include "cli.h"
 #include "oci_image.h"
+#include "rdump.h"
 #include "oci_unpack.h"
 #include "registry.h"
 #include "unpack_cache.h"
@@ -755,7 +756,7 @@ int image_export_main(int argc, char **argv)
 	struct image_info im;
 	struct oci_defaults *d = NULL;
 	char work[PATH_MAX + 64], root[PATH_MAX + 80], blobs[PATH_MAX + 96], layer[PATH_MAX + 128], out[PATH_MAX + 16];
-	char rd[PATH_MAX + 100], diff_id[OCI_DIGEST_MAX], ldig[OCI_DIGEST_MAX], cdig[OCI_DIGEST_MAX], mdig[OCI_DIGEST_MAX];
+	char diff_id[OCI_DIGEST_MAX], ldig[OCI_DIGEST_MAX], cdig[OCI_DIGEST_MAX], mdig[OCI_DIGEST_MAX];
 	char *cfg = NULL, *dj = NULL, *man = NULL, idx[1024];
 	int64_t lsize = 0, csize = 0, msize = 0;
 	int r = CLI_EXIT_ERROR, fd;
@@ -787,10 +788,14 @@ int image_export_main(int argc, char **argv)
 	}
 	fprintf(stderr, "[1/3] reading %s:%u's root filesystem (debugfs rdump)\n", im.name, im.version);
 	{
-		snprintf(rd, sizeof(rd), "rdump / %s", root);
-		const char *dbg[] = { "debugfs", "-R", rd, im.rootfs, NULL };
+		char why[256];
 
-		if (run_tool(dbg, -1)) {
+		/* An image's root filesystem may be a guest's work: confined. */
+		if (rdump_can_confine(why, sizeof(why))) {
+			fprintf(stderr, "vmm image export: %s\n", why);
+			goto out;
+		}
+		if (rdump_confined(im.rootfs, root, 1)) {
 			fprintf(stderr, "vmm image export: debugfs rdump of %s failed\n", im.rootfs);
 			goto out;
 		}

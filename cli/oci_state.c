@@ -149,6 +149,18 @@ int oci_state_dir(const char *root, const char *id, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+int oci_root_check(const char *root)
+{
+	int fd = cli_open_dir(AT_FDCWD, root, root, 022);
+
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
 int oci_state_create(const char *root, const char *id)
 {
 	char dir[PATH_MAX];
@@ -157,6 +169,11 @@ int oci_state_create(const char *root, const char *id)
 	if ((r = oci_state_dir(root, id, dir, sizeof(dir))))
 		return r;
 	if ((r = cli_mkdir_p(root, 0700)))
+		return r;
+	/* Ours and no one else's to write: a --root under /tmp that another
+	 * user made first (or a link by its name) would let them plant the
+	 * state (a pid) that kill and delete act on. */
+	if ((r = oci_root_check(root)))
 		return r;
 	if (mkdir(dir, 0700) < 0)
 		return -errno;

@@ -48,6 +48,9 @@ int oci_state_parse(const char *text, size_t len, struct oci_state *s);
 int oci_state_dir(const char *root, const char *id, char *buf, size_t len);
 /* Makes ROOT (0700, parents as needed) and ROOT/ID (0700): -EEXIST if
  * the ID is taken. 0 or -errno. */
+/* The state root is the caller's, not a symbolic link, and not writable
+ * by group or others: 0 (or it does not exist yet), else -errno (logged). */
+int oci_root_check(const char *root);
 int oci_state_create(const char *root, const char *id);
 /* Locks ROOT/ID (flock on ROOT/ID/lock; exclusive or shared), waiting
  * for another runtime call on the same ID. The fd or -errno (-ENOENT: no

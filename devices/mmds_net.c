@@ -97,6 +97,12 @@ void mmds_net_destroy(struct mmds_net *s)
 		conn_free(s, &s->conns[i]);
 }
 
+void mmds_net_reset(struct mmds_net *s)
+{
+	mmds_net_destroy(s);
+	s->q_head = s->q_count = 0;
+}
+
 int mmds_net_wants(const struct mmds_net *s, const uint8_t *f, size_t len)
 {
 	uint32_t ip = s->mmds->ipv4;
@@ -242,6 +248,13 @@ static void reset_for(struct mmds_net *s, const uint8_t *mac, uint32_t ip, uint1
 		     TCP_RST | TCP_ACK, 0, NULL, 0, 0);
 }
 
+/* A whole request in rx that serve() has yet to answer (it waits for the
+ * previous answer to be acknowledged). */
+static int request_waits(const struct mmds_conn *c)
+{
+	return c->rx_len && mmds_request_complete(c->rx, c->rx_len) != 0;
+}
+
 /* Sends what the window and the queue allow, then a FIN if it is time, or
  * a bare ACK if one is owed. */
 static void conn_send(struct mmds_net *s, struct mmds_conn *c)
@@ -271,7 +284,8 @@ static void conn_send(struct mmds_net *s, struct mmds_conn *c)
 		c->snd_nxt += (uint32_t)n;
 		c->owe_ack = 0;
 	}
-	if (!c->fin_sent && (c->fin_after || c->peer_fin) && c->snd_nxt - c->snd_una == c->tx_len) {
+	if (!c->fin_sent && (c->fin_after || (c->peer_fin && !request_waits(c))) &&
+	    c->snd_nxt - c->snd_una == c->tx_len) {
 		if (emit(s, c->peer_mac, c->peer_ip, c->peer_port, c->snd_nxt, c->rcv_nxt, TCP_FIN | TCP_ACK,
 			 rcv_wnd(c), NULL, 0, 0))
 			return;
@@ -284,10 +298,16 @@ static void conn_send(struct mmds_net *s, struct mmds_conn *c)
 		c->owe_ack = 0;
 }
 
-/* Answers every whole request received (pipelined ones in order). */
+/* Answers the next whole request received (pipelined ones in order), one
+ * at a time: the next is read only once the guest has acknowledged all of
+ * the previous answer. Requests wait in rx meanwhile and the window we
+ * advertise shrinks with it, so a guest that pipelines requests and never
+ * acknowledges makes the VMM hold one answer per connection, not one per
+ * request (RFC 9112 9.3.2 lets a server answer pipelined requests as it
+ * can, in order). */
 static void serve(struct mmds_net *s, struct mmds_conn *c, uint64_t now)
 {
-	while (!c->fin_after && c->rx_len) {
+	while (!c->fin_after && c->rx_len && !c->tx_len) {
 		long n = mmds_request_complete(c->rx, c->rx_len);
 		size_t rlen = 0;
 		int status, close = 0;
@@ -470,6 +490,8 @@ static void tcp_input(struct mmds_net *s, const uint8_t *f, const uint8_t *ip, s
 			c->tx_len -= adv;
 		}
 		c->snd_una = ack;
+		if (!c->tx_len && c->rx_len)
+			serve(s, c, now); /* the previous answer is all acknowledged */
 	} else if (c->state == MT_SYN_RCVD) {
 		reset_for(s, f + 6, peer_ip, sport, seq, ack, flags, dlen);
 		conn_free(s, c);

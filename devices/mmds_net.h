@@ -74,6 +74,9 @@ void mmds_net_destroy(struct mmds_net *s);
  * ARP request for its address, or IPv4 to it. 0: it goes to the TAP. */
 #define MMDS_NET_PEEK 42
 int mmds_net_wants(const struct mmds_net *s, const uint8_t *frame, size_t len);
+/* The device was reset: every connection and every frame queued for the
+ * guest is forgotten (the driver that comes next knows none of them). */
+void mmds_net_reset(struct mmds_net *s);
 /* Takes a frame mmds_net_wants said is the MMDS's: answered, or dropped
  * (counted) if it is malformed or not TCP port 80. */
 void mmds_net_input(struct mmds_net *s, const uint8_t *frame, size_t len, uint64_t now);

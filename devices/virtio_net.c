@@ -710,6 +710,8 @@ static void net_reset(struct virtio_dev *d)
 	n->rx_paid = 0;
 	n->rx_wait_buffers = n->rx_wait_timer = 0;
 	n->tx_wait_tap = n->tx_wait_timer = 0;
+	if (n->mmds)
+		mmds_net_reset(n->mmds);
 	update_tap_events(n);
 }
 

@@ -22,7 +22,7 @@
 #define DIRTY_PAGE_SHIFT 12u
 
 struct dirty {
-	_Atomic uint64_t *w; /* NULL: tracking off (every call is a no-op) */
+	uint64_t *w; /* NULL: tracking off (every call is a no-op); only __atomic builtins touch it */
 	uint64_t pages;
 	uint64_t words;
 };

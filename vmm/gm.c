@@ -122,7 +122,10 @@ int gm_open_file(struct gm *gm, const char *path, const struct gm_region *region
 	e = gm_check_regions(regions, nr, &total);
 	if (e)
 		return e;
-	gm->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* A snapshot's memory file is always a regular file vmm wrote: a
+	 * symbolic link in its place (a tampered snapshot) would hand the
+	 * guest whatever file it names. */
+	gm->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (gm->fd < 0)
 		return -errno;
 	if (fstat(gm->fd, &st) < 0) {

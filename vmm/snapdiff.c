@@ -524,7 +524,9 @@ int snap_inplace_commit(const struct snap_inplace *u, uint64_t *written)
 	/* A journal left by an earlier crash is settled first. */
 	if ((r = snap_recover(u->dir)))
 		return r;
-	mfd = open(mp, O_WRONLY | O_CLOEXEC);
+	/* Never through a link: a tampered snapshot's "memory" could name
+	 * any file of the user's, and this writes guest pages into it. */
+	mfd = open(mp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (mfd < 0)
 		return -errno;
 

@@ -1277,7 +1277,9 @@ int snapshot_open(struct snapshot *s, const char *dir)
 	}
 	if ((r = path_join(p, sizeof(p), s->dir, SNAP_MEMORY_FILE)))
 		return r;
-	if (stat(p, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != s->conf.mem_bytes) {
+	/* lstat: a link in the memory file's place is refused (gm_open_file
+	 * opens it O_NOFOLLOW too). */
+	if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != s->conf.mem_bytes) {
 		log_err("snapshot %s: the memory file is missing or is not %llu bytes (truncated?)", dir,
 			(unsigned long long)s->conf.mem_bytes);
 		snapshot_close(s);

@@ -5,7 +5,11 @@
  * its time in the TCP state machine and the HTTP handling rather than in
  * finding the address; bit 1 drains the queue towards the guest (as the
  * device does), bit 2 advances the clock by a minute (idle connections,
- * token expiry); bits 3-4 set the version and IMDS compatibility. One
+ * token expiry); bits 3-4 set the version and IMDS compatibility; bit 5
+ * resets the device (mmds_net_reset) after the frame. After every frame no
+ * connection may hold more than one answer (a guest that pipelines and
+ * never acknowledges must not grow the VMM), and the queue stays within
+ * its bounds. One
  * store and one responder live across inputs, as in a running VM. */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -16,6 +20,10 @@
 #include "devices/mmds_net.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
+
+/* The largest single answer for the store below: a 1200-byte text body or
+ * the store, and the headers. */
+#define MAX_ANSWER 2048u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
@@ -72,6 +80,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		now += 1000;
 		if (mmds_net_wants(&s, f, n))
 			mmds_net_input(&s, f, n, now);
+		for (unsigned i = 0; i < MMDS_NET_CONNS; i++)
+			if (s.conns[i].tx_len > MAX_ANSWER || s.conns[i].rx_len > MMDS_MAX_REQUEST)
+				abort();
+		if (s.q_count > MMDS_NET_QUEUE)
+			abort();
+		if (flags & 32) {
+			mmds_net_reset(&s);
+			if (mmds_net_pending(&s))
+				abort();
+		}
 		if (flags & 2) {
 			while (mmds_net_pop(&s, out, sizeof(out)))
 				mmds_net_pump(&s);

@@ -9,10 +9,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
 
 #include "vmm/gm.h"
 
@@ -162,6 +164,17 @@ static void dump_sparse_and_private_map(void **state)
 		assert_memory_equal(file, "hello", 5);
 	}
 	gm_destroy(&back);
+	/* A symbolic link to a file of the right size is refused: a
+	 * tampered snapshot's "memory" must not hand the guest another file. */
+	{
+		char link[sizeof(path) + 8];
+
+		snprintf(link, sizeof(link), "%s.link", path);
+		unlink(link);
+		assert_int_equal(symlink(path, link), 0);
+		assert_int_equal(gm_open_file(&back, link, gm->r, gm->nr), -ELOOP);
+		unlink(link);
+	}
 	/* A file of the wrong size is refused. */
 	assert_int_equal(ftruncate(fd, 4096), 0);
 	assert_int_equal(gm_open_file(&back, path, gm->r, gm->nr), -EINVAL);

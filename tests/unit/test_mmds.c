@@ -507,6 +507,108 @@ static void tcp_window_and_queue(void **state)
 	free(resp);
 }
 
+/* Pipelined requests from a guest that never acknowledges: the MMDS holds
+ * one answer per connection, not one per request (before, 800 requests in
+ * one segment made it hold 800 answers, and the next segment as many
+ * again). Acknowledged, the answers still come, each in order, then the
+ * FIN the guest's own FIN asked for. */
+static void tcp_pipelined_bounded(void **state)
+{
+	struct mmds *m = new_store(DATA);
+	struct mmds_net s;
+	uint8_t *f = malloc(MMDS_MAX_REQUEST + 100);
+	const char *req = "GET /latest/meta-data/ami-id HTTP/1.1\r\n\r\n";
+	size_t rl = strlen(req), n = (MMDS_MAX_REQUEST - 1) / rl, i, one;
+	char *burst = malloc(n * rl), resp[8192] = "";
+	uint32_t me, una, seq = 101;
+	struct got g;
+	int fin = 0, answers = 0, rounds = 0;
+	const char *p;
+
+	(void)state;
+	for (i = 0; i < n; i++)
+		memcpy(burst + i * rl, req, rl);
+	mmds_net_init(&s, m);
+	me = connect_to(&s, 40010, 100, 0, 1460);
+	/* a zero window: nothing goes out, everything would wait in tx */
+	mmds_net_input(&s, f, seg(f, 40010, 80, seq, me, 0x18, 0, burst, n * rl, 0), 3);
+	one = s.conns[0].tx_len;
+	assert_true(one > 0 && one < 1024);
+	for (i = 0; i < 4; i++) /* its retransmissions: acknowledged, not served again */
+		mmds_net_input(&s, f, seg(f, 40010, 80, seq, me, 0x18, 0, req, rl, 0), 4);
+	assert_int_equal(s.conns[0].tx_len, one);
+	while (next(&s, &g))
+		;
+	mmds_net_destroy(&s);
+
+	/* three pipelined requests and a FIN, acknowledged as they come */
+	mmds_net_init(&s, m);
+	me = connect_to(&s, 40011, 200, 65535, 1460);
+	una = me;
+	seq = 201;
+	memcpy(burst, req, rl);
+	memcpy(burst + rl, req, rl);
+	memcpy(burst + 2 * rl, req, rl);
+	mmds_net_input(&s, f, seg(f, 40011, 80, seq, me, 0x19, 65535, burst, 3 * rl, 0), 5);
+	seq += (uint32_t)(3 * rl) + 1;
+	while (!fin && rounds++ < 100) {
+		uint32_t top = una;
+
+		while (next(&s, &g)) {
+			if (g.dlen) {
+				assert_int_equal(g.seq, top);
+				assert_true(strlen(resp) + g.dlen < sizeof(resp));
+				strncat(resp, (char *)g.data, g.dlen);
+			}
+			top = g.seq + (uint32_t)g.dlen;
+			if (g.flags & 0x01) {
+				fin = 1;
+				top++;
+			}
+		}
+		una = top;
+		mmds_net_input(&s, f, seg(f, 40011, 80, seq, una, 0x10, 65535, NULL, 0, 0), 6);
+	}
+	assert_true(fin);
+	for (p = resp; (p = strstr(p, "\r\n\r\nami-87654321")); p++)
+		answers++;
+	assert_int_equal(answers, 3);
+	assert_int_equal(s.conns[0].state, MT_FREE);
+	mmds_net_destroy(&s);
+	free_store(m);
+	free(burst);
+	free(f);
+}
+
+/* A device reset forgets every connection and every queued frame: the
+ * next driver gets none of the old one's segments, and a segment of an
+ * old connection is answered with a reset. */
+static void reset_forgets(void **state)
+{
+	struct mmds *m = new_store(DATA);
+	struct mmds_net s;
+	uint8_t f[2048];
+	const char *req = "GET /latest/meta-data/ami-id HTTP/1.1\r\n\r\n";
+	uint32_t me;
+	struct got g;
+
+	(void)state;
+	mmds_net_init(&s, m);
+	me = connect_to(&s, 40020, 300, 65535, 1460);
+	mmds_net_input(&s, f, seg(f, 40020, 80, 301, me, 0x18, 65535, req, strlen(req), 0), 3);
+	assert_true(mmds_net_pending(&s) > 0);
+	mmds_net_reset(&s);
+	assert_int_equal(mmds_net_pending(&s), 0);
+	assert_int_equal(s.conns[0].state, MT_FREE);
+	assert_null(s.conns[0].tx);
+	mmds_net_input(&s, f, seg(f, 40020, 80, 301 + (uint32_t)strlen(req), me, 0x10, 65535, NULL, 0, 0), 4);
+	assert_true(next(&s, &g));
+	assert_true(g.flags & 0x04);
+	assert_false(next(&s, &g));
+	mmds_net_destroy(&s);
+	free_store(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -518,6 +620,8 @@ int main(void)
 		cmocka_unit_test(arp),
 		cmocka_unit_test(tcp_conversation),
 		cmocka_unit_test(tcp_window_and_queue),
+		cmocka_unit_test(tcp_pipelined_bounded),
+		cmocka_unit_test(reset_forgets),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -273,6 +273,28 @@ static void state_roundtrip_and_status(void **state)
 	assert_int_equal(oci_state_create(root, "c1"), 0);
 	assert_int_equal(oci_state_create(root, "c1"), -EEXIST);
 	assert_int_equal(oci_state_create(root, "../c1"), -EINVAL);
+	/* a root others can write (a --root in /tmp someone made first), or
+	 * a link by its name: refused, nothing made in it */
+	{
+		char open_root[PATH_MAX + 16], link_root[PATH_MAX + 16], sub[PATH_MAX + 32];
+
+		snprintf(open_root, sizeof(open_root), "%s/open", dir);
+		snprintf(link_root, sizeof(link_root), "%s/link", dir);
+		assert_int_equal(mkdir(open_root, 0700), 0);
+		assert_int_equal(chmod(open_root, 0777), 0);
+		assert_int_equal(oci_state_create(open_root, "c2"), -EPERM);
+		snprintf(sub, sizeof(sub), "%s/c2", open_root);
+		assert_int_equal(access(sub, F_OK), -1);
+		assert_int_equal(oci_root_check(open_root), -EPERM);
+		assert_int_equal(symlink(root, link_root), 0);
+		assert_int_equal(oci_state_create(link_root, "c3"), -ENOTDIR);
+		assert_int_equal(oci_root_check(link_root), -ENOTDIR);
+		assert_int_equal(oci_root_check(root), 0);
+		snprintf(sub, sizeof(sub), "%s/none", dir);
+		assert_int_equal(oci_root_check(sub), 0);
+		rmdir(open_root);
+		unlink(link_root);
+	}
 	fd = oci_state_lock(root, "c1", 1);
 	assert_true(fd >= 0);
 	assert_int_equal(oci_state_save(root, &s), 0);

@@ -468,6 +468,32 @@ static void inplace_no_fault(void **state)
 	ip_teardown(&f);
 }
 
+/* A tampered snapshot whose "memory" is a symbolic link to another file:
+ * the update refuses it and never writes guest pages into that file. */
+static void inplace_memory_link(void **state)
+{
+	struct ip_fixture f;
+	char mem[512], victim[512];
+	uint8_t *got = malloc(IP_PAGES * PG);
+
+	(void)state;
+	assert_non_null(got);
+	ip_setup(&f);
+	snprintf(mem, sizeof(mem), "%s/memory", f.dir);
+	snprintf(victim, sizeof(victim), "%s/victim", f.dir);
+	assert_int_equal(rename(mem, victim), 0);
+	assert_int_equal(symlink(victim, mem), 0);
+	struct snap_inplace u = { .dir = f.dir, .mem = f.new_mem, .total = IP_PAGES * PG, .pages = &f.pages,
+				  .state = &f.new_state, .disk_mask = 1 };
+	memcpy(u.new_id, f.new_id, SNAP_ID_LEN);
+	assert_int_equal(snap_inplace_commit(&u, NULL), -ELOOP);
+	assert_int_equal(read_file(f.dir, "victim", got, IP_PAGES * PG), 0);
+	assert_memory_equal(got, f.old_mem, IP_PAGES * PG);
+	assert_false(exists(f.dir, SNAP_JOURNAL_FILE));
+	free(got);
+	ip_teardown(&f);
+}
+
 static void inplace_crash_each_step(void **state)
 {
 	(void)state;
@@ -557,6 +583,7 @@ int main(void)
 		cmocka_unit_test(ident_roundtrip),
 		cmocka_unit_test(diff_pages_roundtrip),
 		cmocka_unit_test(inplace_no_fault),
+		cmocka_unit_test(inplace_memory_link),
 		cmocka_unit_test(inplace_crash_each_step),
 		cmocka_unit_test(inplace_torn_journal),
 	};
