@@ -211,15 +211,19 @@ static int run_in(int nsfd, char *const *argv, char *why, size_t whylen)
 		dup2(p[1], 2);
 		if (setns(nsfd, CLONE_NEWNET) < 0)
 			_exit(126);
-		execvp(argv[0], argv);
-		/* /sbin is not always on PATH */
-		if (errno == ENOENT) {
+		/* iproute2's own places only, never the caller's PATH: this
+		 * runs as root on a runtime's behalf. */
+		{
+			static const char *const dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin" };
 			char path[64];
+			unsigned d;
 
-			snprintf(path, sizeof(path), "/sbin/%s", argv[0]);
-			execv(path, argv);
+			for (d = 0; d < sizeof(dirs) / sizeof(dirs[0]); d++) {
+				snprintf(path, sizeof(path), "%s/%s", dirs[d], argv[0]);
+				execv(path, argv);
+			}
 		}
-		fprintf(stderr, "%s: %s\n", argv[0], strerror(errno));
+		fprintf(stderr, "%s: not found in /usr/sbin, /sbin, /usr/bin or /bin (iproute2)\n", argv[0]);
 		_exit(127);
 	}
 	close(p[1]);

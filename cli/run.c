@@ -2329,6 +2329,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			goto out_publish;
 		}
 	}
+	/* A resume: the keeper's sockets this VMM did not take are closed, and
+	 * its variable goes, so nothing started from here inherits either. */
+	standby_listen_release();
 	/* Standby (a detached sandbox): what a resume passes on, and the
 	 * keeper that holds the published ports and the control socket while
 	 * the sandbox sleeps. Before the allow-lists (the keeper is forked). */

@@ -87,6 +87,29 @@ int standby_listen_fd(const char *spec)
 	return -1;
 }
 
+void standby_listen_release(void)
+{
+	const char *env = getenv(STANDBY_FDS_ENV), *p;
+
+	for (p = env; p && *p;) {
+		char *end;
+		long fd = strtol(p, &end, 10);
+		const char *e;
+		int fl;
+
+		if (end == p || *end != '=')
+			break;
+		e = strchr(end + 1, ';');
+		if (!e)
+			e = end + 1 + strlen(end + 1);
+		/* claimed ones were made close-on-exec by standby_listen_fd */
+		if (fd > 2 && fd < INT_MAX && (fl = fcntl((int)fd, F_GETFD)) >= 0 && !(fl & FD_CLOEXEC))
+			close((int)fd);
+		p = *e ? e + 1 : e;
+	}
+	unsetenv(STANDBY_FDS_ENV);
+}
+
 int standby_keeper_spawn(const struct sandbox *sb, const int *fds, const char *const *spec, unsigned n)
 {
 	char env[2048] = STANDBY_FDS_ENV "=", exe[PATH_MAX];

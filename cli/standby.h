@@ -27,6 +27,10 @@ int standby_keeper_spawn(const struct sandbox *sb, const int *fds, const char *c
 /* An inherited listening socket for SPEC (STANDBY_FDS_ENV), made
  * close-on-exec, or -1. */
 int standby_listen_fd(const char *spec);
+/* Once every socket the restored VMM uses is claimed: the unclaimed ones
+ * closed and STANDBY_FDS_ENV unset, so nothing the VMM starts inherits
+ * either. */
+void standby_listen_release(void);
 /* Restores the standby sandbox in place and returns once its API answers
  * (or with the error, recorded in STANDBY_ERROR). The caller holds the
  * wake lock. 0 or -errno. */
