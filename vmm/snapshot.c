@@ -1205,7 +1205,23 @@ out_taken:
 
 /* ---- open and restore ---- */
 
+static int open_snapshot(struct snapshot *s, const char *dir, int recover);
+
 int snapshot_open(struct snapshot *s, const char *dir)
+{
+	return open_snapshot(s, dir, 1);
+}
+
+/* A diff's base, found through a path the diff names: read only, never
+ * recovered (that unlinks and rewrites files) before its ID is known to be
+ * the one the diff recorded. A base whose interrupted in-place update
+ * committed carries another ID already; one that did not is intact. */
+int snapshot_open_base(struct snapshot *s, const char *dir)
+{
+	return open_snapshot(s, dir, 0);
+}
+
+static int open_snapshot(struct snapshot *s, const char *dir, int recover)
 {
 	const uint8_t *body;
 	size_t body_len;
@@ -1222,7 +1238,7 @@ int snapshot_open(struct snapshot *s, const char *dir)
 	}
 	/* An in-place update a crash interrupted: finished or discarded
 	 * before anything is read (snapdiff.h). */
-	if ((r = snap_recover(s->dir))) {
+	if (recover && (r = snap_recover(s->dir))) {
 		log_err("snapshot %s: recovering an interrupted update: %s", dir, strerror(-r));
 		return r;
 	}

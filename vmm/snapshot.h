@@ -91,6 +91,9 @@ struct snapshot {
  * checksum), parses the config, checks the memory file's size. 0, or
  * -errno after one clear log line; nothing of the guest has run. */
 int snapshot_open(struct snapshot *s, const char *dir) __attribute__((warn_unused_result));
+/* The same for a diff's base: nothing in DIR is changed (no recovery of an
+ * interrupted update), since a tampered diff may name any directory. */
+int snapshot_open_base(struct snapshot *s, const char *dir) __attribute__((warn_unused_result));
 /* The head of a state file body: config, host, identity, MMDS. The save
  * side of snap_build_state and the parse side of snapshot_open, without a
  * VM (unit tests). Load: 0, or -EINVAL with r->why; *ident is the caller's

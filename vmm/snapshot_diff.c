@@ -89,7 +89,7 @@ static int open_chain(const struct snapshot *s, const char *base, struct snapsho
 		b = calloc(1, sizeof(*b));
 		if (!b)
 			return -ENOMEM;
-		if (snapshot_open(b, where)) {
+		if (snapshot_open_base(b, where)) {
 			log_err("snapshot %s: its base %s cannot be opened (moved? give it with "
 				"'vmm snapshot merge BASE DIFF')", cur->dir, where);
 			free(b);

@@ -604,6 +604,43 @@ static int head_load(const struct sbuf *b, struct snap_conf *c)
 	return e;
 }
 
+/* A diff names its base by path, and a tampered one may name any
+ * directory: opening a base changes nothing there (the recovery of an
+ * interrupted update unlinks state.new and diskN.next), where opening a
+ * snapshot does. */
+static void base_open_changes_nothing(void **state)
+{
+	char dir[] = "/tmp/test_snapshot_base.XXXXXX", p[PATH_MAX];
+	static const char *const names[] = { "state.new", "disk0.next", "disk3.next" };
+	struct snapshot s;
+	unsigned i;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	for (i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		f = fopen(p, "w");
+		assert_non_null(f);
+		fputs("someone else's\n", f);
+		fclose(f);
+	}
+	assert_int_not_equal(snapshot_open_base(&s, dir), 0); /* no state: not a snapshot */
+	for (i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		assert_int_equal(access(p, F_OK), 0);
+	}
+	/* what a snapshot's own open does (and the chain used to do) */
+	assert_int_not_equal(snapshot_open(&s, dir), 0);
+	snprintf(p, sizeof(p), "%s/state.new", dir);
+	assert_int_not_equal(access(p, F_OK), 0);
+	for (i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
 static void mmds_record_roundtrip(void **state)
 {
 	struct snap_conf c, back;
@@ -693,6 +730,7 @@ int main(void)
 		cmocka_unit_test(string_with_nul_refused),
 		cmocka_unit_test(file_corruptions_refused),
 		cmocka_unit_test(mmds_record_roundtrip),
+		cmocka_unit_test(base_open_changes_nothing),
 		cmocka_unit_test(vm_snapshot_restore),
 		cmocka_unit_test(vm_diff_snapshots),
 		cmocka_unit_test(corrupted_snapshots_refused),
