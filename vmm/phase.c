@@ -137,11 +137,19 @@ int phase_format_exits(const struct phases *p, char *buf, size_t cap)
 void phase_log(const struct phases *p, const char *what)
 {
 	char line[512];
+	unsigned i;
 
 	if (log_get_level() < LOG_DEBUG)
 		return;
 	phase_format(p, line, sizeof(line));
 	log_debug("phases %s (µs): %s", what, line);
+	/* None counted: a process without the vCPUs (the restore helper's
+	 * fork), whose zeros would only mislead. */
+	for (i = 0; i < PHASE_EXIT_NR; i++)
+		if (atomic_load(&((struct phases *)p)->exits[i]))
+			break;
+	if (i == PHASE_EXIT_NR)
+		return;
 	phase_format_exits(p, line, sizeof(line));
 	log_debug("exits %s: %s", what, line);
 }

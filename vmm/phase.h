@@ -70,8 +70,8 @@ int phase_format(const struct phases *p, char *buf, size_t cap);
 void phase_count_exit(struct phases *p, uint32_t kvm_exit_reason);
 /* "io=N mmio=N intr=N other=N": the exits so far. Its length (snprintf's). */
 int phase_format_exits(const struct phases *p, char *buf, size_t cap);
-/* Logs the line, and the exits so far in a second one (debug level),
- * with a prefix. */
+/* Logs the line, and the exits so far in a second one if any were
+ * counted (debug level), with a prefix. */
 void phase_log(const struct phases *p, const char *what);
 
 #endif
