@@ -50,8 +50,72 @@ def vmm_cmd(vmm, kernel, initrd, cmdline, cpus, mem, disks=()):
     return cmd
 
 
+_QEMU_CPU = []
+
+
+def qemu_cpu():
+    """QEMU's -cpu for the peer: "host", or "host,-arch-capabilities" where
+    plain host aborts (QEMU 7.2 fails to set MSR 0x10a on some hosts,
+    nested KVM among them). Asked once per process: QEMU is started
+    paused with QMP on stdio; its greeting comes after the vCPUs were
+    reset (where the abort happens), EOF if it died. BENCH_QEMU_CPU
+    overrides."""
+    if os.environ.get("BENCH_QEMU_CPU"):
+        return os.environ["BENCH_QEMU_CPU"]
+    if _QEMU_CPU:
+        return _QEMU_CPU[0]
+    pick = "host"
+    for cpu in ("host", "host,-arch-capabilities"):
+        try:
+            p = subprocess.Popen(["qemu-system-x86_64", "-M", "microvm,rtc=off,acpi=off", "-enable-kvm",
+                                  "-cpu", cpu, "-m", "64", "-nodefaults", "-no-user-config",
+                                  "-display", "none", "-S", "-qmp", "stdio"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError:
+            break
+        try:
+            greeting = p.stdout.readline()
+        finally:
+            p.kill()
+            p.wait()
+        if b'"QMP"' in greeting:
+            pick = cpu
+            break
+    if pick != "host":
+        print(f"{sys.argv[0]}: QEMU aborts with -cpu host here; its peer runs with -cpu {pick}",
+              file=sys.stderr)
+    _QEMU_CPU.append(pick)
+    return pick
+
+
+def kvmtool_path(path):
+    """The lkvm to compare with (--kvmtool PATH, or $BENCH_KVMTOOL), or None
+    with a line saying why kvmtool is left out (Debian does not package it:
+    bench/kvmtool.md says how to build the one these benches expect)."""
+    path = path or os.environ.get("BENCH_KVMTOOL")
+    if not path:
+        print(f"{sys.argv[0]}: kvmtool left out: no --kvmtool PATH (an lkvm built as bench/kvmtool.md says)",
+              file=sys.stderr)
+        return None
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        print(f"{sys.argv[0]}: kvmtool left out: {path} is not an executable file", file=sys.stderr)
+        return None
+    return path
+
+
+def kvmtool_cmd(lkvm, kernel, initrd, cmdline, cpus, mem):
+    """lkvm run with the same kernel (a bzImage: lkvm does not load ELF
+    vmlinux files), initramfs and command line; `noapic` as this host's
+    kvmtool needs it (bench/kvmtool.md), no network device."""
+    cmd = [lkvm, "run", "--kernel", kernel, "--cpus", str(cpus), "--mem", str(mem),
+           "--params", cmdline + " noapic", "--console", "serial", "--network", "mode=none"]
+    if initrd:
+        cmd += ["--initrd", initrd]
+    return cmd
+
+
 def qemu_cmd(kernel, initrd, cmdline, cpus, mem, disks=()):
-    cmd = ["qemu-system-x86_64", "-M", "microvm,rtc=off,acpi=off", "-enable-kvm", "-cpu", "host",
+    cmd = ["qemu-system-x86_64", "-M", "microvm,rtc=off,acpi=off", "-enable-kvm", "-cpu", qemu_cpu(),
            "-smp", str(cpus), "-m", str(mem), "-nodefaults", "-no-user-config",
            "-nographic", "-serial", "stdio", "-kernel", kernel, "-append", cmdline,
            "-no-reboot", "-device", "isa-debug-exit,iobase=0xf4,iosize=4"]

@@ -455,9 +455,11 @@ int api_shutdown(const struct sandbox_addr *a)
 	return remote_op(a, "\"op\":\"shutdown\"", "shutdown", NULL, 0);
 }
 
-int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets, unsigned egress_port)
+/* The sync request's fields into buf (the members of remote_op's object). */
+static int sync_fields(char *fields, size_t size, const char *const *nets, unsigned nr_nets,
+		       unsigned egress_port)
 {
-	char fields[2048], hex[2 * 32 + 1];
+	char hex[2 * 32 + 1];
 	struct json_writer w;
 	uint8_t seed[32];
 	struct timespec now;
@@ -470,7 +472,7 @@ int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_
 	clock_gettime(CLOCK_REALTIME, &now);
 	/* The fields go into remote_op's object as they are: write them as
 	 * the members of one, then drop its braces. */
-	jw_init(&w, fields, sizeof(fields));
+	jw_init(&w, fields, size);
 	jw_obj(&w);
 	jw_key(&w, "op");
 	jw_str(&w, "sync");
@@ -495,5 +497,35 @@ int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_
 	if (!jw_done(&w))
 		return -E2BIG;
 	fields[strlen(fields) - 1] = '\0';
-	return remote_op(a, fields + 1, "sync", NULL, 0);
+	memmove(fields, fields + 1, strlen(fields));
+	return 0;
+}
+
+int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets, unsigned egress_port)
+{
+	char fields[2048];
+	int r = sync_fields(fields, sizeof(fields), nets, nr_nets, egress_port);
+
+	return r ? r : remote_op(a, fields, "sync", NULL, 0);
+}
+
+int api_sync_first(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets,
+		   unsigned egress_port)
+{
+	char fields[2048], buf[512];
+	struct api_error e;
+	int fd, r = sync_fields(fields, sizeof(fields), nets, nr_nets, egress_port);
+
+	if (r)
+		return r;
+	fd = api_open(a, fields);
+	if (fd < 0)
+		return API_UNREACHED;
+	r = api_result(fd, buf, sizeof(buf), &e);
+	close(fd);
+	if (r == -1) {
+		api_report("sync", &e);
+		return -e.eno;
+	}
+	return r == 0 ? 0 : API_UNREACHED;
 }

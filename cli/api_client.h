@@ -95,6 +95,14 @@ int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int
 /* nets[0..nr_nets): interfaces the guest reconfigures after the clock and
  * entropy ("OLDMAC[,mac=NEW][,ip=A/P][,gw=G][,dns=D]", guest-init/net.h). */
 int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets, unsigned egress_port);
+/* A restored clone's sync sent at once, before the guest says it is back
+ * (its vsock holds the connection until the guest handled the transport
+ * reset: devices/virtio_vsock.c): 0, -errno when the guest answered with
+ * an error (reported), or API_UNREACHED, quietly, when no API answered
+ * (a snapshot taken before the API listened): then wait and api_sync. */
+#define API_UNREACHED 1
+int api_sync_first(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets,
+		   unsigned egress_port);
 
 /* Asks the guest to power off. 0 or -errno. */
 int api_shutdown(const struct sandbox_addr *a);

@@ -428,6 +428,19 @@ static int wait_restored(struct pollfd *p, const struct helper *h)
 	return -1;
 }
 
+/* The helper gives up waiting for its sandbox: says why (fmt takes
+ * ready_s), stops the VMM if a command was to run, and exits. */
+static void helper_fail(const struct helper *h, struct boot_status *bs, const char *fmt)
+	__attribute__((noreturn, format(printf, 3, 0)));
+static void helper_fail(const struct helper *h, struct boot_status *bs, const char *fmt)
+{
+	boot_status_done(bs);
+	log_err(fmt, h->ready_s);
+	if (h->cmd)
+		kill(getppid(), SIGTERM);
+	_exit(CLI_EXIT_ERROR);
+}
+
 static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 {
 	int ready[2] = { -1, -1 }, interrupted;
@@ -494,32 +507,29 @@ static int start_helper(struct vm *vm, struct helper *h, pid_t *child)
 		boot_status_init(&bs, h->name, h->status_on, h->status_tty, h->t0_ns);
 		boot_status_show(&bs, h->restored ? BOOT_RESTORING : BOOT_BOOTING, log_now_ns());
 		if (!h->restored) {
-			if (helper_wait_boot(h, ready[0], &bs)) {
-				boot_status_done(&bs);
-				log_err("the sandbox did not get ready within %lu s", h->ready_s);
-				if (h->cmd)
-					kill(getppid(), SIGTERM);
-				_exit(CLI_EXIT_ERROR);
-			}
+			if (helper_wait_boot(h, ready[0], &bs))
+				helper_fail(h, &bs, "the sandbox did not get ready within %lu s");
 			phase_mark(&vm->phases, PHASE_READY);
-		} else if (wait_restored(&p, h)) {
-			boot_status_done(&bs);
-			log_err("the sandbox API did not answer within %lu s", h->ready_s);
-			if (h->cmd)
-				kill(getppid(), SIGTERM);
-			_exit(CLI_EXIT_ERROR);
+			if (api_wait_ready(h->a, 30000))
+				helper_fail(h, &bs, "the sandbox API did not answer within %lu s");
 		} else {
-			phase_mark(&vm->phases, PHASE_READY);
-		}
-		if (api_wait_ready(h->a, h->restored ? (unsigned)(h->ready_s * 1000) : 30000)) {
-			boot_status_done(&bs);
-			log_err("the sandbox API did not answer within %lu s", h->ready_s);
-			if (h->cmd)
-				kill(getppid(), SIGTERM);
-			_exit(CLI_EXIT_ERROR);
-		}
-		if (h->restored) {
-			if (api_sync(h->a, h->nets, h->nr_nets, h->egress_port)) {
+			/* A clone: its sync goes at once. The snapshot was taken
+			 * with the API listening (a spare worker waiting in
+			 * accept: guest-init), and the vsock device holds the
+			 * connection until the guest handled the transport reset,
+			 * so neither the ready notice nor a health probe needs to
+			 * come first. A snapshot with no API yet answers nothing:
+			 * then the notice (or probes) and the health check. */
+			r = api_sync_first(h->a, h->nets, h->nr_nets, h->egress_port);
+			if (r == API_UNREACHED) {
+				if (wait_restored(&p, h))
+					helper_fail(h, &bs, "the sandbox API did not answer within %lu s");
+				phase_mark(&vm->phases, PHASE_READY);
+				if (api_wait_ready(h->a, (unsigned)(h->ready_s * 1000)))
+					helper_fail(h, &bs, "the sandbox API did not answer within %lu s");
+				r = api_sync(h->a, h->nets, h->nr_nets, h->egress_port);
+			}
+			if (r) {
 				log_err("could not give the restored sandbox the time and fresh entropy");
 			} else if (h->synced) {
 				int fd = open(h->synced, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);

@@ -3,7 +3,8 @@
  * As PID 1: mounts, hostname, loopback, a shell on the console, reaping of
  * every orphan, SIGTERM forwarded to all processes and a clean power-off on
  * request; it never exits (a PID 1 exit panics the kernel). It serves the
- * API (docs/api.md) on vsock port 1024, one process per connection, and
+ * API (docs/api.md) on vsock port 1024, one process per connection (the
+ * next one forked ahead of time: a spare worker waits in accept), and
  * writes the boot marker once the API listens.
  *
  * The API's access token comes from the vmm port's token window (port
@@ -77,7 +78,17 @@ struct init {
 	struct procs_limits procs; /* the process manager's bounds */
 	pid_t procs_pid;           /* the process manager (procs.c), 0: none */
 	char nets[MAX_NETS][128];
+	/* The spare API worker (serve_loop): a process forked ahead of time,
+	 * blocked in accept() on listen_fd, so the next connection (a
+	 * restored clone's sync) is served with no fork on its path. */
+	pid_t spare_pid;      /* waiting in accept, 0: none */
+	int spare_fd;         /* its pipe: a byte once it took a connection, -1 */
+	pid_t spare_busy;     /* the last spare, now serving; 0: none */
+	unsigned spare_fails; /* spares that ended without a connection, in a row */
 };
+
+/* A spare that keeps ending without a connection is not made again. */
+#define SPARE_MAX_FAILS 3
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -473,6 +484,93 @@ static void start_procs(struct init *in)
 	in->api.procs_fd = chan;
 }
 
+/* Forks the spare worker when there is none and the last one is done
+ * (one fork per connection at most, and never while a clone's first
+ * request is being served). The spare takes connections from listen_fd
+ * itself: one from the host is announced on its pipe and served, others
+ * (guest processes over vsock loopback) refused, as serve_loop does. */
+static void spare_start(struct init *in, int sfd)
+{
+	int pfd[2];
+	pid_t p;
+
+	if (in->spare_pid || in->spare_busy || in->listen_fd < 0 || in->spare_fails >= SPARE_MAX_FAILS)
+		return;
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return;
+	p = fork();
+	if (p < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return;
+	}
+	if (p == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		close(pfd[0]);
+		close(sfd);
+		if (in->notice_fd >= 0)
+			close(in->notice_fd);
+		for (;;) {
+			struct sockaddr_storage peer;
+			socklen_t plen = sizeof(peer);
+			int c = accept4(in->listen_fd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
+
+			if (c < 0) {
+				if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
+					continue;
+				_exit(1);
+			}
+			if (!api_peer_allowed(&peer, plen)) {
+				refuse_peer(in, &peer, plen);
+				close(c);
+				continue;
+			}
+			/* Told before serving: the parent takes accept() back. */
+			if (write(pfd[1], "A", 1) < 0)
+				_exit(1);
+			close(pfd[1]);
+			close(in->listen_fd);
+			api_serve(c, &in->api);
+			_exit(0);
+		}
+	}
+	close(pfd[1]);
+	in->spare_pid = p;
+	in->spare_fd = pfd[0];
+}
+
+/* The spare said it took a connection, or its pipe ended (it died). */
+static void spare_taken(struct init *in)
+{
+	char b;
+	ssize_t n = read(in->spare_fd, &b, 1);
+
+	close(in->spare_fd);
+	in->spare_fd = -1;
+	if (n == 1) {
+		in->spare_busy = in->spare_pid;
+		in->spare_fails = 0;
+	} else {
+		in->spare_fails++;
+	}
+	in->spare_pid = 0;
+}
+
+/* A spare that is waiting is stopped (the process manager changed: it
+ * holds the old channel); the next one is forked by serve_loop. */
+static void spare_stop(struct init *in)
+{
+	if (!in->spare_pid)
+		return;
+	kill(in->spare_pid, SIGKILL);
+	close(in->spare_fd);
+	in->spare_fd = -1;
+	in->spare_pid = 0;
+}
+
 static void serve_loop(struct init *in)
 {
 	sigset_t set;
@@ -489,11 +587,19 @@ static void serve_loop(struct init *in)
 	signal(SIGPIPE, SIG_IGN);
 
 	for (;;) {
-		struct pollfd p[3] = { { .fd = sfd, .events = POLLIN }, { .fd = in->listen_fd, .events = POLLIN },
-				       { .fd = in->notice_fd, .events = POLLIN } };
+		/* While a spare waits in accept(), it takes the connections. */
+		struct pollfd p[4] = { { .fd = sfd, .events = POLLIN },
+				       { .fd = in->spare_pid ? -1 : in->listen_fd, .events = POLLIN },
+				       { .fd = in->notice_fd, .events = POLLIN },
+				       { .fd = in->spare_fd, .events = POLLIN } };
 
-		if (poll(p, in->listen_fd >= 0 ? 3 : 1, -1) < 0)
+		spare_start(in, sfd);
+		p[1].fd = in->spare_pid ? -1 : in->listen_fd;
+		p[3].fd = in->spare_fd;
+		if (poll(p, in->listen_fd >= 0 ? 4 : 1, -1) < 0)
 			continue;
+		if (in->spare_fd >= 0 && (p[3].revents & (POLLIN | POLLHUP | POLLERR)))
+			spare_taken(in);
 		/* The host never writes on the notice connection: readable
 		 * means it ended (a restore reset it, or the VMM closed it). */
 		if (in->notice_fd >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -518,7 +624,10 @@ static void serve_loop(struct init *in)
 					if (pid == in->procs_pid) {
 						say("the process manager ended; detached processes are lost");
 						start_procs(in);
+						spare_stop(in);
 					}
+					if (pid == in->spare_busy)
+						in->spare_busy = 0;
 				}
 			} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGUSR2 || si.ssi_signo == SIGINT) {
 				if (in->pid1)
@@ -549,6 +658,8 @@ static void serve_loop(struct init *in)
 				close(sfd);
 				if (in->notice_fd >= 0)
 					close(in->notice_fd);
+				if (in->spare_fd >= 0)
+					close(in->spare_fd);
 				api_serve(c, &in->api);
 				_exit(0);
 			}
@@ -566,6 +677,7 @@ int main(int argc, char **argv)
 	in.shell = 1;
 	in.listen_fd = -1;
 	in.notice_fd = -1;
+	in.spare_fd = -1;
 	in.api.procs_fd = -1;
 	snprintf(in.hostname, sizeof(in.hostname), "sandbox");
 	in.api.start_ms = now_ms();

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "phase.h"
 
+#include <linux/kvm.h>
+
 #include <stdio.h>
 #include <time.h>
 
@@ -34,6 +36,8 @@ void phase_init(struct phases *p, uint64_t t0_ns, uint64_t pre_main_ns)
 	p->pre_main_ns = pre_main_ns;
 	for (i = 0; i < PHASE_NR; i++)
 		atomic_init(&p->at[i], 0);
+	for (i = 0; i < PHASE_EXIT_NR; i++)
+		atomic_init(&p->exits[i], 0);
 }
 
 void phase_mark_at(struct phases *p, enum phase ph, uint64_t now_ns)
@@ -106,12 +110,46 @@ int phase_format(const struct phases *p, char *buf, size_t cap)
 	return (int)(n + (size_t)w);
 }
 
+void phase_count_exit(struct phases *p, uint32_t kvm_exit_reason)
+{
+	enum phase_exit k;
+
+	switch (kvm_exit_reason) {
+	case KVM_EXIT_IO: k = PHASE_EXIT_IO; break;
+	case KVM_EXIT_MMIO: k = PHASE_EXIT_MMIO; break;
+	case KVM_EXIT_INTR: k = PHASE_EXIT_INTR; break;
+	default: k = PHASE_EXIT_OTHER; break;
+	}
+	atomic_fetch_add_explicit(&p->exits[k], 1, memory_order_relaxed);
+}
+
+int phase_format_exits(const struct phases *p, char *buf, size_t cap)
+{
+	struct phases *q = (struct phases *)p;
+
+	return snprintf(buf, cap, "io=%llu mmio=%llu intr=%llu other=%llu",
+			(unsigned long long)atomic_load(&q->exits[PHASE_EXIT_IO]),
+			(unsigned long long)atomic_load(&q->exits[PHASE_EXIT_MMIO]),
+			(unsigned long long)atomic_load(&q->exits[PHASE_EXIT_INTR]),
+			(unsigned long long)atomic_load(&q->exits[PHASE_EXIT_OTHER]));
+}
+
 void phase_log(const struct phases *p, const char *what)
 {
 	char line[512];
+	unsigned i;
 
 	if (log_get_level() < LOG_DEBUG)
 		return;
 	phase_format(p, line, sizeof(line));
 	log_debug("phases %s (µs): %s", what, line);
+	/* None counted: a process without the vCPUs (the restore helper's
+	 * fork), whose zeros would only mislead. */
+	for (i = 0; i < PHASE_EXIT_NR; i++)
+		if (atomic_load(&((struct phases *)p)->exits[i]))
+			break;
+	if (i == PHASE_EXIT_NR)
+		return;
+	phase_format_exits(p, line, sizeof(line));
+	log_debug("exits %s: %s", what, line);
 }

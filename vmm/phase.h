@@ -33,10 +33,21 @@ enum phase {
 	PHASE_NR
 };
 
+/* KVM_RUN returns to the VMM, by kind (what the guest made the VMM do:
+ * under nested KVM these are the exits one can count from userspace). */
+enum phase_exit {
+	PHASE_EXIT_IO,    /* port I/O: serial, the vmm port, the token window */
+	PHASE_EXIT_MMIO,  /* virtio-mmio registers: notifies, config, status */
+	PHASE_EXIT_INTR,  /* a signal kicked the vCPU (pause, stop) */
+	PHASE_EXIT_OTHER, /* everything else (halts, system events, errors) */
+	PHASE_EXIT_NR
+};
+
 struct phases {
 	uint64_t t0_ns;                  /* log_now_ns() at the VMM's start */
 	uint64_t pre_main_ns;            /* CPU time before t0 */
 	_Atomic uint64_t at[PHASE_NR];   /* ns since t0 at the mark, 0: not reached */
+	_Atomic uint64_t exits[PHASE_EXIT_NR]; /* since the first KVM_RUN */
 };
 
 /* This process's CPU time so far (the `pre_main` figure when called
@@ -55,7 +66,12 @@ const char *phase_name(enum phase ph);
 /* One line, "pre_main=U cli=U kvm=U ... total=U" in µs, unreached phases
  * left out; what `-v` logs and the benches parse. Its length (snprintf's). */
 int phase_format(const struct phases *p, char *buf, size_t cap);
-/* Logs the line (debug level) with a prefix. */
+/* Counts one KVM_RUN return with this kvm_run exit_reason (any thread). */
+void phase_count_exit(struct phases *p, uint32_t kvm_exit_reason);
+/* "io=N mmio=N intr=N other=N": the exits so far. Its length (snprintf's). */
+int phase_format_exits(const struct phases *p, char *buf, size_t cap);
+/* Logs the line, and the exits so far in a second one if any were
+ * counted (debug level), with a prefix. */
 void phase_log(const struct phases *p, const char *what);
 
 #endif

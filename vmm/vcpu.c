@@ -453,6 +453,7 @@ static void *vcpu_thread(void *arg)
 		r = ioctl(v->fd, KVM_RUN, 0);
 		if (r < 0) {
 			if (errno == EINTR || errno == EAGAIN) {
+				phase_count_exit(&vm->phases, KVM_EXIT_INTR);
 				v->run->immediate_exit = 0;
 				if (atomic_load(&vm->pause_req))
 					vcpu_park(v);
@@ -462,6 +463,7 @@ static void *vcpu_thread(void *arg)
 			vcpu_report_error(v, what);
 			break;
 		}
+		phase_count_exit(&vm->phases, v->run->exit_reason);
 		switch (v->run->exit_reason) {
 		case KVM_EXIT_IO:
 			vcpu_io(v);

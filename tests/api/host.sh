@@ -26,4 +26,6 @@ st=$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f20)
 read -r dev ino < <(stat -L -c '%d %i' "/proc/$pid/exe")
 echo "$pid $st $dev $ino" > "$tmp/state/mcp-sb/process"
 timeout 600 python3 "$(dirname "$0")/mcp_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1
+# guest-init's spare worker (a server of its own: it counts children)
+timeout 120 python3 "$(dirname "$0")/spare_test.py" "$gi" || rc=1
 exit $rc

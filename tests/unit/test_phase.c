@@ -11,6 +11,8 @@
 
 #include "vmm/phase.h"
 
+#include <linux/kvm.h>
+
 #define T0 1000000000ull
 #define US 1000ull
 
@@ -70,12 +72,37 @@ static void format_lists_reached_phases_in_us(void **state)
 	assert_string_equal(phase_name(PHASE_NR), "?");
 }
 
+static void exits_are_counted_by_kind(void **state)
+{
+	struct phases p;
+	char buf[128];
+
+	(void)state;
+	phase_init(&p, T0, 0);
+	phase_format_exits(&p, buf, sizeof(buf));
+	assert_string_equal(buf, "io=0 mmio=0 intr=0 other=0");
+	phase_count_exit(&p, KVM_EXIT_IO);
+	phase_count_exit(&p, KVM_EXIT_IO);
+	phase_count_exit(&p, KVM_EXIT_MMIO);
+	phase_count_exit(&p, KVM_EXIT_MMIO);
+	phase_count_exit(&p, KVM_EXIT_MMIO);
+	phase_count_exit(&p, KVM_EXIT_INTR);
+	phase_count_exit(&p, KVM_EXIT_HLT);
+	phase_count_exit(&p, KVM_EXIT_SYSTEM_EVENT);
+	phase_format_exits(&p, buf, sizeof(buf));
+	assert_string_equal(buf, "io=2 mmio=3 intr=1 other=2");
+	/* phase_init starts the counts again */
+	phase_init(&p, T0, 0);
+	assert_int_equal(p.exits[PHASE_EXIT_MMIO], 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(lengths_are_from_the_previous_reached_mark),
 		cmocka_unit_test(first_mark_wins),
 		cmocka_unit_test(format_lists_reached_phases_in_us),
+		cmocka_unit_test(exits_are_counted_by_kind),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
