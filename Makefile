@@ -48,7 +48,7 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c 
              cli/image_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
              cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
-             cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_spec.c cli/oci_state.c cli/oci_net.c \
+             cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_vm.c cli/oci_proxy.c cli/oci_spec.c cli/oci_state.c cli/oci_net.c \
              cli/oci_hooks.c cli/tlsexec.c cli/standby.c cli/suspend.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
