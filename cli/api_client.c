@@ -324,6 +324,10 @@ int api_session(int fd, const struct exec_opts *o, const char *what)
 	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGQUIT);
 	sigaddset(&sigs, SIGWINCH);
+	if (o->forward_usr) {
+		sigaddset(&sigs, SIGUSR1);
+		sigaddset(&sigs, SIGUSR2);
+	}
 	/* Forwarded signals must reach our signalfd even if we were started
 	 * with them ignored (a background job of a script ignores SIGINT);
 	 * blocked first, so none comes in between with its default action. */

@@ -5,12 +5,12 @@
 #include "oci_proxy.h"
 #include "api_client.h"
 #include "cli.h"
+#include "oci_state.h"
 #include "oci_vm.h"
 #include "../guest-init/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,65 +153,44 @@ int oci_write_pid_file(const char *path, pid_t pid)
 	return rename(tmp, path) < 0 ? -errno : 0;
 }
 
-/* The signals an engine sends the init proxy itself (conmon's and the
- * shim's kill of the pid they hold, a terminal's ^C) that go on to the
- * container's process. */
+/* The signals an engine sends a proxy itself (conmon's and the shim's
+ * kill of the pid they hold, ctr task kill --exec-id, a terminal's ^C)
+ * that go on to the container's process: api_session forwards them as
+ * SIGNAL frames on the attach or exec connection (forward_usr adds
+ * USR1/USR2 to its INT/TERM/HUP/QUIT). Blocked from the moment the
+ * process may run, so none arriving before the session is lost: the
+ * session's signalfd takes those pending too. */
 static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
 
-struct forwarder {
-	struct sandbox_addr a;
-	sigset_t set;
-};
-
-/* A thread of the proxy: each forwarded signal to the process (tag
- * "init") through guest-init's API. */
-static void *forward_signals(void *arg)
+static void block_forwarded(void)
 {
-	struct forwarder *f = arg;
-	char fields[128], out[256];
-	int sig;
+	sigset_t set;
+	unsigned i;
 
-	for (;;) {
-		if (sigwait(&f->set, &sig))
-			continue;
-		snprintf(fields, sizeof(fields), "\"op\":\"signal\",\"tag\":\"init\",\"signal\":%d", sig);
-		api_call2(&f->a, fields, "signal", out, sizeof(out));
-	}
-	return NULL;
+	sigemptyset(&set);
+	for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+		sigaddset(&set, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &set, NULL);
 }
 
-/* The init proxy (the --pid-file process): waits for start on the FIFO,
- * starts the container's process detached (tag "init", so kill reaches it
- * whatever becomes of us), follows it with our stdio and exits with its
- * status. */
-int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_process *p, const char *fifo)
+/* The init proxy's work after start: the status to exit with. */
+static int run_init(const struct oci_ctx *c, const char *id, const struct oci_process *p)
 {
 	char *fields = malloc(OCI_FIELDS_MAX), out[512];
-	struct forwarder *fwd = calloc(1, sizeof(*fwd)); /* the thread's until we exit */
 	struct sandbox_addr a;
 	struct sandbox sb;
 	struct api_error e;
-	pthread_t th;
-	unsigned i;
 	int fd, r;
 
-	if (!fields || !fwd)
+	if (!fields)
 		return 1;
-	/* start opens the FIFO's other end: until then, nothing runs */
-	fd = open(fifo, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, "0", 1) != 1)
-		return 1;
-	close(fd);
-	if (oci_vm_addr(c, id, &sb, &a) || oci_process_fields(p, 1, fields, OCI_FIELDS_MAX))
+	if (oci_vm_addr(c, id, &sb, &a) || oci_process_fields(p, 1, fields, OCI_FIELDS_MAX)) {
+		free(fields);
 		return oci_fail(c, "%s: the container's VM is gone", id), 1;
-	/* from here on the forwarded signals are the process's: blocked here
-	 * before it starts, so none is lost, and taken by the forwarder */
-	fwd->a = a;
-	sigemptyset(&fwd->set);
-	for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
-		sigaddset(&fwd->set, forwarded[i]);
-	pthread_sigmask(SIG_BLOCK, &fwd->set, NULL);
+	}
+	block_forwarded();
 	fd = api_open_v(&a, 2, fields);
+	free(fields);
 	if (fd < 0)
 		return oci_fail(c, "%s: cannot reach the container's VM: %s", id, strerror(-fd)), 1;
 	r = api_result(fd, out, sizeof(out), &e);
@@ -221,24 +200,42 @@ int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_pro
 		fprintf(stderr, "vmm oci: %s: %s\n", p->args[0], r == -1 ? e.message : "the VM went away");
 		return e.eno == ENOENT || e.eno == EACCES ? (e.eno == ENOENT ? 127 : 126) : 1;
 	}
-	free(fields);
-	if (pthread_create(&th, NULL, forward_signals, fwd) == 0)
-		pthread_detach(th);
-	r = api_attach(&a, "init", 1, p->terminal);
+	r = api_attach_forward(&a, "init", p->terminal);
+	return r < 0 ? 1 : r;
+}
+
+/* The init proxy (the --pid-file process): waits for start on the FIFO,
+ * starts the container's process detached (tag "init", so kill reaches it
+ * whatever becomes of us), follows it with our stdio and exits with its
+ * status, which it also records for `state` (oci_exit_record). */
+int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_process *p, const char *fifo)
+{
+	int fd, r;
+
+	/* start opens the FIFO's other end: until then, nothing runs */
+	fd = open(fifo, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "0", 1) != 1)
+		return 1;
+	close(fd);
+	r = run_init(c, id, p);
 	/* The container's init is gone: so is the container (runc's stops
 	 * with it). The VM goes before we exit, so once the engine sees the
 	 * exit, state says stopped and nothing of it runs. */
 	oci_vm_remove(c, id);
-	return r < 0 ? 1 : r;
+	if (oci_exit_record(c->root, id, r))
+		oci_info(c, "%s: cannot record its exit status %d", id, r);
+	return r;
 }
 
 int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struct oci_process *p, int slave)
 {
-	struct exec_opts o = { .tty = p->terminal, .stdin_pass = 1 };
-	int fd = api_open(a, fields);
+	struct exec_opts o = { .tty = p->terminal, .stdin_pass = 1, .forward_usr = 1 };
+	int fd;
 
+	block_forwarded();
 	if (slave >= 0)
 		oci_console_attach(slave);
+	fd = api_open(a, fields);
 	if (fd < 0)
 		return -EHOSTUNREACH;
 	return api_session(fd, &o, p->args[0]);

@@ -252,6 +252,8 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 		r = oci_fail(c, "%s: connecting the VM to %s in %s: %s", id, net.ifname, s->netns, why);
 		goto out;
 	}
+	if (netopt && oci_vm_net_record(c, id, s->netns, net.ifname))
+		oci_info(c, "%s: cannot record its network; the veth's qdisc stays after it", id);
 	{
 		const char *sh[] = { "sh", "-c", script, NULL };
 		int rc = oci_guest_run(&a, sh, err, sizeof(err));
@@ -440,6 +442,7 @@ static int oci_state_verb(const struct oci_ctx *c, int argc, char **argv)
 
 	if ((r = load(c, id, 0, &st, &lock)))
 		return r;
+	oci_exit_load(c->root, &st);
 	close(lock);
 	if (oci_state_render(&st, oci_status_now(st.status, oci_proxy_alive(&st)), 0, buf, sizeof(buf)))
 		return oci_fail(c, "%s: state too large", id);

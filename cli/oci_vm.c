@@ -153,12 +153,51 @@ static int vmm_cmd(const struct oci_ctx *c, const char *id, char *const *args, c
 	return vmm_cmd_ns(c, id, -1, args, err, errlen);
 }
 
+/* ROOT/ID/net: the namespace and veth create tied to the VM's TAP. */
+static int net_file(const struct oci_ctx *c, const char *id, char *p, size_t len)
+{
+	char dir[PATH_MAX];
+
+	if (oci_state_dir(c->root, id, dir, sizeof(dir)))
+		return -EINVAL;
+	return snprintf(p, len, "%s/net", dir) >= (int)len ? -ENAMETOOLONG : 0;
+}
+
+int oci_vm_net_record(const struct oci_ctx *c, const char *id, const char *nspath, const char *ifname)
+{
+	char p[PATH_MAX + 8];
+	FILE *f;
+	int r;
+
+	if ((r = net_file(c, id, p, sizeof(p))))
+		return r;
+	if (!(f = fopen(p, "we")))
+		return -errno;
+	fprintf(f, "%s\n%s\n", nspath, ifname);
+	return fclose(f) ? -EIO : 0;
+}
+
 void oci_vm_remove(const struct oci_ctx *c, const char *id)
 {
 	char *const args[] = { (char *)"vmm", (char *)"rm", (char *)"-f", (char *)OCI_VM_NAME, NULL };
-	char err[512];
+	char err[512], p[PATH_MAX + 8], text[PATH_MAX + IF_NAMESIZE + 4], *nl;
 
 	vmm_cmd(c, id, args, err, sizeof(err));
+	/* the TAP went with the VMM; the veth's half of the redirect stays
+	 * until we take it away */
+	if (net_file(c, id, p, sizeof(p)) || cli_read_text(p, text, sizeof(text)))
+		return;
+	nl = strchr(text, '\n');
+	if (nl) {
+		char *ifname = nl + 1, *end = strchr(ifname, '\n');
+
+		*nl = '\0';
+		if (end)
+			*end = '\0';
+		if (oci_net_disconnect(text, ifname, err, sizeof(err)))
+			oci_info(c, "%s: removing the ingress qdisc of %s in %s: %s", id, ifname, text, err);
+	}
+	unlink(p);
 }
 
 int oci_vm_addr(const struct oci_ctx *c, const char *id, struct sandbox *sb, struct sandbox_addr *a)
@@ -208,6 +247,7 @@ char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsign
 	size_t len = 0;
 	const char *base;
 	unsigned i, j, k;
+	int first;
 	FILE *f = open_memstream(&text, &len);
 
 	if (!f)
@@ -258,7 +298,7 @@ char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsign
 			sh_quote(f, m->kind == OCI_MNT_CGROUP ? "cgroup2" : m->type);
 			/* options mount(8) takes as they are; the bind-style
 			 * and propagation ones it would refuse are left out */
-			for (k = 0; k < m->nopts; k++) {
+			for (k = 0, first = 1; k < m->nopts; k++) {
 				static const char *const skip[] = { "rbind", "bind", "rprivate", "private", "rslave",
 								    "slave", "rshared", "shared", "newinstance" };
 				size_t q;
@@ -267,7 +307,8 @@ char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsign
 					;
 				if (q < sizeof(skip) / sizeof(skip[0]))
 					continue;
-				fputs(k ? "," : " -o ", f);
+				fputs(first ? " -o " : ",", f);
+				first = 0;
 				fputs(m->opts[k], f); /* quoted as a whole below if odd */
 			}
 			fputc(' ', f);

@@ -36,8 +36,12 @@ void oci_info(const struct oci_ctx *c, const char *fmt, ...) __attribute__((form
  * the network namespace nsfd (-1: ours). 0 or CLI_EXIT_ERROR (logged). */
 int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
 		unsigned nshares, const char *netopt, int nsfd);
-/* Stops and removes id's VM (vmm rm -f); quiet when there is none. */
+/* Stops and removes id's VM (vmm rm -f; quiet when there is none),
+ * then what it left on the veth (oci_vm_net_record). */
 void oci_vm_remove(const struct oci_ctx *c, const char *id);
+/* Records that id's VM took nspath's veth ifname (ROOT/ID/net), so that
+ * oci_vm_remove takes the veth's ingress qdisc away. 0 or -errno. */
+int oci_vm_net_record(const struct oci_ctx *c, const char *id, const char *nspath, const char *ifname);
 /* id's VM's API address: 0, or -errno when it has none. */
 int oci_vm_addr(const struct oci_ctx *c, const char *id, struct sandbox *sb, struct sandbox_addr *a);
 /* 0 when the VM's guest-init runs container processes (its health
