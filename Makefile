@@ -250,7 +250,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
-              test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_mmds \
+              test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy test_mmds \
               test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
@@ -294,6 +294,8 @@ test_oci_LIBS     := $(TLS_LIBS)
 test_oci_spec_SRCS := cli/oci_spec.c cli/oci_state.c cli/util.c vmm/log.c guest-init/json.c
 test_oci_net_SRCS := cli/oci_net.c
 test_oci_hooks_SRCS := cli/oci_hooks.c cli/oci_spec.c cli/util.c vmm/log.c guest-init/json.c
+test_oci_proxy_SRCS := cli/oci_proxy.c cli/oci_state.c cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c \
+                       guest-init/json.c guest-init/proto.c
 test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
 test_dockerfile_LIBS := $(TLS_LIBS)
 test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \
