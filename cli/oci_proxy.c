@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <termios.h>
 #include <unistd.h>
 
 /* The exec request for a container process p (argv, env, cwd, user,
@@ -91,6 +92,18 @@ int oci_console_setup(const char *sock, unsigned rows, unsigned cols)
 		struct winsize ws = { .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
 
 		ioctl(master, TIOCSWINSZ, &ws);
+	}
+	{
+		/* This pty only carries bytes to the guest's, whose line
+		 * discipline echoes and edits: raw from the start, or what the
+		 * engine types before the proxy's session sets it raw is
+		 * echoed twice (ctr run -t's NUL showed as "^@^@") */
+		struct termios t;
+
+		if (tcgetattr(slave, &t) == 0) {
+			cfmakeraw(&t);
+			tcsetattr(slave, TCSANOW, &t);
+		}
 	}
 	if (strlen(sock) >= sizeof(sa.sun_path)) {
 		errno = ENAMETOOLONG;

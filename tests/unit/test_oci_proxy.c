@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "../../cli/api_client.h"
@@ -110,6 +111,13 @@ static void console_socket(void **state)
 	assert_int_equal(ioctl(slave, TIOCGWINSZ, &ws), 0);
 	assert_int_equal(ws.ws_row, 40);
 	assert_int_equal(ws.ws_col, 120);
+	{
+		/* raw: what the engine writes is not echoed back by this pty */
+		struct termios tio;
+
+		assert_int_equal(tcgetattr(slave, &tio), 0);
+		assert_false(tio.c_lflag & (ECHO | ICANON));
+	}
 	assert_int_equal(write(slave, "x", 1), 1);
 	assert_int_equal(read(master, name, 1), 1);
 	assert_int_equal(name[0], 'x');
