@@ -48,7 +48,7 @@ CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c 
              cli/image_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
              cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c cli/rdump.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
-             cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_spec.c cli/oci_state.c cli/oci_net.c \
+             cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_vm.c cli/oci_proxy.c cli/oci_spec.c cli/oci_state.c cli/oci_net.c \
              cli/oci_hooks.c cli/tlsexec.c cli/standby.c cli/suspend.c
 # The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
@@ -250,7 +250,8 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
-              test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_mmds test_rdump \
+              test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
+              test_mmds test_rdump \
               test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
@@ -295,6 +296,8 @@ test_oci_spec_SRCS := cli/oci_spec.c cli/oci_state.c cli/util.c vmm/log.c guest-
 test_oci_net_SRCS := cli/oci_net.c
 test_rdump_SRCS := cli/rdump.c
 test_oci_hooks_SRCS := cli/oci_hooks.c cli/oci_spec.c cli/util.c vmm/log.c guest-init/json.c
+test_oci_proxy_SRCS := cli/oci_proxy.c cli/oci_state.c cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c \
+                       guest-init/json.c guest-init/proto.c
 test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
 test_dockerfile_LIBS := $(TLS_LIBS)
 test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \

@@ -324,6 +324,10 @@ int api_session(int fd, const struct exec_opts *o, const char *what)
 	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGQUIT);
 	sigaddset(&sigs, SIGWINCH);
+	if (o->forward_usr) {
+		sigaddset(&sigs, SIGUSR1);
+		sigaddset(&sigs, SIGUSR2);
+	}
 	/* Forwarded signals must reach our signalfd even if we were started
 	 * with them ignored (a background job of a script ignores SIGINT);
 	 * blocked first, so none comes in between with its default action. */
@@ -332,6 +336,10 @@ int api_session(int fd, const struct exec_opts *o, const char *what)
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	signal(SIGQUIT, SIG_DFL);
+	if (o->forward_usr) {
+		signal(SIGUSR1, SIG_DFL);
+		signal(SIGUSR2, SIG_DFL);
+	}
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
 	/* A terminal is read (and put in raw mode for -t) only while we are

@@ -53,6 +53,7 @@ struct exec_opts {
 	const char *tag;          /* detach: its tag, or NULL */
 	uint64_t ring_bytes;      /* detach: output kept per stream (0: default) */
 	int leave_on_signal;      /* api_session: SIGINT/TERM/HUP end the session, not the command */
+	int forward_usr;          /* api_session: SIGUSR1/USR2 are forwarded too (vmm oci's proxies) */
 	pid_t interrupt_pid;      /* >0: a second Ctrl-C sends it VM_INTERRUPT_SIGNAL
 				     (vmm run -- CMD: the VMM, which stops the
 				     sandbox as if interrupted; vmm/vm.h) */
@@ -85,6 +86,10 @@ int api_selector(struct json_writer *w, const char *sel);
 /* attach (stdin_pass: stream our stdin to it) or logs (follow): the
  * output, then its exit status (attach, or logs of an exited process). */
 int api_attach(const struct sandbox_addr *a, const char *sel, int stdin_pass, int tty);
+/* attach that stands for the process (vmm oci's init proxy): SIGINT,
+ * TERM, HUP, QUIT, USR1 and USR2 sent to us go to it, and the session
+ * lasts until it exits. Its exit status, or -errno. */
+int api_attach_forward(const struct sandbox_addr *a, const char *sel, int tty);
 int api_logs(const struct sandbox_addr *a, const char *sel, int follow);
 /* watch: events as lines until interrupted. */
 int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int json);

@@ -102,10 +102,11 @@ int api_start_id(const struct sandbox_addr *a, const struct exec_opts *o, int64_
 
 /* attach/logs: the request, then the same stream as exec. */
 static int stream(const struct sandbox_addr *a, const char *op, const char *sel, int follow, int stdin_pass,
-		  int tty)
+		  int tty, int forward)
 {
 	char fields[512], what[96];
-	struct exec_opts o = { .stdin_pass = stdin_pass, .tty = tty, .leave_on_signal = 1 };
+	struct exec_opts o = { .stdin_pass = stdin_pass, .tty = tty, .leave_on_signal = !forward,
+			       .forward_usr = forward };
 	struct json_writer w;
 	int fd;
 
@@ -129,12 +130,17 @@ static int stream(const struct sandbox_addr *a, const char *op, const char *sel,
 
 int api_attach(const struct sandbox_addr *a, const char *sel, int stdin_pass, int tty)
 {
-	return stream(a, "attach", sel, 1, stdin_pass, tty);
+	return stream(a, "attach", sel, 1, stdin_pass, tty, 0);
+}
+
+int api_attach_forward(const struct sandbox_addr *a, const char *sel, int tty)
+{
+	return stream(a, "attach", sel, 1, 1, tty, 1);
 }
 
 int api_logs(const struct sandbox_addr *a, const char *sel, int follow)
 {
-	return stream(a, "logs", sel, follow, 0, 0);
+	return stream(a, "logs", sel, follow, 0, 0, 0);
 }
 
 /* ---- watch ------------------------------------------------------------------- */

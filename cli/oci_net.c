@@ -275,3 +275,22 @@ int oci_net_connect(const char *nspath, const struct oci_net *n, char *why, size
 	close(fd);
 	return r;
 }
+
+int oci_net_disconnect(const char *nspath, const char *ifname, char *why, size_t whylen)
+{
+	char veth[IF_NAMESIZE];
+	char *const show[] = { "ip", "link", "show", "dev", veth, NULL };
+	char *const del[] = { "tc", "qdisc", "del", "dev", veth, "ingress", NULL };
+	char ignored[256];
+	int fd, r;
+
+	snprintf(veth, sizeof(veth), "%s", ifname);
+	if ((fd = open(nspath, O_RDONLY | O_CLOEXEC)) < 0)
+		return errno == ENOENT ? 0 : why_set(why, whylen, -errno, "network namespace %s: %s", nspath, strerror(errno));
+	r = run_in(fd, del, why, whylen);
+	/* no such qdisc, or the veth went with the namespace's teardown */
+	if (r && run_in(fd, show, ignored, sizeof(ignored)))
+		r = 0;
+	close(fd);
+	return r;
+}

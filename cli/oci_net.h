@@ -50,4 +50,10 @@ int oci_net_probe(const char *nspath, struct oci_net *n, char *why, size_t whyle
 int oci_net_connect(const char *nspath, const struct oci_net *n, char *why, size_t whylen)
 	__attribute__((warn_unused_result));
 
+/* Undoes oci_net_connect's side on the veth once the VM (and its TAP,
+ * with its own qdisc) is gone: the veth's ingress qdisc and with it the
+ * redirect filter to the TAP. 0 or -errno with why (a namespace or veth
+ * already gone is no error). */
+int oci_net_disconnect(const char *nspath, const char *ifname, char *why, size_t whylen);
+
 #endif

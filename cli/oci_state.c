@@ -83,6 +83,10 @@ int oci_state_render(const struct oci_state *s, enum oci_status status, int with
 	jw_raw(&w, s->annotations[0] ? s->annotations : "{}");
 	jw_key(&w, "owner");
 	jw_str(&w, "");
+	if (status == OCI_STOPPED && s->exit_known && !with_private) {
+		jw_key(&w, "exitStatus");
+		jw_int(&w, s->exit_status);
+	}
 	if (with_private) {
 		jw_key(&w, "vmm_pid_start");
 		jw_int(&w, (int64_t)s->pid_start);
@@ -244,6 +248,47 @@ int oci_state_load(const char *root, const char *id, struct oci_state *s)
 	if ((r = cli_read_text(p, buf, sizeof(buf))))
 		return r == -ENOENT ? -ENOENT : -EINVAL;
 	return oci_state_parse(buf, strlen(buf), s);
+}
+
+int oci_exit_record(const char *root, const char *id, int status)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 16], tmp[PATH_MAX + 16], buf[16];
+	int fd, n, r;
+
+	if ((r = oci_state_dir(root, id, dir, sizeof(dir))))
+		return r;
+	snprintf(p, sizeof(p), "%s/exit", dir);
+	snprintf(tmp, sizeof(tmp), "%s/exit.tmp", dir);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	n = snprintf(buf, sizeof(buf), "%d\n", status);
+	if (write(fd, buf, (size_t)n) != n) {
+		r = -EIO;
+		close(fd);
+		unlink(tmp);
+		return r;
+	}
+	close(fd);
+	return rename(tmp, p) < 0 ? -errno : 0;
+}
+
+void oci_exit_load(const char *root, struct oci_state *s)
+{
+	char dir[PATH_MAX], p[PATH_MAX + 16], buf[32], *end;
+	long v;
+
+	s->exit_known = 0;
+	if (oci_state_dir(root, s->id, dir, sizeof(dir)))
+		return;
+	snprintf(p, sizeof(p), "%s/exit", dir);
+	if (cli_read_text(p, buf, sizeof(buf)))
+		return;
+	v = strtol(buf, &end, 10);
+	if (end == buf || (*end && *end != '\n') || v < 0 || v > 255)
+		return;
+	s->exit_known = 1;
+	s->exit_status = (int)v;
 }
 
 int oci_proxy_alive(const struct oci_state *s)

@@ -27,6 +27,8 @@ struct oci_state {
 	enum oci_status status;       /* as recorded: creating, created or running */
 	char created[32];             /* RFC 3339, UTC */
 	char annotations[8192];       /* the config's annotations, a JSON object */
+	int exit_known;               /* the init proxy recorded its exit (ROOT/ID/exit) */
+	int exit_status;              /* then: the status it exited with */
 };
 
 /* runc's rule for IDs: 1..OCI_ID_MAX of [A-Za-z0-9_+.-], not "." or "..". */
@@ -60,6 +62,13 @@ int oci_state_lock(const char *root, const char *id, int exclusive);
 int oci_state_save(const char *root, const struct oci_state *s);
 /* Reads it. 0, -ENOENT, -EINVAL. */
 int oci_state_load(const char *root, const char *id, struct oci_state *s);
+/* The init proxy's exit status, kept in ROOT/ID/exit (written
+ * atomically) so that a container run by hand, whose proxy is nobody's
+ * child, still tells it: `state` shows it as "exitStatus" once stopped
+ * (vmm's member; docs/oci-runtime.md). 0 or -errno. */
+int oci_exit_record(const char *root, const char *id, int status) __attribute__((warn_unused_result));
+/* Reads it into s->exit_known/exit_status (exit_known 0 when none). */
+void oci_exit_load(const char *root, struct oci_state *s);
 /* Is the recorded proxy alive (same pid and start time)? */
 int oci_proxy_alive(const struct oci_state *s);
 

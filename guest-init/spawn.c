@@ -9,6 +9,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,42 @@ const char *spawn_error_message(const struct api_request *r, const struct exec_i
 	return err == ENOENT ? "command not found" : NULL;
 }
 
+/* A pty from the container's own devpts (ROOT/dev/pts, or ROOT/dev/ptmx,
+ * which the kernel ties to the devpts at ROOT/dev/pts): the process's
+ * terminal is then a /dev/pts/N it can see, so tty(1) and ttyname(3)
+ * find it (from the guest's /dev/pts, outside its root, they say "not a
+ * tty"). The master, with the slave in *slave; -1 when the root has no
+ * devpts of its own (the caller uses the guest's). */
+static int container_pty(const char *root, int *slave)
+{
+	static const char *const ptmx[] = { "/dev/pts/ptmx", "/dev/ptmx" };
+	char path[PATH_MAX];
+	unsigned i;
+	int m = -1, n;
+
+	*slave = -1;
+	for (i = 0; i < sizeof(ptmx) / sizeof(ptmx[0]) && m < 0; i++) {
+		if (snprintf(path, sizeof(path), "%s%s", root, ptmx[i]) >= (int)sizeof(path))
+			return -1;
+		m = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	}
+	if (m < 0)
+		return -1;
+	if (unlockpt(m) == 0) {
+		/* TIOCGPTPEER (Linux 4.13): the peer of this very master,
+		 * with no path that could name another instance's */
+		*slave = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (*slave < 0 && ioctl(m, TIOCGPTN, &n) == 0 &&
+		    snprintf(path, sizeof(path), "%s/dev/pts/%d", root, n) < (int)sizeof(path))
+			*slave = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	}
+	if (*slave < 0) {
+		close(m);
+		return -1;
+	}
+	return m;
+}
+
 pid_t spawn_command(const struct api_request *r, const char *const *extra, struct exec_io *io, int *err)
 {
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 }, ep[2];
@@ -194,9 +231,11 @@ pid_t spawn_command(const struct api_request *r, const char *const *extra, struc
 	if (r->pty) {
 		struct winsize ws = { .ws_row = (unsigned short)r->rows, .ws_col = (unsigned short)r->cols };
 
-		master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-		if (master < 0 || grantpt(master) || unlockpt(master) ||
-		    (slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+		master = r->root ? container_pty(r->root, &slave) : -1;
+		if (master < 0)
+			master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (master < 0 || (slave < 0 && (grantpt(master) || unlockpt(master) ||
+						 (slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0))) {
 			*err = errno;
 			goto fail;
 		}

@@ -63,6 +63,8 @@ if "$OCI" --root "$R" create --bundle "$T/bundle" --pid-file "$T/pid" c1 > "$T/o
 		bad "uname -r is the host's"
 	st=$("$OCI" --root "$R" state c1)
 	case $st in *'"status":"stopped"'*) ok "state: stopped" ;; *) bad "state after exit: $st" ;; esac
+	# the proxy is nobody's child here: its status is kept for state
+	case $st in *'"exitStatus":7'*) ok "state: exitStatus 7" ;; *) bad "exit status of c1: $st" ;; esac
 	"$OCI" --root "$R" exec c1 true 2> "$T/e" && bad "exec into a stopped container" ||
 		{ grep -q stopped "$T/e" && ok "exec into stopped refused" || bad "exec: $(cat "$T/e")"; }
 	"$OCI" --root "$R" delete c1 && ok "delete" || bad "delete"
@@ -122,6 +124,9 @@ EOF
 		[ ! -e "$R/n1/vm/c" ] && ok "the VM went with the init" ||
 			bad "VM left after the init exited: $(ls "$R/n1/vm")"
 		"$OCI" --root "$R" delete n1 || bad "delete n1"
+		# the VM took the veth with an ingress qdisc and a redirect: gone with it
+		q=$(tc -n "$NS" qdisc show dev vo-c ingress 2>&1; tc -n "$NS" filter show dev vo-c ingress 2>&1)
+		[ -z "$q" ] && ok "netns: the veth's ingress qdisc and filter removed" || bad "left on vo-c: $q"
 		hl=$(tr '\n' ' ' < "$T/hooks.log")
 		[ "$hl" = "createRuntime:creating createContainer:creating startContainer:created poststart:running poststop:stopped " ] &&
 			ok "hooks ran in order with their states" || bad "hooks: $hl"
@@ -147,6 +152,8 @@ EOF
 		for _ in $(seq 1 600); do kill -0 "$tpid" 2> /dev/null || break; sleep 0.1; done
 		grep -q got-term "$T/tout" && ok "SIGTERM to the init proxy reaches the process" ||
 			bad "SIGTERM: $(cat "$T/tout" "$T/terr")"
+		st=$("$OCI" --root "$R" state n3)
+		case $st in *'"exitStatus":9'*) ok "state: exitStatus 9 after the trap" ;; *) bad "exit status of n3: $st" ;; esac
 		"$OCI" --root "$R" delete --force n3
 	else
 		bad "create n3: $(cat "$T/terr")"
@@ -187,16 +194,36 @@ if command -v containerd > /dev/null && command -v ctr > /dev/null; then
 		k=$(timeout 300 ctr -a "$C/sock" run --rm --runc-binary "$OCI" localhost/bb:1 t3 uname -r 2>&1)
 		[ -n "$k" ] && [ "$k" != "$(uname -r)" ] && ok "ctr: guest kernel $k" || bad "ctr uname -r: $k"
 		# a terminal: ctr run -t (script(1) gives ctr one)
-		out=$(timeout 300 script -qec "ctr -a $C/sock run -t --rm --runc-binary $OCI localhost/bb:1 t4 sh -c '[ -t 0 ] && [ -t 1 ] && echo is-a-tty; tty'" /dev/null < /dev/null 2>&1)
-		# (tty(1)'s name lookup fails in the container: the guest pty's
-		# devpts is not the container's /dev/pts; isatty is what counts)
+		timeout 300 script -qec "ctr -a $C/sock run -t --rm --runc-binary $OCI localhost/bb:1 t4 sh -c '[ -t 0 ] && [ -t 1 ] && echo is-a-tty; tty'" /dev/null < /dev/null > "$T/tty.out" 2>&1
+		out=$(tr -d '\0' < "$T/tty.out")
 		case $out in *is-a-tty*) ok "ctr run -t: a terminal" ;; *) bad "ctr run -t: $out" ;; esac
+		# tty(1) finds its name: the pty is the container's /dev/pts
+		case $out in *"/dev/pts/"[0-9]*) ok "ctr run -t: tty names /dev/pts/N" ;; *) bad "ctr run -t tty: $out" ;; esac
+		# ctr writes a NUL to the terminal, which the container's pty
+		# echoes as ^@ (runc's too); our own pty must not echo it again
+		[ "$(tr -cd '\0' < "$T/tty.out" | wc -c)" = 0 ] && [ "$(grep -o '\^@' "$T/tty.out" | wc -l)" -le 1 ] &&
+			ok "ctr run -t: no NUL bytes, no second echo" || bad "ctr run -t output: $(od -c "$T/tty.out" | head -4)"
+		echo "(vmm-oci: $(od -c "$T/tty.out" | head -3 | tr '\n' ' '))"
+		if command -v runc > /dev/null; then # what runc's looks like, for comparison
+			timeout 60 script -qec "ctr -a $C/sock run -t --rm localhost/bb:1 t4r sh -c 'tty'" /dev/null < /dev/null > "$T/tty.runc" 2>&1
+			echo "(runc: $(od -c "$T/tty.runc" | head -2 | tr '\n' ' '))"
+		fi
 		# exec and kill on a running container
 		timeout 300 ctr -a "$C/sock" run -d --runc-binary "$OCI" localhost/bb:1 t5 sleep 600 > /dev/null 2>&1
 		out=$(timeout 120 ctr -a "$C/sock" task exec --exec-id e1 t5 sh -c 'echo exec-ok; exit 5' 2>&1)
 		rc=$?
 		[ "$out" = exec-ok ] && [ "$rc" = 5 ] && ok "ctr task exec: output and status 5" ||
 			bad "ctr task exec: '$out' status $rc"
+		# a signal to an exec'd process (the shim signals its proxy)
+		timeout 120 ctr -a "$C/sock" task exec --exec-id e2 t5 sh -c \
+			'trap "echo got-usr1; exit 6" USR1; echo armed; while :; do sleep 1; done' > "$T/e2.out" 2>&1 &
+		e2=$!
+		for _ in $(seq 1 300); do grep -q armed "$T/e2.out" && break; sleep 0.2; done
+		ctr -a "$C/sock" task kill --exec-id e2 --signal SIGUSR1 t5 2> "$T/kerr" || bad "ctr task kill --exec-id: $(cat "$T/kerr")"
+		wait "$e2"
+		rc=$?
+		grep -q got-usr1 "$T/e2.out" && [ "$rc" = 6 ] && ok "ctr task kill --exec-id: SIGUSR1 reaches the exec'd process" ||
+			bad "exec signal: status $rc: $(cat "$T/e2.out")"
 		ctr -a "$C/sock" task kill t5 2> "$T/kerr" || bad "ctr task kill: $(cat "$T/kerr")"
 		for _ in $(seq 1 300); do ctr -a "$C/sock" task ls 2> /dev/null | grep -q "^t5 .*STOPPED" && break; sleep 0.2; done
 		ctr -a "$C/sock" task ls 2> /dev/null | grep -q "^t5 .*STOPPED" && ok "ctr task kill: stopped" ||

@@ -300,6 +300,22 @@ static void state_roundtrip_and_status(void **state)
 	assert_int_equal(oci_state_save(root, &s), 0);
 	assert_int_equal(oci_state_load(root, "c1", &back), 0);
 	assert_int_equal(back.pid, 4242);
+	/* the init proxy's exit status: none until recorded, then state
+	 * shows it for a stopped container only */
+	oci_exit_load(root, &back);
+	assert_false(back.exit_known);
+	assert_int_equal(oci_state_render(&back, OCI_STOPPED, 0, buf, sizeof(buf)), 0);
+	assert_null(strstr(buf, "exitStatus"));
+	assert_int_equal(oci_exit_record(root, "c1", 7), 0);
+	oci_exit_load(root, &back);
+	assert_true(back.exit_known);
+	assert_int_equal(back.exit_status, 7);
+	assert_int_equal(oci_state_render(&back, OCI_STOPPED, 0, buf, sizeof(buf)), 0);
+	assert_non_null(strstr(buf, "\"exitStatus\":7"));
+	assert_int_equal(oci_state_render(&back, OCI_RUNNING, 0, buf, sizeof(buf)), 0);
+	assert_null(strstr(buf, "exitStatus"));
+	assert_int_equal(oci_state_render(&back, OCI_STOPPED, 1, buf, sizeof(buf)), 0);
+	assert_null(strstr(buf, "exitStatus")); /* not in state.json itself */
 	/* a recorded pid that is not the recorded process: not alive */
 	back.pid = getpid();
 	back.pid_start = 1;

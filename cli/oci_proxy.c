@@ -1,0 +1,255 @@
+/* The host processes that stand for a vmm oci container's processes
+ * (cli/oci_proxy.h): the init proxy (the --pid-file pid) and an exec's,
+ * and the console (--console-socket) they hold as their terminal. */
+#define _GNU_SOURCE
+#include "oci_proxy.h"
+#include "api_client.h"
+#include "cli.h"
+#include "oci_state.h"
+#include "oci_vm.h"
+#include "../guest-init/proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <unistd.h>
+
+/* The exec request for a container process p (argv, env, cwd, user,
+ * limits, chrooted into the shared root). */
+int oci_process_fields(const struct oci_process *p, int detach_init, char *buf, size_t len)
+{
+	struct exec_opts o = {
+		.argv = p->args,
+		.env = p->envc ? p->env : NULL,
+		.cwd = p->cwd,
+		.tty = p->terminal,
+		.stdin_pass = 1,
+		.detach = detach_init,
+		.tag = detach_init ? "init" : NULL,
+	};
+	struct json_writer w;
+	size_t n;
+	unsigned i;
+
+	if (api_exec_fields(&o, buf, len))
+		return -E2BIG;
+	n = strlen(buf);
+	jw_init(&w, buf + n, len - n);
+	w.need_comma = 1;
+	jw_key(&w, "root");
+	jw_str(&w, OCI_GUEST_ROOT);
+	jw_key(&w, "uid");
+	jw_int(&w, p->uid);
+	jw_key(&w, "gid");
+	jw_int(&w, p->gid);
+	jw_key(&w, "groups");
+	jw_arr(&w);
+	for (i = 0; i < p->ngroups; i++)
+		jw_int(&w, p->groups[i]);
+	jw_arr_end(&w);
+	jw_key(&w, "no_new_privs");
+	jw_bool(&w, p->no_new_privs);
+	jw_key(&w, "rlimits");
+	jw_arr(&w);
+	for (i = 0; i < p->nrlimits; i++) {
+		jw_obj(&w);
+		jw_key(&w, "type");
+		jw_int(&w, p->rlimits[i].resource);
+		jw_key(&w, "soft");
+		jw_int(&w, p->rlimits[i].soft == UINT64_MAX ? -1 : (int64_t)p->rlimits[i].soft);
+		jw_key(&w, "hard");
+		jw_int(&w, p->rlimits[i].hard == UINT64_MAX ? -1 : (int64_t)p->rlimits[i].hard);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	return jw_done(&w) ? 0 : -E2BIG;
+}
+
+/* --console-socket: a pty here, its master sent over the socket
+ * (SCM_RIGHTS, as runc does); the slave is returned. -errno on failure. */
+int oci_console_setup(const char *sock, unsigned rows, unsigned cols)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	char name[] = "/dev/ptmx";
+	struct iovec iov = { name, sizeof(name) - 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	int master, slave = -1, s = -1, r;
+
+	master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0 || grantpt(master) || unlockpt(master) ||
+	    (slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+		goto err;
+	if (rows && cols) {
+		struct winsize ws = { .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
+
+		ioctl(master, TIOCSWINSZ, &ws);
+	}
+	{
+		/* This pty only carries bytes to the guest's, whose line
+		 * discipline echoes and edits: raw from the start, or what the
+		 * engine types before the proxy's session sets it raw is
+		 * echoed twice (ctr run -t's NUL showed as "^@^@") */
+		struct termios t;
+
+		if (tcgetattr(slave, &t) == 0) {
+			cfmakeraw(&t);
+			tcsetattr(slave, TCSANOW, &t);
+		}
+	}
+	if (strlen(sock) >= sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		goto err;
+	}
+	strcpy(sa.sun_path, sock);
+	if ((s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		goto err;
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &master, sizeof(int));
+	if (sendmsg(s, &msg, 0) < 0)
+		goto err;
+	close(s);
+	close(master);
+	return slave;
+err:
+	r = -errno;
+	if (s >= 0)
+		close(s);
+	if (slave >= 0)
+		close(slave);
+	if (master >= 0)
+		close(master);
+	return r;
+}
+
+/* In a proxy: the slave becomes our controlling terminal and stdio. */
+void oci_console_attach(int slave)
+{
+	setsid();
+	ioctl(slave, TIOCSCTTY, 0);
+	dup2(slave, 0);
+	dup2(slave, 1);
+	dup2(slave, 2);
+	if (slave > 2)
+		close(slave);
+}
+
+int oci_write_pid_file(const char *path, pid_t pid)
+{
+	char tmp[PATH_MAX + 16], buf[32];
+	int fd, n;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	n = snprintf(buf, sizeof(buf), "%d", (int)pid);
+	if (write(fd, buf, (size_t)n) != n) {
+		close(fd);
+		unlink(tmp);
+		return -EIO;
+	}
+	close(fd);
+	return rename(tmp, path) < 0 ? -errno : 0;
+}
+
+/* The signals an engine sends a proxy itself (conmon's and the shim's
+ * kill of the pid they hold, ctr task kill --exec-id, a terminal's ^C)
+ * that go on to the container's process: api_session forwards them as
+ * SIGNAL frames on the attach or exec connection (forward_usr adds
+ * USR1/USR2 to its INT/TERM/HUP/QUIT). Blocked from the moment the
+ * process may run, so none arriving before the session is lost: the
+ * session's signalfd takes those pending too. */
+static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+
+static void block_forwarded(void)
+{
+	sigset_t set;
+	unsigned i;
+
+	sigemptyset(&set);
+	for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+		sigaddset(&set, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+/* The init proxy's work after start: the status to exit with. */
+static int run_init(const struct oci_ctx *c, const char *id, const struct oci_process *p)
+{
+	char *fields = malloc(OCI_FIELDS_MAX), out[512];
+	struct sandbox_addr a;
+	struct sandbox sb;
+	struct api_error e;
+	int fd, r;
+
+	if (!fields)
+		return 1;
+	if (oci_vm_addr(c, id, &sb, &a) || oci_process_fields(p, 1, fields, OCI_FIELDS_MAX)) {
+		free(fields);
+		return oci_fail(c, "%s: the container's VM is gone", id), 1;
+	}
+	block_forwarded();
+	fd = api_open_v(&a, 2, fields);
+	free(fields);
+	if (fd < 0)
+		return oci_fail(c, "%s: cannot reach the container's VM: %s", id, strerror(-fd)), 1;
+	r = api_result(fd, out, sizeof(out), &e);
+	close(fd);
+	if (r) {
+		/* as a shell reports a command it cannot run */
+		fprintf(stderr, "vmm oci: %s: %s\n", p->args[0], r == -1 ? e.message : "the VM went away");
+		return e.eno == ENOENT || e.eno == EACCES ? (e.eno == ENOENT ? 127 : 126) : 1;
+	}
+	r = api_attach_forward(&a, "init", p->terminal);
+	return r < 0 ? 1 : r;
+}
+
+/* The init proxy (the --pid-file process): waits for start on the FIFO,
+ * starts the container's process detached (tag "init", so kill reaches it
+ * whatever becomes of us), follows it with our stdio and exits with its
+ * status, which it also records for `state` (oci_exit_record). */
+int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_process *p, const char *fifo)
+{
+	int fd, r;
+
+	/* start opens the FIFO's other end: until then, nothing runs */
+	fd = open(fifo, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "0", 1) != 1)
+		return 1;
+	close(fd);
+	r = run_init(c, id, p);
+	/* The container's init is gone: so is the container (runc's stops
+	 * with it). The VM goes before we exit, so once the engine sees the
+	 * exit, state says stopped and nothing of it runs. */
+	oci_vm_remove(c, id);
+	if (oci_exit_record(c->root, id, r))
+		oci_info(c, "%s: cannot record its exit status %d", id, r);
+	return r;
+}
+
+int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struct oci_process *p, int slave)
+{
+	struct exec_opts o = { .tty = p->terminal, .stdin_pass = 1, .forward_usr = 1 };
+	int fd;
+
+	block_forwarded();
+	if (slave >= 0)
+		oci_console_attach(slave);
+	fd = api_open(a, fields);
+	if (fd < 0)
+		return -EHOSTUNREACH;
+	return api_session(fd, &o, p->args[0]);
+}

@@ -1,0 +1,504 @@
+/* The container's VM for vmm oci (cli/oci_vm.h): the runtime's log,
+ * booting, finding and removing the VM, the mounts and commands run in
+ * the guest, the network namespace's veth. */
+#define _GNU_SOURCE
+#include "oci_vm.h"
+#include "api_client.h"
+#include "cli.h"
+#include "oci_state.h"
+#include "../guest-init/proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void oci_log(const struct oci_ctx *c, const char *level, const char *fmt, va_list ap)
+{
+	char msg[2048], ts[40];
+	struct json_writer w;
+	char line[4096];
+	struct tm tm;
+	time_t now = time(NULL);
+	FILE *f;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (!strcmp(level, "error"))
+		fprintf(stderr, "vmm oci: %s\n", msg);
+	if (!c->log || !(f = fopen(c->log, "ae")))
+		return;
+	gmtime_r(&now, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (c->log_json) {
+		/* runc's lines, which containerd reads back for the error */
+		jw_init(&w, line, sizeof(line));
+		jw_obj(&w);
+		jw_key(&w, "level");
+		jw_str(&w, level);
+		jw_key(&w, "msg");
+		jw_str(&w, msg);
+		jw_key(&w, "time");
+		jw_str(&w, ts);
+		jw_obj_end(&w);
+		fprintf(f, "%s\n", jw_done(&w) ? line : "{\"level\":\"error\",\"msg\":\"(message too long)\"}");
+	} else {
+		fprintf(f, "time=\"%s\" level=%s msg=\"%s\"\n", ts, level, msg);
+	}
+	fclose(f);
+}
+
+int oci_fail(const struct oci_ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	oci_log(c, "error", fmt, ap);
+	va_end(ap);
+	return CLI_EXIT_ERROR;
+}
+
+void oci_info(const struct oci_ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	oci_log(c, "info", fmt, ap);
+	va_end(ap);
+}
+
+/* ---- the VM -------------------------------------------------------------- */
+
+static int vm_env(const struct oci_ctx *c, const char *id)
+{
+	char dir[PATH_MAX], vm[PATH_MAX + 8];
+
+	if (oci_state_dir(c->root, id, dir, sizeof(dir)))
+		return -EINVAL;
+	snprintf(vm, sizeof(vm), "%s/vm", dir);
+	return setenv("VMM_STATE_DIR", vm, 1) ? -errno : 0;
+}
+
+/* Runs `vmm ARGS...` (this binary) with the container's VMM_STATE_DIR,
+ * inside the network namespace nsfd (-1: ours); its stderr into err (the
+ * last line kept). Its exit status, or -errno. */
+static int vmm_cmd_ns(const struct oci_ctx *c, const char *id, int nsfd, char *const *args, char *err,
+		      size_t errlen)
+{
+	int p[2], st, nul;
+	size_t got = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (vm_env(c, id) || pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		nul = open("/dev/null", O_RDWR);
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(p[1], 2);
+		/* The VMM outlives us: keep it out of the engine's process
+		 * group and session, so a signal to them is not its. */
+		setsid();
+		{
+			sigset_t none;
+
+			/* the init proxy blocks the signals it forwards */
+			sigemptyset(&none);
+			sigprocmask(SIG_SETMASK, &none, NULL);
+		}
+		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0) {
+			fprintf(stderr, "joining the container's network namespace: %s\n", strerror(errno));
+			_exit(126);
+		}
+		execv(c->self, args);
+		_exit(127);
+	}
+	close(p[1]);
+	while ((n = read(p[0], err + got, got + 1 < errlen ? errlen - got - 1 : 0)) > 0)
+		got += (size_t)n;
+	if (errlen) {
+		char buf[256];
+
+		while (read(p[0], buf, sizeof(buf)) > 0)
+			;
+		err[got] = '\0';
+		while (got && err[got - 1] == '\n')
+			err[--got] = '\0';
+	}
+	close(p[0]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return oci_exit_status(st);
+}
+
+static int vmm_cmd(const struct oci_ctx *c, const char *id, char *const *args, char *err, size_t errlen)
+{
+	return vmm_cmd_ns(c, id, -1, args, err, errlen);
+}
+
+/* ROOT/ID/net: the namespace and veth create tied to the VM's TAP. */
+static int net_file(const struct oci_ctx *c, const char *id, char *p, size_t len)
+{
+	char dir[PATH_MAX];
+
+	if (oci_state_dir(c->root, id, dir, sizeof(dir)))
+		return -EINVAL;
+	return snprintf(p, len, "%s/net", dir) >= (int)len ? -ENAMETOOLONG : 0;
+}
+
+int oci_vm_net_record(const struct oci_ctx *c, const char *id, const char *nspath, const char *ifname)
+{
+	char p[PATH_MAX + 8];
+	FILE *f;
+	int r;
+
+	if ((r = net_file(c, id, p, sizeof(p))))
+		return r;
+	if (!(f = fopen(p, "we")))
+		return -errno;
+	fprintf(f, "%s\n%s\n", nspath, ifname);
+	return fclose(f) ? -EIO : 0;
+}
+
+void oci_vm_remove(const struct oci_ctx *c, const char *id)
+{
+	char *const args[] = { (char *)"vmm", (char *)"rm", (char *)"-f", (char *)OCI_VM_NAME, NULL };
+	char err[512], p[PATH_MAX + 8], text[PATH_MAX + IF_NAMESIZE + 4], *nl;
+
+	vmm_cmd(c, id, args, err, sizeof(err));
+	/* the TAP went with the VMM; the veth's half of the redirect stays
+	 * until we take it away */
+	if (net_file(c, id, p, sizeof(p)) || cli_read_text(p, text, sizeof(text)))
+		return;
+	nl = strchr(text, '\n');
+	if (nl) {
+		char *ifname = nl + 1, *end = strchr(ifname, '\n');
+
+		*nl = '\0';
+		if (end)
+			*end = '\0';
+		if (oci_net_disconnect(text, ifname, err, sizeof(err)))
+			oci_info(c, "%s: removing the ingress qdisc of %s in %s: %s", id, ifname, text, err);
+	}
+	unlink(p);
+}
+
+int oci_vm_addr(const struct oci_ctx *c, const char *id, struct sandbox *sb, struct sandbox_addr *a)
+{
+	if (vm_env(c, id))
+		return -EINVAL;
+	memset(a, 0, sizeof(*a));
+	a->port = cli_api_port();
+	return sandbox_api_addr(OCI_VM_NAME, 0, sb, a) ? -ENOENT : 0;
+}
+
+/* Shell-quotes s into the script. */
+static void sh_quote(FILE *f, const char *s)
+{
+	fputc('\'', f);
+	for (; *s; s++)
+		if (*s == '\'')
+			fputs("'\\''", f);
+		else
+			fputc(*s, f);
+	fputc('\'', f);
+}
+
+/* The directory a bind's host source is shared through: itself, or a
+ * file's parent. */
+static void bind_dir(const char *src, char *dir, size_t len, const char **base)
+{
+	struct stat st;
+	char *slash;
+
+	snprintf(dir, len, "%s", src);
+	*base = NULL;
+	if (stat(src, &st) == 0 && !S_ISDIR(st.st_mode) && (slash = strrchr(dir, '/'))) {
+		*base = src + (slash - dir) + 1;
+		if (slash == dir)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+	}
+}
+
+/* The mounts as a guest shell script, and the shares binds need: the
+ * share tag of mount i in tag_of[i] ("b0", "b1", ...). */
+char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsigned *nshares, int *share_of)
+{
+	char *text = NULL, dir[PATH_MAX];
+	size_t len = 0;
+	const char *base;
+	unsigned i, j, k;
+	int first;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return NULL;
+	fprintf(f, "R=%s\n", OCI_GUEST_ROOT);
+	*nshares = 0;
+	for (i = 0; i < s->nmounts; i++) {
+		const struct oci_mount *m = &s->mounts[i];
+		int is_dev = !strcmp(m->dest, "/dev");
+
+		share_of[i] = -1;
+		fputs("d=\"$R\"", f);
+		sh_quote(f, m->dest);
+		fputc('\n', f);
+		switch (m->kind) {
+		case OCI_MNT_BIND:
+			bind_dir(m->source, dir, sizeof(dir), &base);
+			for (j = 0; j < *nshares && strcmp(shares[j], dir); j++)
+				;
+			if (j == *nshares) {
+				if (*nshares == 16) {
+					fprintf(f, "echo 'vmm oci: more than 16 bind sources: %s skipped' >&2\n", m->dest);
+					break;
+				}
+				snprintf(shares[(*nshares)++], PATH_MAX, "%s", dir);
+			}
+			share_of[i] = (int)j;
+			if (base) {
+				fputs("mkdir -p \"$(dirname \"$d\")\" && { [ -e \"$d\" ] || touch \"$d\"; } && ", f);
+				fprintf(f, "mount --bind /mnt/b%u/", j);
+				sh_quote(f, base);
+				fputs(" \"$d\"", f);
+			} else {
+				fprintf(f, "mkdir -p \"$d\" && mount --bind /mnt/b%u \"$d\"", j);
+			}
+			fprintf(f, "%s\n", m->ro ? " && mount -o remount,bind,ro \"$d\"" : "");
+			break;
+		case OCI_MNT_TMPFS:
+			/* The VM is the boundary: its whole devtmpfs is the
+			 * container's /dev (runc makes a tmpfs with nodes). */
+			if (is_dev) {
+				fputs("mkdir -p \"$d\" && mount -t devtmpfs devtmpfs \"$d\"\n", f);
+				break;
+			}
+			/* fallthrough */
+		default:
+			fputs("mkdir -p \"$d\" && mount -t ", f);
+			sh_quote(f, m->kind == OCI_MNT_CGROUP ? "cgroup2" : m->type);
+			/* options mount(8) takes as they are; the bind-style
+			 * and propagation ones it would refuse are left out */
+			for (k = 0, first = 1; k < m->nopts; k++) {
+				static const char *const skip[] = { "rbind", "bind", "rprivate", "private", "rslave",
+								    "slave", "rshared", "shared", "newinstance" };
+				size_t q;
+
+				for (q = 0; q < sizeof(skip) / sizeof(skip[0]) && strcmp(m->opts[k], skip[q]); q++)
+					;
+				if (q < sizeof(skip) / sizeof(skip[0]))
+					continue;
+				fputs(first ? " -o " : ",", f);
+				first = 0;
+				fputs(m->opts[k], f); /* quoted as a whole below if odd */
+			}
+			fputc(' ', f);
+			sh_quote(f, m->source ? m->source : m->type);
+			/* what a VM may lack (mqueue, cgroup) is not fatal */
+			fprintf(f, " \"$d\"%s\n",
+				m->kind == OCI_MNT_MQUEUE || m->kind == OCI_MNT_CGROUP || m->kind == OCI_MNT_OTHER ?
+					" 2>/dev/null || true" :
+					"");
+		}
+	}
+	if (s->hostname) {
+		fputs("hostname ", f);
+		sh_quote(f, s->hostname);
+		fputc('\n', f);
+	}
+	if (fclose(f)) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+/* Runs a command in the guest (not in the container) quietly: its exit
+ * status, its stderr in err. */
+int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen)
+{
+	static uint8_t buf[FRAME_MAX + 1];
+	struct exec_opts o = { .argv = argv };
+	char fields[OCI_FIELDS_MAX];
+	size_t got = 0, n;
+	uint8_t type;
+	int fd, r = -EPROTO;
+
+	err[0] = '\0';
+	if (api_exec_fields(&o, fields, sizeof(fields)))
+		return -E2BIG;
+	if ((fd = api_open(a, fields)) < 0)
+		return fd;
+	while (frame_read(fd, &type, buf, FRAME_MAX, &n) == 0) {
+		buf[n] = '\0';
+		if (type == F_STDERR && got + n + 1 < errlen) {
+			memcpy(err + got, buf, n);
+			got += n;
+			err[got] = '\0';
+		} else if (type == F_EXIT) {
+			char ab[512];
+			struct json_arena ar = { ab, sizeof(ab), 0 };
+			const struct json *j = json_parse((char *)buf, n, &ar, &(const char *){ NULL });
+			int64_t code = 255;
+
+			if (j)
+				json_get_int(j, "exit_code", &code);
+			r = (int)code;
+			break;
+		} else if (type == F_ERROR) {
+			snprintf(err, errlen, "%.*s", (int)(errlen - 1), (char *)buf);
+			r = -EIO;
+			break;
+		}
+	}
+	close(fd);
+	return r;
+}
+
+/* Boots the container's VM (vmm run -d with VMM_STATE_DIR=ROOT/ID/vm). */
+int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
+		   unsigned nshares, const char *netopt, int nsfd)
+{
+	char *args[64], fs[20][PATH_MAX + 64], mem[32], cpus[16], err[1024];
+	const char *v;
+	unsigned long long mib = 512;
+	unsigned n = 0, i, ncpu = 1;
+	int r;
+
+	args[n++] = "vmm";
+	args[n++] = "run";
+	args[n++] = "-d";
+	args[n++] = "--name";
+	args[n++] = OCI_VM_NAME;
+	snprintf(fs[0], sizeof(fs[0]), "tag=rootfs,path=%s%s", s->root, s->root_ro ? ",ro" : "");
+	args[n++] = "--fs";
+	args[n++] = fs[0];
+	for (i = 0; i < nshares; i++) {
+		snprintf(fs[i + 1], sizeof(fs[i + 1]), "tag=b%u,path=%.4000s", i, shares[i]);
+		args[n++] = "--fs";
+		args[n++] = fs[i + 1];
+	}
+	/* memory: the limit plus the guest's own overhead; else the
+	 * annotation, else vmm's default */
+	if (s->mem_limit > 0)
+		mib = ((unsigned long long)s->mem_limit >> 20) + OCI_MEM_OVERHEAD_MIB;
+	if ((v = oci_spec_annotation(s, "io.vmm.mem")) && cli_parse_mib(v, &mib))
+		return oci_fail(c, "annotation io.vmm.mem: %s is not a size", v);
+	if (s->cpu_quota > 0 && s->cpu_period > 0)
+		ncpu = (unsigned)((s->cpu_quota + (int64_t)s->cpu_period - 1) / (int64_t)s->cpu_period);
+	if ((v = oci_spec_annotation(s, "io.vmm.cpus")))
+		ncpu = (unsigned)strtoul(v, NULL, 10);
+	if (ncpu < 1 || ncpu > 64)
+		return oci_fail(c, "vCPUs: %u is not 1..64", ncpu);
+	snprintf(mem, sizeof(mem), "%llu", mib);
+	snprintf(cpus, sizeof(cpus), "%u", ncpu);
+	args[n++] = "--mem";
+	args[n++] = mem;
+	args[n++] = "--cpus";
+	args[n++] = cpus;
+	if ((v = oci_spec_annotation(s, "io.vmm.kernel"))) {
+		args[n++] = "--kernel";
+		args[n++] = (char *)v;
+	}
+	if (netopt) {
+		args[n++] = "--net";
+		args[n++] = (char *)netopt;
+	}
+	args[n] = NULL;
+	r = vmm_cmd_ns(c, id, nsfd, args, err, sizeof(err));
+	if (r)
+		return oci_fail(c, "%s: the VM did not start: %s", id, err[0] ? err : strerror(r < 0 ? -r : EIO));
+	return 0;
+}
+
+/* The container's network (docs/oci-runtime.md, "Networking"): the
+ * namespace's veth as --net for the VMM, which starts inside it. 0 with
+ * *netopt NULL when there is none to join (no path, or only lo). */
+int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oci_net *n, char *opt,
+		       size_t optlen, const char **netopt, int *nsfd)
+{
+	char why[512], text[4096];
+	const char *v;
+	unsigned i;
+	int r;
+
+	*netopt = NULL;
+	*nsfd = -1;
+	if (!s->netns)
+		return 0;
+	/* the proxy (whose /proc/PID/ns/net a pod's other containers join)
+	 * lives in the namespace even when the VM takes no interface */
+	if ((*nsfd = open(s->netns, O_RDONLY | O_CLOEXEC)) < 0)
+		return oci_fail(c, "network namespace %s: %s", s->netns, strerror(errno));
+	/* A pod's sandbox (pause) container leaves the pod's interface to
+	 * the container that runs the workload (one VM per container). */
+	if (((v = oci_spec_annotation(s, "io.kubernetes.cri.container-type")) && !strcmp(v, "sandbox")) ||
+	    ((v = oci_spec_annotation(s, "io.kubernetes.cri-o.ContainerType")) && !strcmp(v, "sandbox")))
+		return 0;
+	r = oci_net_probe(s->netns, n, why, sizeof(why));
+	if (r == -ENOENT)
+		return 0;
+	if (r)
+		return oci_fail(c, "%s", why);
+	if (n->taken) {
+		/* another container's VM has the namespace's interface */
+		oci_info(c, "network namespace %s: its interface is another VM's; this one has no network", s->netns);
+		return 0;
+	}
+	/* the guest's resolv.conf: the nameserver of the one the engine
+	 * binds into the container (which the container sees anyway) */
+	for (i = 0; i < s->nmounts; i++) {
+		FILE *f;
+		size_t got;
+
+		if (s->mounts[i].kind != OCI_MNT_BIND || strcmp(s->mounts[i].dest, "/etc/resolv.conf") ||
+		    !(f = fopen(s->mounts[i].source, "re")))
+			continue;
+		got = fread(text, 1, sizeof(text) - 1, f);
+		text[got] = '\0';
+		fclose(f);
+		if (oci_net_nameserver(text, n->dns, sizeof(n->dns)))
+			n->dns[0] = '\0';
+	}
+	if (oci_net_option(n, opt, optlen))
+		return oci_fail(c, "network: option too long");
+	*netopt = opt;
+	return 0;
+}
+
+/* An older guest-init ignores exec's container members and would run
+ * the process as root outside the container's root: refuse it. */
+int oci_guest_capable(const struct oci_ctx *c, const char *id, const struct sandbox_addr *a)
+{
+	char out[1024];
+	const char *f;
+
+	if (api_call2(a, "\"op\":\"health\"", "health", out, sizeof(out)))
+		return oci_fail(c, "%s: the VM's guest-init does not answer", id);
+	f = strstr(out, "\"features\"");
+	if (!f || !strstr(f, "\"container\""))
+		return oci_fail(c, "%s: the VM's guest-init is too old for containers (no \"container\" feature: it would "
+			       "run the process as root outside the container's root); use a current initramfs",
+			    id);
+	return 0;
+}
+

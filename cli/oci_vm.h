@@ -1,0 +1,64 @@
+/* The container's VM for `vmm oci` (docs/oci-runtime.md, "How a
+ * container runs"): the runtime's shared context and its log, the VM
+ * booted with `vmm run -d` under ROOT/ID/vm, its API address, the
+ * mounts made in the guest, the network namespace's veth as its --net. */
+#ifndef CLI_OCI_VM_H
+#define CLI_OCI_VM_H
+
+#include <limits.h>
+#include <stddef.h>
+
+#include "oci_net.h"
+#include "oci_spec.h"
+#include "sandbox.h"
+
+#define OCI_VM_NAME "c"              /* the VM's sandbox name in ROOT/ID/vm */
+#define OCI_MEM_OVERHEAD_MIB 64      /* guest kernel + guest-init over a memory limit */
+#define OCI_GUEST_ROOT "/mnt/rootfs" /* where guest-init mounts tag rootfs */
+#define OCI_FIELDS_MAX 65536         /* an exec request's fields */
+
+/* The global options every verb shares. */
+struct oci_ctx {
+	const char *root;
+	const char *log;
+	int log_json;
+	char self[PATH_MAX]; /* the vmm binary, for the VMM it starts */
+};
+
+/* An error: on stderr ("vmm oci: MSG") and in --log (runc's JSON lines
+ * with --log-format json). Returns CLI_EXIT_ERROR. */
+int oci_fail(const struct oci_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line for --log only. */
+void oci_info(const struct oci_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Boots id's VM: root.path as virtio-fs tag rootfs, shares[0..nshares)
+ * as b0.., memory and vCPUs from s, netopt as its --net, started inside
+ * the network namespace nsfd (-1: ours). 0 or CLI_EXIT_ERROR (logged). */
+int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
+		unsigned nshares, const char *netopt, int nsfd);
+/* Stops and removes id's VM (vmm rm -f; quiet when there is none),
+ * then what it left on the veth (oci_vm_net_record). */
+void oci_vm_remove(const struct oci_ctx *c, const char *id);
+/* Records that id's VM took nspath's veth ifname (ROOT/ID/net), so that
+ * oci_vm_remove takes the veth's ingress qdisc away. 0 or -errno. */
+int oci_vm_net_record(const struct oci_ctx *c, const char *id, const char *nspath, const char *ifname);
+/* id's VM's API address: 0, or -errno when it has none. */
+int oci_vm_addr(const struct oci_ctx *c, const char *id, struct sandbox *sb, struct sandbox_addr *a);
+/* 0 when the VM's guest-init runs container processes (its health
+ * names the "container" feature), else CLI_EXIT_ERROR (logged). */
+int oci_guest_capable(const struct oci_ctx *c, const char *id, const struct sandbox_addr *a);
+/* The shell script that makes s's mounts in the guest under the
+ * container's root; the bind sources' directories go to shares
+ * (*nshares of them, share_of[i] the one of mount i). malloc'd, NULL
+ * when out of memory. */
+char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsigned *nshares, int *share_of);
+/* Runs argv in the guest (not in the container): its exit status, its
+ * stderr in err; -errno when the API fails. */
+int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen);
+/* The network namespace of s as the VMM's --net (into opt; *netopt
+ * NULL when there is none to join) and an open fd of it in *nsfd (-1:
+ * none). 0 or CLI_EXIT_ERROR (logged). */
+int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oci_net *n, char *opt,
+		    size_t optlen, const char **netopt, int *nsfd);
+
+#endif
