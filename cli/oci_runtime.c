@@ -794,7 +794,7 @@ int oci_main(int argc, char **argv)
 	argv += i;
 	if (strcmp(verb, "features") && strcmp(verb, "version") && strcmp(verb, "--version") &&
 	    (r = oci_root_check(c.root)))
-		return fail(&c, "state directory %s: %s (not yours alone)", c.root, strerror(-r));
+		return oci_fail(&c, "state directory %s: %s (not yours alone)", c.root, strerror(-r));
 	if (!strcmp(verb, "create"))
 		return oci_create(&c, argc, argv);
 	if (!strcmp(verb, "start"))
