@@ -327,11 +327,14 @@ KVMRUN := $(shell [ ! -e /dev/kvm ] && tests/vmhost/run.sh --check > /dev/null 2
 else
 KVMRUN :=
 endif
-# Which tiers VMHOST=auto sends to the VM: none by default yet (a run of
-# the VM-booting unit tests hung once there, under a load of two TCG VMs;
-# tests/vmhost/README.md). `unit`, `fcapi`, `guests`, `e2e` or `all` name
-# them: make VMHOST_TIERS="unit fcapi" test. VMHOST=on sends every tier.
-VMHOST_TIERS ?=
+# Which tiers VMHOST=auto sends to the VM: the VM-booting unit tests, the
+# Firecracker API and the test guests by default (about 15 min there); e2e
+# (30-45 min) on request: make VMHOST_TIERS=all test, or e2e alone with
+# VMM_E2E_ONLY (tests/vmhost/README.md). VMHOST=on sends every tier. Each
+# run in the VM is cut off after VMHOST_TIMEOUT s (1800 here; a hang costs
+# that, not the whole CI budget).
+VMHOST_TIERS ?= unit fcapi guests
+export VMHOST_TIMEOUT ?= 1800
 kvmrun = $(if $(or $(filter on,$(VMHOST)),$(filter $(1) all,$(VMHOST_TIERS))),$(KVMRUN))
 # Says, once per tier, where it runs: $(call kvm_where,WHAT,TIER).
 kvm_where = @echo "  KVM     $(1): $(if $(call kvmrun,$(2)),in a QEMU TCG VM (VMHOST=$(VMHOST)$(if $(wildcard /dev/kvm),,; no /dev/kvm here)),$(if $(wildcard /dev/kvm),on this host's /dev/kvm,skipped: no /dev/kvm$(if $(KVMRUN), (VMHOST_TIERS=$(VMHOST_TIERS): add $(2) to run it in the QEMU TCG VM), and VMHOST=$(VMHOST)$(if $(filter auto,$(VMHOST)), but tests/vmhost/run.sh --check fails))))"
