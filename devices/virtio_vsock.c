@@ -49,6 +49,7 @@ struct vsock_conn {
 	uint32_t peer_port;       /* guest side */
 	unsigned pending;         /* PEND_* */
 	int in_table;             /* in dev->conns */
+	int idle_exempt;          /* to dev->idle_exempt_port: not activity */
 	int in_pend;              /* queued in dev->pend */
 	int in_graveyard;         /* in dev->graveyard */
 	int host_readable;        /* socket has data (EPOLLIN disarmed meanwhile) */
@@ -271,8 +272,13 @@ static struct vsock_conn *conn_new(struct vsock_dev *v, int fd, enum conn_state 
 	}
 	v->conns[v->nr_conns++] = c;
 	c->in_table = 1;
-	atomic_store(&v->act_conns, v->nr_conns);
-	atomic_fetch_add(&v->act_gen, 1);
+	if (v->idle_exempt_port && local == v->idle_exempt_port) {
+		c->idle_exempt = 1;
+		v->nr_exempt++;
+	} else {
+		atomic_fetch_add(&v->act_gen, 1);
+	}
+	atomic_store(&v->act_conns, v->nr_conns - v->nr_exempt);
 	return c;
 }
 
@@ -293,8 +299,11 @@ static void conn_kill(struct vsock_conn *c)
 		if (v->conns[i] == c) {
 			v->conns[i] = v->conns[--v->nr_conns];
 			c->in_table = 0;
-			atomic_store(&v->act_conns, v->nr_conns);
-			atomic_fetch_add(&v->act_gen, 1);
+			if (c->idle_exempt)
+				v->nr_exempt--;
+			else
+				atomic_fetch_add(&v->act_gen, 1);
+			atomic_store(&v->act_conns, v->nr_conns - v->nr_exempt);
 			break;
 		}
 	}

@@ -118,6 +118,10 @@ struct vsock_dev {
 	 * connections open now, and a count of every open and close. */
 	_Atomic unsigned act_conns;
 	_Atomic uint64_t act_gen;
+	/* A host port whose connections do not count as activity (0: none):
+	 * guest-init's ready notice stays connected for the guest's life. */
+	uint32_t idle_exempt_port;
+	unsigned nr_exempt;      /* of conns[], those to idle_exempt_port */
 };
 
 int virtio_vsock_init(struct vsock_dev *v, const struct vsock_options *o, int vm_fd,

@@ -887,6 +887,10 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	if (cfg->ready_notice && cfg->has_vsock && cfg->vsock.uds[0] &&
 	    notice_open(&vm->notice, cfg->vsock.uds, API_NOTICE_PORT))
 		log_warn("no ready notice for this sandbox; readiness is probed instead");
+	/* The notice stays connected for the guest's life: not activity
+	 * (idle accounting, vmm/idle.h), or no sandbox would go on standby. */
+	if (vm->vsock)
+		vm->vsock->idle_exempt_port = API_NOTICE_PORT;
 	phase_mark(&vm->phases, PHASE_DEVICES);
 	if (cfg->restore) {
 		/* The guest booted long ago: its state comes from the snapshot,

@@ -342,6 +342,34 @@ static void guest_initiated(void **state)
 	close(lfd);
 }
 
+/* Idle accounting (vmm/idle.h): a connection to the exempt port (the
+ * ready notice, open for the guest's life) is not activity; any other is. */
+static void idle_exempt_port_not_counted(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_vsock_hdr h;
+	uint8_t pl[RXBUF];
+	uint16_t seen = 0;
+	int l1 = host_listener(f, 1025), l2 = host_listener(f, 1000);
+	uint64_t gen;
+
+	f->v.idle_exempt_port = 1025;
+	post_rx(f, 8);
+	gen = atomic_load(&f->v.act_gen);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_REQUEST, 5001, 1025, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RESPONSE);
+	assert_int_equal(atomic_load(&f->v.act_conns), 0);
+	assert_int_equal(atomic_load(&f->v.act_gen), gen);
+	send_pkt(f, hdr(VIRTIO_VSOCK_OP_REQUEST, 5002, 1000, 0), NULL, 0, 1);
+	assert_int_equal(recv_pkt(f, &seen, &h, pl, 5), 0);
+	assert_int_equal(h.op, VIRTIO_VSOCK_OP_RESPONSE);
+	assert_int_equal(atomic_load(&f->v.act_conns), 1);
+	assert_true(atomic_load(&f->v.act_gen) > gen);
+	close(l1);
+	close(l2);
+}
+
 static void guest_connect_refused(void **state)
 {
 	struct fx *f = *state;
@@ -1052,6 +1080,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(options),
 		cmocka_unit_test_setup_teardown(config_cid, setup, teardown),
 		cmocka_unit_test_setup_teardown(guest_initiated, setup, teardown),
+		cmocka_unit_test_setup_teardown(idle_exempt_port_not_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(guest_connect_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_refusals_logged_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_initiated, setup, teardown),
