@@ -635,7 +635,11 @@ static int serve_one(struct loop *L)
 		}
 		t->close(t->ctx, &up, 0);
 	}
-	keep = r >= 0 && L->up_clean;
+	/* Not after a chunked request body: its chunks go up as the guest
+	 * framed them, and where the upstream reads them differently from
+	 * eg_chunked_feed the rest would be a request nobody checked on a
+	 * connection kept for the next. */
+	keep = r >= 0 && L->up_clean && !L->req.chunked;
 	r = r != 0;
 	if (!r)
 		drop_head(L, L->consumed);

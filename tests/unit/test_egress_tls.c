@@ -576,6 +576,11 @@ static void tunnel_keepalive(void **state)
 	/* chunked: kept too */
 	run_ka(&p, g, u, three, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", 0, 3);
 	assert_int_equal(u->opened, 1);
+	/* not after a chunked request body (relayed as the guest framed it) */
+	run_ka(&p, g, u, "POST /v1/b HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n"
+			 "5\r\nhello\r\n0\r\n\r\nGET /v1/c HTTP/1.1\r\nHost: api.example.com\r\n\r\n", ok, 0, 2);
+	assert_int_equal(u->opened, 2);
+	assert_int_equal(u->reused, 0);
 	/* bytes after the framed body: that connection is not used again */
 	run_ka(&p, g, u, three, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nokJUNK", 0, 3);
 	assert_int_equal(u->opened, 3);
