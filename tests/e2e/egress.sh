@@ -44,7 +44,7 @@ e2e_dir=${e2e_dir:-$(dirname "$0")}
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=vmm e2e CA" \
 	-keyout "$ed/ca.key" -out "$ed/ca.pem" > /dev/null 2>&1
 openssl req -newkey rsa:2048 -nodes -subj "/CN=api.test" -keyout "$ed/up.key" -out "$ed/up.csr" > /dev/null 2>&1
-printf 'subjectAltName=DNS:api.test,DNS:slow.test,DNS:untrusted.test\n' > "$ed/ext"
+printf 'subjectAltName=DNS:api.test,DNS:slow.test,DNS:untrusted.test,DNS:tunnel.test\n' > "$ed/ext"
 openssl x509 -req -in "$ed/up.csr" -CA "$ed/ca.pem" -CAkey "$ed/ca.key" -CAcreateserial -days 2 \
 	-extfile "$ed/ext" -out "$ed/up.pem" > /dev/null 2>&1
 up_port=$((20000 + RANDOM % 20000))
