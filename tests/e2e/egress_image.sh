@@ -59,7 +59,7 @@ exec 9>&-
 # The image: guest-init from the build next to VMM, in a scratch store.
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
-if ! VMM_STATE_DIR=$store "$vmm" image build egress-clients --from-tar "$tarball" -q > "$store/out" 2> "$store/err"; then
+if ! VMM_IMAGE_DIR=$store "$vmm" image build egress-clients --from-tar "$tarball" -q > "$store/out" 2> "$store/err"; then
 	tail -5 "$store/err" >&2
 	skip "vmm image build --from-tar $tarball failed (log above)"
 fi
