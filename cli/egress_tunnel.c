@@ -621,9 +621,10 @@ static int serve_one(struct loop *L)
 			}
 			st = send_body(L, &up);
 			if (st) {
+				const char *bad = st == 400 ? "broken chunked body" : "upstream closed the connection";
+
 				if (st > 0)
-					answer(L, st, st == 400 ? "broken chunked body" : "upstream closed the connection",
-					       1);
+					answer(L, st, bad, 1);
 				r = 1;
 				goto out_up;
 			}

@@ -783,6 +783,68 @@ static char *through_tls(struct server *sv, const char *ca_pem, const char *sni,
 	return r;
 }
 
+/* A TLS 1.2 client that asks to renegotiate once the tunnel is up: 1 if
+ * the second handshake completed. */
+static void *reneg_client(void *arg)
+{
+	struct server *sv = arg;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	X509 *ca = pem_cert(egtls_ca_pem(sv->ca));
+	struct timeval tv = { .tv_sec = 10 };
+	long done;
+	SSL *s;
+
+	X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), ca);
+	X509_free(ca);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+	s = SSL_new(ctx);
+	setsockopt(sv->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)); /* no hang if the server kept silent */
+	SSL_set_fd(s, sv->fd);
+	SSL_set_tlsext_host_name(s, "api.example.com");
+	SSL_set_alpn_protos(s, (const unsigned char *)"\x08http/1.1", 9);
+	done = SSL_connect(s) == 1 && SSL_renegotiate(s) == 1 && SSL_do_handshake(s) == 1;
+	ERR_clear_error();
+	SSL_free(s);
+	SSL_CTX_free(ctx);
+	return (void *)done;
+}
+
+/* Renegotiation (TLS 1.2; 1.3 has none) is refused: the client's second
+ * handshake never completes, the tunnel serves nothing and ends. */
+static void tunnel_no_renegotiation(void **state)
+{
+	char *dir = tmpdir(), why[256];
+	struct fake_up *u = calloc(1, sizeof(*u));
+	struct server sv, cl;
+	struct egtls_ca *ca;
+	struct eg_policy p;
+	pthread_t th, tc;
+	void *done;
+	int sp[2];
+
+	(void)state;
+	assert_int_equal(eg_policy_parse(policy_text, strlen(policy_text), &src, &p, why, sizeof(why)), 0);
+	assert_int_equal(egtls_ca_open(&ca, dir, "test"), 0);
+	u->resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	sv = (struct server){ .ca = ca, .p = &p, .u = u };
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+	sv.fd = sp[1];
+	cl = (struct server){ .ca = ca, .fd = sp[0] };
+	assert_int_equal(pthread_create(&th, NULL, serve_tls, &sv), 0);
+	assert_int_equal(pthread_create(&tc, NULL, reneg_client, &cl), 0);
+	pthread_join(tc, &done);
+	close(sp[0]);
+	pthread_join(th, NULL);
+	assert_null(done);
+	assert_int_equal(sv.served, 0);
+	assert_int_equal(u->opened, 0);
+	egtls_ca_free(ca);
+	eg_policy_free(&p);
+	free(u);
+	rmtree(dir);
+}
+
 static void tunnel_over_tls(void **state)
 {
 	char *dir = tmpdir(), *dir2 = tmpdir(), why[256], *r;
@@ -829,6 +891,7 @@ int main(void)
 		cmocka_unit_test(tunnel_keepalive),
 		cmocka_unit_test(tunnel_policy_swap),
 		cmocka_unit_test(tunnel_over_tls),
+		cmocka_unit_test(tunnel_no_renegotiation),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
