@@ -27,6 +27,13 @@
 #include <unistd.h>
 
 #define CLIENT_IDLE_MS 60000
+/* An intercepted tunnel keeps its upstream connection for the next
+ * request (docs/egress.md, "Upstream connections"): one per tunnel, for
+ * at most this many requests, idle at most this long (below the shortest
+ * keep-alive timeouts servers use, Node's 5 s, so a kept connection is
+ * rarely found closed). */
+#define UP_KEEP_REQUESTS 100
+#define UP_KEEP_IDLE_MS 4000
 
 char *read_small_file(const char *path, size_t max, size_t *len)
 {
@@ -210,6 +217,7 @@ struct conn {
 	const char *reason;
 	const char *tls;         /* CONNECT: "intercept" or "pipe" */
 	struct upstream *tun_up; /* an intercepted tunnel's current upstream */
+	struct upstream *tun_idle; /* and the one kept for its next request */
 	uint64_t bytes_up, bytes_down, t0_ns;
 };
 
@@ -563,7 +571,7 @@ static void forward(struct conn *c, SSL_CTX *ctx)
 	char head[EG_MAX_HEAD + EG_MAX_CRED + 256], buf[16384];
 	struct eg_chunked ck;
 	int64_t left = c->req.content_length > 0 ? c->req.content_length : 0;
-	long hl = eg_upstream_head(&c->req, c->rule, head, sizeof(head));
+	long hl = eg_upstream_head(&c->req, c->rule, 0, head, sizeof(head));
 	int r, got = 0;
 
 	c->up = -1;
@@ -663,50 +671,89 @@ static int admit(struct egress *e)
 struct upstream {
 	int fd;
 	SSL *ssl;
+	uint64_t version;  /* of the policy it was opened under */
+	size_t rule;       /* its rule's index there */
+	unsigned served;   /* requests sent on it */
+	uint64_t idle_ns;  /* since when it is kept */
 };
+
+static void up_free(struct upstream *u)
+{
+	if (!u)
+		return;
+	if (u->ssl) {
+		if (SSL_is_init_finished(u->ssl))
+			SSL_shutdown(u->ssl);
+		SSL_free(u->ssl);
+		ERR_clear_error();
+	}
+	if (u->fd >= 0)
+		close(u->fd);
+	free(u);
+}
+
+/* A kept connection for this request: the same rule of the same policy
+ * version (so the same upstream, TLS context and verification), within
+ * the limits, and with nothing to read (an idle connection that is
+ * readable was closed by the upstream, or sent what nobody asked for). */
+static int up_usable(const struct upstream *u, uint64_t version, size_t rule)
+{
+	struct pollfd pf = { .fd = u->fd, .events = POLLIN };
+
+	return u->version == version && u->rule == rule && u->served < UP_KEEP_REQUESTS &&
+	       log_now_ns() - u->idle_ns < (uint64_t)UP_KEEP_IDLE_MS * 1000000 && !SSL_pending(u->ssl) &&
+	       poll(&pf, 1, 0) == 0;
+}
 
 static int tun_admit(void *ctx)
 {
 	return admit(((struct conn *)ctx)->e);
 }
 
-static int tun_open(void *ctx, const struct eg_rule *rule, const struct eg_request *r, struct eg_stream *up,
-		    const char **why)
+static int tun_open(void *ctx, const struct eg_rule *rule, const struct eg_request *r, int fresh, struct eg_stream *up,
+		    int *reused, const char **why)
 {
 	struct conn *c = ctx;
-	struct upstream *u = calloc(1, sizeof(*u));
+	struct upstream *u = c->tun_idle;
+	size_t ri = (size_t)(rule - c->tpol->p.rules);
 	int st;
 
-	if (!u) {
-		*why = "out of memory";
-		return 503;
+	c->tun_idle = NULL;
+	if (u && !fresh && up_usable(u, c->tpol->version, ri)) {
+		*reused = 1;
+	} else {
+		up_free(u);
+		if (!(u = calloc(1, sizeof(*u)))) {
+			*why = "out of memory";
+			return 503;
+		}
+		st = upstream_tls(c->tpol->tls[ri], rule, r->host, &u->fd, &u->ssl, why);
+		if (st) {
+			up_free(u);
+			return st;
+		}
+		u->version = c->tpol->version;
+		u->rule = ri;
 	}
-	st = upstream_tls(c->tpol->tls[rule - c->tpol->p.rules], rule, r->host, &u->fd, &u->ssl, why);
-	if (st) {
-		SSL_free(u->ssl);
-		if (u->fd >= 0)
-			close(u->fd);
-		free(u);
-		return st;
-	}
+	u->served++;
 	egtls_stream(u->ssl, up);
 	c->tun_up = u;
 	return 0;
 }
 
-static void tun_close(void *ctx, struct eg_stream *up)
+static void tun_close(void *ctx, struct eg_stream *up, int keep)
 {
 	struct conn *c = ctx;
 	struct upstream *u = c->tun_up;
 
 	(void)up;
-	if (!u)
-		return;
-	SSL_shutdown(u->ssl);
-	SSL_free(u->ssl);
-	close(u->fd);
-	free(u);
 	c->tun_up = NULL;
+	if (keep && u && !c->tun_idle && u->served < UP_KEEP_REQUESTS) {
+		u->idle_ns = log_now_ns();
+		c->tun_idle = u;
+		return;
+	}
+	up_free(u);
 }
 
 static void tun_log(void *ctx, const struct eg_logrec *l)
@@ -778,6 +825,8 @@ static void intercept(struct conn *c)
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
 	egtls_stream(s, &t.guest);
 	eg_tunnel_serve(&t);
+	up_free(c->tun_idle);
+	c->tun_idle = NULL;
 	SSL_shutdown(s);
 	SSL_free(s);
 }

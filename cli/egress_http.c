@@ -850,7 +850,7 @@ static int dropped(const struct eg_header *h, const struct eg_rule *rule)
 	return rule->header[0] && name_is(h, rule->header);
 }
 
-long eg_upstream_head(const struct eg_request *r, const struct eg_rule *rule, char *buf, size_t len)
+long eg_upstream_head(const struct eg_request *r, const struct eg_rule *rule, int keep_alive, char *buf, size_t len)
 {
 	struct out o = { .buf = buf, .len = len };
 	char port[16] = "";
@@ -889,7 +889,9 @@ long eg_upstream_head(const struct eg_request *r, const struct eg_rule *rule, ch
 		puts_(&o, rule->cred);
 		puts_(&o, "\r\n");
 	}
-	puts_(&o, "Connection: close\r\n\r\n");
+	/* HTTP/1.1 connections persist unless one side says close (RFC 9112
+	 * section 9.3): a kept upstream connection needs no header. */
+	puts_(&o, keep_alive ? "\r\n" : "Connection: close\r\n\r\n");
 	return o.err ? -E2BIG : (long)o.used;
 }
 

@@ -124,9 +124,11 @@ int eg_connect_mode(const struct eg_policy *p, const struct eg_request *r, const
  * line, Host, the guest's headers minus hop-by-hop ones, Proxy-*,
  * Forwarded, X-Forwarded-*, X-Real-IP, the framing headers and the rule's
  * header (the guest's own copy is dropped), then one Content-Length or
- * Transfer-Encoding: chunked as parsed, the credential and Connection:
- * close. Returns its length, or -E2BIG. */
-long eg_upstream_head(const struct eg_request *r, const struct eg_rule *rule, char *out, size_t len);
+ * Transfer-Encoding: chunked as parsed, the credential and, unless
+ * keep_alive (an intercepted tunnel's upstream, kept for its next
+ * request), Connection: close. Returns its length, or -E2BIG. */
+long eg_upstream_head(const struct eg_request *r, const struct eg_rule *rule, int keep_alive, char *out,
+		      size_t len);
 
 /* The status code of a response that starts with buf, or 0. */
 int eg_response_status(const char *buf, size_t len);

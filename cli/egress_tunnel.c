@@ -314,6 +314,9 @@ struct loop {
 	struct eg_request req;
 	struct eg_logrec lg;
 	unsigned served;
+	size_t consumed;  /* of in[]: the request, once its body is sent */
+	int retry_ok;     /* no response byte yet on a kept connection: the caller may send again */
+	int up_clean;     /* the upstream connection may serve another request */
 };
 
 static void finish(struct loop *L)
@@ -414,12 +417,13 @@ static int send_body(struct loop *L, const struct eg_stream *up)
 		L->lg.bytes_up += take;
 		off += take;
 	}
-	drop_head(L, off); /* what is left is the next request */
+	L->consumed = off; /* what follows is the next request */
 	return 0;
 }
 
 /* The response, head rewritten, body relayed as framed. 1 if the tunnel
- * must end after it, -1 if it broke. */
+ * must end after it, -1 if it broke, -2 (nothing answered to the guest)
+ * if retry_ok and the upstream closed before a byte of it. */
 static int relay_response(struct loop *L, const struct eg_stream *up, int close)
 {
 	const struct eg_tunnel *t = L->t;
@@ -439,6 +443,8 @@ static int relay_response(struct loop *L, const struct eg_stream *up, int close)
 			if (n <= 0) {
 				if (L->lg.status)
 					return -1; /* after a 1xx */
+				if (L->retry_ok && !L->rb_len && n != -ETIMEDOUT)
+					return -2; /* a kept connection the upstream had closed */
 				answer(L, n == -ETIMEDOUT ? 504 : 502,
 				       n == -ETIMEDOUT ? "upstream did not answer in time" :
 							 "upstream closed without an answer", 1);
@@ -514,6 +520,9 @@ static int relay_response(struct loop *L, const struct eg_stream *up, int close)
 		L->lg.bytes_down += take;
 		off += take;
 	}
+	/* Reusable: the upstream did not ask to close, the body was framed
+	 * by its length or chunks, and nothing came after it. */
+	L->up_clean = !resp.close && mode != EG_BODY_CLOSE && off == L->rb_len;
 	return close;
 }
 
@@ -525,7 +534,7 @@ static int serve_one(struct loop *L)
 	const struct eg_rule *rule;
 	struct eg_stream up;
 	const char *why = NULL;
-	int r = -EAGAIN, has_body, close, st;
+	int r = -EAGAIN, has_body, close, st, reused, attempt, keep = 0;
 	size_t pl;
 	long hl;
 
@@ -579,39 +588,64 @@ static int serve_one(struct loop *L)
 		goto refused;
 	}
 	L->lg.rule = (int)(rule - pol->rules);
-	hl = eg_upstream_head(&L->req, rule, L->out, sizeof(L->out));
-	if (hl < 0) {
-		answer(L, 431, "request head too large", 1);
-		goto logit;
-	}
-	if ((st = t->open(t->ctx, rule, &L->req, &up, &why))) {
+	/* A kept connection may have been closed by the upstream while idle:
+	 * then a request without a body (nothing of it consumed) goes once
+	 * more, on a new connection (RFC 9112 section 9.3.1). */
+	for (attempt = 0;; attempt++) {
+		hl = eg_upstream_head(&L->req, rule, 1, L->out, sizeof(L->out));
+		if (hl < 0) {
+			answer(L, 431, "request head too large", 1);
+			goto logit;
+		}
+		reused = 0;
+		if ((st = t->open(t->ctx, rule, &L->req, attempt > 0, &up, &reused, &why))) {
+			explicit_bzero(L->out, (size_t)hl);
+			answer(L, st, why, 1);
+			goto logit;
+		}
+		reused = reused && !attempt;
+		r = up.write(up.ctx, L->out, (size_t)hl);
 		explicit_bzero(L->out, (size_t)hl);
-		answer(L, st, why, 1);
-		goto logit;
-	}
-	r = up.write(up.ctx, L->out, (size_t)hl);
-	explicit_bzero(L->out, (size_t)hl);
-	if (r) {
-		answer(L, 502, "upstream closed the connection", 1);
-		goto out_up;
-	}
-	L->lg.injected = rule->cred != NULL;
-	if (L->req.expect_continue && has_body && L->in_len == L->req.head_len) {
-		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+		if (r && !reused) {
+			answer(L, 502, "upstream closed the connection", 1);
+			r = 1;
+			goto out_up;
+		}
+		if (!r) {
+			L->lg.injected = rule->cred != NULL;
+			if (L->req.expect_continue && has_body && L->in_len == L->req.head_len) {
+				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-		if (!t->guest.write(t->guest.ctx, cont, sizeof(cont) - 1))
-			L->lg.bytes_down += sizeof(cont) - 1;
+				if (!t->guest.write(t->guest.ctx, cont, sizeof(cont) - 1))
+					L->lg.bytes_down += sizeof(cont) - 1;
+			}
+			st = send_body(L, &up);
+			if (st) {
+				const char *bad = st == 400 ? "broken chunked body" : "upstream closed the connection";
+
+				if (st > 0)
+					answer(L, st, bad, 1);
+				r = 1;
+				goto out_up;
+			}
+			L->retry_ok = reused && !has_body;
+			L->up_clean = 0;
+			r = relay_response(L, &up, close);
+			if (r != -2)
+				break;
+		}
+		t->close(t->ctx, &up, 0);
 	}
-	st = send_body(L, &up);
-	if (st) {
-		if (st > 0)
-			answer(L, st, st == 400 ? "broken chunked body" : "upstream closed the connection", 1);
-		r = 1;
-		goto out_up;
-	}
-	r = relay_response(L, &up, close) != 0;
+	/* Not after a chunked request body: its chunks go up as the guest
+	 * framed them, and where the upstream reads them differently from
+	 * eg_chunked_feed the rest would be a request nobody checked on a
+	 * connection kept for the next. */
+	keep = r >= 0 && L->up_clean && !L->req.chunked;
+	r = r != 0;
+	if (!r)
+		drop_head(L, L->consumed);
 out_up:
-	t->close(t->ctx, &up);
+	t->close(t->ctx, &up, keep);
 	finish(L);
 	if (t->unhold && pol)
 		t->unhold(t->ctx, pol);

@@ -79,11 +79,17 @@ struct eg_tunnel {
 	const char *host;
 	unsigned port;
 	struct eg_stream guest;
-	/* Opens the upstream for rule (of the policy hold returned for r: TLS,
-	 * verified): 0 with *up set, or an HTTP status (502, 504) with *reason. */
-	int (*open)(void *ctx, const struct eg_rule *rule, const struct eg_request *r, struct eg_stream *up,
-		    const char **reason);
-	void (*close)(void *ctx, struct eg_stream *up);
+	/* The upstream for rule (of the policy hold returned for r: TLS,
+	 * verified): 0 with *up set, or an HTTP status (502, 504) with
+	 * *reason. It may hand back the connection an earlier request of the
+	 * tunnel left with close(keep = 1), for the same rule of the same
+	 * policy; then *reused is 1. fresh: never that, a new connection. */
+	int (*open)(void *ctx, const struct eg_rule *rule, const struct eg_request *r, int fresh, struct eg_stream *up,
+		    int *reused, const char **reason);
+	/* Done with up. keep: its last response ended cleanly, framed, with
+	 * nothing after it and no Connection: close, so it may serve the
+	 * tunnel's next request (the callee decides, within its limits). */
+	void (*close)(void *ctx, struct eg_stream *up, int keep);
 	/* 0 if the request may go (the rate limit), else the status (429). */
 	int (*admit)(void *ctx);
 	void (*log)(void *ctx, const struct eg_logrec *l);
@@ -95,9 +101,12 @@ struct eg_tunnel {
  * response leaves it without framing, or something fails: each request is
  * parsed (eg_parse_tunneled), matched (eg_policy_match), refused inside
  * the tunnel (400/403/429, Connection: close when a body would have to be
- * skipped) or sent upstream with the credential on a connection of its
- * own, the response relayed with keep-alive framing. One log line each.
- * Returns how many requests it served. */
+ * skipped) or sent upstream with the credential, the response relayed
+ * with keep-alive framing. The upstream connection is kept for the next
+ * request when its response allows (close(keep)); a request without a
+ * body that finds a kept connection dead (a write fails, or it closes
+ * before a byte of the response) is sent once more on a new one. One log
+ * line each. Returns how many requests it served. */
 unsigned eg_tunnel_serve(const struct eg_tunnel *t);
 
 #endif

@@ -225,6 +225,11 @@ r = s.post("https://api.test/v1/post", data=b"hello-body")
 out.append("%d %s" % (r.status_code, r.text.strip()))
 r = s.post("https://api.test/v1/chunked", data=(x for x in [b"chunk-", b"body"]))
 out.append("%d %s" % (r.status_code, r.text.strip()))
+for path in ["/v1/ka1", "/nope", "/v1/ka2", "/v1/ka3"]:
+    r = s.get("https://api.test" + path)
+    out.append("%d %s" % (r.status_code, r.text.strip()))
+r = s.post("https://api.test/v1/ka-post", data=b"kept-body")
+out.append("%d %s" % (r.status_code, r.text.strip()))
 print("\n".join(out))
 """
     before = len([x for x in log_lines(d) if x["method"] == "CONNECT"])
@@ -239,6 +244,15 @@ print("\n".join(out))
        "requests: the bodies arrived upstream whole", bodies)
     conns = [x for x in log_lines(d) if x["method"] == "CONNECT"][before:]
     ok(len(conns) == 1, "requests: one tunnel for the whole session (403 inside it included)", conns)
+    ka = [x for x in upstream_reqs() if x["path"] in ("/v1/ka1", "/v1/ka2", "/v1/ka3", "/v1/ka-post")]
+    ok(r.stdout.split("\n")[6:] == ["200 upstream-ok GET /v1/ka1", "403 vmm egress: path not allowed",
+                                    "200 upstream-ok GET /v1/ka2", "200 upstream-ok GET /v1/ka3",
+                                    "200 upstream-ok POST /v1/ka-post", ""]
+       and len(ka) == 4 and len({x["conn"] for x in ka}) == 1
+       and all([v for k, v in x["headers"] if k.lower() == "authorization"] == ["Bearer " + secret] for x in ka)
+       and ka[3]["body"] == "kept-body",
+       "requests: a keep-alive upstream serves the tunnel's requests on one connection, the credential on each",
+       r.stdout + json.dumps(ka))
 
     # ---- pass-through tunnels ----------------------------------------------------
     r = sh("curl", "-sS", "https://pipe.test/v1/p", env=dict(cenv, CURL_CA_BUNDLE=tca))
@@ -314,15 +328,16 @@ s = requests.Session()
 def get(path):
     r = s.get("https://api.test" + path)
     return "%d %s" % (r.status_code, r.text.strip())
-out = [get("/v1/before")]
+out = [get("/v1/before"), get("/v1/ka-before")]
 print("\n".join(out), flush=True)
 sys.stdin.readline()  # the test changes the policy meanwhile
-out = [get("/v1/after"), get("/v2/after")]
+out = [get("/v1/after"), get("/v2/after"), get("/v2/ka-after")]
 print("\n".join(out), flush=True)
 """
     p = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     first = p.stdout.readline().strip()
+    ka_first = p.stdout.readline().strip()
     pol2 = os.path.join(tmp, "policy2.json")
     with open(pol2, "w") as f:
         json.dump({"allow": [{"host": "api.test", "path_prefix": "/v2", "connect": connect, "ca_file": tca,
@@ -337,6 +352,10 @@ print("\n".join(out), flush=True)
     up2 = [x for x in upstream_reqs() if x["path"] == "/v2/after"]
     ok(up2 and [v for k, v in up2[0]["headers"] if k.lower() == "authorization"] == ["Key " + secret2],
        "... with the new credential, read by `vmm egress set` from its own environment", up2)
+    kc = {x["path"]: x["conn"] for x in upstream_reqs() if x["path"] in ("/v1/ka-before", "/v2/ka-after")}
+    ok(ka_first == "200 upstream-ok GET /v1/ka-before" and out.split("\n")[2] == "200 upstream-ok GET /v2/ka-after"
+       and len(kc) == 2 and kc["/v1/ka-before"] != kc["/v2/ka-after"],
+       "an upstream connection kept under the old policy is not used under the new one", ka_first + out + str(kc))
     lines = wait_log(d, lambda ls: len([x for x in ls if x["method"] == "CONNECT"]) > len(conns))
     pv = {x["path"]: x.get("policy") for x in lines if x["path"] in ("/v1/before", "/v1/after", "/v2/after")}
     new_conns = [x for x in lines if x["method"] == "CONNECT"][len(conns):]

@@ -2,7 +2,9 @@
 """The egress e2e test's upstream: an HTTPS server on loopback (its
 certificate from the test's CA) that records each request it gets, one
 JSON line (method, path, headers, body length) in LOG, and answers
-"upstream-ok METHOD PATH". A second port accepts TCP and never answers
+"upstream-ok METHOD PATH" with Connection: close, or, for a path with
+"/ka" in it, kept alive (the log line's "conn" tells connections apart:
+the client's port). A second port accepts TCP and never answers
 (the proxy's timeout). Prints "ready" once both listen.
     egress_upstream.py CERT KEY PORT SILENT_PORT LOG
 """
@@ -38,13 +40,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with lock, open(log, "a") as f:
             f.write(json.dumps({"method": self.command, "path": self.path,
                                 "headers": [[k, v] for k, v in self.headers.items()],
-                                "body_len": len(body), "body": body[:64].decode("latin-1")}) + "\n")
+                                "body_len": len(body), "body": body[:64].decode("latin-1"),
+                                "conn": self.client_address[1]}) + "\n")
         out = ("upstream-ok %s %s\n" % (self.command, self.path)).encode()
         if self.path.startswith("/v1/big"):
             out = b"x" * (256 << 10)
         self.send_response(200)
         self.send_header("Content-Length", str(len(out)))
-        self.send_header("Connection", "close")
+        if "/ka" not in self.path:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(out)
 

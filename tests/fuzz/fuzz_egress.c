@@ -135,6 +135,7 @@ struct mem {
 	const char *cred;
 	const char *resp;
 	size_t resp_len, resp_off;
+	int kept; /* the loop kept the upstream connection: the next open reuses it */
 };
 
 static long m_read(void *ctx, char *buf, size_t len)
@@ -180,8 +181,8 @@ static int u_write(void *ctx, const char *buf, size_t len)
 	return 0;
 }
 
-static int u_open(void *ctx, const struct eg_rule *rule, const struct eg_request *r, struct eg_stream *s,
-		  const char **why)
+static int u_open(void *ctx, const struct eg_rule *rule, const struct eg_request *r, int fresh, struct eg_stream *s,
+		  int *reused, const char **why)
 {
 	struct mem *m = ctx;
 
@@ -192,17 +193,24 @@ static int u_open(void *ctx, const struct eg_rule *rule, const struct eg_request
 	if (!path_ok(r->path, r->path_len))
 		abort();
 	m->opens++;
-	m->resp_off = 0;
+	/* a kept connection goes on where the last response ended (bytes
+	 * after it included), or starts the canned response again */
+	*reused = m->kept && !fresh;
+	if (!*reused || m->resp_off == m->resp_len)
+		m->resp_off = 0;
+	m->kept = 0;
 	s->read = u_read;
 	s->write = u_write;
 	s->ctx = m;
 	return 0;
 }
 
-static void u_close(void *ctx, struct eg_stream *s)
+static void u_close(void *ctx, struct eg_stream *s, int keep)
 {
-	(void)ctx;
+	struct mem *m = ctx;
+
 	(void)s;
+	m->kept = keep;
 }
 
 static void u_log(void *ctx, const struct eg_logrec *l)
@@ -281,7 +289,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 
 		if (!rule && !why)
 			abort();
-		n = eg_upstream_head(&r, rule ? rule : &p.rules[0], out, sizeof(out) - 1);
+		n = eg_upstream_head(&r, rule ? rule : &p.rules[0], 0, out, sizeof(out) - 1);
 		if (n < 0 || (size_t)n >= sizeof(out))
 			abort();
 		out[n] = '\0';

@@ -519,7 +519,7 @@ static void upstream_headers(void **state)
 			 -EINVAL);
 	assert_int_equal(eg_parse_request(req, strlen(req), &r, &why), 0);
 	assert_ptr_equal(eg_policy_match(&p, &r, &why), &p.rules[0]);
-	n = eg_upstream_head(&r, &p.rules[0], out, sizeof(out));
+	n = eg_upstream_head(&r, &p.rules[0], 0, out, sizeof(out));
 	assert_true(n > 0);
 	out[n] = '\0';
 	/* the URL's host, never the guest's Host */
@@ -535,7 +535,7 @@ static void upstream_headers(void **state)
 	/* Transfer-Encoding: one, spelled "chunked" */
 	req = "POST http://api.example.com/v1/x HTTP/1.1\r\nTransfer-Encoding: CHUNKED\r\n\r\n";
 	assert_int_equal(eg_parse_request(req, strlen(req), &r, &why), 0);
-	n = eg_upstream_head(&r, &p.rules[0], out, sizeof(out));
+	n = eg_upstream_head(&r, &p.rules[0], 0, out, sizeof(out));
 	assert_true(n > 0);
 	out[n] = '\0';
 	assert_non_null(strstr(out, "\r\nTransfer-Encoding: chunked\r\n"));
@@ -564,7 +564,7 @@ static void injection(void **state)
 	(void)state;
 	load(&p);
 	assert_int_equal(eg_parse_request(req, strlen(req), &r, &why), 0);
-	n = eg_upstream_head(&r, &p.rules[0], out, sizeof(out));
+	n = eg_upstream_head(&r, &p.rules[0], 0, out, sizeof(out));
 	assert_true(n > 0);
 	out[n] = '\0';
 	assert_non_null(strstr(out, "POST /v1/chat?x=1 HTTP/1.1\r\nHost: api.example.com\r\n"));
@@ -579,14 +579,14 @@ static void injection(void **state)
 	assert_non_null(strstr(out, "\r\nConnection: close\r\n\r\n"));
 	assert_int_equal(strstr(out, "\r\n\r\n") + 4 - out, n);
 	/* Host carries a port other than 443 */
-	n = eg_upstream_head(&r, &p.rules[1], out, sizeof(out));
+	n = eg_upstream_head(&r, &p.rules[1], 0, out, sizeof(out));
 	out[n] = '\0';
 	assert_non_null(strstr(out, "Host: api.example.com:8443\r\n"));
 	assert_non_null(strstr(out, "X-Token: ghp_123\r\n"));
 	/* the guest's Authorization stays for a rule that injects another header */
 	assert_non_null(strstr(out, "authorization: Bearer guest-fake\r\n"));
 	/* too small */
-	assert_int_equal(eg_upstream_head(&r, &p.rules[0], out, 20), -E2BIG);
+	assert_int_equal(eg_upstream_head(&r, &p.rules[0], 0, out, 20), -E2BIG);
 	eg_policy_free(&p);
 }
 

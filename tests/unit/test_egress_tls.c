@@ -336,6 +336,10 @@ struct fake_up {
 	const char *resp;
 	size_t resp_off;
 	unsigned opened;
+	unsigned reused, kept; /* connections handed back again; kept: one is kept now */
+	int dead_kept;         /* a kept connection turns out closed: 1 at the first read, 2 at the first write */
+	int dead;              /* the current connection is */
+	const struct eg_rule *rule; /* the current connection's (as the proxy, reused only for the same rule) */
 	struct eg_logrec logs[16];
 	char paths[16][64];
 	unsigned nr_logs;
@@ -346,6 +350,8 @@ static long up_read(void *ctx, char *buf, size_t len)
 	struct fake_up *u = ctx;
 	size_t n = strlen(u->resp) - u->resp_off;
 
+	if (u->dead)
+		return 0;
 	n = n < len ? n : len;
 	n = n < 10 ? n : 10;
 	memcpy(buf, u->resp + u->resp_off, n);
@@ -357,32 +363,48 @@ static int up_write(void *ctx, const char *buf, size_t len)
 {
 	struct fake_up *u = ctx;
 
+	if (u->dead == 2)
+		return -EPIPE;
 	assert_true(len <= sizeof(u->got) - u->got_len);
 	memcpy(u->got + u->got_len, buf, len);
 	u->got_len += len;
 	return 0;
 }
 
-static int up_open(void *ctx, const struct eg_rule *rule, const struct eg_request *r, struct eg_stream *s,
-		   const char **why)
+static int up_open(void *ctx, const struct eg_rule *rule, const struct eg_request *r, int fresh,
+		   struct eg_stream *s, int *reused, const char **why)
 {
 	struct fake_up *u = ctx;
 
-	(void)rule;
 	(void)r;
 	(void)why;
-	u->opened++;
-	u->resp_off = 0;
+	if (u->kept && !fresh && rule == u->rule) {
+		/* the same connection: what is left of the last response, or
+		 * the next one */
+		*reused = 1;
+		u->reused++;
+		u->dead = u->dead_kept;
+		if (u->resp_off == strlen(u->resp))
+			u->resp_off = 0;
+	} else {
+		u->opened++;
+		u->dead = 0;
+		u->resp_off = 0;
+	}
+	u->kept = 0;
+	u->rule = rule;
 	s->read = up_read;
 	s->write = up_write;
 	s->ctx = u;
 	return 0;
 }
 
-static void up_close(void *ctx, struct eg_stream *s)
+static void up_close(void *ctx, struct eg_stream *s, int keep)
 {
-	(void)ctx;
+	struct fake_up *u = ctx;
+
 	(void)s;
+	u->kept = keep;
 }
 
 static void up_log(void *ctx, const struct eg_logrec *l)
@@ -452,8 +474,11 @@ static void tunnel_loop(void **state)
 		assert_int_equal(count(u->got, u->got_len, "Authorization: Bearer sk-secret\r\n"), 3);
 		assert_int_equal(count(u->got, u->got_len, "fake"), 0);
 		assert_int_equal(count(u->got, u->got_len, "POST /v1/b HTTP/1.1\r\nHost: api.example.com\r\n"
-					"Content-Length: 5\r\nAuthorization: Bearer sk-secret\r\n"
-					"Connection: close\r\n\r\nhello"), 1);
+					"Content-Length: 5\r\nAuthorization: Bearer sk-secret\r\n\r\nhello"),
+				 1);
+		/* kept alive upstream too; the upstream's close is honoured */
+		assert_int_equal(count(u->got, u->got_len, "Connection"), 0);
+		assert_int_equal(u->reused, 0);
 		assert_int_equal(count(g->out, g->out_len, "sk-secret"), 0);
 		assert_int_equal(u->nr_logs, 4);
 		assert_string_equal(u->paths[1], "/admin");
@@ -505,6 +530,85 @@ static void tunnel_loop(void **state)
 	u->resp = "HTTP/1.1 200 OK\r\n\r\nuntil the end";
 	assert_int_equal(run_loop(&p, g, u), 1);
 	assert_int_equal(count(g->out, g->out_len, "Connection: close\r\n\r\nuntil the end"), 1);
+	eg_policy_free(&p);
+	free(g);
+	free(u);
+}
+
+/* The upstream connection kept for the tunnel's next request: reused
+ * while the responses are framed and the upstream keeps it; not after a
+ * response with bytes past its end; a kept connection found closed gets a
+ * bodyless request sent again on a new one, but not a request whose body
+ * it took. */
+static void run_ka(struct eg_policy *p, struct fake_guest *g, struct fake_up *u, const char *in, const char *resp,
+		   int dead_kept, unsigned served)
+{
+	memset(g, 0, sizeof(*g));
+	memset(u, 0, sizeof(*u));
+	g->in = in;
+	g->len = strlen(in);
+	g->step = 4096;
+	u->resp = resp;
+	u->dead_kept = dead_kept;
+	assert_int_equal(run_loop(p, g, u), served);
+}
+
+static void tunnel_keepalive(void **state)
+{
+	static const char three[] = "GET /v1/a HTTP/1.1\r\nHost: api.example.com\r\n\r\n"
+				    "POST /v1/b HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 5\r\n\r\nhello"
+				    "GET /v1/c HTTP/1.1\r\nHost: api.example.com\r\n\r\n";
+	static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	struct fake_guest *g = calloc(1, sizeof(*g));
+	struct fake_up *u = calloc(1, sizeof(*u));
+	struct eg_policy p;
+	char why[256];
+
+	(void)state;
+	assert_int_equal(eg_policy_parse(policy_text, strlen(policy_text), &src, &p, why, sizeof(why)), 0);
+	/* one connection for all three, the credential on each request */
+	run_ka(&p, g, u, three, ok, 0, 3);
+	assert_int_equal(u->opened, 1);
+	assert_int_equal(u->reused, 2);
+	assert_int_equal(count(g->out, g->out_len, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"), 3);
+	assert_int_equal(count(u->got, u->got_len, "Authorization: Bearer sk-secret\r\n"), 3);
+	assert_int_equal(count(u->got, u->got_len, "hello"), 1);
+	/* chunked: kept too */
+	run_ka(&p, g, u, three, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", 0, 3);
+	assert_int_equal(u->opened, 1);
+	/* not after a chunked request body (relayed as the guest framed it) */
+	run_ka(&p, g, u, "POST /v1/b HTTP/1.1\r\nHost: api.example.com\r\nTransfer-Encoding: chunked\r\n\r\n"
+			 "5\r\nhello\r\n0\r\n\r\nGET /v1/c HTTP/1.1\r\nHost: api.example.com\r\n\r\n", ok, 0, 2);
+	assert_int_equal(u->opened, 2);
+	assert_int_equal(u->reused, 0);
+	/* bytes after the framed body: that connection is not used again */
+	run_ka(&p, g, u, three, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nokJUNK", 0, 3);
+	assert_int_equal(u->opened, 3);
+	assert_int_equal(u->reused, 0);
+	assert_int_equal(count(g->out, g->out_len, "JUNK"), 0);
+	/* an HTTP/1.0 answer, or Connection: close: not kept */
+	run_ka(&p, g, u, three, "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", 0, 3);
+	assert_int_equal(u->opened, 3);
+	/* a kept connection that is closed when read: the GETs go again on a
+	 * new one (the guest sees one answer each); the POST, whose body it
+	 * took, gets a 502 and the tunnel ends */
+	run_ka(&p, g, u, "GET /v1/a HTTP/1.1\r\nHost: api.example.com\r\n\r\n"
+			 "GET /v1/c HTTP/1.1\r\nHost: api.example.com\r\n\r\n", ok, 1, 2);
+	assert_int_equal(u->opened, 2);
+	assert_int_equal(u->reused, 1);
+	assert_int_equal(count(g->out, g->out_len, "HTTP/1.1 200 OK"), 2);
+	assert_int_equal(count(u->got, u->got_len, "GET /v1/c "), 2);
+	assert_int_equal(u->logs[1].status, 200);
+	run_ka(&p, g, u, three, ok, 1, 2);
+	assert_int_equal(u->opened, 1);
+	assert_int_equal(count(g->out, g->out_len, "HTTP/1.1 200 OK"), 1);
+	assert_int_equal(count(g->out, g->out_len, "HTTP/1.1 502 Bad Gateway"), 1);
+	assert_int_equal(u->logs[1].status, 502);
+	/* one whose write fails: any request goes again, body and all */
+	run_ka(&p, g, u, three, ok, 2, 3);
+	assert_int_equal(u->opened, 3);
+	assert_int_equal(count(g->out, g->out_len, "HTTP/1.1 200 OK"), 3);
+	assert_int_equal(count(u->got, u->got_len, "hello"), 1);
 	eg_policy_free(&p);
 	free(g);
 	free(u);
@@ -679,6 +783,68 @@ static char *through_tls(struct server *sv, const char *ca_pem, const char *sni,
 	return r;
 }
 
+/* A TLS 1.2 client that asks to renegotiate once the tunnel is up: 1 if
+ * the second handshake completed. */
+static void *reneg_client(void *arg)
+{
+	struct server *sv = arg;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	X509 *ca = pem_cert(egtls_ca_pem(sv->ca));
+	struct timeval tv = { .tv_sec = 10 };
+	long done;
+	SSL *s;
+
+	X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx), ca);
+	X509_free(ca);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+	s = SSL_new(ctx);
+	setsockopt(sv->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)); /* no hang if the server kept silent */
+	SSL_set_fd(s, sv->fd);
+	SSL_set_tlsext_host_name(s, "api.example.com");
+	SSL_set_alpn_protos(s, (const unsigned char *)"\x08http/1.1", 9);
+	done = SSL_connect(s) == 1 && SSL_renegotiate(s) == 1 && SSL_do_handshake(s) == 1;
+	ERR_clear_error();
+	SSL_free(s);
+	SSL_CTX_free(ctx);
+	return (void *)done;
+}
+
+/* Renegotiation (TLS 1.2; 1.3 has none) is refused: the client's second
+ * handshake never completes, the tunnel serves nothing and ends. */
+static void tunnel_no_renegotiation(void **state)
+{
+	char *dir = tmpdir(), why[256];
+	struct fake_up *u = calloc(1, sizeof(*u));
+	struct server sv, cl;
+	struct egtls_ca *ca;
+	struct eg_policy p;
+	pthread_t th, tc;
+	void *done;
+	int sp[2];
+
+	(void)state;
+	assert_int_equal(eg_policy_parse(policy_text, strlen(policy_text), &src, &p, why, sizeof(why)), 0);
+	assert_int_equal(egtls_ca_open(&ca, dir, "test"), 0);
+	u->resp = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	sv = (struct server){ .ca = ca, .p = &p, .u = u };
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+	sv.fd = sp[1];
+	cl = (struct server){ .ca = ca, .fd = sp[0] };
+	assert_int_equal(pthread_create(&th, NULL, serve_tls, &sv), 0);
+	assert_int_equal(pthread_create(&tc, NULL, reneg_client, &cl), 0);
+	pthread_join(tc, &done);
+	close(sp[0]);
+	pthread_join(th, NULL);
+	assert_null(done);
+	assert_int_equal(sv.served, 0);
+	assert_int_equal(u->opened, 0);
+	egtls_ca_free(ca);
+	eg_policy_free(&p);
+	free(u);
+	rmtree(dir);
+}
+
 static void tunnel_over_tls(void **state)
 {
 	char *dir = tmpdir(), *dir2 = tmpdir(), why[256], *r;
@@ -722,8 +888,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(ca_and_leaves),  cmocka_unit_test(client_hello),    cmocka_unit_test(response_heads),
 		cmocka_unit_test(tunnel_loop),
+		cmocka_unit_test(tunnel_keepalive),
 		cmocka_unit_test(tunnel_policy_swap),
 		cmocka_unit_test(tunnel_over_tls),
+		cmocka_unit_test(tunnel_no_renegotiation),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
