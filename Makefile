@@ -329,8 +329,9 @@ KVMRUN :=
 endif
 # Which tiers VMHOST=auto sends to the VM: the VM-booting unit tests, the
 # Firecracker API and the test guests by default (about 15 min there); e2e
-# (30-45 min) on request: make VMHOST_TIERS=all test, or e2e alone with
-# VMM_E2E_ONLY (tests/vmhost/README.md). VMHOST=on sends every tier. Each
+# (30-45 min), oci, dockerfile and standby on request: make
+# VMHOST_TIERS=all test, or parts of e2e with VMM_E2E_ONLY
+# (tests/vmhost/README.md). VMHOST=on sends every tier. Each
 # run in the VM is cut off after VMHOST_TIMEOUT s (1800 here; a hang costs
 # that, not the whole CI budget).
 VMHOST_TIERS ?= unit fcapi guests
@@ -403,20 +404,32 @@ oci-image-test: $(BUILD)/vmm $(BUILD)/guest/guest-init
 api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/api/host.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
-e2e: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
+e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
      $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init $(BUILD)/vmm.1
 	$(call kvm_where,e2e,e2e)
 	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/egress_image.sh $(BUILD)/vmm $(BUILD)/egress-clients.ext4)
 	$(Q)VMM_E2E_EGRESS_IMAGE=$(abspath $(BUILD)/egress-clients.ext4) $(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm
-	$(Q)$(call kvmrun,e2e) tests/e2e/oci.sh $(BUILD)
-	$(Q)$(call kvmrun,e2e) tests/e2e/dockerfile.sh $(BUILD)/vmm $(BUILD)/guest/guest-init $(BUSYBOX)
+
+# The end-to-end tiers that boot their own guests, each its own VM run in
+# the nested-KVM harness: vmm oci under containerd and Podman (tier oci),
+# Dockerfile builds with RUN steps (dockerfile), standby (standby).
+.PHONY: e2e-oci e2e-dockerfile e2e-standby
+e2e-oci: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4
+	$(call kvm_where,vmm oci with containerd and Podman,oci)
+	$(Q)$(call kvmrun,oci) tests/e2e/oci.sh $(BUILD)
+e2e-dockerfile: $(BUILD)/vmm $(BUILD)/guest/guest-init $(BUILD)/kernel/vmlinux
+	$(call kvm_where,Dockerfile builds,dockerfile)
+	$(Q)$(call kvmrun,dockerfile) tests/e2e/dockerfile.sh $(BUILD)/vmm $(BUILD)/guest/guest-init $(BUSYBOX)
+e2e-standby: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
+	$(call kvm_where,standby,standby)
+	$(Q)$(call kvmrun,standby) tests/e2e/standby.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 
 # The whole suite: unit tests, test guests and Linux end-to-end, then the
 # same unit tests and guests under ASan+UBSan, then each fuzz target for
 # FUZZ_SECONDS (20 here; `make fuzz` alone defaults to 60).
 test: deps
-	$(Q)$(MAKE) --no-print-directory unit guest-test e2e
+	$(Q)$(MAKE) --no-print-directory unit guest-test e2e e2e-oci e2e-dockerfile e2e-standby
 	$(Q)$(MAKE) --no-print-directory asan
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(or $(TEST_FUZZ_SECONDS),20)
 
