@@ -117,7 +117,7 @@ s.settimeout(100)
 print(s.recv(64).decode().strip())" 2>&1)
 	if [ "$got" = hello ] && [ "$(state sc)" = running ]; then
 		ok "a connection to a published port wakes it (got '$got')"
-	else bad "published port wake: got '$got', state $(state sc): $(tail -3 "$VMM_STATE_DIR/sc/vmm.log")"; fi
+	else bad "published port wake: got '$got', state $(state sc): $(tail -3 "$VMM_STATE_DIR/sc/vmm.log"); keepers: $(ps -eo pid,args | grep -c '[_]_keeper'); folder: $(ls "$VMM_STATE_DIR/sc" | tr '\n' ' ')"; fi
 else bad "published port: suspend failed, state $(state sc)"; fi
 
 echo "standby: $pass passed, $fail failed"
