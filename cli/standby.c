@@ -394,6 +394,19 @@ int standby_keeper_main(int argc, char **argv)
 	p[0].events = POLLIN;
 	while (pidfd >= 0 && poll(p, 1, -1) < 0 && errno == EINTR) {
 	}
+	/* The pidfd says "exited" while the VMM is still a zombie: its
+	 * process record then still reads as running. Look again until it is
+	 * reaped (or has said standby), for up to 5 s. */
+	for (i = 0; i < 100; i++) {
+		char zs = 0;
+		unsigned long long zstart;
+
+		if (sandbox_status(argv[1], &st) == 0 && st.state == SB_STANDBY)
+			break;
+		if (vmm <= 0 || cli_proc_stat(vmm, &zs, &zstart) < 0 || zs != 'Z')
+			break; /* reaped (or not ours to wait for): what it says now stands */
+		usleep(50000);
+	}
 	if (sandbox_status(argv[1], &st) || st.state != SB_STANDBY)
 		return 0; /* it stopped, or runs on: nothing to keep */
 	{
