@@ -327,14 +327,15 @@ KVMRUN := $(shell [ ! -e /dev/kvm ] && tests/vmhost/run.sh --check > /dev/null 2
 else
 KVMRUN :=
 endif
-# Which tiers VMHOST=auto sends to the VM: the VM-booting unit tests, the
-# Firecracker API and the test guests by default (about 15 min there); e2e
-# (30-45 min), oci, dockerfile and standby on request: make
-# VMHOST_TIERS=all test, or parts of e2e with VMM_E2E_ONLY
-# (tests/vmhost/README.md). VMHOST=on sends every tier. Each
-# run in the VM is cut off after VMHOST_TIMEOUT s (1800 here; a hang costs
-# that, not the whole CI budget).
-VMHOST_TIERS ?= unit fcapi guests
+# Which tiers VMHOST=auto sends to the VM: none by default yet. A restore
+# inside the harness stalls now and then (its own kernel reported soft
+# lockups once, and test_snapshot sat in a restore for minutes once in a CI
+# run where it passes in 3 min alone; tests/vmhost/README.md), and a
+# stalled tier costs VMHOST_TIMEOUT. Name them: make VMHOST_TIERS="unit
+# fcapi guests oci dockerfile standby e2e" test (or all); parts of e2e with
+# VMM_E2E_ONLY. VMHOST=on sends every tier. Each run in the VM is cut off
+# after VMHOST_TIMEOUT s.
+VMHOST_TIERS ?=
 export VMHOST_TIMEOUT ?= 1800
 kvmrun = $(if $(or $(filter on,$(VMHOST)),$(filter $(1) all,$(VMHOST_TIERS))),$(KVMRUN))
 # Says, once per tier, where it runs: $(call kvm_where,WHAT,TIER).
