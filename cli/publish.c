@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sys/eventfd.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ int publish_parse(const char *s, struct publish *p)
 
 	memset(p, 0, sizeof(*p));
 	p->fd = -1;
+	p->stop_fd = -1;
 	p->addr.sin_family = AF_INET;
 	p->addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (!last || parse_port(last + 1, strlen(last + 1), &p->guest_port))
@@ -147,10 +149,19 @@ static void *accept_thread(void *arg)
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (;;) {
-		int fd = accept4(p->fd, NULL, NULL, SOCK_CLOEXEC);
+		struct pollfd w[2] = { { .fd = p->fd, .events = POLLIN }, { .fd = p->stop_fd, .events = POLLIN } };
 		struct conn *c;
 		pthread_t t;
+		int fd;
 
+		if (poll(w, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (w[1].revents)
+			break; /* publish_stop */
+		fd = accept4(p->fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
 				if (errno != EINTR && errno != ECONNABORTED)
@@ -206,12 +217,21 @@ int publish_start(struct publish *p, const struct sandbox_addr *api)
 		return r;
 	}
 serve:
+	p->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (p->stop_fd < 0) {
+		r = -errno;
+		close(p->fd);
+		p->fd = -1;
+		return r;
+	}
 	/* Process-directed signals stay the main thread's (vm_run takes them). */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	r = pthread_create(&p->thread, NULL, accept_thread, p);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r) {
+		close(p->stop_fd);
+		p->stop_fd = -1;
 		close(p->fd);
 		p->fd = -1;
 		return -r;
@@ -223,10 +243,20 @@ serve:
 void publish_stop(struct publish *p)
 {
 	if (p->started) {
-		shutdown(p->fd, SHUT_RDWR);
+		/* Not shutdown() of the listening socket: a standby keeper
+		 * holds the same socket (cli/standby.h) and must keep it
+		 * listening while the sandbox sleeps. */
+		uint64_t one = 1;
+
+		if (write(p->stop_fd, &one, sizeof(one)) < 0) {
+			/* an eventfd at its limit is already readable */
+		}
 		pthread_join(p->thread, NULL);
 		p->started = 0;
 	}
+	if (p->stop_fd >= 0)
+		close(p->stop_fd);
+	p->stop_fd = -1;
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;

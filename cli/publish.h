@@ -19,6 +19,7 @@ struct publish {
 	struct sockaddr_in addr; /* host side; 127.0.0.1 unless told otherwise */
 	unsigned guest_port;
 	int fd;
+	int stop_fd;             /* eventfd: publish_stop wakes the accept thread */
 	pthread_t thread;
 	int started;
 	struct sandbox_addr api_copy; /* its strings below: no pointer into the caller */

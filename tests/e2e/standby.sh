@@ -89,9 +89,9 @@ timeout 600 "$vmm" restore -d "$tmp/gold" --name sb --idle-timeout 3s > /dev/nul
 for _ in $(seq 300); do [ "$(state sb)" = standby ] && break; sleep 0.2; done
 if [ "$(state sb)" = standby ]; then ok "--idle-timeout 3s: on standby by itself"
 else bad "--idle-timeout: still $(state sb): $(tail -3 "$VMM_STATE_DIR/sb/vmm.log")"; fi
-x sb echo one > "$tmp/w1" 2>&1 &
+x sb echo one > "$tmp/w1" 2> "$tmp/w1.err" &
 p1=$!
-x sb echo two > "$tmp/w2" 2>&1 &
+x sb echo two > "$tmp/w2" 2> "$tmp/w2.err" &
 p2=$!
 wait $p1; s1=$?
 wait $p2; s2=$?
