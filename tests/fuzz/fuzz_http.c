@@ -47,6 +47,15 @@ int vm_snapshot(struct vm *vm, const char *dir, uint64_t *bytes)
 	return -1;
 }
 
+int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, struct snap_stats *st)
+{
+	(void)vm;
+	(void)dir;
+	(void)o;
+	(void)st;
+	return -1;
+}
+
 /* The device option checks the routes call (devices/virtio_net.c,
  * virtio_fs.c), reduced to what the fuzzer needs. */
 int net_options_parse(const char *s, struct net_options *o, const char **why)
