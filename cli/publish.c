@@ -88,7 +88,12 @@ static void *conn_thread(void *arg)
 	int g, open_in = 1, open_out = 1;
 
 	snprintf(fields, sizeof(fields), "\"op\":\"connect\",\"port\":%u", p->guest_port);
-	g = api_open(p->api, fields);
+	/* The API itself not answering yet (a sandbox just woken from
+	 * standby: its connection waited in the keeper's backlog and the
+	 * guest is still taking its restore): retried for up to 30 s. A guest
+	 * port nobody listens on is an answer, and closes the client at once. */
+	for (int tries = 0; (g = api_open(p->api, fields)) < 0 && tries < 150; tries++)
+		usleep(200000);
 	if (g < 0 || frame_read(g, &type, buf, sizeof(buf) - 1, &len) || type != F_RESULT) {
 		/* Nothing listens there (or the API is down): the client gets
 		 * a closed connection at once, not a hang. */

@@ -108,6 +108,14 @@ timeout 600 "$vmm" restore -d "$tmp/gold" --name sc --publish "127.0.0.1:$port:8
 x sc -d sh -c 'while :; do echo hello | nc -l -p 8080 127.0.0.1; done' > /dev/null 2>&1 ||
 	x sc -d sh -c 'while :; do echo hello | busybox nc -l -p 8080; done' > /dev/null 2>&1
 sleep 1
+# The port works while it runs (else a failed wake below says nothing).
+pre=$(timeout 60 python3 -c "
+import socket
+s = socket.create_connection(('127.0.0.1', $port), 50)
+s.settimeout(50)
+print(s.recv(64).decode().strip())" 2>&1)
+if [ "$pre" = hello ]; then ok "the published port answers while the sandbox runs"
+else bad "published port before standby: got '$pre'"; fi
 timeout 300 "$vmm" suspend sc > /dev/null 2>&1
 if [ "$(state sc)" = standby ]; then
 	got=$(timeout 120 python3 -c "
