@@ -8,20 +8,8 @@
 set -u
 vmm=$(realpath "$1")
 . "$(dirname "$0")/lib.sh"
-export VMM_STATE_DIR=$tmp/state
-mkdir -m 700 "$VMM_STATE_DIR"
-export VMM_KVM_DEVICE=$tmp/no-kvm
+cli_state
 
-# run STATUS ARGS...: vmm ARGS, its output in $tmp/out, $tmp/err.
-run() {
-	local want=$1 got
-	shift
-	timeout 20 "$vmm" "$@" < /dev/null > "$tmp/out" 2> "$tmp/err"
-	got=$?
-	[ "$got" = "$want" ] && return 0
-	echo "     vmm $*: exit status $got, expected $want"
-	return 1
-}
 lines() { wc -l < "$1"; }
 
 # Unknown options, missing values, missing operands: one line naming the

@@ -14,3 +14,22 @@ skip=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; [ -f "$tmp/err" ] && sed 's/^/     | /' "$tmp/err" | tail -5; }
 skipped() { skip=$((skip + 1)); echo "skip $1"; }
+
+# run STATUS ARGS...: vmm ARGS ($vmm, stdin /dev/null, at most RUN_TIMEOUT
+# s, 20 unless set), its output in $tmp/out and $tmp/err; 0 if it exited
+# with STATUS, else says how it did.
+run() {
+	local want=$1 got
+	shift
+	timeout "${RUN_TIMEOUT:-20}" "$vmm" "$@" < /dev/null > "$tmp/out" 2> "$tmp/err"
+	got=$?
+	[ "$got" = "$want" ] && return 0
+	echo "     vmm $*: exit status $got, expected $want"
+	return 1
+}
+# cli_state: a fresh VMM_STATE_DIR of the test's, and no KVM device.
+cli_state() {
+	export VMM_STATE_DIR=$tmp/state
+	mkdir -m 700 "$VMM_STATE_DIR"
+	export VMM_KVM_DEVICE=$tmp/no-kvm
+}

@@ -8,19 +8,9 @@ set -u
 vmm=$1
 . "$(dirname "$0")/lib.sh"
 
-export VMM_STATE_DIR=$tmp/state
-mkdir -m 700 "$VMM_STATE_DIR"
-export VMM_KVM_DEVICE=$tmp/no-kvm
+cli_state
 
-run() {
-	local want=$1 got
-	shift
-	timeout 30 "$vmm" "$@" < /dev/null > "$tmp/out" 2> "$tmp/err"
-	got=$?
-	[ "$got" = "$want" ] && return 0
-	echo "     vmm $*: exit status $got, expected $want"
-	return 1
-}
+RUN_TIMEOUT=30 # run (lib.sh)
 
 # standby NAME [EXPIRES]: a sandbox on standby whose state cannot restore
 # (its state file is no snapshot), so every resume fails.

@@ -39,16 +39,6 @@ PY
 	for _ in $(seq 100); do [ -e "$3" ] && break; sleep 0.05; done
 }
 
-# run STATUS ARGS...: vmm ARGS, its output in $tmp/out, $tmp/err.
-run() {
-	local want=$1 got
-	shift
-	timeout 20 "$vmm" "$@" < /dev/null > "$tmp/out" 2> "$tmp/err"
-	got=$?
-	[ "$got" = "$want" ] && return 0
-	echo "     vmm $*: exit status $got, expected $want"
-	return 1
-}
 
 truncate -s 1M "$tmp/d.img" "$tmp/ro.img"
 
