@@ -85,11 +85,10 @@ static int paths(struct sandbox *sb, const char *root, const char *name)
 
 /* Writes dir/name whole: a temporary file renamed over it, so a reader
  * never sees half of it and no link in its place is followed. */
-static int write_file(const char *dir, const char *name, const char *text)
+int sandbox_write_file(const char *dir, const char *name, const void *text, size_t n)
 {
 	char p[PATH_MAX + 16], tmp[PATH_MAX + 32];
 	int fd, r = 0;
-	size_t n = strlen(text);
 
 	if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p) ||
 	    snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name) >= (int)sizeof(tmp))
@@ -106,6 +105,11 @@ static int write_file(const char *dir, const char *name, const char *text)
 	if (r)
 		unlink(tmp);
 	return r;
+}
+
+static int write_file(const char *dir, const char *name, const char *text)
+{
+	return sandbox_write_file(dir, name, text, strlen(text));
 }
 
 /* The record of the sandbox's VMM process, `process`: its pid, start

@@ -40,6 +40,10 @@ struct sandbox {
 
 /* Root of the state directory, created (0700) if missing. 0 or -errno. */
 int sandbox_root(char *buf, size_t len);
+/* Writes dir/name whole (n bytes): a temporary file renamed over it, so a
+ * reader never sees half of it and no link in its place is followed. 0 or
+ * -errno. */
+int sandbox_write_file(const char *dir, const char *name, const void *data, size_t n);
 /* Valid: 1..64 of [A-Za-z0-9_.-], not starting with '.' or '-'. */
 int sandbox_name_ok(const char *name);
 /* Creates the folder for `name` (NULL: a generated "sb-XXXXXXXX").

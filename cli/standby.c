@@ -27,26 +27,6 @@
 #define KEEPER_MAX_FDS 17 /* every published port and the control socket */
 #define STANDBY_MAX_ARGS 64
 
-static int write_at(const char *dir, const char *name, const char *text, size_t len)
-{
-	char p[PATH_MAX + 32], tmp[PATH_MAX + 48];
-	int fd, r = 0;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", p, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, len) != (ssize_t)len)
-		r = -EIO;
-	close(fd);
-	if (!r && rename(tmp, p) < 0)
-		r = -errno;
-	if (r)
-		unlink(tmp);
-	return r;
-}
-
 int standby_record_args(const struct sandbox *sb, char *const *args, unsigned n)
 {
 	char buf[8192];
@@ -61,7 +41,7 @@ int standby_record_args(const struct sandbox *sb, char *const *args, unsigned n)
 		memcpy(buf + off, args[i], l);
 		off += l;
 	}
-	return write_at(sb->dir, STANDBY_ARGS, buf, off);
+	return sandbox_write_file(sb->dir, STANDBY_ARGS, buf, off);
 }
 
 int standby_listen_fd(const char *spec)
@@ -240,7 +220,7 @@ int standby_restore(const struct sandbox *sb)
 	}
 	snprintf(err, sizeof(err), "the resume failed (exit status %d; vmm logs --vmm %s says why)\n",
 		 WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), sb->name);
-	(void)write_at(sb->dir, STANDBY_ERROR, err, strlen(err));
+	(void)sandbox_write_file(sb->dir, STANDBY_ERROR, err, strlen(err));
 	return -EIO;
 }
 
