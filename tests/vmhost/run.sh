@@ -170,6 +170,15 @@ append="console=ttyS0 panic=-1 quiet vmhost.ctl=$ctl vmhost.modules=$kdir/root/l
 [ -n "$rwlist" ] && append+=" vmhost.rw=$rwlist"
 append+=" ${VMHOST_APPEND:-}"
 
+# One VM at a time on this host: two TCG VMs on a small machine starve
+# each other (soft lockups in the VM's kernel were seen). A second run
+# waits here for the first, whoever started it (fd 9 stays open, so the
+# lock is held until this script ends).
+exec 9>> "$cache/vmhost.lock"
+if ! flock -n 9; then
+	echo "  VMHOST  waiting for another VM run on this host to end ($cache/vmhost.lock)" >&2
+	flock 9
+fi
 timeout "${VMHOST_TIMEOUT:-3600}" $qemu "${args[@]}" -append "$append" < /dev/null &
 qpid=$!
 if [ "${VMHOST_VERBOSE:-0}" = 1 ]; then
