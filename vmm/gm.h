@@ -92,7 +92,9 @@ int gm_write(const struct gm *gm, uint64_t gpa, const void *src, uint64_t len)
  * gm_ptr does). The shared memfd's pages are freed (MADV_REMOVE: a
  * MADV_DONTNEED would only unmap them, the memfd keeps them); a snapshot's
  * private mapping drops its copies (MADV_DONTNEED). The guest reads the
- * range as zeros (memfd) or as the snapshot had it (private) afterwards.
+ * range as zeros (memfd) or as the snapshot had it (private) afterwards;
+ * anonymous memory a page-fault handler serves (gm_create_anon, vmm/uffd.h)
+ * reads as the handler decides: it gets UFFD_EVENT_REMOVE first.
  * 0, -EFAULT (not RAM), -EINVAL (unaligned) or -errno from madvise. */
 int gm_discard(const struct gm *gm, uint64_t gpa, uint64_t len) __attribute__((warn_unused_result));
 /* The same for a host range inside guest RAM (a validated chain buffer):
