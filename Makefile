@@ -29,7 +29,7 @@ Q := @
 endif
 
 # Sources of the VMM proper (everything but the CLI entry points).
-CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
+CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/snapfmt.c vmm/snapshot.c vmm/snapshot_diff.c vmm/snapdiff.c vmm/snapmmds.c vmm/dirty.c vmm/standby.c vmm/idle.c \
              vmm/control.c vmm/http.c vmm/fcapi.c vmm/fcapi_obs.c vmm/fcapi_dev.c vmm/fcapi_mmds.c vmm/fcapi_cpu.c vmm/cputmpl.c \
              vmm/unixsock.c guest-init/json.c \
@@ -219,7 +219,7 @@ bench: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio bench-guest
 	$(Q)$(if $(wildcard /dev/kvm),,$(KVMRUN) -w bench/results) bench/report --build $(BUILD) $(BENCH_ARGS)
 
 # ---- freestanding test guests --------------------------------------------
-GUESTS     := hello triple cpuid first spin kvmerr attack churn devices
+GUESTS     := hello triple cpuid first spin kvmerr attack churn devices tick
 GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))
 .PHONY: guests
 guests: $(GUEST_ELFS) $(BUILD)/guests/hello.bzImage
@@ -244,6 +244,14 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $<
 
+# The page-fault handler for PUT /snapshot/load's Uffd backend (tests/uffd):
+# the fc-api tier serves a snapshot's memory with it.
+UFFD_HANDLER_SRCS := tests/uffd/handler.c tests/uffd/uffd_serve.c guest-init/json.c
+$(BUILD)/tools/uffd_handler: $(UFFD_HANDLER_SRCS) tests/uffd/uffd_serve.h guest-init/json.h
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      uffd_handler")
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $(UFFD_HANDLER_SRCS)
+
 # ---- unit tests (cmocka) ---------------------------------------------------
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
@@ -252,8 +260,9 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
-              test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby
+              test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd
 test_gm_SRCS      := vmm/gm.c vmm/log.c
+test_uffd_SRCS    := vmm/uffd.c vmm/gm.c vmm/log.c tests/uffd/uffd_serve.c guest-init/json.c
 test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -381,7 +390,7 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
 # booting the test guests, and every route of docs/openapi.yaml.
 .PHONY: fc-api-test fc-schema-test
-fc-api-test: $(BUILD)/vmm guests fc-schema-test
+fc-api-test: $(BUILD)/vmm $(BUILD)/tools/uffd_handler guests fc-schema-test
 	$(call kvm_where,Firecracker API,fcapi)
 	$(Q)$(call kvmrun,fcapi) tests/api/fc_api.sh $(BUILD)/vmm $(BUILD)/guests
 # Firecracker's swagger against vmm's answers, before boot: no KVM needed.

@@ -1247,6 +1247,34 @@ static int fc_load_overrides(const struct fcapi *a, const struct snapshot *s, st
 	return 0;
 }
 
+/* PUT /snapshot/load's Uffd memory backend: guest memory for the
+ * snapshot's layout, mapped and handed to the page-fault handler at the
+ * request's socket (vmm/uffd.h) before anything else is built, so a
+ * handler that is not there is a 400 and the API serves on. 0, or -errno
+ * with why set. */
+static int fc_load_uffd(const struct fcapi *a, const struct snapshot *s, struct uffd_backend *ub, char *why,
+			size_t n)
+{
+	struct gm_region regions[GM_MAX_REGIONS];
+	int nr;
+
+	/* A diff's memory file holds only the pages written since its base
+	 * (restore layers the chain); a handler given that file alone would
+	 * serve zeros for the rest. */
+	if (s->ident.kind != SNAP_KIND_FULL) {
+		snprintf(why, n, "Load snapshot error: %.200s is a Diff snapshot: a page-fault handler (Uffd) needs "
+			 "a full one; flatten it first (vmm snapshot merge BASE DIFF) or load it with a File backend",
+			 s->dir);
+		return -EINVAL;
+	}
+	nr = gm_x86_layout(s->conf.mem_bytes, regions);
+	if (nr < 0) {
+		snprintf(why, n, "Load snapshot error: the snapshot's memory size is not a valid layout");
+		return nr;
+	}
+	return uffd_backend_open(ub, a->load_uffd, regions, (unsigned)nr, why, n);
+}
+
 /* vmm serve (--config-file): the Firecracker configuration file, applied
  * through the same checks as the API's PUTs. */
 static int apply_config_file(struct control *ctl, const char *path)
@@ -1378,6 +1406,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	struct fs_options over_fs[VM_MAX_FS];
 	unsigned nr_over_fs = 0;
 	struct snapshot snap;
+	/* PUT /snapshot/load's Uffd backend, until vm_create takes it */
+	struct uffd_backend ub = { .gm = { .fd = -1 }, .conn = { .uffd = -1, .sock = -1 } };
 	struct sandbox sb = { .created = 0 };
 	struct control ctl = { .open = 0 };
 	struct helper h = { .cmd = NULL, .ready_rd = -1, .notify_fd = -1 };
@@ -1943,7 +1973,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		cfg.idle_timeout_ns = (uint64_t)idle_timeout_s * 1000000000ull;
 	}
 	if (api) {
-		char why[256];
+		char why[512];
 
 		if (fc.no_api && !config_file) {
 			status = bad_usage("--no-api needs --config-file%s", "");
@@ -1991,9 +2021,18 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			}
 			if (ctl.api->pending == FCAPI_LOAD) {
 				if ((r = snapshot_open(&snap, ctl.api->load_dir)) == 0) {
+					char uds[sizeof(cfg.vsock.uds)];
+
+					memcpy(uds, cfg.vsock.uds, sizeof(uds));
 					if (fc_load_overrides(ctl.api, &snap, net_over, &nr_net_over, &cfg, why,
-							      sizeof(why)) == 0)
-						break;
+							      sizeof(why)) == 0) {
+						if (!ctl.api->load_uffd[0] ||
+						    fc_load_uffd(ctl.api, &snap, &ub, why, sizeof(why)) == 0)
+							break;
+						/* as before this load: another may follow */
+						nr_net_over = 0;
+						memcpy(cfg.vsock.uds, uds, sizeof(uds));
+					}
 					snapshot_close(&snap);
 				} else {
 					snprintf(why, sizeof(why),
@@ -2022,6 +2061,8 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			restore = 1;
 			cfg.track_dirty |= ctl.api->cfg.track_dirty_pages;
 			cfg.start_paused = !ctl.api->load_resume;
+			if (ub.gm.map)
+				cfg.uffd = &ub;
 		}
 	}
 	if (restore) {
@@ -2502,6 +2543,7 @@ out_disks:
 	} else if (detach && sb.created && !ran)
 		sandbox_exited(&sb, status ? status : CLI_EXIT_ERROR, "failed to start (vmm logs --vmm)");
 	sandbox_remove(&sb);
+	uffd_backend_close(&ub); /* emptied if the VM took it */
 	if (have_snap)
 		snapshot_close(&snap);
 	if (eg)

@@ -1141,7 +1141,7 @@ static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *
 	};
 	const char *mem, *hp = get_str(b, "huge_pages");
 	char dir[PATH_MAX], membuf[PATH_MAX], own_mem[PATH_MAX], state[PATH_MAX];
-	int r;
+	int r, uffd = 0;
 
 	if ((r = check_fields(b, f, 10, w)))
 		return r;
@@ -1160,9 +1160,8 @@ static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *
 			return fail(w, "mem_backend: %s", tmp);
 		}
 		t = get_str(mb, "backend_type");
-		if (!strcmp(t, "Uffd"))
-			return fail(w, "'backend_type' Uffd is not supported: only File");
-		if (strcmp(t, "File"))
+		uffd = !strcmp(t, "Uffd");
+		if (!uffd && strcmp(t, "File"))
 			return fail(w, "unknown variant `%.16s`, expected `File` or `Uffd`", t);
 		mem = get_str(mb, "backend_path");
 	} else {
@@ -1176,19 +1175,25 @@ static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *
 	if (a->vm || a->pending != FCAPI_NONE || a->cfg.touched)
 		return fail(w, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
 	if ((r = abs_path(dir, sizeof(dir), get_str(b, "snapshot_path"), "snapshot_path", w)) ||
-	    (r = abs_path(membuf, sizeof(membuf), mem, "mem_file_path", w)))
+	    (r = abs_path(membuf, sizeof(membuf), mem, uffd ? "backend_path" : "mem_file_path", w)))
 		return r;
+	/* Uffd: the handler's socket, connected once the snapshot checks out
+	 * (cli/run.c, vmm/uffd.h); it serves the memory, so no file here. */
+	if (uffd && strlen(membuf) >= sizeof(a->load_uffd))
+		return fail(w, "'backend_path' %.200s is too long for a Unix socket (at most %zu bytes)", membuf,
+			    sizeof(a->load_uffd) - 1);
 	if (snprintf(own_mem, sizeof(own_mem), "%s/%s", dir, SNAP_MEMORY_FILE) >= (int)sizeof(own_mem) ||
 	    snprintf(state, sizeof(state), "%s/%s", dir, SNAP_STATE_FILE) >= (int)sizeof(state) ||
 	    strlen(dir) >= sizeof(a->load_dir))
 		return fail(w, "'snapshot_path' is too long");
 	if (access(state, R_OK) < 0)
 		return fail(w, "'snapshot_path' %.200s: not a vmm snapshot directory (%s)", dir, strerror(errno));
-	if (!same_file(membuf, own_mem))
+	if (!uffd && !same_file(membuf, own_mem))
 		return fail(w, "the memory file must be the snapshot's own (%.200s, or a link to it)", own_mem);
 	if ((r = load_overrides(a, b, w)))
 		return r;
 	snprintf(a->load_dir, sizeof(a->load_dir), "%s", dir);
+	snprintf(a->load_uffd, sizeof(a->load_uffd), "%s", uffd ? membuf : "");
 	a->load_resume = get_bool(b, "resume_vm", 0);
 	a->load_clock_realtime = get_bool(b, "clock_realtime", 0);
 	/* Tracking for Diff snapshots of the loaded VM (GET /vm/config shows it). */

@@ -146,6 +146,8 @@ struct fcapi {
 	unsigned nr_load_net;   /* FCAPI_LOAD: network_overrides */
 	struct fcapi_net_override load_net[FCAPI_MAX_NET];
 	char load_vsock_uds[108];/* FCAPI_LOAD: vsock_override.uds_path, "" if none */
+	char load_uffd[108];    /* FCAPI_LOAD: mem_backend Uffd's backend_path (the
+				   page-fault handler's socket, vmm/uffd.h), "" for File */
 	int deprecated;         /* the last request used a deprecated field:
 				   answer with "Deprecation: true" */
 	int log_fd, metrics_fd; /* -1: none (PUT /logger, PUT /metrics) */

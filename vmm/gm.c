@@ -156,6 +156,30 @@ err_close:
 	return e;
 }
 
+int gm_create_anon(struct gm *gm, const struct gm_region *regions, unsigned nr)
+{
+	uint64_t total;
+	int e;
+
+	memset(gm, 0, sizeof(*gm));
+	gm->fd = -1;
+	e = gm_check_regions(regions, nr, &total);
+	if (e)
+		return e;
+	/* Nothing populated: every first touch is a missing-page fault, for
+	 * whoever registered the range (vmm/uffd.h). */
+	gm->map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+	if (gm->map == MAP_FAILED) {
+		gm->map = NULL;
+		return -errno;
+	}
+	gm->private_map = 1; /* balloon: MADV_DONTNEED (MADV_REMOVE is for shared memory) */
+	gm->total = total;
+	gm_assign(gm, regions, nr);
+	return 0;
+}
+
 int gm_track_dirty(struct gm *gm)
 {
 	if (gm->dirty.w)

@@ -3,8 +3,9 @@
  * range lies inside one RAM region (checked without overflow).
  *
  * Backing: one memfd (MAP_SHARED, so device threads and, later, snapshot
- * dumps see the same pages), or a snapshot's memory file mapped MAP_PRIVATE
- * (lazy, copy-on-write; clones share the page cache). */
+ * dumps see the same pages), a snapshot's memory file mapped MAP_PRIVATE
+ * (lazy, copy-on-write; clones share the page cache), or anonymous private
+ * memory that a page-fault handler fills (vmm/uffd.h). */
 #ifndef VMM_GM_H
 #define VMM_GM_H
 
@@ -31,7 +32,7 @@ struct gm {
 	int fd;
 	uint8_t *map;      /* one mapping of the whole backing file */
 	uint64_t total;    /* bytes of RAM = size of the backing file */
-	int private_map;   /* MAP_PRIVATE over a snapshot's memory file */
+	int private_map;   /* MAP_PRIVATE: a snapshot's memory file, or anonymous */
 	unsigned nr;
 	struct gm_region r[GM_MAX_REGIONS];
 	/* Pages written since the last snapshot, by file offset (dirty.h);
@@ -54,6 +55,10 @@ int gm_create_x86(struct gm *gm, uint64_t ram)
 /* Maps a memory file written by gm_dump() back, MAP_PRIVATE. */
 int gm_open_file(struct gm *gm, const char *path, const struct gm_region *regions,
 		 unsigned nr) __attribute__((warn_unused_result));
+/* Anonymous private memory with the given regions, nothing populated and
+ * no backing file (fd -1): for a page-fault handler to fill (vmm/uffd.h). */
+int gm_create_anon(struct gm *gm, const struct gm_region *regions, unsigned nr)
+	__attribute__((warn_unused_result));
 void gm_destroy(struct gm *gm);
 
 /* Host pointer for [gpa, gpa+len), or NULL if any byte of it is not RAM.
@@ -87,7 +92,9 @@ int gm_write(const struct gm *gm, uint64_t gpa, const void *src, uint64_t len)
  * gm_ptr does). The shared memfd's pages are freed (MADV_REMOVE: a
  * MADV_DONTNEED would only unmap them, the memfd keeps them); a snapshot's
  * private mapping drops its copies (MADV_DONTNEED). The guest reads the
- * range as zeros (memfd) or as the snapshot had it (private) afterwards.
+ * range as zeros (memfd) or as the snapshot had it (private) afterwards;
+ * anonymous memory a page-fault handler serves (gm_create_anon, vmm/uffd.h)
+ * reads as the handler decides: it gets UFFD_EVENT_REMOVE first.
  * 0, -EFAULT (not RAM), -EINVAL (unaligned) or -errno from madvise. */
 int gm_discard(const struct gm *gm, uint64_t gpa, uint64_t len) __attribute__((warn_unused_result));
 /* The same for a host range inside guest RAM (a validated chain buffer):

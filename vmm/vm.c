@@ -770,6 +770,7 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	pthread_cond_init(&vm->pause_cond, NULL);
 	vm->fd = -1;
 	vm->gm.fd = -1;
+	uffd_conn_init(&vm->uffd);
 	vm->marker_fd = -1;
 	notice_init(&vm->notice);
 	atomic_init(&vm->exit_reason, VM_RUNNING);
@@ -819,7 +820,15 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		goto err_vmfd;
 	phase_mark(&vm->phases, PHASE_KVM);
 
-	if (cfg->restore) {
+	if (cfg->restore && cfg->uffd) {
+		/* Mapped and registered already, the handler has it (the API
+		 * answered a failure there before anything was built). */
+		vm->gm = cfg->uffd->gm;
+		vm->uffd = cfg->uffd->conn;
+		uffd_backend_init(cfg->uffd);
+		vm->cfg.uffd = NULL;
+		r = 0;
+	} else if (cfg->restore) {
 		/* A full snapshot's memory file, or a diff's chain merged. */
 		r = snap_map_memory(&vm->gm, cfg->restore);
 		if (r)
@@ -925,6 +934,7 @@ err_free:
 	free(msrs);
 err_gm:
 	gm_destroy(&vm->gm);
+	uffd_conn_close(&vm->uffd);
 err_vmfd:
 	close(vm->fd);
 	vm->fd = -1;
@@ -1229,6 +1239,7 @@ void vm_destroy(struct vm *vm)
 	i8042_destroy(&vm->dev.i8042);
 	serial_destroy(&vm->dev.com1);
 	gm_destroy(&vm->gm);
+	uffd_conn_close(&vm->uffd);
 	if (vm->fd >= 0)
 		close(vm->fd);
 	vm->fd = -1;

@@ -17,6 +17,7 @@
 #include "notice.h"
 #include "phase.h"
 #include "tty.h"
+#include "uffd.h"
 
 struct control;
 struct snapshot;
@@ -109,6 +110,11 @@ struct vm_config {
 				    the vmm port's token window (never on the
 				    command line), recorded in snapshots */
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
+	struct uffd_backend *uffd;/* with restore, non-NULL: guest memory already
+				    mapped and handed to a page-fault handler
+				    (PUT /snapshot/load's Uffd backend, vmm/uffd.h);
+				    vm_create takes it over at its memory step
+				    (left empty); the caller closes what is left */
 	uint64_t expire_ns;      /* log_now_ns() deadline (--ttl), 0: none */
 	int start_paused;        /* vm_run parks the vCPUs at once (vm_resume) */
 	int ready_notice;        /* with a vsock uds: take guest-init's ready
@@ -138,6 +144,8 @@ struct vm {
 	struct kvm_sys kvm;
 	int fd;
 	struct gm gm;
+	struct uffd_conn uffd;   /* cfg.uffd's userfaultfd and handler connection,
+				    held for the VM's life; -1s without */
 	unsigned nr_vcpus;
 	struct vcpu vcpus[VM_MAX_VCPUS];
 	struct bus pio;
