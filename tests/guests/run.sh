@@ -18,7 +18,7 @@ skipped() { skip=$((skip + 1)); echo "skip $1"; }
 run() {
 	local name=$1 want=$2 got
 	shift 2
-	timeout 60 "$vmm" "$@" < /dev/null > "$tmp/out" 2> "$tmp/err"
+	timeout -k 10 60 "$vmm" "$@" < /dev/null > "$tmp/out" 2> "$tmp/err"
 	got=$?
 	if [ "$got" = "$want" ]; then return 0; fi
 	echo "     $name: exit status $got, expected $want"
@@ -186,7 +186,7 @@ if [ "$("$vmm" create --name made --kernel "$dir/spin.elf" --mem 64 --ready-time
 	[ -z "$(ls "$VMM_STATE_DIR")" ] || why="$why made-left"
 	! pgrep -f -- "--adopt --name made( |$)" > /dev/null || why="$why made-vmm-runs"
 	# One that is still starting is running for ls; rm -f stops and removes it.
-	"$vmm" create --name made2 --kernel "$dir/spin.elf" --mem 64 --ready-timeout 60 > /dev/null
+	"$vmm" create --name made2 --kernel "$dir/spin.elf" --mem 64 --ready-timeout -k 10 60 > /dev/null
 	timeout 90 "$vmm" start made2 > /dev/null 2>&1 &
 	spid=$!
 	for _ in $(seq 300); do "$vmm" ls | grep -q "^made2 .*running" && break; sleep 0.1; done
@@ -293,7 +293,7 @@ if [ -x "$test_vmm" ]; then
 			extra=(--vsock "cid=3,uds=$tmp/sc-$cls.sock" --egress-policy "$tmp/policy.json" -- true) ;;
 		esac
 		# Its own state directory: a killed VMM leaves its folder behind.
-		if VMM_STATE_DIR=$tmp/sstate VMM_TEST_SECCOMP_VIOLATE=$cls timeout 60 "$test_vmm" run --kernel "$dir/spin.elf" --mem 64 \
+		if VMM_STATE_DIR=$tmp/sstate VMM_TEST_SECCOMP_VIOLATE=$cls timeout -k 10 60 "$test_vmm" run --kernel "$dir/spin.elf" --mem 64 \
 			"${extra[@]}" < /dev/null > "$tmp/out" 2> "$tmp/err"; st=$?; [ "$st" = 159 ] &&
 			grep -q "seccomp: $cls thread [0-9]* made forbidden system call [0-9]* (personality)" "$tmp/err"; then
 			ok "seccomp: a forbidden call in the $cls class stops the VMM (159) with a clear line"
@@ -302,7 +302,7 @@ if [ -x "$test_vmm" ]; then
 			bad "seccomp: $cls violation"
 		fi
 	done
-	if timeout 60 "$test_vmm" run --no-seccomp --kernel "$dir/hello.elf" --mem 64 < /dev/null > "$tmp/out" 2> "$tmp/err";
+	if timeout -k 10 60 "$test_vmm" run --no-seccomp --kernel "$dir/hello.elf" --mem 64 < /dev/null > "$tmp/out" 2> "$tmp/err";
 		[ $? = 3 ] && grep -q "WITHOUT its system call allow-lists" "$tmp/err"; then
 		ok "--no-seccomp: runs, and says so loudly"
 	else bad "--no-seccomp"; fi
@@ -397,7 +397,7 @@ wait_for() { for _ in $(seq 200); do grep -q "$2" "$1" 2> /dev/null && return 0;
 # the deliberate exception; nothing is left locked afterwards.
 export VMM_STATE_DIR=$tmp/lockstate
 truncate -s 1M "$tmp/lock.img"
-timeout 60 "$vmm" run --name la --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img" \
+timeout -k 10 60 "$vmm" run --name la --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img" \
 	< /dev/null > "$tmp/la.out" 2>&1 &
 la=$!
 why=""
@@ -406,7 +406,7 @@ run lock-rw 1 run --name lb --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/
 	grep -q "in use by sandbox la" "$tmp/err" || why="$why rw-not-refused"
 run lock-ro 1 run --name lb --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,ro" &&
 	grep -q "in use by sandbox la" "$tmp/err" || why="$why ro-not-refused"
-timeout 60 "$vmm" run --name lc --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,lock=off" \
+timeout -k 10 60 "$vmm" run --name lc --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,lock=off" \
 	< /dev/null > "$tmp/lc.out" 2>&1 &
 lc=$!
 wait_for "$tmp/lc.out" spinning || why="$why lock-off-refused"
@@ -415,16 +415,16 @@ wait $la; s1=$?
 wait $lc; s2=$?
 [ "$s1" = 143 ] && [ "$s2" = 143 ] || why="$why status-$s1-$s2"
 # read-only twice, then a writer once they are gone
-timeout 60 "$vmm" run --name r1 --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,ro" \
+timeout -k 10 60 "$vmm" run --name r1 --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,ro" \
 	< /dev/null > "$tmp/r1.out" 2>&1 &
 r1=$!
-timeout 60 "$vmm" run --name r2 --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,ro" \
+timeout -k 10 60 "$vmm" run --name r2 --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img,ro" \
 	< /dev/null > "$tmp/r2.out" 2>&1 &
 r2=$!
 wait_for "$tmp/r1.out" spinning && wait_for "$tmp/r2.out" spinning || why="$why ro-not-shared"
 kill -TERM $r1 $r2
 wait $r1 $r2
-timeout 60 "$vmm" run --name w --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img" \
+timeout -k 10 60 "$vmm" run --name w --kernel "$dir/spin.elf" --mem 64 --disk "path=$tmp/lock.img" \
 	< /dev/null > "$tmp/w.out" 2>&1 &
 w=$!
 wait_for "$tmp/w.out" spinning || why="$why lock-left-behind"
@@ -473,7 +473,7 @@ if command -v python3 > /dev/null; then
 		--mem 64 > "$tmp/err" 2>&1; st=$?; [ "$st" = 7 ]; then
 		ok "vmm run & on a terminal: runs in the background, reads the terminal after fg (Ctrl-A x: 7)"
 	else bad "vmm run & on a terminal: status $st (99: stopped, 97: mode changed)"; fi
-	timeout 60 "$vmm" run --name snapsrc --kernel "$dir/spin.elf" --mem 64 < /dev/null > "$tmp/src.out" 2>&1 &
+	timeout -k 10 60 "$vmm" run --name snapsrc --kernel "$dir/spin.elf" --mem 64 < /dev/null > "$tmp/src.out" 2>&1 &
 	src=$!
 	if wait_for "$tmp/src.out" spinning && "$vmm" snapshot --stop snapsrc "$tmp/spinsnap" > /dev/null 2>&1 &&
 		wait $src; then
