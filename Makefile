@@ -252,8 +252,9 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
-              test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby
+              test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_tar
 test_gm_SRCS      := vmm/gm.c vmm/log.c
+test_tar_SRCS     := guest-init/tar.c
 test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
