@@ -451,7 +451,7 @@ endif
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
                 fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci fuzz_mcp fuzz_devices fuzz_mmds \
-                fuzz_dockerfile
+                fuzz_dockerfile fuzz_tar
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
@@ -474,6 +474,7 @@ fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_digest.c 
                          guest-init/json.c
 fuzz_oci_LIBS         := $(TLS_LIBS)
 fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile.c guest-init/json.c
+fuzz_tar_SRCS         := tests/fuzz/fuzz_tar.c guest-init/tar.c
 fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c \
                          cli/mcp_api.c cli/api_client.c cli/api_procs.c cli/util.c vmm/log.c vmm/tty.c guest-init/json.c \
                          guest-init/proto.c
