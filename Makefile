@@ -40,7 +40,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/m
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
              devices/fuse.c devices/fuse_priv.c devices/virtio_fs.c devices/virtio_rng.c \
              devices/virtio_balloon.c devices/mmds.c devices/mmds_net.c
-CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c cli/progress.c cli/boot_status.c cli/api_client.c \
+CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c cli/cp_tar.c guest-init/tar.c cli/progress.c cli/boot_status.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
@@ -137,10 +137,10 @@ $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 # same code built for the host, where it serves the API on a Unix socket
 # for tests (guest-init --serve-unix PATH).
 GUEST_API_SRCS  := guest-init/api.c guest-init/files.c guest-init/spawn.c guest-init/procs.c guest-init/ring.c \
-                   guest-init/watch.c guest-init/json.c guest-init/proto.c
+                   guest-init/watch.c guest-init/json.c guest-init/proto.c guest-init/tar.c guest-init/tar_ops.c
 GUEST_INIT_SRCS := guest-init/init.c $(GUEST_API_SRCS) guest-init/net.c guest-init/egress.c
 GUEST_INIT_HDRS := guest-init/api.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h \
-                   guest-init/egress.h guest-init/ops.h guest-init/ring.h guest-init/watch.h
+                   guest-init/egress.h guest-init/ops.h guest-init/ring.h guest-init/watch.h guest-init/tar.h
 $(BUILD)/guest/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  guest-init")
@@ -260,9 +260,10 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
-              test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd
+               test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_uffd_SRCS    := vmm/uffd.c vmm/gm.c vmm/log.c tests/uffd/uffd_serve.c guest-init/json.c
+test_tar_SRCS     := guest-init/tar.c
 test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -290,7 +291,7 @@ test_virtio_rng_SRCS := devices/virtio_rng.c $(test_virtio_mmio_SRCS)
 test_virtio_balloon_SRCS := devices/virtio_balloon.c $(test_virtio_mmio_SRCS)
 test_seccomp_SRCS := vmm/seccomp.c
 test_jail_SRCS    := cli/jail.c cli/util.c vmm/log.c
-test_progress_SRCS := cli/progress.c cli/boot_status.c cli/cp_files.c cli/api_client.c vmm/tty.c vmm/log.c guest-init/json.c guest-init/proto.c
+test_progress_SRCS := cli/progress.c cli/boot_status.c cli/cp_files.c cli/cp_tar.c guest-init/tar.c cli/api_client.c vmm/tty.c vmm/log.c guest-init/json.c guest-init/proto.c
 test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
 test_fuse_SRCS    := devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
@@ -459,7 +460,7 @@ endif
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
                 fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci fuzz_mcp fuzz_devices fuzz_mmds \
-                fuzz_dockerfile
+                fuzz_dockerfile fuzz_tar
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
@@ -482,6 +483,7 @@ fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_digest.c 
                          guest-init/json.c
 fuzz_oci_LIBS         := $(TLS_LIBS)
 fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile.c guest-init/json.c
+fuzz_tar_SRCS         := tests/fuzz/fuzz_tar.c guest-init/tar.c
 fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c \
                          cli/mcp_api.c cli/api_client.c cli/api_procs.c cli/util.c vmm/log.c vmm/tty.c guest-init/json.c \
                          guest-init/proto.c

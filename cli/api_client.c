@@ -108,7 +108,7 @@ int api_open_v(const struct sandbox_addr *a, int version, const char *json_field
 
 void api_parse_error(const char *text, size_t len, struct api_error *err)
 {
-	static char arena_buf[8192];
+	char arena_buf[8192]; /* not static: the MCP HTTP server's threads call it */
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
 	const char *jerr, *s;
 	const struct json *j = json_parse(text, len, &ar, &jerr);

@@ -14,6 +14,9 @@ struct sandbox_addr {
 	const char *uds;     /* the sandbox's vsock Unix socket */
 	unsigned port;       /* guest API port (1024); 0: no CONNECT handshake */
 	const char *token;   /* access token, or NULL */
+	int cancel_fd;       /* > 0: an fd that turns readable when a long call
+				(an MCP exec) is to give up (the MCP HTTP
+				server's shutdown); 0: none */
 };
 
 /* Opens a connection to the API and sends a REQUEST with `json` (an object

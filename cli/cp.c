@@ -16,7 +16,9 @@
 static void cp_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: vmm cp [-L] [-r] [-q] [--token TOKEN] SRC DST\n\n"
+		"usage: vmm cp [-L] [-r] [-q] [--token TOKEN] SRC DST\n"
+		"       vmm cp [--token TOKEN] - SANDBOX:/dir       (a tar archive on stdin)\n"
+		"       vmm cp [-L] [--token TOKEN] SANDBOX:/path -  (a tar archive on stdout)\n\n"
 		"Copies a file, a symbolic link or a directory tree into a sandbox or out\n"
 		"of it. One of SRC and DST is SANDBOX:/absolute/path, where SANDBOX is the\n"
 		"sandbox's name or its vsock socket; the other is a host path. As docker cp:\n"
@@ -24,7 +26,10 @@ static void cp_usage(FILE *out)
 		"name (DST/NAME); SRC/. copies a directory's content into DST; directories\n"
 		"are always copied with what they hold (-r, -R are accepted). Writes in the\n"
 		"sandbox are atomic per file (a reader never sees half a file); parents\n"
-		"are created.\n\n"
+		"are created. A directory travels as one tar stream (a guest-init that\n"
+		"predates it: file by file). SRC '-' extracts a tar archive from stdin\n"
+		"into the sandbox directory DST; DST '-' writes SRC as a tar archive to\n"
+		"stdout (its top entry named as SRC; SRC/.: the content alone).\n\n"
 		"  -L, --follow-link    copy what symbolic links in SRC point to (default:\n"
 		"                       symbolic links are copied as links)\n"
 		"  -r, -R, --recursive  accepted: directories are copied recursively anyway\n"
@@ -121,6 +126,30 @@ static int cp_main(int argc, char **argv)
 		return cli_usage_error("cp", "expected SRC DST");
 	src = argv[optind];
 	dst = argv[optind + 1];
+	if (!strcmp(src, "-") || !strcmp(dst, "-")) {
+		char *spec = strdup(!strcmp(src, "-") ? dst : src), base[NAME_MAX + 1];
+		int content;
+
+		if (!spec || !strcmp(src, dst) || !split_remote(spec, &sock, &path)) {
+			free(spec);
+			return cli_usage_error("cp", "with '-', the other side is SANDBOX:/path");
+		}
+		if (sandbox_api_addr(sock, token_given, &sb, &a)) {
+			free(spec);
+			return CLI_EXIT_ERROR;
+		}
+		if (!strcmp(src, "-")) {
+			r = cp_tar_stdin(&a, path);
+		} else {
+			char stripped[PATH_MAX];
+
+			cp_base(path, base, sizeof(base), &content);
+			strip_content(path, stripped, sizeof(stripped));
+			r = cp_tar_stdout(&a, stripped, content || !base[0] ? "." : base, o.follow);
+		}
+		free(spec);
+		return r ? CLI_EXIT_ERROR : 0;
+	}
 	for (int i = 0; i < 2; i++) {
 		if (relative_remote(argv[optind + i])) {
 			const char *c = strchr(argv[optind + i], ':');

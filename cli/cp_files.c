@@ -45,7 +45,7 @@ void cp_base(const char *src, char *base, size_t len, int *content)
 }
 
 /* src without its trailing "/." markers and slashes ("/" stays "/"). */
-static void strip_content(const char *src, char *out, size_t len)
+void strip_content(const char *src, char *out, size_t len)
 {
 	size_t n;
 
@@ -82,7 +82,7 @@ int cp_where(const char *src, int src_dir, const char *dst, int dst_exists, int 
 
 /* n more bytes copied: the status line at most 4 times a second, from
  * one second on (a quick copy shows nothing). */
-static void count(struct cp_opts *o, uint64_t n)
+void cp_count(struct cp_opts *o, uint64_t n)
 {
 	uint64_t now = log_now_ns(), dt = now - o->prog.t0_ns;
 	char b[32], r[32], line[96];
@@ -228,7 +228,7 @@ static int put_file(const struct sandbox_addr *a, const char *local, const char 
 			break;
 		if (frame_write(fd, F_DATA, buf, (size_t)n))
 			break;
-		count(o, (uint64_t)n);
+		cp_count(o, (uint64_t)n);
 	}
 	close(in);
 	frame_write(fd, F_END, NULL, 0);
@@ -368,6 +368,12 @@ int cp_in(const struct sandbox_addr *a, const char *local, const char *remote, s
 		char src[PATH_MAX];
 
 		strip_content(local, src, sizeof(src));
+		if (S_ISDIR(st.st_mode)) {
+			/* one tar stream (tar_put); file by file for an older guest-init */
+			r = cp_tar_in(a, src, dst, o);
+			if (r != CP_TAR_OLD)
+				return r;
+		}
 		return copy_in(a, src, dst, o);
 	}
 }
@@ -581,7 +587,7 @@ static int get_file(const struct sandbox_addr *a, const char *remote, int dfd, c
 			break;
 		}
 		if (type == F_DATA)
-			count(o, len);
+			cp_count(o, len);
 	}
 	close(fd);
 	if (r == 0 && (fsync(out) < 0 || close(out) < 0 || renameat(dfd, tmp, dfd, name) < 0)) {
@@ -877,11 +883,15 @@ int cp_out(const struct sandbox_addr *a, const char *remote_arg, const char *loc
 		r = get_link(a, remote, dfd, name);
 	else if (!strcmp(type, "file"))
 		r = get_file(a, remote, dfd, name, (mode_t)(mode & 0777), o);
-	else
+	else {
 		/* DST itself, as the user named it, is followed if it is a
 		 * link; DST/NAME is not (an earlier copy may have made it a
-		 * link the guest chose) */
-		r = copy_tree_out(a, remote, dfd, name, !into, (mode_t)(mode & 0777), um, res, o);
+		 * link the guest chose). One tar stream (tar_get); file by
+		 * file for an older guest-init. */
+		r = cp_tar_out(a, remote, dfd, name, !into, 0777 & ~um, o);
+		if (r == CP_TAR_OLD)
+			r = copy_tree_out(a, remote, dfd, name, !into, (mode_t)(mode & 0777), um, res, o);
+	}
 out:
 	if (dfd >= 0)
 		close(dfd);

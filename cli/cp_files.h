@@ -6,6 +6,7 @@
 #define CLI_CP_FILES_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "api_client.h"
 #include "progress.h"
@@ -22,6 +23,27 @@ struct cp_opts {
 int cp_in(const struct sandbox_addr *a, const char *local, const char *remote, struct cp_opts *o);
 int cp_out(const struct sandbox_addr *a, const char *remote, const char *local, struct cp_opts *o);
 
+/* Adds n bytes copied (the progress line). */
+void cp_count(struct cp_opts *o, uint64_t n);
+
+/* Directories as one tar stream (cli/cp_tar.c; the API's tar_get and
+ * tar_put). CP_TAR_OLD: the guest-init does not know them (the caller
+ * copies file by file); else 0 or -errno, a message printed. */
+#define CP_TAR_OLD 1
+/* The local directory `local` (its content) into the guest directory
+ * `remote`, created with its parents if missing. */
+int cp_tar_in(const struct sandbox_addr *a, const char *local, const char *remote, struct cp_opts *o);
+/* The guest directory `remote` (its content) into directory `name` of
+ * dfd, created if missing and, unless follow_top, not followed if it is a
+ * symbolic link. Modes through mask (0777 & ~umask). */
+int cp_tar_out(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, int follow_top,
+	       mode_t mask, struct cp_opts *o);
+/* vmm cp - SANDBOX:DIR: a tar archive on stdin extracted under DIR. */
+int cp_tar_stdin(const struct sandbox_addr *a, const char *remote);
+/* vmm cp SANDBOX:PATH -: PATH as a tar archive on stdout, its top entry
+ * named arcname ("." : a directory's content). */
+int cp_tar_stdout(const struct sandbox_addr *a, const char *remote, const char *arcname, int follow);
+
 /* Where SRC lands, docker cp's way: DST itself, or DST/BASE when DST is a
  * directory (dst_is_dir) or ends with '/' and SRC is not a directory's
  * content ("SRC/."). src_dir: SRC is a directory. Sets *into (1: inside
@@ -29,6 +51,8 @@ int cp_out(const struct sandbox_addr *a, const char *remote, const char *local, 
  * with a file SRC (docker: the directory must exist), -ENOTDIR for a
  * directory SRC onto a file DST. dst_exists, dst_is_dir: what DST is. */
 int cp_where(const char *src, int src_dir, const char *dst, int dst_exists, int dst_is_dir, int *into);
+/* SRC without trailing slashes and "/." content markers. */
+void strip_content(const char *src, char *out, size_t len);
 /* SRC's last component, with trailing slashes and a "/." content marker
  * removed; *content set for "SRC/." (a directory's content). */
 void cp_base(const char *src, char *base, size_t len, int *content);

@@ -41,8 +41,17 @@ struct mcp_http_opts {
 	const char *sandbox_dir; /* the sandbox's folder: its tokens file */
 	int allow_remote;        /* --allow-remote: a non-loopback address is allowed */
 	const char *const *origins; /* Origins allowed besides loopback ones (NULL-terminated), or NULL */
+	unsigned max_conns;      /* connections served at once (0: MCP_HTTP_MAX_CONNS); past it, 503 */
+	unsigned idle_timeout_s; /* a connection with no request started that long is closed (0: default) */
+	unsigned request_timeout_s; /* a request (headers and body) not whole that long after its
+				       first byte gets 408 and the connection is closed; also the
+				       bound on writing one response (0: default) */
 };
-/* Serves streamable HTTP until SIGINT/SIGTERM. 0 or -errno. */
+#define MCP_HTTP_MAX_CONNS 32
+#define MCP_HTTP_IDLE_S 30
+#define MCP_HTTP_REQUEST_S 30
+/* Serves streamable HTTP until SIGINT/SIGTERM, each connection on a
+ * thread of its own. 0 or -errno. */
 int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o);
 
 #endif

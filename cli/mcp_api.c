@@ -157,7 +157,7 @@ static void exit_fields(const char *text, size_t len, int *code, int *sig, int *
 
 int mcp_api_exec(const struct sandbox_addr *a, struct mcp_exec *e, char *err, size_t errlen)
 {
-	static uint8_t buf[FRAME_MAX + 1];
+	uint8_t *buf = NULL; /* the heap, not static: the HTTP transport runs calls in threads */
 	struct exec_opts o = {
 		.argv = e->argv, .env = e->env, .cwd = e->cwd, .stdin_pass = e->stdin_data != NULL,
 		.timeout_ms = e->timeout_ms,
@@ -170,17 +170,22 @@ int mcp_api_exec(const struct sandbox_addr *a, struct mcp_exec *e, char *err, si
 
 	e->exit_code = -1;
 	e->signal = e->timed_out = 0;
-	if (!fields)
+	if (!fields || !(buf = malloc(FRAME_MAX + 1))) {
+		free(fields);
 		return -ENOMEM;
+	}
 	if (api_exec_fields(&o, fields, REQUEST_MAX)) {
+		free(buf);
 		free(fields);
 		snprintf(err, errlen, "the command is too long for one request (64 KiB)");
 		return -E2BIG;
 	}
 	fd = api_open(a, fields);
 	free(fields);
-	if (fd < 0)
+	if (fd < 0) {
+		free(buf);
 		return unreachable(a, fd, err, errlen);
+	}
 	if (e->stdin_data) {
 		size_t off = 0;
 
@@ -194,7 +199,9 @@ int mcp_api_exec(const struct sandbox_addr *a, struct mcp_exec *e, char *err, si
 		frame_write(fd, F_STDIN_EOF, NULL, 0);
 	}
 	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		/* a->cancel_fd: the server is shutting down. Closing the
+		 * connection ends the command (a version 1 exec dies with it). */
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = a->cancel_fd, .events = POLLIN } };
 		uint64_t now = now_ms();
 		uint8_t type;
 		size_t len;
@@ -204,8 +211,13 @@ int mcp_api_exec(const struct sandbox_addr *a, struct mcp_exec *e, char *err, si
 			r = -ETIMEDOUT;
 			break;
 		}
-		if (poll(&p, 1, (int)(deadline - now)) <= 0)
+		if (poll(p, a->cancel_fd > 0 ? 2 : 1, (int)(deadline - now)) <= 0)
 			continue;
+		if (a->cancel_fd > 0 && p[1].revents) {
+			snprintf(err, errlen, "the MCP server is shutting down: the command was ended");
+			r = -ECANCELED;
+			break;
+		}
 		if (frame_read(fd, &type, buf, FRAME_MAX, &len)) {
 			snprintf(err, errlen, "the sandbox closed the connection before the command ended");
 			r = -EPIPE;
@@ -223,6 +235,7 @@ int mcp_api_exec(const struct sandbox_addr *a, struct mcp_exec *e, char *err, si
 		}
 	}
 	close(fd);
+	free(buf);
 	return r;
 }
 
@@ -231,7 +244,7 @@ int mcp_api_exec(const struct sandbox_addr *a, struct mcp_exec *e, char *err, si
 int mcp_api_read(const struct sandbox_addr *a, const char *path, uint64_t offset, size_t max, char **data,
 		 size_t *len, uint64_t *size, int64_t *mode, int64_t *uid, int64_t *gid, char *err, size_t errlen)
 {
-	static uint8_t buf[FRAME_MAX + 1];
+	uint8_t *buf;
 	char fields[8192], arena_buf[8192];
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
 	const struct json *j;
@@ -263,9 +276,13 @@ int mcp_api_read(const struct sandbox_addr *a, const char *path, uint64_t offset
 		snprintf(err, errlen, "the path is too long");
 		return -ENAMETOOLONG;
 	}
+	if (!(buf = malloc(FRAME_MAX + 1)))
+		return -ENOMEM;
 	fd = api_open_v(a, v2 ? 2 : 1, fields);
-	if (fd < 0)
+	if (fd < 0) {
+		free(buf);
 		return unreachable(a, fd, err, errlen);
+	}
 	if (frame_read(fd, &type, buf, FRAME_MAX, &n)) {
 		r = -EPROTO;
 		snprintf(err, errlen, "the sandbox closed the connection");
@@ -330,6 +347,7 @@ int mcp_api_read(const struct sandbox_addr *a, const char *path, uint64_t offset
 	}
 out:
 	free(out);
+	free(buf);
 	close(fd);
 	return r;
 }
@@ -391,9 +409,22 @@ int mcp_api_write(const struct sandbox_addr *a, const char *path, const void *da
 
 /* ---- detached processes ------------------------------------------------------- */
 
+static int api_logs_buf(const struct sandbox_addr *a, struct mcp_logs *l, uint8_t *buf, char *err, size_t errlen);
+
 int mcp_api_logs(const struct sandbox_addr *a, struct mcp_logs *l, char *err, size_t errlen)
 {
-	static uint8_t buf[FRAME_MAX + 1];
+	uint8_t *buf = malloc(FRAME_MAX + 1);
+	int r;
+
+	if (!buf)
+		return -ENOMEM;
+	r = api_logs_buf(a, l, buf, err, errlen);
+	free(buf);
+	return r;
+}
+
+static int api_logs_buf(const struct sandbox_addr *a, struct mcp_logs *l, uint8_t *buf, char *err, size_t errlen)
+{
 	char fields[512], arena_buf[8192];
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
 	const struct json *j, *s;

@@ -27,6 +27,12 @@ static void mcp_usage(FILE *out)
 		"                      in front)\n"
 		"  --origin ORIGIN     allow browser requests from ORIGIN too (repeatable; loopback\n"
 		"                      origins are allowed, any other Origin header is refused)\n"
+		"  --max-connections N serve at most N connections at once (default 32); one more\n"
+		"                      gets 503 and is closed\n"
+		"  --idle-timeout S    close a connection idle between requests for S seconds\n"
+		"                      (default 30)\n"
+		"  --request-timeout S a request not fully received S seconds after its first byte\n"
+		"                      gets 408 and the connection is closed (default 30)\n"
 		"  --token TOKEN       stdio: the sandbox's API token, for a socket path\n"
 		"                      (default: a named sandbox's own, $VMM_TOKEN)\n");
 }
@@ -38,6 +44,9 @@ static int mcp_main(int argc, char **argv)
 		{ "allow-remote", no_argument, NULL, 'R' },
 		{ "origin", required_argument, NULL, 'o' },
 		{ "token", required_argument, NULL, 'T' },
+		{ "max-connections", required_argument, NULL, 'M' },
+		{ "idle-timeout", required_argument, NULL, 'I' },
+		{ "request-timeout", required_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -69,6 +78,22 @@ static int mcp_main(int argc, char **argv)
 			s.addr.token = optarg;
 			token_given = 1;
 			break;
+		case 'M':
+		case 'I':
+		case 'Q': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (*end || !*optarg || v == 0 || v > (opt == 'M' ? 4096ul : 86400ul)) {
+				fprintf(stderr, "vmm mcp: --%s wants a number from 1 to %lu\n",
+					opt == 'M' ? "max-connections" : opt == 'I' ? "idle-timeout" : "request-timeout",
+					opt == 'M' ? 4096ul : 86400ul);
+				return CLI_EXIT_USAGE;
+			}
+			*(opt == 'M' ? &ho.max_conns : opt == 'I' ? &ho.idle_timeout_s : &ho.request_timeout_s) =
+				(unsigned)v;
+			break;
+		}
 		case 'h':
 			mcp_usage(stdout);
 			return 0;

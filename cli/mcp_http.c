@@ -11,7 +11,9 @@
  * take effect at once; a session stays bound to the token that opened it.
  * An Origin header that is not a loopback origin (or one --origin names)
  * is refused (403), against DNS rebinding; the address is loopback unless
- * --allow-remote. Connections are served one at a time. */
+ * --allow-remote. Connections are served at once, a thread each, at most
+ * max_conns (503 past them), each bounded by an idle and a request
+ * timeout (docs/mcp.md "Connections"). */
 #define _GNU_SOURCE
 #include "mcp.h"
 #include "jsonrpc.h"
@@ -22,10 +24,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +38,10 @@
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MCP_SESSIONS 64
-#define CONN_IDLE_S 30
 
 struct session {
 	char id[33];                  /* 128 random bits, hex; "" when free */
@@ -47,47 +50,115 @@ struct session {
 	long long last_used;
 };
 
-struct http_server {
-	struct mcp_server proto;      /* the template a session starts from */
-	const struct mcp_http_opts *o;
-	struct session sessions[MCP_SESSIONS];
+struct http_server;
+
+/* One accepted connection, served by a thread of its own. */
+struct conn {
+	struct http_server *hs;
+	pthread_t th;
+	int fd;      /* the client; -1 once its thread closed it (under hs->lock) */
+	int used;    /* the slot holds a thread not yet joined */
+	int done;    /* its thread ended: join it (under hs->lock) */
 };
 
-static int send_response(int fd, int status, const char *extra, const char *type, const char *body, size_t len,
-			 int keep_alive)
+struct http_server {
+	struct mcp_server proto;      /* the template a session starts from (read-only once serving) */
+	const struct mcp_http_opts *o;
+	unsigned max_conns, idle_s, request_s;
+	int stop[2];                  /* a pipe: readable once shutting down; every wait polls it */
+	pthread_mutex_t lock;         /* sessions[], and conns[].fd/.done */
+	struct session sessions[MCP_SESSIONS];
+	struct conn *conns;           /* [max_conns] */
+};
+
+/* ---- one connection's I/O: the socket is non-blocking; every wait is a
+ * poll on it and on the server's stop pipe, against a deadline ---------- */
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* 1: fd is ready for `events`; 0: the deadline passed; -1: shutdown (or
+ * the connection failed). */
+static int conn_wait(const struct conn *c, short events, long long deadline)
+{
+	for (;;) {
+		struct pollfd p[2] = { { .fd = c->fd, .events = events }, { .fd = c->hs->stop[0], .events = POLLIN } };
+		long long left = deadline - mono_ms();
+		int n;
+
+		if (left <= 0)
+			return 0;
+		n = poll(p, 2, left > INT32_MAX ? INT32_MAX : (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || p[1].revents)
+			return -1;
+		if (p[0].revents)
+			return 1;
+	}
+}
+
+/* All of buf, within the request timeout (a client that does not read
+ * its answer does not hold the connection past it). */
+static int conn_write(const struct conn *c, const void *buf, size_t len)
+{
+	long long deadline = mono_ms() + 1000LL * c->hs->request_s;
+	const char *p = buf;
+
+	while (len) {
+		ssize_t k = send(c->fd, p, len, MSG_NOSIGNAL);
+
+		if (k > 0) {
+			p += k;
+			len -= (size_t)k;
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && conn_wait(c, POLLOUT, deadline) == 1)
+			continue;
+		return -EPIPE;
+	}
+	return 0;
+}
+
+static int send_response(const struct conn *c, int status, const char *extra, const char *type, const char *body,
+			 size_t len, int keep_alive)
 {
 	char head[1024];
 	int n = snprintf(head, sizeof(head),
-			 "HTTP/1.1 %d %s\r\nServer: vmm\r\n%s%s%sContent-Length: %zu\r\nCache-Control: no-store\r\n%s\r\n",
+			 "HTTP/1.1 %d %s\r\nServer: vmm\r\n%s%s%s%sContent-Length: %zu\r\nCache-Control: no-store\r\n%s\r\n",
 			 status, http_reason(status), type ? "Content-Type: " : "", type ? type : "", type ? "\r\n" : "",
-			 len, keep_alive ? "" : "Connection: close\r\n");
+			 extra ? extra : "", len, keep_alive ? "" : "Connection: close\r\n");
 
 	if (n < 0 || (size_t)n >= sizeof(head))
 		return -E2BIG;
-	/* extra headers go before Content-Length's line: rebuild with them */
-	if (extra && *extra) {
-		char *cl = strstr(head, "Content-Length:");
-		char tail[512];
-
-		snprintf(tail, sizeof(tail), "%s", cl);
-		n = snprintf(cl, sizeof(head) - (size_t)(cl - head), "%s%s", extra, tail) + (int)(cl - head);
-		if ((size_t)n >= sizeof(head))
-			return -E2BIG;
-	}
-	if (write_full(fd, head, (size_t)n) || (len && write_full(fd, body, len)))
+	if (conn_write(c, head, (size_t)n) || (len && conn_write(c, body, len)))
 		return -EPIPE;
 	return 0;
 }
 
-/* A JSON-RPC error as an HTTP answer (id null: the message was not read). */
-static int send_error(int fd, int status, const char *extra, int code, const char *msg, int keep_alive)
+/* A JSON-RPC error (id null: the message was not read) as an HTTP answer. */
+static size_t error_body(char *body, size_t size, int code, const char *msg)
 {
-	char body[1024];
 	struct json_writer w;
 
-	jw_init(&w, body, sizeof(body));
+	jw_init(&w, body, size);
 	jsonrpc_error(&w, "null", code, msg, NULL);
-	return send_response(fd, status, extra, "application/json", body, jw_done(&w) ? w.len : 0, keep_alive);
+	return jw_done(&w) ? w.len : 0;
+}
+
+static int send_error(const struct conn *c, int status, const char *extra, int code, const char *msg, int keep_alive)
+{
+	char body[1024];
+	size_t n = error_body(body, sizeof(body), code, msg);
+
+	return send_response(c, status, extra, "application/json", body, n, keep_alive);
 }
 
 /* http(s)://localhost, 127.0.0.1 or [::1], any port; or one of the list. */
@@ -124,6 +195,7 @@ static int accept_ok(const char *accept)
 	return strcasestr(accept, "application/json") || strstr(accept, "*/*") || strcasestr(accept, "application/*");
 }
 
+/* Sessions: the caller holds hs->lock. */
 static struct session *session_find(struct http_server *hs, const char *id)
 {
 	size_t i;
@@ -158,163 +230,349 @@ static struct session *session_new(struct http_server *hs, const char *token_id)
 	return s;
 }
 
-/* One request. 0 to go on with the connection, <0 to close it. */
-static int serve_request(struct http_server *hs, int fd, const char *head, size_t head_len,
-			 const struct http_request *req)
+/* An answer sent instead of serving: 1 (go on), or <0 (close). */
+static int answered(int r)
 {
-	char val[1024], extra[512], *www = extra;
+	return r ? r : 1;
+}
+
+/* The bearer token: 0 with its id and scopes, or an answer sent (<0 to
+ * close the connection, 1 to go on with it). */
+static int check_token(struct conn *c, const char *head, size_t head_len, int ka, char *tid, unsigned *scopes)
+{
+	struct http_server *hs = c->hs;
+	char val[1024], extra[512];
 	const struct token_rec *rec = NULL;
 	struct token_rec *recs = NULL;
-	struct session *sess = NULL;
 	enum token_verdict v;
-	struct mcp_reply rep;
 	size_t nrecs = 0;
-	int ka = req->keep_alive, r;
+	int r;
 
-	extra[0] = '\0';
-	if (strcmp(req->path, "/mcp"))
-		return send_error(fd, 404, NULL, JSONRPC_INVALID_REQUEST, "no such endpoint: the MCP endpoint is /mcp", ka);
-	r = http_header(head, head_len, "Origin", val, sizeof(val));
-	if (r != -ENOENT && (r || !origin_ok(val, hs->o->origins)))
-		return send_error(fd, 403, NULL, JSONRPC_INVALID_REQUEST, "Origin not allowed", ka);
-	/* the token: re-read each time, so rm and expiry act at once */
+	/* re-read each time, so rm and expiry act at once */
 	r = http_header(head, head_len, "Authorization", val, sizeof(val));
 	if (r || strncasecmp(val, "Bearer ", 7)) {
-		snprintf(www, sizeof(extra), "WWW-Authenticate: Bearer realm=\"vmm\"\r\n");
-		return send_error(fd, 401, extra, JSONRPC_INVALID_REQUEST,
-				  "an access token is required (Authorization: Bearer, vmm token create)", ka);
+		snprintf(extra, sizeof(extra), "WWW-Authenticate: Bearer realm=\"vmm\"\r\n");
+		return answered(send_error(c, 401, extra, JSONRPC_INVALID_REQUEST,
+				  "an access token is required (Authorization: Bearer, vmm token create)", ka));
 	}
 	if ((r = token_load(hs->o->sandbox_dir, &recs, &nrecs))) {
 		log_err("mcp: the sandbox's tokens file: %s", strerror(-r));
-		return send_error(fd, 500, NULL, JSONRPC_INTERNAL_ERROR, "the tokens file cannot be read", ka);
+		return answered(send_error(c, 500, NULL, JSONRPC_INTERNAL_ERROR, "the tokens file cannot be read", ka));
 	}
 	v = token_check(recs, nrecs, val + 7, (long long)time(NULL), TOKEN_SCOPE_MCP, &rec);
-	if (v == TOKEN_UNKNOWN || v == TOKEN_EXPIRED) {
+	if (v == TOKEN_OK) {
+		memcpy(tid, rec->id, TOKEN_ID_LEN + 1);
+		*scopes = rec->scopes;
 		free(recs);
-		snprintf(www, sizeof(extra), "WWW-Authenticate: Bearer realm=\"vmm\", error=\"invalid_token\", "
-					     "error_description=\"%s\"\r\n", token_verdict_str(v));
-		return send_error(fd, 401, extra, JSONRPC_INVALID_REQUEST, token_verdict_str(v), ka);
+		return 0;
 	}
+	free(recs);
 	if (v == TOKEN_OUT_OF_SCOPE) {
-		free(recs);
-		snprintf(www, sizeof(extra), "WWW-Authenticate: Bearer realm=\"vmm\", error=\"insufficient_scope\", "
-					     "scope=\"mcp\"\r\n");
-		return send_error(fd, 403, extra, JSONRPC_FORBIDDEN, "the token lacks the scope mcp", ka);
+		snprintf(extra, sizeof(extra), "WWW-Authenticate: Bearer realm=\"vmm\", error=\"insufficient_scope\", "
+					       "scope=\"mcp\"\r\n");
+		return answered(send_error(c, 403, extra, JSONRPC_FORBIDDEN, "the token lacks the scope mcp", ka));
 	}
-	hs->proto.scopes = rec->scopes;
-	{
-		char tid[TOKEN_ID_LEN + 1];
+	snprintf(extra, sizeof(extra), "WWW-Authenticate: Bearer realm=\"vmm\", error=\"invalid_token\", "
+				       "error_description=\"%s\"\r\n", token_verdict_str(v));
+	return answered(send_error(c, 401, extra, JSONRPC_INVALID_REQUEST, token_verdict_str(v), ka));
+}
 
-		memcpy(tid, rec->id, sizeof(tid));
-		free(recs);
-		r = http_header(head, head_len, "Mcp-Session-Id", val, sizeof(val));
-		if (!r) {
-			sess = session_find(hs, val);
-			/* another token's session is nobody's for this caller */
-			if (!sess || strcmp(sess->token_id, tid))
-				return send_error(fd, 404, NULL, JSONRPC_INVALID_REQUEST,
-						  "unknown or ended session: initialize again", ka);
-			sess->st.scopes = hs->proto.scopes;
+/* Is the body an initialize (1), a ping (2), or something else (0)? */
+static int body_method(const struct http_request *req)
+{
+	char *arena_buf = malloc(65536);
+	struct json_arena ar = { arena_buf, 65536, 0 };
+	struct jsonrpc_msg m;
+	const char *why;
+	int r = 0;
+
+	if (arena_buf && jsonrpc_parse(req->body, req->body_len, &ar, &m, &why) == 0 && m.method)
+		r = !strcmp(m.method, "initialize") ? 1 : !strcmp(m.method, "ping") ? 2 : 0;
+	free(arena_buf);
+	return r;
+}
+
+/* One request. 0 to go on with the connection, <0 to close it.
+ *
+ * Concurrency: the session table is shared by every connection's thread.
+ * A request copies its session's state out under hs->lock, runs the
+ * message on the copy without the lock (a tools/call may run for
+ * minutes), and writes what the message changed (initialized, the
+ * protocol agreed) back under the lock, to the session of that id if it
+ * still exists: a DELETE or an eviction meanwhile wins. */
+static int serve_request(struct conn *c, const char *head, size_t head_len, const struct http_request *req)
+{
+	struct http_server *hs = c->hs;
+	char val[1024], extra[512], sid[33] = "", tid[TOKEN_ID_LEN + 1];
+	struct mcp_server st = hs->proto;
+	struct session *sess;
+	struct mcp_reply rep;
+	int ka = req->keep_alive, r, opened = 0;
+
+	extra[0] = '\0';
+	if (strcmp(req->path, "/mcp"))
+		return send_error(c, 404, NULL, JSONRPC_INVALID_REQUEST, "no such endpoint: the MCP endpoint is /mcp", ka);
+	r = http_header(head, head_len, "Origin", val, sizeof(val));
+	if (r != -ENOENT && (r || !origin_ok(val, hs->o->origins)))
+		return send_error(c, 403, NULL, JSONRPC_INVALID_REQUEST, "Origin not allowed", ka);
+	r = check_token(c, head, head_len, ka, tid, &st.scopes);
+	if (r)
+		return r < 0 ? r : 0;
+	r = http_header(head, head_len, "Mcp-Session-Id", val, sizeof(val));
+	if (r == 0) {
+		pthread_mutex_lock(&hs->lock);
+		sess = session_find(hs, val);
+		/* another token's session is nobody's for this caller */
+		if (sess && !strcmp(sess->token_id, tid)) {
+			unsigned scopes = st.scopes;
+
 			sess->last_used = (long long)time(NULL);
-		} else if (r != -ENOENT) {
-			return send_error(fd, 400, NULL, JSONRPC_INVALID_REQUEST, "a malformed Mcp-Session-Id", ka);
+			st = sess->st;
+			st.scopes = scopes;
+			memcpy(sid, sess->id, sizeof(sid));
 		}
-		if (req->method == HTTP_OTHER && !strcmp(req->method_name, "DELETE")) {
-			if (!sess)
-				return send_error(fd, 400, NULL, JSONRPC_INVALID_REQUEST, "DELETE needs an Mcp-Session-Id", ka);
+		pthread_mutex_unlock(&hs->lock);
+		if (!sid[0])
+			return send_error(c, 404, NULL, JSONRPC_INVALID_REQUEST,
+					  "unknown or ended session: initialize again", ka);
+	} else if (r != -ENOENT) {
+		return send_error(c, 400, NULL, JSONRPC_INVALID_REQUEST, "a malformed Mcp-Session-Id", ka);
+	}
+	if (req->method == HTTP_OTHER && !strcmp(req->method_name, "DELETE")) {
+		if (!sid[0])
+			return send_error(c, 400, NULL, JSONRPC_INVALID_REQUEST, "DELETE needs an Mcp-Session-Id", ka);
+		pthread_mutex_lock(&hs->lock);
+		if ((sess = session_find(hs, sid)))
 			memset(sess, 0, sizeof(*sess));
-			return send_response(fd, 204, NULL, NULL, NULL, 0, ka);
-		}
-		if (req->method != HTTP_OTHER || strcmp(req->method_name, "POST"))
-			return send_response(fd, 405, "Allow: POST, DELETE\r\n", NULL, NULL, 0, ka);
-		r = http_header(head, head_len, "MCP-Protocol-Version", val, sizeof(val));
-		if (r == 0 && !mcp_protocol_known(val))
-			return send_error(fd, 400, NULL, JSONRPC_INVALID_REQUEST, "unsupported MCP-Protocol-Version", ka);
-		r = http_header(head, head_len, "Accept", val, sizeof(val));
-		if (r == 0 && !accept_ok(val))
-			return send_error(fd, 406, NULL, JSONRPC_INVALID_REQUEST,
-					  "Accept must include application/json", ka);
-		if (!req->body_len)
-			return send_error(fd, 400, NULL, JSONRPC_PARSE_ERROR, "an empty body: POST one JSON-RPC message", ka);
-		if (!sess) {
-			/* Only initialize opens a session; anything else needs one. */
-			char arena_buf[65536];
-			struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
-			struct jsonrpc_msg m;
-			const char *why;
+		pthread_mutex_unlock(&hs->lock);
+		return send_response(c, 204, NULL, NULL, NULL, 0, ka);
+	}
+	if (req->method != HTTP_OTHER || strcmp(req->method_name, "POST"))
+		return send_response(c, 405, "Allow: POST, DELETE\r\n", NULL, NULL, 0, ka);
+	r = http_header(head, head_len, "MCP-Protocol-Version", val, sizeof(val));
+	if (r == 0 && !mcp_protocol_known(val))
+		return send_error(c, 400, NULL, JSONRPC_INVALID_REQUEST, "unsupported MCP-Protocol-Version", ka);
+	r = http_header(head, head_len, "Accept", val, sizeof(val));
+	if (r == 0 && !accept_ok(val))
+		return send_error(c, 406, NULL, JSONRPC_INVALID_REQUEST, "Accept must include application/json", ka);
+	if (!req->body_len)
+		return send_error(c, 400, NULL, JSONRPC_PARSE_ERROR, "an empty body: POST one JSON-RPC message", ka);
+	if (!sid[0]) {
+		/* Only initialize opens a session; ping is answered without
+		 * one; anything else needs one. */
+		int what = body_method(req);
 
-			if (jsonrpc_parse(req->body, req->body_len, &ar, &m, &why) == 0 && m.method &&
-			    !strcmp(m.method, "initialize")) {
-				sess = session_new(hs, tid);
-				if (!sess)
-					return send_error(fd, 500, NULL, JSONRPC_INTERNAL_ERROR, "no session", ka);
-				sess->st.scopes = hs->proto.scopes;
+		if (what == 0)
+			return send_error(c, 400, NULL, JSONRPC_INVALID_REQUEST,
+					  "Mcp-Session-Id required: send initialize first", ka);
+		if (what == 1) {
+			unsigned scopes = st.scopes;
+
+			pthread_mutex_lock(&hs->lock);
+			sess = session_new(hs, tid);
+			if (sess) {
 				sess->last_used = (long long)time(NULL);
-			} else if (jsonrpc_parse(req->body, req->body_len, &ar, &m, &why) == 0 && m.method &&
-				   !strcmp(m.method, "ping")) {
-				sess = NULL; /* ping is answered without a session */
-			} else {
-				return send_error(fd, 400, NULL, JSONRPC_INVALID_REQUEST,
-						  "Mcp-Session-Id required: send initialize first", ka);
+				memcpy(sid, sess->id, sizeof(sid));
+				st = sess->st;
 			}
+			pthread_mutex_unlock(&hs->lock);
+			if (!sess)
+				return send_error(c, 500, NULL, JSONRPC_INTERNAL_ERROR, "no session", ka);
+			st.scopes = scopes;
+			opened = 1;
 		}
 	}
-	{
-		struct mcp_server tmp = hs->proto;
-
-		r = mcp_handle(sess ? &sess->st : &tmp, req->body, req->body_len, &rep);
+	r = mcp_handle(&st, req->body, req->body_len, &rep);
+	if (sid[0]) {
+		pthread_mutex_lock(&hs->lock);
+		sess = session_find(hs, sid);
+		if (sess && opened && !(rep.initialize && st.initialized))
+			memset(sess, 0, sizeof(*sess)); /* a failed initialize opens nothing */
+		else if (sess)
+			sess->st = st;
+		pthread_mutex_unlock(&hs->lock);
 	}
 	if (r)
-		return send_error(fd, 500, NULL, JSONRPC_INTERNAL_ERROR, strerror(-r), ka);
-	if (rep.initialize && sess)
-		snprintf(extra, sizeof(extra), "Mcp-Session-Id: %s\r\n", sess->id);
-	else if (sess && !sess->st.initialized)
-		memset(sess, 0, sizeof(*sess)); /* a failed initialize opens nothing */
+		return send_error(c, 500, NULL, JSONRPC_INTERNAL_ERROR, strerror(-r), ka);
+	if (rep.initialize && st.initialized && sid[0])
+		snprintf(extra, sizeof(extra), "Mcp-Session-Id: %s\r\n", sid);
 	if (!rep.text)
-		return send_response(fd, 202, extra, NULL, NULL, 0, ka);
-	r = send_response(fd, rep.forbidden ? 403 : 200, extra, "application/json", rep.text, rep.len, ka);
+		return send_response(c, 202, extra, NULL, NULL, 0, ka);
+	r = send_response(c, rep.forbidden ? 403 : 200, extra, "application/json", rep.text, rep.len, ka);
 	free(rep.text);
 	return r;
 }
 
-static void serve_conn(struct http_server *hs, int fd)
+/* Requests on one connection until it ends, idles past idle_s, takes
+ * longer than request_s to send one whole request (a slowloris), or the
+ * server shuts down. The buffer grows to what the request needs, up to
+ * headers plus MCP_MESSAGE_MAX. */
+static void serve_conn(struct conn *c)
 {
-	size_t cap = HTTP_MAX_HEADER + MCP_MESSAGE_MAX, len = 0;
+	struct http_server *hs = c->hs;
+	size_t cap = 16384, max = HTTP_MAX_HEADER + MCP_MESSAGE_MAX, len = 0;
 	char *buf = malloc(cap);
-	struct timeval tv = { .tv_sec = CONN_IDLE_S };
+	long long deadline = mono_ms() + 1000LL * hs->idle_s;
+	int started = 0; /* a request's first byte arrived: its deadline runs */
 
 	if (!buf)
 		return;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	for (;;) {
 		struct http_request req;
-		int n = http_parse_limit(buf, len, &req, MCP_MESSAGE_MAX);
+		int n = len ? http_parse_limit(buf, len, &req, MCP_MESSAGE_MAX) : 0;
 		ssize_t k;
 
 		if (n < 0) {
-			send_error(fd, req.status, NULL, JSONRPC_INVALID_REQUEST, req.why, 0);
+			if (req.too_large)
+				send_error(c, 413, NULL, JSONRPC_INVALID_REQUEST, req.why, 0);
+			else
+				send_error(c, req.status, NULL, JSONRPC_INVALID_REQUEST, req.why, 0);
 			break;
 		}
 		if (n > 0) {
 			size_t head_len = (size_t)n - req.body_len;
 
-			if (serve_request(hs, fd, buf, head_len, &req) || !req.keep_alive)
+			if (serve_request(c, buf, head_len, &req) || !req.keep_alive)
 				break;
 			memmove(buf, buf + n, len - (size_t)n);
 			len -= (size_t)n;
+			/* the next request: idle until its first byte */
+			started = len > 0;
+			deadline = mono_ms() + 1000LL * (started ? hs->request_s : hs->idle_s);
 			continue;
 		}
-		if (req.expect_continue && write_full(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25))
+		if (req.expect_continue && conn_write(c, "HTTP/1.1 100 Continue\r\n\r\n", 25))
 			break;
-		if (len == cap)
+		if (len == cap) {
+			char *nb;
+
+			if (cap == max)
+				break; /* cannot happen: the parser refuses first */
+			cap = cap * 4 > max ? max : cap * 4;
+			nb = realloc(buf, cap);
+			if (!nb)
+				break;
+			buf = nb;
+		}
+		k = recv(c->fd, buf + len, cap - len, 0);
+		if (k > 0) {
+			if (!started) {
+				started = 1;
+				deadline = mono_ms() + 1000LL * hs->request_s;
+			}
+			len += (size_t)k;
+			continue;
+		}
+		if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
 			break;
-		k = read(fd, buf + len, cap - len);
-		if (k <= 0)
+		k = conn_wait(c, POLLIN, deadline);
+		if (k < 0)
+			break; /* shutdown */
+		if (k == 0) {
+			/* idle: close quietly; midway through a request: say why */
+			if (started)
+				send_error(c, 408, NULL, JSONRPC_INVALID_REQUEST,
+					   "the request was not received in time: the connection is closed", 0);
 			break;
-		len += (size_t)k;
+		}
 	}
 	free(buf);
+}
+
+static void *conn_main(void *arg)
+{
+	struct conn *c = arg;
+	struct http_server *hs = c->hs;
+
+	serve_conn(c);
+	pthread_mutex_lock(&hs->lock);
+	close(c->fd);
+	c->fd = -1;
+	c->done = 1;
+	pthread_mutex_unlock(&hs->lock);
+	return NULL;
+}
+
+/* Joins the connections whose threads ended; the number still served. */
+static unsigned conns_reap(struct http_server *hs)
+{
+	unsigned i, live = 0;
+
+	for (i = 0; i < hs->max_conns; i++) {
+		struct conn *c = &hs->conns[i];
+		int done;
+
+		if (!c->used)
+			continue;
+		pthread_mutex_lock(&hs->lock);
+		done = c->done;
+		pthread_mutex_unlock(&hs->lock);
+		if (done) {
+			pthread_join(c->th, NULL);
+			memset(c, 0, sizeof(*c));
+		} else {
+			live++;
+		}
+	}
+	return live;
+}
+
+/* A connection past the limit: 503 and closed, from the accepting thread,
+ * so it must not block (a client that does not read loses the answer). */
+static void refuse_busy(int fd)
+{
+	char body[256], head[512];
+	size_t n = error_body(body, sizeof(body), JSONRPC_INTERNAL_ERROR,
+			      "too many connections: try again later");
+	int h = snprintf(head, sizeof(head),
+			 "HTTP/1.1 503 %s\r\nServer: vmm\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+			 http_reason(503), n);
+
+	if (send(fd, head, (size_t)h, MSG_NOSIGNAL | MSG_DONTWAIT) == h)
+		send(fd, body, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	shutdown(fd, SHUT_WR);
+	close(fd);
+}
+
+static void conn_start(struct http_server *hs, int fd, const pthread_attr_t *attr)
+{
+	unsigned i;
+	int r;
+
+	if (conns_reap(hs) >= hs->max_conns) {
+		refuse_busy(fd);
+		return;
+	}
+	for (i = 0; hs->conns[i].used; i++) {
+	}
+	hs->conns[i] = (struct conn){ .hs = hs, .fd = fd, .used = 1 };
+	r = pthread_create(&hs->conns[i].th, attr, conn_main, &hs->conns[i]);
+	if (r) {
+		log_err("mcp: a connection's thread: %s", strerror(r));
+		memset(&hs->conns[i], 0, sizeof(hs->conns[i]));
+		refuse_busy(fd);
+	}
+}
+
+/* Shutdown: the stop pipe wakes every connection's wait (and an exec in
+ * flight: its sandbox_addr.cancel_fd); the sockets are shut down too, for
+ * a thread between waits. Then every thread is joined. */
+static void conns_stop(struct http_server *hs)
+{
+	unsigned i;
+
+	if (write(hs->stop[1], "x", 1) < 0) {
+		/* a full pipe is already readable */
+	}
+	pthread_mutex_lock(&hs->lock);
+	for (i = 0; i < hs->max_conns; i++)
+		if (hs->conns[i].used && hs->conns[i].fd >= 0)
+			shutdown(hs->conns[i].fd, SHUT_RDWR);
+	pthread_mutex_unlock(&hs->lock);
+	for (i = 0; i < hs->max_conns; i++)
+		if (hs->conns[i].used)
+			pthread_join(hs->conns[i].th, NULL);
 }
 
 static int is_loopback(const struct sockaddr *sa)
@@ -379,18 +637,39 @@ resolve:
 int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 {
 	struct http_server *hs = calloc(1, sizeof(*hs));
+	pthread_attr_t attr;
 	sigset_t sigs;
-	int lfd, sfd = -1, r = 0;
+	int lfd = -1, sfd = -1, r = 0;
 
 	if (!hs)
 		return -ENOMEM;
-	hs->proto = *s;
 	hs->o = o;
+	hs->max_conns = o->max_conns ? o->max_conns : MCP_HTTP_MAX_CONNS;
+	hs->idle_s = o->idle_timeout_s ? o->idle_timeout_s : MCP_HTTP_IDLE_S;
+	hs->request_s = o->request_timeout_s ? o->request_timeout_s : MCP_HTTP_REQUEST_S;
+	hs->stop[0] = hs->stop[1] = -1;
+	hs->conns = calloc(hs->max_conns, sizeof(*hs->conns));
+	if (!hs->conns) {
+		free(hs);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&hs->lock, NULL);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 2u << 20);
+	if (pipe2(hs->stop, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto out;
+	}
+	/* the stop pipe's read end is every call's cancel_fd (> 0: see api_client.h) */
+	hs->proto = *s;
+	hs->proto.addr.cancel_fd = hs->stop[0];
 	lfd = listen_on(o->listen, o->allow_remote);
 	if (lfd < 0) {
-		free(hs);
-		return lfd;
+		r = lfd;
+		goto out;
 	}
+	/* Blocked before the first thread starts, so every thread inherits
+	 * the mask and the signals reach only the signalfd. */
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
@@ -412,8 +691,9 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 			port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
 		}
 		/* one line on stderr that scripts (and the tests) can wait for */
-		fprintf(stderr, "vmm mcp: serving sandbox %s on http://%s%s%s:%u/mcp\n", s->name,
-			ss.ss_family == AF_INET6 ? "[" : "", a, ss.ss_family == AF_INET6 ? "]" : "", port);
+		fprintf(stderr, "vmm mcp: serving sandbox %s on http://%s%s%s:%u/mcp (at most %u connections)\n",
+			s->name, ss.ss_family == AF_INET6 ? "[" : "", a, ss.ss_family == AF_INET6 ? "]" : "", port,
+			hs->max_conns);
 	}
 	for (;;) {
 		struct pollfd p[2] = { { .fd = lfd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
@@ -429,15 +709,24 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 			break; /* SIGINT/SIGTERM: done */
 		if (!(p[0].revents & POLLIN))
 			continue;
-		c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (c < 0)
 			continue;
-		serve_conn(hs, c);
-		close(c);
+		conn_start(hs, c, &attr);
 	}
+	conns_stop(hs);
+out:
 	if (sfd >= 0)
 		close(sfd);
-	close(lfd);
+	if (lfd >= 0)
+		close(lfd);
+	if (hs->stop[0] >= 0) {
+		close(hs->stop[0]);
+		close(hs->stop[1]);
+	}
+	pthread_attr_destroy(&attr);
+	pthread_mutex_destroy(&hs->lock);
+	free(hs->conns);
 	free(hs);
 	return r;
 }

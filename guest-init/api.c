@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "api.h"
 #include "ops.h"
+#include "tar.h"
 #include "proto.h"
 #include "vsock.h"
 
@@ -41,6 +42,7 @@ static const struct {
 	{ "processes", OP_PROCESSES }, { "attach", OP_ATTACH }, { "logs", OP_LOGS },
 	{ "signal", OP_SIGNAL }, { "wait", OP_WAIT }, { "watch", OP_WATCH },
 	{ "readlink", OP_READLINK }, { "symlink", OP_SYMLINK },
+	{ "tar_get", OP_TAR_GET }, { "tar_put", OP_TAR_PUT },
 };
 #define FIRST_V2_OP OP_PROCESSES
 
@@ -244,6 +246,24 @@ static int parse_v2(const struct json *root, struct api_request *r, const char *
 			return fail(err, eno, "\"target\" must be a non-empty string (what the link points to)", EINVAL);
 		if (opt_bool(root, "parents", &r->parents))
 			return fail(err, eno, "\"parents\" must be a boolean", EINVAL);
+		return 0;
+	case OP_TAR_GET:
+	case OP_TAR_PUT:
+		if (json_get_str(root, "path", &r->path) || !valid_path(r->path))
+			return fail(err, eno, "\"path\" must be an absolute path", EINVAL);
+		if (opt_int(root, "max_depth", 1, TAR_DEPTH_MAX, &r->max_depth) ||
+		    opt_int(root, "max_entries", 1, INT64_MAX, &r->max_entries))
+			return fail(err, eno, "\"max_depth\" must be 1..4096 and \"max_entries\" at least 1", EINVAL);
+		if (r->op == OP_TAR_PUT)
+			return opt_bool(root, "parents", &r->parents) || opt_bool(root, "owner", &r->owner)
+				       ? fail(err, eno, "\"parents\" and \"owner\" must be booleans", EINVAL)
+				       : 0;
+		if (opt_bool(root, "follow", &r->follow_links))
+			return fail(err, eno, "\"follow\" must be a boolean", EINVAL);
+		if (json_get(root, "name") &&
+		    (json_get_str(root, "name", &r->arcname) || !r->arcname[0] || strchr(r->arcname, '/') ||
+		     !strcmp(r->arcname, "..") || strlen(r->arcname) > NAME_MAX))
+			return fail(err, eno, "\"name\" must be one path component (or \".\": the content)", EINVAL);
 		return 0;
 	case OP_STAT:
 		if (opt_bool(root, "follow", &r->follow_links))
@@ -471,6 +491,8 @@ static int parse_v1(const struct json *root, struct api_request *r, const char *
 	case OP_WAIT:
 	case OP_READLINK:
 	case OP_SYMLINK:
+	case OP_TAR_GET:
+	case OP_TAR_PUT:
 		return 0; /* parse_v2 */
 	}
 	return fail(err, eno, "unknown \"op\"", EINVAL);
@@ -970,6 +992,8 @@ void api_serve(int fd, const struct api_config *cfg)
 	case OP_RENAME: files_rename(fd, &r); break;
 	case OP_READLINK: files_readlink(fd, &r); break;
 	case OP_SYMLINK: files_symlink(fd, &r); break;
+	case OP_TAR_GET: tar_get(fd, &r); break;
+	case OP_TAR_PUT: tar_put(fd, &r); break;
 	case OP_PS: op_ps(fd, cfg); break;
 	case OP_KILL: op_kill(fd, &r, cfg); break;
 	case OP_CONNECT: op_connect(fd, &r); break;

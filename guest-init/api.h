@@ -26,6 +26,7 @@ enum api_op {
 	OP_RENAME, OP_PS, OP_KILL, OP_SHUTDOWN, OP_SYNC, OP_CONNECT,
 	/* version 2 */
 	OP_PROCESSES, OP_ATTACH, OP_LOGS, OP_SIGNAL, OP_WAIT, OP_WATCH, OP_READLINK, OP_SYMLINK,
+	OP_TAR_GET, OP_TAR_PUT,
 };
 
 struct api_request {
@@ -78,7 +79,11 @@ struct api_request {
 	struct { int res; uint64_t soft, hard; } rlimits[API_MAX_RLIMITS];
 	unsigned nrlimits;
 	const char *target;      /* symlink: what the new link points to */
-	int follow_links;        /* stat: stat, not lstat (a symlink's target) */
+	int follow_links;        /* stat: stat, not lstat (a symlink's target); tar_get: archive link targets */
+	const char *arcname;     /* tar_get: the top entry's name in the archive (NULL: the default) */
+	int64_t max_depth;       /* tar_get/tar_put: components in a name (0: TAR_DEPTH_DEFAULT) */
+	int64_t max_entries;     /* tar_get/tar_put: entries (0: TAR_ENTRIES_DEFAULT) */
+	int owner;               /* tar_put: uid/gid from the archive (root only) */
 };
 
 /* Who may use the API: the host (a vsock peer with CID 2,

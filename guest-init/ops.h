@@ -60,6 +60,12 @@ pid_t procs_start(const struct procs_limits *lim, const struct api_config *cfg, 
  * manager. 0 or -errno. */
 int procs_forward(int chan, int client, const char *req, size_t len);
 
+/* Directories as tar streams (tar_ops.c): tar_get sends RESULT, the
+ * archive in DATA frames, END; tar_put answers RESULT {"ready":true},
+ * takes the archive in DATA frames until END, answers RESULT with counts. */
+void tar_get(int fd, const struct api_request *r);
+void tar_put(int fd, const struct api_request *r);
+
 /* File watching (watch.c). */
 void watch_serve(int fd, const struct api_request *r);
 

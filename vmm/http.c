@@ -185,8 +185,11 @@ int http_parse_limit(const char *buf, size_t len, struct http_request *req, size
 
 			if (vl == 0)
 				return refuse(req, 400, "empty Content-Length");
-			if (vl > 12)
-				return refuse(req, 400, "the request body is larger than the server's limit");
+			if (vl > 12) {
+				r = refuse(req, 400, "the request body is larger than the server's limit");
+				req->too_large = 1;
+				return r;
+			}
 			for (i = 0; i < vl; i++) {
 				if (v[i] < '0' || v[i] > '9')
 					return refuse(req, 400, "Content-Length is not a number");
@@ -212,7 +215,9 @@ int http_parse_limit(const char *buf, size_t len, struct http_request *req, size
 		snprintf(req->why_buf, sizeof(req->why_buf),
 			 "Request payload with size %zu is larger than the limit of %zu allowed by server.", clen,
 			 max_body);
-		return refuse(req, 400, req->why_buf);
+		r = refuse(req, 400, req->why_buf);
+		req->too_large = 1;
+		return r;
 	}
 	req->keep_alive = http10 ? conn_keep && !conn_close : !conn_close;
 	total = (size_t)(hdr_end + 2 - buf);

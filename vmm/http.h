@@ -38,6 +38,7 @@ struct http_request {
 	int expect_continue;        /* headers done, the client waits for 100 */
 	/* on error: */
 	int status;
+	int too_large;              /* refused for a body over the limit (400 here; MCP says 413) */
 	const char *why;            /* a message for fault_message (static, or why_buf) */
 	char why_buf[128];
 };

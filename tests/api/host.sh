@@ -2,7 +2,9 @@
 # Runs tests/api/api_test.py, cp_test.py and mcp_test.py against the host build of
 # guest-init serving on a Unix socket (no VM): the API's behaviour in seconds.
 #   host.sh VMM GUEST_INIT
+# HOST_TESTS="mcp mcp_conc" runs only those (names: api cp mcp mcp_conc spare).
 set -u
+want() { [ -z "${HOST_TESTS:-}" ] || [[ " $HOST_TESTS " == *" $1 "* ]]; }
 vmm=$1
 gi=$2
 tmp=$(mktemp -d)
@@ -12,9 +14,9 @@ pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 50); do [ -S "$tmp/api.sock" ] && break; sleep 0.1; done
 rc=0
-timeout 600 python3 "$(dirname "$0")/api_test.py" "$vmm" "$tmp/api.sock" 0 host-test-token --scale full || rc=1
+if want api; then timeout 600 python3 "$(dirname "$0")/api_test.py" "$vmm" "$tmp/api.sock" 0 host-test-token --scale full || rc=1; fi
 # vmm cp out of a hostile sandbox (a deep tree, guest modes, a fake server's listings)
-timeout 900 python3 "$(dirname "$0")/cp_test.py" "$vmm" "$tmp/api.sock" host-test-token || rc=1
+if want cp; then timeout 900 python3 "$(dirname "$0")/cp_test.py" "$vmm" "$tmp/api.sock" host-test-token || rc=1; fi
 # vmm mcp (stdio and HTTP) and vmm token: a sandbox folder in a state
 # directory of our own whose vsock socket is this guest-init's API.
 mkdir -m 700 "$tmp/state" "$tmp/state/mcp-sb"
@@ -25,7 +27,10 @@ ln -s "$tmp/api.sock" "$tmp/state/mcp-sb/vsock.sock"
 st=$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f20)
 read -r dev ino < <(stat -L -c '%d %i' "/proc/$pid/exe")
 echo "$pid $st $dev $ino" > "$tmp/state/mcp-sb/process"
-timeout 600 python3 "$(dirname "$0")/mcp_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1
+if want mcp; then timeout 600 python3 "$(dirname "$0")/mcp_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1; fi
+# vmm mcp --listen under many clients: concurrency, the connection limit,
+# slowloris and idle timeouts, shutdown
+if want mcp_conc; then timeout 600 python3 "$(dirname "$0")/mcp_conc_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1; fi
 # guest-init's spare worker (a server of its own: it counts children)
-timeout 120 python3 "$(dirname "$0")/spare_test.py" "$gi" || rc=1
+if want spare; then timeout 120 python3 "$(dirname "$0")/spare_test.py" "$gi" || rc=1; fi
 exit $rc
