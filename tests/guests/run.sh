@@ -186,7 +186,7 @@ if [ "$("$vmm" create --name made --kernel "$dir/spin.elf" --mem 64 --ready-time
 	[ -z "$(ls "$VMM_STATE_DIR")" ] || why="$why made-left"
 	! pgrep -f -- "--adopt --name made( |$)" > /dev/null || why="$why made-vmm-runs"
 	# One that is still starting is running for ls; rm -f stops and removes it.
-	"$vmm" create --name made2 --kernel "$dir/spin.elf" --mem 64 --ready-timeout -k 10 60 > /dev/null
+	"$vmm" create --name made2 --kernel "$dir/spin.elf" --mem 64 --ready-timeout 60 > /dev/null
 	timeout 90 "$vmm" start made2 > /dev/null 2>&1 &
 	spid=$!
 	for _ in $(seq 300); do "$vmm" ls | grep -q "^made2 .*running" && break; sleep 0.1; done
@@ -327,8 +327,14 @@ else
 		"$vmm" run --jail --name jt2 --kernel "$dir/spin.elf" --mem 64 --console "file:$tmp/jt2.console" \
 		< /dev/null > "$tmp/out2" 2> "$tmp/err2" &
 	relay2=$!
-	for _ in $(seq 100); do grep -q spinning "$tmp/jt.console" 2> /dev/null && break; sleep 0.1; done
-	for _ in $(seq 100); do grep -q spinning "$tmp/jt2.console" 2> /dev/null && break; sleep 0.1; done
+	# A watchdog: a jail that never starts (or a relay that ignores its
+	# signal) must fail the check, not hang the tier on `wait` below (it
+	# did, under ASan in the nested-KVM harness, where a jailed VMM takes
+	# more than the 10 s this once allowed to start).
+	(sleep 180; kill -KILL $relay $relay2) > /dev/null 2>&1 &
+	watchdog=$!
+	for _ in $(seq 600); do grep -q spinning "$tmp/jt.console" 2> /dev/null && break; sleep 0.1; done
+	for _ in $(seq 600); do grep -q spinning "$tmp/jt2.console" 2> /dev/null && break; sleep 0.1; done
 	# The record holds the VMM's own pid (the relay's child), as the host sees it.
 	pid=$(cat "$VMM_STATE_DIR/jt/pid" 2> /dev/null)
 	pid2=$(cat "$VMM_STATE_DIR/jt2/pid" 2> /dev/null)
@@ -366,9 +372,10 @@ else
 	kill $relay
 	wait $relay
 	s=$?
-	kill "$pid2"
+	kill "${pid2:-$relay2}"
 	wait $relay2
 	s2=$?
+	kill $watchdog 2> /dev/null
 	sleep 0.5
 	[ "$s" = 143 ] || why="$why status-$s"
 	[ "$s2" = 143 ] || why="$why status2-$s2"
