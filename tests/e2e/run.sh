@@ -31,7 +31,12 @@ emulating=0
 # VMM_E2E_ONLY="jail net": only those parts (boots lifecycle egress jail
 # fcapi fs net images readme); the gold snapshot (snapshot.sh) always, as the
 # parts restore it. For a targeted rerun; CI runs them all.
-e2e_part() { [ -z "${VMM_E2E_ONLY:-}" ] || [[ " $VMM_E2E_ONLY " == *" $1 "* ]]; }
+# Each part that runs says when it starts (seconds since the tier began),
+# so a CI log shows where the time goes.
+e2e_part() {
+	[ -z "${VMM_E2E_ONLY:-}" ] || [[ " $VMM_E2E_ONLY " == *" $1 "* ]] || return 1
+	echo "---- e2e: $1 at ${SECONDS} s"
+}
 base="console=ttyS0 reboot=k panic=-1 vmm_selftest=1 rdinit=/sbin/vmm-selftest init=/sbin/vmm-selftest"
 
 # boot CPUS STOP INPUT [VMM ARGS...]: boots, waits for it to end; files
@@ -128,6 +133,7 @@ fi
 # Boot 3: guest-init as PID 1 (the root image's /sbin/init) serving the
 # sandbox API over vsock, snapshotted at API-ready; the snapshot tests and
 # the API suite run on clones restored from it (tests/e2e/snapshot.sh).
+echo "---- e2e: gold snapshot at ${SECONDS} s"
 . "$(dirname "$0")/snapshot.sh"
 ! e2e_part lifecycle || . "$(dirname "$0")/lifecycle.sh"
 # The egress proxy on clones of the same gold snapshot (tests/e2e/egress.sh).
@@ -217,5 +223,5 @@ if [ "$fail" != 0 ]; then
 fi
 fi # boots
 e2e_finish
-echo "e2e: $pass passed, $fail failed"
+echo "e2e: $pass passed, $fail failed ($SECONDS s)"
 [ "$fail" = 0 ]
