@@ -45,7 +45,7 @@ static void stat_fields(struct json_writer *w, const struct stat *st)
 	jw_int(w, st->st_gid);
 }
 
-static int mkdir_p(const char *path, mode_t mode)
+int files_mkdir_p(const char *path, mode_t mode)
 {
 	char tmp[PATH_MAX];
 	size_t i, n = strlen(path);
@@ -154,7 +154,7 @@ void files_write(int fd, const struct api_request *r)
 		gid = pw->pw_gid;
 	}
 	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - r->path) ? (int)(slash - r->path) : 1, r->path);
-	if (r->parents && (e = mkdir_p(dir, 0755)) < 0) {
+	if (r->parents && (e = files_mkdir_p(dir, 0755)) < 0) {
 		api_send_error(fd, -e, "cannot create the parent directories");
 		return;
 	}
@@ -357,7 +357,7 @@ static int remove_tree(int dfd, const char *name)
 void files_mkdir(int fd, const struct api_request *r)
 {
 	mode_t mode = r->mode >= 0 ? (mode_t)r->mode : 0755;
-	int e = r->parents ? mkdir_p(r->path, mode) : (mkdir(r->path, mode) < 0 ? -errno : 0);
+	int e = r->parents ? files_mkdir_p(r->path, mode) : (mkdir(r->path, mode) < 0 ? -errno : 0);
 
 	if (e < 0)
 		api_send_error(fd, -e, NULL);
@@ -431,7 +431,7 @@ void files_symlink(int fd, const struct api_request *r)
 		return;
 	}
 	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - r->path) ? (int)(slash - r->path) : 1, r->path);
-	if (r->parents && (e = mkdir_p(dir, 0755)) < 0) {
+	if (r->parents && (e = files_mkdir_p(dir, 0755)) < 0) {
 		api_send_error(fd, -e, "cannot create the parent directories");
 		return;
 	}

@@ -27,6 +27,8 @@ void files_remove(int fd, const struct api_request *r);
 void files_rename(int fd, const struct api_request *r);
 void files_readlink(int fd, const struct api_request *r); /* v2 */
 void files_symlink(int fd, const struct api_request *r);  /* v2 */
+/* mkdir -p: each missing component of PATH with MODE. 0 or -errno. */
+int files_mkdir_p(const char *path, mode_t mode);
 
 /* Starting a command (spawn.c). */
 struct exec_io {

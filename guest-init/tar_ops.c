@@ -68,25 +68,6 @@ void tar_get(int fd, const struct api_request *r)
 	frame_write(fd, F_END, NULL, 0);
 }
 
-static int mkdirs(const char *path)
-{
-	char tmp[PATH_MAX];
-	size_t i, n = strlen(path);
-
-	if (n >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	memcpy(tmp, path, n + 1);
-	for (i = 1; i <= n; i++) {
-		if (tmp[i] != '/' && tmp[i] != '\0')
-			continue;
-		tmp[i] = '\0';
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		tmp[i] = i < n ? '/' : '\0';
-	}
-	return 0;
-}
-
 void tar_put(int fd, const struct api_request *r)
 {
 	static char buf[FRAME_MAX];
@@ -100,7 +81,7 @@ void tar_put(int fd, const struct api_request *r)
 		api_send_error(fd, EPERM, "\"owner\" needs the API to run as root");
 		return;
 	}
-	if (r->parents && (e = mkdirs(r->path)) < 0) {
+	if (r->parents && (e = files_mkdir_p(r->path, 0755)) < 0) {
 		api_send_error(fd, -e, "cannot create the destination directory");
 		return;
 	}
