@@ -158,8 +158,16 @@ int standby_consume(const char *sbdir)
 	    (r = join(tmp, sizeof(tmp), dir, STANDBY_CONSUMED ".tmp")) ||
 	    (r = join(to, sizeof(to), dir, STANDBY_CONSUMED)))
 		return r;
-	if ((r = snap_state_id(dir, id)))
-		return r;
+	if (snap_state_id(dir, id)) {
+		/* A state whose ID cannot be read (damaged) is taken out of
+		 * the way whole: nothing is left that could be restored. */
+		if ((r = join(tmp, sizeof(tmp), dir, SNAP_STATE_FILE)) ||
+		    (r = join(to, sizeof(to), dir, SNAP_STATE_FILE ".used")))
+			return r;
+		if (rename(tmp, to) < 0)
+			return -errno;
+		return snap_fsync_dir(dir);
+	}
 	unlink(tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)

@@ -338,6 +338,14 @@ static void consume_marks_the_id(void **state)
 	snprintf(p, sizeof(p), "%s/" STANDBY_CONSUMED, dir);
 	assert_int_equal(truncate(p, 3), 0);
 	assert_int_equal(standby_valid(root), 0);
+	/* a damaged state with no marker: consuming it moves it away whole */
+	assert_int_equal(unlink(p), 0);
+	snprintf(p, sizeof(p), "%s/state", dir);
+	assert_int_equal(truncate(p, 10), 0);
+	assert_int_equal(standby_valid(root), 1); /* exists, no marker */
+	assert_int_equal(standby_consume(root), 0);
+	assert_int_equal(standby_valid(root), 0);
+	assert_int_equal(access(p, F_OK), -1);
 }
 
 /* ---- which write a suspend does ---- */
