@@ -2,8 +2,12 @@
 #include "cli.h"
 #include "sandbox.h"
 #include "standby.h"
+#include "../vmm/standby.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void pause_usage(FILE *out)
 {
@@ -37,6 +41,21 @@ static int control_verb(int argc, char **argv, const char *op, void (*usage)(FIL
 			return CLI_EXIT_ERROR;
 		if (st.state == SB_STANDBY)
 			return standby_wake(argv[1]) ? CLI_EXIT_ERROR : 0;
+		if (st.state == SB_DEAD) {
+			char p[PATH_MAX + 64];
+
+			/* Died after a resume from standby (running, or in a
+			 * suspend that had not committed): the state it came
+			 * from was consumed then, its disks moved on since. */
+			snprintf(p, sizeof(p), "%s/" STANDBY_DIR "/" STANDBY_CONSUMED, st.sb.dir);
+			if (access(p, F_OK) == 0) {
+				fprintf(stderr, "vmm resume: %s is dead: its VMM died after it last resumed from "
+						"standby, before a new suspend committed; that standby state was "
+						"consumed at the resume (its disks have moved on), so nothing can "
+						"be resumed (vmm logs --vmm %s; vmm rm %s)\n", argv[1], argv[1], argv[1]);
+				return CLI_EXIT_ERROR;
+			}
+		}
 	}
 	snprintf(req, sizeof(req), "{\"op\":\"%s\"}", op);
 	if (sandbox_control(argv[1], req, reply, sizeof(reply), 30000) || cli_reply_ok(op, reply))

@@ -1919,6 +1919,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 
 		snprintf(sp, sizeof(sp), "%s/synced", sb.rw);
 		unlink(sp);
+		/* The next suspend writes only what this run dirties, into
+		 * standby/ in place: the bitmap counts from the state restored
+		 * here (vm_restore_state sets vm->snap_dir/snap_id to it). */
+		cfg.track_dirty = 1;
 	}
 	/* From the folder on, a stop signal (Ctrl-C, SIGTERM) waits for
 	 * vm_run, which stops the VM and the teardown removes everything:

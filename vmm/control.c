@@ -292,25 +292,34 @@ void control_handle(struct vm *vm, const struct control *c, const char *req, siz
  * (vmm/standby.h); on failure it runs on and the reply says why. */
 static void do_suspend(struct vm *vm, char *out, size_t outlen)
 {
-	uint64_t bytes = 0, ms = 0;
+	struct standby_stats st;
 	struct json_writer w;
 	char why[512];
 
-	if (standby_suspend(vm, &bytes, &ms, why, sizeof(why))) {
+	if (standby_suspend(vm, &st, why, sizeof(why))) {
 		log_err("suspend: %s", why);
 		reply_error(out, outlen, why);
 		return;
 	}
-	log_info("suspended: %llu ms paused, memory %llu KiB on disk", (unsigned long long)ms,
-		 (unsigned long long)(bytes >> 10));
+	if (st.diff)
+		log_info("suspended: %llu ms paused, %llu KiB written, diff of %llu pages",
+			 (unsigned long long)st.ms, (unsigned long long)(st.bytes >> 10),
+			 (unsigned long long)st.pages);
+	else
+		log_info("suspended: %llu ms paused, %llu KiB written, full (%s)", (unsigned long long)st.ms,
+			 (unsigned long long)(st.bytes >> 10), st.full_why ? st.full_why : "first suspend");
 	jw_init(&w, out, outlen);
 	jw_obj(&w);
 	jw_key(&w, "ok");
 	jw_bool(&w, 1);
 	jw_key(&w, "pause_ms");
-	jw_int(&w, (int64_t)ms);
+	jw_int(&w, (int64_t)st.ms);
 	jw_key(&w, "memory_bytes");
-	jw_int(&w, (int64_t)bytes);
+	jw_int(&w, (int64_t)st.bytes);
+	jw_key(&w, "diff");
+	jw_bool(&w, st.diff);
+	jw_key(&w, "pages");
+	jw_int(&w, (int64_t)st.pages);
 	jw_obj_end(&w);
 	if (!jw_done(&w))
 		reply_error(out, outlen, "reply too long");

@@ -123,8 +123,10 @@ int snap_state_id(const char *dir, uint8_t id[SNAP_ID_LEN])
 	if (snprintf(p, sizeof(p), "%s/state", dir) >= (int)sizeof(p))
 		return -ENAMETOOLONG;
 	e = snapfile_read(p, &file, &len, &body, &body_len, &why);
-	if (e)
+	if (e) {
+		free(file); /* a file that fails its checks comes back allocated */
 		return e;
+	}
 	/* Walk the sections by their lengths; only SNID's first field. */
 	sr_init(&r, body, body_len);
 	while (!r.err && r.off + 8 <= r.len) {

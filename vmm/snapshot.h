@@ -152,6 +152,14 @@ int snapshot_update_inplace(struct vm *vm, const char *dir, struct snap_stats *s
 	__attribute__((warn_unused_result));
 int snapshot_update_inplace_f(struct vm *vm, const char *dir, struct snap_stats *st,
 			      const struct snap_fault *f) __attribute__((warn_unused_result));
+/* With `disks_in_place`: the standby's repeated suspends (vmm/standby.h).
+ * Writable disks are not copied but fdatasync'd where they are and
+ * recorded by path, as vm_snapshot_in_place does; only the dirty pages
+ * (journal, then in place) and the state change. A failure after the
+ * commit returns -errno with vm->snap_id already the new ID: the update
+ * stands and the next open finishes it. */
+int snapshot_update_inplace_ex(struct vm *vm, const char *dir, struct snap_stats *st,
+			       const struct snap_fault *f, int disks_in_place) __attribute__((warn_unused_result));
 
 /* The same with every writable disk left in place, fdatasync'd, recorded
  * by path with no copy (its `file` empty): a sandbox's own standby state

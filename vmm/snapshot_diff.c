@@ -329,6 +329,12 @@ int snapshot_update_inplace(struct vm *vm, const char *dir, struct snap_stats *s
 int snapshot_update_inplace_f(struct vm *vm, const char *dir, struct snap_stats *st,
 			      const struct snap_fault *f)
 {
+	return snapshot_update_inplace_ex(vm, dir, st, f, 0);
+}
+
+int snapshot_update_inplace_ex(struct vm *vm, const char *dir, struct snap_stats *st,
+			       const struct snap_fault *f, int disks_in_place)
+{
 	struct snapshot *cur = calloc(1, sizeof(*cur));
 	struct snap_conf *conf = calloc(1, sizeof(*conf));
 	struct snap_ident ident = { .kind = SNAP_KIND_FULL };
@@ -375,10 +381,12 @@ int snapshot_update_inplace_f(struct vm *vm, const char *dir, struct snap_stats 
 	}
 	if ((r = snapid_new(ident.id)))
 		goto out;
-	/* Writable disks: a fresh copy beside the old, renamed at the commit. */
-	if ((r = snap_fill_conf(vm, conf, cur->dir, ".next")))
+	/* Writable disks: a fresh copy beside the old, renamed at the commit;
+	 * or (standby) left where they are, fdatasync'd, recorded by path:
+	 * nothing of theirs is in the journal or renamed (disk_mask 0). */
+	if ((r = snap_fill_conf(vm, conf, disks_in_place ? NULL : cur->dir, ".next")))
 		goto out;
-	for (i = 0; i < conf->nr_disks; i++)
+	for (i = 0; !disks_in_place && i < conf->nr_disks; i++)
 		if (!conf->disks[i].ro)
 			u.disk_mask |= 1u << i;
 	if ((r = snap_build_state(vm, &b, conf, &ident))) {

@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +15,7 @@
 
 #include "log.h"
 #include "snapshot.h"
+#include "snapdiff.h"
 #include "snapfmt.h"
 #include "vm.h"
 
@@ -106,26 +109,112 @@ int standby_commit(const char *sbdir, const struct standby_writer *w)
 	return 0;
 }
 
-int standby_valid(const char *sbdir)
+/* The ID the consume marker names: 0, -ENOENT (no marker) or -errno. */
+static int read_marker(const char *dir, uint8_t id[SNAP_ID_LEN])
 {
 	char p[PATH_MAX];
-	struct stat st;
+	ssize_t n;
+	int fd, r;
 
-	if (snprintf(p, sizeof(p), "%s/" STANDBY_DIR "/" SNAP_STATE_FILE, sbdir) >= (int)sizeof(p))
+	if ((r = join(p, sizeof(p), dir, STANDBY_CONSUMED)))
+		return r;
+	fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, id, SNAP_ID_LEN);
+	r = n < 0 ? -errno : n == SNAP_ID_LEN ? 0 : -EINVAL;
+	close(fd);
+	return r;
+}
+
+int standby_valid(const char *sbdir)
+{
+	uint8_t id[SNAP_ID_LEN], used[SNAP_ID_LEN];
+	char dir[PATH_MAX], p[PATH_MAX];
+	struct stat st;
+	int r;
+
+	if (join(dir, sizeof(dir), sbdir, STANDBY_DIR) || join(p, sizeof(p), dir, SNAP_STATE_FILE))
 		return 0;
-	return lstat(p, &st) == 0 && S_ISREG(st.st_mode);
+	if (lstat(p, &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	r = read_marker(dir, used);
+	if (r == -ENOENT)
+		return 1;
+	/* A marker that cannot be read counts as naming this state: the
+	 * safe way round (a sandbox shown dead, never a stale restore). */
+	if (r || snap_state_id(dir, id))
+		return 0;
+	return memcmp(id, used, SNAP_ID_LEN) != 0;
 }
 
 int standby_consume(const char *sbdir)
 {
-	char from[PATH_MAX], to[PATH_MAX], dir[PATH_MAX];
+	char dir[PATH_MAX], tmp[PATH_MAX], to[PATH_MAX];
+	uint8_t id[SNAP_ID_LEN];
+	int fd, r;
 
-	if (snprintf(dir, sizeof(dir), "%s/" STANDBY_DIR, sbdir) >= (int)sizeof(dir) ||
-	    join(from, sizeof(from), dir, SNAP_STATE_FILE) || join(to, sizeof(to), dir, SNAP_STATE_FILE ".used"))
-		return -ENAMETOOLONG;
-	if (rename(from, to) < 0)
+	if ((r = join(dir, sizeof(dir), sbdir, STANDBY_DIR)) ||
+	    (r = join(tmp, sizeof(tmp), dir, STANDBY_CONSUMED ".tmp")) ||
+	    (r = join(to, sizeof(to), dir, STANDBY_CONSUMED)))
+		return r;
+	if (snap_state_id(dir, id)) {
+		/* A state whose ID cannot be read (damaged) is taken out of
+		 * the way whole: nothing is left that could be restored. */
+		if ((r = join(tmp, sizeof(tmp), dir, SNAP_STATE_FILE)) ||
+		    (r = join(to, sizeof(to), dir, SNAP_STATE_FILE ".used")))
+			return r;
+		if (rename(tmp, to) < 0)
+			return -errno;
+		return snap_fsync_dir(dir);
+	}
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
 		return -errno;
+	if (write(fd, id, SNAP_ID_LEN) != SNAP_ID_LEN)
+		r = errno ? -errno : -EIO;
+	else if (fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	if (!r && rename(tmp, to) < 0)
+		r = -errno;
+	if (r) {
+		unlink(tmp);
+		return r;
+	}
 	return snap_fsync_dir(dir);
+}
+
+enum standby_kind standby_plan(const char *sbdir, int tracking, const char *snap_dir,
+			       const uint8_t snap_id[SNAP_ID_LEN], const char **why)
+{
+	char dir[PATH_MAX], real[PATH_MAX], p[PATH_MAX];
+	uint8_t id[SNAP_ID_LEN];
+	struct stat st;
+
+	*why = NULL;
+	if (!tracking) {
+		*why = "dirty-page tracking is off";
+		return STANDBY_FULL;
+	}
+	if (!snap_dir || !snap_dir[0] || snapid_is_zero(snap_id)) {
+		*why = "no base: the first suspend of this run";
+		return STANDBY_FULL;
+	}
+	if (join(dir, sizeof(dir), sbdir, STANDBY_DIR) || !realpath(dir, real) || strcmp(real, snap_dir)) {
+		*why = "this run did not resume from this standby state";
+		return STANDBY_FULL;
+	}
+	if (snap_state_id(dir, id) || memcmp(id, snap_id, SNAP_ID_LEN)) {
+		*why = "the standby state changed since this run resumed from it (stale base)";
+		return STANDBY_FULL;
+	}
+	if (join(p, sizeof(p), dir, SNAP_MEMORY_FILE) || lstat(p, &st) < 0 || !S_ISREG(st.st_mode)) {
+		*why = "the standby memory file is missing";
+		return STANDBY_FULL;
+	}
+	return STANDBY_DIFF;
 }
 
 struct full_write {
@@ -140,13 +229,58 @@ static int write_full(void *ctx, const char *dir)
 	return vm_snapshot_in_place(f->vm, dir, &f->bytes);
 }
 
-int standby_suspend(struct vm *vm, uint64_t *bytes, uint64_t *ms, char *why, size_t why_len)
+/* VMM_TEST_STANDBY_KILL: a real kill -9 at one step of the diff write. */
+static int kill_at(void *ctx, enum snap_step step)
+{
+	if ((int)step == *(const int *)ctx) {
+		log_warn("standby: VMM_TEST_STANDBY_KILL: SIGKILL after in-place step %d", (int)step);
+		raise(SIGKILL);
+	}
+	return 0;
+}
+
+/* The in-place diff (MAP_PRIVATE analysis in docs/snapshot.md, "Repeated
+ * suspends"). 0 once committed; -errno before the commit (nothing of the
+ * old state touched); -ESTALE/-EINVAL: the base does not fit after all. */
+static int write_diff(struct vm *vm, const char *dir, struct standby_stats *out)
+{
+	const char *env = getenv("VMM_TEST_STANDBY_KILL");
+	int step = env && *env ? atoi(env) : -1;
+	struct snap_fault f = { .hook = kill_at, .ctx = &step };
+	uint8_t before[SNAP_ID_LEN];
+	struct snap_stats st = { 0 };
+	int r;
+
+	memcpy(before, vm->snap_id, SNAP_ID_LEN);
+	r = snapshot_update_inplace_ex(vm, dir, &st, step >= 0 ? &f : NULL, 1);
+	if (r && memcmp(before, vm->snap_id, SNAP_ID_LEN)) {
+		/* Committed, a later step failed: the journal holds the
+		 * pages and the next open (the resume's) finishes it. The
+		 * VM must not run on past a committed state. */
+		log_warn("standby: %s: committed; finishing it failed (%s): the resume will",
+			 dir, strerror(-r));
+		r = 0;
+	}
+	if (r)
+		return r;
+	out->diff = 1;
+	out->pages = st.pages;
+	out->bytes = st.mem_written + st.pages * 4096; /* the journal, then the pages in place */
+	return 0;
+}
+
+int standby_suspend(struct vm *vm, struct standby_stats *out, char *why, size_t why_len)
 {
 	struct full_write ctx = { .vm = vm };
 	struct standby_writer w = { .write = write_full, .ctx = &ctx, .crash_at = -1 };
-	int was_paused = vm->paused, r;
+	struct standby_stats none = { 0 };
+	int was_paused = vm->paused, full, r;
 	uint64_t t0 = log_now_ns();
+	char dir[PATH_MAX];
 
+	if (!out)
+		out = &none;
+	memset(out, 0, sizeof(*out));
 	if (!vm->cfg.standby_dir) {
 		snprintf(why, why_len, "this sandbox cannot go on standby (only a detached, unjailed "
 				       "sandbox of the state directory can)");
@@ -157,26 +291,37 @@ int standby_suspend(struct vm *vm, uint64_t *bytes, uint64_t *ms, char *why, siz
 							      : "the VM is stopping");
 		return r;
 	}
-	/* ---- WHERE THE IN-PLACE DIFF WRITE PLUGS IN ----
-	 * Today every suspend writes the whole state (memory, sparse) to
-	 * standby.new and swaps it in. With dirty-page tracking (vmm/gm.c),
-	 * a second suspend will instead write only the pages dirtied since
-	 * the last one into standby/memory in place, fsync it, then commit a
-	 * new state file atomically; it replaces this standby_commit call.
-	 * The contract stays: nothing committed until every byte is on disk,
-	 * and on failure the VM runs on. */
-	r = standby_commit(vm->cfg.standby_dir, &w);
-	if (r) {
-		snprintf(why, why_len, "writing the state to %s/" STANDBY_DIR " failed: %s (the sandbox "
-			 "runs on; nothing was left behind)", vm->cfg.standby_dir, strerror(-r));
-		if (!was_paused)
-			vm_resume(vm);
-		return r;
+	/* The second and later suspends of a resumed sandbox: only the pages
+	 * dirtied since its resume, into standby/ in place. */
+	full = standby_plan(vm->cfg.standby_dir, vm->gm.dirty.w != NULL, vm->snap_dir, vm->snap_id,
+			    &out->full_why) == STANDBY_FULL;
+	if (!full) {
+		if (!(r = join(dir, sizeof(dir), vm->cfg.standby_dir, STANDBY_DIR)))
+			r = write_diff(vm, dir, out);
+		if (r == -ESTALE || r == -EINVAL) {
+			/* Refused before anything was written: the full write. */
+			out->full_why = "the standby state does not fit an in-place update";
+			full = 1;
+		} else if (r) {
+			snprintf(why, why_len, "writing the dirty pages into %s/" STANDBY_DIR " failed: %s "
+				 "(the sandbox runs on; the state there is as it was)", vm->cfg.standby_dir,
+				 strerror(-r));
+			goto fail;
+		}
 	}
-	if (bytes)
-		*bytes = ctx.bytes;
-	if (ms)
-		*ms = (log_now_ns() - t0) / 1000000;
+	if (full) {
+		if ((r = standby_commit(vm->cfg.standby_dir, &w))) {
+			snprintf(why, why_len, "writing the state to %s/" STANDBY_DIR " failed: %s (the sandbox "
+				 "runs on; nothing was left behind)", vm->cfg.standby_dir, strerror(-r));
+			goto fail;
+		}
+		out->bytes = ctx.bytes;
+	}
+	out->ms = (log_now_ns() - t0) / 1000000;
 	vm_request_exit(vm, VM_EXIT_STANDBY, "on standby (state in %s/" STANDBY_DIR ")", vm->cfg.standby_dir);
 	return 0;
+fail:
+	if (!was_paused)
+		vm_resume(vm);
+	return r;
 }

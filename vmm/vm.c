@@ -1133,12 +1133,14 @@ enum vm_exit_reason vm_run(struct vm *vm)
 					     atomic_load(&vm->vsock->act_gen), now);
 			if (!vm->paused && idle_expired(&vm->idle, now)) {
 				char why[512];
-				uint64_t bytes = 0, pause_ms = 0;
+				struct standby_stats st;
 
-				if (standby_suspend(vm, &bytes, &pause_ms, why, sizeof(why)) == 0) {
-					log_info("idle for %llu s: on standby (%llu ms, %llu KiB written)",
+				if (standby_suspend(vm, &st, why, sizeof(why)) == 0) {
+					log_info("idle for %llu s: on standby (%llu ms, %llu KiB written, %s %llu pages)",
 						 (unsigned long long)(vm->cfg.idle_timeout_ns / 1000000000),
-						 (unsigned long long)pause_ms, (unsigned long long)(bytes >> 10));
+						 (unsigned long long)st.ms, (unsigned long long)(st.bytes >> 10),
+						 st.diff ? "diff of" : "full,", (unsigned long long)(st.diff ? st.pages
+						 : vm->gm.total / GM_PAGE_SIZE));
 					break;
 				}
 				log_warn("auto-standby: %s; trying again after another idle period", why);

@@ -126,5 +126,16 @@ else
 	skipped "keeper tests: no python3"
 fi
 
+# A VMM that died after a resume from standby (running, or killed in a
+# suspend before its commit): the state it came from is consumed (the
+# marker names it; here a made-up state no marker can match), so it is
+# dead, and resume says why instead of asking its control socket.
+standby s6
+head -c 16 /dev/zero > "$VMM_STATE_DIR/s6/standby/state.consumed"
+if run 0 ls --format '{{.Name}} {{.State}}' && grep -qx "s6 dead" "$tmp/out" &&
+	run 1 resume s6 && grep -q "consumed at the resume" "$tmp/err"; then
+	ok "dead after a resume from standby: nothing to resume, and resume says why"
+else bad "dead after resume: $(cat "$tmp/out" "$tmp/err")"; fi
+
 echo "cli: $pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

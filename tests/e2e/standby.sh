@@ -6,7 +6,13 @@
 # PID unchanged and its count going on; a file written before is there
 # after; the VMM exits and the sandbox is `standby`; auto-standby after a
 # short --idle-timeout and vmm exec wakes it; two concurrent execs share
-# one restore; a connection to a published port wakes it.
+# one restore; a connection to a published port wakes it; the second
+# suspend (after a resume) writes only the dirty pages, far fewer bytes
+# than the first; kill -9 of the VMM during that diff write (at a step
+# before its commit, and at one after), then resume: after the commit the
+# new state, its counter going on; before it nothing to resume (the state
+# the sandbox last resumed from was consumed then: never restored on the
+# disks that moved on since), and the resume refuses.
 set -u
 vmm=$1
 kernel=$2
@@ -82,6 +88,76 @@ if timeout 300 "$vmm" suspend sa > /dev/null 2>&1 && [ "$(state sa)" = standby ]
 	[ "$(x sa cat /root/mark.txt)" = before ] && [ "$(state sa)" = running ]; then
 	ok "second suspend, and vmm exec wakes it transparently"
 else bad "second suspend / exec wake: state $(state sa)"; fi
+
+# ---- the second suspend writes only the dirty pages --------------------------
+# The VMM's log line per suspend: "suspended: N ms paused, K KiB written,
+# full (why)" or "..., diff of M pages".
+suspends() { grep -o 'suspended: [0-9]* ms paused, [0-9]* KiB written, [a-z]*[ a-z]*[0-9]*' "$VMM_STATE_DIR/$1/vmm.log"; }
+kib() { suspends "$1" | sed -n "${2}p" | sed 's/.* \([0-9]*\) KiB written.*/\1/'; }
+l1=$(suspends sa | sed -n 1p)
+l2=$(suspends sa | sed -n 2p)
+k1=$(kib sa 1)
+k2=$(kib sa 2)
+echo "     1st suspend: $l1"
+echo "     2nd suspend: $l2"
+case "$l1/$l2" in
+*full*/*diff\ of*)
+	if [ -n "$k1" ] && [ -n "$k2" ] && [ $((k2 * 4)) -lt "$k1" ]; then
+		ok "the 2nd suspend is an in-place diff: $k2 KiB written against $k1 KiB for the 1st (full)"
+	else bad "the 2nd suspend wrote $k2 KiB, the 1st $k1 KiB: not far fewer"; fi ;;
+*) bad "suspend kinds: 1st '$l1', 2nd '$l2' (want full, then diff)" ;;
+esac
+
+# ---- kill -9 during the diff write, then resume ------------------------------
+# VMM_TEST_STANDBY_KILL=N: the VMM raises SIGKILL right after in-place step
+# N (vmm/snapdiff.h: 1 state.new written, not committed; 3 committed, half
+# the pages in the memory file). The variable reaches the VMM through the
+# restore, the keeper and the resume alike; only a diff write reads it.
+kill_case() { # NAME STEP
+	local n=$1 step=$2 c0 pid0 c1 c2 pid1 restores
+	export VMM_TEST_STANDBY_KILL=$step
+	timeout 600 "$vmm" restore -d "$tmp/gold" --name "$n" > /dev/null 2> "$tmp/$n.err" ||
+		bad "restore $n: $(tail -2 "$tmp/$n.err")"
+	x "$n" sh -c '(i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done) < /dev/null > /dev/null 2>&1 &
+		echo $! > /tmp/counter.pid; sleep 1' > /dev/null 2>&1
+	timeout 300 "$vmm" suspend "$n" > /dev/null 2>&1 || bad "$n: 1st suspend failed"
+	timeout 300 "$vmm" resume "$n" > /dev/null 2>&1 || bad "$n: resume failed"
+	pid0=$(x "$n" cat /tmp/counter.pid)
+	c0=$(x "$n" cat /tmp/count)
+	vpid=$(cat "$VMM_STATE_DIR/$n/pid" 2> /dev/null)
+	restores=$(grep -c "sandbox $n restored" "$VMM_STATE_DIR/$n/vmm.log")
+	timeout 300 "$vmm" suspend "$n" > "$tmp/$n.susp" 2>&1
+	for _ in $(seq 100); do kill -0 "$vpid" 2> /dev/null || break; sleep 0.1; done
+	unset VMM_TEST_STANDBY_KILL
+	if grep -q "VMM_TEST_STANDBY_KILL: SIGKILL after in-place step $step" "$VMM_STATE_DIR/$n/vmm.log" &&
+		! kill -0 "$vpid" 2> /dev/null; then
+		ok "kill -9 after in-place step $step: the VMM ($vpid) died in the diff write"
+	else bad "kill at step $step: not hit ($(cat "$tmp/$n.susp"); $(tail -2 "$VMM_STATE_DIR/$n/vmm.log"))"; return; fi
+	for _ in $(seq 50); do [ "$(state "$n")" = running ] || break; sleep 0.1; done
+	if [ "$step" -ge 2 ]; then # committed: the new state
+		if [ "$(state "$n")" = standby ] && timeout 300 "$vmm" resume "$n" > "$tmp/$n.res" 2>&1; then
+			pid1=$(x "$n" cat /tmp/counter.pid)
+			c1=$(x "$n" cat /tmp/count)
+			sleep 1
+			c2=$(x "$n" cat /tmp/count)
+			if [ -n "$pid0" ] && [ "$pid0" = "$pid1" ] && [ -n "$c1" ] && [ "$c1" -ge "$c0" ] &&
+				[ -n "$c2" ] && [ "$c2" -gt "$c1" ]; then
+				ok "kill -9 after the commit (step $step): resume gives the new state, counter $c0 -> $c1 -> $c2, pid $pid1"
+			else bad "kill after commit: counter pid $pid0 -> $pid1, count $c0 -> $c1 -> $c2"; fi
+		else bad "kill after commit: state $(state "$n"), resume: $(cat "$tmp/$n.res" 2> /dev/null)"; fi
+	else # not committed: nothing to resume, and nothing resumed
+		timeout 300 "$vmm" resume "$n" > "$tmp/$n.res" 2>&1
+		rs=$?
+		if [ "$(state "$n")" != standby ] && [ "$rs" != 0 ] &&
+			[ "$(grep -c "sandbox $n restored" "$VMM_STATE_DIR/$n/vmm.log")" = "$restores" ] &&
+			[ -e "$VMM_STATE_DIR/$n/standby/state.consumed" ]; then
+			ok "kill -9 before the commit (step $step): no state to resume ($(state "$n")), resume refused: $(head -1 "$tmp/$n.res")"
+		else bad "kill before commit: state $(state "$n"), resume status $rs: $(cat "$tmp/$n.res")"; fi
+	fi
+	"$vmm" rm -f "$n" > /dev/null 2>&1
+}
+kill_case sk 1
+kill_case sl 3
 
 # ---- auto-standby, concurrent wakers ---------------------------------------
 timeout 600 "$vmm" restore -d "$tmp/gold" --name sb --idle-timeout 3s > /dev/null 2> "$tmp/sb.err" ||
