@@ -523,8 +523,10 @@ static void route_preboot_state_rules(void **state)
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\"}", "missing field: either");
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/a\","
 		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"File\"}}", "too many fields");
+	/* Uffd parses (vmm/uffd.h) and meets the same pre-boot rule. */
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\","
-		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"Uffd\"}}", "only File");
+		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"Uffd\"}}",
+		     "not allowed after configuring");
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\","
 		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"foo\"}}", "unknown variant");
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/a\","
