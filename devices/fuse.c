@@ -1,4 +1,7 @@
-/* FUSE passthrough server (see fuse.h and docs/virtio-fs.md).
+/* FUSE passthrough server (see fuse.h and docs/virtio-fs.md): the request
+ * path. The operations live in fuse_attr.c, fuse_dir.c, fuse_io.c and
+ * fuse_xattr.c, the inode and handle tables in fuse_table.c
+ * (fuse_internal.h).
  *
  * Request path: the header is checked against the readable length before
  * anything else is read; the body (all but WRITE's data) is copied into a
@@ -7,6 +10,7 @@
  * operation runs with *at() calls on the inode's O_PATH descriptor. */
 #define _GNU_SOURCE
 #include "fuse.h"
+#include "fuse_internal.h"
 #include "fuse_priv.h"
 
 #include <dirent.h>
@@ -25,7 +29,6 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#define DENTS_BUF (32u << 10)
 /* Guest buffers one READ or WRITE may span: max_pages (256) plus slack for
  * misaligned and split ones. */
 #define FUSE_MAX_IOV 260
@@ -35,15 +38,6 @@ _Static_assert(sizeof(struct fuse_out_header) == 16, "fuse_out_header is 16 byte
 _Static_assert(sizeof(struct fuse_entry_out) == 128, "fuse_entry_out is 128 bytes");
 _Static_assert(sizeof(struct fuse_init_out) == 64, "fuse_init_out is 64 bytes");
 _Static_assert(sizeof(struct fuse_open_out) == 16, "CREATE replies entry then open, unpadded");
-
-/* ---- cursors over the request's and the reply's buffers ---- */
-
-struct cur {
-	const struct iovec *iov;
-	int n;
-	size_t off;  /* in iov[0] */
-	size_t left; /* bytes in all */
-};
 
 static void cur_init(struct cur *c, const struct iovec *iov, int n)
 {
@@ -67,7 +61,7 @@ static void cur_skip_empty(struct cur *c)
 }
 
 /* Copies n bytes between the cursor's buffers and p (to p if `get`). */
-static size_t cur_copy(struct cur *c, void *p, size_t n, int get)
+size_t fuse_cur_copy(struct cur *c, void *p, size_t n, int get)
 {
 	size_t done = 0;
 
@@ -90,7 +84,7 @@ static size_t cur_copy(struct cur *c, void *p, size_t n, int get)
 }
 
 /* Up to max iovecs for the next len bytes (which must be left); advances. */
-static int cur_iov(struct cur *c, size_t len, struct iovec *iov, int max)
+int fuse_cur_iov(struct cur *c, size_t len, struct iovec *iov, int max)
 {
 	int k = 0;
 
@@ -113,247 +107,9 @@ static int cur_iov(struct cur *c, size_t len, struct iovec *iov, int max)
 	return k;
 }
 
-/* ---- the inode table ---- */
-
-static uint32_t hash_of(uint64_t dev, uint64_t ino)
-{
-	uint64_t h = (dev * 0x9e3779b97f4a7c15ull) ^ (ino * 0xc2b2ae3d27d4eb4full);
-
-	return (uint32_t)(h ^ (h >> 29));
-}
-
-static struct fuse_inode *ino_at(struct fuse_server *s, uint64_t nodeid)
-{
-	if (nodeid == 0 || nodeid > s->ino_cap || !s->ino[nodeid - 1].used)
-		return NULL;
-	return &s->ino[nodeid - 1];
-}
-
-/* A live inode for nodeid: -ESTALE if unknown or stale. */
-static int ino_get(struct fuse_server *s, uint64_t nodeid, struct fuse_inode **out)
-{
-	struct fuse_inode *n = ino_at(s, nodeid);
-
-	if (!n || n->fd < 0)
-		return -ESTALE;
-	*out = n;
-	return 0;
-}
-
-static uint32_t ino_find(struct fuse_server *s, uint64_t dev, uint64_t ino)
-{
-	uint32_t i = s->hash[hash_of(dev, ino) & s->hash_mask];
-
-	while (i) {
-		const struct fuse_inode *n = &s->ino[i - 1];
-
-		if (n->dev == dev && n->ino == ino && n->fd >= 0)
-			return i;
-		i = n->hnext;
-	}
-	return 0;
-}
-
-static void hash_insert(struct fuse_server *s, uint32_t slot)
-{
-	uint32_t *b = &s->hash[hash_of(s->ino[slot].dev, s->ino[slot].ino) & s->hash_mask];
-
-	s->ino[slot].hnext = *b;
-	*b = slot + 1;
-}
-
-static void hash_remove(struct fuse_server *s, uint32_t slot)
-{
-	uint32_t *p = &s->hash[hash_of(s->ino[slot].dev, s->ino[slot].ino) & s->hash_mask];
-
-	while (*p) {
-		if (*p == slot + 1) {
-			*p = s->ino[slot].hnext;
-			return;
-		}
-		p = &s->ino[*p - 1].hnext;
-	}
-}
-
-static int set_name(struct fuse_inode *n, uint64_t parent, const char *name)
-{
-	char *copy = strdup(name);
-
-	if (!copy)
-		return -ENOMEM;
-	free(n->name);
-	n->name = copy;
-	n->parent = parent;
-	return 0;
-}
-
-/* Adds slots (doubling, up to the limit) to the free list. */
-static int grow(struct fuse_server *s)
-{
-	uint32_t cap = s->ino_cap * 2 > s->ino_max ? s->ino_max : s->ino_cap * 2;
-	struct fuse_inode *p;
-	uint32_t i;
-
-	if (cap <= s->ino_cap)
-		return -ENFILE;
-	p = realloc(s->ino, cap * sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	memset(p + s->ino_cap, 0, (cap - s->ino_cap) * sizeof(*p));
-	for (i = cap; i-- > s->ino_cap;) {
-		p[i].fd = -1;
-		p[i].fnext = s->free_ino;
-		s->free_ino = i + 1;
-	}
-	s->ino = p;
-	s->ino_cap = cap;
-	return 0;
-}
-
-/* A free slot (growing the table up to its limit), or -ENFILE. */
-static int slot_alloc(struct fuse_server *s, uint32_t *slot)
-{
-	int r;
-
-	if (!s->free_ino && (r = grow(s))) {
-		if (r == -ENFILE && log_ratelimit_ok(&s->rl))
-			log_warn("virtio-fs %s: inode table full (%u inodes the guest has not forgotten); "
-				 "lookups fail with ENFILE", s->tag, s->ino_max);
-		return r;
-	}
-	*slot = s->free_ino - 1;
-	s->free_ino = s->ino[*slot].fnext;
-	return 0;
-}
-
-static void slot_free(struct fuse_server *s, uint32_t slot)
-{
-	struct fuse_inode *n = &s->ino[slot];
-
-	if (n->fd >= 0) {
-		hash_remove(s, slot);
-		close(n->fd);
-	}
-	free(n->name);
-	memset(n, 0, sizeof(*n));
-	n->fd = -1;
-	n->fnext = s->free_ino;
-	s->free_ino = slot + 1;
-	s->nr_ino--;
-}
-
-/* Takes a reference on the inode `fd` (O_PATH, consumed) denotes, found
- * as `name` in `parent`: the existing entry if the host inode is known.
- * name NULL ("." or ".."): where it lives is not learnt from this. */
-static int ino_ref(struct fuse_server *s, int fd, const struct stat *st, uint64_t parent,
-		   const char *name, uint64_t *nodeid)
-{
-	uint32_t i = ino_find(s, (uint64_t)st->st_dev, (uint64_t)st->st_ino), slot;
-	struct fuse_inode *n;
-	int r;
-
-	if (i) {
-		n = &s->ino[i - 1];
-		close(fd);
-		if (i != 1 && name)
-			(void)set_name(n, parent, name); /* keeps the old one on ENOMEM */
-		n->nlookup++;
-		*nodeid = i;
-		return 0;
-	}
-	if ((r = slot_alloc(s, &slot))) {
-		close(fd);
-		return r;
-	}
-	n = &s->ino[slot];
-	memset(n, 0, sizeof(*n));
-	n->fd = fd;
-	n->used = 1;
-	n->type = st->st_mode & S_IFMT;
-	n->dev = (uint64_t)st->st_dev;
-	n->ino = (uint64_t)st->st_ino;
-	n->gen = ++s->next_gen;
-	n->nlookup = 1;
-	s->nr_ino++;
-	hash_insert(s, slot);
-	if ((r = set_name(n, name ? parent : 0, name ? name : ""))) {
-		slot_free(s, slot);
-		return r;
-	}
-	*nodeid = slot + 1;
-	return 0;
-}
-
-static void ino_forget(struct fuse_server *s, uint64_t nodeid, uint64_t nlookup)
-{
-	struct fuse_inode *n = ino_at(s, nodeid);
-
-	if (!n || nodeid == FUSE_ROOT_ID)
-		return; /* the root lives as long as the server */
-	n->nlookup = nlookup >= n->nlookup ? 0 : n->nlookup - nlookup;
-	if (!n->nlookup)
-		slot_free(s, (uint32_t)(nodeid - 1));
-}
-
-/* ---- host calls ---- */
-
-/* The one place a name is resolved: exactly one component under dirfd,
- * no symlink followed (a trailing one is opened itself, O_PATH). */
-static int open_child(struct fuse_server *s, int dirfd, const char *name)
-{
-	int fd;
-
-	if (!s->no_openat2) {
-		struct open_how how = {
-			.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-			.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS,
-		};
-
-		fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof(how));
-		if (fd >= 0)
-			return fd;
-		if (errno != ENOSYS)
-			return -errno;
-		s->no_openat2 = 1;
-	}
-	/* name is one component (no '/', not ".."): O_NOFOLLOW is enough. */
-	fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
-/* "/proc/self/fd/N" relative to proc_fd: reopens an inode. Only for
- * non-symlinks: through the magic link the inode itself is reached. */
-static void fd_name(char buf[16], int fd)
-{
-	snprintf(buf, 16, "%d", fd);
-}
-
-static int reopen(struct fuse_server *s, const struct fuse_inode *n, int flags)
-{
-	char p[16];
-	int fd;
-
-	if (n->type == S_IFLNK)
-		return -ELOOP;
-	if (n->type == S_IFDIR)
-		fd = openat(n->fd, ".", flags | O_DIRECTORY | O_CLOEXEC);
-	else if (n->type != S_IFREG)
-		return -EACCES; /* FIFOs and devices are the guest kernel's, never opened here */
-	else {
-		fd_name(p, n->fd);
-		fd = openat(s->proc_fd, p, flags | O_CLOEXEC);
-	}
-	return fd < 0 ? -errno : fd;
-}
-
-static int stat_fd(int fd, struct stat *st)
-{
-	return fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
-}
-
 /* A name from the body: NUL within the `left` bytes, not empty, no '/'.
  * Advances *p past it. */
-static int take_name(const uint8_t **p, size_t *left, const char **name)
+int fuse_take_name(const uint8_t **p, size_t *left, const char **name)
 {
 	const uint8_t *nul = memchr(*p, '\0', *left);
 	size_t len;
@@ -372,16 +128,14 @@ static int take_name(const uint8_t **p, size_t *left, const char **name)
 }
 
 /* A name for a new entry: "." and ".." never are. */
-static int take_new_name(const uint8_t **p, size_t *left, const char **name)
+int fuse_take_new_name(const uint8_t **p, size_t *left, const char **name)
 {
-	int r = take_name(p, left, name);
+	int r = fuse_take_name(p, left, name);
 
 	if (!r && (!strcmp(*name, ".") || !strcmp(*name, "..")))
 		return -EINVAL;
 	return r;
 }
-
-/* ---- replies ---- */
 
 static void fill_attr(const struct fuse_server *s, const struct stat *st, struct fuse_attr *a)
 {
@@ -409,7 +163,7 @@ static uint64_t valid_secs(const struct fuse_server *s)
 	return s->cache == FUSE_CACHE_NONE ? 0 : 1;
 }
 
-static void fill_entry(const struct fuse_server *s, uint64_t nodeid, const struct stat *st,
+void fuse_fill_entry(const struct fuse_server *s, uint64_t nodeid, const struct stat *st,
 		       struct fuse_entry_out *e)
 {
 	memset(e, 0, sizeof(*e));
@@ -420,19 +174,8 @@ static void fill_entry(const struct fuse_server *s, uint64_t nodeid, const struc
 	fill_attr(s, st, &e->attr);
 }
 
-/* One request's context. */
-struct req {
-	struct fuse_server *s;
-	struct fuse_in_header h;
-	const uint8_t *body;
-	size_t blen;
-	struct cur in;  /* after the fixed part (WRITE's data) */
-	struct cur out; /* after the reply header */
-	size_t out_len; /* payload bytes written */
-};
-
 /* The payload (copied after the header at the end). */
-static int reply(struct req *q, const void *p, size_t n)
+int fuse_reply(struct req *q, const void *p, size_t n)
 {
 	if (n > q->out.left)
 		return -EINVAL; /* the guest's buffer is too small for it */
@@ -441,10 +184,8 @@ static int reply(struct req *q, const void *p, size_t n)
 	return 0;
 }
 
-#define NEED(q, type) do { if ((q)->blen < sizeof(type)) return -EINVAL; } while (0)
-
 /* LOOKUP-like: resolves name in parent and replies with an entry. */
-static int entry_reply(struct req *q, uint64_t parent, const char *name)
+int fuse_entry_reply(struct req *q, uint64_t parent, const char *name)
 {
 	struct fuse_server *s = q->s;
 	struct fuse_inode *p;
@@ -453,7 +194,7 @@ static int entry_reply(struct req *q, uint64_t parent, const char *name)
 	uint64_t nodeid;
 	int fd, r;
 
-	if ((r = ino_get(s, parent, &p)))
+	if ((r = fuse_ino_get(s, parent, &p)))
 		return r;
 	if (p->type != S_IFDIR)
 		return -ENOTDIR;
@@ -470,46 +211,46 @@ static int entry_reply(struct req *q, uint64_t parent, const char *name)
 			return -errno;
 		name = NULL;
 	} else {
-		fd = open_child(s, p->fd, name);
+		fd = fuse_open_child(s, p->fd, name);
 		if (fd < 0)
 			return fd;
 	}
-	if ((r = stat_fd(fd, &st))) {
+	if ((r = fuse_stat_fd(fd, &st))) {
 		close(fd);
 		return r;
 	}
-	if ((r = ino_ref(s, fd, &st, parent, name, &nodeid)))
+	if ((r = fuse_ino_ref(s, fd, &st, parent, name, &nodeid)))
 		return r;
-	fill_entry(s, nodeid, &st, &e);
-	if ((r = reply(q, &e, sizeof(e)))) {
-		ino_forget(s, nodeid, 1);
+	fuse_fill_entry(s, nodeid, &st, &e);
+	if ((r = fuse_reply(q, &e, sizeof(e)))) {
+		fuse_ino_forget(s, nodeid, 1);
 		return r;
 	}
 	return 0;
 }
 
-static int op_lookup(struct req *q)
+int fuse_op_lookup(struct req *q)
 {
 	const uint8_t *p = q->body;
 	size_t left = q->blen;
 	const char *name;
 	int r;
 
-	if ((r = take_name(&p, &left, &name)))
+	if ((r = fuse_take_name(&p, &left, &name)))
 		return r;
-	return entry_reply(q, q->h.nodeid, name);
+	return fuse_entry_reply(q, q->h.nodeid, name);
 }
 
-static int op_forget(struct req *q)
+int fuse_op_forget(struct req *q)
 {
 	const struct fuse_forget_in *f = (const void *)q->body;
 
 	NEED(q, *f);
-	ino_forget(q->s, q->h.nodeid, f->nlookup);
+	fuse_ino_forget(q->s, q->h.nodeid, f->nlookup);
 	return 0;
 }
 
-static int op_batch_forget(struct req *q)
+int fuse_op_batch_forget(struct req *q)
 {
 	const struct fuse_batch_forget_in *b = (const void *)q->body;
 	struct fuse_forget_one one;
@@ -520,7 +261,7 @@ static int op_batch_forget(struct req *q)
 		return -EINVAL;
 	for (i = 0; i < b->count; i++) {
 		memcpy(&one, q->body + sizeof(*b) + i * sizeof(one), sizeof(one));
-		ino_forget(q->s, one.nodeid, one.nlookup);
+		fuse_ino_forget(q->s, one.nodeid, one.nlookup);
 	}
 	return 0;
 }
@@ -532,29 +273,22 @@ static int attr_reply(struct req *q, const struct stat *st)
 	memset(&a, 0, sizeof(a));
 	a.attr_valid = valid_secs(q->s);
 	fill_attr(q->s, st, &a.attr);
-	return reply(q, &a, sizeof(a));
+	return fuse_reply(q, &a, sizeof(a));
 }
 
-static int op_getattr(struct req *q)
+int fuse_op_getattr(struct req *q)
 {
 	struct fuse_inode *n;
 	struct stat st;
 	int r;
 
 	NEED(q, struct fuse_getattr_in);
-	if ((r = ino_get(q->s, q->h.nodeid, &n)) || (r = stat_fd(n->fd, &st)))
+	if ((r = fuse_ino_get(q->s, q->h.nodeid, &n)) || (r = fuse_stat_fd(n->fd, &st)))
 		return r;
 	return attr_reply(q, &st);
 }
 
-static struct fuse_handle *fh_at(struct fuse_server *s, uint64_t fh, int dir)
-{
-	if (fh >= s->fh_max || !s->fh[fh].used || s->fh[fh].fd < 0 || s->fh[fh].dir != dir)
-		return NULL;
-	return &s->fh[fh];
-}
-
-static int op_setattr(struct req *q)
+int fuse_op_setattr(struct req *q)
 {
 	struct fuse_server *s = q->s;
 	const struct fuse_setattr_in *a = (const void *)q->body;
@@ -564,15 +298,15 @@ static int op_setattr(struct req *q)
 	int r;
 
 	NEED(q, *a);
-	if ((r = ino_get(s, q->h.nodeid, &n)))
+	if ((r = fuse_ino_get(s, q->h.nodeid, &n)))
 		return r;
-	fd_name(p, n->fd);
+	fuse_fd_name(p, n->fd);
 	if ((a->valid & FATTR_MODE) && n->type == S_IFLNK)
 		return -EOPNOTSUPP;
 	/* Checked before anything changes: a refused chown leaves the mode
 	 * alone too. */
 	if ((a->valid & (FATTR_UID | FATTR_GID)) &&
-	    ((r = stat_fd(n->fd, &st)) ||
+	    ((r = fuse_stat_fd(n->fd, &st)) ||
 	     (r = fpriv_chown_ok(&st, a->valid & FATTR_UID ? a->uid : (uid_t)-1,
 				 a->valid & FATTR_GID ? a->gid : (gid_t)-1))))
 		return r;
@@ -590,12 +324,12 @@ static int op_setattr(struct req *q)
 			return r;
 	}
 	if (a->valid & FATTR_SIZE) {
-		const struct fuse_handle *h = a->valid & FATTR_FH ? fh_at(s, a->fh, 0) : NULL;
+		const struct fuse_handle *h = a->valid & FATTR_FH ? fuse_fh_at(s, a->fh, 0) : NULL;
 		int fd = h ? h->fd : -1;
 
 		if (a->size > (uint64_t)INT64_MAX)
 			return -EFBIG;
-		if (fd < 0 && (fd = reopen(s, n, O_WRONLY)) < 0)
+		if (fd < 0 && (fd = fuse_reopen(s, n, O_WRONLY)) < 0)
 			return fd;
 		if (!(r = fpriv_kill(s->proc_fd, fd)))
 			r = ftruncate(fd, (off_t)a->size) < 0 ? -errno : 0;
@@ -622,18 +356,18 @@ static int op_setattr(struct req *q)
 		if (r < 0)
 			return -errno;
 	}
-	if ((r = stat_fd(n->fd, &st)))
+	if ((r = fuse_stat_fd(n->fd, &st)))
 		return r;
 	return attr_reply(q, &st);
 }
 
-static int op_readlink(struct req *q)
+int fuse_op_readlink(struct req *q)
 {
 	struct fuse_inode *n;
 	ssize_t len;
 	int r;
 
-	if ((r = ino_get(q->s, q->h.nodeid, &n)))
+	if ((r = fuse_ino_get(q->s, q->h.nodeid, &n)))
 		return r;
 	if (n->type != S_IFLNK)
 		return -EINVAL;
@@ -651,25 +385,25 @@ static int op_readlink(struct req *q)
 static int created(struct req *q, uint64_t parent, const char *name, uint32_t mode)
 {
 	struct fuse_inode *p = &q->s->ino[parent - 1];
-	int fd = open_child(q->s, p->fd, name);
+	int fd = fuse_open_child(q->s, p->fd, name);
 	struct stat st;
 	char b[16];
 
-	if (fd >= 0 && mode != (uint32_t)-1 && stat_fd(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+	if (fd >= 0 && mode != (uint32_t)-1 && fuse_stat_fd(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
 		/* The VMM's own umask must not narrow what the guest asked for;
 		 * a setgid parent's S_ISGID, which mkdir passed on, stays. */
 		mode_t want = fpriv_mode(S_IFDIR, mode) | (st.st_mode & S_ISGID);
 
-		fd_name(b, fd);
+		fuse_fd_name(b, fd);
 		if ((st.st_mode & 07777) != want)
 			(void)fchmodat(q->s->proc_fd, b, want, 0);
 	}
 	if (fd >= 0)
 		close(fd);
-	return entry_reply(q, parent, name);
+	return fuse_entry_reply(q, parent, name);
 }
 
-static int op_mkdir(struct req *q)
+int fuse_op_mkdir(struct req *q)
 {
 	const struct fuse_mkdir_in *m = (const void *)q->body;
 	const uint8_t *p = q->body + sizeof(*m);
@@ -680,14 +414,14 @@ static int op_mkdir(struct req *q)
 
 	NEED(q, *m);
 	left = q->blen - sizeof(*m);
-	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(q->s, q->h.nodeid, &d)))
+	if ((r = fuse_take_new_name(&p, &left, &name)) || (r = fuse_ino_get(q->s, q->h.nodeid, &d)))
 		return r;
 	if (mkdirat(d->fd, name, fpriv_mode(S_IFDIR, m->mode)) < 0)
 		return -errno;
 	return created(q, q->h.nodeid, name, m->mode);
 }
 
-static int op_mknod(struct req *q)
+int fuse_op_mknod(struct req *q)
 {
 	const struct fuse_mknod_in *m = (const void *)q->body;
 	const uint8_t *p = q->body + sizeof(*m);
@@ -698,7 +432,7 @@ static int op_mknod(struct req *q)
 
 	NEED(q, *m);
 	left = q->blen - sizeof(*m);
-	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(q->s, q->h.nodeid, &d)))
+	if ((r = fuse_take_new_name(&p, &left, &name)) || (r = fuse_ino_get(q->s, q->h.nodeid, &d)))
 		return r;
 	if (!S_ISREG(m->mode) && !S_ISFIFO(m->mode))
 		return -EPERM; /* devices and sockets stay the host's business */
@@ -707,7 +441,7 @@ static int op_mknod(struct req *q)
 	return created(q, q->h.nodeid, name, (uint32_t)-1);
 }
 
-static int op_symlink(struct req *q)
+int fuse_op_symlink(struct req *q)
 {
 	const uint8_t *p = q->body;
 	size_t left = q->blen;
@@ -716,7 +450,7 @@ static int op_symlink(struct req *q)
 	struct fuse_inode *d;
 	int r;
 
-	if ((r = take_new_name(&p, &left, &name)))
+	if ((r = fuse_take_new_name(&p, &left, &name)))
 		return r;
 	nul = memchr(p, '\0', left);
 	if (!nul || nul == p)
@@ -724,14 +458,14 @@ static int op_symlink(struct req *q)
 	if ((size_t)(nul - p) >= PATH_MAX)
 		return -ENAMETOOLONG;
 	target = (const char *)p; /* stored as is: the server never follows it */
-	if ((r = ino_get(q->s, q->h.nodeid, &d)))
+	if ((r = fuse_ino_get(q->s, q->h.nodeid, &d)))
 		return r;
 	if (symlinkat(target, d->fd, name) < 0)
 		return -errno;
 	return created(q, q->h.nodeid, name, (uint32_t)-1);
 }
 
-static int op_unlink(struct req *q, int dir)
+int fuse_op_unlink(struct req *q, int dir)
 {
 	const uint8_t *p = q->body;
 	size_t left = q->blen;
@@ -739,7 +473,7 @@ static int op_unlink(struct req *q, int dir)
 	const char *name;
 	int r;
 
-	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(q->s, q->h.nodeid, &d)))
+	if ((r = fuse_take_new_name(&p, &left, &name)) || (r = fuse_ino_get(q->s, q->h.nodeid, &d)))
 		return r;
 	if (unlinkat(d->fd, name, dir ? AT_REMOVEDIR : 0) < 0)
 		return -errno;
@@ -754,9 +488,9 @@ static void renamed(struct fuse_server *s, uint64_t dir, const char *name)
 
 	if (fstatat(s->ino[dir - 1].fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return;
-	i = ino_find(s, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+	i = fuse_ino_find(s, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
 	if (i > 1)
-		(void)set_name(&s->ino[i - 1], dir, name);
+		(void)fuse_set_name(&s->ino[i - 1], dir, name);
 }
 
 static int do_rename(struct req *q, uint64_t newdir, uint32_t flags, const uint8_t *p, size_t left)
@@ -765,11 +499,11 @@ static int do_rename(struct req *q, uint64_t newdir, uint32_t flags, const uint8
 	const char *oldname, *newname;
 	int r;
 
-	if ((r = take_new_name(&p, &left, &oldname)) || (r = take_new_name(&p, &left, &newname)))
+	if ((r = fuse_take_new_name(&p, &left, &oldname)) || (r = fuse_take_new_name(&p, &left, &newname)))
 		return r;
 	if (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL; /* RENAME_WHITEOUT: overlayfs' business, not offered */
-	if ((r = ino_get(q->s, q->h.nodeid, &od)) || (r = ino_get(q->s, newdir, &nd)))
+	if ((r = fuse_ino_get(q->s, q->h.nodeid, &od)) || (r = fuse_ino_get(q->s, newdir, &nd)))
 		return r;
 	if (flags)
 		r = renameat2(od->fd, oldname, nd->fd, newname, flags);
@@ -783,7 +517,7 @@ static int do_rename(struct req *q, uint64_t newdir, uint32_t flags, const uint8
 	return 0;
 }
 
-static int op_rename(struct req *q)
+int fuse_op_rename(struct req *q)
 {
 	const struct fuse_rename_in *m = (const void *)q->body;
 
@@ -791,7 +525,7 @@ static int op_rename(struct req *q)
 	return do_rename(q, m->newdir, 0, q->body + sizeof(*m), q->blen - sizeof(*m));
 }
 
-static int op_rename2(struct req *q)
+int fuse_op_rename2(struct req *q)
 {
 	const struct fuse_rename2_in *m = (const void *)q->body;
 
@@ -799,7 +533,7 @@ static int op_rename2(struct req *q)
 	return do_rename(q, m->newdir, m->flags, q->body + sizeof(*m), q->blen - sizeof(*m));
 }
 
-static int op_link(struct req *q)
+int fuse_op_link(struct req *q)
 {
 	const struct fuse_link_in *m = (const void *)q->body;
 	const uint8_t *p = q->body + sizeof(*m);
@@ -811,17 +545,17 @@ static int op_link(struct req *q)
 
 	NEED(q, *m);
 	left = q->blen - sizeof(*m);
-	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(q->s, m->oldnodeid, &src)) ||
-	    (r = ino_get(q->s, q->h.nodeid, &d)))
+	if ((r = fuse_take_new_name(&p, &left, &name)) || (r = fuse_ino_get(q->s, m->oldnodeid, &src)) ||
+	    (r = fuse_ino_get(q->s, q->h.nodeid, &d)))
 		return r;
 	if (src->type == S_IFDIR)
 		return -EPERM;
 	/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH: link through the magic
 	 * link instead, which lands on the inode itself (a symlink too). */
-	fd_name(b, src->fd);
+	fuse_fd_name(b, src->fd);
 	if (linkat(q->s->proc_fd, b, d->fd, name, AT_SYMLINK_FOLLOW) < 0)
 		return -errno;
-	return entry_reply(q, q->h.nodeid, name);
+	return fuse_entry_reply(q, q->h.nodeid, name);
 }
 
 /* Guest open flags we pass on; creation flags are ours to decide. */
@@ -837,40 +571,12 @@ static int open_flags(const struct fuse_server *s, uint32_t f, int *out)
 	return 0;
 }
 
-static int fh_alloc(struct fuse_server *s, int fd, uint64_t nodeid, int dir, uint32_t flags,
-		    uint64_t *fh)
-{
-	uint32_t i;
-
-	for (i = 0; i < s->fh_max; i++) {
-		if (!s->fh[i].used) {
-			s->fh[i] = (struct fuse_handle){ .fd = fd, .used = 1, .dir = (uint8_t)dir,
-							 .flags = flags, .nodeid = nodeid };
-			*fh = i;
-			return 0;
-		}
-	}
-	if (log_ratelimit_ok(&s->rl))
-		log_warn("virtio-fs %s: %u files open at once; opens fail with ENFILE", s->tag, s->fh_max);
-	close(fd);
-	return -ENFILE;
-}
-
-static void fh_free(struct fuse_server *s, uint64_t fh)
-{
-	if (fh >= s->fh_max || !s->fh[fh].used)
-		return;
-	if (s->fh[fh].fd >= 0)
-		close(s->fh[fh].fd);
-	s->fh[fh] = (struct fuse_handle){ .fd = -1 };
-}
-
 static uint32_t fopen_flags(const struct fuse_server *s)
 {
 	return s->cache == FUSE_CACHE_NONE ? FOPEN_DIRECT_IO : 0;
 }
 
-static int op_open(struct req *q, int dir)
+int fuse_op_open(struct req *q, int dir)
 {
 	const struct fuse_open_in *o = (const void *)q->body;
 	struct fuse_open_out out;
@@ -878,7 +584,7 @@ static int op_open(struct req *q, int dir)
 	int fl, fd, r;
 
 	NEED(q, *o);
-	if ((r = ino_get(q->s, q->h.nodeid, &n)))
+	if ((r = fuse_ino_get(q->s, q->h.nodeid, &n)))
 		return r;
 	if (dir) {
 		if (n->type != S_IFDIR)
@@ -890,7 +596,7 @@ static int op_open(struct req *q, int dir)
 		if ((r = open_flags(q->s, o->flags, &fl)))
 			return r;
 	}
-	if ((fd = reopen(q->s, n, fl)) < 0)
+	if ((fd = fuse_reopen(q->s, n, fl)) < 0)
 		return fd;
 	/* O_TRUNC emptied it: the same as a truncating SETATTR. */
 	if ((fl & O_TRUNC) && (r = fpriv_kill(q->s->proc_fd, fd))) {
@@ -898,17 +604,17 @@ static int op_open(struct req *q, int dir)
 		return r;
 	}
 	memset(&out, 0, sizeof(out));
-	if ((r = fh_alloc(q->s, fd, q->h.nodeid, dir, (uint32_t)(fl & ~O_TRUNC), &out.fh)))
+	if ((r = fuse_fh_alloc(q->s, fd, q->h.nodeid, dir, (uint32_t)(fl & ~O_TRUNC), &out.fh)))
 		return r;
 	out.open_flags = dir ? 0 : fopen_flags(q->s);
-	if ((r = reply(q, &out, sizeof(out)))) {
-		fh_free(q->s, out.fh);
+	if ((r = fuse_reply(q, &out, sizeof(out)))) {
+		fuse_fh_free(q->s, out.fh);
 		return r;
 	}
 	return 0;
 }
 
-static int op_create(struct req *q)
+int fuse_op_create(struct req *q)
 {
 	struct fuse_server *s = q->s;
 	const struct fuse_create_in *c = (const void *)q->body;
@@ -927,7 +633,7 @@ static int op_create(struct req *q)
 
 	NEED(q, *c);
 	left = q->blen - sizeof(*c);
-	if ((r = take_new_name(&p, &left, &name)) || (r = ino_get(s, q->h.nodeid, &d)))
+	if ((r = fuse_take_new_name(&p, &left, &name)) || (r = fuse_ino_get(s, q->h.nodeid, &d)))
 		return r;
 	if ((r = open_flags(s, c->flags, &fl)))
 		return r;
@@ -946,7 +652,7 @@ static int op_create(struct req *q)
 			close(pf);
 			return r;
 		}
-		fd_name(b, pf);
+		fuse_fd_name(b, pf);
 		fd = openat(s->proc_fd, b, fl | O_CLOEXEC);
 		close(pf);
 	}
@@ -963,25 +669,25 @@ static int op_create(struct req *q)
 	if ((fl & O_TRUNC) && (r = fpriv_kill(s->proc_fd, fd)))
 		goto err_close;
 	/* The inode: an O_PATH descriptor of this very file. */
-	fd_name(b, fd);
+	fuse_fd_name(b, fd);
 	pfd = openat(s->proc_fd, b, O_PATH | O_CLOEXEC);
 	if (pfd < 0) {
 		r = -errno;
 		goto err_close;
 	}
-	if ((r = ino_ref(s, pfd, &st, q->h.nodeid, name, &nodeid)))
+	if ((r = fuse_ino_ref(s, pfd, &st, q->h.nodeid, name, &nodeid)))
 		goto err_close;
 	memset(&out, 0, sizeof(out));
-	if ((r = fh_alloc(s, fd, nodeid, 0, (uint32_t)(fl & ~(O_TRUNC | O_CREAT | O_EXCL | O_NOFOLLOW)), &out.o.fh))) {
-		ino_forget(s, nodeid, 1);
+	if ((r = fuse_fh_alloc(s, fd, nodeid, 0, (uint32_t)(fl & ~(O_TRUNC | O_CREAT | O_EXCL | O_NOFOLLOW)), &out.o.fh))) {
+		fuse_ino_forget(s, nodeid, 1);
 		return r;
 	}
 	(void)fstat(fd, &st);
-	fill_entry(s, nodeid, &st, &out.e);
+	fuse_fill_entry(s, nodeid, &st, &out.e);
 	out.o.open_flags = fopen_flags(s);
-	if ((r = reply(q, &out, sizeof(out)))) {
-		fh_free(s, out.o.fh);
-		ino_forget(s, nodeid, 1);
+	if ((r = fuse_reply(q, &out, sizeof(out)))) {
+		fuse_fh_free(s, out.o.fh);
+		fuse_ino_forget(s, nodeid, 1);
 	}
 	return r;
 
@@ -990,7 +696,7 @@ err_close:
 	return r;
 }
 
-static int op_read(struct req *q)
+int fuse_op_read(struct req *q)
 {
 	const struct fuse_read_in *in = (const void *)q->body;
 	struct iovec iov[FUSE_MAX_IOV];
@@ -1000,7 +706,7 @@ static int op_read(struct req *q)
 	int k;
 
 	NEED(q, *in);
-	if (!(h = fh_at(q->s, in->fh, 0)))
+	if (!(h = fuse_fh_at(q->s, in->fh, 0)))
 		return -EBADF;
 	if (in->offset > (uint64_t)INT64_MAX)
 		return -EINVAL;
@@ -1010,7 +716,7 @@ static int op_read(struct req *q)
 		len = q->out.left;
 	if (len > FUSE_MAX_WRITE_BYTES)
 		len = FUSE_MAX_WRITE_BYTES;
-	k = cur_iov(&q->out, len, iov, FUSE_MAX_IOV);
+	k = fuse_cur_iov(&q->out, len, iov, FUSE_MAX_IOV);
 	if (k < 0)
 		return -EINVAL;
 	do
@@ -1018,11 +724,11 @@ static int op_read(struct req *q)
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
-	q->out_len = (size_t)n; /* already in place: reply() is not used */
+	q->out_len = (size_t)n; /* already in place: fuse_reply() is not used */
 	return 1;
 }
 
-static int op_write(struct req *q)
+int fuse_op_write(struct req *q)
 {
 	struct fuse_server *s = q->s;
 	struct fuse_write_in w;
@@ -1032,17 +738,17 @@ static int op_write(struct req *q)
 	ssize_t n;
 	int k, r;
 
-	if (cur_copy(&q->in, &w, sizeof(w), 1) != sizeof(w))
+	if (fuse_cur_copy(&q->in, &w, sizeof(w), 1) != sizeof(w))
 		return -EINVAL;
 	if (w.size != q->in.left || w.size > FUSE_MAX_WRITE_BYTES)
 		return -EINVAL; /* the data is exactly what the header says */
 	if (s->ro)
 		return -EROFS;
-	if (!(h = fh_at(s, w.fh, 0)))
+	if (!(h = fuse_fh_at(s, w.fh, 0)))
 		return -EBADF;
 	if (w.offset > (uint64_t)INT64_MAX)
 		return -EINVAL;
-	k = cur_iov(&q->in, w.size, iov, FUSE_MAX_IOV);
+	k = fuse_cur_iov(&q->in, w.size, iov, FUSE_MAX_IOV);
 	if (k < 0)
 		return -EINVAL;
 	/* Before the data lands, as the kernel's file_remove_privs. */
@@ -1055,44 +761,44 @@ static int op_write(struct req *q)
 		return -errno;
 	memset(&out, 0, sizeof(out));
 	out.size = (uint32_t)n;
-	return reply(q, &out, sizeof(out));
+	return fuse_reply(q, &out, sizeof(out));
 }
 
-static int op_release(struct req *q, int dir)
+int fuse_op_release(struct req *q, int dir)
 {
 	const struct fuse_release_in *r = (const void *)q->body;
 
 	NEED(q, *r);
 	if (r->fh >= q->s->fh_max || !q->s->fh[r->fh].used || q->s->fh[r->fh].dir != dir)
 		return -EBADF;
-	fh_free(q->s, r->fh);
+	fuse_fh_free(q->s, r->fh);
 	return 0;
 }
 
-static int op_fsync(struct req *q, int dir)
+int fuse_op_fsync(struct req *q, int dir)
 {
 	const struct fuse_fsync_in *f = (const void *)q->body;
 	struct fuse_handle *h;
 	int r;
 
 	NEED(q, *f);
-	if (!(h = fh_at(q->s, f->fh, dir)))
+	if (!(h = fuse_fh_at(q->s, f->fh, dir)))
 		return -EBADF;
 	r = (f->fsync_flags & FUSE_FSYNC_FDATASYNC) ? fdatasync(h->fd) : fsync(h->fd);
 	return r < 0 ? -errno : 0;
 }
 
-static int op_flush(struct req *q)
+int fuse_op_flush(struct req *q)
 {
 	const struct fuse_flush_in *f = (const void *)q->body;
 
 	NEED(q, *f);
-	return fh_at(q->s, f->fh, 0) ? 0 : -EBADF; /* writes went straight to the host */
+	return fuse_fh_at(q->s, f->fh, 0) ? 0 : -EBADF; /* writes went straight to the host */
 }
 
 /* READDIR and READDIRPLUS: entries from the host directory at `offset`
  * (a getdents64 cookie), as many as fit in the guest's buffer. */
-static int op_readdir(struct req *q, int plus)
+int fuse_op_readdir(struct req *q, int plus)
 {
 	struct fuse_server *s = q->s;
 	const struct fuse_read_in *in = (const void *)q->body;
@@ -1103,9 +809,9 @@ static int op_readdir(struct req *q, int plus)
 	int r;
 
 	NEED(q, *in);
-	if (!(h = fh_at(s, in->fh, 1)))
+	if (!(h = fuse_fh_at(s, in->fh, 1)))
 		return -EBADF;
-	if ((r = ino_get(s, h->nodeid, &dir)))
+	if ((r = fuse_ino_get(s, h->nodeid, &dir)))
 		return r;
 	room = in->size;
 	if (room > q->out.left)
@@ -1138,13 +844,13 @@ static int op_readdir(struct req *q, int plus)
 			if (plus) {
 				struct fuse_direntplus *dp = (void *)e;
 				int is_dot = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
-				int cfd = is_dot ? -ENOENT : open_child(s, dir->fd, de->d_name);
+				int cfd = is_dot ? -ENOENT : fuse_open_child(s, dir->fd, de->d_name);
 				struct stat st;
 				uint64_t nodeid = 0;
 
-				if (cfd >= 0 && stat_fd(cfd, &st) == 0) {
-					if (ino_ref(s, cfd, &st, h->nodeid, de->d_name, &nodeid) == 0)
-						fill_entry(s, nodeid, &st, &dp->entry_out);
+				if (cfd >= 0 && fuse_stat_fd(cfd, &st) == 0) {
+					if (fuse_ino_ref(s, cfd, &st, h->nodeid, de->d_name, &nodeid) == 0)
+						fuse_fill_entry(s, nodeid, &st, &dp->entry_out);
 					/* else: nodeid 0, the guest just gets the name */
 				} else if (cfd >= 0) {
 					close(cfd);
@@ -1167,14 +873,14 @@ static int op_readdir(struct req *q, int plus)
 	return 0;
 }
 
-static int op_statfs(struct req *q)
+int fuse_op_statfs(struct req *q)
 {
 	struct fuse_statfs_out out;
 	struct fuse_inode *n;
 	struct statfs st;
 	int r;
 
-	if ((r = ino_get(q->s, q->h.nodeid, &n)))
+	if ((r = fuse_ino_get(q->s, q->h.nodeid, &n)))
 		return r;
 	if (fstatfs(n->fd, &st) < 0)
 		return -errno;
@@ -1187,10 +893,10 @@ static int op_statfs(struct req *q)
 	out.st.bsize = (uint32_t)st.f_bsize;
 	out.st.namelen = (uint32_t)st.f_namelen;
 	out.st.frsize = (uint32_t)st.f_frsize;
-	return reply(q, &out, sizeof(out));
+	return fuse_reply(q, &out, sizeof(out));
 }
 
-static int op_access(struct req *q)
+int fuse_op_access(struct req *q)
 {
 	const struct fuse_access_in *a = (const void *)q->body;
 	struct fuse_inode *n;
@@ -1198,17 +904,17 @@ static int op_access(struct req *q)
 	int r;
 
 	NEED(q, *a);
-	if ((r = ino_get(q->s, q->h.nodeid, &n)))
+	if ((r = fuse_ino_get(q->s, q->h.nodeid, &n)))
 		return r;
 	if ((a->mask & W_OK) && q->s->ro)
 		return -EROFS;
 	if (n->type == S_IFLNK)
 		return 0; /* a symlink's permissions are not checked */
-	fd_name(b, n->fd);
+	fuse_fd_name(b, n->fd);
 	return faccessat(q->s->proc_fd, b, (int)(a->mask & (R_OK | W_OK | X_OK)), 0) < 0 ? -errno : 0;
 }
 
-static int op_fallocate(struct req *q)
+int fuse_op_fallocate(struct req *q)
 {
 	const struct fuse_fallocate_in *f = (const void *)q->body;
 	struct fuse_handle *h;
@@ -1217,7 +923,7 @@ static int op_fallocate(struct req *q)
 	NEED(q, *f);
 	if (q->s->ro)
 		return -EROFS;
-	if (!(h = fh_at(q->s, f->fh, 0)))
+	if (!(h = fuse_fh_at(q->s, f->fh, 0)))
 		return -EBADF;
 	if (f->offset > (uint64_t)INT64_MAX || f->length > (uint64_t)INT64_MAX)
 		return -EINVAL;
@@ -1228,7 +934,7 @@ static int op_fallocate(struct req *q)
 	return 0;
 }
 
-static int op_lseek(struct req *q)
+int fuse_op_lseek(struct req *q)
 {
 	const struct fuse_lseek_in *l = (const void *)q->body;
 	struct fuse_lseek_out out;
@@ -1236,7 +942,7 @@ static int op_lseek(struct req *q)
 	off_t o;
 
 	NEED(q, *l);
-	if (!(h = fh_at(q->s, l->fh, 0)))
+	if (!(h = fuse_fh_at(q->s, l->fh, 0)))
 		return -EBADF;
 	if (l->whence != SEEK_SET && l->whence != SEEK_CUR && l->whence != SEEK_END &&
 	    l->whence != SEEK_DATA && l->whence != SEEK_HOLE)
@@ -1247,7 +953,7 @@ static int op_lseek(struct req *q)
 	if (o < 0)
 		return -errno;
 	out.offset = (uint64_t)o;
-	return reply(q, &out, sizeof(out));
+	return fuse_reply(q, &out, sizeof(out));
 }
 
 /* xattrs: through the magic link to the inode (never on a symlink). */
@@ -1255,7 +961,7 @@ static int xattr_path(struct req *q, char path[40], struct fuse_inode **n)
 {
 	int r;
 
-	if ((r = ino_get(q->s, q->h.nodeid, n)))
+	if ((r = fuse_ino_get(q->s, q->h.nodeid, n)))
 		return r;
 	if ((*n)->type == S_IFLNK)
 		return -EOPNOTSUPP;
@@ -1272,7 +978,7 @@ static int xattr_value(struct req *q, ssize_t got, uint32_t want)
 	if (want == 0) {
 		memset(&out, 0, sizeof(out));
 		out.size = (uint32_t)got;
-		return reply(q, &out, sizeof(out));
+		return fuse_reply(q, &out, sizeof(out));
 	}
 	if ((size_t)got > q->out.left)
 		return -ERANGE;
@@ -1280,7 +986,7 @@ static int xattr_value(struct req *q, ssize_t got, uint32_t want)
 	return 0;
 }
 
-static int op_getxattr(struct req *q)
+int fuse_op_getxattr(struct req *q)
 {
 	const struct fuse_getxattr_in *g = (const void *)q->body;
 	const uint8_t *p = q->body + sizeof(*g);
@@ -1305,7 +1011,7 @@ static int op_getxattr(struct req *q)
 	return xattr_value(q, getxattr(path, name, g->size ? q->s->reply : NULL, cap), g->size);
 }
 
-static int op_listxattr(struct req *q)
+int fuse_op_listxattr(struct req *q)
 {
 	const struct fuse_getxattr_in *g = (const void *)q->body;
 	struct fuse_inode *n;
@@ -1328,7 +1034,7 @@ static int op_listxattr(struct req *q)
 	return xattr_value(q, got, g->size);
 }
 
-static int op_setxattr(struct req *q)
+int fuse_op_setxattr(struct req *q)
 {
 	/* Without FUSE_SETXATTR_EXT (not offered) the argument is 8 bytes. */
 	struct { uint32_t size, flags; } a;
@@ -1361,7 +1067,7 @@ static int op_setxattr(struct req *q)
 	return 0;
 }
 
-static int op_removexattr(struct req *q)
+int fuse_op_removexattr(struct req *q)
 {
 	const uint8_t *nul = memchr(q->body, '\0', q->blen);
 	struct fuse_inode *n;
@@ -1400,7 +1106,7 @@ static int op_init(struct req *q)
 	}
 	if (in->major > 7) {
 		/* The client retries with ours (only major/minor are read). */
-		return reply(q, &out, 8);
+		return fuse_reply(q, &out, 8);
 	}
 	/* Only what is implemented: no locks, no writeback cache, no DAX,
 	 * no export (no LOOKUP of "." by handle), no ACLs or killpriv. */
@@ -1426,7 +1132,7 @@ static int op_init(struct req *q)
 	fuse_server_reset(s); /* a new session: nothing of an old one survives */
 	s->minor = in->minor < FUSE_OUR_MINOR ? in->minor : FUSE_OUR_MINOR;
 	s->initialized = 1;
-	return reply(q, &out, sizeof(out));
+	return fuse_reply(q, &out, sizeof(out));
 }
 
 /* Operations that change the drive (EROFS on a read-only one). */
@@ -1454,40 +1160,40 @@ static int dispatch(struct req *q)
 	switch (op) {
 	case FUSE_INIT: return op_init(q);
 	case FUSE_DESTROY: fuse_server_reset(q->s); return 0;
-	case FUSE_LOOKUP: return op_lookup(q);
-	case FUSE_FORGET: return op_forget(q);
-	case FUSE_BATCH_FORGET: return op_batch_forget(q);
-	case FUSE_GETATTR: return op_getattr(q);
-	case FUSE_SETATTR: return op_setattr(q);
-	case FUSE_READLINK: return op_readlink(q);
-	case FUSE_SYMLINK: return op_symlink(q);
-	case FUSE_MKNOD: return op_mknod(q);
-	case FUSE_MKDIR: return op_mkdir(q);
-	case FUSE_UNLINK: return op_unlink(q, 0);
-	case FUSE_RMDIR: return op_unlink(q, 1);
-	case FUSE_RENAME: return op_rename(q);
-	case FUSE_RENAME2: return op_rename2(q);
-	case FUSE_LINK: return op_link(q);
-	case FUSE_OPEN: return op_open(q, 0);
-	case FUSE_CREATE: return op_create(q);
-	case FUSE_READ: return op_read(q);
-	case FUSE_WRITE: return op_write(q);
-	case FUSE_FLUSH: return op_flush(q);
-	case FUSE_RELEASE: return op_release(q, 0);
-	case FUSE_FSYNC: return op_fsync(q, 0);
-	case FUSE_OPENDIR: return op_open(q, 1);
-	case FUSE_READDIR: return op_readdir(q, 0);
-	case FUSE_READDIRPLUS: return op_readdir(q, 1);
-	case FUSE_RELEASEDIR: return op_release(q, 1);
-	case FUSE_FSYNCDIR: return op_fsync(q, 1);
-	case FUSE_STATFS: return op_statfs(q);
-	case FUSE_ACCESS: return op_access(q);
-	case FUSE_FALLOCATE: return op_fallocate(q);
-	case FUSE_LSEEK: return op_lseek(q);
-	case FUSE_GETXATTR: return op_getxattr(q);
-	case FUSE_SETXATTR: return op_setxattr(q);
-	case FUSE_LISTXATTR: return op_listxattr(q);
-	case FUSE_REMOVEXATTR: return op_removexattr(q);
+	case FUSE_LOOKUP: return fuse_op_lookup(q);
+	case FUSE_FORGET: return fuse_op_forget(q);
+	case FUSE_BATCH_FORGET: return fuse_op_batch_forget(q);
+	case FUSE_GETATTR: return fuse_op_getattr(q);
+	case FUSE_SETATTR: return fuse_op_setattr(q);
+	case FUSE_READLINK: return fuse_op_readlink(q);
+	case FUSE_SYMLINK: return fuse_op_symlink(q);
+	case FUSE_MKNOD: return fuse_op_mknod(q);
+	case FUSE_MKDIR: return fuse_op_mkdir(q);
+	case FUSE_UNLINK: return fuse_op_unlink(q, 0);
+	case FUSE_RMDIR: return fuse_op_unlink(q, 1);
+	case FUSE_RENAME: return fuse_op_rename(q);
+	case FUSE_RENAME2: return fuse_op_rename2(q);
+	case FUSE_LINK: return fuse_op_link(q);
+	case FUSE_OPEN: return fuse_op_open(q, 0);
+	case FUSE_CREATE: return fuse_op_create(q);
+	case FUSE_READ: return fuse_op_read(q);
+	case FUSE_WRITE: return fuse_op_write(q);
+	case FUSE_FLUSH: return fuse_op_flush(q);
+	case FUSE_RELEASE: return fuse_op_release(q, 0);
+	case FUSE_FSYNC: return fuse_op_fsync(q, 0);
+	case FUSE_OPENDIR: return fuse_op_open(q, 1);
+	case FUSE_READDIR: return fuse_op_readdir(q, 0);
+	case FUSE_READDIRPLUS: return fuse_op_readdir(q, 1);
+	case FUSE_RELEASEDIR: return fuse_op_release(q, 1);
+	case FUSE_FSYNCDIR: return fuse_op_fsync(q, 1);
+	case FUSE_STATFS: return fuse_op_statfs(q);
+	case FUSE_ACCESS: return fuse_op_access(q);
+	case FUSE_FALLOCATE: return fuse_op_fallocate(q);
+	case FUSE_LSEEK: return fuse_op_lseek(q);
+	case FUSE_GETXATTR: return fuse_op_getxattr(q);
+	case FUSE_SETXATTR: return fuse_op_setxattr(q);
+	case FUSE_LISTXATTR: return fuse_op_listxattr(q);
+	case FUSE_REMOVEXATTR: return fuse_op_removexattr(q);
 	default: return -ENOSYS;
 	}
 }
@@ -1506,14 +1212,14 @@ int64_t fuse_handle(struct fuse_server *s, const struct iovec *in, int nin,
 	cur_init(&q.in, in, nin);
 	cur_init(&q.out, out, nout);
 	total = q.in.left;
-	if (cur_copy(&q.in, &q.h, sizeof(q.h), 1) != sizeof(q.h))
+	if (fuse_cur_copy(&q.in, &q.h, sizeof(q.h), 1) != sizeof(q.h))
 		return -EINVAL; /* nothing to answer */
 	s->reqs++;
-	/* FORGETs have no reply (and no writable part in the chain). */
+	/* FORGETs have no fuse_reply (and no writable part in the chain). */
 	if (q.h.opcode != FUSE_FORGET && q.h.opcode != FUSE_BATCH_FORGET && q.out.left < sizeof(oh))
 		return -EINVAL;
 	reply_hdr = q.out;
-	cur_copy(&q.out, &oh, sizeof(oh), 1); /* skip; written at the end */
+	fuse_cur_copy(&q.out, &oh, sizeof(oh), 1); /* skip; written at the end */
 	if (q.h.len != total || q.h.len < sizeof(q.h)) {
 		r = -EINVAL; /* the header lies about the request's length */
 		goto done;
@@ -1526,7 +1232,7 @@ int64_t fuse_handle(struct fuse_server *s, const struct iovec *in, int nin,
 		r = -E2BIG;
 		goto done;
 	} else {
-		cur_copy(&q.in, s->body, q.blen, 1);
+		fuse_cur_copy(&q.in, s->body, q.blen, 1);
 		s->body[q.blen] = 0; /* never relied upon: names are checked within blen */
 		q.body = s->body;
 	}
@@ -1538,291 +1244,11 @@ done:
 		s->errors++;
 		q.out_len = 0;
 	} else if (r == 0 && q.out_len) {
-		cur_copy(&q.out, s->reply, q.out_len, 0);
+		fuse_cur_copy(&q.out, s->reply, q.out_len, 0);
 	}
 	oh.len = (uint32_t)(sizeof(oh) + (r < 0 ? 0 : q.out_len));
 	oh.error = r < 0 ? r : 0;
 	oh.unique = q.h.unique;
-	cur_copy(&reply_hdr, &oh, sizeof(oh), 0);
+	fuse_cur_copy(&reply_hdr, &oh, sizeof(oh), 0);
 	return oh.len;
-}
-
-/* ---- setup ---- */
-
-static void drop_all(struct fuse_server *s)
-{
-	uint32_t i;
-
-	for (i = 0; i < s->fh_max; i++)
-		fh_free(s, i);
-	for (i = 1; i < s->ino_cap; i++)
-		if (s->ino[i].used)
-			slot_free(s, i);
-}
-
-void fuse_server_reset(struct fuse_server *s)
-{
-	drop_all(s);
-	s->ino[0].nlookup = 1;
-	s->initialized = 0;
-}
-
-int fuse_server_init(struct fuse_server *s, const struct fuse_params *p)
-{
-	struct rlimit rl;
-	struct stat st;
-	uint32_t fdroom;
-	int r;
-
-	memset(s, 0, sizeof(*s));
-	s->root_fd = s->proc_fd = -1;
-	s->ro = p->ro;
-	s->cache = p->cache;
-	s->rl = (struct log_ratelimit)LOG_RATELIMIT_INIT;
-	snprintf(s->tag, sizeof(s->tag), "%s", p->tag ? p->tag : "");
-	s->root_fd = open(p->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (s->root_fd < 0) {
-		r = -errno;
-		log_err("--fs %s: %s: %s", s->tag, p->path, strerror(errno));
-		return r;
-	}
-	s->proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (s->proc_fd < 0) {
-		r = -errno;
-		log_err("--fs %s: /proc/self/fd: %s (is /proc mounted?)", s->tag, strerror(errno));
-		goto err;
-	}
-	if ((r = stat_fd(s->root_fd, &st)))
-		goto err;
-	/* Every inode holds a descriptor: the table stays well inside the
-	 * process's descriptor limit (raised to its hard limit). */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		if (rl.rlim_cur < rl.rlim_max) {
-			rl.rlim_cur = rl.rlim_max;
-			(void)setrlimit(RLIMIT_NOFILE, &rl);
-			(void)getrlimit(RLIMIT_NOFILE, &rl);
-		}
-	} else {
-		rl.rlim_cur = 1024;
-	}
-	s->fh_max = p->max_handles ? p->max_handles : FUSE_HANDLES_MAX;
-	s->ino_max = p->max_inodes ? p->max_inodes : FUSE_INODES_MAX;
-	fdroom = rl.rlim_cur > 2048 + s->fh_max ? (uint32_t)(rl.rlim_cur - 2048 - s->fh_max) : 64;
-	if (!p->max_inodes && s->ino_max > fdroom)
-		s->ino_max = fdroom;
-	if (s->ino_max < 2)
-		s->ino_max = 2;
-	s->ino_cap = s->ino_max < 256 ? s->ino_max : 256;
-	s->ino = calloc(s->ino_cap, sizeof(*s->ino));
-	s->fh = calloc(s->fh_max, sizeof(*s->fh));
-	for (s->hash_mask = 1; s->hash_mask < s->ino_max; s->hash_mask <<= 1)
-		;
-	s->hash = calloc(s->hash_mask, sizeof(*s->hash));
-	s->hash_mask--;
-	s->body = malloc(FUSE_MAX_BODY + 1);
-	s->reply = malloc(FUSE_MAX_REPLY);
-	s->dents = malloc(DENTS_BUF);
-	if (!s->ino || !s->fh || !s->hash || !s->body || !s->reply || !s->dents) {
-		r = -ENOMEM;
-		goto err;
-	}
-	for (uint32_t i = 0; i < s->fh_max; i++)
-		s->fh[i].fd = -1;
-	for (uint32_t i = s->ino_cap; i-- > 1;) {
-		s->ino[i].fd = -1;
-		s->ino[i].fnext = s->free_ino;
-		s->free_ino = i + 1;
-	}
-	/* The root: nodeid 1, never forgotten. */
-	s->ino[0] = (struct fuse_inode){ .fd = s->root_fd, .used = 1, .type = S_IFDIR, .nlookup = 1,
-					 .dev = (uint64_t)st.st_dev, .ino = (uint64_t)st.st_ino };
-	s->nr_ino = 1;
-	s->next_gen = 1;
-	hash_insert(s, 0);
-	return 0;
-
-err:
-	fuse_server_destroy(s);
-	return r;
-}
-
-void fuse_server_destroy(struct fuse_server *s)
-{
-	if (s->ino && s->fh)
-		drop_all(s);
-	if (s->root_fd >= 0)
-		close(s->root_fd);
-	if (s->proc_fd >= 0)
-		close(s->proc_fd);
-	free(s->ino);
-	free(s->fh);
-	free(s->hash);
-	free(s->body);
-	free(s->reply);
-	free(s->dents);
-	memset(s, 0, sizeof(*s));
-	s->root_fd = s->proc_fd = -1;
-}
-
-/* ---- snapshots ---- */
-
-void fuse_save(const struct fuse_server *s, struct sbuf *b)
-{
-	uint32_t i, n = 0;
-
-	sb_u32(b, (uint32_t)s->initialized);
-	sb_u32(b, s->minor);
-	sb_u64(b, s->next_gen);
-	for (i = 1; i < s->ino_cap; i++)
-		n += s->ino[i].used;
-	sb_u32(b, n);
-	for (i = 1; i < s->ino_cap; i++) {
-		const struct fuse_inode *x = &s->ino[i];
-
-		if (!x->used)
-			continue;
-		sb_u64(b, i + 1);
-		sb_u64(b, x->parent);
-		sb_u64(b, x->gen);
-		sb_u64(b, x->nlookup);
-		sb_u32(b, x->type);
-		sb_str(b, x->name ? x->name : "");
-	}
-	for (i = 0, n = 0; i < s->fh_max; i++)
-		n += s->fh[i].used;
-	sb_u32(b, n);
-	for (i = 0; i < s->fh_max; i++) {
-		if (!s->fh[i].used)
-			continue;
-		sb_u32(b, i);
-		sb_u64(b, s->fh[i].nodeid);
-		sb_u32(b, s->fh[i].flags);
-		sb_u8(b, s->fh[i].dir);
-	}
-}
-
-/* One saved inode, resolved again under its (already resolved) parent. */
-static void resolve(struct fuse_server *s, uint32_t slot)
-{
-	struct fuse_inode *n = &s->ino[slot];
-	const struct fuse_inode *p = ino_at(s, n->parent);
-	struct stat st;
-	int fd;
-
-	if (!p || p->fd < 0 || !n->name[0] || strchr(n->name, '/') || !strcmp(n->name, "..") ||
-	    !strcmp(n->name, "."))
-		return;
-	fd = open_child(s, p->fd, n->name);
-	if (fd < 0)
-		return;
-	if (stat_fd(fd, &st) || (st.st_mode & S_IFMT) != n->type ||
-	    ino_find(s, (uint64_t)st.st_dev, (uint64_t)st.st_ino)) {
-		close(fd); /* another kind of file now, or known under another nodeid: stale */
-		return;
-	}
-	n->fd = fd;
-	n->dev = (uint64_t)st.st_dev;
-	n->ino = (uint64_t)st.st_ino;
-	hash_insert(s, slot);
-}
-
-int fuse_restore(struct fuse_server *s, struct srd *r)
-{
-	uint32_t i, n, k, nfh, progress;
-	int e = 0;
-
-	fuse_server_reset(s);
-	s->initialized = (int)sr_u32(r);
-	s->minor = sr_u32(r);
-	s->next_gen = sr_u64(r);
-	n = sr_u32(r);
-	if (n >= s->ino_max) {
-		sr_fail(r, "virtio-fs: more inodes than this drive's table holds");
-		return -EINVAL;
-	}
-	/* Grow the table to its limit at once: nodeids come back as they were. */
-	while (s->ino_cap < s->ino_max)
-		if ((e = grow(s)))
-			return e;
-	for (k = 0; k < n && !r->err; k++) {
-		uint64_t nodeid = sr_u64(r);
-		struct fuse_inode *x;
-		char name[NAME_MAX + 1];
-
-		if (nodeid < 2 || nodeid > s->ino_cap || s->ino[nodeid - 1].used) {
-			sr_fail(r, "virtio-fs: a nodeid out of range or twice");
-			break;
-		}
-		x = &s->ino[nodeid - 1];
-		x->parent = sr_u64(r);
-		x->gen = sr_u64(r);
-		x->nlookup = sr_u64(r);
-		x->type = sr_u32(r) & S_IFMT;
-		sr_str(r, name, sizeof(name));
-		x->name = strdup(name);
-		if (!x->name) {
-			e = -ENOMEM;
-			break;
-		}
-		x->used = 1;
-		x->fd = -1;
-		s->nr_ino++;
-	}
-	{
-		/* Unlink the used slots from the free list. */
-		uint32_t *pp = &s->free_ino;
-
-		while (*pp) {
-			if (s->ino[*pp - 1].used)
-				*pp = s->ino[*pp - 1].fnext;
-			else
-				pp = &s->ino[*pp - 1].fnext;
-		}
-	}
-	if (!r->err && !e) {
-		/* Parents before children, whatever their nodeids: one pass
-		 * per level of depth, until nothing more resolves. */
-		do {
-			progress = 0;
-			for (i = 1; i < s->ino_cap; i++) {
-				if (s->ino[i].used && s->ino[i].fd < 0) {
-					resolve(s, i);
-					progress += s->ino[i].fd >= 0;
-				}
-			}
-		} while (progress);
-		for (i = 1, k = 0; i < s->ino_cap; i++)
-			k += s->ino[i].used && s->ino[i].fd < 0;
-		if (k)
-			log_warn("virtio-fs %s: %u inodes the guest knew are gone from the host since the "
-				 "snapshot; they answer ESTALE", s->tag, k);
-	}
-	nfh = sr_u32(r);
-	for (k = 0; k < nfh && !r->err && !e; k++) {
-		uint32_t fh = sr_u32(r);
-		uint64_t nodeid = sr_u64(r);
-		uint32_t flags = sr_u32(r);
-		uint8_t dir = sr_u8(r);
-		struct fuse_inode *x = ino_at(s, nodeid);
-		int fd;
-
-		if (fh >= s->fh_max || s->fh[fh].used || (flags & ~(uint32_t)(O_ACCMODE | O_APPEND | O_NONBLOCK |
-								  O_DSYNC | O_SYNC | O_NOATIME))) {
-			sr_fail(r, "virtio-fs: a file handle out of range, twice, or with odd flags");
-			break;
-		}
-		fd = x && x->fd >= 0 ? reopen(s, x, dir ? O_RDONLY : (int)flags) : -1;
-		if (s->ro && (flags & O_ACCMODE) != O_RDONLY) {
-			if (fd >= 0)
-				close(fd);
-			fd = -1;
-		}
-		s->fh[fh] = (struct fuse_handle){ .fd = fd < 0 ? -1 : fd, .used = 1, .dir = dir,
-						  .flags = flags, .nodeid = nodeid };
-	}
-	if (r->err || e) {
-		fuse_server_reset(s);
-		return e ? e : -EINVAL;
-	}
-	return 0;
 }
