@@ -29,7 +29,8 @@ Q := @
 endif
 
 # The FUSE server behind virtio-fs (devices/fuse_internal.h lists its files).
-FUSE_SRCS := devices/fuse.c devices/fuse_table.c devices/fuse_attr.c devices/fuse_dir.c devices/fuse_io.c devices/fuse_priv.c
+FUSE_SRCS := devices/fuse.c devices/fuse_table.c devices/fuse_attr.c devices/fuse_dir.c devices/fuse_io.c \
+             devices/fuse_xattr.c devices/fuse_priv.c
 
 # Sources of the VMM proper (everything but the CLI entry points).
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
