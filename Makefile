@@ -33,7 +33,8 @@ FUSE_SRCS := devices/fuse.c devices/fuse_table.c devices/fuse_attr.c devices/fus
              devices/fuse_xattr.c devices/fuse_priv.c
 
 # The Firecracker-compatible API (vmm/fcapi_priv.h lists its files).
-FCAPI_SRCS := vmm/fcapi.c vmm/fcapi_machine.c vmm/fcapi_io.c vmm/fcapi_snap.c vmm/fcapi_obs.c vmm/fcapi_dev.c vmm/fcapi_mmds.c vmm/fcapi_cpu.c
+FCAPI_SRCS := vmm/fcapi.c vmm/fcapi_machine.c vmm/fcapi_io.c vmm/fcapi_snap.c vmm/fcapi_obs.c vmm/fcapi_dev.c \
+              vmm/fcapi_mmds.c vmm/fcapi_cpu.c
 
 # Sources of the VMM proper (everything but the CLI entry points).
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \

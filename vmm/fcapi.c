@@ -10,18 +10,14 @@
 #include "fcapi.h"
 #include "fcapi_priv.h"
 #include "log.h"
-#include "snapshot.h"
 #include "../guest-init/json.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef VMM_VERSION
@@ -63,6 +59,8 @@ void fcapi_close(struct fcapi *a)
 		a->log_fd = -1;
 	}
 }
+
+/* ---- body validation ----------------------------------------------------- */
 
 static const char *type_name(enum ftype t)
 {
@@ -301,56 +299,7 @@ int fcapi_get_limiter(const struct json *o, const char *field, struct rl_limits 
 	return get_bucket(lim, field, "ops", &l->ops_per_s, &l->ops_burst, w);
 }
 
-int fcapi_put_logger(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field f[] = {
-		{ "log_path", F_STR, 0 },
-		{ "level", F_STR, 0 },
-		{ "show_level", F_BOOL, 0 },
-		{ "show_log_origin", F_BOOL, 0 },
-		{ "module", F_STR, 0 },
-	};
-	const char *path = fcapi_get_str(b, "log_path"), *mod = fcapi_get_str(b, "module");
-	char pbuf[PATH_MAX];
-	int r;
-
-	if ((r = fcapi_check_fields(b, f, 5, w)))
-		return r;
-	/* The log sink is process configuration set before VM threads
-	 * start (log.h); Firecracker too takes a logger only before boot. */
-	if ((r = fcapi_pre_boot(a, w)))
-		return r;
-	if (path && (r = fcapi_abs_path(pbuf, sizeof(pbuf), path, "log_path", w)))
-		return r;
-	if (mod && strlen(mod) >= sizeof(a->cfg.logger.module))
-		return fcapi_fail(w, "'module' is too long");
-	if (fcapi_set_logger(a, path ? pbuf : NULL, fcapi_get_str(b, "level"), fcapi_get_bool(b, "show_level", 0),
-			     fcapi_get_bool(b, "show_log_origin", 0), w->buf, w->len))
-		return -EINVAL;
-	snprintf(a->cfg.logger.module, sizeof(a->cfg.logger.module), "%s", mod ? mod : "");
-	return 0;
-}
-
-int fcapi_put_metrics(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field f[] = {
-		{ "metrics_path", F_STR, 1 },
-		{ "emit_id", F_BOOL, 0 },
-		{ "properties", F_OBJ, 0 },
-	};
-	char pbuf[PATH_MAX];
-	int r;
-
-	if ((r = fcapi_check_fields(b, f, 3, w)) || (r = fcapi_pre_boot(a, w)))
-		return r;
-	if (fcapi_get_bool(b, "emit_id", 0) || (fcapi_has(b, "properties") && json_get(b, "properties")->u.kids.first))
-		return fcapi_fail(w, "'emit_id' and 'properties' are not supported");
-	if ((r = fcapi_abs_path(pbuf, sizeof(pbuf), fcapi_get_str(b, "metrics_path"), "metrics_path", w)))
-		return r;
-	if (fcapi_set_metrics(a, pbuf, w->buf, w->len))
-		return -EINVAL;
-	return 0;
-}
+/* ---- GET / and /version ---------------------------------------------------- */
 
 static const char *state_name(const struct fcapi *a)
 {
@@ -386,6 +335,8 @@ static size_t get_version(char *out, size_t cap)
 	jw_obj_end(&jw);
 	return jw_done(&jw) ? jw.len : 0;
 }
+
+/* ---- routing ---------------------------------------------------------------- */
 
 /* "/prefix/ID" -> ID, or NULL. */
 static const char *path_id(const char *path, const char *prefix)
@@ -588,6 +539,8 @@ bad:
 	status = reply(400, msg, out, cap, len);
 	return status;
 }
+
+/* ---- --config-file ------------------------------------------------------------ */
 
 int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char *why, size_t n)
 {
