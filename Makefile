@@ -28,17 +28,26 @@ else
 Q := @
 endif
 
+# The FUSE server behind virtio-fs (devices/fuse_internal.h lists its files).
+FUSE_SRCS := devices/fuse.c devices/fuse_table.c devices/fuse_attr.c devices/fuse_dir.c devices/fuse_io.c \
+             devices/fuse_xattr.c devices/fuse_priv.c
+
+# The Firecracker-compatible API (vmm/fcapi_priv.h lists its files).
+FCAPI_SRCS := vmm/fcapi.c vmm/fcapi_machine.c vmm/fcapi_io.c vmm/fcapi_snap.c vmm/fcapi_obs.c vmm/fcapi_dev.c \
+              vmm/fcapi_mmds.c vmm/fcapi_cpu.c
+
 # Sources of the VMM proper (everything but the CLI entry points).
 CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/snapfmt.c vmm/snapshot.c vmm/snapshot_diff.c vmm/snapdiff.c vmm/snapmmds.c vmm/dirty.c vmm/standby.c vmm/idle.c \
-             vmm/control.c vmm/http.c vmm/fcapi.c vmm/fcapi_obs.c vmm/fcapi_dev.c vmm/fcapi_mmds.c vmm/fcapi_cpu.c vmm/cputmpl.c \
+             vmm/control.c vmm/http.c $(FCAPI_SRCS) vmm/cputmpl.c \
              vmm/unixsock.c guest-init/json.c \
              guest-init/proto.c \
-             vmm/vcpu.c vmm/vm.c vmm/phase.c vmm/notice.c vmm/kvmcache.c vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
+             vmm/vcpu.c vmm/vm.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
+             vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c devices/i8042.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
-             devices/fuse.c devices/fuse_priv.c devices/virtio_fs.c devices/virtio_rng.c \
+             $(FUSE_SRCS) devices/virtio_fs.c devices/virtio_rng.c \
              devices/virtio_balloon.c devices/mmds.c devices/mmds_net.c
 CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c cli/cp_tar.c guest-init/tar.c cli/progress.c cli/boot_status.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
@@ -294,8 +303,8 @@ test_jail_SRCS    := cli/jail.c cli/util.c vmm/log.c
 test_progress_SRCS := cli/progress.c cli/boot_status.c cli/cp_files.c cli/cp_tar.c guest-init/tar.c cli/api_client.c vmm/tty.c vmm/log.c guest-init/json.c guest-init/proto.c
 test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
-test_fuse_SRCS    := devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
-test_virtio_fs_SRCS := devices/virtio_fs.c devices/fuse.c devices/fuse_priv.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
+test_fuse_SRCS    := $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c
+test_virtio_fs_SRCS := devices/virtio_fs.c $(FUSE_SRCS) vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_egress_SRCS  := cli/egress_http.c guest-init/json.c
 test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c cli/egress_tls.c vmm/log.c guest-init/json.c
 test_egress_tls_LIBS := $(TLS_LIBS)
@@ -475,7 +484,7 @@ fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devi
 fuzz_api_request_SRCS := tests/fuzz/fuzz_api_request.c $(GUEST_API_SRCS)
 fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c vmm/unixsock.c devices/virtio_mmio.c vmm/ratelimit.c \
                          devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
-fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/http.c vmm/fcapi.c vmm/fcapi_obs.c vmm/fcapi_dev.c vmm/fcapi_mmds.c vmm/fcapi_cpu.c vmm/cputmpl.c devices/mmds.c guest-init/json.c vmm/log.c vmm/cpuid.c
+fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/http.c $(FCAPI_SRCS) vmm/cputmpl.c devices/mmds.c guest-init/json.c vmm/log.c vmm/cpuid.c
 fuzz_devices_SRCS     := tests/fuzz/fuzz_devices.c devices/virtio_rng.c devices/virtio_balloon.c devices/virtio_mmio.c \
                          vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
 fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.c devices/mmds.c devices/mmds_net.c guest-init/json.c devices/virtio_mmio.c \
@@ -483,7 +492,7 @@ fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.
 fuzz_mmds_SRCS        := tests/fuzz/fuzz_mmds.c devices/mmds.c devices/mmds_net.c guest-init/json.c
 fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \
                          devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
-fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c devices/fuse.c devices/fuse_priv.c vmm/log.c vmm/snapfmt.c
+fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c
 fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c guest-init/json.c
 fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c \
                          guest-init/json.c

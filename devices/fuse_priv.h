@@ -2,7 +2,7 @@
  * (docs/virtio-fs.md, "Ownership"): setuid bits, setgid bits on anything
  * but a directory, file capabilities and other security labels, and files
  * owned by anyone but the VMM's own user (or whoever owned them already).
- * Pure policy for the FUSE server (fuse.c); no state. */
+ * Pure policy for the FUSE server (fuse_internal.h); no state. */
 #ifndef DEVICES_FUSE_PRIV_H
 #define DEVICES_FUSE_PRIV_H
 

@@ -2,34 +2,31 @@
  * Status codes follow Firecracker: 204 for a PUT or PATCH that worked, 200
  * with JSON for a GET, 400 with {"fault_message": ...} for anything
  * refused (bad JSON, an unknown or mistyped field, a missing one, a
- * request in the wrong state, an unknown path or method). */
+ * request in the wrong state, an unknown path or method).
+ * This file: the body checks every route uses, the route table and
+ * dispatch, --config-file; the routes are in the files fcapi_priv.h
+ * lists. */
 #define _GNU_SOURCE
 #include "fcapi.h"
 #include "fcapi_priv.h"
 #include "log.h"
-#include "snapshot.h"
 #include "../guest-init/json.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef VMM_VERSION
 #define VMM_VERSION "0.0.0-dev"
 #endif
 
-#define DEFAULT_BOOT_ARGS "console=ttyS0 reboot=k panic=-1"
 #define JSON_ARENA_SIZE (1u << 17)
 
-static int fail(struct why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(struct why *w, const char *fmt, ...)
+int fcapi_fail(struct why *w, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -73,39 +70,39 @@ static const char *type_name(enum ftype t)
 
 /* The object has only known fields, each once, each of its type (null
  * counts as absent), and every required one. */
-static int check_fields(const struct json *o, const struct field *f, size_t nf, struct why *w)
+int fcapi_check_fields(const struct json *o, const struct field *f, size_t nf, struct why *w)
 {
 	const struct json *m, *p;
 	size_t i;
 
 	if (!o || o->type != JSON_OBJ)
-		return fail(w, "the request body must be a JSON object");
+		return fcapi_fail(w, "the request body must be a JSON object");
 	for (m = o->u.kids.first; m; m = m->next) {
 		for (i = 0; i < nf && strcmp(f[i].name, m->key); i++) {
 		}
 		if (i == nf)
-			return fail(w, "unknown field '%.64s'", m->key);
+			return fcapi_fail(w, "unknown field '%.64s'", m->key);
 		for (p = o->u.kids.first; p != m; p = p->next)
 			if (!strcmp(p->key, m->key))
-				return fail(w, "field '%.64s' given twice", m->key);
+				return fcapi_fail(w, "field '%.64s' given twice", m->key);
 		if (m->type == JSON_NULL && !f[i].required)
 			continue;
 		switch (f[i].type) {
 		case F_STR:
 			if (m->type != JSON_STR)
-				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
+				return fcapi_fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
 			break;
 		case F_BOOL:
 			if (m->type != JSON_BOOL)
-				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
+				return fcapi_fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
 			break;
 		case F_OBJ:
 			if (m->type != JSON_OBJ)
-				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
+				return fcapi_fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
 			break;
 		case F_ARR:
 			if (m->type != JSON_ARR)
-				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
+				return fcapi_fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
 			break;
 		case F_UINT:
 			/* 2.0 is refused as Firecracker's serde does: an integer is
@@ -113,7 +110,7 @@ static int check_fields(const struct json *o, const struct field *f, size_t nf, 
 			if (m->type != JSON_NUM || !m->num_integral ||
 			    !(m->u.num >= 0 && m->u.num <= 9007199254740992.0) ||
 			    m->u.num != (double)(uint64_t)m->u.num)
-				return fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
+				return fcapi_fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
 			break;
 		}
 	}
@@ -121,33 +118,33 @@ static int check_fields(const struct json *o, const struct field *f, size_t nf, 
 		const struct json *v = json_get(o, f[i].name);
 
 		if (f[i].required && (!v || v->type == JSON_NULL))
-			return fail(w, "missing required field '%s'", f[i].name);
+			return fcapi_fail(w, "missing required field '%s'", f[i].name);
 	}
 	return 0;
 }
 
-static const char *get_str(const struct json *o, const char *k)
+const char *fcapi_get_str(const struct json *o, const char *k)
 {
 	const struct json *v = json_get(o, k);
 
 	return v && v->type == JSON_STR ? v->u.str.s : NULL;
 }
 
-static int get_bool(const struct json *o, const char *k, int def)
+int fcapi_get_bool(const struct json *o, const char *k, int def)
 {
 	const struct json *v = json_get(o, k);
 
 	return v && v->type == JSON_BOOL ? v->u.boolean : def;
 }
 
-static int has(const struct json *o, const char *k)
+int fcapi_has(const struct json *o, const char *k)
 {
 	const struct json *v = json_get(o, k);
 
 	return v && v->type != JSON_NULL;
 }
 
-static uint64_t get_uint(const struct json *o, const char *k)
+uint64_t fcapi_get_uint(const struct json *o, const char *k)
 {
 	const struct json *v = json_get(o, k);
 
@@ -155,18 +152,18 @@ static uint64_t get_uint(const struct json *o, const char *k)
 }
 
 /* Copies a string field into a fixed buffer, refusing what does not fit. */
-static int copy_str(char *dst, size_t cap, const char *src, const char *field, struct why *w)
+int fcapi_copy_str(char *dst, size_t cap, const char *src, const char *field, struct why *w)
 {
 	size_t n = strlen(src);
 
 	if (n >= cap)
-		return fail(w, "'%s' is too long (at most %zu bytes)", field, cap - 1);
+		return fcapi_fail(w, "'%s' is too long (at most %zu bytes)", field, cap - 1);
 	memcpy(dst, src, n + 1);
 	return 0;
 }
 
 /* Resource ids: 1..64 of [A-Za-z0-9_-]. */
-static int id_ok(const char *s, size_t max)
+int fcapi_id_ok(const char *s, size_t max)
 {
 	size_t n = strlen(s), i;
 
@@ -180,26 +177,26 @@ static int id_ok(const char *s, size_t max)
 }
 
 /* The id in the path (NULL: from a config file) and the body's must agree. */
-static int check_id(const char *path_id, const char *body_id, const char *field, size_t max, struct why *w)
+int fcapi_check_id(const char *path_id, const char *body_id, const char *field, size_t max, struct why *w)
 {
-	if (!id_ok(body_id, max))
-		return fail(w, "'%s' must be 1 to %zu of A-Z a-z 0-9 _ -", field, max);
+	if (!fcapi_id_ok(body_id, max))
+		return fcapi_fail(w, "'%s' must be 1 to %zu of A-Z a-z 0-9 _ -", field, max);
 	if (path_id && strcmp(path_id, body_id))
-		return fail(w, "The id from the path does not match the id from the body!");
+		return fcapi_fail(w, "The id from the path does not match the id from the body!");
 	return 0;
 }
 
 /* A path as Firecracker takes it: a relative one is relative to the VMM's
  * working directory, made absolute here (the VM opens it later). */
-static int abs_path(char *dst, size_t cap, const char *src, const char *field, struct why *w)
+int fcapi_abs_path(char *dst, size_t cap, const char *src, const char *field, struct why *w)
 {
 	char cwd[PATH_MAX];
 
 	if (!src[0])
-		return fail(w, "'%s' must not be empty", field);
+		return fcapi_fail(w, "'%s' must not be empty", field);
 	if (src[0] == '/') {
 		if (strlen(src) >= cap)
-			return fail(w, "'%s' is too long", field);
+			return fcapi_fail(w, "'%s' is too long", field);
 		memcpy(dst, src, strlen(src) + 1);
 		return 0;
 	}
@@ -207,141 +204,45 @@ static int abs_path(char *dst, size_t cap, const char *src, const char *field, s
 		for (src += 2; *src == '/'; src++) {
 		}
 	if (!src[0])
-		return fail(w, "'%s' names a directory", field);
+		return fcapi_fail(w, "'%s' names a directory", field);
 	if (!getcwd(cwd, sizeof(cwd)))
-		return fail(w, "'%s': the working directory: %s", field, strerror(errno));
+		return fcapi_fail(w, "'%s': the working directory: %s", field, strerror(errno));
 	if ((size_t)snprintf(dst, cap, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", src) >= cap)
-		return fail(w, "'%s' is too long", field);
+		return fcapi_fail(w, "'%s' is too long", field);
 	return 0;
 }
 
-static int readable_file(const char *path, const char *field, int want_write, struct why *w)
+int fcapi_readable_file(const char *path, const char *field, int want_write, struct why *w)
 {
 	struct stat st;
 
 	if (path[0] != '/')
-		return fail(w, "'%s' must be an absolute path", field);
+		return fcapi_fail(w, "'%s' must be an absolute path", field);
 	if (stat(path, &st) < 0)
-		return fail(w, "'%s' %.200s: %s", field, path, strerror(errno));
+		return fcapi_fail(w, "'%s' %.200s: %s", field, path, strerror(errno));
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-		return fail(w, "'%s' %.200s: not a regular file or block device", field, path);
+		return fcapi_fail(w, "'%s' %.200s: not a regular file or block device", field, path);
 	if (access(path, want_write ? R_OK | W_OK : R_OK) < 0)
-		return fail(w, "'%s' %.200s: %s", field, path, strerror(errno));
+		return fcapi_fail(w, "'%s' %.200s: %s", field, path, strerror(errno));
 	return 0;
 }
 
-static int pre_boot(const struct fcapi *a, struct why *w)
+int fcapi_pre_boot(const struct fcapi *a, struct why *w)
 {
 	if (a->vm)
-		return fail(w, MSG_AFTER_START);
+		return fcapi_fail(w, MSG_AFTER_START);
 	if (a->pending != FCAPI_NONE)
-		return fail(w, "the microVM is being started");
-	return 0;
-}
-
-/* ---- the configuration PUTs ---------------------------------------------- */
-
-static int put_boot_source(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field f[] = {
-		{ "kernel_image_path", F_STR, 1 },
-		{ "boot_args", F_STR, 0 },
-		{ "initrd_path", F_STR, 0 },
-	};
-	struct fcapi_config *c = &a->cfg;
-	const char *k, *i, *args;
-	char kbuf[PATH_MAX], ibuf[PATH_MAX];
-	int r;
-
-	if ((r = check_fields(b, f, 3, w)) || (r = pre_boot(a, w)))
-		return r;
-	k = get_str(b, "kernel_image_path");
-	i = get_str(b, "initrd_path");
-	args = get_str(b, "boot_args");
-	if ((r = abs_path(kbuf, sizeof(kbuf), k, "kernel_image_path", w)) ||
-	    (i && (r = abs_path(ibuf, sizeof(ibuf), i, "initrd_path", w))))
-		return r;
-	k = kbuf;
-	i = i ? ibuf : NULL;
-	if ((r = readable_file(k, "kernel_image_path", 0, w)) || (i && (r = readable_file(i, "initrd_path", 0, w))))
-		return r;
-	if (strlen(k) >= sizeof(c->kernel) || (i && strlen(i) >= sizeof(c->initrd)))
-		return fail(w, "path too long");
-	if (args && strlen(args) > 2048)
-		return fail(w, "'boot_args' is too long (at most 2048 bytes)");
-	snprintf(c->kernel, sizeof(c->kernel), "%s", k);
-	snprintf(c->initrd, sizeof(c->initrd), "%s", i ? i : "");
-	snprintf(c->boot_args, sizeof(c->boot_args), "%s", args ? args : "");
-	c->has_boot_args = args != NULL;
-	c->has_boot = 1;
-	c->touched = 1;
-	return 0;
-}
-
-static int put_machine_config(struct fcapi *a, const struct json *b, int patch, struct why *w)
-{
-	const struct field f[] = {
-		{ "vcpu_count", F_UINT, !patch },
-		{ "mem_size_mib", F_UINT, !patch },
-		{ "smt", F_BOOL, 0 },
-		{ "track_dirty_pages", F_BOOL, 0 },
-		{ "cpu_template", F_STR, 0 },
-		{ "huge_pages", F_STR, 0 },
-	};
-	struct fcapi_config *c = &a->cfg;
-	const char *t = get_str(b, "cpu_template"), *hp = get_str(b, "huge_pages");
-	enum cpu_template tmpl = CPU_TEMPLATE_HOST;
-	int r, tmpl_set = 0;
-
-	if ((r = check_fields(b, f, 6, w)) || (r = pre_boot(a, w)))
-		return r;
-	if (has(b, "vcpu_count") && (get_uint(b, "vcpu_count") < 1 || get_uint(b, "vcpu_count") > VM_MAX_VCPUS))
-		return fail(w, "'vcpu_count' must be from 1 to %d", VM_MAX_VCPUS);
-	if (has(b, "mem_size_mib") &&
-	    (get_uint(b, "mem_size_mib") < VM_MIN_MEM_MIB || get_uint(b, "mem_size_mib") > (1u << 20)))
-		return fail(w, "'mem_size_mib' must be from %d to %u", VM_MIN_MEM_MIB, 1u << 20);
-	if (patch && !has(b, "vcpu_count") && !has(b, "mem_size_mib") && !has(b, "smt") &&
-	    !has(b, "track_dirty_pages") && !has(b, "cpu_template") && !has(b, "huge_pages"))
-		return fail(w, "Empty PATCH request.");
-	/* Firecracker's rule: with SMT, 1 or an even number of vCPUs. */
-	if ((has(b, "smt") ? get_bool(b, "smt", 0) : c->smt) &&
-	    (has(b, "vcpu_count") ? get_uint(b, "vcpu_count") : c->vcpus) > 1 &&
-	    (has(b, "vcpu_count") ? get_uint(b, "vcpu_count") : c->vcpus) % 2)
-		return fail(w, "The number of vCPUs must be greater than 0, less than %d and must be 1 or an even "
-			    "number if SMT is enabled.", VM_MAX_VCPUS + 1);
-	if (hp && strcmp(hp, "None"))
-		return fail(w, "'huge_pages' %.32s is not supported: only None", hp);
-	if (t && strcmp(t, "None")) {
-		if (cpu_template_parse(t, &tmpl))
-			return fail(w, "'cpu_template' %.32s is not supported: None (the host's default), "
-				    "or vmm's own host or safe", t);
-		tmpl_set = 1;
-	}
-	if (has(b, "vcpu_count"))
-		c->vcpus = (unsigned)get_uint(b, "vcpu_count");
-	if (has(b, "mem_size_mib"))
-		c->mem_mib = (unsigned)get_uint(b, "mem_size_mib");
-	if (t) {
-		c->tmpl_set = tmpl_set;
-		c->tmpl = tmpl;
-		a->deprecated = 1; /* Firecracker: cpu_template is deprecated */
-	}
-	/* PUT resets what it does not give to the defaults, PATCH keeps it. */
-	if (has(b, "smt") || !patch)
-		c->smt = get_bool(b, "smt", 0);
-	if (has(b, "track_dirty_pages") || !patch)
-		c->track_dirty_pages = get_bool(b, "track_dirty_pages", 0);
-	c->touched = 1;
+		return fcapi_fail(w, "the microVM is being started");
 	return 0;
 }
 
 /* Says which nested object check_fields' complaint is about. */
-static int in_field(struct why *w, const char *field, const char *name)
+int fcapi_in_field(struct why *w, const char *field, const char *name)
 {
 	char inner[160];
 
 	snprintf(inner, sizeof(inner), "%s", w->buf);
-	return fail(w, "'%s%s%s': %s", field, name ? "." : "", name ? name : "", inner);
+	return fcapi_fail(w, "'%s%s%s': %s", field, name ? "." : "", name ? name : "", inner);
 }
 
 /* Firecracker's TokenBucket {size, one_time_burst, refill_time}: `size`
@@ -363,23 +264,23 @@ static int get_bucket(const struct json *lim, const char *field, const char *nam
 	*rate = *burst = 0;
 	if (!b || b->type == JSON_NULL)
 		return 0;
-	if ((r = check_fields(b, f, 3, w)))
-		return in_field(w, field, name);
-	if (get_uint(b, "one_time_burst"))
-		return fail(w, "'%s.%s.one_time_burst' is not supported (the bucket starts full)", field, name);
-	size = get_uint(b, "size");
-	ms = get_uint(b, "refill_time");
+	if ((r = fcapi_check_fields(b, f, 3, w)))
+		return fcapi_in_field(w, field, name);
+	if (fcapi_get_uint(b, "one_time_burst"))
+		return fcapi_fail(w, "'%s.%s.one_time_burst' is not supported (the bucket starts full)", field, name);
+	size = fcapi_get_uint(b, "size");
+	ms = fcapi_get_uint(b, "refill_time");
 	if (!size || !ms)
 		return 0;
 	if (size > UINT64_MAX / 1000)
-		return fail(w, "'%s.%s.size' is too large", field, name);
+		return fcapi_fail(w, "'%s.%s.size' is too large", field, name);
 	*rate = size * 1000 / ms ? size * 1000 / ms : 1;
 	*burst = size;
 	return 0;
 }
 
 /* A RateLimiter {bandwidth, ops} (bytes and operations per second). */
-static int get_limiter(const struct json *o, const char *field, struct rl_limits *l, struct why *w)
+int fcapi_get_limiter(const struct json *o, const char *field, struct rl_limits *l, struct why *w)
 {
 	static const struct field f[] = {
 		{ "bandwidth", F_OBJ, 0 },
@@ -391,819 +292,14 @@ static int get_limiter(const struct json *o, const char *field, struct rl_limits
 	memset(l, 0, sizeof(*l));
 	if (!lim || lim->type == JSON_NULL)
 		return 0;
-	if ((r = check_fields(lim, f, 2, w)))
-		return in_field(w, field, NULL);
+	if ((r = fcapi_check_fields(lim, f, 2, w)))
+		return fcapi_in_field(w, field, NULL);
 	if ((r = get_bucket(lim, field, "bandwidth", &l->bytes_per_s, &l->bytes_burst, w)))
 		return r;
 	return get_bucket(lim, field, "ops", &l->ops_per_s, &l->ops_burst, w);
 }
 
-static int put_drive(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
-{
-	static const struct field f[] = {
-		{ "drive_id", F_STR, 1 },
-		{ "path_on_host", F_STR, 1 },
-		{ "is_root_device", F_BOOL, 1 },
-		{ "is_read_only", F_BOOL, 0 },
-		{ "partuuid", F_STR, 0 },
-		{ "cache_type", F_STR, 0 },
-		{ "io_engine", F_STR, 0 },
-		{ "rate_limiter", F_OBJ, 0 },
-		{ "socket", F_STR, 0 },
-	};
-	struct fcapi_config *c = &a->cfg;
-	const char *id, *path, *cache, *eng;
-	struct fcapi_drive *d = NULL;
-	char pbuf[PATH_MAX];
-	struct rl_limits rl;
-	int r, root, ro;
-	unsigned i;
-
-	if ((r = check_fields(b, f, 9, w)) || (r = pre_boot(a, w)))
-		return r;
-	id = get_str(b, "drive_id");
-	path = get_str(b, "path_on_host");
-	if ((r = abs_path(pbuf, sizeof(pbuf), path, "path_on_host", w)))
-		return r;
-	path = pbuf;
-	root = get_bool(b, "is_root_device", 0);
-	ro = get_bool(b, "is_read_only", 0);
-	cache = get_str(b, "cache_type");
-	eng = get_str(b, "io_engine");
-	if ((r = check_id(path_id, id, "drive_id", FCAPI_DRIVE_ID_MAX, w)))
-		return r;
-	/* An empty string is what some clients send for "none". */
-	if (get_str(b, "partuuid") && get_str(b, "partuuid")[0])
-		return fail(w, "'partuuid' is not supported: the root device is /dev/vda");
-	if ((r = get_limiter(b, "rate_limiter", &rl, w)))
-		return r;
-	if (get_str(b, "socket") && get_str(b, "socket")[0])
-		return fail(w, "'socket' (vhost-user) is not supported");
-	if (cache && strcmp(cache, "Unsafe") && strcmp(cache, "Writeback"))
-		return fail(w, "'cache_type' must be Unsafe or Writeback");
-	if (eng && strcmp(eng, "Sync"))
-		return fail(w, "'io_engine' %.32s is not supported: only Sync", eng);
-	if ((r = readable_file(path, "path_on_host", !ro, w)))
-		return r;
-	if (strlen(path) >= sizeof(d->path))
-		return fail(w, "'path_on_host' is too long");
-	for (i = 0; i < c->nr_drives; i++) {
-		if (!strcmp(c->drives[i].id, id))
-			d = &c->drives[i];
-		else if (root && c->drives[i].root)
-			return fail(w, "A root block device already exists (drive %s)", c->drives[i].id);
-	}
-	if (!d) {
-		if (c->nr_drives == VM_MAX_DISKS)
-			return fail(w, "at most %d drives", VM_MAX_DISKS);
-		d = &c->drives[c->nr_drives++];
-	}
-	snprintf(d->id, sizeof(d->id), "%s", id);
-	snprintf(d->path, sizeof(d->path), "%s", path);
-	d->root = root;
-	d->ro = ro;
-	d->rl = rl;
-	c->touched = 1;
-	return 0;
-}
-
-static int mac_ok(const char *m)
-{
-	unsigned i;
-
-	if (strlen(m) != 17)
-		return 0;
-	for (i = 0; i < 17; i++) {
-		char ch = m[i];
-
-		if (i % 3 == 2 ? ch != ':' : !((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F')))
-			return 0;
-	}
-	return 1;
-}
-
-static int put_net(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
-{
-	static const struct field f[] = {
-		{ "iface_id", F_STR, 1 },
-		{ "host_dev_name", F_STR, 1 },
-		{ "guest_mac", F_STR, 0 },
-		{ "rx_rate_limiter", F_OBJ, 0 },
-		{ "tx_rate_limiter", F_OBJ, 0 },
-	};
-	const char *id, *dev, *mac;
-	struct rl_limits rx, tx;
-	int r;
-
-	if ((r = check_fields(b, f, 5, w)) || (r = pre_boot(a, w)))
-		return r;
-	id = get_str(b, "iface_id");
-	dev = get_str(b, "host_dev_name");
-	mac = get_str(b, "guest_mac");
-	if ((r = check_id(path_id, id, "iface_id", 63, w)))
-		return r;
-	if (!dev[0] || strlen(dev) > 15 || strpbrk(dev, "/ ,=:"))
-		return fail(w, "'host_dev_name' must be a TAP device name of 1 to 15 characters");
-	if (mac && !mac_ok(mac))
-		return fail(w, "'guest_mac' must look like 06:00:ac:10:00:02");
-	if ((r = get_limiter(b, "rx_rate_limiter", &rx, w)) || (r = get_limiter(b, "tx_rate_limiter", &tx, w)))
-		return r;
-	{
-		struct fcapi_config *c = &a->cfg;
-		struct fcapi_net *n = NULL;
-		struct net_options o;
-		const char *why = NULL;
-		char spec[64];
-		unsigned i;
-
-		/* The same rules as vmm run --net (a unicast MAC, ...). */
-		snprintf(spec, sizeof(spec), "tap=%s%s%s", dev, mac ? ",mac=" : "", mac ? mac : "");
-		if (net_options_parse(spec, &o, &why))
-			return fail(w, "%s", why ? why : "invalid network interface");
-
-		for (i = 0; i < c->nr_net; i++) {
-			if (!strcmp(c->net[i].id, id))
-				n = &c->net[i];
-			else if (mac && !strcasecmp(c->net[i].mac, mac))
-				return fail(w, "The MAC address is already in use: %s", mac);
-		}
-		if (!n) {
-			if (c->nr_net == FCAPI_MAX_NET)
-				return fail(w, "at most %d network interfaces", FCAPI_MAX_NET);
-			n = &c->net[c->nr_net++];
-		}
-		snprintf(n->id, sizeof(n->id), "%s", id);
-		snprintf(n->host_dev, sizeof(n->host_dev), "%s", dev);
-		snprintf(n->mac, sizeof(n->mac), "%s", mac ? mac : "");
-		n->rx = rx;
-		n->tx = tx;
-		c->touched = 1;
-		return 0;
-	}
-}
-
-static int put_vsock(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field f[] = {
-		{ "guest_cid", F_UINT, 1 },
-		{ "uds_path", F_STR, 1 },
-		{ "vsock_id", F_STR, 0 },
-	};
-	struct fcapi_config *c = &a->cfg;
-	const char *uds;
-	uint64_t cid;
-	int r;
-
-	if ((r = check_fields(b, f, 3, w)) || (r = pre_boot(a, w)))
-		return r;
-	cid = get_uint(b, "guest_cid");
-	uds = get_str(b, "uds_path");
-	if (cid < 3 || cid >= 0xffffffffull)
-		return fail(w, "'guest_cid' must be from 3 to 4294967294");
-	if (!uds[0])
-		return fail(w, "'uds_path' must not be empty");
-	if ((r = copy_str(c->uds, sizeof(c->uds), uds, "uds_path", w)))
-		return r;
-	c->cid = cid;
-	c->has_vsock = 1;
-	if (has(b, "vsock_id"))
-		a->deprecated = 1; /* Firecracker: vsock_id is deprecated */
-	c->touched = 1;
-	return 0;
-}
-
-static int put_fs(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
-{
-	static const struct field f[] = {
-		{ "fs_id", F_STR, 0 },
-		{ "tag", F_STR, 1 },
-		{ "path_on_host", F_STR, 1 },
-		{ "read_only", F_BOOL, 0 },
-	};
-	const char *id, *tag, *path;
-	struct stat st;
-	int r;
-
-	if ((r = check_fields(b, f, 4, w)) || (r = pre_boot(a, w)))
-		return r;
-	id = get_str(b, "fs_id");
-	tag = get_str(b, "tag");
-	path = get_str(b, "path_on_host");
-	if (!id && !path_id)
-		return fail(w, "missing required field 'fs_id'");
-	if ((r = check_id(path_id, id ? id : path_id, "fs_id", 63, w)))
-		return r;
-	if (!fs_tag_valid(tag))
-		return fail(w, "'tag' must be 1 to %d of A-Z a-z 0-9 . _ - (and not . or ..)", VIRTIO_FS_TAG_LEN - 1);
-	if (path[0] != '/')
-		return fail(w, "'path_on_host' must be an absolute path");
-	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-		return fail(w, "'path_on_host' %.200s: not a directory", path);
-	{
-		struct fcapi_config *c = &a->cfg;
-		struct fcapi_fs *s = NULL;
-		unsigned i;
-
-		id = id ? id : path_id;
-		if (strlen(path) >= sizeof(s->path))
-			return fail(w, "'path_on_host' is too long");
-		for (i = 0; i < c->nr_fs; i++) {
-			if (!strcmp(c->fs[i].id, id))
-				s = &c->fs[i];
-			else if (!strcmp(c->fs[i].tag, tag))
-				return fail(w, "tag %s is taken by shared directory %s", tag, c->fs[i].id);
-		}
-		if (!s) {
-			if (c->nr_fs == FCAPI_MAX_FS)
-				return fail(w, "at most %d shared directories", FCAPI_MAX_FS);
-			s = &c->fs[c->nr_fs++];
-		}
-		snprintf(s->id, sizeof(s->id), "%s", id);
-		snprintf(s->tag, sizeof(s->tag), "%s", tag);
-		snprintf(s->path, sizeof(s->path), "%s", path);
-		s->ro = get_bool(b, "read_only", 0);
-		c->touched = 1;
-		return 0;
-	}
-}
-
-/* ---- logger, metrics ------------------------------------------------------ */
-
-static int put_logger(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field f[] = {
-		{ "log_path", F_STR, 0 },
-		{ "level", F_STR, 0 },
-		{ "show_level", F_BOOL, 0 },
-		{ "show_log_origin", F_BOOL, 0 },
-		{ "module", F_STR, 0 },
-	};
-	const char *path = get_str(b, "log_path"), *mod = get_str(b, "module");
-	char pbuf[PATH_MAX];
-	int r;
-
-	if ((r = check_fields(b, f, 5, w)))
-		return r;
-	/* The log sink is process configuration set before VM threads
-	 * start (log.h); Firecracker too takes a logger only before boot. */
-	if ((r = pre_boot(a, w)))
-		return r;
-	if (path && (r = abs_path(pbuf, sizeof(pbuf), path, "log_path", w)))
-		return r;
-	if (mod && strlen(mod) >= sizeof(a->cfg.logger.module))
-		return fail(w, "'module' is too long");
-	if (fcapi_set_logger(a, path ? pbuf : NULL, get_str(b, "level"), get_bool(b, "show_level", 0),
-			     get_bool(b, "show_log_origin", 0), w->buf, w->len))
-		return -EINVAL;
-	snprintf(a->cfg.logger.module, sizeof(a->cfg.logger.module), "%s", mod ? mod : "");
-	return 0;
-}
-
-static int put_metrics(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field f[] = {
-		{ "metrics_path", F_STR, 1 },
-		{ "emit_id", F_BOOL, 0 },
-		{ "properties", F_OBJ, 0 },
-	};
-	char pbuf[PATH_MAX];
-	int r;
-
-	if ((r = check_fields(b, f, 3, w)) || (r = pre_boot(a, w)))
-		return r;
-	if (get_bool(b, "emit_id", 0) || (has(b, "properties") && json_get(b, "properties")->u.kids.first))
-		return fail(w, "'emit_id' and 'properties' are not supported");
-	if ((r = abs_path(pbuf, sizeof(pbuf), get_str(b, "metrics_path"), "metrics_path", w)))
-		return r;
-	if (fcapi_set_metrics(a, pbuf, w->buf, w->len))
-		return -EINVAL;
-	return 0;
-}
-
-/* ---- PATCH on a running VM ----------------------------------------------------- */
-
-/* A RateLimiter in a PATCH: only the buckets given change (Firecracker:
- * "if any optional data is missing, it will not be nullified"); a bucket
- * of size 0 or refill_time 0 turns that limit off. */
-static int patch_limiter(const struct json *o, const char *field, struct rl_limits *l, int *given, struct why *w)
-{
-	const struct json *lim = json_get(o, field);
-	struct rl_limits n;
-	int r;
-
-	*given = 0;
-	if (!lim || lim->type == JSON_NULL)
-		return 0;
-	if ((r = get_limiter(o, field, &n, w)))
-		return r;
-	if (has(lim, "bandwidth")) {
-		l->bytes_per_s = n.bytes_per_s;
-		l->bytes_burst = n.bytes_burst;
-	}
-	if (has(lim, "ops")) {
-		l->ops_per_s = n.ops_per_s;
-		l->ops_burst = n.ops_burst;
-	}
-	*given = 1;
-	return 0;
-}
-
-static struct virtio_blk *vm_drive(const struct vm *vm, const char *id)
-{
-	unsigned i;
-
-	for (i = 0; i < vm->cfg.nr_disks && i < VM_MAX_DISKS; i++)
-		if (vm->disks[i] && !strncmp(vm->disks[i]->serial, id, VIRTIO_BLK_ID_BYTES))
-			return vm->disks[i];
-	return NULL;
-}
-
-static int patch_drive(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
-{
-	static const struct field f[] = {
-		{ "drive_id", F_STR, 1 },
-		{ "path_on_host", F_STR, 0 },
-		{ "rate_limiter", F_OBJ, 0 },
-	};
-	const char *path = get_str(b, "path_on_host"), *err = "";
-	struct fcapi_drive *d = NULL;
-	struct virtio_blk *blk;
-	struct rl_limits rl;
-	char pbuf[PATH_MAX];
-	int r, rl_given;
-	unsigned i;
-
-	if ((r = check_fields(b, f, 3, w)) ||
-	    (r = check_id(path_id, get_str(b, "drive_id"), "drive_id", FCAPI_DRIVE_ID_MAX, w)))
-		return r;
-	if (!has(b, "path_on_host") && !has(b, "rate_limiter"))
-		return fail(w, "Empty PATCH request.");
-	if (!a->vm)
-		return fail(w, MSG_BEFORE_START);
-	blk = vm_drive(a->vm, path_id);
-	if (!blk)
-		return fail(w, "Unable to patch the block device: Invalid block device ID: %s", path_id);
-	virtio_blk_limits(blk, &rl);
-	if ((r = patch_limiter(b, "rate_limiter", &rl, &rl_given, w)))
-		return r;
-	if (path) {
-		if ((r = abs_path(pbuf, sizeof(pbuf), path, "path_on_host", w)) ||
-		    (r = readable_file(pbuf, "path_on_host", !blk->ro, w)))
-			return r;
-		path = pbuf;
-	}
-	r = virtio_blk_update(blk, path, rl_given ? &rl : NULL, &err);
-	if (r) {
-		a->n.block_update_fails++;
-		return fail(w, "Unable to patch the block device: %s: %s", err, strerror(-r));
-	}
-	a->n.block_update++;
-	for (i = 0; i < a->cfg.nr_drives; i++)
-		if (!strcmp(a->cfg.drives[i].id, path_id))
-			d = &a->cfg.drives[i];
-	if (d && path)
-		snprintf(d->path, sizeof(d->path), "%s", path);
-	if (d && rl_given)
-		d->rl = rl;
-	if (path)
-		log_info("drive %s now on %s (%llu sectors)", path_id, path, (unsigned long long)blk->capacity);
-	return 0;
-}
-
-static int patch_net(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
-{
-	static const struct field f[] = {
-		{ "iface_id", F_STR, 1 },
-		{ "rx_rate_limiter", F_OBJ, 0 },
-		{ "tx_rate_limiter", F_OBJ, 0 },
-	};
-	struct rl_limits rx, tx;
-	int r, rx_given, tx_given;
-	unsigned i, k = UINT32_MAX;
-
-	if ((r = check_fields(b, f, 3, w)) || (r = check_id(path_id, get_str(b, "iface_id"), "iface_id", 63, w)))
-		return r;
-	if (!has(b, "rx_rate_limiter") && !has(b, "tx_rate_limiter"))
-		return fail(w, "Empty PATCH request.");
-	if (!a->vm)
-		return fail(w, MSG_BEFORE_START);
-	/* The API's interfaces are the VM's, in order. */
-	for (i = 0; i < a->cfg.nr_net; i++)
-		if (!strcmp(a->cfg.net[i].id, path_id))
-			k = i;
-	if (k == UINT32_MAX || k >= a->vm->cfg.nr_nets || !a->vm->nets[k])
-		return fail(w, "Unable to update the net device: Invalid network interface ID: %s", path_id);
-	virtio_net_limits(a->vm->nets[k], &rx, &tx);
-	if ((r = patch_limiter(b, "rx_rate_limiter", &rx, &rx_given, w)) ||
-	    (r = patch_limiter(b, "tx_rate_limiter", &tx, &tx_given, w)))
-		return r;
-	virtio_net_set_limits(a->vm->nets[k], rx_given ? &rx : NULL, tx_given ? &tx : NULL);
-	a->n.net_update++;
-	if (rx_given)
-		a->cfg.net[k].rx = rx;
-	if (tx_given)
-		a->cfg.net[k].tx = tx;
-	return 0;
-}
-
-/* For fcapi_dev.c (fcapi_priv.h). */
-int fcapi_check_fields(const struct json *o, const struct field *f, size_t nf, struct why *w)
-{
-	return check_fields(o, f, nf, w);
-}
-
-int fcapi_get_limiter(const struct json *o, const char *field, struct rl_limits *l, struct why *w)
-{
-	return get_limiter(o, field, l, w);
-}
-
-int fcapi_pre_boot(const struct fcapi *a, struct why *w)
-{
-	return pre_boot(a, w);
-}
-
-int fcapi_abs_path(char *dst, size_t cap, const char *src, const char *field, struct why *w)
-{
-	return abs_path(dst, cap, src, field, w);
-}
-
-/* ---- actions and the running VM ------------------------------------------ */
-
-static int put_actions(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field f[] = { { "action_type", F_STR, 1 } };
-	const char *t;
-	int r;
-
-	if ((r = check_fields(b, f, 1, w)))
-		return r;
-	t = get_str(b, "action_type");
-	if (!strcmp(t, "InstanceStart")) {
-		if ((r = pre_boot(a, w)))
-			return r;
-		if (!a->cfg.has_boot)
-			return fail(w, "Cannot start microvm without kernel configuration (PUT /boot-source first)");
-		a->pending = FCAPI_START;
-		return 0;
-	}
-	if (!strcmp(t, "SendCtrlAltDel")) {
-		if (!a->vm)
-			return fail(w, MSG_BEFORE_START);
-		/* The i8042 keyboard if the guest drives it, else guest-init
-		 * through the sandbox API (vm_ctrl_alt_del). */
-		if (vm_ctrl_alt_del(a->vm))
-			return fail(w, "SendCtrlAltDel: the guest has no i8042 driver and this VM no vsock device "
-				    "for guest-init");
-		return 0;
-	}
-	if (!strcmp(t, "FlushMetrics")) {
-		/* Firecracker answers 204 whether or not metrics are set up. */
-		r = fcapi_flush_metrics(a);
-		if (r && r != -ENOENT)
-			return fail(w, "Failed to write metrics: %s", strerror(-r));
-		return 0;
-	}
-	return fail(w, "unknown 'action_type' %.32s: InstanceStart, SendCtrlAltDel or FlushMetrics", t);
-}
-
-static int patch_vm(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field f[] = { { "state", F_STR, 1 } };
-	const char *s;
-	int r;
-
-	if ((r = check_fields(b, f, 1, w)))
-		return r;
-	s = get_str(b, "state");
-	if (strcmp(s, "Paused") && strcmp(s, "Resumed"))
-		return fail(w, "'state' must be Paused or Resumed");
-	if (!a->vm)
-		return fail(w, MSG_BEFORE_START);
-	if (!strcmp(s, "Resumed")) {
-		vm_resume(a->vm);
-		return 0;
-	}
-	r = vm_pause(a->vm);
-	if (r == -ETIMEDOUT)
-		return fail(w, "a vCPU did not stop within 10 s (a stalled console?); the VM runs on");
-	if (r)
-		return fail(w, "the VM is stopping");
-	return 0;
-}
-
-/* A name a vmm snapshot directory holds: state, memory, diskN (N below
- * VM_MAX_DISKS, no leading zero) and the API's vm-config.json. */
-static int snapshot_own_name(const char *name)
-{
-	char *end;
-	unsigned long i;
-
-	if (!strcmp(name, SNAP_STATE_FILE) || !strcmp(name, SNAP_MEMORY_FILE) || !strcmp(name, FCAPI_SNAP_CONFIG) ||
-	    !strcmp(name, SNAP_JOURNAL_FILE) || !strcmp(name, SNAP_STATE_NEW))
-		return 1;
-	if (strncmp(name, "disk", 4) || name[4] < '0' || name[4] > '9' || (name[4] == '0' && name[5]))
-		return 0;
-	i = strtoul(name + 4, &end, 10);
-	return !*end && i < VM_MAX_DISKS;
-}
-
-/* An earlier snapshot at `dir` that a new one may replace (Firecracker
- * overwrites its files): nothing, a single file or link (a Firecracker
- * state file), or a directory that holds a regular `state` file and
- * nothing but a snapshot's own regular files. Anything else is refused
- * as a whole: the check reads every entry before anything is touched.
- * With `remove`, the same check is made again (the directory may have
- * changed since), then the entries and the directory are removed. */
-static int old_snapshot(const char *dir, int remove, struct why *w)
-{
-	struct dirent *e;
-	struct stat st;
-	int fd, has_state = 0, r = 0;
-	DIR *d;
-
-	if (lstat(dir, &st) < 0)
-		return errno == ENOENT ? 0 : fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
-	if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
-		if (remove && unlink(dir) < 0)
-			return fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
-		return 0;
-	}
-	if (!S_ISDIR(st.st_mode))
-		return fail(w, "'snapshot_path' %.200s exists and is not a snapshot: not overwritten", dir);
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
-	d = fdopendir(fd);
-	if (!d) {
-		r = fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
-		close(fd);
-		return r;
-	}
-	while (!r && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (!snapshot_own_name(e->d_name) || fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISREG(st.st_mode))
-			r = fail(w, "'snapshot_path' %.200s exists and is not a snapshot (it holds %.64s): not overwritten",
-				 dir, e->d_name);
-		else if (!strcmp(e->d_name, SNAP_STATE_FILE))
-			has_state = 1;
-	}
-	if (!r && !has_state)
-		r = fail(w, "'snapshot_path' %.200s exists and is not a snapshot (no state file): not overwritten", dir);
-	if (!r && remove) {
-		rewinddir(d);
-		while (!r && (e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && unlinkat(fd, e->d_name, 0) < 0)
-				r = fail(w, "'snapshot_path' %.200s: removing %.64s: %s", dir, e->d_name, strerror(errno));
-		if (!r && rmdir(dir) < 0)
-			r = fail(w, "'snapshot_path' %.200s: %s", dir, strerror(errno));
-	}
-	closedir(d);
-	return r;
-}
-
-static int put_snapshot_create(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field f[] = {
-		{ "snapshot_path", F_STR, 1 },
-		{ "mem_file_path", F_STR, 1 },
-		{ "snapshot_type", F_STR, 0 },
-	};
-	const char *type;
-	char dir[PATH_MAX], mem[PATH_MAX], own_mem[PATH_MAX], tmp[PATH_MAX], side[PATH_MAX];
-	struct snap_opts o = { 0 };
-	struct snap_stats sst = { 0 };
-	uint64_t bytes = 0;
-	size_t n;
-	int r;
-
-	if ((r = check_fields(b, f, 3, w)))
-		return r;
-	type = get_str(b, "snapshot_type");
-	if (type && strcmp(type, "Full") && strcmp(type, "Diff"))
-		return fail(w, "'snapshot_type' %.16s: Full or Diff", type);
-	if ((r = abs_path(dir, sizeof(dir), get_str(b, "snapshot_path"), "snapshot_path", w)) ||
-	    (r = abs_path(mem, sizeof(mem), get_str(b, "mem_file_path"), "mem_file_path", w)))
-		return r;
-	for (n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
-		dir[n - 1] = '\0'; /* DIR.new-PID beside DIR, not in it */
-	if (snprintf(own_mem, sizeof(own_mem), "%s/%s", dir, SNAP_MEMORY_FILE) >= (int)sizeof(own_mem) ||
-	    snprintf(tmp, sizeof(tmp), "%s.new-%d", dir, (int)getpid()) >= (int)sizeof(tmp) ||
-	    snprintf(side, sizeof(side), "%s/%s", tmp, FCAPI_SNAP_CONFIG) >= (int)sizeof(side))
-		return fail(w, "'snapshot_path' is too long");
-	if (!a->vm)
-		return fail(w, MSG_BEFORE_START);
-	if (!a->vm->paused)
-		return fail(w, "Create snapshot only while the microVM is paused (PATCH /vm {\"state\": \"Paused\"} first)");
-	if (!strcmp(mem, dir))
-		return fail(w, "'mem_file_path' and 'snapshot_path' must differ");
-	o.diff = type && !strcmp(type, "Diff");
-	o.final_dir = dir;
-	if (o.diff && !a->vm->gm.dirty.w)
-		return fail(w, "Diff snapshots need dirty page tracking: set track_dirty_pages in /machine-config "
-			    "(or /snapshot/load)");
-	if (o.diff && !a->vm->snap_dir[0])
-		return fail(w, "a Diff snapshot holds the pages written since the last snapshot or load, and this "
-			    "microVM has none: create a Full snapshot first");
-	if (o.diff && !strcmp(a->vm->snap_dir, dir))
-		return fail(w, "a Diff snapshot cannot replace the snapshot it is layered on (%.200s): give another "
-			    "'snapshot_path'", dir);
-	/* Every refusal before anything is written. */
-	if ((r = old_snapshot(dir, 0, w)))
-		return r;
-	if (strcmp(mem, own_mem)) {
-		struct stat st;
-
-		n = strlen(dir);
-		if (!strncmp(mem, dir, n) && mem[n] == '/')
-			return fail(w, "'mem_file_path' inside 'snapshot_path' can only be its %s file", SNAP_MEMORY_FILE);
-		if (lstat(mem, &st) == 0 && S_ISDIR(st.st_mode))
-			return fail(w, "'mem_file_path' %.200s is a directory", mem);
-	}
-	/* Written beside, then put in place: a failure leaves the old one. */
-	r = vm_snapshot_ex(a->vm, tmp, &o, &sst);
-	bytes = sst.mem_alloc;
-	if (r)
-		return fail(w, "snapshot to %.200s failed: %s (nothing was left behind)", dir, strerror(-r));
-	{
-		/* The API's configuration, for network_overrides' iface ids on load. */
-		char *cfg = malloc(FCAPI_REPLY_MAX);
-		size_t len = cfg ? fcapi_vm_config_json(a, cfg, FCAPI_REPLY_MAX) : 0;
-		FILE *fp = len ? fopen(side, "we") : NULL;
-
-		if (fp) {
-			fwrite(cfg, 1, len, fp);
-			fclose(fp);
-		}
-		free(cfg);
-	}
-	/* Checked again as it is removed (it may have changed meanwhile):
-	 * a refusal removes the new one, and nothing was changed. */
-	if ((r = old_snapshot(dir, 1, w))) {
-		char why[600];
-		struct why w2 = { why, sizeof(why) };
-
-		if (old_snapshot(tmp, 1, &w2))
-			log_warn("snapshot: could not remove %s: %s", tmp, why);
-		return r;
-	}
-	if (rename(tmp, dir) < 0)
-		return fail(w, "the snapshot is in %.200s, but could not take the place of %.200s: %s", tmp, dir,
-			    strerror(errno));
-	if (strcmp(mem, own_mem)) {
-		/* Firecracker's memory file: here a link to the directory's. */
-		unlink(mem);
-		if (symlink(own_mem, mem) < 0)
-			return fail(w, "the snapshot is in %.200s, but mem_file_path could not link to its memory file: %s",
-				    dir, strerror(errno));
-	}
-	a->n.snapshot_create++;
-	log_info("%s snapshot written to %s (memory %llu KiB on disk, %llu pages)", o.diff ? "diff" : "full", dir,
-		 (unsigned long long)(bytes >> 10), (unsigned long long)sst.pages);
-	return 0;
-}
-
-static int same_file(const char *x, const char *y)
-{
-	struct stat a, b;
-
-	return stat(x, &a) == 0 && stat(y, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-/* network_overrides: each names an interface the snapshot has (by the id
- * it had in the API that made it, else "ethN" for the Nth), once. */
-static int load_overrides(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field nf[] = {
-		{ "iface_id", F_STR, 1 },
-		{ "host_dev_name", F_STR, 1 },
-	};
-	static const struct field vf[] = { { "uds_path", F_STR, 1 } };
-	const struct json *arr = json_get(b, "network_overrides"), *e, *v = json_get(b, "vsock_override");
-	int r;
-
-	a->nr_load_net = 0;
-	a->load_vsock_uds[0] = '\0';
-	if (arr && arr->type != JSON_NULL) {
-		for (e = arr->u.kids.first; e; e = e->next) {
-			struct fcapi_net_override *o;
-			const char *id, *dev;
-			unsigned i;
-
-			if ((r = check_fields(e, nf, 2, w)))
-				return in_field(w, "network_overrides", NULL);
-			id = get_str(e, "iface_id");
-			dev = get_str(e, "host_dev_name");
-			if (!id_ok(id, 63))
-				return fail(w, "'network_overrides': bad 'iface_id'");
-			if (!dev[0] || strlen(dev) > 15 || strpbrk(dev, "/ ,=:"))
-				return fail(w, "'network_overrides': 'host_dev_name' must be a TAP device name of 1 to 15 characters");
-			for (i = 0; i < a->nr_load_net; i++)
-				if (!strcmp(a->load_net[i].iface_id, id))
-					return fail(w, "'network_overrides': interface %s given twice", id);
-			if (a->nr_load_net == FCAPI_MAX_NET)
-				return fail(w, "'network_overrides': at most %d", FCAPI_MAX_NET);
-			o = &a->load_net[a->nr_load_net++];
-			snprintf(o->iface_id, sizeof(o->iface_id), "%s", id);
-			snprintf(o->host_dev, sizeof(o->host_dev), "%s", dev);
-		}
-	}
-	if (v && v->type != JSON_NULL) {
-		if ((r = check_fields(v, vf, 1, w)))
-			return in_field(w, "vsock_override", NULL);
-		if (!get_str(v, "uds_path")[0])
-			return fail(w, "'vsock_override.uds_path' must not be empty");
-		if ((r = copy_str(a->load_vsock_uds, sizeof(a->load_vsock_uds), get_str(v, "uds_path"),
-				  "vsock_override.uds_path", w)))
-			return r;
-	}
-	return 0;
-}
-
-static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *w)
-{
-	static const struct field f[] = {
-		{ "snapshot_path", F_STR, 1 },
-		{ "mem_file_path", F_STR, 0 },
-		{ "mem_backend", F_OBJ, 0 },
-		{ "enable_diff_snapshots", F_BOOL, 0 },
-		{ "track_dirty_pages", F_BOOL, 0 },
-		{ "resume_vm", F_BOOL, 0 },
-		{ "network_overrides", F_ARR, 0 },
-		{ "vsock_override", F_OBJ, 0 },
-		{ "clock_realtime", F_BOOL, 0 },
-		{ "huge_pages", F_STR, 0 },
-	};
-	static const struct field bf[] = {
-		{ "backend_path", F_STR, 1 },
-		{ "backend_type", F_STR, 1 },
-	};
-	const char *mem, *hp = get_str(b, "huge_pages");
-	char dir[PATH_MAX], membuf[PATH_MAX], own_mem[PATH_MAX], state[PATH_MAX];
-	int r, uffd = 0;
-
-	if ((r = check_fields(b, f, 10, w)))
-		return r;
-	if (has(b, "mem_file_path") && has(b, "mem_backend"))
-		return fail(w, "too many fields: either `mem_backend` or `mem_file_path` exclusively is required.");
-	if (!has(b, "mem_file_path") && !has(b, "mem_backend"))
-		return fail(w, "missing field: either `mem_backend` or `mem_file_path` is required");
-	if (has(b, "mem_backend")) {
-		const struct json *mb = json_get(b, "mem_backend");
-		const char *t;
-
-		if ((r = check_fields(mb, bf, 2, w))) {
-			char tmp[256];
-
-			snprintf(tmp, sizeof(tmp), "%s", w->buf);
-			return fail(w, "mem_backend: %s", tmp);
-		}
-		t = get_str(mb, "backend_type");
-		uffd = !strcmp(t, "Uffd");
-		if (!uffd && strcmp(t, "File"))
-			return fail(w, "unknown variant `%.16s`, expected `File` or `Uffd`", t);
-		mem = get_str(mb, "backend_path");
-	} else {
-		mem = get_str(b, "mem_file_path");
-	}
-	/* Firecracker: mem_file_path and enable_diff_snapshots are deprecated. */
-	if (has(b, "mem_file_path") || has(b, "enable_diff_snapshots"))
-		a->deprecated = 1;
-	if (hp && strcmp(hp, "Snapshot") && strcmp(hp, "None"))
-		return fail(w, "'huge_pages' %.16s is not supported: Snapshot or None", hp);
-	if (a->vm || a->pending != FCAPI_NONE || a->cfg.touched)
-		return fail(w, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
-	if ((r = abs_path(dir, sizeof(dir), get_str(b, "snapshot_path"), "snapshot_path", w)) ||
-	    (r = abs_path(membuf, sizeof(membuf), mem, uffd ? "backend_path" : "mem_file_path", w)))
-		return r;
-	/* Uffd: the handler's socket, connected once the snapshot checks out
-	 * (cli/run.c, vmm/uffd.h); it serves the memory, so no file here. */
-	if (uffd && strlen(membuf) >= sizeof(a->load_uffd))
-		return fail(w, "'backend_path' %.200s is too long for a Unix socket (at most %zu bytes)", membuf,
-			    sizeof(a->load_uffd) - 1);
-	if (snprintf(own_mem, sizeof(own_mem), "%s/%s", dir, SNAP_MEMORY_FILE) >= (int)sizeof(own_mem) ||
-	    snprintf(state, sizeof(state), "%s/%s", dir, SNAP_STATE_FILE) >= (int)sizeof(state) ||
-	    strlen(dir) >= sizeof(a->load_dir))
-		return fail(w, "'snapshot_path' is too long");
-	if (access(state, R_OK) < 0)
-		return fail(w, "'snapshot_path' %.200s: not a vmm snapshot directory (%s)", dir, strerror(errno));
-	if (!uffd && !same_file(membuf, own_mem))
-		return fail(w, "the memory file must be the snapshot's own (%.200s, or a link to it)", own_mem);
-	if ((r = load_overrides(a, b, w)))
-		return r;
-	snprintf(a->load_dir, sizeof(a->load_dir), "%s", dir);
-	snprintf(a->load_uffd, sizeof(a->load_uffd), "%s", uffd ? membuf : "");
-	a->load_resume = get_bool(b, "resume_vm", 0);
-	a->load_clock_realtime = get_bool(b, "clock_realtime", 0);
-	/* Tracking for Diff snapshots of the loaded VM (GET /vm/config shows it). */
-	a->cfg.track_dirty_pages = get_bool(b, "track_dirty_pages", 0) || get_bool(b, "enable_diff_snapshots", 0);
-	a->pending = FCAPI_LOAD;
-	a->n.snapshot_load++;
-	return 0;
-}
-
-/* ---- GETs ------------------------------------------------------------------ */
+/* ---- GET / and /version ---------------------------------------------------- */
 
 static const char *state_name(const struct fcapi *a)
 {
@@ -1224,30 +320,6 @@ static size_t get_info(const struct fcapi *a, char *out, size_t cap)
 	jw_str(&jw, fcapi_semver());
 	jw_key(&jw, "app_name");
 	jw_str(&jw, "vmm");
-	jw_obj_end(&jw);
-	return jw_done(&jw) ? jw.len : 0;
-}
-
-static size_t get_machine_config(const struct fcapi *a, char *out, size_t cap)
-{
-	struct json_writer jw;
-	unsigned vcpus = a->vm ? a->vm->nr_vcpus : a->cfg.vcpus;
-	uint64_t mib = a->vm ? a->vm->cfg.mem_bytes >> 20 : a->cfg.mem_mib;
-
-	jw_init(&jw, out, cap);
-	jw_obj(&jw);
-	jw_key(&jw, "vcpu_count");
-	jw_int(&jw, vcpus);
-	jw_key(&jw, "mem_size_mib");
-	jw_int(&jw, (int64_t)mib);
-	jw_key(&jw, "smt");
-	jw_bool(&jw, a->cfg.smt);
-	jw_key(&jw, "track_dirty_pages");
-	jw_bool(&jw, a->cfg.track_dirty_pages);
-	jw_key(&jw, "huge_pages");
-	jw_str(&jw, "None");
-	/* No cpu_template: vmm's own (host, safe) are not in Firecracker's
-	 * enum, and Firecracker leaves it out when none of its is set. */
 	jw_obj_end(&jw);
 	return jw_done(&jw) ? jw.len : 0;
 }
@@ -1361,7 +433,7 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 			n = get_info(a, out, cap);
 			a->n.get_instance_info++;
 		} else if (!strcmp(p, "/machine-config")) {
-			n = get_machine_config(a, out, cap);
+			n = fcapi_get_machine_config(a, out, cap);
 			a->n.get_machine_cfg++;
 		} else if (!strcmp(p, "/version")) {
 			n = get_version(out, cap);
@@ -1405,13 +477,13 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 	}
 	if (req->method == HTTP_PATCH) {
 		if (!strcmp(p, "/vm"))
-			r = patch_vm(a, body, &w);
+			r = fcapi_patch_vm(a, body, &w);
 		else if (!strcmp(p, "/machine-config"))
-			r = put_machine_config(a, body, 1, &w);
+			r = fcapi_put_machine_config(a, body, 1, &w);
 		else if ((id = path_id(p, "/drives/")))
-			r = patch_drive(a, body, id, &w);
+			r = fcapi_patch_drive(a, body, id, &w);
 		else if ((id = path_id(p, "/network-interfaces/")))
-			r = patch_net(a, body, id, &w);
+			r = fcapi_patch_net(a, body, id, &w);
 		else if (!strcmp(p, "/balloon"))
 			r = fcapi_patch_balloon(a, body, &w);
 		else if (!strcmp(p, "/balloon/statistics"))
@@ -1419,27 +491,27 @@ int fcapi_handle(struct fcapi *a, const struct http_request *req, char *out, siz
 		else
 			goto bad_route;
 	} else if (!strcmp(p, "/boot-source")) {
-		r = put_boot_source(a, body, &w);
+		r = fcapi_put_boot_source(a, body, &w);
 	} else if (!strcmp(p, "/machine-config")) {
-		r = put_machine_config(a, body, 0, &w);
+		r = fcapi_put_machine_config(a, body, 0, &w);
 	} else if ((id = path_id(p, "/drives/"))) {
-		r = put_drive(a, body, id, &w);
+		r = fcapi_put_drive(a, body, id, &w);
 	} else if ((id = path_id(p, "/network-interfaces/"))) {
-		r = put_net(a, body, id, &w);
+		r = fcapi_put_net(a, body, id, &w);
 	} else if ((id = path_id(p, "/fs/"))) {
-		r = put_fs(a, body, id, &w);
+		r = fcapi_put_fs(a, body, id, &w);
 	} else if (!strcmp(p, "/vsock")) {
-		r = put_vsock(a, body, &w);
+		r = fcapi_put_vsock(a, body, &w);
 	} else if (!strcmp(p, "/actions")) {
-		r = put_actions(a, body, &w);
+		r = fcapi_put_actions(a, body, &w);
 	} else if (!strcmp(p, "/snapshot/create")) {
-		r = put_snapshot_create(a, body, &w);
+		r = fcapi_put_snapshot_create(a, body, &w);
 	} else if (!strcmp(p, "/snapshot/load")) {
-		r = put_snapshot_load(a, body, &w);
+		r = fcapi_put_snapshot_load(a, body, &w);
 	} else if (!strcmp(p, "/logger")) {
-		r = put_logger(a, body, &w);
+		r = fcapi_put_logger(a, body, &w);
 	} else if (!strcmp(p, "/metrics")) {
-		r = put_metrics(a, body, &w);
+		r = fcapi_put_metrics(a, body, &w);
 	} else if (!strcmp(p, "/entropy")) {
 		r = fcapi_put_entropy(a, body, &w);
 	} else if (!strcmp(p, "/balloon")) {
@@ -1483,20 +555,20 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 		return -ENOMEM;
 	root = json_parse(text, len, &arena, &err);
 	if (!root || root->type != JSON_OBJ) {
-		r = fail(&w, "%s", root ? "the configuration must be a JSON object" : err ? err : "invalid JSON");
+		r = fcapi_fail(&w, "%s", root ? "the configuration must be a JSON object" : err ? err : "invalid JSON");
 		goto out;
 	}
 	for (m = root->u.kids.first; m && !r; m = m->next) {
 		if (!strcmp(m->key, "boot-source")) {
-			r = put_boot_source(a, m, &w);
+			r = fcapi_put_boot_source(a, m, &w);
 		} else if (!strcmp(m->key, "machine-config")) {
-			r = put_machine_config(a, m, 0, &w);
+			r = fcapi_put_machine_config(a, m, 0, &w);
 		} else if (!strcmp(m->key, "vsock")) {
-			r = m->type == JSON_NULL ? 0 : put_vsock(a, m, &w);
+			r = m->type == JSON_NULL ? 0 : fcapi_put_vsock(a, m, &w);
 		} else if (!strcmp(m->key, "logger")) {
-			r = m->type == JSON_NULL ? 0 : put_logger(a, m, &w);
+			r = m->type == JSON_NULL ? 0 : fcapi_put_logger(a, m, &w);
 		} else if (!strcmp(m->key, "metrics")) {
-			r = m->type == JSON_NULL ? 0 : put_metrics(a, m, &w);
+			r = m->type == JSON_NULL ? 0 : fcapi_put_metrics(a, m, &w);
 		} else if (!strcmp(m->key, "entropy")) {
 			r = m->type == JSON_NULL ? 0 : fcapi_put_entropy(a, m, &w);
 		} else if (!strcmp(m->key, "balloon")) {
@@ -1514,17 +586,17 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 		} else if (!strcmp(m->key, "drives") || !strcmp(m->key, "network-interfaces") ||
 			   !strcmp(m->key, "fs")) {
 			if (m->type != JSON_ARR && m->type != JSON_NULL) {
-				r = fail(&w, "'%s' must be an array", m->key);
+				r = fcapi_fail(&w, "'%s' must be an array", m->key);
 				break;
 			}
 			if (m->type == JSON_NULL)
 				continue;
 			for (e = m->u.kids.first; e && !r; e = e->next)
-				r = m->key[0] == 'd'   ? put_drive(a, e, NULL, &w)
-				    : m->key[0] == 'n' ? put_net(a, e, NULL, &w)
-						       : put_fs(a, e, NULL, &w);
+				r = m->key[0] == 'd'   ? fcapi_put_drive(a, e, NULL, &w)
+				    : m->key[0] == 'n' ? fcapi_put_net(a, e, NULL, &w)
+						       : fcapi_put_fs(a, e, NULL, &w);
 		} else {
-			r = fail(&w, "'%.64s' is not supported in a configuration file (boot-source, drives, "
+			r = fcapi_fail(&w, "'%.64s' is not supported in a configuration file (boot-source, drives, "
 				 "machine-config, network-interfaces, vsock, logger, metrics, entropy, balloon, fs, serial, cpu-config, "
 				 "mmds-config; others only as null)",
 				 m->key);
@@ -1539,7 +611,7 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 	}
 	if (!r && mmds_cfg && mmds_cfg->type != JSON_NULL) {
 		r = mmds_cfg->type == JSON_OBJ ? fcapi_mmds_config_file(a, mmds_cfg, &w)
-					       : fail(&w, "'mmds-config' must be an object");
+					       : fcapi_fail(&w, "'mmds-config' must be an object");
 		if (r) {
 			char tmp[512];
 
@@ -1548,89 +620,8 @@ int fcapi_apply_config_file(struct fcapi *a, const char *text, size_t len, char 
 		}
 	}
 	if (!r && !a->cfg.has_boot)
-		r = fail(&w, "the configuration has no boot-source");
+		r = fcapi_fail(&w, "the configuration has no boot-source");
 out:
 	free(arena.buf);
 	return r;
-}
-
-/* ---- the VM's configuration ---------------------------------------------------- */
-
-int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, size_t n)
-{
-	const struct fcapi_config *c = &a->cfg;
-	unsigned i, k = 0, pass;
-
-	if (!c->has_boot) {
-		snprintf(why, n, "no boot source");
-		return -EINVAL;
-	}
-	cfg->kernel = c->kernel;
-	cfg->initrd = c->initrd[0] ? c->initrd : NULL;
-	cfg->cmdline = c->has_boot_args ? c->boot_args : DEFAULT_BOOT_ARGS;
-	cfg->cpus = c->vcpus;
-	cfg->mem_bytes = (uint64_t)c->mem_mib << 20;
-	cfg->track_dirty = c->track_dirty_pages; /* Diff snapshots */
-	cfg->cpu_tmpl = c->has_cpu_tmpl ? &c->cpu_tmpl : NULL;
-	if (c->tmpl_set) {
-		cfg->tmpl = c->tmpl;
-		cfg->tmpl_explicit = 1;
-	}
-	/* The root device is /dev/vda: first. */
-	for (pass = 0; pass < 2; pass++)
-		for (i = 0; i < c->nr_drives; i++) {
-			struct blk_options *o = &cfg->disks[k];
-
-			if ((pass == 0) != (c->drives[i].root != 0))
-				continue;
-			memset(o, 0, sizeof(*o));
-			o->path = strdup(c->drives[i].path);
-			if (!o->path) {
-				snprintf(why, n, "out of memory");
-				return -ENOMEM;
-			}
-			o->ro = c->drives[i].ro;
-			o->root = c->drives[i].root;
-			o->rl = c->drives[i].rl;
-			snprintf(o->id, sizeof(o->id), "%s", c->drives[i].id);
-			cfg->nr_disks = ++k;
-		}
-	cfg->has_vsock = c->has_vsock;
-	if (c->has_vsock) {
-		cfg->vsock.cid = c->cid;
-		snprintf(cfg->vsock.uds, sizeof(cfg->vsock.uds), "%s", c->uds);
-	}
-	for (i = 0; i < c->nr_net; i++) {
-		const char *err = NULL;
-		char spec[64];
-
-		snprintf(spec, sizeof(spec), "tap=%s%s%s", c->net[i].host_dev, c->net[i].mac[0] ? ",mac=" : "",
-			 c->net[i].mac);
-		if (net_options_parse(spec, &cfg->nets[i], &err)) {
-			snprintf(why, n, "network interface %s: %s", c->net[i].id, err ? err : "invalid");
-			return -EINVAL;
-		}
-		cfg->nets[i].rx = c->net[i].rx;
-		cfg->nets[i].tx = c->net[i].tx;
-		cfg->nets[i].mmds = c->net[i].mmds;
-		if (c->net[i].mmds)
-			cfg->mmds = (struct mmds *)&a->mmds; /* the device thread reads it, under its lock */
-		cfg->nr_nets = i + 1;
-	}
-	for (i = 0; i < c->nr_fs; i++) {
-		struct fs_options *o = &cfg->fs[i];
-
-		memset(o, 0, sizeof(*o));
-		snprintf(o->tag, sizeof(o->tag), "%s", c->fs[i].tag);
-		o->path = strdup(c->fs[i].path);
-		if (!o->path) {
-			snprintf(why, n, "out of memory");
-			return -ENOMEM;
-		}
-		o->ro = c->fs[i].ro;
-		o->cache = FUSE_CACHE_NONE;
-		cfg->nr_fs = i + 1;
-	}
-	fcapi_dev_vm_config(a, cfg);
-	return 0;
 }

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -484,4 +485,57 @@ size_t fcapi_vm_config_json(const struct fcapi *a, char *out, size_t cap)
 const char *fcapi_semver(void)
 {
 	return VMM_SEMVER;
+}
+
+/* ---- PUT /logger and /metrics ---------------------------------------------- */
+
+int fcapi_put_logger(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field f[] = {
+		{ "log_path", F_STR, 0 },
+		{ "level", F_STR, 0 },
+		{ "show_level", F_BOOL, 0 },
+		{ "show_log_origin", F_BOOL, 0 },
+		{ "module", F_STR, 0 },
+	};
+	const char *path = fcapi_get_str(b, "log_path"), *mod = fcapi_get_str(b, "module");
+	char pbuf[PATH_MAX];
+	int r;
+
+	if ((r = fcapi_check_fields(b, f, 5, w)))
+		return r;
+	/* The log sink is process configuration set before VM threads
+	 * start (log.h); Firecracker too takes a logger only before boot. */
+	if ((r = fcapi_pre_boot(a, w)))
+		return r;
+	if (path && (r = fcapi_abs_path(pbuf, sizeof(pbuf), path, "log_path", w)))
+		return r;
+	if (mod && strlen(mod) >= sizeof(a->cfg.logger.module))
+		return fcapi_fail(w, "'module' is too long");
+	if (fcapi_set_logger(a, path ? pbuf : NULL, fcapi_get_str(b, "level"), fcapi_get_bool(b, "show_level", 0),
+			     fcapi_get_bool(b, "show_log_origin", 0), w->buf, w->len))
+		return -EINVAL;
+	snprintf(a->cfg.logger.module, sizeof(a->cfg.logger.module), "%s", mod ? mod : "");
+	return 0;
+}
+
+int fcapi_put_metrics(struct fcapi *a, const struct json *b, struct why *w)
+{
+	static const struct field f[] = {
+		{ "metrics_path", F_STR, 1 },
+		{ "emit_id", F_BOOL, 0 },
+		{ "properties", F_OBJ, 0 },
+	};
+	char pbuf[PATH_MAX];
+	int r;
+
+	if ((r = fcapi_check_fields(b, f, 3, w)) || (r = fcapi_pre_boot(a, w)))
+		return r;
+	if (fcapi_get_bool(b, "emit_id", 0) || (fcapi_has(b, "properties") && json_get(b, "properties")->u.kids.first))
+		return fcapi_fail(w, "'emit_id' and 'properties' are not supported");
+	if ((r = fcapi_abs_path(pbuf, sizeof(pbuf), fcapi_get_str(b, "metrics_path"), "metrics_path", w)))
+		return r;
+	if (fcapi_set_metrics(a, pbuf, w->buf, w->len))
+		return -EINVAL;
+	return 0;
 }

@@ -1,6 +1,6 @@
 /* libFuzzer: the control API's request path, bytes to reply: the HTTP
  * parser (vmm/http.c) over a stream of pipelined requests, each complete
- * one through the Firecracker routes (vmm/fcapi.c, fcapi_obs.c) of a VMM
+ * one through the Firecracker routes (vmm/fcapi*.c) of a VMM
  * with no VM yet, then of one with a stand-in VM (no devices: PATCH
  * routes reach their lookups). No VM is ever built: the VM and device
  * calls below are stubs. PUT /logger and /metrics open one scratch file

@@ -1,5 +1,5 @@
 /* The control API's HTTP parser (vmm/http.c) and the Firecracker routes'
- * validation and state rules (vmm/fcapi.c), without sockets or KVM. */
+ * validation and state rules (vmm/fcapi*.c), without sockets or KVM. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
