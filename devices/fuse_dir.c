@@ -221,8 +221,13 @@ int fuse_op_readdir(struct req *q, int plus)
 		size_t off = 0;
 
 		n = getdents64(h->fd, s->dents, DENTS_BUF);
-		if (n < 0)
+		if (n < 0) {
+			/* What was gathered goes out (an empty reply would read
+			 * as the end of the directory and, for READDIRPLUS,
+			 * strand the lookups already counted for it). */
+			q->out_len = used;
 			return used ? 0 : -errno;
+		}
 		if (n == 0)
 			break;
 		while (off < (size_t)n) {
