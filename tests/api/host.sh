@@ -2,7 +2,7 @@
 # Runs tests/api/api_test.py, cp_test.py and mcp_test.py against the host build of
 # guest-init serving on a Unix socket (no VM): the API's behaviour in seconds.
 #   host.sh VMM GUEST_INIT
-# HOST_TESTS="mcp mcp_conc" runs only those (names: api cp mcp mcp_conc spare).
+# HOST_TESTS="mcp mcp_conc" runs only those (names: api cp mcp mcp_e2e mcp_conc spare).
 set -u
 want() { [ -z "${HOST_TESTS:-}" ] || [[ " $HOST_TESTS " == *" $1 "* ]]; }
 vmm=$1
@@ -28,6 +28,8 @@ st=$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f20)
 read -r dev ino < <(stat -L -c '%d %i' "/proc/$pid/exe")
 echo "$pid $st $dev $ino" > "$tmp/state/mcp-sb/process"
 if want mcp; then timeout 600 python3 "$(dirname "$0")/mcp_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1; fi
+# The session tests/e2e runs on a restored clone (files only through the tools).
+if want mcp_e2e; then VMM_API_PORT=0 timeout 300 python3 "$(dirname "$0")/mcp_e2e.py" "$vmm" "$tmp/state" mcp-sb || rc=1; fi
 # vmm mcp --listen under many clients: concurrency, the connection limit,
 # slowloris and idle timeouts, shutdown
 if want mcp_conc; then timeout 600 python3 "$(dirname "$0")/mcp_conc_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1; fi

@@ -382,8 +382,9 @@ def http_checks(work):
     check("http: a non-loopback address needs --allow-remote", r.returncode != 0 and b"allow-remote" in r.stderr, r)
 
 
-with tempfile.TemporaryDirectory(prefix="vmm-mcp-") as work:
-    stdio_checks(work)
-    http_checks(work)
-print(f"mcp: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory(prefix="vmm-mcp-") as work:
+        stdio_checks(work)
+        http_checks(work)
+    print(f"mcp: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)

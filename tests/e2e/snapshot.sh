@@ -120,6 +120,13 @@ sed 's/^/     | /' "$tmp/api.log"
 if grep -q "^api: [1-9][0-9]* passed, 0 failed" "$tmp/api.log"; then
 	ok "api: $(grep -c '^ok' "$tmp/api.log") checks through vmm exec / vmm cp against a restored sandbox"
 else bad "api: checks against guest-init failed"; fi
+# MCP over stdio and HTTP with scoped tokens against another clone
+# (issue 20's session: exec, write/read/edit_file in the guest).
+timeout 600 python3 "$e2e_dir/../api/mcp_e2e.py" "$vmm" "$VMM_STATE_DIR" e2e-c2 > "$tmp/mcp.log" 2>&1
+sed 's/^/     | /' "$tmp/mcp.log"
+if grep -q "^mcp-e2e: [1-9][0-9]* passed, 0 failed" "$tmp/mcp.log"; then
+	ok "mcp: a session over stdio and over HTTP with scoped tokens against a restored sandbox"
+else bad "mcp: the MCP session against a restored sandbox failed"; fi
 for n in 2 3 4; do stop_sandbox "e2e-c$n"; done
 sleep 2
 if [ -z "$(ls "$VMM_STATE_DIR")" ]; then ok "clones: every sandbox folder (sockets, disk copies) removed on exit"
