@@ -11,6 +11,7 @@
 #include "run_detach.h"
 #include "run_helper.h"
 #include "run_jail.h"
+#include "run_opts.h"
 #include "run_restore.h"
 #include "egress.h"
 #include "jail.h"
@@ -153,82 +154,6 @@ static void run_usage(FILE *out)
 		VM_DEFAULT_MEM_MIB);
 }
 
-enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE,
-       OPT_TEMPLATE, OPT_DUMP_CPUID, OPT_DISK, OPT_VSOCK, OPT_TOKEN, OPT_READY, OPT_NAME,
-       OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
-       OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
-       OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE, OPT_IMAGE_ENV, OPT_IMAGE_CWD, OPT_IMAGE_USER,
-       OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY, OPT_IDLE_TIMEOUT, OPT_IDLE_TTL, OPT_IN_PLACE,
-       /* Firecracker's command line (vmm serve): */
-       OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
-       OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
-
-static const struct option run_opts[] = {
-	{ "kernel", required_argument, NULL, OPT_KERNEL },
-	{ "initrd", required_argument, NULL, OPT_INITRD },
-	{ "cmdline", required_argument, NULL, OPT_CMDLINE },
-	{ "cpus", required_argument, NULL, OPT_CPUS },
-	{ "mem", required_argument, NULL, OPT_MEM },
-	{ "console", required_argument, NULL, OPT_CONSOLE },
-	{ "console-log-size", required_argument, NULL, OPT_CONSOLE_LOG_SIZE },
-	{ "no-api", no_argument, NULL, OPT_NO_API },
-	{ "boot-timer", no_argument, NULL, OPT_BOOT_TIMER },
-	{ "level", required_argument, NULL, OPT_LEVEL },
-	{ "log-path", required_argument, NULL, OPT_LOG_PATH },
-	{ "show-level", no_argument, NULL, OPT_SHOW_LEVEL },
-	{ "show-log-origin", no_argument, NULL, OPT_SHOW_ORIGIN },
-	{ "module", required_argument, NULL, OPT_MODULE },
-	{ "metrics-path", required_argument, NULL, OPT_METRICS_PATH },
-	{ "metadata", required_argument, NULL, OPT_METADATA },
-	{ "mmds-size-limit", required_argument, NULL, OPT_MMDS_LIMIT },
-	{ "http-api-max-payload-size", required_argument, NULL, OPT_MAX_PAYLOAD },
-	{ "seccomp-filter", required_argument, NULL, OPT_SECCOMP_FILTER },
-	/* The jailer passes these to Firecracker; vmm has no use for them. */
-	{ "start-time-us", required_argument, NULL, OPT_FC_IGNORED },
-	{ "start-time-cpu-us", required_argument, NULL, OPT_FC_IGNORED },
-	{ "parent-cpu-time-us", required_argument, NULL, OPT_FC_IGNORED },
-	{ "cpu-template", required_argument, NULL, OPT_TEMPLATE },
-	{ "dump-cpuid", required_argument, NULL, OPT_DUMP_CPUID },
-	{ "disk", required_argument, NULL, OPT_DISK },
-	{ "vsock", required_argument, NULL, OPT_VSOCK },
-	{ "entropy", required_argument, NULL, OPT_ENTROPY },
-	{ "balloon", required_argument, NULL, OPT_BALLOON },
-	{ "net", required_argument, NULL, OPT_NET },
-	{ "fs", required_argument, NULL, OPT_FS },
-	{ "tty", no_argument, NULL, 't' },
-	{ "token", required_argument, NULL, OPT_TOKEN },
-	{ "ready-timeout", required_argument, NULL, OPT_READY },
-	{ "name", required_argument, NULL, OPT_NAME },
-	{ "detach", no_argument, NULL, 'd' },
-	{ "ttl", required_argument, NULL, OPT_TTL },
-	{ "publish", required_argument, NULL, OPT_PUBLISH },
-	{ "egress-policy", required_argument, NULL, OPT_EGRESS },
-	{ "adopt", no_argument, NULL, OPT_ADOPT }, /* vmm start: the folder vmm create made */
-	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
-	{ "idle-ttl", required_argument, NULL, OPT_IDLE_TTL },
-	{ "in-place", no_argument, NULL, OPT_IN_PLACE }, /* vmm resume: restore a standby sandbox in its folder */
-	/* vmm run --image, rewritten by image_run_args(): */
-	{ "image-root", required_argument, NULL, OPT_IMAGE_ROOT },
-	{ "image-ref", required_argument, NULL, OPT_IMAGE_REF },
-	{ "image-env", required_argument, NULL, OPT_IMAGE_ENV }, /* the image config's Env, WorkingDir */
-	{ "image-cwd", required_argument, NULL, OPT_IMAGE_CWD },
-	{ "image-user", required_argument, NULL, OPT_IMAGE_USER }, /* the image config's User */
-	{ "api-sock", required_argument, NULL, OPT_API_SOCK },   /* vmm serve */
-	{ "config-file", required_argument, NULL, OPT_CONFIG_FILE },
-	{ "id", required_argument, NULL, OPT_NAME },
-	{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
-	{ "track-dirty", no_argument, NULL, OPT_TRACK_DIRTY },
-	{ "jail", no_argument, NULL, OPT_JAIL },
-	{ "jail-uid", required_argument, NULL, OPT_JAIL_UID },
-	{ "jail-gid", required_argument, NULL, OPT_JAIL_GID },
-	{ "jail-netns", required_argument, NULL, OPT_JAIL_NETNS },
-	{ "limit-cpu", required_argument, NULL, OPT_LIMIT_CPU },
-	{ "limit-mem", required_argument, NULL, OPT_LIMIT_MEM },
-	{ "limit-pids", required_argument, NULL, OPT_LIMIT_PIDS },
-	{ "quiet", no_argument, NULL, 'q' },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ NULL, 0, NULL, 0 },
-};
 
 static void restore_usage(FILE *out)
 {
@@ -284,13 +209,6 @@ static void restore_usage(FILE *out)
 		"code runs (docs/snapshot.md).\n");
 }
 
-static int bad_usage(const char *fmt, const char *arg)
-{
-	fprintf(stderr, "vmm: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, " (see 'vmm run --help' or 'vmm restore --help')\n");
-	return CLI_EXIT_USAGE;
-}
 
 static int file_exists(const char *p)
 {
@@ -298,18 +216,6 @@ static int file_exists(const char *p)
 }
 
 
-static int token_ok(const char *t)
-{
-	size_t n = strlen(t), i;
-
-	if (n == 0 || n > 127)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z') ||
-		      (t[i] >= '0' && t[i] <= '9') || t[i] == '_' || t[i] == '.' || t[i] == '-'))
-			return 0;
-	return 1;
-}
 
 /* vmm run --image: the sandbox's own copy of the image's root filesystem
  * (a reflink where the filesystem can, else a sparse copy: docs/images.md)
@@ -346,39 +252,6 @@ static int use_image(struct vm_config *cfg, const struct sandbox *sb, const char
 	return 0;
 }
 
-/* "8M", "64k", "1G", "4096": bytes (binary multiples). 0 or -EINVAL. */
-static int parse_size(const char *s, uint64_t *bytes)
-{
-	unsigned long long v, mul = 1;
-	char *end;
-
-	errno = 0;
-	if (!*s || *s == '-')
-		return -EINVAL;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	switch (*end) {
-	case 'k': case 'K': mul = 1ull << 10; end++; break;
-	case 'm': case 'M': mul = 1ull << 20; end++; break;
-	case 'g': case 'G': mul = 1ull << 30; end++; break;
-	default: break;
-	}
-	if (*end == 'i' && (end[1] == 'B' || end[1] == 'b'))
-		end += 2;
-	else if (*end == 'B' && mul > 1)
-		end++;
-	if (*end || v > (1ull << 50) / mul)
-		return -EINVAL;
-	*bytes = v * mul;
-	return 0;
-}
-
-/* The option getopt just took, not its separate argument. */
-static const char *opt_text(char **argv, int ind)
-{
-	return argv[ind - 1][0] == '-' || ind < 2 ? argv[ind - 1] : argv[ind - 2];
-}
 
 /* PUT /snapshot/load's network_overrides and vsock_override as vmm
  * restore's --net and --vsock: every interface gets its TAP (the
@@ -524,7 +397,7 @@ static int cli_mmds(struct vm_config *cfg, struct mmds **out, const char *metada
 			want = cfg->nets[i].mmds;
 	if (!want) {
 		if (metadata)
-			return bad_usage("--metadata %s: no interface serves the MMDS (add mmds to a --net)", metadata);
+			return run_bad_usage("--metadata %s: no interface serves the MMDS (add mmds to a --net)", metadata);
 		return 0;
 	}
 	m = calloc(1, sizeof(*m));
@@ -553,60 +426,36 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 {
 	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
 	struct vm_config cfg;
+	struct run_opts o;
 	struct termios tty_saved;
-	int console_file = -1, opt, status = 0, tty_cmd = 0;
-	const char *console = "stdio", *dump_cpuid = NULL, *name = NULL;
-	unsigned long long mib = VM_DEFAULT_MEM_MIB;
+	int console_file = -1, status = 0, tty_cmd = 0;
 	struct vm *vm = NULL;
 	char dir[PATH_MAX];
-	struct exec_opts cmd = { .stdin_pass = 1 }, dcmd = { .argv = NULL };
-	const char *image_env[OCI_MAX_ENV + 1] = { NULL };
-	unsigned nr_image_env = 0;
-	const char *token = NULL;
-	unsigned long ready_s = 300;
 	int detach_ready = -1; /* -d, in the sandbox's process: tells the waiting parent */
 	char kvm_cache[PATH_MAX];
-	int console_explicit = 0, level_set = 0, vsock_given = 0, have_snap = 0;
+	int have_snap = 0;
 	char cmdline_buf[4096], token_buf[160] = "";
-	struct blk_options over[VM_MAX_DISKS];
-	unsigned nr_over = 0, nr_net_over = 0;
-	struct net_options net_over[VM_MAX_NETS];
-	int net_mac_given[VM_MAX_NETS] = { 0 };
 	char net_spec[VM_MAX_NETS][API_NET_SPEC];
 	const char *net_spec_p[VM_MAX_NETS];
 	unsigned nr_net_spec = 0;
 	char net_text[VM_MAX_NETS * 64] = "";
-	struct fs_options over_fs[VM_MAX_FS];
-	unsigned nr_over_fs = 0;
 	struct snapshot snap;
 	struct sandbox sb = { .created = 0 };
 	struct control ctl = { .open = 0 };
 	struct helper h = { .cmd = NULL, .ready_rd = -1, .notify_fd = -1 };
 	pid_t child = -1;
-	int detach = 0, adopt = 0, ran = 0, no_seccomp = 0, quiet = 0;
-	struct jail jail = { .uid = JAIL_DEFAULT_ID, .gid = JAIL_DEFAULT_ID };
+	int ran = 0;
 	char jail_kernel[PATH_MAX], jail_initrd[PATH_MAX], jail_root[PATH_MAX + 8];
 	char synced[PATH_MAX + 32] = "";
-	const char *image_root = NULL, *image_ref = "";
 	char image_cmdline[4096];
-	long long ttl_s = 0, idle_timeout_s = 0, idle_ttl_s = 0;
-	const char *idle_timeout_arg = NULL, *idle_ttl_arg = NULL;
-	int in_place = 0;             /* vmm resume: this folder's standby state */
 	struct sandbox_status was = { .created = 0 }; /* in_place: the record before */
 	/* On the heap: a published port's connection threads may outlive this
 	 * frame by a moment at exit (see the end). */
 	struct publish *pub = calloc(PUBLISH_MAX, sizeof(*pub));
-	unsigned nr_pub = 0, i;
+	unsigned i;
 	char pub_text[PUBLISH_MAX * 48] = "";
 	struct sandbox_addr api_addr = { .port = API_VSOCK_PORT };
-	const char *api_sock = NULL, *config_file = NULL;
-	struct {
-		int no_api, show_level, show_origin;
-		const char *level, *log_path, *metrics_path, *metadata;
-		unsigned long max_payload, mmds_limit;
-	} fc = { 0 };
 	char console_buf[PATH_MAX + 64];
-	const char *egress_policy = NULL;
 	struct mmds *md = NULL;   /* --net ...,mmds without the API: the CLI's store */
 	struct egress *eg = NULL; /* on the heap, as pub above */
 	char egress_cmdline[4096], egress_log[PATH_MAX + 16];
@@ -616,8 +465,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	memset(&cfg, 0, sizeof(cfg));
 	for (i = 0; i < VM_MAX_NETS; i++)
 		taps[i].fd = -1;
-	memset(over, 0, sizeof(over));
-	memset(over_fs, 0, sizeof(over_fs));
+	run_opts_init(&o, restore, api, pub);
 	if (!pub)
 		return CLI_EXIT_ERROR;
 	cfg.t0_ns = log_now_ns();
@@ -640,451 +488,37 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	 * guests and vsock sockets are the Firecracker client's. */
 	cfg.ready_notice = !api;
 
-	optind = 1;
-	/* run: options end at the first non-option (the command follows "--");
-	 * restore: options may follow DIR too, so let getopt permute. */
-	while ((opt = cli_getopt(argc, argv, restore ? "qvtd" : "+qvtd", run_opts, restore ? "restore" : api ? "serve" : "run")) != -1) {
-		char *end;
-		unsigned long v;
-
-		/* restore takes what may differ per clone, nothing that shapes the VM */
-		if (restore && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
-				opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE ||
-				opt == OPT_DUMP_CPUID)) {
-			status = bad_usage("restore: %s comes from the snapshot", argv[optind - 1]);
-			goto out_disks;
-		}
-		/* serve: the VM's shape comes from the API or the config file */
-		if (api && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
-			    opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE || opt == OPT_DISK ||
-			    opt == OPT_VSOCK || opt == OPT_ADOPT || opt == 'd' || opt == 't' ||
-			    opt == OPT_READY || opt == OPT_NET || opt == OPT_FS || opt == OPT_IMAGE_ROOT ||
-			    opt == OPT_IMAGE_REF)) {
-			status = bad_usage("serve: %s: configure the VM through the API or --config-file",
-					   opt_text(argv, optind));
-			goto out_disks;
-		}
-		if (!api && (opt == OPT_API_SOCK || opt == OPT_CONFIG_FILE ||
-			     (opt >= OPT_NO_API && opt != OPT_METADATA && opt != OPT_MMDS_LIMIT))) {
-			status = bad_usage("%s: only with vmm serve (or vmm --api-sock PATH)", opt_text(argv, optind));
-			goto out_disks;
-		}
-		switch (opt) {
-		case OPT_API_SOCK:
-			api_sock = optarg;
-			break;
-		case OPT_CONFIG_FILE:
-			config_file = optarg;
-			break;
-		case OPT_KERNEL:
-			cfg.kernel = optarg;
-			break;
-		case OPT_INITRD:
-			cfg.initrd = optarg;
-			break;
-		case OPT_CMDLINE:
-			cfg.cmdline = optarg;
-			break;
-		case OPT_CPUS:
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || v == 0 || v > VM_MAX_VCPUS) {
-				status = bad_usage("--cpus '%s': a number from 1 to 64", optarg);
-				goto out_disks;
-			}
-			cfg.cpus = (unsigned)v;
-			break;
-		case OPT_MEM: {
-			unsigned long long total, avail;
-
-			if (cli_parse_mib(optarg, &mib) || mib < VM_MIN_MEM_MIB) {
-				status = bad_usage("--mem '%s': a size in MiB (at least 32), e.g. 512 or 2G", optarg);
-				goto out_disks;
-			}
-			/* Guest RAM is mapped on demand: more than the host has
-			 * cannot work; more than it has free may, until it fills. */
-			if (cli_host_mem_mib(&total, &avail) == 0 && (mib > total || mib > (1ull << 30))) {
-				fprintf(stderr, "vmm: --mem '%s': this host has %llu MiB of RAM: at most --mem %llu "
-						"(see 'vmm run --help')\n", optarg, total, total < (1ull << 30) ? total : (1ull << 30));
-				status = CLI_EXIT_USAGE;
-				goto out_disks;
-			}
-			if (avail && mib > avail)
-				log_warn("--mem %llu MiB is more than this host has free now (%llu MiB): the guest "
-					 "may be killed for memory once it uses it", mib, avail);
-			break;
-		}
-		case OPT_CONSOLE:
-			console_explicit = 1;
-			if (strcmp(optarg, "stdio") && strcmp(optarg, "none") &&
-			    (strncmp(optarg, "file:", 5) || !optarg[5])) {
-				status = bad_usage("--console '%s': stdio, none or file:PATH", optarg);
-				goto out_disks;
-			}
-			console = optarg;
-			break;
-		case OPT_CONSOLE_LOG_SIZE:
-			if (parse_size(optarg, &cfg.console_limit) || cfg.console_limit < 1024) {
-				status = bad_usage("--console-log-size '%s': bytes (at least 1024), or with a k, M or G "
-						   "suffix, e.g. 8M", optarg);
-				goto out_disks;
-			}
-			break;
-		case OPT_TEMPLATE:
-			if (cpu_template_parse(optarg, &cfg.tmpl)) {
-				status = bad_usage("--cpu-template '%s': host or safe", optarg);
-				goto out_disks;
-			}
-			cfg.tmpl_explicit = 1;
-			break;
-		case OPT_DUMP_CPUID:
-			dump_cpuid = optarg;
-			break;
-		case OPT_DISK: {
-			const char *why = "";
-			struct blk_options *o = restore ? &over[nr_over] : &cfg.disks[cfg.nr_disks];
-
-			if ((restore ? nr_over : cfg.nr_disks) == VM_MAX_DISKS) {
-				status = bad_usage("--disk: at most %s disks", "16");
-				goto out_disks;
-			}
-			if (blk_options_parse(optarg, o, &why)) {
-				fprintf(stderr, "vmm: --disk '%s': %s\n", optarg, why);
-				status = CLI_EXIT_USAGE;
-				goto out_disks;
-			}
-			if (restore)
-				nr_over++;
-			else
-				cfg.nr_disks++;
-			break;
-		}
-		case OPT_NET: {
-			const char *why = "";
-			unsigned *nr = restore ? &nr_net_over : &cfg.nr_nets;
-			struct net_options *o = restore ? &net_over[*nr] : &cfg.nets[*nr];
-
-			if (*nr == VM_MAX_NETS) {
-				status = bad_usage("--net: at most %s interfaces", "8");
-				goto out_disks;
-			}
-			if (net_options_parse(optarg, o, &why)) {
-				fprintf(stderr, "vmm: --net '%s': %s\n", optarg, why);
-				status = CLI_EXIT_USAGE;
-				goto out_disks;
-			}
-			if (restore)
-				net_mac_given[*nr] = strstr(optarg, "mac=") != NULL;
-			(*nr)++;
-			break;
-		}
-		case OPT_FS: {
-			const char *why = "";
-			struct fs_options *o = restore ? &over_fs[nr_over_fs] : &cfg.fs[cfg.nr_fs];
-			struct stat st;
-
-			if ((restore ? nr_over_fs : cfg.nr_fs) == VM_MAX_FS) {
-				status = bad_usage("--fs: at most %s shared drives", "8");
-				goto out_disks;
-			}
-			if (fs_options_parse(optarg, o, &why)) {
-				fprintf(stderr, "vmm: --fs '%s': %s\n", optarg, why);
-				status = CLI_EXIT_USAGE;
-				goto out_disks;
-			}
-			if (restore)
-				nr_over_fs++;
-			else
-				cfg.nr_fs++;
-			if (stat(o->path, &st) < 0 || !S_ISDIR(st.st_mode)) {
-				status = bad_usage("--fs: %s is not a directory", o->path);
-				goto out_disks;
-			}
-			break;
-		}
-		case OPT_VSOCK: {
-			const char *why = "";
-			char tmp[160];
-
-			/* restore: "cid=N" alone is fine, the socket has a default */
-			snprintf(tmp, sizeof(tmp), "%s%s", optarg,
-				 restore && !strstr(optarg, "uds=") ? ",uds=-" : "");
-			if (vsock_given || vsock_options_parse(tmp, &cfg.vsock, &why)) {
-				fprintf(stderr, "vmm: --vsock '%s': %s\n", optarg,
-					vsock_given ? "only one vsock device" : why);
-				status = CLI_EXIT_USAGE;
-				goto out_disks;
-			}
-			if (!strcmp(cfg.vsock.uds, "-"))
-				cfg.vsock.uds[0] = '\0';
-			vsock_given = 1;
-			break;
-		}
-		case OPT_ENTROPY:
-		case OPT_BALLOON: {
-			const char *why = "";
-
-			if (opt == OPT_ENTROPY ? rng_options_parse(optarg, &cfg.entropy, &why)
-					     : balloon_options_parse(optarg, &cfg.balloon, &why)) {
-				fprintf(stderr, "vmm: --%s '%s': %s\n", opt == OPT_ENTROPY ? "entropy" : "balloon", optarg,
-					why);
-				status = CLI_EXIT_USAGE;
-				goto out_disks;
-			}
-			if (opt == OPT_ENTROPY)
-				cfg.has_entropy = 1;
-			else
-				cfg.has_balloon = 1;
-			break;
-		}
-		case OPT_NAME:
-			name = optarg;
-			break;
-		case OPT_ADOPT:
-			adopt = 1;
-			break;
-		case OPT_IDLE_TIMEOUT:
-		case OPT_IDLE_TTL:
-			if (cli_parse_duration(optarg, opt == OPT_IDLE_TIMEOUT ? &idle_timeout_s : &idle_ttl_s)) {
-				status = bad_usage("%s: a duration such as 90s, 10m, 2h or 1d", opt_text(argv, optind));
-				goto out_disks;
-			}
-			if (opt == OPT_IDLE_TIMEOUT)
-				idle_timeout_arg = optarg;
-			else
-				idle_ttl_arg = optarg;
-			break;
-		case OPT_IN_PLACE:
-			in_place = 1;
-			break;
-		case OPT_IMAGE_ROOT:
-			if (restore) {
-				status = bad_usage("%s", "restore: no --image-root");
-				goto out_disks;
-			}
-			image_root = optarg;
-			break;
-		case OPT_IMAGE_REF:
-			image_ref = optarg;
-			break;
-		case OPT_IMAGE_ENV:
-			if (nr_image_env == sizeof(image_env) / sizeof(image_env[0]) - 1) {
-				status = bad_usage("%s", "--image-env: too many");
-				goto out_disks;
-			}
-			image_env[nr_image_env++] = optarg;
-			cmd.env = image_env;
-			break;
-		case OPT_IMAGE_CWD:
-			cmd.cwd = optarg;
-			break;
-		case OPT_IMAGE_USER:
-			cmd.user = optarg;
-			break;
-		case OPT_JAIL:
-			jail.enabled = 1;
-			break;
-		case OPT_JAIL_NETNS:
-			jail.netns = optarg;
-			break;
-		case OPT_JAIL_UID:
-		case OPT_JAIL_GID:
-		case OPT_LIMIT_PIDS:
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || v == 0 || v > 0x7fffffff) {
-				status = bad_usage("'%s': a positive number", optarg);
-				goto out_disks;
-			}
-			if (opt == OPT_JAIL_UID) {
-				jail.uid = (uid_t)v;
-				jail.uid_given = 1;
-			} else if (opt == OPT_JAIL_GID) {
-				jail.gid = (gid_t)v;
-				jail.gid_given = 1;
-			}
-			else
-				jail.pids = (unsigned)v;
-			break;
-		case OPT_LIMIT_CPU:
-			if (jail_parse_cpu(optarg, &jail.cpu_milli)) {
-				status = bad_usage("--limit-cpu '%s': CPUs, e.g. 0.5 or 2", optarg);
-				goto out_disks;
-			}
-			break;
-		case OPT_LIMIT_MEM: {
-			unsigned long long lm;
-
-			if (cli_parse_mib(optarg, &lm) || lm < 16) {
-				status = bad_usage("--limit-mem '%s': a size in MiB (at least 16), e.g. 768 or 1G", optarg);
-				goto out_disks;
-			}
-			jail.mem_bytes = lm << 20;
-			break;
-		}
-		case OPT_NO_SECCOMP:
-			cfg.seccomp = 0;
-			no_seccomp = 1;
-			break;
-		case OPT_TRACK_DIRTY: /* diff snapshots (docs/snapshot.md) */
-			cfg.track_dirty = 1;
-			break;
-		case 'd':
-			detach = 1;
-			break;
-		case OPT_PUBLISH:
-			if (nr_pub == PUBLISH_MAX || publish_parse(optarg, &pub[nr_pub])) {
-				status = bad_usage("--publish '%s': [ADDR:]HOST_PORT:GUEST_PORT (at most 16)", optarg);
-				goto out_disks;
-			}
-			nr_pub++;
-			break;
-		case OPT_EGRESS:
-			egress_policy = optarg;
-			break;
-		case OPT_TTL:
-			if (cli_parse_duration(optarg, &ttl_s)) {
-				status = bad_usage("--ttl '%s': a duration such as 90s, 10m, 2h or 1d", optarg);
-				goto out_disks;
-			}
-			break;
-		case 't':
-			cmd.tty = 1;
-			break;
-		case OPT_TOKEN:
-			token = optarg;
-			if (!token_ok(token)) {
-				status = bad_usage("--token: 1 to 127 of A-Z a-z 0-9 _ . -%s", "");
-				goto out_disks;
-			}
-			break;
-		case OPT_READY:
-			ready_s = strtoul(optarg, NULL, 10);
-			break;
-		case OPT_NO_API:
-			fc.no_api = 1;
-			break;
-		case OPT_BOOT_TIMER:
-		case OPT_FC_IGNORED:
-			break;
-		case OPT_LEVEL:
-			fc.level = optarg;
-			level_set = 1;
-			break;
-		case OPT_LOG_PATH:
-			fc.log_path = optarg;
-			break;
-		case OPT_SHOW_LEVEL:
-			fc.show_level = 1;
-			break;
-		case OPT_SHOW_ORIGIN:
-			fc.show_origin = 1;
-			break;
-		case OPT_MODULE:
-			break; /* vmm's log has no modules */
-		case OPT_METRICS_PATH:
-			fc.metrics_path = optarg;
-			break;
-		case OPT_METADATA:
-			fc.metadata = optarg;
-			break;
-		case OPT_SECCOMP_FILTER:
-			status = bad_usage("--seccomp-filter %s: vmm installs its own seccomp allow-lists (each thread "
-					   "its own, docs/security.md) and takes no BPF filter file; leave it out, or "
-					   "--no-seccomp to run without them", optarg);
-			goto out_disks;
-		case OPT_MMDS_LIMIT:
-		case OPT_MAX_PAYLOAD:
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || v == 0 || v > (64ul << 20)) {
-				status = bad_usage("%s: a size in bytes, from 1 to 64 MiB", opt_text(argv, optind));
-				goto out_disks;
-			}
-			if (opt == OPT_MAX_PAYLOAD)
-				fc.max_payload = v;
-			else
-				fc.mmds_limit = v;
-			break;
-		case 'q':
-			log_set_level(LOG_ERROR);
-			level_set = 1;
-			quiet = 1;
-			break;
-		case 'v':
-			log_set_level(LOG_DEBUG);
-			level_set = 1;
-			break;
-		default:
-			status = CLI_EXIT_USAGE; /* cli_getopt said which */
-			goto out_disks;
-		}
-	}
-	if (in_place && (!restore || !detach || !name || jail.enabled)) {
-		status = bad_usage("%s", "--in-place is vmm resume's: restore -d --name N of N's standby state");
+	if ((status = run_opts_parse(&o, &cfg, argc, argv)))
 		goto out_disks;
-	}
-	if (restore) {
-		if (optind >= argc) {
-			status = bad_usage("%s", "restore: which snapshot directory?");
-			goto out_disks;
-		}
-		if (snapshot_open(&snap, argv[optind++])) {
+	if (o.snapshot_dir) {
+		if (snapshot_open(&snap, o.snapshot_dir)) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
 		have_snap = 1;
-		if (optind < argc && !strcmp(argv[optind], "--"))
-			optind++;
 	}
-	if (optind < argc) {
-		cmd.argv = (const char *const *)&argv[optind]; /* after "--": the command */
-		/* The terminal carries CMD's output: only warnings from us
-		 * (-d: CMD's output is kept in the sandbox instead). */
-		if (!detach && !level_set && log_get_level() > LOG_WARN)
-			log_set_level(LOG_WARN);
-		if (!detach && !console_explicit)
-			console = "none";
-	}
-
-	if (detach && cmd.argv) {
-		/* run -d -- CMD: the sandbox runs on; CMD is its detached
-		 * process, started once the API answers (detach_self) */
-		dcmd = cmd;
-		dcmd.detach = 1;
-		dcmd.tag = DETACHED_CMD_TAG;
-		dcmd.stdin_pass = 0;
-		cmd.argv = NULL;
-	}
-	if ((idle_timeout_s || idle_ttl_s) && (api || jail.enabled)) {
-		status = bad_usage("%s", "--idle-timeout/--idle-ttl: not with --jail or vmm serve (standby needs "
-				   "a sandbox folder of its own: docs/snapshot.md)");
+	if ((status = run_opts_check(&o, argc, argv)))
 		goto out_disks;
-	}
-	if (jail.netns && !jail.enabled) {
-		status = bad_usage("%s", "--jail-netns is for a jailed VMM: add --jail");
-		goto out_disks;
-	}
 	if (check_only) {
 		/* vmm create: the options are good; the kernel is there. */
 		if (!restore && cfg.kernel && !file_exists(cfg.kernel)) {
 			log_err("--kernel %s: %s", cfg.kernel, strerror(errno));
 			status = CLI_EXIT_ERROR;
 		}
-		if (detach || cmd.argv)
-			status = bad_usage("%s", "vmm create takes the options of vmm run, without -d or -- CMD");
+		if (o.detach || o.cmd.argv)
+			status = run_bad_usage("%s", "vmm create takes the options of vmm run, without -d or -- CMD");
 		goto out_disks;
 	}
-	if (in_place && sandbox_status(name, &was)) {
+	if (o.in_place && sandbox_status(o.name, &was)) {
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
 	}
-	if (sandbox_create(&sb, name, in_place ? SANDBOX_ADOPT_STANDBY : adopt) ||
-	    (jail.enabled && sandbox_make_rw(&sb))) {
+	if (sandbox_create(&sb, o.name, o.in_place ? SANDBOX_ADOPT_STANDBY : o.adopt) ||
+	    (o.jail.enabled && sandbox_make_rw(&sb))) {
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
 	}
-	if (in_place) {
+	if (o.in_place) {
 		/* Ready means synced again (detach_self waits for it). */
 		char sp[PATH_MAX + 32];
 
@@ -1110,89 +544,89 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	}
 	/* The policy and its credentials, before -d: a missing one is an
 	 * error on this terminal. Threads start once the VM exists. */
-	if (egress_policy) {
+	if (o.egress_policy) {
 		eg = malloc(sizeof(*eg));
-		if (!eg || egress_load(eg, egress_policy, sb.name)) {
+		if (!eg || egress_load(eg, o.egress_policy, sb.name)) {
 			free(eg);
 			eg = NULL;
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
 	}
-	if (detach) {
-		if (!console_explicit) {
+	if (o.detach) {
+		if (!o.console_explicit) {
 			snprintf(console_buf, sizeof(console_buf), "file:%s/console.log", sb.rw);
-			console = console_buf;
+			o.console = console_buf;
 		}
-		status = detach_self(&sb, ready_s, restore, dcmd.argv ? &dcmd : NULL, &detach_ready, quiet, cfg.t0_ns);
+		status = detach_self(&sb, o.ready_s, restore, o.dcmd.argv ? &o.dcmd : NULL, &detach_ready, o.quiet, cfg.t0_ns);
 		if (status >= 0) {
 			sb.created = 0; /* the sandbox's own process owns the folder now */
 			goto out_disks;
 		}
 		status = 0;
 	}
-	if (in_place && was.expires) {
+	if (o.in_place && was.expires) {
 		/* --ttl counts standby too: what is left of it. */
 		long long left = was.expires - (long long)time(NULL);
 
-		ttl_s = left > 0 ? left : 1;
+		o.ttl_s = left > 0 ? left : 1;
 	}
-	if (ttl_s)
-		cfg.expire_ns = cfg.t0_ns + (uint64_t)ttl_s * 1000000000ull;
-	if (detach && !jail.enabled) {
+	if (o.ttl_s)
+		cfg.expire_ns = cfg.t0_ns + (uint64_t)o.ttl_s * 1000000000ull;
+	if (o.detach && !o.jail.enabled) {
 		cfg.standby_dir = sb.dir; /* vmm suspend, --idle-timeout */
-		cfg.idle_timeout_ns = (uint64_t)idle_timeout_s * 1000000000ull;
+		cfg.idle_timeout_ns = (uint64_t)o.idle_timeout_s * 1000000000ull;
 	}
 	if (api) {
 		char why[256];
 
-		if (fc.no_api && !config_file) {
-			status = bad_usage("--no-api needs --config-file%s", "");
+		if (o.fc.no_api && !o.config_file) {
+			status = run_bad_usage("--no-api needs --config-file%s", "");
 			goto out_disks;
 		}
 		if (control_open(&ctl, sb.control, sb.name)) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
-		if (fc.max_payload)
-			ctl.max_body = fc.max_payload;
+		if (o.fc.max_payload)
+			ctl.max_body = o.fc.max_payload;
 		/* Firecracker's --log-path and friends: as PUT /logger, first. */
-		if ((fc.log_path || fc.level || fc.show_level || fc.show_origin) &&
-		    fcapi_set_logger(ctl.api, fc.log_path, fc.level, fc.show_level, fc.show_origin, why, sizeof(why))) {
+		if ((o.fc.log_path || o.fc.level || o.fc.show_level || o.fc.show_origin) &&
+		    fcapi_set_logger(ctl.api, o.fc.log_path, o.fc.level, o.fc.show_level, o.fc.show_origin, why, sizeof(why))) {
 			log_err("--log-path/--level: %s", why);
 			status = CLI_EXIT_USAGE;
 			goto out_disks;
 		}
-		if (fc.mmds_limit)
-			ctl.api->mmds.limit = fc.mmds_limit;
-		if (fc.metadata && load_metadata(&ctl.api->mmds, fc.metadata)) {
+		if (o.fc.mmds_limit)
+			ctl.api->mmds.limit = o.fc.mmds_limit;
+		if (o.fc.metadata && load_metadata(&ctl.api->mmds, o.fc.metadata)) {
 			status = CLI_EXIT_USAGE;
 			goto out_disks;
 		}
-		if (fc.metrics_path && fcapi_set_metrics(ctl.api, fc.metrics_path, why, sizeof(why))) {
+		if (o.fc.metrics_path && fcapi_set_metrics(ctl.api, o.fc.metrics_path, why, sizeof(why))) {
 			log_err("--metrics-path: %s", why);
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
-		if ((api_sock && !fc.no_api && control_listen(&ctl, api_sock)) ||
-		    (config_file && apply_config_file(&ctl, config_file))) {
+		if ((o.api_sock && !o.fc.no_api && control_listen(&ctl, o.api_sock)) ||
+		    (o.config_file && apply_config_file(&ctl, o.config_file))) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
 		log_info("sandbox %s: serving the API on %s; configure it and PUT /actions InstanceStart",
-			 sb.name, api_sock ? api_sock : sb.control);
+			 sb.name, o.api_sock ? o.api_sock : sb.control);
 		/* Until an InstanceStart or a load that can go ahead: one that
 		 * cannot is answered and the API serves on. */
 		for (;;) {
 			int r;
 
-			if (!config_file && serve_preboot(&ctl)) {
+			if (!o.config_file && serve_preboot(&ctl)) {
 				status = 0; /* stopped by a signal before anything ran */
 				goto out_disks;
 			}
 			if (ctl.api->pending == FCAPI_LOAD) {
 				if ((r = snapshot_open(&snap, ctl.api->load_dir)) == 0) {
-					if (fc_load_overrides(ctl.api, &snap, net_over, &nr_net_over, &cfg, why,
+					if (fc_load_overrides(ctl.api, &snap, o.net_over, &o.nr_net_over, &cfg, why,
 							      sizeof(why)) == 0)
 						break;
 					snapshot_close(&snap);
@@ -1202,12 +636,12 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 						 ctl.api->load_dir, strerror(-r));
 				}
 			} else if (fcapi_vm_config(ctl.api, &cfg, why, sizeof(why)) == 0) {
-				if (!nr_pub || cfg.has_vsock)
+				if (!o.nr_pub || cfg.has_vsock)
 					break;
 				snprintf(why, sizeof(why), "--publish needs a vsock device: PUT /vsock first");
 			}
-			if (config_file) {
-				log_err("--config-file %s: %s", config_file, why);
+			if (o.config_file) {
+				log_err("--config-file %s: %s", o.config_file, why);
 				status = CLI_EXIT_ERROR;
 				goto out_disks;
 			}
@@ -1237,7 +671,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		 * window on every connection, so it takes the new one at once.
 		 * A snapshot whose command line carries vmm.token= is from before
 		 * the window (its guest-init knows only that one): it keeps it. */
-		if (in_place) {
+		if (o.in_place) {
 			/* The same identity: the token the folder holds. */
 			char tp[PATH_MAX + 16];
 
@@ -1248,16 +682,16 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 				goto out_disks;
 			}
 			token_buf[strcspn(token_buf, "\n")] = '\0';
-		} else if (restore_token(c, token, token_buf, sizeof(token_buf))) {
+		} else if (restore_token(c, o.token, token_buf, sizeof(token_buf))) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
-		if (restore_disks(&cfg, &snap, over, nr_over, &sb, in_place) ||
-		    restore_fs(&cfg, &snap, over_fs, nr_over_fs)) {
+		if (restore_disks(&cfg, &snap, o.over, o.nr_over, &sb, o.in_place) ||
+		    restore_fs(&cfg, &snap, o.over_fs, o.nr_over_fs)) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
-		if (restore_nets(&cfg, &snap, net_over, net_mac_given, nr_net_over, net_spec, &nr_net_spec)) {
+		if (restore_nets(&cfg, &snap, o.net_over, o.net_mac_given, o.nr_net_over, net_spec, &nr_net_spec)) {
 			status = CLI_EXIT_USAGE;
 			goto out_disks;
 		}
@@ -1287,9 +721,9 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		cfg.has_balloon = (int)c->has_balloon;
 		cfg.balloon = c->balloon;
 		cfg.has_vsock = (int)c->has_vsock;
-		if (cfg.has_vsock && !vsock_given)
+		if (cfg.has_vsock && !o.vsock_given)
 			cfg.vsock.cid = c->cid;
-		if (!cfg.has_vsock && vsock_given) {
+		if (!cfg.has_vsock && o.vsock_given) {
 			log_err("restore: the snapshot has no vsock device to configure");
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
@@ -1299,19 +733,19 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		/* Every sandbox has its API device unless told otherwise (the
 		 * API's have what PUT /vsock said). */
 		if (!api) {
-			if (image_root && use_image(&cfg, &sb, image_root, image_cmdline, sizeof(image_cmdline))) {
+			if (o.image_root && use_image(&cfg, &sb, o.image_root, image_cmdline, sizeof(image_cmdline))) {
 				status = CLI_EXIT_ERROR;
 				goto out_disks;
 			}
-			cfg.mem_bytes = mib << 20;
-			if (!vsock_given) {
+			cfg.mem_bytes = o.mib << 20;
+			if (!o.vsock_given) {
 				cfg.vsock.cid = 3;
 				cfg.vsock.uds[0] = '\0';
 			}
 			cfg.has_vsock = 1;
 		}
-		if (token)
-			snprintf(token_buf, sizeof(token_buf), "%s", token);
+		if (o.token)
+			snprintf(token_buf, sizeof(token_buf), "%s", o.token);
 		else if (run_random_token(token_buf, sizeof(token_buf))) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
@@ -1337,7 +771,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		log_debug("kernel %s, initramfs %s", cfg.kernel, cfg.initrd ? cfg.initrd : "(none)");
 		if (!cfg.cmdline)
 			cfg.cmdline = DEFAULT_CMDLINE;
-		if (cmd.argv) {
+		if (o.cmd.argv) {
 			int n = snprintf(cmdline_buf, sizeof(cmdline_buf), "%s vmm.shell=0", cfg.cmdline);
 
 			if (n < 0 || (size_t)n >= sizeof(cmdline_buf)) {
@@ -1368,7 +802,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 	if (cfg.has_vsock && !cfg.vsock.uds[0])
 		snprintf(cfg.vsock.uds, sizeof(cfg.vsock.uds), "%s", sb.vsock);
 
-	if (!strcmp(console, "stdio")) {
+	if (!strcmp(o.console, "stdio")) {
 		cfg.console_out = STDOUT_FILENO;
 		cfg.console_in = STDIN_FILENO;
 		/* A terminal: vm_run reads it, in raw mode, while the VMM is
@@ -1377,13 +811,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			cfg.console_tty = 1;
 			cfg.console_escape = 1;
 		}
-	} else if (!strncmp(console, "file:", 5)) {
+	} else if (!strncmp(o.console, "file:", 5)) {
 		struct stat cst;
 
 		/* A resume goes on with the console it had. */
-		console_file = open(console + 5, O_WRONLY | O_CREAT | (in_place ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0640);
+		console_file = open(o.console + 5, O_WRONLY | O_CREAT | (o.in_place ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0640);
 		if (console_file < 0) {
-			log_err("--console %s: %s", console, strerror(errno));
+			log_err("--console %s: %s", o.console, strerror(errno));
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
@@ -1391,7 +825,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		/* A regular file is capped (rotated by the VMM's main thread);
 		 * a terminal, pipe or device is not ours to rename. */
 		if (fstat(console_file, &cst) == 0 && S_ISREG(cst.st_mode))
-			cfg.console_path = console + 5;
+			cfg.console_path = o.console + 5;
 		else
 			cfg.console_limit = 0;
 	}
@@ -1431,19 +865,19 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		eg->seccomp = cfg.seccomp;
 	/* The cgroup first (as root, from the host's view), then the jail:
 	 * still one thread, and everything vm_create opens is bound in. */
-	if (jail_cgroup(&jail, sb.name, cfg.cpus) ||
-	    (jail.enabled && (run_jail_prepare(&jail, &cfg, &sb, &eg_args, taps) ||
-			      run_jail_setup(&jail, &cfg, restore ? &snap : NULL, &sb, jail_kernel, jail_initrd,
+	if (jail_cgroup(&o.jail, sb.name, cfg.cpus) ||
+	    (o.jail.enabled && (run_jail_prepare(&o.jail, &cfg, &sb, &eg_args, taps) ||
+			      run_jail_setup(&o.jail, &cfg, restore ? &snap : NULL, &sb, jail_kernel, jail_initrd,
 					 jail_root, sizeof(jail_root))))) {
 		status = CLI_EXIT_ERROR;
 		goto out_console;
 	}
-	if (jail.enabled) {
-		sb.pid = jail.host_pid;
-		sb.start_time = jail.host_start;
-		cfg.host_pid = jail.host_pid;
+	if (o.jail.enabled) {
+		sb.pid = o.jail.host_pid;
+		sb.start_time = o.jail.host_start;
+		cfg.host_pid = o.jail.host_pid;
 	}
-	if (!api && (status = cli_mmds(&cfg, &md, fc.metadata, fc.mmds_limit, have_snap ? &snap.conf.mmds : NULL)))
+	if (!api && (status = cli_mmds(&cfg, &md, o.fc.metadata, o.fc.mmds_limit, have_snap ? &snap.conf.mmds : NULL)))
 		goto out_console;
 	vm = calloc(1, sizeof(*vm));
 	if (!vm) {
@@ -1456,7 +890,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			control_finish(&ctl, NULL, vm->start_why); /* Firecracker's words */
 		goto out_free;
 	}
-	if (dump_cpuid && vm_dump_cpuid(vm, 0, dump_cpuid)) {
+	if (o.dump_cpuid && vm_dump_cpuid(vm, 0, o.dump_cpuid)) {
 		status = CLI_EXIT_ERROR;
 		goto out_destroy;
 	}
@@ -1466,13 +900,13 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			.source = restore ? snap.dir : cfg.kernel,
 			.cpus = vm->nr_vcpus,
 			.mem_mib = cfg.mem_bytes >> 20,
-			.ttl_s = ttl_s,
-			.detached = detach,
+			.ttl_s = o.ttl_s,
+			.detached = o.detach,
 			.publish = pub_text,
 			.net = net_text,
-			.image = image_ref,
-			.created = in_place ? was.created : 0,
-			.expires = in_place ? was.expires : 0,
+			.image = o.image_ref,
+			.created = o.in_place ? was.created : 0,
+			.expires = o.in_place ? was.expires : 0,
 		};
 
 		for (i = 0; i < cfg.nr_nets; i++) {
@@ -1485,15 +919,15 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			snprintf(net_text + n, sizeof(net_text) - n, "%s%s=%s%s%s", i ? "," : "",
 				 vm->nets[i]->tap.name, mac, ip[0] ? "/" : "", ip);
 		}
-		for (i = 0; i < nr_pub; i++) {
+		for (i = 0; i < o.nr_pub; i++) {
 			size_t n = strlen(pub_text);
 
 			publish_format(&pub[i], pub_text + n, sizeof(pub_text) - n - 1);
-			if (i + 1 < nr_pub)
+			if (i + 1 < o.nr_pub)
 				strcat(pub_text, ",");
 		}
 
-		int cfd = in_place ? standby_listen_fd("control") : -1;
+		int cfd = o.in_place ? standby_listen_fd("control") : -1;
 
 		if ((!api && (cfd >= 0 ? control_open_fd(&ctl, cfd, sb.control, sb.name)
 				       : control_open(&ctl, sb.control, sb.name))) ||
@@ -1520,7 +954,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			 restore ? " restored" : "", sb.dir);
 	api_addr.uds = cfg.vsock.uds;
 	api_addr.token = token_buf;
-	if (eg && !jail.enabled) { /* jailed: the companion process runs it */
+	if (eg && !o.jail.enabled) { /* jailed: the companion process runs it */
 		if (!cfg.has_vsock || egress_start(eg, cfg.vsock.uds, egress_log)) {
 			if (!cfg.has_vsock)
 				log_err("--egress-policy needs the sandbox's vsock device");
@@ -1528,10 +962,10 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			goto out_publish;
 		}
 	}
-	if (no_seccomp)
+	if (o.no_seccomp)
 		log_warn("--no-seccomp: this VMM runs WITHOUT its system call allow-lists; a guest "
 			 "that breaks into it reaches the whole kernel API (debugging only)");
-	for (i = 0; i < nr_pub; i++) {
+	for (i = 0; i < o.nr_pub; i++) {
 		pub[i].seccomp = cfg.seccomp;
 		if (!cfg.has_vsock || publish_start(&pub[i], &api_addr)) {
 			if (!cfg.has_vsock)
@@ -1552,26 +986,26 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		const char *kspec[PUBLISH_MAX + 1];
 		unsigned na = 0, nk = 0;
 
-		for (i = 0; i < nr_pub; i++) {
+		for (i = 0; i < o.nr_pub; i++) {
 			publish_format(&pub[i], pubs[i], sizeof(pubs[i]));
 			rargs[na++] = "--publish";
 			rargs[na++] = pubs[i];
 			kfds[nk] = pub[i].fd;
 			kspec[nk++] = pubs[i];
 		}
-		if (egress_policy && realpath(egress_policy, egp)) {
+		if (o.egress_policy && realpath(o.egress_policy, egp)) {
 			rargs[na++] = "--egress-policy";
 			rargs[na++] = egp;
 		}
-		if (idle_timeout_arg) {
+		if (o.idle_timeout_arg) {
 			rargs[na++] = "--idle-timeout";
-			rargs[na++] = (char *)idle_timeout_arg;
+			rargs[na++] = (char *)o.idle_timeout_arg;
 		}
-		if (idle_ttl_arg) {
+		if (o.idle_ttl_arg) {
 			rargs[na++] = "--idle-ttl";
-			rargs[na++] = (char *)idle_ttl_arg;
+			rargs[na++] = (char *)o.idle_ttl_arg;
 		}
-		if (no_seccomp)
+		if (o.no_seccomp)
 			rargs[na++] = "--no-seccomp";
 		if (ctl.nr_listen) {
 			kfds[nk] = ctl.lfd[0];
@@ -1581,16 +1015,16 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			log_warn("sandbox %s: cannot prepare for standby (vmm suspend will not work)", sb.name);
 	}
 	/* Built: the jailed VMM gives up root before the guest runs. */
-	if (jail.enabled && jail_drop(&jail, sb.dir)) {
+	if (o.jail.enabled && jail_drop(&o.jail, sb.dir)) {
 		status = CLI_EXIT_ERROR;
 		goto out_publish;
 	}
 	{
 		h.a = &api_addr;
-		h.cmd = cmd.argv ? &cmd : NULL;
+		h.cmd = o.cmd.argv ? &o.cmd : NULL;
 		h.restored = restore;
 		h.seccomp = cfg.seccomp;
-		h.ready_s = ready_s;
+		h.ready_s = o.ready_s;
 		snprintf(synced, sizeof(synced), "%s/synced", sb.rw);
 		h.synced = synced;
 		for (i = 0; i < nr_net_spec; i++)
@@ -1599,12 +1033,12 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		h.nr_nets = nr_net_spec;
 		h.egress_port = eg ? EGRESS_VSOCK_PORT : 0;
 		/* run -- CMD: the status line while it starts (not -q) */
-		h.status_on = h.cmd && !quiet;
+		h.status_on = h.cmd && !o.quiet;
 		h.status_tty = isatty(STDERR_FILENO);
 		h.t0_ns = cfg.t0_ns;
 		h.name = sb.name;
 		/* -t: the helper's raw mode, to put back if it is killed. */
-		tty_cmd = h.cmd && cmd.tty && tty_is_foreground(STDIN_FILENO) &&
+		tty_cmd = h.cmd && o.cmd.tty && tty_is_foreground(STDIN_FILENO) &&
 			  tcgetattr(STDIN_FILENO, &tty_saved) == 0;
 		h.notify_fd = detach_ready;
 		if ((h.cmd || (restore && cfg.has_vsock)) && helper_start(vm, &h, &child)) {
@@ -1618,12 +1052,12 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			detach_ready = -1;
 		}
 		/* The interactive console: how to leave it, once. */
-		if (cfg.console_tty && cfg.console_escape && !quiet)
+		if (cfg.console_tty && cfg.console_escape && !o.quiet)
 			fprintf(stderr, "vmm: sandbox %s: console on this terminal; Ctrl-A x stops the VM "
 					"(Ctrl-A Ctrl-A types a Ctrl-A)\n", sb.name);
 		/* A resume takes its state now, before the guest runs again
 		 * (its disks then move on: never restore this state twice). */
-		if (in_place) {
+		if (o.in_place) {
 			int r = standby_consume(sb.dir);
 			char sp[PATH_MAX + 32];
 
@@ -1634,7 +1068,7 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 			}
 			snprintf(sp, sizeof(sp), "%s/" STANDBY_SINCE, sb.dir);
 			unlink(sp);
-			in_place = 0; /* from here on a failure is the running sandbox's */
+			o.in_place = 0; /* from here on a failure is the running sandbox's */
 		}
 		status = helper_run_vm(vm, &h, child);
 		ran = 1;
@@ -1655,20 +1089,20 @@ static int sandbox_main(int argc, char **argv, int restore, int check_only, int 
 		}
 		ctl.keep_paths = 1;
 		sb.created = 0;
-		detach = 0;
+		o.detach = 0;
 	}
 	/* A detached sandbox leaves its record for `vmm ls`/`logs` until
 	 * `vmm rm`; one whose time ran out is removed, as --ttl promises. */
-	if (detach && atomic_load(&vm->exit_reason) != VM_EXIT_EXPIRED)
+	if (o.detach && atomic_load(&vm->exit_reason) != VM_EXIT_EXPIRED)
 		sandbox_exited(&sb, status, vm->exit_msg);
 	/* The helper of `-t -- CMD`, stopped in raw mode (SIGKILL: helper_run_vm),
 	 * leaves the terminal to us. */
 	if (tty_cmd && tty_is_foreground(STDIN_FILENO))
 		tcsetattr(STDIN_FILENO, TCSANOW, &tty_saved);
 out_publish:
-	for (i = 0; i < nr_pub; i++)
+	for (i = 0; i < o.nr_pub; i++)
 		publish_stop(&pub[i]);
-	if (eg && !jail.enabled)
+	if (eg && !o.jail.enabled)
 		egress_stop(eg);
 out_destroy:
 	if (ctl.api && ctl.api->pending != FCAPI_NONE)
@@ -1689,18 +1123,18 @@ out_disks:
 	control_close(&ctl);
 	while (cfg.nr_disks > 0)
 		blk_options_free(&cfg.disks[--cfg.nr_disks]);
-	while (nr_over > 0)
-		blk_options_free(&over[--nr_over]);
+	while (o.nr_over > 0)
+		blk_options_free(&o.over[--o.nr_over]);
 	while (cfg.nr_fs > 0)
 		fs_options_free(&cfg.fs[--cfg.nr_fs]);
-	while (nr_over_fs > 0)
-		fs_options_free(&over_fs[--nr_over_fs]);
+	while (o.nr_over_fs > 0)
+		fs_options_free(&o.over_fs[--o.nr_over_fs]);
 	/* A detached sandbox that failed before it ran keeps its folder (its
 	 * vmm.log says why) until vmm rm; `vmm start` keeps its record. */
-	if (in_place && sb.created) {
+	if (o.in_place && sb.created) {
 		/* A failed resume: the state stays, the sandbox on standby. */
 		sb.created = 0;
-	} else if (detach && sb.created && !ran)
+	} else if (o.detach && sb.created && !ran)
 		sandbox_exited(&sb, status ? status : CLI_EXIT_ERROR, "failed to start (vmm logs --vmm)");
 	sandbox_remove(&sb);
 	if (have_snap)
@@ -1709,9 +1143,9 @@ out_disks:
 		egress_release(eg);
 	if (detach_ready >= 0)
 		close(detach_ready);
-	for (i = 0; i < nr_pub && !atomic_load(&pub[i].conns); i++) {
+	for (i = 0; i < o.nr_pub && !atomic_load(&pub[i].conns); i++) {
 	}
-	if (i == nr_pub)
+	if (i == o.nr_pub)
 		free(pub); /* else a connection thread still holds it: the process exits anyway */
 	if (md) {
 		mmds_destroy(md);
