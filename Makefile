@@ -40,7 +40,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
              devices/fuse.c devices/fuse_priv.c devices/virtio_fs.c devices/virtio_rng.c \
              devices/virtio_balloon.c devices/mmds.c devices/mmds_net.c
-CLI_SRCS  := cli/main.c cli/run.c cli/run_helper.c cli/run_detach.c cli/run_jail.c cli/run_restore.c cli/run_opts.c cli/run_fc.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c cli/progress.c cli/boot_status.c cli/api_client.c \
+CLI_SRCS  := cli/main.c cli/run.c cli/run_helper.c cli/run_detach.c cli/run_jail.c cli/run_restore.c cli/run_opts.c cli/run_fc.c cli/launch.c cli/restore.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c cli/progress.c cli/boot_status.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
@@ -272,7 +272,7 @@ test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
 test_standby_SRCS := $(CORE_SRCS)
 test_run_restore_SRCS := cli/run_restore.c $(CORE_SRCS)
-test_run_opts_SRCS := cli/run_opts.c cli/run_fc.c cli/publish.c cli/api_client.c cli/jail.c cli/util.c $(CORE_SRCS)
+test_run_opts_SRCS := cli/run_opts.c cli/run_fc.c cli/launch.c cli/restore.c cli/publish.c cli/api_client.c cli/jail.c cli/util.c $(CORE_SRCS)
 test_http_SRCS    := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
