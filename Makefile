@@ -46,7 +46,7 @@ CLI_SRCS  := cli/main.c cli/run.c cli/run_helper.c cli/run_detach.c cli/run_jail
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
              cli/egress_tls.c cli/egress_pol.c cli/egress_ctl.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
              cli/image_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
-             cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c cli/rdump.c \
+             cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_stage.c cli/dockerfile_cache.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c cli/rdump.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
              cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_vm.c cli/oci_proxy.c cli/oci_spec.c cli/oci_state.c cli/oci_net.c \
              cli/oci_hooks.c cli/tlsexec.c cli/standby.c cli/suspend.c
@@ -60,7 +60,7 @@ TLS_CLI_SRCS := cli/egress.c cli/egress_tls.c cli/egress_cmd.c cli/egress_ctl.c 
              cli/oci_unpack.c cli/oci_digest.c cli/image_oci.c cli/image_build.c cli/mcp.c \
              cli/mcp_api.c cli/mcp_tools.c cli/mcp_http.c cli/mcp_cmd.c cli/jsonrpc.c \
              cli/jsonschema.c cli/tokens.c cli/token.c \
-             cli/dockerfile_build.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c
+             cli/dockerfile_build.c cli/dockerfile_stage.c cli/dockerfile_cache.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c
 LEAN_CLI_SRCS := $(filter-out $(TLS_CLI_SRCS),$(CLI_SRCS)) cli/notls.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
@@ -301,7 +301,7 @@ test_rdump_SRCS := cli/rdump.c
 test_oci_hooks_SRCS := cli/oci_hooks.c cli/oci_spec.c cli/util.c vmm/log.c guest-init/json.c
 test_oci_proxy_SRCS := cli/oci_proxy.c cli/oci_state.c cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c \
                        guest-init/json.c guest-init/proto.c
-test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
+test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_stage.c cli/dockerfile_cache.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
 test_dockerfile_LIBS := $(TLS_LIBS)
 test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \
                      cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c guest-init/json.c guest-init/proto.c
