@@ -1,5 +1,6 @@
 /* Dockerfile parsing and word expansion (cli/dockerfile.c), and the
- * builder's plan and cache (cli/dockerfile_build.c) with a fake executor. */
+ * builder's plan and cache (cli/dockerfile_build.c, dockerfile_stage.c,
+ * dockerfile_cache.c) with a fake executor. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
