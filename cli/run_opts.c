@@ -178,7 +178,7 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 		if (restore && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
 				opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE ||
 				opt == OPT_DUMP_CPUID))
-			return run_bad_usage("restore: %s comes from the snapshot", argv[optind - 1]);
+			return run_bad_usage("restore: %s comes from the snapshot", opt_text(argv, optind));
 		/* serve: the VM's shape comes from the API or the config file */
 		if (api && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
 			    opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE || opt == OPT_DISK ||

@@ -78,6 +78,28 @@ static int parse(struct fx *f, int restore, int api, char **argv)
 	return r ? r : run_opts_check(&f->o, argc, argv);
 }
 
+/* parse() with stderr captured into err (the usage line). */
+static int parse_err(struct fx *f, int restore, int api, char **argv, char *err, size_t len)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(STDERR_FILENO), r;
+	size_t n;
+
+	assert_non_null(tmp);
+	assert_true(saved >= 0);
+	fflush(stderr);
+	assert_true(dup2(fileno(tmp), STDERR_FILENO) >= 0);
+	r = parse(f, restore, api, argv);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	rewind(tmp);
+	n = fread(err, 1, len - 1, tmp);
+	err[n] = '\0';
+	fclose(tmp);
+	return r;
+}
+
 #define ARGV(...) ((char *[]){ __VA_ARGS__, NULL })
 
 static void run_defaults(void **state)
@@ -236,6 +258,24 @@ static void restore_overrides(void **state)
 	assert_int_equal(f->o.in_place, 1);
 }
 
+/* restore refuses what the snapshot fixes, naming the option (not its
+ * value, which getopt took as the next word). */
+static void restore_names_option(void **state)
+{
+	struct fx *f = *state;
+	char err[512];
+
+	assert_int_equal(parse_err(f, 1, 0, ARGV("restore", "/tmp/snap", "--kernel", "/tmp/k"), err, sizeof(err)),
+			 CLI_EXIT_USAGE);
+	assert_non_null(strstr(err, "restore: --kernel comes from the snapshot"));
+	assert_int_equal(parse_err(f, 1, 0, ARGV("restore", "--mem", "256", "/tmp/snap"), err, sizeof(err)),
+			 CLI_EXIT_USAGE);
+	assert_non_null(strstr(err, "restore: --mem comes from the snapshot"));
+	assert_int_equal(parse_err(f, 1, 0, ARGV("restore", "--cpus=2", "/tmp/snap"), err, sizeof(err)),
+			 CLI_EXIT_USAGE);
+	assert_non_null(strstr(err, "restore: --cpus=2 comes from the snapshot"));
+}
+
 /* serve: the VM's shape comes from the API; Firecracker's options. */
 static void serve_options(void **state)
 {
@@ -316,6 +356,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(run_stops_at_command, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(run_refusals, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(restore_overrides, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(restore_names_option, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(serve_options, fx_setup, fx_teardown),
 		cmocka_unit_test(size_parser),
 		cmocka_unit_test(token_check),
