@@ -77,6 +77,46 @@ static int use_image(struct vm_config *cfg, const struct sandbox *sb, const char
 	return 0;
 }
 
+/* Standby (a detached sandbox): what a resume passes on (the options
+ * that are not in the snapshot), and the keeper that holds the published
+ * ports and the control socket while the sandbox sleeps. */
+static void standby_prepare(const struct sandbox *sb, const struct run_opts *o, struct publish *pub,
+			    const struct control *ctl)
+{
+	char *rargs[8 + 2 * PUBLISH_MAX], pubs[PUBLISH_MAX][48], egp[PATH_MAX] = "";
+	int kfds[PUBLISH_MAX + 1];
+	const char *kspec[PUBLISH_MAX + 1];
+	unsigned na = 0, nk = 0, i;
+
+	for (i = 0; i < o->nr_pub; i++) {
+		publish_format(&pub[i], pubs[i], sizeof(pubs[i]));
+		rargs[na++] = "--publish";
+		rargs[na++] = pubs[i];
+		kfds[nk] = pub[i].fd;
+		kspec[nk++] = pubs[i];
+	}
+	if (o->egress_policy && realpath(o->egress_policy, egp)) {
+		rargs[na++] = "--egress-policy";
+		rargs[na++] = egp;
+	}
+	if (o->idle_timeout_arg) {
+		rargs[na++] = "--idle-timeout";
+		rargs[na++] = (char *)o->idle_timeout_arg;
+	}
+	if (o->idle_ttl_arg) {
+		rargs[na++] = "--idle-ttl";
+		rargs[na++] = (char *)o->idle_ttl_arg;
+	}
+	if (o->no_seccomp)
+		rargs[na++] = "--no-seccomp";
+	if (ctl->nr_listen) {
+		kfds[nk] = ctl->lfd[0];
+		kspec[nk++] = "control";
+	}
+	if (standby_record_args(sb, rargs, na) || standby_keeper_spawn(sb, kfds, kspec, nk))
+		log_warn("sandbox %s: cannot prepare for standby (vmm suspend will not work)", sb->name);
+}
+
 int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 {
 	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
@@ -563,40 +603,8 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	/* Standby (a detached sandbox): what a resume passes on, and the
 	 * keeper that holds the published ports and the control socket while
 	 * the sandbox sleeps. Before the allow-lists (the keeper is forked). */
-	if (cfg.standby_dir) {
-		char *rargs[8 + 2 * PUBLISH_MAX], pubs[PUBLISH_MAX][48], egp[PATH_MAX] = "";
-		int kfds[PUBLISH_MAX + 1];
-		const char *kspec[PUBLISH_MAX + 1];
-		unsigned na = 0, nk = 0;
-
-		for (i = 0; i < o.nr_pub; i++) {
-			publish_format(&pub[i], pubs[i], sizeof(pubs[i]));
-			rargs[na++] = "--publish";
-			rargs[na++] = pubs[i];
-			kfds[nk] = pub[i].fd;
-			kspec[nk++] = pubs[i];
-		}
-		if (o.egress_policy && realpath(o.egress_policy, egp)) {
-			rargs[na++] = "--egress-policy";
-			rargs[na++] = egp;
-		}
-		if (o.idle_timeout_arg) {
-			rargs[na++] = "--idle-timeout";
-			rargs[na++] = (char *)o.idle_timeout_arg;
-		}
-		if (o.idle_ttl_arg) {
-			rargs[na++] = "--idle-ttl";
-			rargs[na++] = (char *)o.idle_ttl_arg;
-		}
-		if (o.no_seccomp)
-			rargs[na++] = "--no-seccomp";
-		if (ctl.nr_listen) {
-			kfds[nk] = ctl.lfd[0];
-			kspec[nk++] = "control";
-		}
-		if (standby_record_args(&sb, rargs, na) || standby_keeper_spawn(&sb, kfds, kspec, nk))
-			log_warn("sandbox %s: cannot prepare for standby (vmm suspend will not work)", sb.name);
-	}
+	if (cfg.standby_dir)
+		standby_prepare(&sb, &o, pub, &ctl);
 	/* Built: the jailed VMM gives up root before the guest runs. */
 	if (o.jail.enabled && jail_drop(&o.jail, sb.dir)) {
 		status = CLI_EXIT_ERROR;
