@@ -77,6 +77,58 @@ static int use_image(struct vm_config *cfg, const struct sandbox *sb, const char
 	return 0;
 }
 
+/* The console (o->console: stdio, file:PATH or none) into cfg, *fd the
+ * file opened (or -1); serial: vmm serve's API, whose PUT /serial wins.
+ * 0, or -1 (logged). */
+static int console_setup(struct vm_config *cfg, const struct run_opts *o, const struct fcapi *serial, int *fd)
+{
+	if (!strcmp(o->console, "stdio")) {
+		cfg->console_out = STDOUT_FILENO;
+		cfg->console_in = STDIN_FILENO;
+		/* A terminal: vm_run reads it, in raw mode, while the VMM is
+		 * its foreground (`vmm run &` must not stop on it: vmm/tty.h). */
+		if (isatty(STDIN_FILENO)) {
+			cfg->console_tty = 1;
+			cfg->console_escape = 1;
+		}
+	} else if (!strncmp(o->console, "file:", 5)) {
+		struct stat cst;
+
+		/* A resume goes on with the console it had. */
+		*fd = open(o->console + 5, O_WRONLY | O_CREAT | (o->in_place ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0640);
+		if (*fd < 0) {
+			log_err("--console %s: %s", o->console, strerror(errno));
+			return -1;
+		}
+		cfg->console_out = *fd;
+		/* A regular file is capped (rotated by the VMM's main thread);
+		 * a terminal, pipe or device is not ours to rename. */
+		if (fstat(*fd, &cst) == 0 && S_ISREG(cst.st_mode))
+			cfg->console_path = o->console + 5;
+		else
+			cfg->console_limit = 0;
+	}
+
+	/* PUT /serial: the guest's serial output to that file or FIFO
+	 * (opened as Firecracker does: created if missing, not truncated,
+	 * non-blocking, so a FIFO nobody reads drops output, not the VM). */
+	if (serial && serial->cfg.has_serial) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = open(serial->cfg.serial_out, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0600);
+		if (*fd < 0) {
+			log_err("serial_out_path %s: %s", serial->cfg.serial_out, strerror(errno));
+			return -1;
+		}
+		cfg->console_out = *fd;
+		cfg->console_in = -1;
+		cfg->console_tty = cfg->console_escape = 0;
+		cfg->console_path = NULL;
+		cfg->console_limit = 0;
+	}
+	return 0;
+}
+
 /* Standby (a detached sandbox): what a resume passes on (the options
  * that are not in the snapshot), and the keeper that holds the published
  * ports and the control socket while the sandbox sleeps. */
@@ -425,51 +477,9 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	if (cfg.has_vsock && !cfg.vsock.uds[0])
 		snprintf(cfg.vsock.uds, sizeof(cfg.vsock.uds), "%s", sb.vsock);
 
-	if (!strcmp(o.console, "stdio")) {
-		cfg.console_out = STDOUT_FILENO;
-		cfg.console_in = STDIN_FILENO;
-		/* A terminal: vm_run reads it, in raw mode, while the VMM is
-		 * its foreground (`vmm run &` must not stop on it: vmm/tty.h). */
-		if (isatty(STDIN_FILENO)) {
-			cfg.console_tty = 1;
-			cfg.console_escape = 1;
-		}
-	} else if (!strncmp(o.console, "file:", 5)) {
-		struct stat cst;
-
-		/* A resume goes on with the console it had. */
-		console_file = open(o.console + 5, O_WRONLY | O_CREAT | (o.in_place ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0640);
-		if (console_file < 0) {
-			log_err("--console %s: %s", o.console, strerror(errno));
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
-		}
-		cfg.console_out = console_file;
-		/* A regular file is capped (rotated by the VMM's main thread);
-		 * a terminal, pipe or device is not ours to rename. */
-		if (fstat(console_file, &cst) == 0 && S_ISREG(cst.st_mode))
-			cfg.console_path = o.console + 5;
-		else
-			cfg.console_limit = 0;
-	}
-
-	/* PUT /serial: the guest's serial output to that file or FIFO
-	 * (opened as Firecracker does: created if missing, not truncated,
-	 * non-blocking, so a FIFO nobody reads drops output, not the VM). */
-	if (api && !restore && ctl.api->cfg.has_serial) {
-		if (console_file >= 0)
-			close(console_file);
-		console_file = open(ctl.api->cfg.serial_out, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0600);
-		if (console_file < 0) {
-			log_err("serial_out_path %s: %s", ctl.api->cfg.serial_out, strerror(errno));
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
-		}
-		cfg.console_out = console_file;
-		cfg.console_in = -1;
-		cfg.console_tty = cfg.console_escape = 0;
-		cfg.console_path = NULL;
-		cfg.console_limit = 0;
+	if (console_setup(&cfg, &o, api && !restore ? ctl.api : NULL, &console_file)) {
+		status = CLI_EXIT_ERROR;
+		goto out_disks;
 	}
 
 	/* A disk another sandbox holds: refused here, naming it (the
