@@ -334,76 +334,9 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 			cfg.start_paused = !ctl.api->load_resume;
 		}
 	}
-	if (restore) {
-		const struct snap_conf *c = &snap.conf;
-
-		cfg.restore = &snap;
-		cfg.mem_bytes = c->mem_bytes;
-		cfg.cpus = c->cpus;
-		cfg.tmpl = (enum cpu_template)c->tmpl;
-		cfg.tmpl_explicit = 1;
-		/* A clone gets a token of its own: guest-init reads the token
-		 * window on every connection, so it takes the new one at once.
-		 * A snapshot whose command line carries vmm.token= is from before
-		 * the window (its guest-init knows only that one): it keeps it. */
-		if (o.in_place) {
-			/* The same identity: the token the folder holds. */
-			char tp[PATH_MAX + 16];
-
-			snprintf(tp, sizeof(tp), "%s/token", sb.dir);
-			if (cli_read_text(tp, token_buf, sizeof(token_buf))) {
-				log_err("resume: cannot read %s", tp);
-				status = CLI_EXIT_ERROR;
-				goto out_disks;
-			}
-			token_buf[strcspn(token_buf, "\n")] = '\0';
-		} else if (restore_token(c, o.token, token_buf, sizeof(token_buf))) {
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
-		}
-		if (restore_disks(&cfg, &snap, o.over, o.nr_over, &sb, o.in_place) ||
-		    restore_fs(&cfg, &snap, o.over_fs, o.nr_over_fs)) {
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
-		}
-		if (restore_nets(&cfg, &snap, o.net_over, o.net_mac_given, o.nr_net_over, net_spec, &nr_net_spec)) {
-			status = CLI_EXIT_USAGE;
-			goto out_disks;
-		}
-		/* The interfaces that served the MMDS serve it again, with its
-		 * version and address (the store starts empty: --metadata, or
-		 * PUT /mmds through the API, fills it). A --net ...,mmds may add
-		 * one; the stricter version of the two wins. */
-		if (c->mmds.present) {
-			unsigned k;
-
-			for (k = 0; k < cfg.nr_nets; k++)
-				if ((c->mmds.nets >> k) & 1 && cfg.nets[k].mmds < (int)c->mmds.version)
-					cfg.nets[k].mmds = (int)c->mmds.version;
-			if (api) {
-				struct mmds *m = &ctl.api->mmds;
-
-				pthread_mutex_lock(&m->lock);
-				m->version = (enum mmds_version)c->mmds.version;
-				m->ipv4 = c->mmds.ipv4;
-				m->imds_compat = c->mmds.imds_compat;
-				pthread_mutex_unlock(&m->lock);
-				cfg.mmds = m; /* the device thread reads it, under its lock */
-			}
-		}
-		cfg.has_entropy = (int)c->has_entropy;
-		cfg.entropy.rl = c->entropy_rl;
-		cfg.has_balloon = (int)c->has_balloon;
-		cfg.balloon = c->balloon;
-		cfg.has_vsock = (int)c->has_vsock;
-		if (cfg.has_vsock && !o.vsock_given)
-			cfg.vsock.cid = c->cid;
-		if (!cfg.has_vsock && o.vsock_given) {
-			log_err("restore: the snapshot has no vsock device to configure");
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
-		}
-	}
+	if (restore && (status = restore_configure(&cfg, &snap, &o, &sb, api ? &ctl.api->mmds : NULL, token_buf,
+						   sizeof(token_buf), net_spec, &nr_net_spec)))
+		goto out_disks;
 	if (!restore) {
 		/* Every sandbox has its API device unless told otherwise (the
 		 * API's have what PUT /vsock said). */

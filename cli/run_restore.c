@@ -1,12 +1,16 @@
 /* A clone's configuration from its snapshot (run_restore.h). */
 #define _GNU_SOURCE
 #include "run_restore.h"
+#include "cli.h"
+#include "run_opts.h"
 #include "sandbox.h"
+#include "../devices/mmds.h"
 #include "../vmm/log.h"
 #include "../vmm/snapshot.h"
 #include "../vmm/vm.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -222,6 +226,72 @@ int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct blk_op
 		}
 		if (!o->path)
 			return -ENOMEM;
+	}
+	return 0;
+}
+
+int restore_configure(struct vm_config *cfg, struct snapshot *snap, struct run_opts *o, const struct sandbox *sb,
+		      struct mmds *api_mmds, char *tok, size_t toklen, char spec[][API_NET_SPEC], unsigned *nr_spec)
+{
+	const struct snap_conf *c = &snap->conf;
+
+	cfg->restore = snap;
+	cfg->mem_bytes = c->mem_bytes;
+	cfg->cpus = c->cpus;
+	cfg->tmpl = (enum cpu_template)c->tmpl;
+	cfg->tmpl_explicit = 1;
+	/* A clone gets a token of its own: guest-init reads the token
+	 * window on every connection, so it takes the new one at once.
+	 * A snapshot whose command line carries vmm.token= is from before
+	 * the window (its guest-init knows only that one): it keeps it. */
+	if (o->in_place) {
+		/* The same identity: the token the folder holds. */
+		char tp[PATH_MAX + 16];
+
+		snprintf(tp, sizeof(tp), "%s/token", sb->dir);
+		if (cli_read_text(tp, tok, toklen)) {
+			log_err("resume: cannot read %s", tp);
+			return CLI_EXIT_ERROR;
+		}
+		tok[strcspn(tok, "\n")] = '\0';
+	} else if (restore_token(c, o->token, tok, toklen))
+		return CLI_EXIT_ERROR;
+	if (restore_disks(cfg, snap, o->over, o->nr_over, sb, o->in_place) ||
+	    restore_fs(cfg, snap, o->over_fs, o->nr_over_fs))
+		return CLI_EXIT_ERROR;
+	if (restore_nets(cfg, snap, o->net_over, o->net_mac_given, o->nr_net_over, spec, nr_spec))
+		return CLI_EXIT_USAGE;
+	/* The interfaces that served the MMDS serve it again, with its
+	 * version and address (the store starts empty: --metadata, or
+	 * PUT /mmds through the API, fills it). A --net ...,mmds may add
+	 * one; the stricter version of the two wins. */
+	if (c->mmds.present) {
+		unsigned k;
+
+		for (k = 0; k < cfg->nr_nets; k++)
+			if ((c->mmds.nets >> k) & 1 && cfg->nets[k].mmds < (int)c->mmds.version)
+				cfg->nets[k].mmds = (int)c->mmds.version;
+		if (api_mmds) {
+			struct mmds *m = api_mmds;
+
+			pthread_mutex_lock(&m->lock);
+			m->version = (enum mmds_version)c->mmds.version;
+			m->ipv4 = c->mmds.ipv4;
+			m->imds_compat = c->mmds.imds_compat;
+			pthread_mutex_unlock(&m->lock);
+			cfg->mmds = m; /* the device thread reads it, under its lock */
+		}
+	}
+	cfg->has_entropy = (int)c->has_entropy;
+	cfg->entropy.rl = c->entropy_rl;
+	cfg->has_balloon = (int)c->has_balloon;
+	cfg->balloon = c->balloon;
+	cfg->has_vsock = (int)c->has_vsock;
+	if (cfg->has_vsock && !o->vsock_given)
+		cfg->vsock.cid = c->cid;
+	if (!cfg->has_vsock && o->vsock_given) {
+		log_err("restore: the snapshot has no vsock device to configure");
+		return CLI_EXIT_ERROR;
 	}
 	return 0;
 }

@@ -13,7 +13,9 @@
 
 struct blk_options;
 struct fs_options;
+struct mmds;
 struct net_options;
+struct run_opts;
 struct sandbox;
 struct snap_conf;
 struct snapshot;
@@ -45,5 +47,13 @@ int restore_fs(struct vm_config *cfg, const struct snapshot *s, struct fs_option
  * standby state's disks stay where they are. 0 or -errno (logged). */
 int restore_disks(struct vm_config *cfg, const struct snapshot *s, struct blk_options *over, unsigned nr_over,
 		  const struct sandbox *sb, int in_place);
+/* A clone's VM (vmm restore, resume, serve's snapshot load) into cfg from
+ * snap: its shape and devices, its token into tok (in_place: the folder's;
+ * else restore_token), o's disk, drive and interface overrides (the
+ * guest's new interface settings into spec[*nr_spec]); api_mmds, vmm
+ * serve's store, takes the snapshot's MMDS version and address. 0, or the
+ * exit status (logged). */
+int restore_configure(struct vm_config *cfg, struct snapshot *snap, struct run_opts *o, const struct sandbox *sb,
+		      struct mmds *api_mmds, char *tok, size_t toklen, char spec[][API_NET_SPEC], unsigned *nr_spec);
 
 #endif

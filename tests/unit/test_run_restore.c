@@ -18,7 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/run_opts.h"
 #include "cli/run_restore.h"
+#include "devices/mmds.h"
+#include "cli/cli.h"
 #include "cli/sandbox.h"
 #include "vmm/log.h"
 #include "vmm/snapshot.h"
@@ -200,6 +203,63 @@ static void token_choice(void **state)
 	assert_string_equal(tok, "snaptoken");
 }
 
+/* The whole clone: the snapshot's shape and devices, the token, its MMDS
+ * settings for the interfaces and vmm serve's store, vsock's CID. */
+static void configure_clone(void **state)
+{
+	struct snapshot *s = two_nets();
+	struct vm_config cfg;
+	struct run_opts *o = calloc(1, sizeof(*o));
+	struct mmds m;
+	char tok[160] = "", spec[VM_MAX_NETS][API_NET_SPEC];
+	unsigned nr_spec = 0;
+	struct sandbox sb;
+
+	(void)state;
+	assert_non_null(o);
+	memset(&cfg, 0, sizeof(cfg));
+	memset(&sb, 0, sizeof(sb));
+	assert_int_equal(mmds_init(&m), 0);
+	s->conf.mem_bytes = 256ull << 20;
+	s->conf.cpus = 2;
+	s->conf.has_vsock = 1;
+	s->conf.cid = 9;
+	s->conf.has_entropy = 1;
+	s->conf.mmds.present = 1;
+	s->conf.mmds.version = MMDS_V2;
+	s->conf.mmds.ipv4 = 0xa9fe0102;
+	s->conf.mmds.nets = 2; /* interface 1 */
+	o->token = "clone.token";
+	assert_int_equal(restore_configure(&cfg, s, o, &sb, &m, tok, sizeof(tok), spec, &nr_spec), 0);
+	assert_ptr_equal(cfg.restore, s);
+	assert_int_equal(cfg.mem_bytes, 256ull << 20);
+	assert_int_equal(cfg.cpus, 2);
+	assert_int_equal(cfg.tmpl_explicit, 1);
+	assert_string_equal(tok, "clone.token");
+	assert_int_equal(cfg.nr_nets, 2);
+	assert_int_equal(cfg.nets[0].mmds, 0);
+	assert_int_equal(cfg.nets[1].mmds, MMDS_V2);
+	assert_ptr_equal(cfg.mmds, &m);
+	assert_int_equal(m.version, MMDS_V2);
+	assert_int_equal(m.ipv4, 0xa9fe0102);
+	assert_int_equal(cfg.has_vsock, 1);
+	assert_int_equal(cfg.vsock.cid, 9);
+	assert_int_equal(cfg.has_entropy, 1);
+
+	/* --vsock for a snapshot without one */
+	memset(&cfg, 0, sizeof(cfg));
+	s->conf.has_vsock = 0;
+	o->vsock_given = 1;
+	assert_int_equal(restore_configure(&cfg, s, o, &sb, NULL, tok, sizeof(tok), spec, &nr_spec), CLI_EXIT_ERROR);
+	/* too many --net: a usage mistake */
+	memset(&cfg, 0, sizeof(cfg));
+	o->vsock_given = 0;
+	o->nr_net_over = 3;
+	assert_int_equal(restore_configure(&cfg, s, o, &sb, NULL, tok, sizeof(tok), spec, &nr_spec), CLI_EXIT_USAGE);
+	mmds_destroy(&m);
+	free(o);
+}
+
 struct disks_fx {
 	char dir[64];
 	struct snapshot s;
@@ -348,6 +408,7 @@ int main(void)
 		cmocka_unit_test(nets_refused),
 		cmocka_unit_test(fs_overrides),
 		cmocka_unit_test(token_choice),
+		cmocka_unit_test(configure_clone),
 		cmocka_unit_test_setup_teardown(disks_copied, disks_setup, disks_teardown),
 		cmocka_unit_test_setup_teardown(disks_override, disks_setup, disks_teardown),
 		cmocka_unit_test_setup_teardown(disks_refused, disks_setup, disks_teardown),
