@@ -49,13 +49,13 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/m
              devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
              $(FUSE_SRCS) devices/virtio_fs.c devices/virtio_rng.c \
              devices/virtio_balloon.c devices/mmds.c devices/mmds_net.c
-CLI_SRCS  := cli/main.c cli/run.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c cli/cp_tar.c guest-init/tar.c cli/progress.c cli/boot_status.c cli/api_client.c \
+CLI_SRCS  := cli/main.c cli/run.c cli/run_helper.c cli/run_detach.c cli/run_jail.c cli/run_restore.c cli/run_opts.c cli/run_fc.c cli/launch.c cli/restore.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c cli/cp_tar.c guest-init/tar.c cli/progress.c cli/boot_status.c cli/api_client.c \
              cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
              cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
              cli/egress_tls.c cli/egress_pol.c cli/egress_ctl.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
              cli/image_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
-             cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c cli/rdump.c \
+             cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_stage.c cli/dockerfile_cache.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c cli/rdump.c \
              cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
              cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_vm.c cli/oci_proxy.c cli/oci_spec.c cli/oci_state.c cli/oci_net.c \
              cli/oci_hooks.c cli/tlsexec.c cli/standby.c cli/suspend.c
@@ -69,7 +69,7 @@ TLS_CLI_SRCS := cli/egress.c cli/egress_tls.c cli/egress_cmd.c cli/egress_ctl.c 
              cli/oci_unpack.c cli/oci_digest.c cli/image_oci.c cli/image_build.c cli/mcp.c \
              cli/mcp_api.c cli/mcp_tools.c cli/mcp_http.c cli/mcp_cmd.c cli/jsonrpc.c \
              cli/jsonschema.c cli/tokens.c cli/token.c \
-             cli/dockerfile_build.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c
+             cli/dockerfile_build.c cli/dockerfile_stage.c cli/dockerfile_cache.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c
 LEAN_CLI_SRCS := $(filter-out $(TLS_CLI_SRCS),$(CLI_SRCS)) cli/notls.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
@@ -269,7 +269,8 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
-               test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar
+               test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
+               test_run_restore test_run_opts
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_uffd_SRCS    := vmm/uffd.c vmm/gm.c vmm/log.c tests/uffd/uffd_serve.c guest-init/json.c
 test_tar_SRCS     := guest-init/tar.c
@@ -289,6 +290,8 @@ test_kvmcache_SRCS := vmm/kvmcache.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
 test_standby_SRCS := $(CORE_SRCS)
+test_run_restore_SRCS := cli/run_restore.c cli/util.c $(CORE_SRCS)
+test_run_opts_SRCS := cli/run_opts.c cli/publish.c cli/api_client.c cli/jail.c cli/util.c $(CORE_SRCS)
 test_http_SRCS    := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
@@ -317,7 +320,7 @@ test_rdump_SRCS := cli/rdump.c
 test_oci_hooks_SRCS := cli/oci_hooks.c cli/oci_spec.c cli/util.c vmm/log.c guest-init/json.c
 test_oci_proxy_SRCS := cli/oci_proxy.c cli/oci_state.c cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c \
                        guest-init/json.c guest-init/proto.c
-test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
+test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_stage.c cli/dockerfile_cache.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
 test_dockerfile_LIBS := $(TLS_LIBS)
 test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \
                      cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c guest-init/json.c guest-init/proto.c

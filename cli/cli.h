@@ -61,7 +61,7 @@ extern const struct cli_verb cli_verb_oci;
 /* vmm oci, also run as vmm-oci (argv[0]'s name): argv[0] is the verb. */
 int oci_main(int argc, char **argv);
 
-/* vmm serve: sandbox_main in API mode (run.c). */
+/* vmm serve: the sandbox start in API mode (serve.c, launch.h). */
 int serve_run(int argc, char **argv);
 struct control;
 /* Serves the pre-boot API until an action is pending (0) or a stop

@@ -1,4 +1,7 @@
-/* The Dockerfile builder (dockerfile_build.h). */
+/* The Dockerfile builder (dockerfile_build.h): the stages' graph, the
+ * steps in order and each instruction's executor. A stage's state and the
+ * image config are dockerfile_stage.c's, the step cache
+ * dockerfile_cache.c's, COPY/ADD dockerfile_copy.c's. */
 #define _GNU_SOURCE
 #include "dockerfile_priv.h"
 #include "oci_image.h"
@@ -19,67 +22,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
-int dfb_sv_push(struct strv *s, const char *str)
-{
-	char **p = realloc(s->v, (s->n + 2) * sizeof(*p));
-
-	if (!p)
-		return -ENOMEM;
-	s->v = p;
-	if (!(s->v[s->n] = strdup(str)))
-		return -ENOMEM;
-	s->v[++s->n] = NULL;
-	return 0;
-}
-
-/* NAME=VALUE: replaces the entry of that name or appends. */
-static int sv_setkv(struct strv *s, const char *kv)
-{
-	size_t n = strcspn(kv, "=");
-	unsigned i;
-
-	for (i = 0; i < s->n; i++)
-		if (!strncmp(s->v[i], kv, n) && s->v[i][n] == '=') {
-			char *c = strdup(kv);
-
-			if (!c)
-				return -ENOMEM;
-			free(s->v[i]);
-			s->v[i] = c;
-			return 0;
-		}
-	return dfb_sv_push(s, kv);
-}
-
-void dfb_sv_free(struct strv *s)
-{
-	for (unsigned i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	s->v = NULL;
-	s->n = 0;
-}
-
-static int sv_copy(struct strv *d, const struct strv *s)
-{
-	for (unsigned i = 0; i < s->n; i++)
-		if (dfb_sv_push(d, s->v[i]))
-			return -ENOMEM;
-	return 0;
-}
-
-static int sv_from(struct strv *d, char *const *v, unsigned n)
-{
-	dfb_sv_free(d);
-	for (unsigned i = 0; i < n; i++)
-		if (dfb_sv_push(d, v[i]))
-			return -ENOMEM;
-	return 0;
-}
-
-
-
 int dfb_berr(struct builder *b, const struct df_instr *in, int r, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 int dfb_berr(struct builder *b, const struct df_instr *in, int r, const char *fmt, ...)
@@ -96,30 +38,6 @@ int dfb_berr(struct builder *b, const struct df_instr *in, int r, const char *fm
 		va_end(ap);
 	}
 	return r;
-}
-
-/* ---- hashing: the step keys ------------------------------------------ */
-
-void dfb_h_str(struct oci_hash *h, const char *s)
-{
-	oci_hash_update(h, s ? s : "", (s ? strlen(s) : 0) + 1);
-}
-
-static void key_of(const char *parent, const char *what, const char *extra, char out[72])
-{
-	struct oci_hash h;
-	char d[OCI_DIGEST_MAX];
-
-	if (oci_hash_init(&h)) {
-		snprintf(out, 72, "x");
-		return;
-	}
-	dfb_h_str(&h, "vmm-dockerfile-step-1");
-	dfb_h_str(&h, parent);
-	dfb_h_str(&h, what);
-	dfb_h_str(&h, extra);
-	oci_hash_final(&h, d);
-	snprintf(out, 72, "%s", d + 7);
 }
 
 /* ---- paths ----------------------------------------------------------- */
@@ -185,256 +103,7 @@ void dfb_join_workdir(const char *wd, const char *p, char *out, size_t len)
 	dfb_clean_path(tmp, out, len);
 }
 
-static int run_argv(const char *const *argv)
-{
-	pid_t p = fork();
-	int st;
-
-	if (p < 0)
-		return -errno;
-	if (p == 0) {
-		int nul = open("/dev/null", O_WRONLY);
-
-		if (nul >= 0) {
-			dup2(nul, 1);
-			close(nul);
-		}
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	while (waitpid(p, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
-}
-
-int dfb_rm_tree(const char *dir)
-{
-	const char *rm[] = { "rm", "-rf", "--", dir, NULL };
-
-	return run_argv(rm);
-}
-
-static int copy_tree(const char *from, const char *to)
-{
-	char src[PATH_MAX + 4];
-	const char *cp[] = { "cp", "-a", "--reflink=auto", "--", src, to, NULL };
-
-	snprintf(src, sizeof(src), "%s/.", from);
-	if (mkdir(to, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return run_argv(cp);
-}
-
-/* ---- stages and the cache --------------------------------------------- */
-
-int dfb_stage_by_name(struct builder *b, const char *name, unsigned before)
-{
-	char *end;
-	unsigned long k = strtoul(name, &end, 10);
-
-	if (name[0] && !*end)
-		return k < before ? (int)k : -1;
-	for (unsigned i = 0; i < before; i++)
-		if (!strcasecmp(b->st[i].name, name))
-			return (int)i;
-	return -1;
-}
-
-static void cache_path(struct builder *b, const char *key, char *out, size_t len)
-{
-	snprintf(out, len, "%s/%s", b->o->cache, key);
-}
-
-/* A cache entry for key (its tree in KEY/root): 1 and s->src set if it is
- * there (and may be used). */
-static int cache_hit(struct builder *b, struct stage *s, const char *key, int always)
-{
-	char p[PATH_MAX];
-	struct stat st;
-
-	if (b->o->no_cache && !always)
-		return 0;
-	cache_path(b, key, p, sizeof(p));
-	if (strlen(p) + 6 >= sizeof(s->src) || stat(p, &st) < 0 || !S_ISDIR(st.st_mode))
-		return 0;
-	if (s->work)
-		dfb_rm_tree(s->src);
-	snprintf(s->src, sizeof(s->src), "%s/root", p);
-	s->work = 0;
-	return 1;
-}
-
-/* The stage's tree as a work directory of its own, to change. */
-static int dfb_materialize(struct builder *b, struct stage *s, const struct df_instr *in)
-{
-	char w[PATH_MAX];
-	int r;
-
-	if (s->work)
-		return 0;
-	snprintf(w, sizeof(w), "%s/tmp-%d-%u", b->o->cache, (int)getpid(), b->nwork++);
-	dfb_rm_tree(w);
-	if (mkdir(w, 0700) < 0)
-		return dfb_berr(b, in, -errno, "%s: %s", w, strerror(errno));
-	snprintf(w + strlen(w), sizeof(w) - strlen(w), "/root");
-	if ((r = s->src[0] ? copy_tree(s->src, w) : (mkdir(w, 0755) < 0 ? -errno : 0))) {
-		*strrchr(w, '/') = '\0';
-		dfb_rm_tree(w);
-		return dfb_berr(b, in, r, "copying the tree for this step failed");
-	}
-	snprintf(s->src, sizeof(s->src), "%s", w);
-	s->work = 1;
-	return 0;
-}
-
-/* The work tree becomes the cache entry for key. */
-static int commit(struct builder *b, struct stage *s, const char *key, const struct df_instr *in)
-{
-	char dst[PATH_MAX], w[PATH_MAX];
-
-	cache_path(b, key, dst, sizeof(dst));
-	snprintf(w, sizeof(w), "%s", s->src);
-	*strrchr(w, '/') = '\0';
-	if (rename(w, dst) < 0) {
-		if (errno != EEXIST && errno != ENOTEMPTY)
-			return dfb_berr(b, in, -errno, "recording the step in the cache: %s", strerror(errno));
-		/* another build made it meanwhile (or --no-cache): take ours */
-		dfb_rm_tree(dst);
-		if (rename(w, dst) < 0)
-			return dfb_berr(b, in, -errno, "recording the step in the cache: %s", strerror(errno));
-	}
-	snprintf(s->src, sizeof(s->src), "%.4000s/root", dst);
-	s->work = 0;
-	return 0;
-}
-
-static void stage_free(struct stage *s)
-{
-	dfb_sv_free(&s->env);
-	dfb_sv_free(&s->args);
-	dfb_sv_free(&s->cmd);
-	dfb_sv_free(&s->entry);
-	dfb_sv_free(&s->shell);
-	dfb_sv_free(&s->ports);
-	dfb_sv_free(&s->labels);
-	dfb_sv_free(&s->volumes);
-	dfb_sv_free(&s->health);
-	free(s->workdir);
-	free(s->user);
-	free(s->stopsignal);
-	s->workdir = s->user = s->stopsignal = NULL;
-}
-
-static int set_str(char **p, const char *v)
-{
-	char *c = strdup(v);
-
-	if (!c)
-		return -ENOMEM;
-	free(*p);
-	*p = c;
-	return 0;
-}
-
-/* A base image's config.json into the stage (Env, Cmd, ...). */
-static int stage_from_config(struct stage *s, const char *json)
-{
-	struct oci_defaults *d = calloc(1, sizeof(*d));
-	int r = -ENOMEM;
-	unsigned i;
-
-	if (!d)
-		return -ENOMEM;
-	if (oci_defaults_parse(json, strlen(json), d)) {
-		free(d);
-		return 0; /* no usable defaults: as scratch */
-	}
-	if (sv_from(&s->env, (char *const *)d->env, d->nenv) || sv_from(&s->cmd, (char *const *)d->cmd, d->ncmd) ||
-	    sv_from(&s->entry, (char *const *)d->entrypoint, d->nentry))
-		goto out;
-	s->has_cmd = d->ncmd > 0;
-	s->has_entry = d->nentry > 0;
-	if ((d->workdir && d->workdir[0] && set_str(&s->workdir, d->workdir)) ||
-	    (d->user && d->user[0] && set_str(&s->user, d->user)))
-		goto out;
-	for (i = 0; i < d->nports; i++) {
-		char p[24];
-
-		snprintf(p, sizeof(p), "%u/tcp", d->ports[i]);
-		if (dfb_sv_push(&s->ports, p))
-			goto out;
-	}
-	if (d->mem_mib) {
-		char l[48];
-
-		snprintf(l, sizeof(l), "vmm.mem=%u", d->mem_mib);
-		if (sv_setkv(&s->labels, l))
-			goto out;
-	}
-	if (d->cpus) {
-		char l[48];
-
-		snprintf(l, sizeof(l), "vmm.cpus=%u", d->cpus);
-		if (sv_setkv(&s->labels, l))
-			goto out;
-	}
-	r = 0;
-out:
-	free(d);
-	return r;
-}
-
-/* FROM REF / COPY --from=REF of an image: its tree in the cache. */
-int dfb_base_tree(struct builder *b, const char *ref, const struct df_instr *in, struct stage *into,
-		     char **config)
-{
-	char id[512], key[72], p[PATH_MAX], err[400] = "";
-	int r;
-
-	if (config)
-		*config = NULL;
-	if (!b->ops->resolve || !b->ops->fill)
-		return dfb_berr(b, in, -ENOTSUP, "%s: no image source", ref);
-	if ((r = b->ops->resolve(b->ctx, ref, id, sizeof(id), config, err, sizeof(err))))
-		return dfb_berr(b, in, r, "%s", err[0] ? err : strerror(-r));
-	key_of("", "FROM", id, key);
-	snprintf(into->key, sizeof(into->key), "%s", key);
-	if (cache_hit(b, into, key, 1))
-		return 0;
-	into->src[0] = '\0';
-	if ((r = dfb_materialize(b, into, in)))
-		return r;
-	if ((r = b->ops->fill(b->ctx, id, into->src, err, sizeof(err)))) {
-		snprintf(p, sizeof(p), "%s", into->src);
-		*strrchr(p, '/') = '\0';
-		dfb_rm_tree(p);
-		into->work = 0;
-		return dfb_berr(b, in, r, "%s", err[0] ? err : strerror(-r));
-	}
-	return commit(b, into, key, in);
-}
-
-/* The variables an instruction sees: the stage's ARGs, then its ENV. */
-static int vars_of(struct builder *b, const struct stage *s, struct df_vars *v, const char ***mem)
-{
-	unsigned n = 0;
-	const char **kv;
-
-	(void)b;
-	kv = calloc(s->args.n + s->env.n + 1, sizeof(*kv));
-	if (!kv)
-		return -ENOMEM;
-	for (unsigned i = 0; i < s->args.n; i++)
-		if (strchr(s->args.v[i], '='))
-			kv[n++] = s->args.v[i];
-	for (unsigned i = 0; i < s->env.n; i++)
-		kv[n++] = s->env.v[i];
-	v->kv = kv;
-	v->n = n;
-	*mem = kv;
-	return 0;
-}
+/* ---- the instructions -------------------------------------------------- */
 
 static const char *build_arg(struct builder *b, const char *name)
 {
@@ -478,7 +147,7 @@ static int do_arg(struct builder *b, struct strv *list, const struct df_vars *v,
 			snprintf(kv, sizeof(kv), "%s=%s", w[i], global);
 		else
 			snprintf(kv, sizeof(kv), "%s", w[i]); /* declared, no value */
-		r = sv_setkv(list, kv);
+		r = dfb_sv_setkv(list, kv);
 	}
 	df_words_free(w);
 	return r;
@@ -510,7 +179,7 @@ static int do_pairs(struct builder *b, struct strv *list, const struct df_vars *
 			r = -ENOMEM;
 			if (kv) {
 				snprintf(kv, n, "%s=%s", name, val[0]);
-				r = sv_setkv(list, kv);
+				r = dfb_sv_setkv(list, kv);
 				free(kv);
 			}
 		}
@@ -523,7 +192,7 @@ static int do_pairs(struct builder *b, struct strv *list, const struct df_vars *
 		if (!strchr(w[i], '=') || w[i][0] == '=')
 			r = dfb_berr(b, in, -EINVAL, "'%s' is not NAME=VALUE", w[i]);
 		else
-			r = sv_setkv(list, w[i]);
+			r = dfb_sv_setkv(list, w[i]);
 	}
 	df_words_free(w);
 	return r;
@@ -534,8 +203,8 @@ static int command_of(const struct stage *s, const struct df_instr *in, struct s
 {
 	dfb_sv_free(out);
 	if (in->json)
-		return sv_from(out, in->argv, in->argc);
-	if (sv_copy(out, &s->shell))
+		return dfb_sv_from(out, in->argv, in->argc);
+	if (dfb_sv_copy(out, &s->shell))
 		return -ENOMEM;
 	return dfb_sv_push(out, in->rest);
 }
@@ -553,8 +222,6 @@ static void progress(struct builder *b, const char *fmt, ...)
 	fflush(b->o->progress);
 }
 
-#define DEFAULT_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 static int from_step(struct builder *b, unsigned si, const struct df_instr *in, const struct df_vars *meta)
 {
 	struct stage *s = &b->st[si];
@@ -571,10 +238,10 @@ static int from_step(struct builder *b, unsigned si, const struct df_instr *in, 
 	if ((r = dfb_sv_push(&s->shell, "/bin/sh")) || (r = dfb_sv_push(&s->shell, "-c")))
 		goto out;
 	if (!strcasecmp(w[0], "scratch")) {
-		key_of("", "FROM", "scratch", s->key);
-		if (!cache_hit(b, s, s->key, 1)) {
+		dfb_key_of("", "FROM", "scratch", s->key);
+		if (!dfb_cache_hit(b, s, s->key, 1)) {
 			s->src[0] = '\0';
-			if ((r = dfb_materialize(b, s, in)) || (r = commit(b, s, s->key, in)))
+			if ((r = dfb_materialize(b, s, in)) || (r = dfb_commit(b, s, s->key, in)))
 				goto out;
 		}
 	} else if ((k = dfb_stage_by_name(b, w[0], si)) >= 0) {
@@ -585,11 +252,11 @@ static int from_step(struct builder *b, unsigned si, const struct df_instr *in, 
 			goto out;
 		}
 		dfb_sv_free(&s->shell);
-		if (sv_copy(&s->env, &p->env) || sv_copy(&s->cmd, &p->cmd) || sv_copy(&s->entry, &p->entry) ||
-		    sv_copy(&s->shell, &p->shell) || sv_copy(&s->ports, &p->ports) || sv_copy(&s->labels, &p->labels) ||
-		    sv_copy(&s->volumes, &p->volumes) || sv_copy(&s->health, &p->health) ||
-		    (p->workdir && set_str(&s->workdir, p->workdir)) || (p->user && set_str(&s->user, p->user)) ||
-		    (p->stopsignal && set_str(&s->stopsignal, p->stopsignal))) {
+		if (dfb_sv_copy(&s->env, &p->env) || dfb_sv_copy(&s->cmd, &p->cmd) || dfb_sv_copy(&s->entry, &p->entry) ||
+		    dfb_sv_copy(&s->shell, &p->shell) || dfb_sv_copy(&s->ports, &p->ports) || dfb_sv_copy(&s->labels, &p->labels) ||
+		    dfb_sv_copy(&s->volumes, &p->volumes) || dfb_sv_copy(&s->health, &p->health) ||
+		    (p->workdir && dfb_set_str(&s->workdir, p->workdir)) || (p->user && dfb_set_str(&s->user, p->user)) ||
+		    (p->stopsignal && dfb_set_str(&s->stopsignal, p->stopsignal))) {
 			r = -ENOMEM;
 			goto out;
 		}
@@ -600,7 +267,7 @@ static int from_step(struct builder *b, unsigned si, const struct df_instr *in, 
 	} else {
 		if ((r = dfb_base_tree(b, w[0], in, s, &config)))
 			goto out;
-		if (config && (r = stage_from_config(s, config)))
+		if (config && (r = dfb_stage_from_config(s, config)))
 			goto out;
 		s->has_cmd = s->cmd.n ? 2 : 0; /* from the base: ENTRYPOINT resets it */
 	}
@@ -617,16 +284,16 @@ static int mutate(struct builder *b, struct stage *s, const struct df_instr *in,
 	char key[72];
 	int r;
 
-	key_of(s->key, what, extra, key);
+	dfb_key_of(s->key, what, extra, key);
 	snprintf(s->key, sizeof(s->key), "%s", key);
-	if (cache_hit(b, s, key, 0)) {
+	if (dfb_cache_hit(b, s, key, 0)) {
 		progress(b, "--> cached\n");
 		b->res->cached++;
 		return 0;
 	}
 	if ((r = dfb_materialize(b, s, in)) || (r = fn(b, s, in, arg)))
 		return r;
-	return commit(b, s, key, in);
+	return dfb_commit(b, s, key, in);
 }
 
 static int mkdir_fn(struct builder *b, struct stage *s, const struct df_instr *in, void *arg)
@@ -691,9 +358,9 @@ static int run_step(struct builder *b, struct stage *s, const struct df_instr *i
 	if ((r = command_of(s, in, &argv)))
 		goto out;
 	for (unsigned i = 0; i < v->n && !r; i++)
-		r = sv_setkv(&env, v->kv[i]);
+		r = dfb_sv_setkv(&env, v->kv[i]);
 	if (!r && !df_var(v, "PATH"))
-		r = sv_setkv(&env, DEFAULT_PATH);
+		r = dfb_sv_setkv(&env, DEFAULT_PATH);
 	if (r)
 		goto out;
 	if (!(m = open_memstream(&extra, &len))) {
@@ -889,7 +556,7 @@ static int instr(struct builder *b, unsigned si, const struct df_instr *in)
 	char *word = NULL, *desc;
 	int r;
 
-	if ((r = vars_of(b, s, &v, &mem)))
+	if ((r = dfb_vars_of(b, s, &v, &mem)))
 		return r;
 	desc = df_describe(in);
 	progress(b, "STEP %u/%u: %s\n", b->step, b->nsteps, desc ? desc : df_op_name(in->op));
@@ -910,7 +577,7 @@ static int instr(struct builder *b, unsigned si, const struct df_instr *in)
 		if ((r = one_word(b, in, &v, &word)))
 			break;
 		dfb_join_workdir(s->workdir, word, path, sizeof(path));
-		if ((r = set_str(&s->workdir, path)))
+		if ((r = dfb_set_str(&s->workdir, path)))
 			break;
 		if (workdir_missing(s))
 			r = mutate(b, s, in, "WORKDIR", path, mkdir_fn, NULL);
@@ -918,11 +585,11 @@ static int instr(struct builder *b, unsigned si, const struct df_instr *in)
 	}
 	case DF_USER:
 		if (!(r = one_word(b, in, &v, &word)))
-			r = set_str(&s->user, word);
+			r = dfb_set_str(&s->user, word);
 		break;
 	case DF_STOPSIGNAL:
 		if (!(r = one_word(b, in, &v, &word)))
-			r = set_str(&s->stopsignal, word);
+			r = dfb_set_str(&s->stopsignal, word);
 		break;
 	case DF_CMD:
 		r = command_of(s, in, &s->cmd);
@@ -937,7 +604,7 @@ static int instr(struct builder *b, unsigned si, const struct df_instr *in)
 		s->has_entry = 1;
 		break;
 	case DF_SHELL:
-		r = sv_from(&s->shell, in->argv, in->argc);
+		r = dfb_sv_from(&s->shell, in->argv, in->argc);
 		break;
 	case DF_EXPOSE:
 		r = expose(b, s, in, &v);
@@ -982,89 +649,6 @@ static int instr(struct builder *b, unsigned si, const struct df_instr *in)
 	free(word);
 	free(mem);
 	return r;
-}
-
-static void jw_list(struct json_writer *w, const char *key, const struct strv *s)
-{
-	jw_key(w, key);
-	jw_arr(w);
-	for (unsigned i = 0; i < s->n; i++)
-		jw_str(w, s->v[i]);
-	jw_arr_end(w);
-}
-
-static int config_json(struct stage *s, char **out)
-{
-	size_t cap = 65536;
-	struct json_writer w;
-	char *buf;
-	int has_path = 0;
-
-	for (unsigned i = 0; i < s->env.n; i++)
-		has_path |= !strncmp(s->env.v[i], "PATH=", 5);
-	if (!has_path && dfb_sv_push(&s->env, DEFAULT_PATH))
-		return -ENOMEM;
-	for (;; cap *= 4) {
-		if (!(buf = malloc(cap)))
-			return -ENOMEM;
-		jw_init(&w, buf, cap);
-		jw_obj(&w);
-		jw_list(&w, "Env", &s->env);
-		jw_list(&w, "Entrypoint", &s->entry);
-		jw_list(&w, "Cmd", &s->cmd);
-		jw_key(&w, "WorkingDir");
-		jw_str(&w, s->workdir ? s->workdir : "");
-		jw_key(&w, "User");
-		jw_str(&w, s->user ? s->user : "");
-		jw_key(&w, "ExposedPorts");
-		jw_obj(&w);
-		for (unsigned i = 0; i < s->ports.n; i++) {
-			jw_key(&w, s->ports.v[i]);
-			jw_obj(&w);
-			jw_obj_end(&w);
-		}
-		jw_obj_end(&w);
-		jw_key(&w, "Labels");
-		jw_obj(&w);
-		for (unsigned i = 0; i < s->labels.n; i++) {
-			const char *eq = strchr(s->labels.v[i], '=');
-			char *k = strndup(s->labels.v[i], (size_t)(eq - s->labels.v[i]));
-
-			if (!k) {
-				free(buf);
-				return -ENOMEM;
-			}
-			jw_key(&w, k);
-			jw_str(&w, eq + 1);
-			free(k);
-		}
-		jw_obj_end(&w);
-		jw_key(&w, "Volumes");
-		jw_obj(&w);
-		for (unsigned i = 0; i < s->volumes.n; i++) {
-			jw_key(&w, s->volumes.v[i]);
-			jw_obj(&w);
-			jw_obj_end(&w);
-		}
-		jw_obj_end(&w);
-		jw_key(&w, "StopSignal");
-		jw_str(&w, s->stopsignal ? s->stopsignal : "");
-		jw_list(&w, "Shell", &s->shell);
-		if (s->health.n) {
-			jw_key(&w, "Healthcheck");
-			jw_obj(&w);
-			jw_list(&w, "Test", &s->health);
-			jw_obj_end(&w);
-		}
-		jw_obj_end(&w);
-		if (jw_done(&w)) {
-			*out = buf;
-			return 0;
-		}
-		free(buf);
-		if (cap > (64u << 20))
-			return -E2BIG;
-	}
 }
 
 /* Which stages the target needs (FROM a stage, COPY --from a stage). */
@@ -1194,7 +778,7 @@ int dfb_build(const struct dockerfile *df, const struct dfb_options *o, const st
 	res->steps = b.step;
 	snprintf(res->tree, sizeof(res->tree), "%s", b.st[t].src);
 	snprintf(res->key, sizeof(res->key), "%s", b.st[t].key);
-	r = config_json(&b.st[t], &res->config);
+	r = dfb_config_json(&b.st[t], &res->config);
 out:
 	for (k = 0; k < b.nst; k++) {
 		if (b.st[k].work) {
@@ -1204,7 +788,7 @@ out:
 			*strrchr(w, '/') = '\0';
 			dfb_rm_tree(w);
 		}
-		stage_free(&b.st[k]);
+		dfb_stage_free(&b.st[k]);
 	}
 	free(b.st);
 	free(b.stage_of);

@@ -4,6 +4,7 @@
  * PUT /snapshot/load, or at once from --config-file. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "launch.h"
 #include "../vmm/control.h"
 #include "../vmm/fcapi.h"
 #include "../vmm/log.h"
@@ -86,6 +87,11 @@ int serve_preboot(struct control *c)
 out:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return r;
+}
+
+int serve_run(int argc, char **argv)
+{
+	return launch_sandbox(argc, argv, 0, 0, 1);
 }
 
 const struct cli_verb cli_verb_serve = {

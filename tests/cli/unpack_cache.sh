@@ -53,24 +53,24 @@ layout(tmp + "/A", [l1, l2])
 layout(tmp + "/B", [l1, l3])
 PY
 has() { debugfs -R "stat $2" "$VMM_IMAGE_DIR/$1/rootfs.ext4" 2> /dev/null | grep -q '^Inode:'; }
-"$vmm" image import --dir "$tmp/A" --name a > /dev/null 2> one
-if ! grep -q 'unpack cache' one && has a/1 /base/a && has a/1 /two; then ok "the first import unpacks both layers"
-else cp one "$tmp/err"; bad "first import"; fi
-"$vmm" image import --dir "$tmp/A" --name a > /dev/null 2> two
-if grep -q 'layers 1-2/2 from the unpack cache' two && ! grep -q 'layer 1/2' two && has a/2 /base/a && has a/2 /two &&
+"$vmm" image import --dir "$tmp/A" --name a > /dev/null 2> "$tmp/one"
+if ! grep -q 'unpack cache' "$tmp/one" && has a/1 /base/a && has a/1 /two; then ok "the first import unpacks both layers"
+else cp "$tmp/one" "$tmp/err"; bad "first import"; fi
+"$vmm" image import --dir "$tmp/A" --name a > /dev/null 2> "$tmp/two"
+if grep -q 'layers 1-2/2 from the unpack cache' "$tmp/two" && ! grep -q 'layer 1/2' "$tmp/two" && has a/2 /base/a && has a/2 /two &&
 	debugfs -R "stat /base/a" "$VMM_IMAGE_DIR/a/2/rootfs.ext4" 2> /dev/null | grep -q 'Mode:  04755' &&
 	debugfs -R "stat /base/a" "$VMM_IMAGE_DIR/a/2/rootfs.ext4" 2> /dev/null | grep -q 'User:     7   Group:     8'; then
 	ok "the same image again: no layer unpacked, owners and the set-uid bit kept"
-else cp two "$tmp/err"; bad "second import"; fi
-"$vmm" image import --dir "$tmp/A" --name a > /dev/null 2> two
-"$vmm" image import --dir "$tmp/B" --name b > /dev/null 2> three
-if grep -q 'layers 1-1/2 from the unpack cache' three && grep -q 'layer 2/2' three && ! has b/1 /base/a &&
+else cp "$tmp/two" "$tmp/err"; bad "second import"; fi
+"$vmm" image import --dir "$tmp/A" --name a > /dev/null 2> "$tmp/two"
+"$vmm" image import --dir "$tmp/B" --name b > /dev/null 2> "$tmp/three"
+if grep -q 'layers 1-1/2 from the unpack cache' "$tmp/three" && grep -q 'layer 2/2' "$tmp/three" && ! has b/1 /base/a &&
 	has b/1 /base/b && has b/1 /three && ! has b/1 /two; then
 	ok "a second image sharing layer 1 starts from it; its whiteout removes base/a from it only"
-else cp three "$tmp/err"; bad "shared first layer"; fi
-"$vmm" image import --dir "$tmp/A" --name a > /dev/null 2> four
-if grep -q 'layers 1-2/2' four && has a/4 /base/a && [ "$(stat -c %a "$VMM_CACHE/unpack")" = 700 ]; then
+else cp "$tmp/three" "$tmp/err"; bad "shared first layer"; fi
+"$vmm" image import --dir "$tmp/A" --name a > /dev/null 2> "$tmp/four"
+if grep -q 'layers 1-2/2' "$tmp/four" && has a/4 /base/a && [ "$(stat -c %a "$VMM_CACHE/unpack")" = 700 ]; then
 	ok "the cached trees are untouched by the other image's whiteout; the cache is 0700"
-else cp four "$tmp/err"; bad "cache after the whiteout"; fi
+else cp "$tmp/four" "$tmp/err"; bad "cache after the whiteout"; fi
 echo "unpack-cache: $pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

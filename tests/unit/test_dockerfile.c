@@ -1,5 +1,6 @@
 /* Dockerfile parsing and word expansion (cli/dockerfile.c), and the
- * builder's plan and cache (cli/dockerfile_build.c) with a fake executor. */
+ * builder's plan and cache (cli/dockerfile_build.c, dockerfile_stage.c,
+ * dockerfile_cache.c) with a fake executor. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,8 @@
 
 #include "cli/dockerfile.h"
 #include "cli/dockerfile_build.h"
+#include "cli/dockerfile_priv.h"
+#include "cli/oci_image.h"
 
 static struct dockerfile parse_ok(const char *text)
 {
@@ -553,6 +556,66 @@ static void test_ignore(void **state)
 	assert_false(dfb_ignored(p, 5, "main.c"));
 }
 
+/* A stage's state from a base image's config and back into the image's
+ * config.json (dockerfile_stage.c): what FROM takes is what the image
+ * built on it says, a PATH added only when ENV has none. */
+static void test_stage_config(void **state)
+{
+	static const char base[] =
+		"{\"Env\":[\"A=1\",\"PATH=/opt/bin\"],\"Cmd\":[\"sh\",\"-c\",\"echo hi\"],"
+		"\"Entrypoint\":[\"/init\"],\"WorkingDir\":\"/srv\",\"User\":\"app\","
+		"\"ExposedPorts\":{\"8080/tcp\":{}},\"Labels\":{\"vmm.mem\":\"512\",\"vmm.cpus\":\"2\"}}";
+	struct stage s;
+	struct oci_defaults *d = calloc(1, sizeof(*d));
+	char *json = NULL;
+
+	(void)state;
+	assert_non_null(d);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(dfb_stage_from_config(&s, base), 0);
+	assert_int_equal(s.env.n, 2);
+	assert_int_equal(s.has_cmd, 1);
+	assert_int_equal(s.has_entry, 1);
+	assert_string_equal(s.workdir, "/srv");
+	assert_string_equal(s.user, "app");
+	assert_int_equal(s.ports.n, 1);
+	assert_string_equal(s.ports.v[0], "8080/tcp");
+	/* ENV replaces by name */
+	assert_int_equal(dfb_sv_setkv(&s.env, "A=2"), 0);
+	assert_int_equal(s.env.n, 2);
+	assert_string_equal(s.env.v[0], "A=2");
+	assert_int_equal(dfb_config_json(&s, &json), 0);
+	assert_int_equal(oci_defaults_parse(json, strlen(json), d), 0);
+	assert_int_equal(d->nenv, 2); /* PATH was there: none added */
+	assert_string_equal(d->env[0], "A=2");
+	assert_string_equal(d->env[1], "PATH=/opt/bin");
+	assert_int_equal(d->ncmd, 3);
+	assert_string_equal(d->cmd[2], "echo hi");
+	assert_int_equal(d->nentry, 1);
+	assert_string_equal(d->entrypoint[0], "/init");
+	assert_string_equal(d->workdir, "/srv");
+	assert_string_equal(d->user, "app");
+	assert_int_equal(d->nports, 1);
+	assert_int_equal(d->ports[0], 8080);
+	assert_int_equal(d->mem_mib, 512);
+	assert_int_equal(d->cpus, 2);
+	free(json);
+	dfb_stage_free(&s);
+
+	/* scratch-like: no usable config, then the image gets a PATH */
+	memset(&s, 0, sizeof(s));
+	memset(d, 0, sizeof(*d));
+	assert_int_equal(dfb_stage_from_config(&s, "not json"), 0);
+	assert_int_equal(s.env.n, 0);
+	assert_int_equal(dfb_config_json(&s, &json), 0);
+	assert_int_equal(oci_defaults_parse(json, strlen(json), d), 0);
+	assert_int_equal(d->nenv, 1);
+	assert_string_equal(d->env[0], DEFAULT_PATH);
+	free(json);
+	dfb_stage_free(&s);
+	free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -561,6 +624,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_expand),
 		cmocka_unit_test(test_ignore),
+		cmocka_unit_test(test_stage_config),
 		cmocka_unit_test_setup_teardown(test_build_cache, setup_dir, teardown_dir),
 		cmocka_unit_test_setup_teardown(test_build_stages, setup_dir, teardown_dir),
 		cmocka_unit_test_setup_teardown(test_build_errors, setup_dir, teardown_dir),

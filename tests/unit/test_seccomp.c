@@ -176,7 +176,7 @@ static void child(enum sc_class c, enum action what)
 		open(marker, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 		break;
 	case DO_MARKER:
-		/* the helper's `synced` marker, as start_helper creates it */
+		/* the helper's `synced` marker, as helper_start creates it */
 		fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 		if (fd < 0)
 			_exit(3);
