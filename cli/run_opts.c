@@ -438,7 +438,12 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 				return run_bad_usage("--token: 1 to 127 of A-Z a-z 0-9 _ . -%s", "");
 			break;
 		case OPT_READY:
-			o->ready_s = strtoul(optarg, NULL, 10);
+			/* "abc" was 0: a wait that gave up at once. */
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || v == 0 || v > 86400)
+				return run_bad_usage("--ready-timeout '%s': seconds, from 1 to 86400", optarg);
+			o->ready_s = v;
 			break;
 		case OPT_NO_API:
 			o->fc.no_api = 1;

@@ -204,6 +204,11 @@ static void run_refusals(void **state)
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--limit-cpu", "lots")), CLI_EXIT_USAGE);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--limit-mem", "8")), CLI_EXIT_USAGE);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--no-such-option")), CLI_EXIT_USAGE);
+	/* --ready-timeout: "abc" once became 0 s, a wait that gave up at once */
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--ready-timeout", "abc")), CLI_EXIT_USAGE);
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--ready-timeout", "0")), CLI_EXIT_USAGE);
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--ready-timeout", "90")), 0);
+	assert_int_equal(f->o.ready_s, 90);
 	/* vmm serve's own options */
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--api-sock", "/tmp/s")), CLI_EXIT_USAGE);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--level", "Info")), CLI_EXIT_USAGE);
