@@ -107,7 +107,12 @@ int fuse_op_create(struct req *q)
 
 		if (pf < 0)
 			return -errno;
-		if (fstat(pf, &st) < 0 || !S_ISREG(st.st_mode)) {
+		if (fstat(pf, &st) < 0) {
+			r = -errno;
+			close(pf);
+			return r;
+		}
+		if (!S_ISREG(st.st_mode)) {
 			r = S_ISDIR(st.st_mode) ? -EISDIR : S_ISLNK(st.st_mode) ? -ELOOP : -EACCES;
 			close(pf);
 			return r;
