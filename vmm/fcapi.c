@@ -20,9 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#ifndef VMM_VERSION
-#define VMM_VERSION "0.0.0-dev"
-#endif
 
 #define JSON_ARENA_SIZE (1u << 17)
 
