@@ -384,7 +384,7 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 			errno = 0;
 			v = strtoul(optarg, &end, 10);
 			if (errno || *end || end == optarg || v == 0 || v > 0x7fffffff)
-				return run_bad_usage("'%s': a positive number", optarg);
+				return run_bad_usage("%s: a positive number", opt_text(argv, optind));
 			if (opt == OPT_JAIL_UID) {
 				o->jail.uid = (uid_t)v;
 				o->jail.uid_given = 1;
