@@ -51,6 +51,15 @@ static int gm_check_regions(const struct gm_region *regions, unsigned nr, uint64
 	return 0;
 }
 
+/* Every constructor's start: an empty gm (no descriptor), the layout
+ * checked and its size in *total. */
+static int gm_begin(struct gm *gm, const struct gm_region *regions, unsigned nr, uint64_t *total)
+{
+	memset(gm, 0, sizeof(*gm));
+	gm->fd = -1;
+	return gm_check_regions(regions, nr, total);
+}
+
 static void gm_assign(struct gm *gm, const struct gm_region *regions, unsigned nr)
 {
 	uint64_t off = 0;
@@ -71,10 +80,7 @@ int gm_create(struct gm *gm, const struct gm_region *regions, unsigned nr)
 	uint64_t total;
 	int e;
 
-	memset(gm, 0, sizeof(*gm));
-	gm->fd = -1;
-	e = gm_check_regions(regions, nr, &total);
-	if (e)
+	if ((e = gm_begin(gm, regions, nr, &total)))
 		return e;
 	gm->fd = memfd_create("vmm-guest-ram", MFD_CLOEXEC);
 	if (gm->fd < 0)
@@ -117,10 +123,7 @@ int gm_open_file(struct gm *gm, const char *path, const struct gm_region *region
 	uint64_t total;
 	int e;
 
-	memset(gm, 0, sizeof(*gm));
-	gm->fd = -1;
-	e = gm_check_regions(regions, nr, &total);
-	if (e)
+	if ((e = gm_begin(gm, regions, nr, &total)))
 		return e;
 	/* A snapshot's memory file is always a regular file vmm wrote: a
 	 * symbolic link in its place (a tampered snapshot) would hand the
@@ -161,10 +164,7 @@ int gm_create_anon(struct gm *gm, const struct gm_region *regions, unsigned nr)
 	uint64_t total;
 	int e;
 
-	memset(gm, 0, sizeof(*gm));
-	gm->fd = -1;
-	e = gm_check_regions(regions, nr, &total);
-	if (e)
+	if ((e = gm_begin(gm, regions, nr, &total)))
 		return e;
 	/* Nothing populated: every first touch is a missing-page fault, for
 	 * whoever registered the range (vmm/uffd.h). */
