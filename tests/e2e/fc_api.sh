@@ -2,7 +2,9 @@
 # stop_sandbox, $vmm): the Firecracker-compatible API on a Linux guest,
 # without a boot: `vmm --api-sock` loads the gold snapshot with PUT
 # /snapshot/load and the guest answers; pause, snapshot and resume over
-# HTTP, a second VMM loads that snapshot, bad input leaves it running.
+# HTTP, a second VMM loads that snapshot, bad input leaves it running;
+# then two VMs booted through it carry the balloon and entropy devices
+# (tests/e2e/fc_devices.sh).
 export VMM_STATE_DIR=$tmp/fcstate
 
 # fc SOCK METHOD PATH [BODY]: prints the body, then the status on its own line.
@@ -56,5 +58,7 @@ if [ "$(fc "$tmp/fcb.sock" PUT /actions '{"action_type": "SendCtrlAltDel"}' | ta
 else bad "fc-api: SendCtrlAltDel refused"; fi
 stop_sandbox fca
 stop_sandbox fcb
+# The balloon and entropy devices, on VMs booted through this API.
+. "$(dirname "${BASH_SOURCE[0]}")/fc_devices.sh"
 # shellcheck disable=SC2086
 wait $fc_pids
