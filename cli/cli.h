@@ -103,6 +103,13 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st);
 int cli_reply_ok(const char *verb, const char *reply);
 /* mkdir -p PATH (each missing level with `mode`). 0 or -errno. */
 int cli_mkdir_p(const char *path, unsigned mode);
+/* Runs ARGV (PATH searched) and waits: its exit status, 128+N if signal
+ * N ended it, 127 if it could not run, or -errno if it could not start.
+ * QUIET: 0 leaves its output alone, 1 sends stdout to /dev/null, 2 stdout
+ * and stderr. */
+int cli_run_tool(const char *const *argv, int quiet);
+/* The same as 0 (it exited 0), -EIO (it failed) or -errno. */
+int cli_run_tool_ok(const char *const *argv, int quiet);
 /* buf = the cache folder ($VMM_CACHE, else $XDG_CACHE_HOME/vmm, else
  * ~/.cache/vmm; made if missing) + "/" + name. 0 or -errno. */
 int cli_cache_file(const char *name, char *buf, size_t len);

@@ -3,6 +3,7 @@
  * under CACHE/KEY/root, a work copy of a stage's tree for a step to change
  * and its commit as the step's entry, and a base image's tree. */
 #define _GNU_SOURCE
+#include "cli.h"
 #include "dockerfile_priv.h"
 #include "oci_image.h"
 
@@ -37,34 +38,11 @@ void dfb_key_of(const char *parent, const char *what, const char *extra, char ou
 	snprintf(out, 72, "%s", d + 7);
 }
 
-static int run_argv(const char *const *argv)
-{
-	pid_t p = fork();
-	int st;
-
-	if (p < 0)
-		return -errno;
-	if (p == 0) {
-		int nul = open("/dev/null", O_WRONLY);
-
-		if (nul >= 0) {
-			dup2(nul, 1);
-			close(nul);
-		}
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	while (waitpid(p, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
-}
-
 int dfb_rm_tree(const char *dir)
 {
 	const char *rm[] = { "rm", "-rf", "--", dir, NULL };
 
-	return run_argv(rm);
+	return cli_run_tool_ok(rm, 1);
 }
 
 static int copy_tree(const char *from, const char *to)
@@ -75,7 +53,7 @@ static int copy_tree(const char *from, const char *to)
 	snprintf(src, sizeof(src), "%s/.", from);
 	if (mkdir(to, 0755) < 0 && errno != EEXIST)
 		return -errno;
-	return run_argv(cp);
+	return cli_run_tool_ok(cp, 1);
 }
 
 static void cache_path(struct builder *b, const char *key, char *out, size_t len)

@@ -31,34 +31,6 @@ struct real {
 	int quiet;
 };
 
-static int run_tool(const char *const *argv, int quiet_out)
-{
-	pid_t p = fork();
-	int st;
-
-	if (p < 0)
-		return -errno;
-	if (p == 0) {
-		if (quiet_out) {
-			int nul = open("/dev/null", O_WRONLY);
-
-			if (nul >= 0) {
-				dup2(nul, 1);
-				dup2(nul, 2);
-				close(nul);
-			}
-		}
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	while (waitpid(p, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (WIFEXITED(st))
-		return WEXITSTATUS(st);
-	return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
 /* A vmm image version by its reference, quietly (NULL: not one). */
 static int find_image(const char *ref, struct image_info *im)
 {
@@ -103,7 +75,7 @@ static int real_resolve(void *ctx, const char *ref, char *id, size_t idlen, char
 			int r;
 
 			fprintf(stderr, "pulling %s as vmm image %s\n", ref, name);
-			if ((r = run_tool(pull, 0)) || find_image(name, &im)) {
+			if ((r = cli_run_tool(pull, 0)) || find_image(name, &im)) {
 				snprintf(err, errlen, "%s: not a vmm image, and vmm image pull failed (status %d)", ref, r);
 				return -ENOENT;
 			}
@@ -203,7 +175,7 @@ static int real_run(void *ctx, const char *dir, const struct dfb_run *run, char 
 	{
 		const char *mkfs[] = { "mkfs.ext4", "-q", "-F", "-E", "root_owner=0:0", "-d", dir, disk, NULL };
 
-		if ((r = run_tool(mkfs, 1))) {
+		if ((r = cli_run_tool(mkfs, 2))) {
 			snprintf(err, errlen, "mkfs.ext4 of the step's tree failed (%d)", r);
 			r = -EIO;
 			goto out;
@@ -243,7 +215,7 @@ static int real_run(void *ctx, const char *dir, const struct dfb_run *run, char 
 		argv[k++] = run->argv[a];
 	argv[k] = NULL;
 	fflush(stderr);
-	if ((st = run_tool(argv, 0))) {
+	if ((st = cli_run_tool(argv, 0))) {
 		snprintf(err, errlen, "the command exited with status %d", st);
 		r = -EIO;
 		goto out;
@@ -254,7 +226,7 @@ static int real_run(void *ctx, const char *dir, const struct dfb_run *run, char 
 		const char *rm[] = { "rm", "-rf", "--", rmcmd, NULL };
 
 		snprintf(rmcmd, sizeof(rmcmd), "%s", newdir);
-		run_tool(rm, 1);
+		cli_run_tool(rm, 2);
 		if (mkdir(newdir, 0755) < 0) {
 			snprintf(err, errlen, "%s: %s", newdir, strerror(errno));
 			r = -errno;
@@ -277,7 +249,7 @@ static int real_run(void *ctx, const char *dir, const struct dfb_run *run, char 
 		snprintf(rmcmd, sizeof(rmcmd), "%s", dir);
 		close(rootfd);
 		rootfd = -1;
-		if (run_tool(rm, 1) || rename(newdir, dir) < 0) {
+		if (cli_run_tool(rm, 2) || rename(newdir, dir) < 0) {
 			snprintf(err, errlen, "replacing the step's tree failed");
 			r = -EIO;
 			goto out;
@@ -467,7 +439,7 @@ int image_dockerfile_main(int argc, char **argv)
 		free(d);
 		image_job_step(j, "copying the built tree");
 		snprintf(from, sizeof(from), "%s/.", res.tree);
-		if (run_tool(cp, 0))
+		if (cli_run_tool(cp, 0))
 			msg = "copying the built tree failed";
 		else if (write_text(image_job_info(j)->dir, "config.json", res.config))
 			msg = "writing config.json failed";

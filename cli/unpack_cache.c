@@ -1,6 +1,7 @@
 /* The unpack cache (unpack_cache.h). */
 #define _GNU_SOURCE
 #include "unpack_cache.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,30 +45,13 @@ int unpack_cache_dir(char *buf, size_t len)
 	return 0;
 }
 
-static int run(const char *const *argv)
-{
-	pid_t p = fork();
-	int st;
-
-	if (p < 0)
-		return -errno;
-	if (p == 0) {
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	while (waitpid(p, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
-}
-
 static int copy_into(const char *from, const char *to)
 {
 	char src[PATH_MAX + 4];
 	const char *cp[] = { "cp", "-a", "--reflink=auto", "--", src, to, NULL };
 
 	snprintf(src, sizeof(src), "%s/.", from);
-	return run(cp);
+	return cli_run_tool_ok(cp, 0);
 }
 
 int unpack_cache_restore(const char *cache, char (*chain)[OCI_DIGEST_MAX], unsigned n, const char *stage)
@@ -97,15 +81,15 @@ int unpack_cache_store(const char *cache, const char *chain, const char *stage)
 		return 0;
 	snprintf(tmp, sizeof(tmp), "%s/tmp-%d", cache, (int)getpid());
 	snprintf(root, sizeof(root), "%s/root", tmp);
-	run(rm);
+	(void)cli_run_tool(rm, 0);
 	if (mkdir(tmp, 0700) < 0 || mkdir(root, 0755) < 0) {
 		r = -errno;
-		run(rm);
+		(void)cli_run_tool(rm, 0);
 		return r;
 	}
 	if ((r = copy_into(stage, root)) || rename(tmp, dst) < 0) {
 		r = r ? r : (errno == EEXIST || errno == ENOTEMPTY ? 0 : -errno);
-		run(rm);
+		(void)cli_run_tool(rm, 0);
 		return r;
 	}
 	return 0;

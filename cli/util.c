@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int cli_parse_duration(const char *s, long long *secs)
@@ -420,4 +421,40 @@ int cli_cache_file(const char *name, char *buf, size_t len)
 		return r;
 	snprintf(buf + n, len - (size_t)n, "/%s", name);
 	return 0;
+}
+
+int cli_run_tool(const char *const *argv, int quiet)
+{
+	pid_t p = fork();
+	int st;
+
+	if (p < 0)
+		return -errno;
+	if (p == 0) {
+		if (quiet) {
+			int nul = open("/dev/null", O_WRONLY);
+
+			if (nul >= 0) {
+				dup2(nul, STDOUT_FILENO);
+				if (quiet > 1)
+					dup2(nul, STDERR_FILENO);
+				close(nul);
+			}
+		}
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	while (waitpid(p, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int cli_run_tool_ok(const char *const *argv, int quiet)
+{
+	int r = cli_run_tool(argv, quiet);
+
+	return r < 0 ? r : r ? -EIO : 0;
 }
