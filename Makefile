@@ -473,9 +473,7 @@ ifneq ($(call kvmrun,unit),)
 		$(patsubst %,$(BUILD)/asan/tests/%,$(KVM_UNIT_TESTS))
 endif
 	$(call kvm_where,ASan test guests and Firecracker API,guests)
-	$(Q)ASAN_OPTIONS=detect_leaks=1 $(call kvmrun,guests) sh -c '\
-		tests/guests/run.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests; g=$$?; \
-		tests/api/fc_api.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests && exit $$g'
+	$(Q)ASAN_OPTIONS=detect_leaks=1 $(call kvmrun,guests) tests/guests/asan_both.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
 
 
 FUZZ_SECONDS ?= 60
