@@ -465,7 +465,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory asan
 	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(or $(TEST_FUZZ_SECONDS),20)
 
-asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm guests
+asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm $(BUILD)/tools/uffd_handler guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)
 ifneq ($(call kvmrun,unit),)
 	$(call kvm_where,ASan unit tests that boot VMs,unit)
@@ -473,7 +473,7 @@ ifneq ($(call kvmrun,unit),)
 		$(patsubst %,$(BUILD)/asan/tests/%,$(KVM_UNIT_TESTS))
 endif
 	$(call kvm_where,ASan test guests and Firecracker API,guests)
-	$(Q)ASAN_OPTIONS=detect_leaks=1 $(call kvmrun,guests) tests/guests/asan_both.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests
+	$(Q)ASAN_OPTIONS=detect_leaks=1 $(call kvmrun,guests) tests/guests/asan_both.sh $(BUILD)/asan/bin/vmm $(BUILD)/guests $(BUILD)/tools/uffd_handler
 
 
 FUZZ_SECONDS ?= 60
