@@ -122,12 +122,26 @@ if run usage 2 run --cpus 0 && run usage 2 run --mem lots && run usage 2 run --c
 	run usage 2 run --cpu-template T9 && run usage 2 frobnicate; then
 	ok "bad arguments: usage status 2"
 else bad "bad arguments"; fi
-if run toomany 1 run --kernel "$dir/hello.elf" --cpus 64 && grep -q "allows at most" "$tmp/err"; then
-	ok "more vCPUs than KVM allows: clear error"
+# More vCPUs than KVM allows (KVM_CHECK_EXTENSION KVM_CAP_MAX_VCPUS, read
+# here with Python's ioctl). Where KVM allows vmm's own 64 or more (the
+# nested-KVM harness's allows 1024) no --cpus value reaches its limit, and
+# a 64-vCPU VM is not booted instead: on the harness's 2 emulated CPUs its
+# teardown locked up the harness's kernel (kvm-nx-lpage-recovery and a
+# kworker stuck for minutes, 2026-12-02).
+kvm_max=$(python3 -c 'import fcntl, os; print(fcntl.ioctl(os.open("/dev/kvm", os.O_RDWR), 0xAE03, 66))' 2> /dev/null)
+if [ -z "$kvm_max" ]; then
+	bad "KVM_CAP_MAX_VCPUS: cannot read it from /dev/kvm"
+elif [ "$kvm_max" -lt 64 ]; then
+	if run toomany 1 run --kernel "$dir/hello.elf" --cpus $((kvm_max + 1)) &&
+		grep -q "this host's KVM allows at most $kvm_max vCPUs" "$tmp/err"; then
+		ok "more vCPUs than KVM allows ($((kvm_max + 1)) > $kvm_max): clear error, status 1"
+	else bad "more vCPUs than KVM allows"; fi
 else
-	# Hosts whose KVM allows 64 vCPUs boot it instead.
-	if grep -q "hello from" "$tmp/out"; then ok "64 vCPUs boot"; else bad "--cpus 64"; fi
+	skipped "more vCPUs than KVM allows: this host's KVM allows $kvm_max, above vmm's own limit of 64"
 fi
+if run cpus65 2 run --kernel "$dir/hello.elf" --cpus 65 && grep -q "a number from 1 to 64" "$tmp/err"; then
+	ok "--cpus 65: above vmm's limit, usage status 2"
+else bad "--cpus 65"; fi
 long=$(head -c 3000 /dev/zero | tr '\0' a)
 if run longcmd 1 run --kernel "$dir/hello.elf" --cmdline "$long" && grep -q "command line" "$tmp/err"; then
 	ok "over-long command line: clear error, status 1"

@@ -9,8 +9,10 @@
 #   tests/vmhost/run.sh --prepare   fetch the kernel, build the initramfs
 # Exit status: the command's, or 125 if the VM itself failed.
 # Environment: VMHOST_MEM (MiB, 4096), VMHOST_CPUS (2), VMHOST_TIMEOUT
-# (seconds, 3600), VMHOST_CACHE (~/.cache/vmm/vmhost), VMHOST_VERBOSE=1
-# (the VM's kernel log on stderr).
+# (seconds, 3600), VMHOST_BOOT_TIMEOUT (300) and VMHOST_FREEZE_TIMEOUT
+# (180): a VM that does not reach the command or stops its heartbeat,
+# started again VMHOST_RETRIES times (1), VMHOST_CACHE
+# (~/.cache/vmm/vmhost), VMHOST_VERBOSE=1 (the VM's kernel log on stderr).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${VMHOST_CACHE:-$HOME/.cache/vmm/vmhost}
@@ -166,7 +168,7 @@ for d in "${rw[@]}"; do
 	i=$((i + 1))
 done
 rwlist=$(IFS=,; echo "${rw[*]}")
-append="console=ttyS0 panic=-1 quiet vmhost.ctl=$ctl vmhost.modules=$kdir/root/lib/modules"
+append="console=ttyS0 panic=-1 quiet loglevel=5 vmhost.ctl=$ctl vmhost.modules=$kdir/root/lib/modules"
 [ -n "$rwlist" ] && append+=" vmhost.rw=$rwlist"
 append+=" ${VMHOST_APPEND:-}"
 
@@ -179,20 +181,70 @@ if ! flock -n 9; then
 	echo "  VMHOST  waiting for another VM run on this host to end ($cache/vmhost.lock)" >&2
 	flock 9
 fi
-timeout "${VMHOST_TIMEOUT:-3600}" $qemu "${args[@]}" -append "$append" < /dev/null &
-qpid=$!
+set +e
 if [ "${VMHOST_VERBOSE:-0}" = 1 ]; then
 	tail -F "$ctl/console.log" 2> /dev/null >&2 &
 	tpid=$!
 fi
-set +e
-wait "$qpid"
-q=$?
-qpid=
+
+# One VM run; its outcome in $q (qemu's status) and $why (empty, "boot"
+# or "froze"). The init's heartbeat ($ctl/beat, every 15 s) must appear
+# within VMHOST_BOOT_TIMEOUT of the start and then change at least every
+# VMHOST_FREEZE_TIMEOUT: a VM whose kernel stopped (seen under TCG, once
+# in a while, with nothing on its console) is cut off in minutes rather
+# than at the tier's time limit.
+run_vm() {
+	local t0 last beat= now
+	rm -f "$ctl/beat" "$ctl/ps" "$ctl/status" "$ctl/error"
+	timeout "${VMHOST_TIMEOUT:-3600}" $qemu "${args[@]}" -append "$append" < /dev/null &
+	qpid=$!
+	t0=$SECONDS
+	last=$SECONDS
+	why=
+	while kill -0 "$qpid" 2> /dev/null; do
+		sleep 2
+		now=$(cat "$ctl/beat" 2> /dev/null) || now=
+		if [ -n "$now" ] && [ "$now" != "$beat" ]; then
+			beat=$now
+			last=$SECONDS
+		elif [ -z "$beat" ] && [ $((SECONDS - t0)) -ge "${VMHOST_BOOT_TIMEOUT:-300}" ]; then
+			why=boot
+		elif [ -n "$beat" ] && [ $((SECONDS - last)) -ge "${VMHOST_FREEZE_TIMEOUT:-180}" ]; then
+			why=froze
+		fi
+		if [ -n "$why" ]; then
+			[ -f "$ctl/status" ] && { why=; continue; }
+			kill "$qpid" 2> /dev/null
+			break
+		fi
+	done
+	wait "$qpid"
+	q=$?
+	qpid=
+}
+
+tries=$((1 + ${VMHOST_RETRIES:-1}))
+while :; do
+	run_vm
+	tries=$((tries - 1))
+	[ -f "$ctl/status" ] && break
+	case $why in
+	boot) echo "vmhost: the VM did not reach the command within ${VMHOST_BOOT_TIMEOUT:-300} s; its console:" >&2 ;;
+	froze) echo "vmhost: the VM missed its heartbeat for ${VMHOST_FREEZE_TIMEOUT:-180} s (its kernel hangs, not only the command); its console:" >&2 ;;
+	*) break ;;
+	esac
+	tail -20 "$ctl/console.log" >&2
+	[ -f "$ctl/ps" ] && { echo "vmhost: its processes at the last heartbeat:" >&2; sed 's/^/    /' "$ctl/ps" >&2; }
+	[ $tries -gt 0 ] || break
+	echo "vmhost: starting the VM again (the VM failed, not the command; VMHOST_RETRIES=${VMHOST_RETRIES:-1})" >&2
+	mv "$ctl/console.log" "$ctl/console.log.prev" 2> /dev/null
+done
 [ -n "${tpid:-}" ] && kill "$tpid" 2> /dev/null
 if [ -f "$ctl/status" ]; then exit "$(cat "$ctl/status")"; fi
+[ -n "$why" ] && exit 125
 [ -f "$ctl/error" ] && echo "vmhost: $(cat "$ctl/error")" >&2
 [ $q = 124 ] && echo "vmhost: timed out after ${VMHOST_TIMEOUT:-3600} s" >&2
 echo "vmhost: the VM ended without a status (qemu exit $q); its console:" >&2
 tail -20 "$ctl/console.log" >&2
+[ -f "$ctl/ps" ] && { echo "vmhost: its processes at the last heartbeat:" >&2; sed 's/^/    /' "$ctl/ps" >&2; }
 exit 125
