@@ -187,15 +187,24 @@ if [ "${VMHOST_VERBOSE:-0}" = 1 ]; then
 	tpid=$!
 fi
 
+# The command's exit status, from the control directory or, if its 9p
+# channel did not answer, from the console (init writes it to both).
+cmd_status() {
+	[ -f "$ctl/status" ] && { cat "$ctl/status"; return 0; }
+	local st
+	st=$(tr -d '\r' < "$ctl/console.log" 2> /dev/null | sed -n 's/^vmhost: status \([0-9][0-9]*\)$/\1/p' | tail -1)
+	[ -n "$st" ] && echo "$st"
+}
+
 # One VM run; its outcome in $q (qemu's status) and $why (empty, "boot"
-# or "froze"). The init's heartbeat ($ctl/beat, every 15 s) must appear
-# within VMHOST_BOOT_TIMEOUT of the start and then change at least every
-# VMHOST_FREEZE_TIMEOUT: a VM whose kernel stopped (seen under TCG, once
-# in a while, with nothing on its console) is cut off in minutes rather
+# or "froze"). The init's heartbeat (a "vmhost: beat N" line on the
+# console every 15 s) must appear within VMHOST_BOOT_TIMEOUT of the start
+# and then go on at least every VMHOST_FREEZE_TIMEOUT: a VM whose kernel
+# stopped (seen under TCG, once in a while) is cut off in minutes rather
 # than at the tier's time limit.
 run_vm() {
 	local t0 last beat= now
-	rm -f "$ctl/beat" "$ctl/ps" "$ctl/status" "$ctl/error"
+	rm -f "$ctl/beat" "$ctl/ps" "$ctl/status" "$ctl/error" "$ctl/console.log"
 	timeout "${VMHOST_TIMEOUT:-3600}" $qemu "${args[@]}" -append "$append" < /dev/null &
 	qpid=$!
 	t0=$SECONDS
@@ -203,7 +212,8 @@ run_vm() {
 	why=
 	while kill -0 "$qpid" 2> /dev/null; do
 		sleep 2
-		now=$(cat "$ctl/beat" 2> /dev/null) || now=
+		now=$(grep -c "^vmhost: beat" "$ctl/console.log" 2> /dev/null) || now=
+		[ "$now" = 0 ] && now=
 		if [ -n "$now" ] && [ "$now" != "$beat" ]; then
 			beat=$now
 			last=$SECONDS
@@ -213,7 +223,7 @@ run_vm() {
 			why=froze
 		fi
 		if [ -n "$why" ]; then
-			[ -f "$ctl/status" ] && { why=; continue; }
+			cmd_status > /dev/null && { why=; continue; }
 			kill "$qpid" 2> /dev/null
 			break
 		fi
@@ -227,7 +237,7 @@ tries=$((1 + ${VMHOST_RETRIES:-1}))
 while :; do
 	run_vm
 	tries=$((tries - 1))
-	[ -f "$ctl/status" ] && break
+	cmd_status > /dev/null && break
 	case $why in
 	boot) echo "vmhost: the VM did not reach the command within ${VMHOST_BOOT_TIMEOUT:-300} s; its console:" >&2 ;;
 	froze) echo "vmhost: the VM missed its heartbeat for ${VMHOST_FREEZE_TIMEOUT:-180} s (its kernel hangs, not only the command); its console:" >&2 ;;
@@ -240,7 +250,7 @@ while :; do
 	mv "$ctl/console.log" "$ctl/console.log.prev" 2> /dev/null
 done
 [ -n "${tpid:-}" ] && kill "$tpid" 2> /dev/null
-if [ -f "$ctl/status" ]; then exit "$(cat "$ctl/status")"; fi
+st=$(cmd_status) && exit "$st"
 [ -n "$why" ] && exit 125
 [ -f "$ctl/error" ] && echo "vmhost: $(cat "$ctl/error")" >&2
 [ $q = 124 ] && echo "vmhost: timed out after ${VMHOST_TIMEOUT:-3600} s" >&2
