@@ -225,6 +225,7 @@ bench-guest: $(BUILD)/test-initramfs.cpio $(BUILD)/tools/vsock_test
 # baseline vmm build to bench/startup.
 .PHONY: bench
 bench: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio bench-guest
+	$(Q)boot/deps.sh --bench
 	$(Q)$(if $(wildcard /dev/kvm),,$(KVMRUN) -w bench/results) bench/report --build $(BUILD) $(BENCH_ARGS)
 
 # ---- freestanding test guests --------------------------------------------

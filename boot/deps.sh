@@ -27,6 +27,7 @@ pkgs=(
 )
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against
+	pkgs+=(gnuplot-nox)     # bench/report's plots
 elif [ ! -e /dev/kvm ]; then
 	# No KVM here: the KVM test tiers run in a QEMU TCG VM with an
 	# emulated SVM CPU instead (tests/vmhost; Debian's kernel package is
