@@ -160,6 +160,7 @@ args=(-accel tcg,thread=multi -cpu max -smp "${VMHOST_CPUS:-2}" -m "${VMHOST_MEM
 	-kernel "$kdir/root/boot/vmlinuz-$kv" -initrd "$initrd"
 	-chardev "file,id=log,path=$ctl/console.log" -serial chardev:log
 	-chardev stdio,id=out,signal=off -serial chardev:out
+	-monitor "unix:$ctl/mon,server=on,wait=off"
 	-virtfs local,path=/,mount_tag=hostroot,security_model=passthrough,readonly=on,multidevs=remap
 	-virtfs "local,path=$ctl,mount_tag=ctl,security_model=passthrough,multidevs=remap")
 i=0
@@ -168,7 +169,7 @@ for d in "${rw[@]}"; do
 	i=$((i + 1))
 done
 rwlist=$(IFS=,; echo "${rw[*]}")
-append="console=ttyS0 panic=-1 quiet loglevel=5 vmhost.ctl=$ctl vmhost.modules=$kdir/root/lib/modules"
+append="console=ttyS0 panic=-1 quiet loglevel=5 nokaslr vmhost.ctl=$ctl vmhost.modules=$kdir/root/lib/modules"
 [ -n "$rwlist" ] && append+=" vmhost.rw=$rwlist"
 append+=" ${VMHOST_APPEND:-}"
 
@@ -204,7 +205,7 @@ cmd_status() {
 # than at the tier's time limit.
 run_vm() {
 	local t0 last beat= now
-	rm -f "$ctl/beat" "$ctl/ps" "$ctl/status" "$ctl/error" "$ctl/console.log"
+	rm -f "$ctl/beat" "$ctl/ps" "$ctl/status" "$ctl/error" "$ctl/console.log" "$ctl/cpus" "$ctl/mon" "$ctl/kallsyms"
 	timeout "${VMHOST_TIMEOUT:-3600}" $qemu "${args[@]}" -append "$append" < /dev/null &
 	qpid=$!
 	t0=$SECONDS
@@ -224,6 +225,7 @@ run_vm() {
 		fi
 		if [ -n "$why" ]; then
 			cmd_status > /dev/null && { why=; continue; }
+			vm_cpus > "$ctl/cpus" 2>&1
 			kill "$qpid" 2> /dev/null
 			break
 		fi
@@ -231,6 +233,83 @@ run_vm() {
 	wait "$qpid"
 	q=$?
 	qpid=
+}
+
+# The vCPUs of a VM that hangs, from QEMU's monitor: halted or not, where,
+# and their local APICs' pending and in-service interrupts (a halted CPU
+# with an interrupt pending is a lost wakeup).
+vm_cpus() {
+	python3 - "$ctl/mon" "$ctl/kallsyms" << 'PY'
+import bisect, re, socket, sys, time
+syms = []
+try:
+    for l in open(sys.argv[2]):
+        a, t, n = l.split()[:3]
+        if int(a, 16) == 0:
+            continue
+        if t in "tTwW":
+            syms.append((int(a, 16), n))
+    syms.sort()
+except OSError:
+    pass
+def sym(m):
+    a = int(m.group(1), 16)
+    i = bisect.bisect_right(syms, (a, "~")) - 1
+    return m.group(0) + ("(%s+0x%x)" % (syms[i][1], a - syms[i][0]) if i >= 0 and a - syms[i][0] < 0x10000 else "")
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+def cmd(c):
+    s.sendall(c.encode() + b"\n")
+    out, t = b"", time.time() + 5
+    while not out.endswith(b"(qemu) ") and time.time() < t:
+        try:
+            out += s.recv(65536)
+        except socket.timeout:
+            break
+    out = out.decode(errors="replace").replace("\r", "")
+    # the monitor echoes the command with terminal escapes: drop that line
+    return "\n".join(l for l in out.splitlines() if "\x1b" not in l and l != "(qemu) ")
+cmd("")
+print(cmd("info cpus").strip())
+for i in range(8):
+    r = cmd("cpu %d" % i)
+    if "invalid" in r.lower():
+        break
+    regs = cmd("info registers")
+    line = " ".join(l.strip() for l in regs.splitlines() if l.startswith(("RIP", "EFL", "CR0")))
+    print("cpu %d: " % i + re.sub(r"RIP=([0-9a-f]{16})", sym, line))
+    # a poor man's backtrace: kernel text addresses on its stack
+    m = re.search(r"RSP=([0-9a-f]{16})", regs)
+    if m and syms and int(m.group(1), 16) >> 63:
+        words = re.findall(r"0x(ffffffff[0-9a-f]{8})", cmd("x/96gx 0x" + m.group(1)))
+        trace = [sym(re.match(r"(.*)", w)) for w in words if syms[0][0] <= int(w, 16) <= syms[-1][0] + 0x10000]
+        print("  stack: " + " ".join(t[t.index("(") + 1:-1] for t in trace if "(" in t))
+    print("\n".join(l for l in cmd("info lapic").splitlines() if l.startswith(("LVTT", "Timer", "IRR", "ISR", "TPR", "PPR", "ISR"))))
+# The 9p channels' rings: requests taken but not answered (inuse), answers
+# not signalled to the guest (used_idx past signalled_used).
+for l in cmd("info virtio").splitlines():
+    if l.startswith("/machine"):
+        path = l.split()[0]
+        q = cmd("info virtio-queue-status %s 0" % path)
+        f = dict(x.strip().split(":", 1) for x in q.splitlines() if ":" in x and not x.startswith("/"))
+        print(path, " ".join("%s=%s" % (k, f.get(k, "?").strip()) for k in
+              ("inuse", "last_avail_idx", "shadow_avail_idx", "used_idx", "signalled_used")))
+PY
+}
+
+# What a failed VM leaves: its console's kernel messages past boot (a
+# hung task's stack, soft lockups) and its last process list; the whole
+# console is kept in the cache's failed/ folder (the newest 20).
+vm_report() {
+	local keep
+	tr -d '\r' < "$ctl/console.log" | awk '/^vmhost: beat/ { next } { print }' | tail -60 | sed 's/^/    | /' >&2
+	[ -f "$ctl/ps" ] && { echo "vmhost: its processes at the last heartbeat:" >&2; sed 's/^/    /' "$ctl/ps" >&2; }
+	[ -s "$ctl/cpus" ] && { echo "vmhost: its vCPUs when it was cut off (QEMU monitor):" >&2; sed 's/^/    /' "$ctl/cpus" >&2; }
+	mkdir -p "$cache/failed"
+	keep=$cache/failed/console-$(date +%Y%m%dT%H%M%S)-$$.log
+	cp "$ctl/console.log" "$keep" 2> /dev/null && echo "vmhost: its whole console: $keep" >&2
+	ls -t "$cache"/failed/console-* 2> /dev/null | tail -n +21 | xargs -r rm -f
 }
 
 tries=$((1 + ${VMHOST_RETRIES:-1}))
@@ -243,8 +322,7 @@ while :; do
 	froze) echo "vmhost: the VM missed its heartbeat for ${VMHOST_FREEZE_TIMEOUT:-180} s (its kernel hangs, not only the command); its console:" >&2 ;;
 	*) break ;;
 	esac
-	tail -20 "$ctl/console.log" >&2
-	[ -f "$ctl/ps" ] && { echo "vmhost: its processes at the last heartbeat:" >&2; sed 's/^/    /' "$ctl/ps" >&2; }
+	vm_report
 	[ $tries -gt 0 ] || break
 	echo "vmhost: starting the VM again (the VM failed, not the command; VMHOST_RETRIES=${VMHOST_RETRIES:-1})" >&2
 	mv "$ctl/console.log" "$ctl/console.log.prev" 2> /dev/null
@@ -255,6 +333,5 @@ st=$(cmd_status) && exit "$st"
 [ -f "$ctl/error" ] && echo "vmhost: $(cat "$ctl/error")" >&2
 [ $q = 124 ] && echo "vmhost: timed out after ${VMHOST_TIMEOUT:-3600} s" >&2
 echo "vmhost: the VM ended without a status (qemu exit $q); its console:" >&2
-tail -20 "$ctl/console.log" >&2
-[ -f "$ctl/ps" ] && { echo "vmhost: its processes at the last heartbeat:" >&2; sed 's/^/    /' "$ctl/ps" >&2; }
+vm_report
 exit 125
