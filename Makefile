@@ -457,11 +457,11 @@ e2e-standby: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 
 # The whole suite: unit tests, test guests and Linux end-to-end, then the
 # same unit tests and guests under ASan+UBSan, then each fuzz target for
-# FUZZ_SECONDS (20 here; `make fuzz` alone defaults to 60).
+# FUZZ_SECONDS (10 here; `make fuzz` alone defaults to 60).
 test: deps
 	$(Q)$(MAKE) --no-print-directory unit guest-test e2e e2e-oci e2e-dockerfile e2e-standby
 	$(Q)$(MAKE) --no-print-directory asan
-	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(or $(TEST_FUZZ_SECONDS),20)
+	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(or $(TEST_FUZZ_SECONDS),10)
 
 asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm $(BUILD)/tools/uffd_handler guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)

@@ -8,8 +8,8 @@
 #   tests/vmhost/run.sh --check     exit 0 if the VM can be used here
 #   tests/vmhost/run.sh --prepare   fetch the kernel, build the initramfs
 # Exit status: the command's, or 125 if the VM itself failed.
-# Environment: VMHOST_MEM (MiB, 4096), VMHOST_CPUS (2), VMHOST_TCG_THREAD
-# (single: multi froze the VM's kernel, README.md), VMHOST_TIMEOUT
+# Environment: VMHOST_MEM (MiB, 4096), VMHOST_CPUS (1: two froze the VM's
+# kernel, README.md), VMHOST_TCG_THREAD (multi), VMHOST_TIMEOUT
 # (seconds, 3600), VMHOST_BOOT_TIMEOUT (300) and VMHOST_FREEZE_TIMEOUT
 # (180): a VM that does not reach the command or stops its heartbeat,
 # started again VMHOST_RETRIES times (1), VMHOST_CACHE
@@ -156,7 +156,7 @@ PATH=$ctl/bin:$PATH
 	echo
 } > "$ctl/cmd"
 
-args=(-accel "tcg,thread=${VMHOST_TCG_THREAD:-single}" -cpu max -smp "${VMHOST_CPUS:-2}" -m "${VMHOST_MEM:-4096}"
+args=(-accel "tcg,thread=${VMHOST_TCG_THREAD:-multi}" -cpu max -smp "${VMHOST_CPUS:-1}" -m "${VMHOST_MEM:-4096}"
 	-nodefaults -no-user-config -display none -no-reboot
 	-kernel "$kdir/root/boot/vmlinuz-$kv" -initrd "$initrd"
 	-chardev "file,id=log,path=$ctl/console.log" -serial chardev:log
