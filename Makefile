@@ -351,9 +351,10 @@ else
 KVMRUN :=
 endif
 # Which tiers VMHOST=auto sends to the VM, one VM run at a time (run.sh
-# takes a host-wide lock): all of them. Measured alone in the VM on a
-# 2-core host: unit 1 min, guests 2, fcapi 2, e2e 16 (all parts, 204
-# checks), oci 5, dockerfile and standby a few each. Name fewer with
+# takes a host-wide lock): all of them. Measured in the VM (one vCPU) in
+# CI's run on a 2-core host: unit 1 min, guests 2, fcapi 2, e2e 28 (all
+# parts, 216 checks); with two vCPUs, oci 5, dockerfile and standby a few
+# each. Name fewer with
 # VMHOST_TIERS="unit guests", parts of e2e with VMM_E2E_ONLY="lifecycle
 # jail" (tests/vmhost/README.md). VMHOST=on sends every tier. Each run is
 # cut off after its tier's limit below (VMHOST_TIMEOUT overrides them
