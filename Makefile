@@ -317,7 +317,7 @@ test_oci_SRCS     := cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/regis
 test_oci_LIBS     := $(TLS_LIBS)
 test_oci_spec_SRCS := cli/oci_spec.c cli/oci_state.c cli/util.c vmm/log.c guest-init/json.c
 test_oci_net_SRCS := cli/oci_net.c
-test_rdump_SRCS := cli/rdump.c
+test_rdump_SRCS := cli/rdump.c cli/util.c vmm/log.c
 test_oci_hooks_SRCS := cli/oci_hooks.c cli/oci_spec.c cli/util.c vmm/log.c guest-init/json.c
 test_oci_proxy_SRCS := cli/oci_proxy.c cli/oci_state.c cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c \
                        guest-init/json.c guest-init/proto.c

@@ -108,6 +108,9 @@ int cli_mkdir_p(const char *path, unsigned mode);
  * QUIET: 0 leaves its output alone, 1 sends stdout to /dev/null, 2 stdout
  * and stderr. */
 int cli_run_tool(const char *const *argv, int quiet);
+/* The same, with CHILD_SETUP(ARG) run in the child after the redirection
+ * and before the exec; if it fails the child exits 126. */
+int cli_run_tool_in(const char *const *argv, int quiet, int (*child_setup)(void *), void *arg);
 /* The same as 0 (it exited 0), -EIO (it failed) or -errno. */
 int cli_run_tool_ok(const char *const *argv, int quiet);
 /* buf = the cache folder ($VMM_CACHE, else $XDG_CACHE_HOME/vmm, else

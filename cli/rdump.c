@@ -4,6 +4,8 @@
 
 #include "rdump.h"
 
+#include "cli.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,7 +15,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef LANDLOCK_ACCESS_FS_TRUNCATE
@@ -83,40 +84,20 @@ out:
 	return r;
 }
 
+/* In the child, after /dev/null is open: from here no write outside dest. */
+static int confine_child(void *dest)
+{
+	return confine_writes_below(dest);
+}
+
 int rdump_confined(const char *image, const char *dest, int quiet)
 {
 	char cmd[PATH_MAX + 16];
 	const char *argv[] = { "debugfs", "-R", cmd, image, NULL };
-	pid_t p;
-	int st;
 
 	if (snprintf(cmd, sizeof(cmd), "rdump / %s", dest) >= (int)sizeof(cmd))
 		return -ENAMETOOLONG;
 	if (landlock_abi() <= 0)
 		return -EOPNOTSUPP;
-	p = fork();
-	if (p < 0)
-		return -errno;
-	if (p == 0) {
-		if (quiet) {
-			int nul = open("/dev/null", O_WRONLY);
-
-			if (nul >= 0) {
-				dup2(nul, 1);
-				dup2(nul, 2);
-				close(nul);
-			}
-		}
-		/* after /dev/null is open: from here no write outside dest */
-		if (confine_writes_below(dest))
-			_exit(126);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	while (waitpid(p, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	if (WIFEXITED(st))
-		return WEXITSTATUS(st);
-	return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	return cli_run_tool_in(argv, quiet ? 2 : 0, confine_child, (void *)dest);
 }

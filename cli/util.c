@@ -425,6 +425,11 @@ int cli_cache_file(const char *name, char *buf, size_t len)
 
 int cli_run_tool(const char *const *argv, int quiet)
 {
+	return cli_run_tool_in(argv, quiet, NULL, NULL);
+}
+
+int cli_run_tool_in(const char *const *argv, int quiet, int (*child_setup)(void *), void *arg)
+{
 	pid_t p = fork();
 	int st;
 
@@ -441,6 +446,8 @@ int cli_run_tool(const char *const *argv, int quiet)
 				close(nul);
 			}
 		}
+		if (child_setup && child_setup(arg))
+			_exit(126);
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
