@@ -205,8 +205,8 @@ cmd_status() {
 # stopped (seen under TCG, once in a while) is cut off in minutes rather
 # than at the tier's time limit.
 run_vm() {
-	local t0 last beat= now
-	rm -f "$ctl/beat" "$ctl/ps" "$ctl/status" "$ctl/error" "$ctl/console.log" "$ctl/cpus" "$ctl/mon" "$ctl/kallsyms"
+	local t0 last beat=0 now
+	rm -f "$ctl/ps" "$ctl/status" "$ctl/error" "$ctl/console.log" "$ctl/cpus" "$ctl/mon" "$ctl/kallsyms"
 	timeout "${VMHOST_TIMEOUT:-3600}" $qemu "${args[@]}" -append "$append" < /dev/null &
 	qpid=$!
 	t0=$SECONDS
@@ -214,14 +214,13 @@ run_vm() {
 	why=
 	while kill -0 "$qpid" 2> /dev/null; do
 		sleep 2
-		now=$(grep -c "^vmhost: beat" "$ctl/console.log" 2> /dev/null) || now=
-		[ "$now" = 0 ] && now=
-		if [ -n "$now" ] && [ "$now" != "$beat" ]; then
+		now=$(grep -c "^vmhost: beat" "$ctl/console.log" 2> /dev/null)
+		if [ "${now:-0}" -gt "$beat" ]; then
 			beat=$now
 			last=$SECONDS
-		elif [ -z "$beat" ] && [ $((SECONDS - t0)) -ge "${VMHOST_BOOT_TIMEOUT:-300}" ]; then
+		elif [ "$beat" = 0 ] && [ $((SECONDS - t0)) -ge "${VMHOST_BOOT_TIMEOUT:-300}" ]; then
 			why=boot
-		elif [ -n "$beat" ] && [ $((SECONDS - last)) -ge "${VMHOST_FREEZE_TIMEOUT:-180}" ]; then
+		elif [ "$beat" != 0 ] && [ $((SECONDS - last)) -ge "${VMHOST_FREEZE_TIMEOUT:-180}" ]; then
 			why=froze
 		fi
 		if [ -n "$why" ]; then
@@ -253,10 +252,10 @@ try:
     syms.sort()
 except OSError:
     pass
-def sym(m):
-    a = int(m.group(1), 16)
+def name(a):
+    """symbol+offset of a kernel text address, or None"""
     i = bisect.bisect_right(syms, (a, "~")) - 1
-    return m.group(0) + ("(%s+0x%x)" % (syms[i][1], a - syms[i][0]) if i >= 0 and a - syms[i][0] < 0x10000 else "")
+    return "%s+0x%x" % (syms[i][1], a - syms[i][0]) if i >= 0 and a - syms[i][0] < 0x10000 else None
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(5)
 s.connect(sys.argv[1])
@@ -279,14 +278,15 @@ for i in range(8):
         break
     regs = cmd("info registers")
     line = " ".join(l.strip() for l in regs.splitlines() if l.startswith(("RIP", "EFL", "CR0")))
-    print("cpu %d: " % i + re.sub(r"RIP=([0-9a-f]{16})", sym, line))
+    print("cpu %d: " % i + re.sub(r"RIP=([0-9a-f]{16})",
+                                  lambda m: m.group(0) + ("(%s)" % name(int(m.group(1), 16)) if name(int(m.group(1), 16)) else ""), line))
     # a poor man's backtrace: kernel text addresses on its stack
     m = re.search(r"RSP=([0-9a-f]{16})", regs)
     if m and syms and int(m.group(1), 16) >> 63:
         words = re.findall(r"0x(ffffffff[0-9a-f]{8})", cmd("x/96gx 0x" + m.group(1)))
-        trace = [sym(re.match(r"(.*)", w)) for w in words if syms[0][0] <= int(w, 16) <= syms[-1][0] + 0x10000]
-        print("  stack: " + " ".join(t[t.index("(") + 1:-1] for t in trace if "(" in t))
-    print("\n".join(l for l in cmd("info lapic").splitlines() if l.startswith(("LVTT", "Timer", "IRR", "ISR", "TPR", "PPR", "ISR"))))
+        trace = [name(int(w, 16)) for w in words]
+        print("  stack: " + " ".join(t for t in trace if t))
+    print("\n".join(l for l in cmd("info lapic").splitlines() if l.startswith(("LVTT", "Timer", "IRR", "ISR", "TPR", "PPR"))))
 # The 9p channels' rings: requests taken but not answered (inuse), answers
 # not signalled to the guest (used_idx past signalled_used).
 for l in cmd("info virtio").splitlines():
