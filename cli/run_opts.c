@@ -140,6 +140,21 @@ int run_parse_size(const char *s, uint64_t *bytes)
 	return 0;
 }
 
+/* An option's whole number from 1 to MAX (strtoul's syntax, nothing
+ * after it): 0 with *out set, or -EINVAL. */
+static int parse_count(const char *s, unsigned long max, unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || end == s || v == 0 || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
 /* The option getopt just took, not its separate argument. */
 static const char *opt_text(char **argv, int ind)
 {
@@ -171,7 +186,6 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 	/* run: options end at the first non-option (the command follows "--");
 	 * restore: options may follow DIR too, so let getopt permute. */
 	while ((opt = cli_getopt(argc, argv, restore ? "qvtd" : "+qvtd", run_longopts, restore ? "restore" : api ? "serve" : "run")) != -1) {
-		char *end;
 		unsigned long v;
 
 		/* restore takes what may differ per clone, nothing that shapes the VM */
@@ -207,9 +221,7 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 			cfg->cmdline = optarg;
 			break;
 		case OPT_CPUS:
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || v == 0 || v > VM_MAX_VCPUS)
+			if (parse_count(optarg, VM_MAX_VCPUS, &v))
 				return run_bad_usage("--cpus '%s': a number from 1 to 64", optarg);
 			cfg->cpus = (unsigned)v;
 			break;
@@ -381,9 +393,7 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 		case OPT_JAIL_UID:
 		case OPT_JAIL_GID:
 		case OPT_LIMIT_PIDS:
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || v == 0 || v > 0x7fffffff)
+			if (parse_count(optarg, 0x7fffffff, &v))
 				return run_bad_usage("%s: a positive number", opt_text(argv, optind));
 			if (opt == OPT_JAIL_UID) {
 				o->jail.uid = (uid_t)v;
@@ -439,9 +449,7 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 			break;
 		case OPT_READY:
 			/* "abc" was 0: a wait that gave up at once. */
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || v == 0 || v > 86400)
+			if (parse_count(optarg, 86400, &v))
 				return run_bad_usage("--ready-timeout '%s': seconds, from 1 to 86400", optarg);
 			o->ready_s = v;
 			break;
@@ -478,9 +486,7 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 					   "--no-seccomp to run without them", optarg);
 		case OPT_MMDS_LIMIT:
 		case OPT_MAX_PAYLOAD:
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || v == 0 || v > (64ul << 20))
+			if (parse_count(optarg, 64ul << 20, &v))
 				return run_bad_usage("%s: a size in bytes, from 1 to 64 MiB", opt_text(argv, optind));
 			if (opt == OPT_MAX_PAYLOAD)
 				o->fc.max_payload = v;
