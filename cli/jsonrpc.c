@@ -95,7 +95,7 @@ void jsonrpc_error(struct json_writer *w, const char *id, int code, const char *
 	jw_key(w, "code");
 	jw_int(w, code);
 	jw_key(w, "message");
-	jw_str(w, message);
+	jw_text(w, message, strlen(message)); /* it may quote the request's bytes */
 	if (data_json) {
 		jw_key(w, "data");
 		jw_raw(w, data_json);

@@ -38,50 +38,14 @@ int mcp_protocol_known(const char *v)
 	return 0;
 }
 
-/* A string into w as valid UTF-8: a byte that does not start a valid
- * sequence becomes U+FFFD (a command's output or a file may be anything). */
-static void jw_text(struct json_writer *w, const char *s, size_t n)
-{
-	char *clean = malloc(3 * n + 1), *d = clean;
-	size_t i = 0;
-
-	if (!clean) {
-		w->err = 1;
-		return;
-	}
-	while (i < n) {
-		unsigned char c = (unsigned char)s[i];
-		size_t k = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : 9;
-		unsigned cp = k == 1 ? c & 0x1fu : k == 2 ? c & 0x0fu : c & 0x07u;
-		int ok = k < 9 && n - i > k;
-
-		for (size_t j = 1; ok && j <= k; j++) {
-			ok = ((unsigned char)s[i + j] & 0xc0) == 0x80;
-			cp = (cp << 6) | ((unsigned char)s[i + j] & 0x3f);
-		}
-		if (ok && ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) ||
-			   (k == 3 && (cp < 0x10000 || cp > 0x10ffff))))
-			ok = 0;
-		if (!ok) {
-			memcpy(d, "\xef\xbf\xbd", 3);
-			d += 3;
-			i++;
-			continue;
-		}
-		memcpy(d, s + i, k + 1);
-		d += k + 1;
-		i += k + 1;
-	}
-	jw_strn(w, clean, (size_t)(d - clean));
-	free(clean);
-}
-
 static void error_reply(struct json_writer *w, const char *id, int code, const char *msg, const char *data)
 {
 	jsonrpc_error(w, id, code, msg, data);
 }
 
-static int data_why(char *buf, size_t len, const char *key, const char *why)
+/* {"key":"why"} in buf, or NULL when it does not fit: a cut-off object
+ * would make the whole answer invalid JSON. */
+static const char *data_why(char *buf, size_t len, const char *key, const char *why)
 {
 	struct json_writer w;
 
@@ -90,7 +54,7 @@ static int data_why(char *buf, size_t len, const char *key, const char *why)
 	jw_key(&w, key);
 	jw_str(&w, why);
 	jw_obj_end(&w);
-	return jw_done(&w) ? 0 : -1;
+	return jw_done(&w) ? buf : NULL;
 }
 
 /* The text blocks and structuredContent of a tool's result. */
@@ -177,7 +141,8 @@ static int tools_call(struct mcp_server *s, const struct jsonrpc_msg *m, struct 
 	static const char call_schema[] =
 		"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":1},"
 		"\"arguments\":{\"type\":\"object\"},\"_meta\":{\"type\":\"object\"}},\"required\":[\"name\"]}";
-	char arena_buf[32768], why[512], data[1024], msg[640];
+	/* data: why with every byte escaped as \uXXXX still fits */
+	char arena_buf[32768], why[512], data[6 * sizeof(why) + 64], msg[640];
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
 	struct mcp_result res = { 0 };
 	const struct json *schema, *args;
@@ -202,8 +167,7 @@ static int tools_call(struct mcp_server *s, const struct jsonrpc_msg *m, struct 
 
 		token_scopes_str(t->scope, sc, sizeof(sc));
 		snprintf(msg, sizeof(msg), "the access token does not allow %s (it needs the scope %s)", t->name, sc);
-		data_why(data, sizeof(data), "required_scope", sc);
-		error_reply(w, m->id, JSONRPC_FORBIDDEN, msg, data);
+		error_reply(w, m->id, JSONRPC_FORBIDDEN, msg, data_why(data, sizeof(data), "required_scope", sc));
 		out->forbidden = 1;
 		return 0;
 	}
@@ -217,8 +181,7 @@ static int tools_call(struct mcp_server *s, const struct jsonrpc_msg *m, struct 
 	}
 	if (jsonschema_check(schema, args, "", why, sizeof(why))) {
 		snprintf(msg, sizeof(msg), "Invalid arguments for tool %s: %s", t->name, why);
-		data_why(data, sizeof(data), "argument_error", why);
-		error_reply(w, m->id, JSONRPC_INVALID_PARAMS, msg, data);
+		error_reply(w, m->id, JSONRPC_INVALID_PARAMS, msg, data_why(data, sizeof(data), "argument_error", why));
 		return 0;
 	}
 	r = t->run(&s->addr, args, &res);

@@ -422,6 +422,57 @@ void jw_strn(struct json_writer *w, const char *s, size_t n)
 
 void jw_str(struct json_writer *w, const char *s) { jw_strn(w, s, strlen(s)); }
 
+/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t k = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : 9;
+	unsigned cp = k == 1 ? c & 0x1fu : k == 2 ? c & 0x0fu : c & 0x07u;
+
+	if (k == 9 || n <= k)
+		return 0;
+	for (size_t j = 1; j <= k; j++) {
+		if ((s[j] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[j] & 0x3fu);
+	}
+	if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return k + 1;
+}
+
+void jw_text(struct json_writer *w, const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+
+	comma(w);
+	put(w, "\"", 1);
+	while (i < n) {
+		size_t k = u[i] < 0x80 ? 1 : utf8_len(u + i, n - i);
+		char esc[8];
+
+		if (!k) {
+			put(w, "\xef\xbf\xbd", 3); /* U+FFFD */
+			i++;
+		} else if (k > 1) {
+			put(w, s + i, k);
+			i += k;
+		} else if (u[i] == '"' || u[i] == '\\') {
+			esc[0] = '\\';
+			esc[1] = (char)u[i++];
+			put(w, esc, 2);
+		} else if (u[i] < 0x20 || u[i] == 0x7f) {
+			snprintf(esc, sizeof(esc), "\\u%04x", u[i++]);
+			put(w, esc, 6);
+		} else {
+			put(w, s + i++, 1);
+		}
+	}
+	put(w, "\"", 1);
+}
+
 void jw_int(struct json_writer *w, int64_t v)
 {
 	char tmp[32];

@@ -56,6 +56,9 @@ void jw_arr_end(struct json_writer *w);
 void jw_key(struct json_writer *w, const char *key);
 void jw_str(struct json_writer *w, const char *s);
 void jw_strn(struct json_writer *w, const char *s, size_t n);
+/* As jw_strn, with each byte that does not start valid UTF-8 written as
+ * U+FFFD, so the text is valid JSON for strict decoders. */
+void jw_text(struct json_writer *w, const char *s, size_t n);
 void jw_int(struct json_writer *w, int64_t v);
 void jw_bool(struct json_writer *w, int v);
 void jw_null(struct json_writer *w);

@@ -259,6 +259,69 @@ static void protocol(void **state)
 	free(t);
 }
 
+/* 1 if s[0..n) is valid UTF-8 (as a strict decoder such as Python's wants). */
+static int valid_utf8(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	for (size_t i = 0; i < n;) {
+		size_t k = u[i] < 0x80 ? 0 : (u[i] & 0xe0) == 0xc0 && u[i] >= 0xc2 ? 1 : (u[i] & 0xf0) == 0xe0 ? 2
+			   : u[i] >= 0xf0 && u[i] <= 0xf4 ? 3 : 9;
+
+		if (k == 9 || n - i <= k)
+			return 0;
+		for (size_t j = 1; j <= k; j++)
+			if ((u[i + j] & 0xc0) != 0x80)
+				return 0;
+		i += k + 1;
+	}
+	return 1;
+}
+
+/* An error that quotes the request: an argument's name of 300 control
+ * bytes escapes to six times its length (the "data" member once did not
+ * fit and went out cut off, invalid JSON; found by fuzz_mcp), and a
+ * method's name cut mid-character or not UTF-8 at all is mended. */
+static void errors_quote_request(void **state)
+{
+	struct mcp_server s = { .addr = { .uds = "/nonexistent/sock" }, .name = "t", .scopes = TOKEN_SCOPE_ALL,
+				.initialized = 1 };
+	struct json_arena a = { arena_buf, sizeof(arena_buf), 0 };
+	const struct json *j, *e;
+	struct mcp_reply rep;
+	const char *why, *msg;
+	char req[2048], *t;
+	int n;
+
+	(void)state;
+	n = snprintf(req, sizeof(req), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+		     "{\"name\":\"read_file\",\"arguments\":{\"path\":\"/x\",\"");
+	for (int i = 0; i < 300; i++)
+		n += snprintf(req + n, sizeof(req) - (size_t)n, "\\u0001");
+	snprintf(req + n, sizeof(req) - (size_t)n, "\":1}}}");
+	t = handle(&s, req, &rep);
+	j = json_parse(t, strlen(t), &a, &why);
+	assert_non_null(j);
+	e = json_get(j, "error");
+	assert_non_null(e);
+	assert_non_null(json_get(e, "data"));
+	assert_non_null(strstr(t, "is not a known argument"));
+	free(t);
+
+	/* "Method not found: " quotes 100 bytes: the 100th starts "é" */
+	n = snprintf(req, sizeof(req), "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"%.99s\xc3\xa9\xff\"}",
+		     "mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm");
+	t = handle(&s, req, &rep);
+	assert_true(valid_utf8(t, strlen(t)));
+	a.used = 0;
+	j = json_parse(t, strlen(t), &a, &why);
+	assert_non_null(j);
+	assert_int_equal(json_get_str(json_get(j, "error"), "message", &msg), 0);
+	assert_non_null(strstr(msg, "\xef\xbf\xbd")); /* the cut "é" became U+FFFD */
+	free(t);
+	(void)n;
+}
+
 /* ---- capture ----------------------------------------------------------------- */
 
 static void capture_head_tail(void **state)
@@ -443,7 +506,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(jsonrpc_messages),  cmocka_unit_test(jsonrpc_errors),
 		cmocka_unit_test(jsonrpc_writers),   cmocka_unit_test(schema_subset),
-		cmocka_unit_test(tool_schemas),      cmocka_unit_test(protocol),
+		cmocka_unit_test(tool_schemas),      cmocka_unit_test(protocol), cmocka_unit_test(errors_quote_request),
 		cmocka_unit_test(capture_head_tail), cmocka_unit_test(token_scopes),
 		cmocka_unit_test(token_lifecycle),   cmocka_unit_test(token_file),
 		cmocka_unit_test(http_headers),      cmocka_unit_test(http_body_limit),
