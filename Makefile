@@ -229,7 +229,7 @@ bench: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio bench-guest
 	$(Q)$(if $(wildcard /dev/kvm),,$(KVMRUN) -w bench/results) bench/report --build $(BUILD) $(BENCH_ARGS)
 
 # ---- freestanding test guests --------------------------------------------
-GUESTS     := hello triple cpuid first spin kvmerr attack churn devices tick
+GUESTS     := hello triple cpuid first spin kvmerr attack churn devices tick clock
 GUEST_ELFS := $(patsubst %,$(BUILD)/guests/%.elf,$(GUESTS))
 .PHONY: guests
 guests: $(GUEST_ELFS) $(BUILD)/guests/hello.bzImage

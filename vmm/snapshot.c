@@ -560,6 +560,16 @@ out:
 	return r;
 }
 
+/* The TSC as the pause found it (vm.h "frozen"): with the kvmclock value
+ * from the same moment, the restored guest's clocks go on from there, not
+ * from the end of the memory write. */
+static void vcpu_state_freeze_tsc(struct vcpu_state *v, uint64_t tsc)
+{
+	for (uint32_t i = 0; i < v->nmsrs; i++)
+		if (v->msrs->entries[i].index == MSR_IA32_TSC)
+			v->msrs->entries[i].data = tsc;
+}
+
 static int vcpu_state_get(struct vm *vm, struct vcpu *c, struct vcpu_state *v, uint32_t xlen)
 {
 	int r;
@@ -895,6 +905,8 @@ int snap_build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf, cons
 
 	if ((r = vm_state_get(vm, &vs)))
 		return r;
+	if (vm->frozen.valid)
+		vs.clock.clock = vm->frozen.kvmclock;
 	sb_begin(b, TAG_VMST);
 	visit_vm(&io, &vs);
 	sb_end(b);
@@ -905,6 +917,8 @@ int snap_build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf, cons
 		if ((r = vcpu_state_alloc(&v, xlen)))
 			return r;
 		r = vcpu_state_get(vm, &vm->vcpus[i], &v, xlen);
+		if (!r && vm->frozen.valid)
+			vcpu_state_freeze_tsc(&v, vm->frozen.tsc[i]);
 		if (!r) {
 			sb_begin(b, TAG_VCPU);
 			visit_vcpu(&io, &v, xlen);

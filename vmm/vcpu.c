@@ -16,7 +16,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define MSR_IA32_TSC 0x10
 #define MSR_IA32_SYSENTER_CS 0x174
 #define MSR_IA32_SYSENTER_ESP 0x175
 #define MSR_IA32_SYSENTER_EIP 0x176

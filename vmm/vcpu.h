@@ -10,6 +10,8 @@ struct vm;
 
 /* Real-time signal that kicks a vCPU thread out of KVM_RUN. */
 #define VCPU_KICK_SIGNAL (SIGRTMIN + 1)
+/* The time-stamp counter's MSR (Intel SDM vol. 4, table 2-2). */
+#define MSR_IA32_TSC 0x10
 /* Room for KVM_GET_SUPPORTED_CPUID / KVM_GET_CPUID2 tables. */
 #define VCPU_MAX_CPUID_ENTRIES 256
 

@@ -168,6 +168,14 @@ struct vm {
 	_Atomic int pause_req;
 	unsigned parked;         /* vCPU threads parked or gone */
 	int paused;              /* vm_pause() succeeded, not resumed yet */
+	/* The guest's clocks as vm_pause() stopped it: a snapshot saves these,
+	 * not what KVM reads later (the memory write takes its time, and the
+	 * guest must not see it as a jump: restores resume from the pause). */
+	struct {
+		int valid;
+		uint64_t kvmclock;             /* KVM_GET_CLOCK */
+		uint64_t tsc[VM_MAX_VCPUS];    /* each vCPU's IA32_TSC */
+	} frozen;
 	struct control *ctl;     /* control socket served by vm_run, or NULL */
 	struct tty tty;          /* cfg.console_tty: the terminal, main thread */
 

@@ -9,7 +9,36 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
+
+/* The guest's time at the pause (vm.h "frozen"): kvmclock and each vCPU's
+ * TSC, read once every vCPU is out of KVM_RUN. Best effort: a snapshot
+ * without them saves what KVM says when it is taken. */
+static void freeze_time(struct vm *vm)
+{
+	struct kvm_clock_data clock = { 0 };
+	struct {
+		struct kvm_msrs h;
+		struct kvm_msr_entry e;
+	} m;
+	unsigned i;
+
+	vm->frozen.valid = 0;
+	if (ioctl(vm->fd, KVM_GET_CLOCK, &clock) < 0)
+		return;
+	for (i = 0; i < vm->nr_vcpus; i++) {
+		memset(&m, 0, sizeof(m));
+		m.h.nmsrs = 1;
+		m.e.index = MSR_IA32_TSC;
+		if (ioctl(vm->vcpus[i].fd, KVM_GET_MSRS, &m) != 1)
+			return;
+		vm->frozen.tsc[i] = m.e.data;
+	}
+	vm->frozen.kvmclock = clock.clock;
+	vm->frozen.valid = 1;
+}
 
 int vm_pause(struct vm *vm)
 {
@@ -48,6 +77,7 @@ int vm_pause(struct vm *vm)
 		if (vm->virtio[i])
 			evloop_pause(&vm->virtio[i]->loop);
 	vm->paused = 1;
+	freeze_time(vm);
 	if (atomic_load(&vm->exit_reason) != VM_RUNNING) {
 		vm_resume(vm);
 		return -ESHUTDOWN;
@@ -69,4 +99,5 @@ void vm_resume(struct vm *vm)
 	pthread_cond_broadcast(&vm->pause_cond);
 	pthread_mutex_unlock(&vm->pause_lock);
 	vm->paused = 0;
+	vm->frozen.valid = 0;
 }

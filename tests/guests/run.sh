@@ -507,5 +507,36 @@ if command -v python3 > /dev/null; then
 	unset VMM_STATE_DIR
 else skipped "Ctrl-C, run -d give-up, background terminal: no python3"; fi
 
+# The guest's clock across a snapshot: it goes on from the pause, not
+# from the moment the state was read. The clock guest prints its TSC each
+# 2^28 cycles (about 0.1 s); it sits paused 4 s before the snapshot (the
+# time a large memory write takes), and every step between consecutive
+# lines, the restore's included, must be under two periods and forward.
+export VMM_STATE_DIR=$tmp/clockstate
+timeout -k 10 60 "$vmm" run --name clk --kernel "$dir/clock.elf" --mem 64 < /dev/null > "$tmp/clk1.out" \
+	2> "$tmp/clk1.err" &
+clk=$!
+why=""
+if wait_for "$tmp/clk1.out" "^tsc .*" && sleep 1 && "$vmm" pause clk > /dev/null 2>&1 && sleep 4 &&
+	"$vmm" snapshot --stop clk "$tmp/clksnap" > /dev/null 2>&1 && wait $clk; then
+	timeout -k 5 20 "$vmm" restore "$tmp/clksnap" --name clk2 < /dev/null > "$tmp/clk2.out" 2> "$tmp/clk2.err" &
+	clk2=$!
+	for _ in $(seq 100); do [ "$(grep -c "^tsc " "$tmp/clk2.out" 2> /dev/null)" -ge 3 ] && break; sleep 0.1; done
+	"$vmm" stop clk2 > /dev/null 2>&1
+	wait $clk2
+	n1=$(grep -c "^tsc [0-9a-f]\{16\}$" "$tmp/clk1.out")
+	steps=$(cat "$tmp/clk1.out" "$tmp/clk2.out" | grep "^tsc [0-9a-f]\{16\}$" |
+		{ prev=; while read -r _ t; do [ -n "$prev" ] && echo $((0x$t - prev)); prev=$((0x$t)); done; })
+	nsteps=$(echo "$steps" | grep -c .)
+	bad_steps=$(echo "$steps" | awk -v lim=$((2 << 28)) 'NF && ($1 <= 0 || $1 >= lim)' | head -3 | tr '\n' ' ')
+	if [ "$n1" -ge 2 ] && [ "$nsteps" -ge $((n1 + 1)) ] && [ -z "$bad_steps" ]; then
+		ok "snapshot after 4 s paused: the restored guest's TSC goes on from the pause ($nsteps steps < 2^29)"
+	else bad "guest clock across snapshot/restore: $n1 lines before, $nsteps steps, out of range: ${bad_steps:-none}"; fi
+else
+	bad "guest clock across snapshot/restore: no snapshot of the clock guest ($(tail -2 "$tmp/clk1.err" | tr '\n' ' '))"
+	kill $clk 2> /dev/null
+fi
+unset VMM_STATE_DIR
+
 echo "guests: $pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
