@@ -406,6 +406,7 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
 	$(Q)tests/cli/dockerfile.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)python3 tests/cli/bench_peers.py
+	$(Q)python3 tests/cli/bench_report.py
 	$(Q)tests/cli/unpack_cache.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 # The Firecracker-compatible control API (curl --unix-socket) on VMMs
