@@ -3,7 +3,7 @@
  * input byte picks the size of the pieces the rest is fed in (archives
  * arrive in frames of any size). After each input: nothing was written
  * outside the destination (a sibling directory stays empty) and no
- * temporary ".vmm-tar-" file is left behind once tar_x_free ran; then the
+ * temporary ".vmm-tar-PID-SEQ" file is left behind once tar_x_free ran; then the
  * destination is emptied for the next input. Limits are small so the
  * fuzzer reaches them. */
 #define _GNU_SOURCE
@@ -24,11 +24,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 
 static int leftover;
 
+/* 1 if name is one of the extractor's temporaries (".vmm-tar-PID-SEQ",
+ * guest-init/tar.c x_tmpname, with this process's PID). An archive may
+ * name its own entries ".vmm-tar-..." (the fuzzer made a directory
+ * ".vmm-tar-58.630372713" through a pax path): those are not leftovers. */
+static int is_temporary(const char *name)
+{
+	char pre[32];
+	size_t n = (size_t)snprintf(pre, sizeof(pre), ".vmm-tar-%d-", (int)getpid());
+
+	if (strncmp(name, pre, n) || !name[n])
+		return 0;
+	return strspn(name + n, "0123456789") == strlen(name + n);
+}
+
 static int visit(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
 	(void)st;
 	(void)flag;
-	if (f->level > 0 && strstr(p + f->base, ".vmm-tar-"))
+	if (f->level > 0 && is_temporary(p + f->base))
 		leftover = 1;
 	if (f->level > 0) {
 		chmod(p, 0700);
