@@ -55,8 +55,14 @@ static int control_open_common(struct control *c, int fd, const char *path, cons
 	c->name = name;
 	c->max_body = HTTP_MAX_BODY;
 	c->api = calloc(1, sizeof(*c->api));
-	if (!c->api)
+	c->body = malloc(FCAPI_REPLY_MAX); /* untouched, so no RSS, until a reply needs it */
+	if (!c->api || !c->body) {
+		free(c->api);
+		free(c->body);
+		c->api = NULL;
+		c->body = NULL;
 		return -ENOMEM;
+	}
 	fcapi_init(c->api, name);
 	c->open = 1;
 	if (c->inherited_fd >= 0) {
@@ -119,6 +125,8 @@ void control_close(struct control *c)
 		fcapi_close(c->api);
 	free(c->api);
 	c->api = NULL;
+	free(c->body);
+	c->body = NULL;
 	c->open = 0;
 }
 
@@ -464,18 +472,22 @@ static void conn_queue(struct control_conn *k, const char *data, size_t len)
 	k->out_len += len;
 }
 
+/* The response, head and body, straight into the connection's output
+ * (no buffer in between: a thread-local one cost every thread of the VMM
+ * its size in RSS, glibc zeroing each thread's TLS block). */
 static void http_reply_hdr(struct control_conn *k, int status, const char *body, size_t len, int keep_alive,
 			   const char *extra)
 {
-	static _Thread_local char buf[CONTROL_OUT_MAX];
-	size_t n = http_response_hdr(buf, sizeof(buf), status, body, len, keep_alive, extra);
+	size_t n = http_response_hdr(k->out + k->out_len, CONTROL_OUT_MAX - k->out_len, status, body, len,
+				     keep_alive, extra);
 
-	if (!keep_alive)
-		k->close_after = 1;
-	if (n)
-		conn_queue(k, buf, n);
-	else
-		k->close_after = 1;
+	if (!keep_alive || !n)
+		k->close_after = 1; /* !n: cannot happen with our reply sizes; do not send half */
+	if (!n)
+		return;
+	if (k->out_len == 0)
+		k->out_start = mono_ms();
+	k->out_len += n;
 }
 
 static void http_reply(struct control_conn *k, int status, const char *body, size_t len, int keep_alive)
@@ -531,7 +543,7 @@ static void conn_process(struct control *c, struct control_conn *k, struct vm *v
 			k->in_len = 0;
 		} else {
 			struct http_request req;
-			static _Thread_local char body[FCAPI_REPLY_MAX];
+			char *body = c->body;
 			size_t blen = 0;
 			int r = http_parse_limit(k->in, k->in_len, &req, c->max_body), status;
 
@@ -555,7 +567,7 @@ static void conn_process(struct control *c, struct control_conn *k, struct vm *v
 				}
 			} else {
 				c->api->vm = vm;
-				status = fcapi_handle(c->api, &req, body, sizeof(body), &blen);
+				status = fcapi_handle(c->api, &req, body, FCAPI_REPLY_MAX, &blen);
 				conn_consume(k, (size_t)r);
 				if (status == 0) {
 					k->waiting = 1;
@@ -686,13 +698,15 @@ void control_events(struct control *c, struct vm *vm, const struct pollfd *p, un
 
 void control_finish(struct control *c, struct vm *vm, const char *fault)
 {
-	static _Thread_local char body[FCAPI_REPLY_MAX];
+	char *body = c->body;
 	size_t len = 0;
 	unsigned i;
 	int status;
 
+	if (!body)
+		return; /* never opened */
 	c->api->vm = vm;
-	status = fcapi_finish(c->api, fault, body, sizeof(body), &len);
+	status = fcapi_finish(c->api, fault, body, FCAPI_REPLY_MAX, &len);
 
 	for (i = 0; i < CONTROL_MAX_CONNS; i++) {
 		struct control_conn *k = &c->conns[i];

@@ -53,6 +53,7 @@ struct control {
 	unsigned nr_listen;
 	const char *name;       /* the sandbox's name, for "info" and GET / */
 	struct fcapi *api;      /* the HTTP API's state (heap) */
+	char *body;             /* FCAPI_REPLY_MAX bytes: an HTTP reply's body (heap) */
 	size_t max_body;        /* HTTP body limit (--http-api-max-payload-size) */
 	struct control_conn conns[CONTROL_MAX_CONNS];
 	int keep_paths;         /* control_close leaves the socket paths: a
