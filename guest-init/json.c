@@ -396,27 +396,29 @@ void jw_key(struct json_writer *w, const char *key)
 	w->need_comma = 0;
 }
 
+/* One byte of a string, escaped where JSON needs it (bytes >= 0x80 as-is). */
+static void put_byte(struct json_writer *w, unsigned char c)
+{
+	char esc[8];
+
+	if (c == '"' || c == '\\') {
+		esc[0] = '\\';
+		esc[1] = (char)c;
+		put(w, esc, 2);
+	} else if (c < 0x20 || c == 0x7f) {
+		snprintf(esc, sizeof(esc), "\\u%04x", c);
+		put(w, esc, 6);
+	} else {
+		put(w, (const char *)&c, 1);
+	}
+}
+
 void jw_strn(struct json_writer *w, const char *s, size_t n)
 {
-	size_t i;
-
 	comma(w);
 	put(w, "\"", 1);
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		char esc[8];
-
-		if (c == '"' || c == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)c;
-			put(w, esc, 2);
-		} else if (c < 0x20 || c == 0x7f) {
-			snprintf(esc, sizeof(esc), "\\u%04x", c);
-			put(w, esc, 6);
-		} else {
-			put(w, (const char *)&s[i], 1);
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		put_byte(w, (unsigned char)s[i]);
 	put(w, "\"", 1);
 }
 
@@ -451,7 +453,6 @@ void jw_text(struct json_writer *w, const char *s, size_t n)
 	put(w, "\"", 1);
 	while (i < n) {
 		size_t k = u[i] < 0x80 ? 1 : utf8_len(u + i, n - i);
-		char esc[8];
 
 		if (!k) {
 			put(w, "\xef\xbf\xbd", 3); /* U+FFFD */
@@ -459,15 +460,8 @@ void jw_text(struct json_writer *w, const char *s, size_t n)
 		} else if (k > 1) {
 			put(w, s + i, k);
 			i += k;
-		} else if (u[i] == '"' || u[i] == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)u[i++];
-			put(w, esc, 2);
-		} else if (u[i] < 0x20 || u[i] == 0x7f) {
-			snprintf(esc, sizeof(esc), "\\u%04x", u[i++]);
-			put(w, esc, 6);
 		} else {
-			put(w, s + i++, 1);
+			put_byte(w, u[i++]);
 		}
 	}
 	put(w, "\"", 1);

@@ -460,16 +460,26 @@ static void conn_flush(struct control_conn *k)
 		conn_close(k);
 }
 
-static void conn_queue(struct control_conn *k, const char *data, size_t len)
+/* len bytes written at k->out + k->out_len join the output; 0 (they did
+ * not fit) closes the connection once what is queued is sent. */
+static void conn_queued(struct control_conn *k, size_t len)
 {
-	if (len > CONTROL_OUT_MAX - k->out_len) {
+	if (!len) {
 		k->close_after = 1; /* cannot happen with our reply sizes; do not send half */
 		return;
 	}
 	if (k->out_len == 0)
 		k->out_start = mono_ms();
-	memcpy(k->out + k->out_len, data, len);
 	k->out_len += len;
+}
+
+static void conn_queue(struct control_conn *k, const char *data, size_t len)
+{
+	if (len > CONTROL_OUT_MAX - k->out_len)
+		len = 0;
+	else
+		memcpy(k->out + k->out_len, data, len);
+	conn_queued(k, len);
 }
 
 /* The response, head and body, straight into the connection's output
@@ -481,13 +491,9 @@ static void http_reply_hdr(struct control_conn *k, int status, const char *body,
 	size_t n = http_response_hdr(k->out + k->out_len, CONTROL_OUT_MAX - k->out_len, status, body, len,
 				     keep_alive, extra);
 
-	if (!keep_alive || !n)
-		k->close_after = 1; /* !n: cannot happen with our reply sizes; do not send half */
-	if (!n)
-		return;
-	if (k->out_len == 0)
-		k->out_start = mono_ms();
-	k->out_len += n;
+	if (!keep_alive)
+		k->close_after = 1;
+	conn_queued(k, n);
 }
 
 static void http_reply(struct control_conn *k, int status, const char *body, size_t len, int keep_alive)
