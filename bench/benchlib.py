@@ -1,5 +1,6 @@
 """Shared by the bench/ scripts: how to start vmm and QEMU on the same
 kernel and command line, and how to time a VMM until a console line."""
+import atexit
 import os
 import re
 import select
@@ -8,6 +9,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -103,11 +105,21 @@ def kvmtool_path(path):
     return path
 
 
+_lkvm_home = None
+
+
 def kvmtool_cmd(lkvm, kernel, initrd, cmdline, cpus, mem):
     """lkvm run with the same kernel (a bzImage: lkvm does not load ELF
     vmlinux files), initramfs and command line; `noapic` as this host's
     kvmtool needs it (bench/kvmtool.md), no network device."""
-    cmd = [lkvm, "run", "--kernel", kernel, "--cpus", str(cpus), "--mem", str(mem),
+    # lkvm keeps its control sockets under $HOME/.lkvm: a HOME of its own,
+    # as $HOME may be read-only (the nested-KVM harness) or shared.
+    global _lkvm_home
+    if _lkvm_home is None:  # a fresh private directory (mkdtemp), not a name in /tmp
+        _lkvm_home = tempfile.mkdtemp(prefix="vmm-bench-lkvm-")
+        atexit.register(shutil.rmtree, _lkvm_home, True)
+    home = _lkvm_home
+    cmd = ["env", f"HOME={home}", lkvm, "run", "--kernel", kernel, "--cpus", str(cpus), "--mem", str(mem),
            "--params", cmdline + " noapic", "--console", "serial", "--network", "mode=none"]
     if initrd:
         cmd += ["--initrd", initrd]
