@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "evloop.h"
+#include "thread.h"
 #include "log.h"
 
 #include <errno.h>
@@ -170,7 +171,7 @@ int evloop_poll(struct evloop *l, int timeout_ms)
 
 int evloop_start(struct evloop *l)
 {
-	int r = pthread_create(&l->thread, NULL, evloop_thread, l);
+	int r = vmm_thread_start(&l->thread, evloop_thread, l, 0);
 
 	if (r)
 		return -r;

@@ -2,6 +2,7 @@
  * and the exit dispatch. */
 #define _GNU_SOURCE
 #include "vcpu.h"
+#include "thread.h"
 #include "log.h"
 #include "vm.h"
 #include "seccomp.h"
@@ -537,7 +538,7 @@ int vcpu_start(struct vcpu *v)
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(VCPU_KICK_SIGNAL, &sa, NULL) < 0)
 		return -errno;
-	r = pthread_create(&v->thread, NULL, vcpu_thread, v);
+	r = vmm_thread_start(&v->thread, vcpu_thread, v, 0);
 	if (r)
 		return -r;
 	v->started = 1;

@@ -5,6 +5,7 @@
  * (the i8042, else guest-init over vsock). */
 #define _GNU_SOURCE
 #include "vm.h"
+#include "thread.h"
 #include "control.h"
 #include "standby.h"
 #include "log.h"
@@ -470,7 +471,6 @@ int vm_guest_shutdown(struct vm *vm)
 {
 	struct guest_shutdown *g;
 	struct json_writer w;
-	pthread_attr_t attr;
 	pthread_t t;
 	int r;
 
@@ -494,10 +494,7 @@ int vm_guest_shutdown(struct vm *vm)
 		free(g);
 		return -E2BIG;
 	}
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	r = -pthread_create(&t, &attr, guest_shutdown_thread, g);
-	pthread_attr_destroy(&attr);
+	r = -vmm_thread_start(&t, guest_shutdown_thread, g, 1);
 	if (r)
 		free(g);
 	return r;
