@@ -13,6 +13,7 @@
 #include "oci_image.h"
 #include "oci_unpack.h"
 #include "rdump.h"
+#include "run_opts.h"
 #include "../vmm/log.h"
 
 #include <errno.h>
@@ -197,7 +198,7 @@ static int real_run(void *ctx, const char *dir, const struct dfb_run *run, char 
 	argv[k++] = "--disk";
 	argv[k++] = arg;
 	argv[k++] = "--cmdline";
-	argv[k++] = "console=ttyS0 reboot=k panic=-1 init=" IMAGE_INIT;
+	argv[k++] = DEFAULT_CMDLINE " init=" IMAGE_INIT;
 	argv[k++] = "--mem";
 	argv[k++] = mem;
 	argv[k++] = "--image-cwd";

@@ -16,7 +16,11 @@
 #include "oci_image.h"
 #include "../vmm/vm.h"
 
-#define DEFAULT_CMDLINE "console=ttyS0 reboot=k panic=-1"
+/* loglevel=5: the console shows warnings, errors and Oops reports (the
+ * crash scan needs those) but not the ~10 KB of informational boot lines;
+ * on the 8250 each byte is a VM exit, and printing them was a third of a
+ * cold boot (docs/perf.md, section 10). */
+#define DEFAULT_CMDLINE "console=ttyS0 reboot=k panic=-1 loglevel=5"
 /* run -d -- CMD: the tag of CMD's detached process (vmm attach NAME main) */
 #define DETACHED_CMD_TAG "main"
 
