@@ -35,6 +35,15 @@ rows = report.parse_rows("sequential write (dd)        13.0 MB/s     28.1 MB/s  
                          "not a row\n")
 check(len(rows) == 2 and rows[0]["ratio"] == 0.46 and rows[1]["vmm"] == "55.8 ops/s",
       f"ratio rows parse ({rows})")
+# bench/net's table: a variant column between vmm and the peer, labels
+# that start with a digit (bench/vsock), header and run lines that are not rows.
+rows3 = report.parse_rows("                         vmm   vmm-nooffload     qemu    ratio\n"
+                          "ping round trip      5.71 ms         3.02 ms    6.20 ms    1.09x\n"
+                          "1-byte echo p50    1874.7 us    178.8 us   0.095x\n"
+                          "  run 1 vmm : ping 5.71 ms, guest->host 0.52 MB/s\n")
+check(len(rows3) == 2 and rows3[0] == {"figure": "ping round trip", "vmm": "5.71 ms", "peer": "6.20 ms",
+                                       "ratio": 1.09} and rows3[1]["figure"] == "1-byte echo p50",
+      f"ratio rows with a variant column and a leading digit parse ({rows3})")
 check(report.mb_per_s("13.0 MB/s") == 13.0 and report.mb_per_s("1 Gbit/s") == 125.0 and
       report.mb_per_s("55.8 ops/s") is None and report.mb_per_s("fast") is None,
       "throughput figures convert to MB/s, other units do not")
