@@ -14,7 +14,7 @@ static const char *const names[PHASE_NR] = {
 	[PHASE_MEMORY] = "memory",   [PHASE_CPUID] = "cpuid",
 	[PHASE_VCPUS] = "vcpus",     [PHASE_DEVICES] = "devices",
 	[PHASE_LOAD] = "load",       [PHASE_HANDOVER] = "handover",
-	[PHASE_FIRST_RUN] = "first_run", [PHASE_READY] = "ready",
+	[PHASE_FIRST_RUN] = "first_run", [PHASE_KERNEL] = "kernel", [PHASE_READY] = "ready",
 	[PHASE_API] = "api",
 };
 _Static_assert(sizeof(names) / sizeof(names[0]) == PHASE_NR, "a name per phase");

@@ -27,6 +27,8 @@ enum phase {
 			    on a restore: the device and vCPU state */
 	PHASE_HANDOVER,  /* vm_create's end .. vm_run (helper, publish, jail) */
 	PHASE_FIRST_RUN, /* vm_run .. vCPU 0's first KVM_RUN */
+	PHASE_KERNEL,    /* .. guest-init's first read of the token window: the
+			    kernel booted and started init (cold starts only) */
 	PHASE_READY,     /* .. the guest says it is ready (boot marker or the
 			    ready notice, docs/vsock.md) */
 	PHASE_API,       /* .. the first API reply the helper got (restore: the sync) */

@@ -105,6 +105,10 @@ void vm_kernel_up(struct vm *vm)
 
 	if (!atomic_compare_exchange_strong(&vm->kernel_up, &expected, 1))
 		return;
+	/* A restored guest-init may read the token again: that is no kernel
+	 * boot (and a mark after `ready` would make that phase's length 0). */
+	if (!vm->cfg.restore && !atomic_load(&vm->phases.at[PHASE_READY]))
+		phase_mark(&vm->phases, PHASE_KERNEL);
 	if (vm->marker_fd >= 0 && write(vm->marker_fd, "K", 1) < 0)
 		log_debug("kernel-up notification: %s", strerror(errno));
 }

@@ -70,6 +70,12 @@ static void format_lists_reached_phases_in_us(void **state)
 	assert_string_equal(buf, "pre_main=");
 	assert_string_equal(phase_name(PHASE_FIRST_RUN), "first_run");
 	assert_string_equal(phase_name(PHASE_NR), "?");
+	/* the guest's share split at the kernel-up mark */
+	phase_mark_at(&p, PHASE_KERNEL, T0 + 2700 * US);
+	phase_mark_at(&p, PHASE_READY, T0 + 3000 * US);
+	phase_format(&p, buf, sizeof(buf));
+	assert_string_equal(buf, "pre_main=2900 cli=100 load=1500 first_run=100 kernel=1000 ready=300 total=3000");
+	assert_string_equal(phase_name(PHASE_KERNEL), "kernel");
 }
 
 static void exits_are_counted_by_kind(void **state)
