@@ -54,7 +54,7 @@ static int control_open_common(struct control *c, int fd, const char *path, cons
 		c->conns[i].fd = -1;
 	c->name = name;
 	c->max_body = HTTP_MAX_BODY;
-	c->api = calloc(1, sizeof(*c->api));
+	c->api = fcapi_new(name);
 	c->body = malloc(FCAPI_REPLY_MAX); /* untouched, so no RSS, until a reply needs it */
 	if (!c->api || !c->body) {
 		free(c->api);
@@ -63,7 +63,6 @@ static int control_open_common(struct control *c, int fd, const char *path, cons
 		c->body = NULL;
 		return -ENOMEM;
 	}
-	fcapi_init(c->api, name);
 	c->open = 1;
 	if (c->inherited_fd >= 0) {
 		c->lfd[0] = c->inherited_fd;

@@ -165,6 +165,8 @@ struct fcapi {
 
 /* Default configuration: 1 vCPU, 128 MiB, nothing else. */
 void fcapi_init(struct fcapi *a, const char *id);
+/* The same on the heap (calloc), for fcapi_close and free. NULL: no memory. */
+struct fcapi *fcapi_new(const char *id);
 /* Closes the logger and metrics files (the log goes back to stderr). */
 void fcapi_close(struct fcapi *a);
 
