@@ -44,6 +44,15 @@ rows3 = report.parse_rows("                         vmm   vmm-nooffload     qemu
 check(len(rows3) == 2 and rows3[0] == {"figure": "ping round trip", "vmm": "5.71 ms", "peer": "6.20 ms",
                                        "ratio": 1.09} and rows3[1]["figure"] == "1-byte echo p50",
       f"ratio rows with a variant column and a leading digit parse ({rows3})")
+out = ("  run 1 vmm: 0.3 s\nbench/restore: snapshot taken\n"
+       "                                p50     p99   n\n"
+       "restore to API (256 MiB)   362.7 ms  516.4 ms  20\n"
+       "QEMU / vmm                     5.0x\n")
+table = report.summary_table(out)
+md = report.markdown({"restore": {"rc": 0, "seconds": 1, "output": out, "rows": []}}, "T", "h")
+check(len(table) == 3 and table[1].startswith("restore to API") and "restore to API (256 MiB)" in md,
+      f"a bench without ratio rows: its summary table goes into the Markdown ({table})")
+check(report.summary_table("  run 1 vmm: 0.3 s\n") == [], "no table, nothing quoted")
 check(report.mb_per_s("13.0 MB/s") == 13.0 and report.mb_per_s("1 Gbit/s") == 125.0 and
       report.mb_per_s("55.8 ops/s") is None and report.mb_per_s("fast") is None,
       "throughput figures convert to MB/s, other units do not")
