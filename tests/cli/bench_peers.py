@@ -78,8 +78,13 @@ def main():
         os.chmod(f.name, stat.S_IRWXU)
         check(bl.kvmtool_path(f.name) == f.name, "an executable lkvm is taken")
         cmd = bl.kvmtool_cmd(f.name, "bzImage", "initrd", "console=ttyS0", 1, 256)
-        check(cmd[:2] == [f.name, "run"] and "console=ttyS0 noapic" in cmd and "initrd" in cmd,
+        home = cmd[1][len("HOME="):] if cmd[0] == "env" and cmd[1].startswith("HOME=") else ""
+        check(cmd[2:4] == [f.name, "run"] and "console=ttyS0 noapic" in cmd and "initrd" in cmd,
               "lkvm run with the same kernel, initrd and command line plus noapic")
+        st = os.lstat(home) if home else None
+        check(st is not None and stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and
+              st.st_uid == os.getuid() and bl.kvmtool_cmd(f.name, "b", "i", "c", 1, 256)[1] == cmd[1],
+              f"lkvm gets a private HOME of its own, made fresh (mkdtemp), one per process ({home!r})")
     sys.exit(1 if fails else 0)
 
 
