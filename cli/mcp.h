@@ -49,6 +49,8 @@ struct mcp_http_opts {
 };
 #define MCP_HTTP_MAX_CONNS 32
 #define MCP_HTTP_IDLE_S 30
+#define MCP_HTTP_LINGER 16        /* refused connections drained at once (cli/mcp_http.c) */
+#define MCP_HTTP_LINGER_MS 2000  /* and for at most this long each */
 #define MCP_HTTP_REQUEST_S 30
 /* Serves streamable HTTP until SIGINT/SIGTERM, each connection on a
  * thread of its own. 0 or -errno. */

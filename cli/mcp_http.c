@@ -69,6 +69,13 @@ struct http_server {
 	pthread_mutex_t lock;         /* sessions[], and conns[].fd/.done */
 	struct session sessions[MCP_SESSIONS];
 	struct conn *conns;           /* [max_conns] */
+	/* Refused connections kept a moment after their 503 (refuse_busy):
+	 * closing a socket whose request is still unread makes the kernel
+	 * send a reset, and a reset can destroy the 503 before the client
+	 * reads it. The accepting thread drains them until the client closes
+	 * or MCP_HTTP_LINGER_MS pass; fd -1: a free slot. */
+	int linger_fd[MCP_HTTP_LINGER];
+	long long linger_end[MCP_HTTP_LINGER];
 };
 
 /* ---- one connection's I/O: the socket is non-blocking; every wait is a
@@ -517,10 +524,39 @@ static unsigned conns_reap(struct http_server *hs)
 	return live;
 }
 
-/* A connection past the limit: 503 and closed, from the accepting thread,
- * so it must not block (a client that does not read loses the answer). */
-static void refuse_busy(int fd)
+static void linger_close(struct http_server *hs, unsigned i)
 {
+	close(hs->linger_fd[i]);
+	hs->linger_fd[i] = -1;
+}
+
+/* Reads and drops what a lingering client sent; closes at its EOF, an
+ * error, or the slot's end. */
+static void linger_drain(struct http_server *hs, unsigned i, long long now)
+{
+	char buf[4096];
+	ssize_t n;
+	int k;
+
+	for (k = 0; k < 16; k++) { /* bounded: a client may keep sending */
+		n = recv(hs->linger_fd[i], buf, sizeof(buf), MSG_DONTWAIT);
+		if (n > 0)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			break;
+		linger_close(hs, i); /* EOF or an error */
+		return;
+	}
+	if (now >= hs->linger_end[i])
+		linger_close(hs, i);
+}
+
+/* A connection past the limit: 503, the write side shut, then lingering
+ * (above). From the accepting thread, so nothing here blocks (a client
+ * that does not read loses the answer). */
+static void refuse_busy(struct http_server *hs, int fd)
+{
+	unsigned i, oldest = 0;
 	char body[256], head[512];
 	size_t n = error_body(body, sizeof(body), JSONRPC_INTERNAL_ERROR,
 			      "too many connections: try again later");
@@ -532,7 +568,14 @@ static void refuse_busy(int fd)
 	if (send(fd, head, (size_t)h, MSG_NOSIGNAL | MSG_DONTWAIT) == h)
 		send(fd, body, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	shutdown(fd, SHUT_WR);
-	close(fd);
+	for (i = 0; i < MCP_HTTP_LINGER && hs->linger_fd[i] >= 0; i++)
+		if (hs->linger_end[i] < hs->linger_end[oldest])
+			oldest = i;
+	if (i == MCP_HTTP_LINGER) /* all taken: the oldest goes */
+		linger_close(hs, i = oldest);
+	hs->linger_fd[i] = fd;
+	hs->linger_end[i] = mono_ms() + MCP_HTTP_LINGER_MS;
+	linger_drain(hs, i, mono_ms());
 }
 
 static void conn_start(struct http_server *hs, int fd, const pthread_attr_t *attr)
@@ -541,7 +584,7 @@ static void conn_start(struct http_server *hs, int fd, const pthread_attr_t *att
 	int r;
 
 	if (conns_reap(hs) >= hs->max_conns) {
-		refuse_busy(fd);
+		refuse_busy(hs, fd);
 		return;
 	}
 	for (i = 0; hs->conns[i].used; i++) {
@@ -551,7 +594,7 @@ static void conn_start(struct http_server *hs, int fd, const pthread_attr_t *att
 	if (r) {
 		log_err("mcp: a connection's thread: %s", strerror(r));
 		memset(&hs->conns[i], 0, sizeof(hs->conns[i]));
-		refuse_busy(fd);
+		refuse_busy(hs, fd);
 	}
 }
 
@@ -648,6 +691,8 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 	hs->idle_s = o->idle_timeout_s ? o->idle_timeout_s : MCP_HTTP_IDLE_S;
 	hs->request_s = o->request_timeout_s ? o->request_timeout_s : MCP_HTTP_REQUEST_S;
 	hs->stop[0] = hs->stop[1] = -1;
+	for (unsigned i = 0; i < MCP_HTTP_LINGER; i++)
+		hs->linger_fd[i] = -1;
 	hs->conns = calloc(hs->max_conns, sizeof(*hs->conns));
 	if (!hs->conns) {
 		free(hs);
@@ -696,10 +741,18 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 			hs->max_conns);
 	}
 	for (;;) {
-		struct pollfd p[2] = { { .fd = lfd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+		struct pollfd p[2 + MCP_HTTP_LINGER] = { { .fd = lfd, .events = POLLIN },
+							  { .fd = sfd, .events = POLLIN } };
+		long long now = mono_ms(), wait = -1;
+		unsigned i;
 		int c;
 
-		if (poll(p, 2, -1) < 0) {
+		for (i = 0; i < MCP_HTTP_LINGER; i++) {
+			p[2 + i] = (struct pollfd){ .fd = hs->linger_fd[i], .events = POLLIN };
+			if (hs->linger_fd[i] >= 0 && (wait < 0 || hs->linger_end[i] - now < wait))
+				wait = hs->linger_end[i] > now ? hs->linger_end[i] - now : 0;
+		}
+		if (poll(p, 2 + MCP_HTTP_LINGER, (int)wait) < 0) {
 			if (errno == EINTR)
 				continue;
 			r = -errno;
@@ -707,6 +760,10 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 		}
 		if (p[1].revents)
 			break; /* SIGINT/SIGTERM: done */
+		now = mono_ms();
+		for (i = 0; i < MCP_HTTP_LINGER; i++)
+			if (hs->linger_fd[i] >= 0 && (p[2 + i].revents || now >= hs->linger_end[i]))
+				linger_drain(hs, i, now);
 		if (!(p[0].revents & POLLIN))
 			continue;
 		c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -715,6 +772,9 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 		conn_start(hs, c, &attr);
 	}
 	conns_stop(hs);
+	for (unsigned i = 0; i < MCP_HTTP_LINGER; i++)
+		if (hs->linger_fd[i] >= 0)
+			linger_close(hs, i);
 out:
 	if (sfd >= 0)
 		close(sfd);
