@@ -157,11 +157,13 @@ def rss_without_guest_kib(pid, guest_bytes):
     return total
 
 
-def run_until(cmd, marker, timeout, guest_bytes=None, stderr_path=None, wait_exit=False):
+def run_until(cmd, marker, timeout, guest_bytes=None, capture_stderr=False, wait_exit=False):
     """Starts cmd and reads its console until `marker`. Returns (seconds to
     the marker or None, RSS KiB at that moment, stdout bytes, stderr bytes).
     With wait_exit, lets the VM run to its own end (up to timeout)."""
-    err = open(stderr_path, "w+b") if stderr_path else subprocess.DEVNULL
+    # An unnamed temporary file: no name under /tmp another user could
+    # have put a symlink at.
+    err = tempfile.TemporaryFile() if capture_stderr else subprocess.DEVNULL
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
     buf = b""
@@ -193,7 +195,7 @@ def run_until(cmd, marker, timeout, guest_bytes=None, stderr_path=None, wait_exi
                 p.kill()
                 p.wait()
     text = b""
-    if stderr_path:
+    if capture_stderr:
         err.seek(0)
         text = err.read()
         err.close()

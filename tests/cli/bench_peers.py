@@ -85,6 +85,12 @@ def main():
         check(st is not None and stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and
               st.st_uid == os.getuid() and bl.kvmtool_cmd(f.name, "b", "i", "c", 1, 256)[1] == cmd[1],
               f"lkvm gets a private HOME of its own, made fresh (mkdtemp), one per process ({home!r})")
+    # run_until keeps a command's stderr in an unnamed file (no fixed name
+    # under /tmp another user could plant a symlink at).
+    t, _, out, err = bl.run_until(["sh", "-c", "echo oops >&2; echo ready"], b"ready", 10,
+                                  capture_stderr=True, wait_exit=True)
+    check(t is not None and b"ready" in out and err == b"oops\n",
+          f"run_until captures the command's stderr ({err!r})")
     sys.exit(1 if fails else 0)
 
 
