@@ -557,6 +557,7 @@ static void linger_drain(struct http_server *hs, unsigned i, long long now)
 static void refuse_busy(struct http_server *hs, int fd)
 {
 	unsigned i, oldest = 0;
+	long long now;
 	char body[256], head[512];
 	size_t n = error_body(body, sizeof(body), JSONRPC_INTERNAL_ERROR,
 			      "too many connections: try again later");
@@ -573,9 +574,10 @@ static void refuse_busy(struct http_server *hs, int fd)
 			oldest = i;
 	if (i == MCP_HTTP_LINGER) /* all taken: the oldest goes */
 		linger_close(hs, i = oldest);
+	now = mono_ms();
 	hs->linger_fd[i] = fd;
-	hs->linger_end[i] = mono_ms() + MCP_HTTP_LINGER_MS;
-	linger_drain(hs, i, mono_ms());
+	hs->linger_end[i] = now + MCP_HTTP_LINGER_MS;
+	linger_drain(hs, i, now);
 }
 
 static void conn_start(struct http_server *hs, int fd, const pthread_attr_t *attr)
