@@ -21,6 +21,11 @@ const char *cpu_template_name(enum cpu_template t)
 	return t == CPU_TEMPLATE_SAFE ? "safe" : "host";
 }
 
+int cpuid_entry_zero(const struct kvm_cpuid_entry2 *e)
+{
+	return !(e->function | e->index | e->flags | e->eax | e->ebx | e->ecx | e->edx);
+}
+
 int cpuid_entry_same(const struct kvm_cpuid_entry2 *set, const struct kvm_cpuid_entry2 *got)
 {
 	uint32_t ebx = ~0u, ecx = ~0u, edx = ~0u;

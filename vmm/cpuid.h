@@ -43,6 +43,10 @@ unsigned cpuid_apply(struct kvm_cpuid_entry2 *e, unsigned n, unsigned index,
  * enable now (Intel SDM vol. 2A, CPUID; AMD APM vol. 3, E.3.2). */
 int cpuid_entry_same(const struct kvm_cpuid_entry2 *set, const struct kvm_cpuid_entry2 *got);
 
+/* Whether an entry is all zeros (function 0 with no leaves would give a
+ * nonzero EAX): the padding past the real entries of a read-back table. */
+int cpuid_entry_zero(const struct kvm_cpuid_entry2 *e);
+
 /* Looks up (function, index); NULL if absent. */
 struct kvm_cpuid_entry2 *cpuid_find(struct kvm_cpuid_entry2 *e, unsigned n,
 				    unsigned function, unsigned index);

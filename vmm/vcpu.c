@@ -154,19 +154,37 @@ struct kvm_cpuid2 *vcpu_get_cpuid(const struct vcpu *v)
 {
 	struct kvm_cpuid2 *c;
 
-	/* Exactly as many entries as vmm set. KVM (Linux 6.1, Debian 12's)
-	 * does not report its count: on success nent stays as given, and a
-	 * bigger buffer came back with zeroed entries past the real ones,
-	 * read as more leaf 0s (the guest tier's 230 all-zero lines); too
-	 * small a one fails (E2BIG) without saying the size. */
-	c = calloc(1, sizeof(*c) + v->cpuid_nent * sizeof(c->entries[0]));
-	if (!c)
-		return NULL;
-	c->nent = v->cpuid_nent;
-	if (kvm_ioctl_var(v->fd, KVM_GET_CPUID2, c) < 0) {
+	/* First exactly as many entries as vmm set. Some KVMs (Linux 6.1,
+	 * Debian 12's) leave nent as given on success, and a bigger buffer
+	 * came back with zeroed entries past the real ones, read as more
+	 * leaf 0s (the guest tier's 230 all-zero lines). Too small a buffer
+	 * fails with E2BIG without saying the size: a KVM that keeps its own
+	 * view of the table (kvm_pvm) holds more entries than vmm set, so
+	 * that is retried once with room for the most KVM reports, and
+	 * all-zero entries at the end are dropped. */
+	unsigned nent = v->cpuid_nent;
+
+	for (;;) {
+		c = calloc(1, sizeof(*c) + nent * sizeof(c->entries[0]));
+		if (!c)
+			return NULL;
+		c->nent = nent;
+		if (ioctl(v->fd, KVM_GET_CPUID2, c) == 0)
+			break;
+		int e = errno;
+
 		free(c);
+		if (e == E2BIG && nent < VCPU_MAX_CPUID_ENTRIES) {
+			nent = VCPU_MAX_CPUID_ENTRIES;
+			continue;
+		}
+		log_err("vcpu%u: KVM_GET_CPUID2: %s", v->index, strerror(e));
 		return NULL;
 	}
+	if (c->nent > nent)
+		c->nent = nent;
+	while (c->nent > 0 && cpuid_entry_zero(&c->entries[c->nent - 1]))
+		c->nent--;
 	return c;
 }
 

@@ -111,6 +111,23 @@ static void per_vcpu_topology(void **state)
 	assert_int_equal(cpuid_find(e, m, 0x80000008, 0)->ecx, 0x0f); /* Intel: untouched */
 }
 
+/* A read-back table in a buffer bigger than KVM's: the all-zero padding
+ * past the real entries is told from a real leaf 0 (whose EAX is the
+ * highest leaf) and from a zero leaf that has an index or flags. */
+static void read_back_padding(void **state)
+{
+	struct kvm_cpuid_entry2 e = { 0 };
+
+	(void)state;
+	assert_true(cpuid_entry_zero(&e));
+	e.eax = 0xd;
+	assert_false(cpuid_entry_zero(&e));
+	e = (struct kvm_cpuid_entry2){ .function = 0xb, .index = 1 };
+	assert_false(cpuid_entry_zero(&e));
+	e = (struct kvm_cpuid_entry2){ .flags = KVM_CPUID_FLAG_SIGNIFCANT_INDEX };
+	assert_false(cpuid_entry_zero(&e));
+}
+
 /* KVM's read-back of what a VMM set: the bits the CPU computes as the
  * guest runs differ (KVM recomputes them: leaf 0xD.0 EBX for XCR0 = x87 on
  * real KVM), anything else is an override. */
@@ -266,6 +283,7 @@ int main(void)
 		cmocka_unit_test(per_vcpu_topology),
 		cmocka_unit_test(amd_core_count),
 		cmocka_unit_test(read_back_dynamic_bits),
+		cmocka_unit_test(read_back_padding),
 		cmocka_unit_test(tmpl_bitmaps),
 		cmocka_unit_test(tmpl_parse_and_apply),
 	};
