@@ -125,7 +125,10 @@ static uint8_t do_rw(struct virtio_blk *b, int write, uint64_t sector, struct io
 static uint8_t zero_range(struct virtio_blk *b, uint64_t sector, uint32_t n, int punch)
 {
 	off_t off = (off_t)(sector * BLK_SECTOR), len = (off_t)n * BLK_SECTOR;
-	static const uint8_t zeros[65536];
+	/* 64 KiB a write from one zeroed page: a 64 KiB array would sit in
+	 * the binary's read-only data, among pages every VMM maps. */
+	static const uint8_t zeros[4096];
+	struct iovec iov[16];
 
 	if (n == 0)
 		return VIRTIO_BLK_S_OK;
@@ -135,9 +138,16 @@ static uint8_t zero_range(struct virtio_blk *b, uint64_t sector, uint32_t n, int
 		return VIRTIO_BLK_S_OK;
 	/* Filesystems without hole punching: write the zeros. */
 	while (len > 0) {
-		size_t k = len > (off_t)sizeof(zeros) ? sizeof(zeros) : (size_t)len;
-		ssize_t w = pwrite(b->fd, zeros, k, off);
+		size_t left = len > (off_t)(16 * sizeof(zeros)) ? 16 * sizeof(zeros) : (size_t)len;
+		int cnt;
+		ssize_t w;
 
+		for (cnt = 0; left > 0; cnt++) {
+			iov[cnt].iov_base = (void *)zeros;
+			iov[cnt].iov_len = left < sizeof(zeros) ? left : sizeof(zeros);
+			left -= iov[cnt].iov_len;
+		}
+		w = pwritev(b->fd, iov, cnt, off);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
