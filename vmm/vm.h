@@ -180,6 +180,7 @@ struct vm {
 	struct tty tty;          /* cfg.console_tty: the terminal, main thread */
 
 	int cpuid_overridden;    /* KVM does not apply the CPUID we set */
+	int tsc_said;            /* a restore found KVM kept its own TSC (said once) */
 	char start_why[256];     /* why vm_create failed, for a client (the Firecracker
 				    API's InstanceStart), "" if no more than the log */
 

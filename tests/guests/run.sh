@@ -67,7 +67,7 @@ else bad "kvmerr.elf"; fi
 
 # CPUID: what the guest sees must be what KVM says the vCPU has.
 for tmpl in safe host; do
-	if run cpuid 0 run --kernel "$dir/cpuid.elf" --mem 64 --cpus 2 --cpu-template $tmpl --dump-cpuid "$tmp/cpuid.$tmpl"; then
+	if run cpuid 0 run -v --kernel "$dir/cpuid.elf" --mem 64 --cpus 2 --cpu-template $tmpl --dump-cpuid "$tmp/cpuid.$tmpl"; then
 		mismatch=0
 		lines=0
 		while read -r tag f i a b c d; do
@@ -519,7 +519,7 @@ clk=$!
 why=""
 if wait_for "$tmp/clk1.out" "^tsc .*" && sleep 1 && "$vmm" pause clk > /dev/null 2>&1 && sleep 4 &&
 	"$vmm" snapshot --stop clk "$tmp/clksnap" > /dev/null 2>&1 && wait $clk; then
-	timeout -k 5 20 "$vmm" restore "$tmp/clksnap" --name clk2 < /dev/null > "$tmp/clk2.out" 2> "$tmp/clk2.err" &
+	timeout -k 5 20 "$vmm" restore -v "$tmp/clksnap" --name clk2 < /dev/null > "$tmp/clk2.out" 2> "$tmp/clk2.err" &
 	clk2=$!
 	for _ in $(seq 100); do [ "$(grep -c "^tsc " "$tmp/clk2.out" 2> /dev/null)" -ge 3 ] && break; sleep 0.1; done
 	"$vmm" stop clk2 > /dev/null 2>&1
@@ -531,6 +531,8 @@ if wait_for "$tmp/clk1.out" "^tsc .*" && sleep 1 && "$vmm" pause clk > /dev/null
 	bad_steps=$(echo "$steps" | awk -v lim=$((2 << 28)) 'NF && ($1 <= 0 || $1 >= lim)' | head -3 | tr '\n' ' ')
 	if [ "$n1" -ge 2 ] && [ "$nsteps" -ge $((n1 + 1)) ] && [ -z "$bad_steps" ]; then
 		ok "snapshot after 4 s paused: the restored guest's TSC goes on from the pause ($nsteps steps < 2^29)"
+	elif [ "$n1" -ge 2 ] && grep -q "does not set the guest's TSC" "$tmp/clk2.err"; then
+		skipped "guest clock across snapshot/restore: this host's KVM cannot set a guest's TSC (vmm said: $(grep -o "vcpu0's is .* ms" "$tmp/clk2.err" | head -1))"
 	else bad "guest clock across snapshot/restore: $n1 lines before, $nsteps steps, out of range: ${bad_steps:-none}"; fi
 else
 	bad "guest clock across snapshot/restore: no snapshot of the clock guest ($(tail -2 "$tmp/clk1.err" | tr '\n' ' '))"
