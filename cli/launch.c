@@ -172,7 +172,9 @@ static void standby_prepare(const struct sandbox *sb, const struct run_opts *o, 
 
 int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 {
-	char kernel_buf[PATH_MAX] = "", initrd_buf[PATH_MAX] = "";
+	/* Path buffers get a NUL in front, not an initialiser: zeroing them
+	 * whole made pages of this frame resident in every VMM. */
+	char kernel_buf[PATH_MAX], initrd_buf[PATH_MAX];
 	struct vm_config cfg;
 	struct run_opts o;
 	struct termios tty_saved;
@@ -196,9 +198,9 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	pid_t child = -1;
 	int ran = 0;
 	char jail_kernel[PATH_MAX], jail_initrd[PATH_MAX], jail_root[PATH_MAX + 8];
-	char synced[PATH_MAX + 32] = "";
+	char synced[PATH_MAX + 32];
 	char image_cmdline[4096];
-	struct sandbox_status was = { .created = 0 }; /* in_place: the record before */
+	long long was_created = 0, was_expires = 0; /* in_place: the record's before */
 	/* On the heap: a published port's connection threads may outlive this
 	 * frame by a moment at exit (see the end). */
 	struct publish *pub = calloc(PUBLISH_MAX, sizeof(*pub));
@@ -213,6 +215,7 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	struct tap taps[VM_MAX_NETS];
 
 	memset(&cfg, 0, sizeof(cfg));
+	kernel_buf[0] = initrd_buf[0] = synced[0] = '\0';
 	for (i = 0; i < VM_MAX_NETS; i++)
 		taps[i].fd = -1;
 	run_opts_init(&o, restore, api, pub);
@@ -259,9 +262,18 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 			status = run_bad_usage("%s", "vmm create takes the options of vmm run, without -d or -- CMD");
 		goto out_disks;
 	}
-	if (o.in_place && sandbox_status(o.name, &was)) {
-		status = CLI_EXIT_ERROR;
-		goto out_disks;
+	if (o.in_place) {
+		/* 17 KiB, on the heap for the moment it is needed. */
+		struct sandbox_status *was = malloc(sizeof(*was));
+
+		if (!was || sandbox_status(o.name, was)) {
+			free(was);
+			status = CLI_EXIT_ERROR;
+			goto out_disks;
+		}
+		was_created = was->created;
+		was_expires = was->expires;
+		free(was);
 	}
 	if (sandbox_create(&sb, o.name, o.in_place ? SANDBOX_ADOPT_STANDBY : o.adopt) ||
 	    (o.jail.enabled && sandbox_make_rw(&sb))) {
@@ -319,9 +331,9 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 		}
 		status = 0;
 	}
-	if (o.in_place && was.expires) {
+	if (o.in_place && was_expires) {
 		/* --ttl counts standby too: what is left of it. */
-		long long left = was.expires - (long long)time(NULL);
+		long long left = was_expires - (long long)time(NULL);
 
 		o.ttl_s = left > 0 ? left : 1;
 	}
@@ -480,8 +492,8 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 			.publish = pub_text,
 			.net = net_text,
 			.image = o.image_ref,
-			.created = o.in_place ? was.created : 0,
-			.expires = o.in_place ? was.expires : 0,
+			.created = was_created,
+			.expires = was_expires,
 		};
 
 		for (i = 0; i < cfg.nr_nets; i++) {
