@@ -378,7 +378,7 @@ int virtio_blk_init(struct virtio_blk *b, const struct blk_options *o, int vm_fd
 	char name[24];
 	int r;
 
-	memset(b, 0, sizeof(*b));
+	memset(b, 0, offsetof(struct virtio_blk, chain)); /* not the scratch (virtio_blk.h) */
 	b->timer_fd = -1;
 	b->ro = o->ro;
 	b->fd = open(o->path, (o->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);

@@ -116,14 +116,17 @@ struct virtio_blk {
 	uint64_t capacity; /* sectors */
 	char serial[VIRTIO_BLK_ID_BYTES];
 	struct virtio_blk_config config;
-	struct vq_chain chain;
-	struct iovec iov[VQ_MAX_CHAIN];
 	uint64_t reqs, errors;
 	struct ratelimit rl;
 	int timer_fd;      /* -1 without a limit */
 	int throttled;     /* waiting for the timer */
 	uint64_t waits;    /* times the limiter made the queue wait */
 	struct evloop_source timer_src;
+	/* Scratch for the request in hand, last and never cleared (each
+	 * request writes what it reads): 32 KiB that stay untouched pages
+	 * but for the few a chain uses. */
+	struct vq_chain chain;
+	struct iovec iov[VQ_MAX_CHAIN];
 };
 
 /* Runs one request; returns bytes written to the guest (incl. status), or

@@ -7,6 +7,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,7 +144,7 @@ int virtio_fs_init(struct virtio_fs *f, const struct fs_options *o, int vm_fd, c
 	char name[24];
 	int r;
 
-	memset(f, 0, sizeof(*f));
+	memset(f, 0, offsetof(struct virtio_fs, chain)); /* not the scratch (virtio_fs.h) */
 	f->rl = rl;
 	if (!fs_tag_valid(o->tag)) {
 		log_err("--fs: invalid tag '%s'", o->tag);

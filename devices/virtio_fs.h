@@ -41,10 +41,13 @@ struct virtio_fs {
 	struct virtio_dev vdev;
 	struct fuse_server srv;
 	struct virtio_fs_config config;
-	struct vq_chain chain;
-	struct iovec in[VQ_MAX_CHAIN], out[VQ_MAX_CHAIN];
 	struct log_ratelimit rl;
 	uint64_t bad_chains;
+	/* Scratch for the request in hand, last and never cleared (each
+	 * request writes what it reads): 48 KiB that stay untouched pages
+	 * but for the few a chain uses. */
+	struct vq_chain chain;
+	struct iovec in[VQ_MAX_CHAIN], out[VQ_MAX_CHAIN];
 };
 
 /* Handles one chain (exposed for tests and the fuzzer): the length

@@ -1061,7 +1061,7 @@ int virtio_vsock_init(struct vsock_dev *v, const struct vsock_options *o, int vm
 	uint64_t features = (1ull << VIRTIO_F_EVENT_IDX) | (1ull << VIRTIO_F_INDIRECT_DESC);
 	int r;
 
-	memset(v, 0, sizeof(*v));
+	memset(v, 0, offsetof(struct vsock_dev, chain)); /* not the scratch (virtio_vsock.h) */
 	v->opt = *o;
 	v->rl = rl;
 	v->next_port = VSOCK_HOST_PORT_FIRST;

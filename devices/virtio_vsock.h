@@ -104,9 +104,6 @@ struct vsock_dev {
 	int reset_unacked;
 	uint16_t reset_avail_idx;
 	int listen_held;
-	struct vq_chain chain;
-	struct vq_chain rxchain;
-	struct iovec iov[VQ_MAX_CHAIN];
 	struct log_ratelimit rl;
 	uint64_t dropped;
 	/* The guest port whose refusal was last logged, plus one (0: none):
@@ -122,6 +119,12 @@ struct vsock_dev {
 	 * guest-init's ready notice stays connected for the guest's life. */
 	uint32_t idle_exempt_port;
 	unsigned nr_exempt;      /* of conns[], those to idle_exempt_port */
+	/* Scratch for the chains in hand, last and never cleared (each pop
+	 * writes what is read): 48 KiB that stay untouched pages but for the
+	 * few a chain uses. */
+	struct vq_chain chain;
+	struct vq_chain rxchain;
+	struct iovec iov[VQ_MAX_CHAIN];
 };
 
 int virtio_vsock_init(struct vsock_dev *v, const struct vsock_options *o, int vm_fd,
