@@ -28,8 +28,9 @@ pkgs=(
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against
 	pkgs+=(gnuplot-nox)     # bench/report's plots
-elif [ ! -e /dev/kvm ]; then
-	# No KVM here: the KVM test tiers run in a QEMU TCG VM with an
+elif [ ! -e /dev/kvm ] || [ -d /sys/module/kvm_pvm ]; then
+	# No KVM here, or one that emulates guest ring 0: the KVM test tiers
+	# (those that boot Linux, on the latter) run in a QEMU TCG VM with an
 	# emulated SVM CPU instead (tests/vmhost; Debian's kernel package is
 	# downloaded into ~/.cache/vmm/vmhost on first use, never installed).
 	pkgs+=(qemu-system-x86)
