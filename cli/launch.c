@@ -20,6 +20,7 @@
 #include "../vmm/standby.h"
 #include "../vmm/control.h"
 #include "../vmm/fcapi.h"
+#include "../vmm/zpages.h"
 #include "../vmm/snapshot.h"
 #include "../vmm/seccomp.h"
 #include "../vmm/uffd.h"
@@ -189,7 +190,9 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	const char *net_spec_p[VM_MAX_NETS];
 	unsigned nr_net_spec = 0;
 	char net_text[VM_MAX_NETS * 64] = "";
-	struct snapshot snap;
+	/* 113 KiB, on pages of its own: snapshot_open leaves fresh ones that
+	 * it need not write alone (zpages.h), so a clone keeps a few of them. */
+	struct snapshot *snap = zpages_alloc(sizeof(*snap));
 	/* PUT /snapshot/load's Uffd backend, until vm_create takes it */
 	struct uffd_backend ub = { .gm = { .fd = -1 }, .conn = { .uffd = -1, .sock = -1 } };
 	struct sandbox sb = { .created = 0 };
@@ -219,8 +222,11 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	for (i = 0; i < VM_MAX_NETS; i++)
 		taps[i].fd = -1;
 	run_opts_init(&o, restore, api, pub);
-	if (!pub)
+	if (!pub || !snap) {
+		free(pub);
+		zpages_free(snap, sizeof(*snap));
 		return CLI_EXIT_ERROR;
+	}
 	cfg.t0_ns = log_now_ns();
 	cfg.pre_main_ns = phase_cpu_ns();
 	cfg.cpus = 1;
@@ -244,7 +250,7 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	if ((status = run_opts_parse(&o, &cfg, argc, argv)))
 		goto out_disks;
 	if (o.snapshot_dir) {
-		if (snapshot_open(&snap, o.snapshot_dir)) {
+		if (snapshot_open(snap, o.snapshot_dir)) {
 			status = CLI_EXIT_ERROR;
 			goto out_disks;
 		}
@@ -344,7 +350,7 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 		cfg.idle_timeout_ns = (uint64_t)o.idle_timeout_s * 1000000000ull;
 	}
 	if (api) {
-		if (run_fc_serve_configure(&ctl, &o, &sb, &cfg, &snap, &ub, &status))
+		if (run_fc_serve_configure(&ctl, &o, &sb, &cfg, snap, &ub, &status))
 			goto out_disks;
 		if (ctl.api->pending == FCAPI_LOAD) {
 			have_snap = 1;
@@ -355,7 +361,7 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 				cfg.uffd = &ub;
 		}
 	}
-	if (restore && (status = restore_configure(&cfg, &snap, &o, &sb, api ? &ctl.api->mmds : NULL, token_buf,
+	if (restore && (status = restore_configure(&cfg, snap, &o, &sb, api ? &ctl.api->mmds : NULL, token_buf,
 						   sizeof(token_buf), net_spec, &nr_net_spec)))
 		goto out_disks;
 	if (!restore) {
@@ -454,7 +460,7 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	 * still one thread, and everything vm_create opens is bound in. */
 	if (jail_cgroup(&o.jail, sb.name, cfg.cpus) ||
 	    (o.jail.enabled && (run_jail_prepare(&o.jail, &cfg, &sb, &eg_args, taps) ||
-			      run_jail_setup(&o.jail, &cfg, restore ? &snap : NULL, &sb, jail_kernel, jail_initrd,
+			      run_jail_setup(&o.jail, &cfg, restore ? snap : NULL, &sb, jail_kernel, jail_initrd,
 					 jail_root, sizeof(jail_root))))) {
 		status = CLI_EXIT_ERROR;
 		goto out_console;
@@ -464,7 +470,7 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 		sb.start_time = o.jail.host_start;
 		cfg.host_pid = o.jail.host_pid;
 	}
-	if (!api && (status = run_fc_mmds(&cfg, &md, o.fc.metadata, o.fc.mmds_limit, have_snap ? &snap.conf.mmds : NULL)))
+	if (!api && (status = run_fc_mmds(&cfg, &md, o.fc.metadata, o.fc.mmds_limit, have_snap ? &snap->conf.mmds : NULL)))
 		goto out_console;
 	vm = calloc(1, sizeof(*vm));
 	if (!vm) {
@@ -484,7 +490,7 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	{
 		struct sandbox_info info = {
 			.kind = restore ? "restore" : "run",
-			.source = restore ? snap.dir : cfg.kernel,
+			.source = restore ? snap->dir : cfg.kernel,
 			.cpus = vm->nr_vcpus,
 			.mem_mib = cfg.mem_bytes >> 20,
 			.ttl_s = o.ttl_s,
@@ -694,7 +700,8 @@ out_disks:
 	sandbox_remove(&sb);
 	uffd_backend_close(&ub); /* emptied if the VM took it */
 	if (have_snap)
-		snapshot_close(&snap);
+		snapshot_close(snap);
+	zpages_free(snap, sizeof(*snap));
 	if (eg)
 		egress_release(eg);
 	if (detach_ready >= 0)

@@ -9,6 +9,7 @@
 #include "vcpu.h"
 #include "../guest-init/proto.h"
 #include "kvmcache.h"
+#include "zpages.h"
 #include "../boot/layout.h"
 
 #include <errno.h>
@@ -18,7 +19,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,33 +47,9 @@ static int virtio_slot(struct vm *vm, uint64_t *base, unsigned *irq)
 	return 0;
 }
 
-/* Device state on pages of its own: calloc may hand back heap memory used
- * before and clear all of it, which made each device's scratch arrays
- * (32-48 KiB of chain and iovec room, virtio_blk.h) resident in every
- * VMM; fresh anonymous pages are zero and stay untouched until used.
- * Under ASan, calloc, so that its redzones still guard the structs. */
-static void *dev_alloc(size_t n)
-{
-#ifdef __SANITIZE_ADDRESS__
-	return calloc(1, n);
-#else
-	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
-#endif
-}
-
-static void dev_free(void *p, size_t n)
-{
-#ifdef __SANITIZE_ADDRESS__
-	(void)n;
-	free(p);
-#else
-	if (p)
-		munmap(p, n);
-#endif
-}
-
+/* Devices' state is on pages of its own (zpages.h): each device's scratch
+ * arrays (32-48 KiB of chain and iovec room, virtio_blk.h) stay untouched
+ * but for the pages a chain uses. */
 static int vm_add_virtio(struct vm *vm)
 {
 	uint64_t base;
@@ -87,12 +63,12 @@ static int vm_add_virtio(struct vm *vm)
 		}
 		if ((r = virtio_slot(vm, &base, &irq)))
 			return r;
-		vm->disks[i] = dev_alloc(sizeof(*vm->disks[i]));
+		vm->disks[i] = zpages_alloc(sizeof(*vm->disks[i]));
 		if (!vm->disks[i])
 			return -ENOMEM;
 		r = virtio_blk_init(vm->disks[i], &vm->cfg.disks[i], vm->fd, &vm->gm, base, irq, i);
 		if (r) {
-			dev_free(vm->disks[i], sizeof(*vm->disks[i]));
+			zpages_free(vm->disks[i], sizeof(*vm->disks[i]));
 			vm->disks[i] = NULL;
 			return r;
 		}
@@ -103,12 +79,12 @@ static int vm_add_virtio(struct vm *vm)
 	if (vm->cfg.has_vsock) {
 		if ((r = virtio_slot(vm, &base, &irq)))
 			return r;
-		vm->vsock = dev_alloc(sizeof(*vm->vsock));
+		vm->vsock = zpages_alloc(sizeof(*vm->vsock));
 		if (!vm->vsock)
 			return -ENOMEM;
 		r = virtio_vsock_init(vm->vsock, &vm->cfg.vsock, vm->fd, &vm->gm, base, irq);
 		if (r) {
-			dev_free(vm->vsock, sizeof(*vm->vsock));
+			zpages_free(vm->vsock, sizeof(*vm->vsock));
 			vm->vsock = NULL;
 			return r;
 		}
@@ -119,7 +95,7 @@ static int vm_add_virtio(struct vm *vm)
 	for (i = 0; i < vm->cfg.nr_nets; i++) {
 		if ((r = virtio_slot(vm, &base, &irq)))
 			return r;
-		vm->nets[i] = dev_alloc(sizeof(*vm->nets[i]));
+		vm->nets[i] = zpages_alloc(sizeof(*vm->nets[i]));
 		if (!vm->nets[i])
 			return -ENOMEM;
 		if (vm->cfg.pre_taps) {
@@ -130,7 +106,7 @@ static int vm_add_virtio(struct vm *vm)
 			r = virtio_net_init(vm->nets[i], &vm->cfg.nets[i], vm->fd, &vm->gm, base, irq, i);
 		}
 		if (r) {
-			dev_free(vm->nets[i], sizeof(*vm->nets[i]));
+			zpages_free(vm->nets[i], sizeof(*vm->nets[i]));
 			vm->nets[i] = NULL;
 			return r;
 		}
@@ -151,12 +127,12 @@ static int vm_add_virtio(struct vm *vm)
 		}
 		if ((r = virtio_slot(vm, &base, &irq)))
 			return r;
-		vm->fs[i] = dev_alloc(sizeof(*vm->fs[i]));
+		vm->fs[i] = zpages_alloc(sizeof(*vm->fs[i]));
 		if (!vm->fs[i])
 			return -ENOMEM;
 		r = virtio_fs_init(vm->fs[i], &vm->cfg.fs[i], vm->fd, &vm->gm, base, irq, i);
 		if (r) {
-			dev_free(vm->fs[i], sizeof(*vm->fs[i]));
+			zpages_free(vm->fs[i], sizeof(*vm->fs[i]));
 			vm->fs[i] = NULL;
 			return r;
 		}
@@ -169,12 +145,12 @@ static int vm_add_virtio(struct vm *vm)
 	if (vm->cfg.has_entropy) {
 		if ((r = virtio_slot(vm, &base, &irq)))
 			return r;
-		vm->rng = dev_alloc(sizeof(*vm->rng));
+		vm->rng = zpages_alloc(sizeof(*vm->rng));
 		if (!vm->rng)
 			return -ENOMEM;
 		r = virtio_rng_init(vm->rng, &vm->cfg.entropy, vm->fd, &vm->gm, base, irq);
 		if (r) {
-			dev_free(vm->rng, sizeof(*vm->rng));
+			zpages_free(vm->rng, sizeof(*vm->rng));
 			vm->rng = NULL;
 			return r;
 		}
@@ -185,12 +161,12 @@ static int vm_add_virtio(struct vm *vm)
 	if (vm->cfg.has_balloon) {
 		if ((r = virtio_slot(vm, &base, &irq)))
 			return r;
-		vm->balloon = dev_alloc(sizeof(*vm->balloon));
+		vm->balloon = zpages_alloc(sizeof(*vm->balloon));
 		if (!vm->balloon)
 			return -ENOMEM;
 		r = virtio_balloon_init(vm->balloon, &vm->cfg.balloon, vm->fd, &vm->gm, base, irq);
 		if (r) {
-			dev_free(vm->balloon, sizeof(*vm->balloon));
+			zpages_free(vm->balloon, sizeof(*vm->balloon));
 			vm->balloon = NULL;
 			return r;
 		}
@@ -209,36 +185,36 @@ static void vm_remove_virtio(struct vm *vm)
 		if (!vm->disks[i])
 			continue;
 		virtio_blk_destroy(vm->disks[i]);
-		dev_free(vm->disks[i], sizeof(*vm->disks[i]));
+		zpages_free(vm->disks[i], sizeof(*vm->disks[i]));
 		vm->disks[i] = NULL;
 	}
 	if (vm->vsock) {
 		virtio_vsock_destroy(vm->vsock);
-		dev_free(vm->vsock, sizeof(*vm->vsock));
+		zpages_free(vm->vsock, sizeof(*vm->vsock));
 		vm->vsock = NULL;
 	}
 	for (i = 0; i < VM_MAX_NETS; i++) {
 		if (!vm->nets[i])
 			continue;
 		virtio_net_destroy(vm->nets[i]);
-		dev_free(vm->nets[i], sizeof(*vm->nets[i]));
+		zpages_free(vm->nets[i], sizeof(*vm->nets[i]));
 		vm->nets[i] = NULL;
 	}
 	for (i = 0; i < VM_MAX_FS; i++) {
 		if (!vm->fs[i])
 			continue;
 		virtio_fs_destroy(vm->fs[i]);
-		dev_free(vm->fs[i], sizeof(*vm->fs[i]));
+		zpages_free(vm->fs[i], sizeof(*vm->fs[i]));
 		vm->fs[i] = NULL;
 	}
 	if (vm->rng) {
 		virtio_rng_destroy(vm->rng);
-		dev_free(vm->rng, sizeof(*vm->rng));
+		zpages_free(vm->rng, sizeof(*vm->rng));
 		vm->rng = NULL;
 	}
 	if (vm->balloon) {
 		virtio_balloon_destroy(vm->balloon);
-		dev_free(vm->balloon, sizeof(*vm->balloon));
+		zpages_free(vm->balloon, sizeof(*vm->balloon));
 		vm->balloon = NULL;
 	}
 	memset(vm->virtio, 0, sizeof(vm->virtio));
