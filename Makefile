@@ -487,8 +487,12 @@ e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-in
 # the nested-KVM harness: vmm oci under containerd and Podman (tier oci),
 # Dockerfile builds with RUN steps (dockerfile), standby (standby).
 .PHONY: e2e-oci e2e-dockerfile e2e-standby
+# In the QEMU VM the host's / is read-only: CNI's cache directory, which
+# podman makes on its first use, must exist on the host for the test to
+# put a tmpfs on it (tests/e2e/oci.sh), even on a host that never ran podman.
 e2e-oci: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4
 	$(call kvm_where,vmm oci with containerd and Podman,oci)
+	$(if $(call kvmrun,oci),$(Q)[ -d /var/lib/cni ] || mkdir -p /var/lib/cni 2> /dev/null || true)
 	$(Q)$(call kvmrun,oci) tests/e2e/oci.sh $(BUILD)
 e2e-dockerfile: $(BUILD)/vmm $(BUILD)/guest/guest-init $(BUILD)/kernel/vmlinux
 	$(call kvm_where,Dockerfile builds,dockerfile)
