@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "gm.h"
 #include "log.h"
+#include "zpages.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -294,17 +295,6 @@ uint64_t gm_low_end(const struct gm *gm)
 	return gm->nr ? gm->r[0].gpa + gm->r[0].size : 0;
 }
 
-static int page_is_zero(const uint8_t *p)
-{
-	static const uint8_t zero[256];
-	uint64_t off;
-
-	for (off = 0; off < GM_PAGE_SIZE; off += sizeof(zero))
-		if (memcmp(p + off, zero, sizeof(zero)))
-			return 0;
-	return 1;
-}
-
 int gm_dump(const struct gm *gm, int fd)
 {
 	uint64_t off = 0;
@@ -314,7 +304,7 @@ int gm_dump(const struct gm *gm, int fd)
 	while (off < gm->total) {
 		uint64_t run = off;
 
-		while (run < gm->total && !page_is_zero(gm->map + run))
+		while (run < gm->total && !mem_is_zero(gm->map + run, GM_PAGE_SIZE))
 			run += GM_PAGE_SIZE;
 		while (off < run) {
 			ssize_t w = pwrite(fd, gm->map + off, run - off, (off_t)off);
@@ -328,7 +318,7 @@ int gm_dump(const struct gm *gm, int fd)
 				return -ENOSPC;
 			off += (uint64_t)w;
 		}
-		while (off < gm->total && page_is_zero(gm->map + off))
+		while (off < gm->total && mem_is_zero(gm->map + off, GM_PAGE_SIZE))
 			off += GM_PAGE_SIZE; /* left as a hole */
 	}
 	/* Holes at the end still count toward the size. */

@@ -10,6 +10,7 @@
 #include "snapfmt.h"
 #include "snapshot_priv.h"
 #include "log.h"
+#include "zpages.h"
 #include "vcpu.h"
 #include "../devices/mmds.h"
 
@@ -1269,19 +1270,6 @@ int snapshot_open_base(struct snapshot *s, const char *dir)
 	return open_snapshot(s, dir, 0);
 }
 
-/* Whether n bytes at p are all zero. Reading fresh anonymous pages maps
- * the kernel's shared zero page, which no RSS counts, where clearing them
- * would make them the process's own. */
-static int bytes_zero(const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		if (b[i])
-			return 0;
-	return 1;
-}
-
 static int open_snapshot(struct snapshot *s, const char *dir, int recover)
 {
 	const uint8_t *body;
@@ -1294,7 +1282,7 @@ static int open_snapshot(struct snapshot *s, const char *dir, int recover)
 	/* 113 KiB, mostly path arrays a snapshot fills a few entries of: a
 	 * struct on fresh pages (zpages.h, as vmm restore's) keeps only the
 	 * pages the parse writes. */
-	if (!bytes_zero(s, sizeof(*s)))
+	if (!mem_is_zero(s, sizeof(*s)))
 		memset(s, 0, sizeof(*s));
 	if (!realpath(dir, s->dir)) {
 		r = -errno;

@@ -7,7 +7,22 @@
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+
+/* Whether n bytes at p are all zero, compared a 256-byte block at a time.
+ * Reading fresh anonymous pages maps the kernel's shared zero page, which
+ * no RSS counts, where clearing them would make them the process's own. */
+static inline int mem_is_zero(const void *p, size_t n)
+{
+	static const unsigned char zero[256];
+	const unsigned char *b = p;
+
+	for (; n >= sizeof(zero); b += sizeof(zero), n -= sizeof(zero))
+		if (memcmp(b, zero, sizeof(zero)))
+			return 0;
+	return !n || !memcmp(b, zero, n);
+}
 
 static inline void *zpages_alloc(size_t n)
 {
