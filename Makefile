@@ -74,7 +74,9 @@ LEAN_CLI_SRCS := $(filter-out $(TLS_CLI_SRCS),$(CLI_SRCS)) cli/notls.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
 # patched "emulating" kernel; everyone else gets the unpatched "hw" one.
-KERNEL_VARIANT ?= $(shell test -d /sys/module/kvm_pvm && echo emulating || echo hw)
+# (EMULATING_HOST also sends the Linux test tiers to the QEMU VM: VMHOST.)
+EMULATING_HOST := $(shell test -d /sys/module/kvm_pvm && echo 1)
+KERNEL_VARIANT ?= $(if $(EMULATING_HOST),emulating,hw)
 KERNEL_INPUTS  := boot/kernel/build.sh boot/kernel/config.fragment $(wildcard boot/kernel/patches-emulating/*.patch)
 
 .PHONY: all
@@ -377,7 +379,6 @@ ASAN_UNIT_BINS := $(patsubst %,$(BUILD)/asan/tests/%,$(UNIT_TESTS))
 # Linux to the QEMU VM, the path users run, and keeps those that boot the
 # freestanding test guests on the host's /dev/kvm, its own path.
 VMHOST ?= auto
-EMULATING_HOST := $(shell test -d /sys/module/kvm_pvm && echo 1)
 ifeq ($(VMHOST),on)
 KVMRUN := tests/vmhost/run.sh
 else ifeq ($(VMHOST),auto)
@@ -492,7 +493,7 @@ e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-in
 # put a tmpfs on it (tests/e2e/oci.sh), even on a host that never ran podman.
 e2e-oci: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4
 	$(call kvm_where,vmm oci with containerd and Podman,oci)
-	$(if $(call kvmrun,oci),$(Q)[ -d /var/lib/cni ] || mkdir -p /var/lib/cni 2> /dev/null || true)
+	$(if $(call kvmrun,oci),$(Q)mkdir -p /var/lib/cni 2> /dev/null || true)
 	$(Q)$(call kvmrun,oci) tests/e2e/oci.sh $(BUILD)
 e2e-dockerfile: $(BUILD)/vmm $(BUILD)/guest/guest-init $(BUILD)/kernel/vmlinux
 	$(call kvm_where,Dockerfile builds,dockerfile)
