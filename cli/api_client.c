@@ -311,9 +311,8 @@ int api_exec(const struct sandbox_addr *a, const struct exec_opts *o)
 	return api_session(fd, o, o->argv[0]);
 }
 
-int api_session(int fd, const struct exec_opts *o, const char *what)
+static int session(int fd, const struct exec_opts *o, const char *what, uint8_t *buf)
 {
-	static uint8_t buf[FRAME_MAX + 1];
 	struct tty tty;
 	int r, sfd, status = -EPROTO, in_open = o->stdin_pass, is_tty, interrupts = 0;
 	sigset_t sigs, old;
@@ -436,6 +435,23 @@ int api_session(int fd, const struct exec_opts *o, const char *what)
 	close(fd);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	return status;
+}
+
+/* The frame buffer (1 MiB) on the heap, not in every VMM's bss, where a
+ * host with transparent huge pages "always" backs a touched 2 MiB stretch
+ * with a huge page. */
+int api_session(int fd, const struct exec_opts *o, const char *what)
+{
+	uint8_t *buf = malloc(FRAME_MAX + 1);
+	int r;
+
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	r = session(fd, o, what, buf);
+	free(buf);
+	return r;
 }
 
 static int remote_op(const struct sandbox_addr *a, const char *fields, const char *what, char *out,

@@ -145,10 +145,15 @@ int api_logs(const struct sandbox_addr *a, const char *sel, int follow)
 
 /* ---- watch ------------------------------------------------------------------- */
 
-static void print_events(const char *text, size_t len, int json)
+/* A watch's frame and its parse, on the heap, not in the bss (cli/top.c). */
+struct watch_bufs {
+	uint8_t frame[FRAME_MAX + 1];
+	char arena[1 << 20];
+};
+
+static void print_events(const char *text, size_t len, int json, struct watch_bufs *b)
 {
-	static char arena_buf[1 << 20];
-	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
+	struct json_arena ar = { b->arena, sizeof(b->arena), 0 };
 	const struct json *j, *evs, *e;
 	const char *jerr;
 
@@ -196,8 +201,8 @@ static void print_events(const char *text, size_t len, int json)
 
 int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int json)
 {
-	static uint8_t buf[FRAME_MAX + 1];
 	char fields[4300], res[512];
+	struct watch_bufs *b;
 	struct api_error e;
 	struct json_writer w;
 	int fd, r;
@@ -219,22 +224,28 @@ int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int
 		close(fd);
 		return r == -1 ? failed(path, &e) : -EPROTO;
 	}
+	b = malloc(sizeof(*b));
+	if (!b) {
+		close(fd);
+		return -ENOMEM;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	for (;;) {
 		uint8_t type;
 		size_t len;
 
-		if (frame_read(fd, &type, buf, FRAME_MAX, &len)) {
+		if (frame_read(fd, &type, b->frame, FRAME_MAX, &len)) {
 			fprintf(stderr, "vmm: watch: the sandbox closed the connection\n");
 			r = -EPIPE;
 			break;
 		}
 		if (type == F_EVENT) {
-			print_events((const char *)buf, len, json);
+			print_events((const char *)b->frame, len, json, b);
 			if (ferror(stdout))
 				break; /* our reader left */
 		}
 	}
+	free(b);
 	close(fd);
 	return r;
 }

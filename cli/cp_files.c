@@ -524,10 +524,9 @@ static int list_remote(const struct sandbox_addr *a, const char *remote, char *r
 /* remote's content into dfd/name, through a temporary beside it renamed
  * over it (atomic on the host too; a symlink at name is replaced, never
  * followed). mode: permission bits only, and the umask applies. */
-static int get_file(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, mode_t mode,
-		    struct cp_opts *o)
+static int get_file_buf(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, mode_t mode,
+			struct cp_opts *o, uint8_t *buf)
 {
-	static uint8_t buf[FRAME_MAX + 1];
 	char fields[PATH_MAX + 64], tmp[64];
 	struct json_writer w;
 	struct api_error e;
@@ -543,7 +542,7 @@ static int get_file(const struct sandbox_addr *a, const char *remote, int dfd, c
 		fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
 		return fd;
 	}
-	r = api_result(fd, (char *)buf, sizeof(buf), &e);
+	r = api_result(fd, (char *)buf, FRAME_MAX + 1, &e);
 	if (r) {
 		close(fd);
 		if (r == -1)
@@ -600,6 +599,22 @@ static int get_file(const struct sandbox_addr *a, const char *remote, int dfd, c
 		close(out);
 		unlinkat(dfd, tmp, 0);
 	}
+	return r;
+}
+
+/* The frame buffer (1 MiB) on the heap, not in every VMM's bss, where a
+ * host with transparent huge pages "always" backs a touched 2 MiB stretch
+ * with a huge page. */
+static int get_file(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, mode_t mode,
+		    struct cp_opts *o)
+{
+	uint8_t *buf = malloc(FRAME_MAX + 1);
+	int r;
+
+	if (!buf)
+		return -ENOMEM;
+	r = get_file_buf(a, remote, dfd, name, mode, o, buf);
+	free(buf);
 	return r;
 }
 
@@ -687,11 +702,12 @@ static void free_stack(struct copy_dir *stack, size_t depth)
 	free(stack);
 }
 
+#define TREE_ARENA (FRAME_MAX * 3)
+
 /* Copies the directory remote into the host directory in dfd/name. */
-static int copy_tree_out(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, int follow,
-			 mode_t mode, mode_t umask_bits, char *res, struct cp_opts *o)
+static int tree_out(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, int follow,
+		    mode_t mode, mode_t umask_bits, char *res, struct cp_opts *o, char *arena)
 {
-	static char arena[FRAME_MAX * 3];
 	struct copy_dir *stack = NULL, *top;
 	size_t depth = 0, cap = 0;
 	int r = 0;
@@ -707,7 +723,7 @@ static int copy_tree_out(const struct sandbox_addr *a, const char *remote, int d
 	if (r)
 		fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(-r));
 	else
-		r = list_remote(a, remote, res, arena, sizeof(arena), &stack[0].ents, &stack[0].n);
+		r = list_remote(a, remote, res, arena, TREE_ARENA, &stack[0].ents, &stack[0].n);
 	while (r == 0) {
 		struct copy_ent *e;
 		char *rm;
@@ -801,7 +817,7 @@ static int copy_tree_out(const struct sandbox_addr *a, const char *remote, int d
 			fprintf(stderr, "vmm: cp: %s: %s\n", rm, strerror(-r));
 			break;
 		}
-		r = list_remote(a, rm, res, arena, sizeof(arena), &stack[depth - 1].ents, &stack[depth - 1].n);
+		r = list_remote(a, rm, res, arena, TREE_ARENA, &stack[depth - 1].ents, &stack[depth - 1].n);
 		if (r)
 			break;
 		/* one descriptor open at a time: the parent is found again through ".." */
@@ -809,6 +825,19 @@ static int copy_tree_out(const struct sandbox_addr *a, const char *remote, int d
 		top->fd = -1;
 	}
 	free_stack(stack, depth);
+	return r;
+}
+
+static int copy_tree_out(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, int follow,
+			 mode_t mode, mode_t umask_bits, char *res, struct cp_opts *o)
+{
+	char *arena = malloc(TREE_ARENA); /* not in the bss (get_file) */
+	int r;
+
+	if (!arena)
+		return -ENOMEM;
+	r = tree_out(a, remote, dfd, name, follow, mode, umask_bits, res, o, arena);
+	free(arena);
 	return r;
 }
 

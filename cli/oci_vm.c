@@ -334,9 +334,8 @@ char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsign
 
 /* Runs a command in the guest (not in the container) quietly: its exit
  * status, its stderr in err. */
-int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen)
+static int guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen, uint8_t *buf)
 {
-	static uint8_t buf[FRAME_MAX + 1];
 	struct exec_opts o = { .argv = argv };
 	char fields[OCI_FIELDS_MAX];
 	size_t got = 0, n;
@@ -371,6 +370,18 @@ int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *e
 		}
 	}
 	close(fd);
+	return r;
+}
+
+int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen)
+{
+	uint8_t *buf = malloc(FRAME_MAX + 1); /* not in the bss (cli/api_client.c) */
+	int r;
+
+	if (!buf)
+		return -ENOMEM;
+	r = guest_run(a, argv, err, errlen, buf);
+	free(buf);
 	return r;
 }
 

@@ -29,10 +29,18 @@ static void print_argv(const struct json *argv)
 	printf("\n");
 }
 
-static int top_main(int argc, char **argv)
+/* The answer and its parse, on the heap: 2.5 MiB of static buffers would
+ * sit in every VMM's bss, where a host with transparent huge pages "always"
+ * backs a touched 2 MiB stretch with a huge page. */
+struct top_bufs {
+	char out[FRAME_MAX / 2 + 1];
+	char arena[FRAME_MAX * 2];
+};
+
+static int top_run(int argc, char **argv, struct top_bufs *b)
 {
-	static char out[FRAME_MAX / 2 + 1], arena_buf[FRAME_MAX * 2];
-	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
+	char *out = b->out;
+	struct json_arena ar = { b->arena, sizeof(b->arena), 0 };
 	struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
 	const struct json *j, *list, *p;
 	const char *name = NULL, *jerr;
@@ -55,7 +63,7 @@ static int top_main(int argc, char **argv)
 		return cli_usage_error("top", "expected SANDBOX");
 	if (sandbox_api_addr(name, token_given, &sb, &a))
 		return CLI_EXIT_ERROR;
-	if (api_call2(&a, "\"op\":\"processes\"", "top", out, sizeof(out)))
+	if (api_call2(&a, "\"op\":\"processes\"", "top", out, sizeof(b->out)))
 		return CLI_EXIT_ERROR;
 	if (json) {
 		printf("%s\n", out);
@@ -92,6 +100,20 @@ static int top_main(int argc, char **argv)
 		print_argv(json_get(p, "argv"));
 	}
 	return 0;
+}
+
+static int top_main(int argc, char **argv)
+{
+	struct top_bufs *b = malloc(sizeof(*b));
+	int r;
+
+	if (!b) {
+		fprintf(stderr, "vmm top: out of memory\n");
+		return CLI_EXIT_ERROR;
+	}
+	r = top_run(argc, argv, b);
+	free(b);
+	return r;
 }
 
 const struct cli_verb cli_verb_top = {
