@@ -157,6 +157,18 @@ def rss_without_guest_kib(pid, guest_bytes):
     return total
 
 
+def why_no_result(out, timeout):
+    """Why a run gave no figure, from its console: a guest kernel crash
+    (named by its first line) or the timeout."""
+    text = out.decode(errors="replace") if isinstance(out, bytes) else out
+    for pat in ("Kernel panic", "BUG:", "Oops", "WARNING:", "Call Trace"):
+        i = text.find(pat)
+        if i >= 0:
+            line = text[i:].splitlines()[0].strip()
+            return f"the guest kernel crashed ({line[:120]})"
+    return f"no result within {timeout:.0f} s"
+
+
 def run_until(cmd, marker, timeout, guest_bytes=None, capture_stderr=False, wait_exit=False):
     """Starts cmd and reads its console until `marker`. Returns (seconds to
     the marker or None, RSS KiB at that moment, stdout bytes, stderr bytes).

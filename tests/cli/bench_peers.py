@@ -91,6 +91,12 @@ def main():
                                   capture_stderr=True, wait_exit=True)
     check(t is not None and b"ready" in out and err == b"oops\n",
           f"run_until captures the command's stderr ({err!r})")
+    why = bl.why_no_result(b"[ 0.1] fpu: x\r\n[ 0.2] Kernel panic - not syncing: Attempted to kill init\r\nmore",
+                           900)
+    check(why == "the guest kernel crashed (Kernel panic - not syncing: Attempted to kill init)",
+          f"a run without a figure names the guest's crash ({why!r})")
+    why = bl.why_no_result(b"booting\r\n", 900)
+    check(why == "no result within 900 s", f"a run without a figure or crash names the timeout ({why!r})")
     sys.exit(1 if fails else 0)
 
 
