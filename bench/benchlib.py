@@ -161,11 +161,10 @@ def why_no_result(out, timeout):
     """Why a run gave no figure, from its console: a guest kernel crash
     (named by its first line) or the timeout."""
     text = out.decode(errors="replace") if isinstance(out, bytes) else out
-    for pat in ("Kernel panic", "BUG:", "Oops", "WARNING:", "Call Trace"):
-        i = text.find(pat)
-        if i >= 0:
-            line = text[i:].splitlines()[0].strip()
-            return f"the guest kernel crashed ({line[:120]})"
+    hits = [i for i in (text.find(p) for p in ("Kernel panic", "BUG:", "Oops", "WARNING:")) if i >= 0]
+    if hits:
+        line = text[min(hits):].splitlines()[0].strip()
+        return f"the guest kernel crashed (first: {line[:120]})"
     return f"no result within {timeout:.0f} s"
 
 

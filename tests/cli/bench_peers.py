@@ -91,9 +91,9 @@ def main():
                                   capture_stderr=True, wait_exit=True)
     check(t is not None and b"ready" in out and err == b"oops\n",
           f"run_until captures the command's stderr ({err!r})")
-    why = bl.why_no_result(b"[ 0.1] fpu: x\r\n[ 0.2] Kernel panic - not syncing: Attempted to kill init\r\nmore",
+    why = bl.why_no_result(b"[ 0.1] WARNING: CPU: 0 at xstate.c:605\r\n[ 0.2] Kernel panic - not syncing: x\r\n",
                            900)
-    check(why == "the guest kernel crashed (Kernel panic - not syncing: Attempted to kill init)",
+    check(why == "the guest kernel crashed (first: WARNING: CPU: 0 at xstate.c:605)",
           f"a run without a figure names the guest's crash ({why!r})")
     why = bl.why_no_result(b"booting\r\n", 900)
     check(why == "no result within 900 s", f"a run without a figure or crash names the timeout ({why!r})")
