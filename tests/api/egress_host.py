@@ -207,7 +207,10 @@ def main():
     ok(r.stdout == "upstream-ok GET /v1/h2\n", "curl --http2 falls back to HTTP/1.1 (ALPN)", r.stdout + r.stderr)
     r = sh("curl", "-sS", "https://api.test/v1/untrusted", env=dict(cenv, CURL_CA_BUNDLE=tca))
     ok(r.returncode == 60, "curl without the sandbox's CA fails its handshake", r.returncode)
-    ok(any(x.get("reason") == "the sandbox's client does not trust the egress CA" for x in log_lines(d)),
+    # The proxy writes that line once the handshake has failed on its side,
+    # which may be just after curl exits: wait for it (wait_log).
+    why = "the sandbox's client does not trust the egress CA"
+    ok(any(x.get("reason") == why for x in wait_log(d, lambda ls: any(x.get("reason") == why for x in ls))),
        "... and the proxy logs why")
     r = sh("curl", "-sS", "-x", px, "--proxy-insecure", "https://other.test/", env=cenv)
     ok(r.returncode != 0 and "403" in r.stderr, "curl: a host without a rule is refused at CONNECT", r.stderr)
