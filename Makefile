@@ -42,7 +42,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/m
              vmm/control.c vmm/http.c $(FCAPI_SRCS) vmm/cputmpl.c \
              vmm/unixsock.c guest-init/json.c \
              guest-init/proto.c \
-             vmm/vcpu.c vmm/vm.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
+             vmm/vcpu.c vmm/gprof.c vmm/vm.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
              vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c devices/i8042.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \

@@ -2,6 +2,7 @@
  * and the exit dispatch. */
 #define _GNU_SOURCE
 #include "vcpu.h"
+#include "gprof.h"
 #include "thread.h"
 #include "log.h"
 #include "vm.h"
@@ -472,6 +473,11 @@ static void *vcpu_thread(void *arg)
 		if (r < 0) {
 			if (errno == EINTR || errno == EAGAIN) {
 				phase_count_exit(&vm->phases, KVM_EXIT_INTR);
+				/* gprof is called only when sampling: its code
+				 * stays off the pages a VMM touches (docs/perf.md,
+				 * section 11). */
+				if (vm->prof)
+					gprof_sample(vm->prof, v->index, v->fd);
 				v->run->immediate_exit = 0;
 				if (atomic_load(&vm->pause_req))
 					vcpu_park(v);
@@ -525,6 +531,8 @@ static void *vcpu_thread(void *arg)
 			vcpu_report_error(v, what);
 			break;
 		case KVM_EXIT_INTR:
+			if (vm->prof)
+				gprof_sample(vm->prof, v->index, v->fd);
 			break;
 		default:
 			snprintf(what, sizeof(what), "unexpected KVM exit %u", v->run->exit_reason);

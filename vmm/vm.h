@@ -148,6 +148,7 @@ struct vm {
 				    held for the VM's life; -1s without */
 	unsigned nr_vcpus;
 	struct vcpu vcpus[VM_MAX_VCPUS];
+	struct gprof *prof;      /* VMM_GUEST_PROFILE's samples (vmm/gprof.h); NULL without */
 	struct bus pio;
 	struct bus mmio;
 	struct devices dev;

@@ -10,6 +10,7 @@
 #include "standby.h"
 #include "log.h"
 #include "vcpu.h"
+#include "gprof.h"
 #include "seccomp.h"
 #include "../guest-init/json.h"
 #include "../guest-init/proto.h"
@@ -228,6 +229,7 @@ static int child_alive(pid_t pid)
 enum vm_exit_reason vm_run(struct vm *vm)
 {
 	sigset_t stop_sigs, old;
+	const char *prof;
 	int sfd, escape_pending = 0;
 	unsigned i;
 
@@ -252,6 +254,9 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	/* Before the filters: tty_open sets the SIGTTIN/SIGTTOU dispositions. */
 	if (vm->cfg.console_tty && vm->cfg.console_in >= 0 && tty_open(&vm->tty, vm->cfg.console_in, 1, 1) < 0)
 		vm->cfg.console_tty = 0;
+	prof = getenv("VMM_GUEST_PROFILE");
+	if (prof && prof[0])
+		vm->prof = gprof_open(prof, vm->cfg.t0_ns, VCPU_KICK_SIGNAL);
 	if (vm->cfg.seccomp && vm_lockdown(vm))
 		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "cannot install the seccomp filters");
 	for (i = 0; i < vm->nr_vcpus && atomic_load(&vm->exit_reason) == VM_RUNNING; i++) {
@@ -395,6 +400,9 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		vcpu_kick(&vm->vcpus[i]);
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_join(&vm->vcpus[i]);
+	if (vm->prof)
+		gprof_close(vm->prof);
+	vm->prof = NULL;
 	/* Discard stop signals already pending (timeout(1) sends its SIGTERM
 	 * to the child and to the group: two) and keep them blocked, so the
 	 * caller's teardown runs to the end (see vm.h). */

@@ -165,6 +165,30 @@ if [ "$st" = 143 ] && grep -q "stopped by signal" "$tmp/err"; then
 	ok "SIGTERM stops a running VM: status 143"
 else bad "SIGTERM: status $st"; fi
 
+# VMM_GUEST_PROFILE (vmm/gprof.h): a spinning guest's samples, written at
+# its end, name RIPs in its spin loop (_start's code, before puts).
+timeout 30 env VMM_GUEST_PROFILE="$tmp/prof" "$vmm" run --kernel "$dir/spin.elf" --mem 64 < /dev/null > "$tmp/out" 2> "$tmp/err" &
+pid=$!
+for _ in $(seq 200); do grep -q spinning "$tmp/out" && break; sleep 0.1; done
+sleep 1
+kill -TERM $pid
+wait $pid
+start=$(nm "$dir/spin.elf" | awk '$3 == "_start" { print $1 }')
+puts=$(nm "$dir/spin.elf" | awk '$3 == "puts" { print $1 }')
+prof=$(python3 - "$tmp/prof" "$start" "$puts" 2> /dev/null <<'PY'
+import sys
+lo, hi = int(sys.argv[2], 16), int(sys.argv[3], 16)
+rips = [int(line.split()[2], 16) for line in open(sys.argv[1])]
+inside = sum(lo <= r < hi for r in rips)
+print(len(rips), inside)
+PY
+)
+read -r nsamp nin <<< "${prof:-0 0}"
+if [ -n "$start" ] && [ -n "$puts" ] && [ "$nsamp" -ge 5 ] && [ "$nin" -ge $((nsamp * 9 / 10)) ] &&
+	grep -q "sampling the guest's RIP" "$tmp/err"; then
+	ok "VMM_GUEST_PROFILE: $nsamp samples of a spinning guest, $nin in its spin loop"
+else bad "VMM_GUEST_PROFILE: samples/in the loop: ${prof:-none} ($(tail -2 "$tmp/err" | tr '\n' ' '))"; fi
+
 # A host connection to a guest without a vsock driver is closed at once
 # (it used to wait forever for a guest that cannot answer); vmm create and
 # vmm start, ls, rm -f on a guest that never answers the API.
