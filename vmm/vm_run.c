@@ -400,8 +400,12 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		vcpu_kick(&vm->vcpus[i]);
 	for (i = 0; i < vm->nr_vcpus; i++)
 		vcpu_join(&vm->vcpus[i]);
-	if (vm->prof)
+	if (vm->prof) {
 		gprof_close(vm->prof);
+		/* Its timer goes on (vmm/gprof.h): its signal stays blocked
+		 * here, so that no later call of this thread sees EINTR. */
+		sigaddset(&old, VCPU_KICK_SIGNAL);
+	}
 	vm->prof = NULL;
 	/* Discard stop signals already pending (timeout(1) sends its SIGTERM
 	 * to the child and to the group: two) and keep them blocked, so the
