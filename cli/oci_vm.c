@@ -378,8 +378,10 @@ int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *e
 	uint8_t *buf = malloc(FRAME_MAX + 1); /* not in the bss (cli/api_client.c) */
 	int r;
 
-	if (!buf)
+	if (!buf) {
+		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
+	}
 	r = guest_run(a, argv, err, errlen, buf);
 	free(buf);
 	return r;
