@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -551,16 +552,42 @@ int sandbox_list(char ***names)
 	return n;
 }
 
-static int wait_gone(const char *dir, unsigned ms)
+/* Waits for the VMM to end. Its record goes first (sandbox_exited, while
+ * the VMM still tears down and may still touch its folder), so with a
+ * pidfd of the VMM (vmm_pidfd) this waits for the process itself: a
+ * `vmm rm -f` that removed the folder at the record's going raced the
+ * VMM's last steps and could leave the folder behind. */
+static int wait_gone(const char *dir, int pidfd, unsigned ms)
 {
 	unsigned waited;
 
+	if (pidfd >= 0) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		int r;
+
+		while ((r = poll(&p, 1, (int)ms)) < 0 && errno == EINTR) {
+		}
+		return r > 0 ? 0 : r == 0 ? -ETIMEDOUT : -errno;
+	}
 	for (waited = 0; waited < ms; waited += 100) {
 		if (!sandbox_vmm_pid(dir))
 			return 0;
 		usleep(100000);
 	}
 	return sandbox_vmm_pid(dir) ? -ETIMEDOUT : 0;
+}
+
+/* A pidfd of the sandbox's VMM, taken first and then checked against its
+ * record (as kill_vmm does), or -1 (no pidfds, or not that VMM). */
+static int vmm_pidfd(const char *dir, pid_t pid)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (fd >= 0 && sandbox_vmm_pid(dir) != pid) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
 }
 
 /* SIGKILL to the sandbox's VMM, once proven to be it: a pidfd taken
@@ -584,10 +611,41 @@ static int kill_vmm(const struct sandbox *sb, pid_t pid)
 	return r;
 }
 
-int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms)
+static int stop_vmm(struct sandbox_status *st, pid_t pid, int pfd, unsigned graceful_ms)
 {
 	char reply[1024];
-	int pid = st->pid, r;
+	int r;
+
+	if (graceful_ms) {
+		struct sandbox_addr a = { .uds = st->sb.vsock, .port = API_VSOCK_PORT, .token = st->sb.token };
+
+		if (st->state == SB_PAUSED &&
+		    control_call(st->sb.control, "{\"op\":\"resume\"}", reply, sizeof(reply), 5000))
+			log_warn("sandbox %s: cannot resume it to power it off", st->sb.name);
+		/* Through the guest: its processes get SIGTERM, filesystems
+		 * are synced, it powers off. */
+		if ((r = api_shutdown(&a)) == 0 && wait_gone(st->sb.dir, pfd, graceful_ms) == 0)
+			return 0;
+		/* Only a guest that took the request had the time to power off. */
+		if (r == 0)
+			log_warn("sandbox %s did not power off within %.1f s: stopping it", st->sb.name,
+				 graceful_ms / 1000.0);
+		else
+			log_warn("sandbox %s: its guest did not take the shutdown request: stopping its VM",
+				 st->sb.name);
+	}
+	if (control_call(st->sb.control, "{\"op\":\"stop\"}", reply, sizeof(reply), 5000) == 0 &&
+	    wait_gone(st->sb.dir, pfd, 5000) == 0)
+		return 0;
+	log_warn("sandbox %s's VMM does not answer: killing it (pid %d)", st->sb.name, pid);
+	if ((r = kill_vmm(&st->sb, pid)))
+		return r;
+	return wait_gone(st->sb.dir, pfd, 5000);
+}
+
+int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms)
+{
+	int pid = st->pid, pfd, r;
 
 	if (st->state == SB_STANDBY) {
 		/* Nothing runs: the state is dropped (its keeper sees that and
@@ -600,31 +658,11 @@ int sandbox_stop(struct sandbox_status *st, unsigned graceful_ms)
 	}
 	if (st->state == SB_EXITED || st->state == SB_DEAD || st->state == SB_CREATED || pid <= 0)
 		return 0;
-	if (graceful_ms) {
-		struct sandbox_addr a = { .uds = st->sb.vsock, .port = API_VSOCK_PORT, .token = st->sb.token };
-
-		if (st->state == SB_PAUSED &&
-		    control_call(st->sb.control, "{\"op\":\"resume\"}", reply, sizeof(reply), 5000))
-			log_warn("sandbox %s: cannot resume it to power it off", st->sb.name);
-		/* Through the guest: its processes get SIGTERM, filesystems
-		 * are synced, it powers off. */
-		if ((r = api_shutdown(&a)) == 0 && wait_gone(st->sb.dir, graceful_ms) == 0)
-			return 0;
-		/* Only a guest that took the request had the time to power off. */
-		if (r == 0)
-			log_warn("sandbox %s did not power off within %.1f s: stopping it", st->sb.name,
-				 graceful_ms / 1000.0);
-		else
-			log_warn("sandbox %s: its guest did not take the shutdown request: stopping its VM",
-				 st->sb.name);
-	}
-	if (control_call(st->sb.control, "{\"op\":\"stop\"}", reply, sizeof(reply), 5000) == 0 &&
-	    wait_gone(st->sb.dir, 5000) == 0)
-		return 0;
-	log_warn("sandbox %s's VMM does not answer: killing it (pid %d)", st->sb.name, pid);
-	if ((r = kill_vmm(&st->sb, pid)))
-		return r;
-	return wait_gone(st->sb.dir, 5000);
+	pfd = vmm_pidfd(st->sb.dir, pid);
+	r = stop_vmm(st, pid, pfd, graceful_ms);
+	if (pfd >= 0)
+		close(pfd);
+	return r;
 }
 
 void sandbox_delete(struct sandbox *sb)

@@ -225,11 +225,16 @@ if [ "$("$vmm" create --name made --kernel "$dir/spin.elf" --mem 64 --ready-time
 	! pgrep -f -- "--adopt --name made( |$)" > /dev/null || why="$why made-vmm-runs"
 	# One that is still starting is running for ls; rm -f stops and removes it.
 	"$vmm" create --name made2 --kernel "$dir/spin.elf" --mem 64 --ready-timeout 60 > /dev/null
-	timeout 90 "$vmm" start made2 > /dev/null 2>&1 &
+	VMM_TEST_LINGER_MS=2000 timeout 90 "$vmm" start made2 > /dev/null 2>&1 &
 	spid=$!
 	for _ in $(seq 300); do "$vmm" ls | grep -q "^made2 .*running" && break; sleep 0.1; done
 	"$vmm" ls | grep -q "^made2 .*running" || why="$why made2-not-running"
+	# rm -f returns once the VMM has ended, not when its record went
+	# (the VMM tears down after that: made 2 s longer here).
+	vpid=$(cut -d' ' -f1 "$VMM_STATE_DIR/made2/pid" 2> /dev/null)
 	"$vmm" rm -f made2 > /dev/null || why="$why rm-f-failed"
+	vst=$(sed 's/.*) //' "/proc/$vpid/stat" 2> /dev/null | cut -d' ' -f1) # gone or Z (its parent reaps it)
+	[ -n "$vpid" ] && { [ -z "$vst" ] || [ "$vst" = Z ]; } || why="$why vmm-$vpid-ran-on-after-rm-f($vst)"
 	wait $spid
 	[ -z "$(ls "$VMM_STATE_DIR")" ] || why="$why made2-left"
 	! pgrep -f -- "--adopt --name made2( |$)" > /dev/null || why="$why made2-vmm-runs"
