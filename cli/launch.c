@@ -659,8 +659,12 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	/* Tests only: the teardown after the record went, made long, so that
 	 * a `vmm rm -f` that took the record's going for the VMM's shows
 	 * (tests/guests/run.sh; cli/sandbox.c, wait_gone). */
-	if (getenv("VMM_TEST_LINGER_MS"))
-		usleep((useconds_t)strtoul(getenv("VMM_TEST_LINGER_MS"), NULL, 10) * 1000);
+	{
+		const char *linger = getenv("VMM_TEST_LINGER_MS");
+
+		if (linger)
+			usleep((useconds_t)strtoul(linger, NULL, 10) * 1000);
+	}
 	/* The helper of `-t -- CMD`, stopped in raw mode (SIGKILL: helper_run_vm),
 	 * leaves the terminal to us. */
 	if (tty_cmd && tty_is_foreground(STDIN_FILENO))

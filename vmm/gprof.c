@@ -25,7 +25,6 @@ struct gprof_sample {
 	uint64_t t_us;
 	uint64_t rip;
 	uint32_t vcpu;
-	uint32_t used; /* written last: a slot taken but not yet filled is skipped */
 };
 
 struct gprof {
@@ -90,7 +89,6 @@ void gprof_sample(struct gprof *p, unsigned vcpu, int vcpu_fd)
 	p->s[i].t_us = (log_now_ns() - p->t0_ns) / 1000;
 	p->s[i].rip = regs.rip;
 	p->s[i].vcpu = vcpu;
-	p->s[i].used = 1;
 }
 
 void gprof_close(struct gprof *p)
@@ -104,17 +102,18 @@ void gprof_close(struct gprof *p)
 			 GPROF_MAX_SAMPLES);
 		n = GPROF_MAX_SAMPLES;
 	}
+	/* The vCPU threads have ended: every slot taken below n is filled. */
 	for (i = 0; i < n && ok; i++) {
-		if (!p->s[i].used)
-			continue;
 		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%llx %x %llx\n",
 					(unsigned long long)p->s[i].t_us, p->s[i].vcpu,
 					(unsigned long long)p->s[i].rip);
-		if (sizeof(buf) - len < 64 || i + 1 == n) {
+		if (sizeof(buf) - len < 64) { /* a line is at most 43 bytes */
 			ok = write(p->fd, buf, len) == (ssize_t)len;
 			len = 0;
 		}
 	}
+	if (ok && len)
+		ok = write(p->fd, buf, len) == (ssize_t)len;
 	if (!ok)
 		log_warn("VMM_GUEST_PROFILE: writing the samples failed: %s", strerror(errno));
 	close(p->fd);

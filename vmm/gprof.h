@@ -1,7 +1,7 @@
 #ifndef VMM_GPROF_H
 #define VMM_GPROF_H
 
-/* Guest RIP sampling (docs/perf.md, "Where a guest spends its time"): with
+/* Guest RIP sampling (docs/perf.md, section 13): with
  * VMM_GUEST_PROFILE=PATH in the environment, a timer on the VMM process's
  * CPU time sends the vCPU kick signal every millisecond of it (CPU-time
  * timers are checked at the host's tick: at 250 Hz, every 4 ms); the vCPU
