@@ -19,14 +19,15 @@ else bad "lifecycle: cp/exec by name"; fi
 # no API token in /proc/cmdline, no port I/O (the vmm port's token window),
 # no API over vsock loopback even with the right token (only CID 2 may
 # connect). vsock_test api-escape (tests/e2e/vsock_test.c) says which.
-if "$vmm" cp "$(dirname "$vmm")/guest/vsock_test" l1:/root/vsock_test &&
+esc_rc=cp-failed
+if "$vmm" cp "$(dirname "$vmm")/guest/vsock_test" l1:/root/vsock_test && { esc_rc=0
 	timeout 120 "$vmm" exec l1 -- sh -c 'chmod 755 /root/vsock_test && /root/vsock_test api-escape 1024' \
-		> "$tmp/escape.out" 2>&1 && grep -q "api-escape: root-token=window" "$tmp/escape.out" &&
+		> "$tmp/escape.out" 2>&1 || esc_rc=$?; [ "$esc_rc" = 0 ]; } && grep -q "api-escape: root-token=window" "$tmp/escape.out" &&
 	grep -q "api-escape: loopback=works" "$tmp/escape.out" && grep -q "api-escape: uid=65534" "$tmp/escape.out" &&
 	grep -q "api-escape: loopback-cid-1=refused" "$tmp/escape.out" &&
 	grep -q "api-escape: verdict=contained" "$tmp/escape.out"; then
 	ok "lifecycle: an unprivileged guest process finds no token and cannot reach the API ($(grep -c api-escape "$tmp/escape.out") checks)"
-else bad "lifecycle: api-escape: $(tr '\n' ' ' < "$tmp/escape.out")"; fi
+else bad "lifecycle: api-escape (exit $esc_rc): $(tr '\n' ' ' < "$tmp/escape.out")"; fi
 # A clone's token is its own: the gold snapshot's token does not open it.
 if [ -s "$VMM_STATE_DIR/l1/token" ] && [ "$(cat "$VMM_STATE_DIR/l1/token")" != e2e-token ] &&
 	! timeout 60 "$vmm" exec --token e2e-token l1 -- true > /dev/null 2>&1; then
