@@ -42,7 +42,7 @@ CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/m
              vmm/control.c vmm/http.c $(FCAPI_SRCS) vmm/cputmpl.c \
              vmm/unixsock.c guest-init/json.c \
              guest-init/proto.c \
-             vmm/vcpu.c vmm/gprof.c vmm/vm.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
+             vmm/vcpu.c vmm/gprof.c vmm/sched_slice.c vmm/vm.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
              vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c devices/i8042.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
@@ -308,7 +308,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
-               test_run_restore test_run_opts
+               test_run_restore test_run_opts test_sched_slice
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_uffd_SRCS    := vmm/uffd.c vmm/gm.c vmm/log.c tests/uffd/uffd_serve.c guest-init/json.c
 test_tar_SRCS     := guest-init/tar.c
@@ -322,6 +322,7 @@ test_bus_SRCS     := vmm/bus.c
 test_unixsock_SRCS := vmm/unixsock.c vmm/log.c
 test_mmds_SRCS    := devices/mmds.c devices/mmds_net.c guest-init/json.c
 test_phase_SRCS   := vmm/phase.c vmm/log.c
+test_sched_slice_SRCS := vmm/sched_slice.c
 test_notice_SRCS  := vmm/notice.c vmm/unixsock.c vmm/log.c
 test_tlsexec_SRCS := cli/tlsexec.c
 test_kvmcache_SRCS := vmm/kvmcache.c

@@ -22,8 +22,14 @@
 
 /* Kernel parameters a host whose KVM emulates guest ring 0 needs (measured
  * on kvm_pvm): no XSAVE, and the features its emulator lacks cleared even if
- * a CPU template let them through. clearcpuid= reads 128 characters. */
-static const char emulating_host_params[] = "noxsave clearcpuid=smap,popcnt,cx16";
+ * a CPU template let them through. clearcpuid= reads 128 characters.
+ * kvm-clock as the clocksource: that KVM does not set the guest's TSC on a
+ * restore (vmm/snapshot.c check_tsc), so with the TSC as clocksource a
+ * clone's monotonic clock jumps by the snapshot's age and its kernel then
+ * walks NTP's once-a-second work and the load decay across the jump;
+ * kvm-clock follows KVM_SET_CLOCK and stays continuous (docs/perf.md,
+ * section 14). Its vDSO read is 0.8x the TSC's there. */
+static const char emulating_host_params[] = "noxsave clearcpuid=smap,popcnt,cx16 clocksource=kvm-clock";
 
 int host_emulates_ring0(void)
 {

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "vcpu.h"
 #include "gprof.h"
+#include "sched_slice.h"
 #include "seccomp.h"
 #include "../guest-init/json.h"
 #include "../guest-init/proto.h"
@@ -257,6 +258,20 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	prof = getenv("VMM_GUEST_PROFILE");
 	if (prof && prof[0])
 		vm->prof = gprof_open(prof, vm->cfg.t0_ns, VCPU_KICK_SIGNAL);
+	/* Before the vCPU threads, which inherit it (the device threads,
+	 * started earlier, keep the default; so does this thread's sleeping
+	 * in poll, which a slice does not change); before the filters, which
+	 * do not allow sched_setattr. */
+	if (vm->cfg.vcpu_slice_ns) {
+		int r = sched_slice_set(vm->cfg.vcpu_slice_ns);
+
+		if (r < 0)
+			log_warn("cannot set the vCPU threads' CPU slice: %s", strerror(-r));
+		else
+			log_debug("vCPU threads: a CPU slice of %llu ms%s",
+				  (unsigned long long)(vm->cfg.vcpu_slice_ns / 1000000),
+				  r ? " (left alone: not a fair policy, or already so)" : "");
+	}
 	if (vm->cfg.seccomp && vm_lockdown(vm))
 		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "cannot install the seccomp filters");
 	for (i = 0; i < vm->nr_vcpus && atomic_load(&vm->exit_reason) == VM_RUNNING; i++) {

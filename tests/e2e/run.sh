@@ -123,7 +123,7 @@ for cpus in 1 2; do
 		done
 		if [ "$hidden" = 1 ]; then ok "$cpus vCPU: popcnt, cx16, xsave, smap, avx hidden from the guest"
 		else bad "$cpus vCPU: features the emulator lacks are visible"; fi
-		check "$cpus vCPU: host parameters appended" "$out" "vmm-selftest: cmdline=.*noxsave clearcpuid=smap,popcnt,cx16"
+		check "$cpus vCPU: host parameters appended" "$out" "vmm-selftest: cmdline=.*noxsave clearcpuid=smap,popcnt,cx16 clocksource=kvm-clock"
 	fi
 	check "$cpus vCPU: test init finished" "$out" "vmm-selftest: done"
 done

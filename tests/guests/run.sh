@@ -171,6 +171,24 @@ timeout 30 env VMM_GUEST_PROFILE="$tmp/prof" "$vmm" run --kernel "$dir/spin.elf"
 pid=$!
 for _ in $(seq 200); do grep -q spinning "$tmp/out" && break; sleep 0.1; done
 sleep 1
+# The vCPU thread's CPU slice (vmm/sched_slice.h): 100 ms where KVM emulates
+# guest ring 0, the host's default elsewhere. The vCPU is the thread with
+# the most CPU time (the guest spins); a device thread keeps the default.
+vpid=$(pgrep -P $pid -x vmm | head -1)
+slices=$(for t in /proc/${vpid:-none}/task/*; do
+	sl=$(awk '$1 == "se.slice" {print $3}' "$t/sched" 2> /dev/null)
+	[ -n "$sl" ] && echo "$(awk '{print $14 + $15}' "$t/stat") $sl"
+done | sort -n | awk '{s = s $2 " "} END {print s}')
+vcpu_slice=$(echo "$slices" | awk '{print $NF}')
+others=$(echo "$slices" | tr ' ' '\n' | grep -c -v -x -e 100000000 -e '')
+if [ -z "$vpid" ] || [ ! -d "/proc/$vpid/task" ]; then bad "vCPU slice: no VMM process found under $pid"
+elif [ -z "$slices" ]; then skipped "vCPU slice: this kernel's /proc/PID/sched has no se.slice (before EEVDF, 6.6)"
+elif [ -d /sys/module/kvm_pvm ]; then
+	if [ "$vcpu_slice" = 100000000 ] && [ "$others" -ge 1 ]; then
+		ok "vCPU slice on this ring-0-emulating host: 100 ms, device threads the default (by CPU time: $slices)"
+	else bad "vCPU slice: want 100 ms on the vCPU and the default on device threads; got $slices"; fi
+elif [ "$vcpu_slice" != 100000000 ]; then ok "vCPU slice: the host's default ($vcpu_slice ns)"
+else bad "vCPU slice: 100 ms on a host whose KVM runs guest ring 0 natively"; fi
 kill -TERM $pid
 wait $pid
 start=$(nm "$dir/spin.elf" | awk '$3 == "_start" { print $1 }')
