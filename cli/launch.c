@@ -290,12 +290,15 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 		status = CLI_EXIT_ERROR;
 		goto out_disks;
 	}
-	if (o.in_place) {
-		/* Ready means synced again (detach_self waits for it). */
+	if (restore) {
+		/* A clone is ready once synced (detach_self waits for it, and
+		 * takes it as the API's answer): never an earlier run's file. */
 		char sp[PATH_MAX + 32];
 
 		snprintf(sp, sizeof(sp), "%s/synced", sb.rw);
 		unlink(sp);
+	}
+	if (o.in_place) {
 		/* The next suspend writes only what this run dirties, into
 		 * standby/ in place: the bitmap counts from the state restored
 		 * here (vm_restore_state sets vm->snap_dir/snap_id to it). */
