@@ -23,12 +23,12 @@ pkgs=(
 	zlib1g-dev libzstd-dev # vmm image pull/import: gzip and zstd layers
 	docker-registry skopeo umoci # tests: a registry, image archives, images to push
 	containerd podman runc # tests: vmm oci under real engines (tests/e2e/oci.sh)
+	gnuplot-nox       # bench/report's plots (and tests/cli/bench_report.py, which draws them)
 	buildah           # tests: buildah bud builds the same tree as vmm image build (tests/cli/dockerfile.sh)
 	containernetworking-plugins iptables # tests: podman run -p over CNI bridge+portmap (tests/e2e/oci.sh)
 )
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against
-	pkgs+=(gnuplot-nox)     # bench/report's plots
 elif [ ! -e /dev/kvm ] || [ -d /sys/module/kvm_pvm ]; then
 	# No KVM here, or one that emulates guest ring 0: the KVM test tiers
 	# (those that boot Linux, on the latter) run in a QEMU TCG VM with an
