@@ -9,11 +9,12 @@
  * lets a fair-class thread ask for its own slice (sched_attr.sched_runtime,
  * 0.1-100 ms, no privilege needed); the VMM asks for 100 ms before it
  * starts the vCPU threads, which inherit it. Measured: 8 restores at once
- * on 2 cores, docs/perf.md section 14. Older kernels ignore the field.
+ * on 2 cores, docs/perf.md section 14.
  *
  * Only a fair policy (SCHED_OTHER, SCHED_BATCH, SCHED_IDLE) is touched,
- * and its nice value and flags are kept: an operator's `nice` or `chrt`
- * still holds. */
+ * with its policy, nice value, reset-on-fork and utilisation clamps kept:
+ * an operator's `nice` or `chrt` still holds. Kernels before 6.12 take the
+ * call and ignore the slice. */
 #ifndef VMM_SCHED_SLICE_H
 #define VMM_SCHED_SLICE_H
 
