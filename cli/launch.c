@@ -20,7 +20,6 @@
 #include "../vmm/standby.h"
 #include "../vmm/control.h"
 #include "../vmm/fcapi.h"
-#include "../vmm/sched_slice.h"
 #include "../vmm/zpages.h"
 #include "../vmm/snapshot.h"
 #include "../vmm/seccomp.h"
@@ -235,9 +234,6 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	cfg.console_out = -1;
 	cfg.console_limit = 8ull << 20; /* --console-log-size */
 	cfg.host_emulates_ring0 = host_emulates_ring0();
-	/* Ticks cost emulated kernel code there: longer slices, fewer of them. */
-	if (cfg.host_emulates_ring0)
-		cfg.vcpu_slice_ns = VMM_VCPU_SLICE_EMULATING_NS;
 	cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
 	/* KVM's supported CPUID and MSRs from a per-host cache
 	 * (vmm/kvmcache.h): only with VMM_KVM_CACHE=on. Measured on a nested

@@ -33,13 +33,11 @@ int sched_slice_apply(struct vmm_sched_attr *a, uint64_t ns)
 int sched_slice_set(uint64_t ns)
 {
 	struct vmm_sched_attr a;
-	int r;
 
 	memset(&a, 0, sizeof(a));
 	if (syscall(SYS_sched_getattr, 0, &a, ATTR_SIZE_VER1, 0) < 0)
 		return -errno;
-	r = sched_slice_apply(&a, ns);
-	if (r <= 0)
+	if (!sched_slice_apply(&a, ns))
 		return 1;
 	if (syscall(SYS_sched_setattr, 0, &a, 0) < 0)
 		return -errno;

@@ -67,8 +67,6 @@ struct vm_config {
 	enum cpu_template tmpl;
 	int tmpl_explicit;       /* --cpu-template given */
 	int host_emulates_ring0; /* detected (or forced for tests) */
-	uint64_t vcpu_slice_ns;  /* the vCPU threads' CPU slice, 0: the host's
-	                          * default (vmm/sched_slice.h) */
 	int console_in;          /* fd the UART reads from, -1 for none */
 	int console_out;         /* fd the UART writes to, -1 for none */
 	int console_escape;      /* Ctrl-A x quits (interactive terminal) */

@@ -258,18 +258,19 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	prof = getenv("VMM_GUEST_PROFILE");
 	if (prof && prof[0])
 		vm->prof = gprof_open(prof, vm->cfg.t0_ns, VCPU_KICK_SIGNAL);
-	/* Before the vCPU threads, which inherit it (the device threads,
-	 * started earlier, keep the default; so does this thread's sleeping
-	 * in poll, which a slice does not change); before the filters, which
-	 * do not allow sched_setattr. */
-	if (vm->cfg.vcpu_slice_ns) {
-		int r = sched_slice_set(vm->cfg.vcpu_slice_ns);
+	/* Where guest ticks are emulated kernel code, a longer CPU slice
+	 * (vmm/sched_slice.h). Set here, on this thread: before the vCPU
+	 * threads, which inherit it (the device threads, started earlier,
+	 * keep the default), and before the filters, which do not allow
+	 * sched_setattr. */
+	if (vm->cfg.host_emulates_ring0) {
+		int r = sched_slice_set(VMM_VCPU_SLICE_EMULATING_NS);
 
 		if (r < 0)
 			log_warn("cannot set the vCPU threads' CPU slice: %s", strerror(-r));
 		else
 			log_debug("vCPU threads: a CPU slice of %llu ms%s",
-				  (unsigned long long)(vm->cfg.vcpu_slice_ns / 1000000),
+				  VMM_VCPU_SLICE_EMULATING_NS / 1000000,
 				  r ? " (left alone: not a fair policy, or already so)" : "");
 	}
 	if (vm->cfg.seccomp && vm_lockdown(vm))
