@@ -534,12 +534,16 @@ int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_
 }
 
 int api_sync_first(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets,
-		   unsigned egress_port)
+		   unsigned egress_port, int *forked)
 {
-	char fields[2048], buf[512];
+	char fields[2048], buf[512], arena_buf[1024];
+	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
+	const struct json *j;
+	const char *jerr, *worker;
 	struct api_error e;
 	int fd, r = sync_fields(fields, sizeof(fields), nets, nr_nets, egress_port);
 
+	*forked = 0;
 	if (r)
 		return r;
 	fd = api_open(a, fields);
@@ -551,5 +555,11 @@ int api_sync_first(const struct sandbox_addr *a, const char *const *nets, unsign
 		api_report("sync", &e);
 		return -e.eno;
 	}
-	return r == 0 ? 0 : API_UNREACHED;
+	if (r)
+		return API_UNREACHED;
+	/* An older guest-init replies {}: nothing said. */
+	j = json_parse(buf, strlen(buf), &ar, &jerr);
+	if (j && json_get_str(j, "worker", &worker) == 0 && !strcmp(worker, "forked"))
+		*forked = 1;
+	return 0;
 }

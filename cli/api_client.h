@@ -109,8 +109,10 @@ int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_
  * an error (reported), or API_UNREACHED, quietly, when no API answered
  * (a snapshot taken before the API listened): then wait and api_sync. */
 #define API_UNREACHED 1
+/* *forked: 1 when the guest said a worker was forked for the sync (the
+ * snapshot held no spare: guest-init), else 0. */
 int api_sync_first(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets,
-		   unsigned egress_port);
+		   unsigned egress_port, int *forked);
 
 /* Asks the guest to power off. 0 or -errno. */
 int api_shutdown(const struct sandbox_addr *a);

@@ -126,7 +126,7 @@ int helper_start(struct vm *vm, struct helper *h, pid_t *child)
 		struct pollfd p = { .fd = ready[0], .events = POLLIN };
 		struct boot_status bs;
 		struct exec_opts cmd;
-		int r;
+		int r, forked = 0;
 
 		/* Ctrl-C while the sandbox boots: the VMM stops it (above); once
 		 * the command runs, api_exec forwards it, and a second one stops
@@ -167,7 +167,11 @@ int helper_start(struct vm *vm, struct helper *h, pid_t *child)
 			 * so neither the ready notice nor a health probe needs to
 			 * come first. A snapshot with no API yet answers nothing:
 			 * then the notice (or probes) and the health check. */
-			r = api_sync_first(h->a, h->nets, h->nr_nets, h->egress_port);
+			r = api_sync_first(h->a, h->nets, h->nr_nets, h->egress_port, &forked);
+			if (!r && forked)
+				log_info("this snapshot held no waiting API worker: the clone forked one "
+					 "for its sync (a snapshot from an older vmm, or one taken while "
+					 "the guest did not settle: docs/snapshot.md)");
 			if (r == API_UNREACHED) {
 				if (wait_restored(&p, h))
 					helper_fail(h, &bs, "the sandbox API did not answer within %lu s");

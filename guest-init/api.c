@@ -965,6 +965,8 @@ void api_serve(int fd, const struct api_config *cfg)
 		jw_arr_end(&w);
 		jw_key(&w, "uptime_ms");
 		jw_int(&w, (int64_t)(now_ms() - cfg->start_ms));
+		jw_key(&w, "worker");
+		jw_str(&w, cfg->spare ? "spare" : "forked");
 		jw_obj_end(&w);
 		send_json(fd, F_RESULT, &w);
 		break;
@@ -1028,7 +1030,16 @@ void api_serve(int fd, const struct api_config *cfg)
 			send_error(fd, -eno, "starting the egress proxy's guest side failed");
 			break;
 		}
-		send_ok(fd);
+		{
+			/* Which worker served a clone's sync: "forked" means the
+			 * snapshot held no spare (the restore helper says so). */
+			static const char spare[] = "{\"worker\":\"spare\"}", forked[] = "{\"worker\":\"forked\"}";
+
+			if (cfg->spare)
+				frame_write(fd, F_RESULT, spare, sizeof(spare) - 1);
+			else
+				frame_write(fd, F_RESULT, forked, sizeof(forked) - 1);
+		}
 		break;
 	case OP_SHUTDOWN:
 		/* Reply first: the power-off stops this process too. */

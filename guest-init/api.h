@@ -131,6 +131,9 @@ struct api_config {
 	 * their ops are handed over there with the client's connection. -1:
 	 * none (those ops get ENOTSUP). */
 	int procs_fd;
+	/* This connection's worker was forked ahead of it (guest-init's
+	 * spare), not for it: health and sync say which ("worker"). */
+	int spare;
 };
 
 /* Serves one connection (reads the request, runs it, replies). Runs in a

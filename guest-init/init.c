@@ -70,6 +70,9 @@ struct init {
 	pid_t shell_pid;
 	int listen_fd;
 	int notice_fd;        /* the ready notice's connection to the host, -1: none */
+	unsigned notice_gen;  /* connections made so far (each restore makes one) */
+	const char *notice_unix; /* --serve-unix tests: the notice over this socket */
+	int restored;         /* the notice was reconnected: a clone's first request is next */
 	uint64_t refused_ms;  /* last "refused" console line (one per 10 s) */
 	unsigned refused;     /* connections refused since then */
 	struct api_config api;
@@ -83,7 +86,9 @@ struct init {
 	 * restored clone's sync) is served with no fork on its path. */
 	pid_t spare_pid;      /* waiting in accept, 0: none */
 	int spare_fd;         /* its pipe: a byte once it took a connection, -1 */
-	pid_t spare_busy;     /* the last spare, now serving; 0: none */
+	unsigned spare_gen;   /* notice_gen when it was forked (its notice_fd's) */
+	pid_t first_pid;      /* serving a clone's first request (no spare until it ends), 0 */
+	char state;           /* NOTICE_SETTLED or _PENDING as last told, 0: not yet */
 	unsigned spare_fails; /* spares that ended without a connection, in a row */
 };
 
@@ -429,17 +434,38 @@ static void notice_connect(struct init *in)
 {
 	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST,
 				  .svm_port = API_NOTICE_PORT };
-	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un su = { .sun_family = AF_UNIX };
+	int un = in->notice_unix != NULL;
+	int fd = socket(un ? AF_UNIX : AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	in->notice_fd = -1;
+	in->notice_gen++;
 	if (fd < 0)
 		return;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	if (un)
+		snprintf(su.sun_path, sizeof(su.sun_path), "%s", in->notice_unix);
+	if (connect(fd, un ? (struct sockaddr *)&su : (struct sockaddr *)&sa,
+		    un ? (socklen_t)sizeof(su) : (socklen_t)sizeof(sa)) < 0 ||
 	    write(fd, READY_NOTICE, sizeof(READY_NOTICE) - 1) != (ssize_t)(sizeof(READY_NOTICE) - 1)) {
 		close(fd);
 		return;
 	}
 	in->notice_fd = fd;
+}
+
+/* Tells the host whether a snapshot would catch a spare waiting (proto.h,
+ * NOTICE_SETTLED/_PENDING). Never blocks: a host that stopped reading
+ * costs the hint, not PID 1. A fresh connection hears only changes (so an
+ * older VMM, which closes a notice connection that says more than the
+ * line, is not made to take a connection per request). */
+static void notice_state(struct init *in, char c)
+{
+	if (c == in->state)
+		return;
+	in->state = c;
+	if (in->notice_fd >= 0 && send(in->notice_fd, &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		/* a reset connection: the next restore's reconnect says "ready" */
+	}
 }
 
 static int listen_unix(const char *path)
@@ -493,9 +519,12 @@ static void start_procs(struct init *in)
 	in->api.procs_fd = chan;
 }
 
-/* Forks the spare worker when there is none and the last one is done
- * (one fork per connection at most, and never while a clone's first
- * request is being served). The spare takes connections from listen_fd
+/* Forks the spare worker when there is none: at once when the last one
+ * took a connection (one fork per connection, and a snapshot taken
+ * while that connection is served still finds a spare), except while a
+ * clone's first request is served (its sync is the whole path to ready,
+ * and a fork beside it on the clone's one vCPU would slow it): then once
+ * that request is done. The spare takes connections from listen_fd
  * itself: one from the host is announced on its pipe and served, others
  * (guest processes over vsock loopback) refused, as serve_loop does. */
 static void spare_start(struct init *in, int sfd)
@@ -503,14 +532,17 @@ static void spare_start(struct init *in, int sfd)
 	int pfd[2];
 	pid_t p;
 
-	if (in->spare_pid || in->spare_busy || in->listen_fd < 0 || in->spare_fails >= SPARE_MAX_FAILS)
+	if (in->spare_pid || in->first_pid || in->listen_fd < 0)
 		return;
-	if (pipe2(pfd, O_CLOEXEC) < 0)
+	if (in->spare_fails >= SPARE_MAX_FAILS || pipe2(pfd, O_CLOEXEC) < 0) {
+		notice_state(in, NOTICE_SETTLED); /* none is coming: nothing to wait for */
 		return;
+	}
 	p = fork();
 	if (p < 0) {
 		close(pfd[0]);
 		close(pfd[1]);
+		notice_state(in, NOTICE_SETTLED);
 		return;
 	}
 	if (p == 0) {
@@ -520,8 +552,6 @@ static void spare_start(struct init *in, int sfd)
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		close(pfd[0]);
 		close(sfd);
-		if (in->notice_fd >= 0)
-			close(in->notice_fd);
 		for (;;) {
 			struct sockaddr_storage peer;
 			socklen_t plen = sizeof(peer);
@@ -537,11 +567,22 @@ static void spare_start(struct init *in, int sfd)
 				close(c);
 				continue;
 			}
-			/* Told before serving: the parent takes accept() back. */
+			/* Told before serving, the host first: its next request
+			 * (a snapshot) must not find the old "settled". Then the
+			 * parent, which forks the next spare. */
+			if (in->notice_fd >= 0) {
+				char st = NOTICE_PENDING;
+
+				if (send(in->notice_fd, &st, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+					/* reset by a restore: the parent says it */
+				}
+				close(in->notice_fd);
+			}
 			if (write(pfd[1], "A", 1) < 0)
 				_exit(1);
 			close(pfd[1]);
 			close(in->listen_fd);
+			in->api.spare = 1;
 			api_serve(c, &in->api);
 			_exit(0);
 		}
@@ -549,6 +590,8 @@ static void spare_start(struct init *in, int sfd)
 	close(pfd[1]);
 	in->spare_pid = p;
 	in->spare_fd = pfd[0];
+	in->spare_gen = in->notice_gen;
+	notice_state(in, NOTICE_SETTLED);
 }
 
 /* The spare said it took a connection, or its pipe ended (it died). */
@@ -560,8 +603,15 @@ static void spare_taken(struct init *in)
 	close(in->spare_fd);
 	in->spare_fd = -1;
 	if (n == 1) {
-		in->spare_busy = in->spare_pid;
 		in->spare_fails = 0;
+		/* The spare told the host on its copy of the notice
+		 * connection, unless a restore replaced that since. */
+		if (in->spare_gen == in->notice_gen)
+			in->state = NOTICE_PENDING;
+		notice_state(in, NOTICE_PENDING);
+		if (in->restored)
+			in->first_pid = in->spare_pid;
+		in->restored = 0;
 	} else {
 		in->spare_fails++;
 	}
@@ -578,6 +628,7 @@ static void spare_stop(struct init *in)
 	close(in->spare_fd);
 	in->spare_fd = -1;
 	in->spare_pid = 0;
+	notice_state(in, NOTICE_PENDING);
 }
 
 static void serve_loop(struct init *in)
@@ -614,6 +665,8 @@ static void serve_loop(struct init *in)
 		if (in->notice_fd >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
 			close(in->notice_fd);
 			notice_connect(in);
+			in->restored = 1;
+			in->state = 0; /* the new connection has heard nothing */
 		}
 		if (p[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
@@ -635,8 +688,8 @@ static void serve_loop(struct init *in)
 						start_procs(in);
 						spare_stop(in);
 					}
-					if (pid == in->spare_busy)
-						in->spare_busy = 0;
+					if (pid == in->first_pid)
+						in->first_pid = 0;
 				}
 			} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGUSR2 || si.ssi_signo == SIGINT) {
 				if (in->pid1)
@@ -658,6 +711,10 @@ static void serve_loop(struct init *in)
 				continue;
 			}
 			h = fork();
+			if (h > 0 && in->restored) {
+				in->first_pid = h; /* no spare in the snapshot: this one first */
+				in->restored = 0;
+			}
 			if (h == 0) {
 				sigset_t none;
 
@@ -715,6 +772,8 @@ int main(int argc, char **argv)
 		in.api.net = NULL;
 		in.api.egress = NULL;
 		in.api.egress_port = NULL;
+		/* Tests of the notice's spare states (tests/api/spare_test.py). */
+		in.notice_unix = getenv("VMM_API_NOTICE_UNIX");
 		in.listen_fd = listen_unix(argv[2]);
 		if (in.listen_fd < 0) {
 			perror(argv[2]);
@@ -725,6 +784,8 @@ int main(int argc, char **argv)
 		if (getenv("VMM_API_RING_BYTES"))
 			in.procs.ring_bytes = (size_t)strtoul(getenv("VMM_API_RING_BYTES"), NULL, 10);
 		start_procs(&in);
+		if (in.notice_unix)
+			notice_connect(&in);
 		printf("guest-init: serving on %s\n", argv[2]);
 		fflush(stdout);
 		serve_loop(&in);

@@ -19,6 +19,14 @@
  * connects again, which tells the host the clone is back. */
 #define API_NOTICE_PORT 1025
 #define READY_NOTICE "ready\n"
+/* After READY_NOTICE, guest-init says on the same connection, one byte per
+ * change, whether a snapshot taken now would catch it settled: a spare API
+ * worker waiting in accept (NOTICE_SETTLED), or one taken by a connection
+ * with the next not forked yet (NOTICE_PENDING). The VMM waits, bounded,
+ * for SETTLED before it pauses for a snapshot, so a clone's first request
+ * finds a worker waiting (docs/vsock.md, "Ready notice"). */
+#define NOTICE_SETTLED 'S'
+#define NOTICE_PENDING 'P'
 #define API_VERSION 1     /* what a client sends for version 1 operations */
 #define API_VERSION_MAX 2 /* the newest version guest-init serves (it serves 1 too) */
 #define FRAME_HDR 8

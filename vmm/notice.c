@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../guest-init/proto.h"
@@ -69,13 +70,23 @@ unsigned notice_pollfds(const struct notice *n, struct pollfd *p)
 int notice_take(struct notice *n, const char *buf, size_t len)
 {
 	static const char want[] = READY_NOTICE;
-	size_t wl = sizeof(want) - 1;
+	size_t wl = sizeof(want) - 1, k = 0;
+	int done = 0;
 
-	if (len > wl - n->len || memcmp(want + n->len, buf, len))
-		return -1;
-	memcpy(n->line + n->len, buf, len);
-	n->len += len;
-	return n->len == wl;
+	if (n->len < wl) {
+		k = len < wl - n->len ? len : wl - n->len;
+		if (memcmp(want + n->len, buf, k))
+			return -1;
+		memcpy(n->line + n->len, buf, k);
+		n->len += k;
+		done = n->len == wl;
+	}
+	for (; k < len; k++) {
+		if (buf[k] != NOTICE_SETTLED && buf[k] != NOTICE_PENDING)
+			return -1;
+		n->state = buf[k];
+	}
+	return done;
 }
 
 int notice_events(struct notice *n, const struct pollfd *p, unsigned nfds)
@@ -97,6 +108,7 @@ int notice_events(struct notice *n, const struct pollfd *p, unsigned nfds)
 				close(n->conn_fd);
 			n->conn_fd = c;
 			n->len = 0;
+			n->state = 0;
 		} else if (p[i].fd == n->conn_fd && n->conn_fd >= 0) {
 			char buf[sizeof(n->line)];
 			ssize_t r = read(n->conn_fd, buf, sizeof(buf));
@@ -111,12 +123,48 @@ int notice_events(struct notice *n, const struct pollfd *p, unsigned nfds)
 				close(n->conn_fd);
 				n->conn_fd = -1;
 				n->len = 0;
+				n->state = 0;
 			} else if (t == 1) {
 				n->count++;
-				n->len = 0;
 				ready = 1;
 			}
 		}
 	}
 	return ready;
+}
+
+int notice_settle(struct notice *n, int timeout_ms, unsigned *ready)
+{
+	struct timespec t0, t;
+	int drained = 0;
+
+	*ready = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p[NOTICE_POLLFDS];
+		unsigned k = notice_pollfds(n, p);
+		long left;
+		int r;
+
+		if (!k)
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		left = timeout_ms - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left < 0)
+			left = 0;
+		/* What is queued is taken first, whatever it says; then a wait
+		 * only while the guest says PENDING. A guest that keeps
+		 * writing is read until the time is up, no longer. */
+		r = poll(p, k, drained && n->state == NOTICE_PENDING ? (int)left : 0);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r > 0)
+			*ready += (unsigned)notice_events(n, p, k);
+		else if (r == 0)
+			drained = 1;
+		if (drained && n->state != NOTICE_PENDING)
+			return 0;
+		if (!left)
+			return n->state == NOTICE_PENDING ? -ETIMEDOUT : 0;
+	}
 }

@@ -1,8 +1,11 @@
 /* The guest's ready notice (docs/vsock.md, "Ready notice"): the VMM
  * listens on vsock's host side for port API_NOTICE_PORT ("<uds>_1025");
  * guest-init connects there once its API listens and again after a
- * restore, writing READY_NOTICE, and keeps the connection. Served by
- * vm_run's main thread (non-blocking); nothing here is global. */
+ * restore, writing READY_NOTICE, and keeps the connection; after the line
+ * it says whether a snapshot would find a spare API worker waiting
+ * (NOTICE_SETTLED, NOTICE_PENDING: one byte per change). Served by vm_run's
+ * main thread (non-blocking), and by a snapshot's wait for the guest to
+ * settle (notice_settle); nothing here is global. */
 #ifndef VMM_NOTICE_H
 #define VMM_NOTICE_H
 
@@ -16,7 +19,8 @@ struct notice {
 	int conn_fd;     /* the guest's notice connection, -1: none */
 	char path[108];  /* what listen_fd is bound to, unlinked at close */
 	char line[16];   /* what the connection sent so far */
-	size_t len;
+	size_t len;      /* of line; sizeof(READY_NOTICE) - 1 once complete */
+	char state;      /* NOTICE_SETTLED or _PENDING as last said, 0: not said */
 	unsigned count;  /* notices taken */
 };
 
@@ -32,8 +36,14 @@ unsigned notice_pollfds(const struct notice *n, struct pollfd *p);
  * when a complete notice came (the caller reports the guest ready), else 0.
  * A connection that sends anything else, or more, is closed. */
 int notice_events(struct notice *n, const struct pollfd *p, unsigned nfds);
-/* Takes bytes a connection sent (exposed for tests): 1 when `line` now
- * holds exactly READY_NOTICE, 0 for more to come, -1 if it can never be. */
+/* Takes bytes a connection sent (exposed for tests): READY_NOTICE, then
+ * state bytes. 1 when these bytes completed the line, else 0; -1 if the
+ * line can never be, or a byte after it is not a state. */
 int notice_take(struct notice *n, const char *buf, size_t len);
+/* Before a snapshot: takes what the guest sent, then waits while it says
+ * NOTICE_PENDING, at most timeout_ms. 0 when settled (or it never said:
+ * an older guest-init, no notice connection), -ETIMEDOUT. *ready counts
+ * ready notices taken meanwhile (the caller marks them, as vm_run does). */
+int notice_settle(struct notice *n, int timeout_ms, unsigned *ready);
 
 #endif

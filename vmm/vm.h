@@ -256,6 +256,12 @@ void vm_irq_line(struct vm *vm, unsigned gsi, int level);
 /* The guest wrote the boot marker, or sent its ready notice: marks
  * PHASE_READY and writes marker_fd, once. */
 void vm_boot_marker(struct vm *vm);
+/* Before a snapshot of a running VM (main thread): waits, at most
+ * timeout_ms, while guest-init says a spare API worker is on its way
+ * (vmm/notice.h), so the snapshot holds one and every clone's first
+ * request is served without a fork. The ms waited; a guest that never
+ * settles costs the bound and a log line, nothing else. */
+unsigned vm_settle_guest(struct vm *vm, int timeout_ms);
 /* The guest's init read the token window, its first act: the kernel is up
  * (for the boot status line, cli/run.c). Once; later reads are nothing. */
 void vm_kernel_up(struct vm *vm);

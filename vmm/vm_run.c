@@ -131,6 +131,28 @@ void vm_boot_marker(struct vm *vm)
 			 (double)t / 1e6, (double)atomic_load(&vm->first_run_ns) / 1e6);
 }
 
+unsigned vm_settle_guest(struct vm *vm, int timeout_ms)
+{
+	uint64_t t0 = log_now_ns();
+	unsigned ready = 0, ms;
+	int r;
+
+	if (vm->paused)
+		return 0;
+	r = notice_settle(&vm->notice, timeout_ms, &ready);
+	if (ready)
+		vm_boot_marker(vm);
+	ms = (unsigned)((log_now_ns() - t0) / 1000000);
+	if (r == -ETIMEDOUT)
+		log_info("snapshot: the guest's next API worker was not ready within %d ms; "
+			 "a clone forks one on its first request", timeout_ms);
+	else if (r)
+		log_warn("snapshot: the guest's ready notice: %s", strerror(-r));
+	else if (ms)
+		log_debug("snapshot: waited %u ms for the guest's next API worker", ms);
+	return ms;
+}
+
 /* ---- the main thread ---- */
 
 /* Console input: returns 1 if the escape sequence asked to quit. */

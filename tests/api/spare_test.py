@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""guest-init's spare API worker (guest-init/init.c, docs/perf.md): a
+"""guest-init's spare API worker (guest-init/init.c, docs/perf.md) and what
+it tells the host on the ready notice's connection (docs/vsock.md): a
 process forked ahead of time waits in accept(), so the next connection (a
-restored clone's sync) is served with no fork on its path.
+restored clone's sync) is served with no fork on its path, and a snapshot
+waits for "settled" so that it holds such a spare.
 
   spare_test.py GUEST_INIT   (the host build: guest-init --serve-unix)
 
-Checks, by the server's child processes (no timing): before any connection
-there are two (the process manager and the spare); the first connection
-is served by that spare (it is gone afterwards, a new spare in its place,
-the process manager unchanged); while a connection holds the spare, the
-server itself takes the next one.
+Checks, by the server's child processes and the notice's bytes (no
+timing): before any connection there are two children (the process
+manager and the spare) and the notice says "ready\\n" then settled; a
+connection is served by the spare, which says pending before it serves,
+and the next spare is forked at once (settled again) even while that
+connection is still held; after a restore (the notice connection reset)
+the clone's first connection is served with no spare forked beside it
+until it is done, and the server itself takes a connection meanwhile.
 """
 import json
 import os
@@ -63,54 +68,115 @@ def request(sock_path, op="health", send=True):
     return len(hdr) == 8 and hdr[4] == F_RESULT
 
 
+def read_exact(conn, n, what):
+    got = b""
+    conn.settimeout(30)
+    while len(got) < n:
+        try:
+            c = conn.recv(n - len(got))
+        except socket.timeout:
+            c = b""
+        if not c:
+            sys.exit(f"FAIL: {what}: the notice said {got!r} and no more")
+        got += c
+    return got
+
+
+def nothing_more(conn):
+    conn.setblocking(False)
+    try:
+        extra = conn.recv(64)
+    except BlockingIOError:
+        extra = b""
+    conn.setblocking(True)
+    return extra
+
+
+class Checks:
+    fails = 0
+
+    def check(self, cond, msg):
+        print(("ok: " if cond else "FAIL: ") + msg)
+        if not cond:
+            self.fails += 1
+
+
 def main():
     gi = sys.argv[1]
     tmp = tempfile.mkdtemp()
     os.makedirs(f"{tmp}/reg")
     sock = f"{tmp}/api.sock"
-    env = dict(os.environ, VMM_API_TOKEN=TOKEN, VMM_API_REGISTRY=f"{tmp}/reg")
+    nsock = f"{tmp}/notice.sock"
+    lis = socket.socket(socket.AF_UNIX)
+    lis.bind(nsock)
+    lis.listen(4)
+    lis.settimeout(30)
+    env = dict(os.environ, VMM_API_TOKEN=TOKEN, VMM_API_REGISTRY=f"{tmp}/reg",
+               VMM_API_NOTICE_UNIX=nsock)
     p = subprocess.Popen([gi, "--serve-unix", sock], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
-    fails = 0
+    c = Checks()
     try:
+        conn, _ = lis.accept()
+        got = read_exact(conn, len("ready\nS"), "at start")
+        c.check(got == b"ready\nS", f"the notice, then settled once the spare is forked ({got!r})")
         wait_for(lambda: os.path.exists(sock), "the socket never appeared")
-        first = wait_for(lambda: (lambda c: c if len(c) == 2 else None)(children(p.pid)),
+        first = wait_for(lambda: (lambda k: k if len(k) == 2 else None)(children(p.pid)),
                          "no spare worker next to the process manager before any connection")
-        if not request(sock):
-            sys.exit("FAIL: the first health request got no result")
-        # The spare served it and exits; a new spare replaces it.
-        after = wait_for(lambda: (lambda c: c if len(c) == 2 and c != first else None)(children(p.pid)),
+
+        c.check(request(sock), "the first health request is answered")
+        got = read_exact(conn, 2, "after the first request")
+        c.check(got == b"PS", f"pending when the spare took it, settled with the next forked ({got!r})")
+        after = wait_for(lambda: (lambda k: k if len(k) == 2 and k != first else None)(children(p.pid)),
                          "the first connection was not served by the spare (no new spare)")
         kept = first & after
-        if len(kept) != 1:
-            print(f"FAIL: expected the process manager kept and the spare replaced: {first} -> {after}")
-            fails += 1
-        else:
-            print("ok: the first connection went to the waiting spare; a new one replaced it")
+        c.check(len(kept) == 1, f"the process manager kept, the spare replaced: {first} -> {after}")
+        procs = kept
 
-        # A connection that holds the spare (no request yet; the backlog
-        # is FIFO, so the spare takes it): the server itself must take the
-        # next one.
+        # A connection that holds the spare (no request yet): the next
+        # spare is forked at once, so a snapshot now still holds one.
         held = request(sock, send=False)
-        if request(sock):
-            print("ok: with the spare busy, the server answered the next connection itself")
-        else:
-            print("FAIL: no answer while the spare held a connection")
-            fails += 1
+        got = read_exact(conn, 2, "with a connection held")
+        c.check(got == b"PS", f"a held connection: pending, then settled at once ({got!r})")
+        busy = wait_for(lambda: (lambda k: k if len(k) == 3 else None)(children(p.pid)),
+                        "no new spare beside the held connection's worker")
+        c.check(request(sock), "the new spare answers the next connection")
+        got = read_exact(conn, 2, "the next connection")
+        c.check(got == b"PS", f"the new spare took it and was replaced ({got!r})")
         held.close()
-        # The busy spare ends; a spare waits again.
-        wait_for(lambda: len(children(p.pid)) == 2 and not (children(p.pid) & (after - kept)) or None,
-                 "no new spare after the busy one ended")
-        if request(sock):
-            print("ok: served again after the spare came back")
-        else:
-            print("FAIL: no answer after the spare came back")
-            fails += 1
+        wait_for(lambda: len(children(p.pid)) == 2 and procs < children(p.pid) or None,
+                 "the held connection's worker did not end")
+
+        # A restore: the notice connection is reset; guest-init connects
+        # again and says only the line (nothing is queued in a clone).
+        conn.close()
+        conn, _ = lis.accept()
+        got = read_exact(conn, len("ready\n"), "after the reset")
+        c.check(got == b"ready\n", f"a clone says the line again ({got!r})")
+        spare = children(p.pid) - procs
+        first_req = request(sock, send=False)  # the clone's first request, held
+        got = read_exact(conn, 1, "the clone's first request")
+        c.check(got == b"P", f"the clone's first connection: pending ({got!r})")
+        # Meanwhile no spare: the server takes the next connection itself
+        # (it forks a handler per connection, which ends with it).
+        c.check(request(sock), "with the first request held, the server answers another itself")
+        k = wait_for(lambda: (lambda k: k if len(k) == 2 else None)(children(p.pid)),
+                     "a spare was forked beside the clone's first request")
+        c.check(k == procs | spare, f"no spare beside the clone's first request's worker ({k}, "
+                f"process manager {procs}, that worker {spare})")
+        extra = nothing_more(conn)
+        c.check(extra == b"", f"still pending while the first request is served ({extra!r})")
+        first_req.close()
+        got = read_exact(conn, 1, "after the clone's first request")
+        c.check(got == b"S", f"settled once the first request is done ({got!r})")
+        wait_for(lambda: len(children(p.pid)) == 2 and procs < children(p.pid) or None,
+                 "no spare after the clone's first request")
+        c.check(request(sock), "served again by the new spare")
     finally:
         os.killpg(p.pid, 9)
         p.wait()
         subprocess.run(["rm", "-rf", tmp])
-    sys.exit(1 if fails else 0)
+    sys.exit(1 if c.fails else 0)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,18 @@ else bad "lifecycle: restore -d: $out $(cat "$tmp/l1.err")"; fi
 if "$vmm" ls --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[0]["name"]=="l1" and d[0]["state"]=="running" and d[0]["pid"]>0'; then
 	ok "lifecycle: ls --json"
 else bad "lifecycle: ls --json: $("$vmm" ls --json)"; fi
+# A snapshot right after restore -d returned: guest-init forks its next
+# spare API worker only once the clone's sync is done, and the snapshot
+# waits for it (settle_ms), so a clone of this snapshot still finds one
+# waiting for its sync (its helper says when it does not).
+if timeout 120 "$vmm" snapshot l1 "$tmp/l1fresh" > "$tmp/l1fresh.out" 2>&1 &&
+	grep -q '"settle_ms":[0-9]' "$tmp/l1fresh.out" &&
+	timeout 300 "$vmm" restore -d "$tmp/l1fresh" --name l0 > /dev/null 2> "$tmp/l0.err" &&
+	[ -s "$VMM_STATE_DIR/l0/vmm.log" ] && ! grep -q "held no waiting API worker" "$VMM_STATE_DIR/l0/vmm.log" "$tmp/l0.err"; then
+	ok "lifecycle: a snapshot taken as restore -d returns holds a spare API worker ($(grep -o '"settle_ms":[0-9]*' "$tmp/l1fresh.out"))"
+else bad "lifecycle: fresh snapshot: $(cat "$tmp/l1fresh.out") $(cat "$tmp/l0.err" "$VMM_STATE_DIR/l0/vmm.log" 2>&1 | tail -3)"; fi
+"$vmm" rm -f l0 > /dev/null 2>&1
+rm -rf "$tmp/l1fresh"
 echo lifecycle-data > "$tmp/l.txt"
 if "$vmm" cp "$tmp/l.txt" l1:/root/l.txt && [ "$(run_in l1 cat /root/l.txt)" = lifecycle-data ]; then
 	ok "lifecycle: cp and exec by name"

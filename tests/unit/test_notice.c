@@ -1,5 +1,6 @@
 /* The ready notice's host side (vmm/notice.c) over real Unix sockets in a
- * scratch directory: the line, split writes, a wrong line, a reconnect. */
+ * scratch directory: the line, split writes, a wrong line, a reconnect;
+ * the spare states after the line, and a snapshot's wait for "settled". */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "guest-init/proto.h"
@@ -144,6 +147,83 @@ static void take_is_exact(void **state)
 	n.len = 0;
 	assert_int_equal(notice_take(&n, "", 0), 0);
 	assert_int_equal(notice_take(&n, "READY", 5), -1);
+	/* the states after the line: in the same read, or later */
+	n.len = 0;
+	n.state = 0;
+	assert_int_equal(notice_take(&n, "ready\nP", 7), 1);
+	assert_int_equal(n.state, NOTICE_PENDING);
+	assert_int_equal(notice_take(&n, "SPS", 3), 0);
+	assert_int_equal(n.state, NOTICE_SETTLED);
+	assert_int_equal(notice_take(&n, "S\n", 2), -1); /* not a state */
+	/* a state before the line is no line */
+	n.len = 0;
+	assert_int_equal(notice_take(&n, "Sready\n", 7), -1);
+}
+
+static long ms_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* A snapshot's wait (notice_settle): none without a connection or a
+ * state; the bound when the guest stays PENDING; until SETTLED comes. */
+static void settle_waits_for_the_spare(void **state)
+{
+	struct fx *f = *state;
+	struct timespec t0;
+	unsigned ready = 9;
+	pid_t kid;
+	int g, st;
+
+	assert_int_equal(notice_open(&f->n, f->uds, API_NOTICE_PORT), 0);
+	assert_int_equal(notice_settle(&f->n, 5000, &ready), 0); /* nobody connected */
+	assert_int_equal(ready, 0);
+	g = guest_connect(f);
+	/* the line still queued: taken by the settle, and counted */
+	assert_int_equal(write(g, READY_NOTICE, strlen(READY_NOTICE)), (ssize_t)strlen(READY_NOTICE));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(notice_settle(&f->n, 5000, &ready), 0); /* an older guest-init: no state */
+	assert_int_equal(ready, 1);
+	assert_int_equal(f->n.state, 0);
+	assert_true(ms_since(&t0) < 4000); /* not the bound (a bound, not a timing check) */
+
+	/* PENDING and nothing more: the bound, then -ETIMEDOUT */
+	assert_int_equal(write(g, "P", 1), 1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(notice_settle(&f->n, 300, &ready), -ETIMEDOUT);
+	assert_true(ms_since(&t0) >= 290);
+	assert_int_equal(ready, 0);
+
+	/* PENDING, then SETTLED from another process a little later */
+	kid = fork();
+	assert_true(kid >= 0);
+	if (kid == 0) {
+		usleep(200 * 1000);
+		_exit(write(g, "S", 1) == 1 ? 0 : 1);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(notice_settle(&f->n, 10000, &ready), 0);
+	assert_int_equal(f->n.state, NOTICE_SETTLED);
+	assert_true(ms_since(&t0) >= 150); /* it did wait for the byte */
+	assert_int_equal(waitpid(kid, &st, 0), kid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	/* queued PENDING then SETTLED: the last one counts, no wait */
+	assert_int_equal(write(g, "PS", 2), 2);
+	assert_int_equal(notice_settle(&f->n, 10000, &ready), 0);
+	assert_int_equal(f->n.state, NOTICE_SETTLED);
+
+	/* the guest goes (a restore's reset): the state is forgotten */
+	assert_int_equal(write(g, "P", 1), 1);
+	assert_int_equal(step(&f->n), 0);
+	assert_int_equal(f->n.state, NOTICE_PENDING);
+	close(g);
+	assert_int_equal(notice_settle(&f->n, 10000, &ready), 0);
+	assert_int_equal(f->n.conn_fd, -1);
+	assert_int_equal(f->n.state, 0);
 }
 
 static void path_too_long(void **state)
@@ -164,6 +244,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(wrong_line_is_dropped, setup, teardown),
 		cmocka_unit_test_setup_teardown(reconnect_replaces_and_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(take_is_exact, setup, teardown),
+		cmocka_unit_test_setup_teardown(settle_waits_for_the_spare, setup, teardown),
 		cmocka_unit_test_setup_teardown(path_too_long, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
