@@ -658,16 +658,19 @@ static void serve_loop(struct init *in)
 		p[3].fd = in->spare_fd;
 		if (poll(p, in->listen_fd >= 0 ? 4 : 1, -1) < 0)
 			continue;
-		if (in->spare_fd >= 0 && (p[3].revents & (POLLIN | POLLHUP | POLLERR)))
-			spare_taken(in);
 		/* The host never writes on the notice connection: readable
-		 * means it ended (a restore reset it, or the VMM closed it). */
+		 * means it ended (a restore reset it, or the VMM closed it).
+		 * Before the spare's news: a clone's sync, held by the device
+		 * until the guest took the transport reset, can wake this loop
+		 * in the same round, and must count as the clone's first. */
 		if (in->notice_fd >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
 			close(in->notice_fd);
 			notice_connect(in);
 			in->restored = 1;
 			in->state = 0; /* the new connection has heard nothing */
 		}
+		if (in->spare_fd >= 0 && (p[3].revents & (POLLIN | POLLHUP | POLLERR)))
+			spare_taken(in);
 		if (p[0].revents & POLLIN) {
 			struct signalfd_siginfo si;
 

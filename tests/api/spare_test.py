@@ -14,10 +14,13 @@ connection is served by the spare, which says pending before it serves,
 and the next spare is forked at once (settled again) even while that
 connection is still held; after a restore (the notice connection reset)
 the clone's first connection is served with no spare forked beside it
-until it is done, and the server itself takes a connection meanwhile.
+until it is done, and the server itself takes a connection meanwhile,
+also when the reset and that connection reach the server in one round
+(it is stopped while both happen, as a clone's PID 1 sees them).
 """
 import json
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -66,6 +69,20 @@ def request(sock_path, op="health", send=True):
         hdr += c
     s.close()
     return len(hdr) == 8 and hdr[4] == F_RESULT
+
+
+def proc_state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def blocked_in(pid):
+    """The system call a sleeping process is in (x86-64: 0 is read), or None."""
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def read_exact(conn, n, what):
@@ -147,16 +164,25 @@ def main():
         wait_for(lambda: len(children(p.pid)) == 2 and procs < children(p.pid) or None,
                  "the held connection's worker did not end")
 
-        # A restore: the notice connection is reset; guest-init connects
-        # again and says only the line (nothing is queued in a clone).
-        conn.close()
-        conn, _ = lis.accept()
-        got = read_exact(conn, len("ready\n"), "after the reset")
-        c.check(got == b"ready\n", f"a clone says the line again ({got!r})")
+        # A restore: the notice connection is reset, and the clone's sync
+        # (held by the device until then) is taken by the spare, both
+        # before PID 1 runs again: the server is stopped meanwhile, so it
+        # sees both in one round. guest-init connects again, says the line
+        # and, since its spare's copy of the connection is the old one,
+        # "pending" itself.
         spare = children(p.pid) - procs
+        wait_for(lambda: blocked_in(p.pid) == 7, "the server is not waiting in poll()")  # 7: poll
+        os.kill(p.pid, signal.SIGSTOP)
+        wait_for(lambda: proc_state(p.pid) == "T", "the server did not stop")
+        conn.close()
         first_req = request(sock, send=False)  # the clone's first request, held
-        got = read_exact(conn, 1, "the clone's first request")
-        c.check(got == b"P", f"the clone's first connection: pending ({got!r})")
+        # Taken, and told: the spare reads the request (it wrote its pipe first).
+        (sp,) = spare
+        wait_for(lambda: blocked_in(sp) == 0, "the spare did not take the clone's first connection")
+        os.kill(p.pid, signal.SIGCONT)
+        conn, _ = lis.accept()
+        got = read_exact(conn, len("ready\nP"), "after the reset")
+        c.check(got == b"ready\nP", f"a clone says the line again, then pending ({got!r})")
         # Meanwhile no spare: the server takes the next connection itself
         # (it forks a handler per connection, which ends with it).
         c.check(request(sock), "with the first request held, the server answers another itself")
