@@ -216,6 +216,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!fcapi_vm_config_json(&api, out, sizeof(out)))
 		__builtin_trap();
 	fcapi_close(&api);
+	/* The MMDS store a PUT filled (the VMM frees it with the process;
+	 * here the next input's fcapi_init would drop it). */
+	mmds_destroy(&api.mmds);
 	log_set_level(LOG_ERROR);
 	return 0;
 }
