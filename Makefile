@@ -251,7 +251,13 @@ $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/v
 		$(BUILD)/tools/mkcpio $(BUILD)/test-list $@
 
 .PHONY: bench-guest
-bench-guest: $(BUILD)/test-initramfs.cpio $(BUILD)/tools/vsock_test
+bench-guest: $(BUILD)/test-initramfs.cpio $(BUILD)/tools/vsock_test $(BUILD)/guests/strops.elf
+
+# bench/strops's freestanding guest (tests/guests' entry and library).
+$(BUILD)/guests/strops.elf: bench/guest/strops.S tests/guests/guest.ld tests/guests/guest.h tests/guests/lib.inc
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  AS      $<")
+	$(Q)$(CC) -nostdlib -static -no-pie -Wl,--build-id=none -Wl,--no-warn-rwx-segments -Wl,-T,tests/guests/guest.ld -I tests/guests -o $@ $<
 
 # One report: every bench next to its peer, bench/results/DATE.json and
 # DATE.md (plots with gnuplot when installed); docs/perf.md. Needs /dev/kvm:

@@ -38,7 +38,7 @@ def base_cmdline():
     both VMMs boot the same kernel with the same parameters."""
     c = "console=ttyS0 reboot=k panic=-1 loglevel=5"  # cli/run_opts.h DEFAULT_CMDLINE
     if os.path.isdir("/sys/module/kvm_pvm"):
-        c += " noxsave clearcpuid=smap,popcnt,cx16"
+        c += " noxsave clearcpuid=smap,popcnt,cx16,erms,fsrm"
     return c
 
 

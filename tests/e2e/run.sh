@@ -118,12 +118,12 @@ for cpus in 1 2; do
 	flags=$(grep "vmm-selftest: flags=" "$out")
 	if [ "$emulating" = 1 ]; then
 		hidden=1
-		for f in popcnt cx16 xsave smap avx; do
+		for f in popcnt cx16 xsave smap avx erms fsrm; do
 			if echo " $flags " | grep -q " $f "; then hidden=0; echo "     flag $f visible"; fi
 		done
-		if [ "$hidden" = 1 ]; then ok "$cpus vCPU: popcnt, cx16, xsave, smap, avx hidden from the guest"
+		if [ "$hidden" = 1 ]; then ok "$cpus vCPU: popcnt, cx16, xsave, smap, avx, erms, fsrm hidden from the guest"
 		else bad "$cpus vCPU: features the emulator lacks are visible"; fi
-		check "$cpus vCPU: host parameters appended" "$out" "vmm-selftest: cmdline=.*noxsave clearcpuid=smap,popcnt,cx16 clocksource=kvm-clock"
+		check "$cpus vCPU: host parameters appended" "$out" "vmm-selftest: cmdline=.*noxsave clearcpuid=smap,popcnt,cx16,erms,fsrm clocksource=kvm-clock"
 	fi
 	check "$cpus vCPU: test init finished" "$out" "vmm-selftest: done"
 done
