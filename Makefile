@@ -183,8 +183,8 @@ $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 # for tests (guest-init --serve-unix PATH).
 GUEST_API_SRCS  := guest-init/api.c guest-init/files.c guest-init/spawn.c guest-init/procs.c guest-init/ring.c \
                    guest-init/watch.c guest-init/json.c guest-init/proto.c guest-init/tar.c guest-init/tar_ops.c
-GUEST_INIT_SRCS := guest-init/init.c $(GUEST_API_SRCS) guest-init/net.c guest-init/egress.c
-GUEST_INIT_HDRS := guest-init/api.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h \
+GUEST_INIT_SRCS := guest-init/init.c $(GUEST_API_SRCS) guest-init/net.c guest-init/egress.c guest-init/applets.c
+GUEST_INIT_HDRS := guest-init/api.h guest-init/applets.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h \
                    guest-init/egress.h guest-init/ops.h guest-init/ring.h guest-init/watch.h guest-init/tar.h
 $(BUILD)/guest/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
 	@mkdir -p $(@D)
@@ -203,8 +203,13 @@ $(BUILD)/tools/mkcpio: boot/mkcpio.c
 
 BUSYBOX ?= /bin/busybox
 ROOTFS_ENV = BUSYBOX=$(BUSYBOX) VMMCTL=$(BUILD)/guest/vmmctl GUEST_INIT=$(BUILD)/guest/guest-init \
-	     SELFTEST=boot/rootfs/init
-$(BUILD)/initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init $(BUILD)/tools/mkcpio
+	     SELFTEST=boot/rootfs/init APPLETS=$(BUILD)/guest/busybox.applets
+# busybox's applet names: guest-init links them at boot (guest-init/applets.h).
+$(BUILD)/guest/busybox.applets: $(wildcard $(BUSYBOX))
+	@mkdir -p $(@D)
+	$(Q)test -x $(BUSYBOX) || { echo "$(BUSYBOX) missing: install busybox-static (make deps)" >&2; exit 1; }
+	$(Q)$(BUSYBOX) --list | grep -v -x -e busybox -e sh > $@.tmp && mv $@.tmp $@
+$(BUILD)/initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init $(BUILD)/tools/mkcpio $(BUILD)/guest/busybox.applets
 	@$(if $(Q),echo "  CPIO    $@")
 	$(Q)test -x $(BUSYBOX) || { echo "$(BUSYBOX) missing: install busybox-static (make deps)" >&2; exit 1; }
 	$(Q)$(ROOTFS_ENV) $(BUILD)/tools/mkcpio boot/rootfs/list $@
@@ -243,7 +248,7 @@ $(BUILD)/tools/vsock_test: tests/e2e/vsock_test.c guest-init/vsock.h
 	$(Q)$(CC) -std=c11 $(WARN) -O2 -pthread -o $@ $<
 
 TEST_TOOLS := $(BUILD)/guest/blkbench $(BUILD)/guest/vsock_test
-$(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init $(TEST_TOOLS) $(BUILD)/tools/mkcpio
+$(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init $(TEST_TOOLS) $(BUILD)/tools/mkcpio $(BUILD)/guest/busybox.applets
 	@$(if $(Q),echo "  CPIO    $@")
 	$(Q){ cat boot/rootfs/list; echo 'file /sbin/blkbench $$BLKBENCH 0755'; \
 	      echo 'file /sbin/vsock_test $$VSOCK_TEST 0755'; } > $(BUILD)/test-list
@@ -314,10 +319,11 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
-               test_run_restore test_run_opts test_sched_slice
+               test_run_restore test_run_opts test_sched_slice test_applets
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_uffd_SRCS    := vmm/uffd.c vmm/gm.c vmm/log.c tests/uffd/uffd_serve.c guest-init/json.c
 test_tar_SRCS     := guest-init/tar.c
+test_applets_SRCS := guest-init/applets.c
 test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c

@@ -24,6 +24,7 @@
  * API on a Unix socket, without the PID 1 duties. */
 #define _GNU_SOURCE
 #include "api.h"
+#include "applets.h"
 #include "egress.h"
 #include "ops.h"
 #include "net.h"
@@ -295,8 +296,10 @@ static void setup_system(struct init *in)
 			}
 		}
 	}
-	/* busybox installs its applet links once, if it is the only userland. */
-	if (access("/bin/busybox", X_OK) == 0 && access("/bin/ls", X_OK) < 0) {
+	/* busybox's applet links, once, if it is the only userland: from the
+	 * list the initramfs carries (applets.h), else by busybox itself. */
+	if (access("/bin/busybox", X_OK) == 0 && access("/bin/ls", X_OK) < 0 &&
+	    applets_install(APPLETS_LIST, "/bin", "/bin/busybox", NULL) == -ENOENT) {
 		pid_t p = fork();
 
 		if (p == 0) {
