@@ -298,16 +298,21 @@ static void setup_system(struct init *in)
 	}
 	/* busybox's applet links, once, if it is the only userland: from the
 	 * list the initramfs carries (applets.h), else by busybox itself. */
-	if (access("/bin/busybox", X_OK) == 0 && access("/bin/ls", X_OK) < 0 &&
-	    applets_install(APPLETS_LIST, "/bin", "/bin/busybox", NULL) == -ENOENT) {
-		pid_t p = fork();
+	if (access("/bin/busybox", X_OK) == 0 && access("/bin/ls", X_OK) < 0) {
+		int r = applets_install(APPLETS_LIST, "/bin", "/bin/busybox", NULL);
 
-		if (p == 0) {
-			execl("/bin/busybox", "busybox", "--install", "-s", "/bin", (char *)NULL);
-			_exit(127);
+		if (r == -ENOENT) {
+			pid_t p = fork();
+
+			if (p == 0) {
+				execl("/bin/busybox", "busybox", "--install", "-s", "/bin", (char *)NULL);
+				_exit(127);
+			}
+			if (p > 0)
+				waitpid(p, NULL, 0);
+		} else if (r < 0) {
+			say("busybox applet links from %s: %s", APPLETS_LIST, strerror(-r));
 		}
-		if (p > 0)
-			waitpid(p, NULL, 0);
 	}
 }
 
