@@ -141,6 +141,7 @@ static void *evloop_thread(void *arg)
 	struct evloop *l = arg;
 	sigset_t all;
 
+	vmm_thread_name(l->name);
 	/* Process-directed signals (SIGTERM...) are the main thread's to take
 	 * through its signalfd: a device thread must never be picked for one. */
 	sigfillset(&all);

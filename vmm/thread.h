@@ -14,6 +14,7 @@
 #define VMM_THREAD_H
 
 #include <pthread.h>
+#include <sys/prctl.h>
 
 #define VMM_THREAD_STACK (1u << 20)
 
@@ -33,6 +34,17 @@ static inline int vmm_thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
 		r = pthread_create(t, &attr, fn, arg);
 	pthread_attr_destroy(&attr);
 	return r;
+}
+
+/* Names the calling thread ("vcpu0", a device's loop...) for ps -T, top -H,
+ * perf and /proc/PID/task/TID/comm; at most 15 characters are kept. Call
+ * it first thing in a thread that vmm_thread_start made: such a thread
+ * is started by the main thread, before any seccomp filter or under the
+ * main one, and both allow PR_SET_NAME (vmm/seccomp.c); the filters of
+ * the other thread-starting classes (publish, egress) do not. */
+static inline void vmm_thread_name(const char *name)
+{
+	(void)prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
 #endif

@@ -437,6 +437,8 @@ static void *vcpu_thread(void *arg)
 	sigset_t set;
 	char what[128];
 
+	snprintf(what, sizeof(what), "vcpu%u", v->index);
+	vmm_thread_name(what);
 	/* Only the kick signal reaches this thread, and only during KVM_RUN's
 	 * window it matters: immediate_exit covers the rest. */
 	sigemptyset(&set);
