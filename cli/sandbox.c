@@ -536,6 +536,16 @@ int sandbox_list(char ***names)
 
 		if (!sandbox_name_ok(e->d_name) || strstr(e->d_name, ".partial-"))
 			continue;
+		/* A sandbox is a folder: a stray file or symbolic link here is
+		 * not listed (and not an error per entry; a verb that names it
+		 * still refuses it, cli_open_dir). */
+		if (e->d_type != DT_DIR) {
+			struct stat st;
+
+			if (e->d_type != DT_UNKNOWN ||
+			    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+				continue;
+		}
 		nv = realloc(v, sizeof(*v) * (size_t)(n + 1));
 		if (!nv || !(nv[n] = strdup(e->d_name))) {
 			free(nv ? nv : v);

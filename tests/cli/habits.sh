@@ -73,6 +73,16 @@ if run 0 ps && grep -q "^ex1 .*exited" "$tmp/out" && run 0 ls -a && grep -q "^ex
 	ok "vmm ps, ls -a, ls -q, ls --format '{{.Name}}:{{.State}}...'"
 else bad "ps / ls -a -q --format: $(cat "$tmp/out")"; fi
 
+# A stray file or symbolic link in the state folder is not a sandbox: ls
+# skips it, with no error line per entry; a verb that names it refuses it.
+: > "$VMM_STATE_DIR/stray"
+ln -s /tmp "$VMM_STATE_DIR/straylink"
+if run 0 ls -q && [ "$(cat "$tmp/out")" = "$(printf 'ex1\nex2')" ] && [ ! -s "$tmp/err" ] &&
+	run 1 logs straylink && grep -q "symbolic link or not a directory" "$tmp/err"; then
+	ok "ls skips a stray file and symbolic link in the state folder; logs refuses the link"
+else bad "stray entries: $(cat "$tmp/out" "$tmp/err")"; fi
+rm -f "$VMM_STATE_DIR/stray" "$VMM_STATE_DIR/straylink"
+
 # logs --tail N: the last N lines of console.log.1 and console.log together.
 printf 'one\ntwo\nthree\n' > "$VMM_STATE_DIR/ex1/console.log.1"
 printf 'four\nfive\n' > "$VMM_STATE_DIR/ex1/console.log"
