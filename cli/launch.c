@@ -726,5 +726,6 @@ out_disks:
 		mmds_destroy(md);
 		free(md);
 	}
+	control_free(&ctl); /* its MMDS store: the VM's devices are gone */
 	return status;
 }

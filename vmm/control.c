@@ -77,7 +77,7 @@ static int control_open_common(struct control *c, int fd, const char *path, cons
 	}
 	r = control_listen(c, path);
 	if (r) {
-		control_close(c);
+		control_free(c);
 		return r;
 	}
 	return 0;
@@ -127,11 +127,19 @@ void control_close(struct control *c)
 	c->nr_listen = 0;
 	if (c->api)
 		fcapi_close(c->api);
-	free(c->api);
-	c->api = NULL;
+	c->open = 0;
+}
+
+void control_free(struct control *c)
+{
+	control_close(c);
+	if (c->api) {
+		mmds_destroy(&c->api->mmds);
+		free(c->api);
+		c->api = NULL;
+	}
 	free(c->body);
 	c->body = NULL;
-	c->open = 0;
 }
 
 static void reply_error(char *out, size_t outlen, const char *msg)

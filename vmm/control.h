@@ -75,6 +75,10 @@ int control_listen(struct control *c, const char *path) __attribute__((warn_unus
 /* Closes every connection and listener (unlinking the sockets). Safe on
  * a struct control that was only zeroed or never opened. */
 void control_close(struct control *c);
+/* control_close, then frees the Firecracker API state, its MMDS store
+ * included. Only after the VM's devices stopped (vm_destroy): a network
+ * device answers the guest's MMDS requests from that store. Safe twice. */
+void control_free(struct control *c);
 
 /* Fills p[] (room for CONTROL_POLLFDS) with what to wait for; lowers
  * *timeout_ms (-1: none) to the nearest connection deadline. Returns how
