@@ -8,6 +8,7 @@
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
 #include "../vmm/seccomp.h"
+#include "../vmm/thread.h"
 #include "../vmm/unixsock.h"
 
 #include <errno.h>
@@ -949,6 +950,7 @@ static void *accept_thread(void *arg)
 	struct egress *e = arg;
 	pthread_attr_t attr;
 
+	vmm_thread_name("egress"); /* before its filter; connections inherit the name */
 	/* Before the first accept; connection threads inherit the filter. */
 	if (e->seccomp) {
 		int r = sc_install(SC_EGRESS);
@@ -962,6 +964,9 @@ static void *accept_thread(void *arg)
 	}
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* The VMM's stack size, not RLIMIT_STACK's 8 MiB per connection
+	 * (vmm/thread.h). */
+	pthread_attr_setstacksize(&attr, VMM_THREAD_STACK);
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = e->fd, .events = POLLIN }, { .fd = e->ctl_fd, .events = POLLIN } };
 		struct conn *c;
@@ -1093,7 +1098,7 @@ int egress_launch(struct egress *e)
 	 * write failing with EPIPE, instead of killing the VMM. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	r = -pthread_create(&e->thread, NULL, accept_thread, e);
+	r = -vmm_thread_start(&e->thread, accept_thread, e, 0);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r) {
 		close(e->fd);

@@ -5,6 +5,7 @@
 #include "../guest-init/proto.h"
 #include "../vmm/log.h"
 #include "../vmm/seccomp.h"
+#include "../vmm/thread.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -140,6 +141,7 @@ static void *accept_thread(void *arg)
 	struct publish *p = arg;
 	pthread_attr_t attr;
 
+	vmm_thread_name("publish"); /* before its filter; connections inherit the name */
 	/* Its connection threads inherit the filter. */
 	if (p->seccomp) {
 		int r = sc_install(SC_PUBLISH);
@@ -153,6 +155,9 @@ static void *accept_thread(void *arg)
 	}
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* The VMM's stack size, not RLIMIT_STACK's 8 MiB per connection
+	 * (vmm/thread.h). */
+	pthread_attr_setstacksize(&attr, VMM_THREAD_STACK);
 	for (;;) {
 		struct pollfd w[2] = { { .fd = p->fd, .events = POLLIN }, { .fd = p->stop_fd, .events = POLLIN } };
 		struct conn *c;
@@ -232,7 +237,7 @@ serve:
 	/* Process-directed signals stay the main thread's (vm_run takes them). */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	r = pthread_create(&p->thread, NULL, accept_thread, p);
+	r = vmm_thread_start(&p->thread, accept_thread, p, 0);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r) {
 		close(p->stop_fd);
