@@ -113,6 +113,8 @@ for cpus in 1 2; do
 	check "$cpus vCPU: kernel booted to the test init" "$out" "vmm-sandbox: ready"
 	check "$cpus vCPU: guest sees $cpus CPU(s)" "$out" "vmm-selftest: nproc=$cpus\$"
 	check "$cpus vCPU: fork and exec work" "$out" "vmm-selftest: fork-exec=ok"
+	# CONFIG_HIGH_RES_TIMERS: a guest's sleeps are not rounded up to a tick.
+	check "$cpus vCPU: high-resolution timers (1 ns clock event resolution)" "$out" "vmm-selftest: timer-resolution=1 nsecs"
 	check "$cpus vCPU: boot marker recorded" "$err" "boot marker: guest ready [0-9.]+ ms"
 	check "$cpus vCPU: hypervisor bit visible" "$out" "vmm-selftest: flags=.* hypervisor"
 	flags=$(grep "vmm-selftest: flags=" "$out")
