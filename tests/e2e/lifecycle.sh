@@ -21,6 +21,14 @@ if timeout 120 "$vmm" snapshot l1 "$tmp/l1fresh" > "$tmp/l1fresh.out" 2>&1 &&
 	[ -s "$VMM_STATE_DIR/l0/vmm.log" ] && ! grep -q "held no waiting API worker" "$VMM_STATE_DIR/l0/vmm.log" "$tmp/l0.err"; then
 	ok "lifecycle: a snapshot taken as restore -d returns holds a spare API worker ($(grep -o '"settle_ms":[0-9]*' "$tmp/l1fresh.out"))"
 else bad "lifecycle: fresh snapshot: $(cat "$tmp/l1fresh.out") $(cat "$tmp/l0.err" "$VMM_STATE_DIR/l0/vmm.log" 2>&1 | tail -3)"; fi
+# Power-off (guest-init): a process still running 3 s after SIGTERM is
+# killed, and the console says so.
+timeout 60 "$vmm" exec l0 -- sh -c 'trap "" TERM; exec sleep 1000' > /dev/null 2>&1 &
+sleep 2
+if timeout 120 "$vmm" stop l0 > /dev/null 2>&1 && "$vmm" logs l0 | grep -q "still running 3 s after SIGTERM: killed"; then
+	ok "lifecycle: stop: a process that ignores SIGTERM is killed after 3 s, and the console says so"
+else bad "lifecycle: stop with a SIGTERM-proof process: $("$vmm" logs l0 | tail -3)"; fi
+wait
 "$vmm" rm -f l0 > /dev/null 2>&1
 rm -rf "$tmp/l1fresh"
 echo lifecycle-data > "$tmp/l.txt"
@@ -51,10 +59,16 @@ if timeout 120 "$vmm" snapshot l1 "$tmp/l1snap" > /dev/null && timeout 300 "$vmm
 	[ "$(run_in l2 cat /root/l.txt)" = lifecycle-data ]; then
 	ok "lifecycle: snapshot, restore under a new name (the file came along)"
 else bad "lifecycle: snapshot/restore under a new name"; fi
+# The console's shell (interactive: it ignores SIGTERM) gets a hang-up,
+# so it is not among the processes killed after 3 s.
+shell_ps=$(run_in l1 ps | grep -c -- ' -sh$')
 if timeout 120 "$vmm" stop l1 > /dev/null && [ "$(lsline l1)" = exited ] &&
 	"$vmm" inspect l1 | grep -q '"exit_status":0'; then
 	ok "lifecycle: stop through the guest; ls and inspect show it exited (0)"
 else bad "lifecycle: stop: $("$vmm" ls) $("$vmm" inspect l1)"; fi
+if [ "$shell_ps" = 1 ] && ! "$vmm" logs l1 | grep -q "still running 3 s after SIGTERM"; then
+	ok "lifecycle: stop: the console's shell ends on its hang-up, nothing left to kill"
+else bad "lifecycle: stop with the console shell (shells seen: $shell_ps): $("$vmm" logs l1 | tail -3)"; fi
 "$vmm" logs l1 | grep -q "powering off" && ok "lifecycle: logs shows the console" || bad "lifecycle: logs"
 "$vmm" rm l2 > /dev/null 2>&1 && bad "lifecycle: rm of a running sandbox was not refused" ||
 	ok "lifecycle: rm refuses a running sandbox"
