@@ -588,7 +588,7 @@ static int wait_gone(const char *dir, int pidfd, unsigned ms)
 }
 
 /* A pidfd of the sandbox's VMM, taken first and then checked against its
- * record (as kill_vmm does), or -1 (no pidfds, or not that VMM). */
+ * record, or -1 (no pidfds, or not that VMM); kill_vmm signals through it. */
 static int vmm_pidfd(const char *dir, pid_t pid)
 {
 	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -600,25 +600,26 @@ static int vmm_pidfd(const char *dir, pid_t pid)
 	return fd;
 }
 
-/* SIGKILL to the sandbox's VMM, once proven to be it: a pidfd taken
- * first, then the record checked against /proc, then the signal through
- * the pidfd, so the pid cannot pass to another process in between. */
-static int kill_vmm(const struct sandbox *sb, pid_t pid)
+/* SIGKILL to the sandbox's VMM, once proven to be it. With pfd (from
+ * vmm_pidfd: taken first, then checked against the record) the signal
+ * goes through it, so the pid cannot have passed to another process.
+ * Without one (no pidfds, or the VMM had already gone when stop began)
+ * the record is checked again right before kill(). */
+static int kill_vmm(const struct sandbox *sb, pid_t pid, int pfd)
 {
-	int fd = (int)syscall(SYS_pidfd_open, pid, 0), r = 0;
-
-	if (fd < 0 && errno != ENOSYS)
-		return errno == ESRCH ? 0 : -errno;
+	if (pfd >= 0) {
+		if (syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0 || errno == ESRCH)
+			return 0;
+		return -errno;
+	}
 	if (sandbox_vmm_pid(sb->dir) != pid) {
+		if (kill(pid, 0) < 0 && errno == ESRCH)
+			return 0; /* gone */
 		log_err("sandbox %s: pid %d is not its VMM (that process does not match the sandbox's "
 			"record): not killing it", sb->name, (int)pid);
-		r = -EPERM;
-	} else if ((fd >= 0 ? syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) : kill(pid, SIGKILL)) < 0) {
-		r = -errno;
+		return -EPERM;
 	}
-	if (fd >= 0)
-		close(fd);
-	return r;
+	return kill(pid, SIGKILL) < 0 && errno != ESRCH ? -errno : 0;
 }
 
 static int stop_vmm(struct sandbox_status *st, pid_t pid, int pfd, unsigned graceful_ms)
@@ -648,7 +649,7 @@ static int stop_vmm(struct sandbox_status *st, pid_t pid, int pfd, unsigned grac
 	    wait_gone(st->sb.dir, pfd, 5000) == 0)
 		return 0;
 	log_warn("sandbox %s's VMM does not answer: killing it (pid %d)", st->sb.name, pid);
-	if ((r = kill_vmm(&st->sb, pid)))
+	if ((r = kill_vmm(&st->sb, pid, pfd)))
 		return r;
 	return wait_gone(st->sb.dir, pfd, 5000);
 }

@@ -565,6 +565,23 @@ if command -v python3 > /dev/null; then
 	unset VMM_STATE_DIR
 else skipped "Ctrl-C, run -d give-up, background terminal: no python3"; fi
 
+# vmm stop of a VMM that does not answer (stopped with SIGSTOP): its
+# control socket times out, then it is killed through the pidfd taken
+# when the stop began (cli/sandbox.c, kill_vmm).
+export VMM_STATE_DIR=$tmp/hungstate
+timeout -k 10 60 "$vmm" run --name hung --kernel "$dir/spin.elf" --mem 64 < /dev/null > "$tmp/hung.out" 2>&1 &
+hung=$!
+if wait_for "$tmp/hung.out" spinning && hpid=$(cat "$VMM_STATE_DIR/hung/pid" 2> /dev/null) && kill -STOP "$hpid" &&
+	timeout 60 "$vmm" stop -t 0 hung > /dev/null 2> "$tmp/hung.err"; then
+	wait $hung; st=$?
+	if grep -q "does not answer: killing it" "$tmp/hung.err" && ! kill -0 "$hpid" 2> /dev/null &&
+		[ "$st" = 137 ]; then
+		ok "stop of a VMM that does not answer: killed through its pidfd (status $st)"
+	else bad "stop of a hung VMM: status $st, $(cat "$tmp/hung.err")"; fi
+else bad "stop of a hung VMM: $(cat "$tmp/hung.err" 2> /dev/null)"; kill -9 "$hung" "$hpid" 2> /dev/null; wait $hung; fi
+"$vmm" rm -f hung > /dev/null 2>&1
+unset VMM_STATE_DIR
+
 # The guest's clock across a snapshot: it goes on from the pause, not
 # from the moment the state was read. The clock guest prints its TSC each
 # 2^28 cycles (about 0.1 s); it sits paused 4 s before the snapshot (the
