@@ -1,6 +1,7 @@
 /* Busybox applet links from a build-time list (applets.h). */
 #define _GNU_SOURCE
 #include "applets.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,7 +53,7 @@ int applets_link(int dirfd, const char *list, size_t len, const char *target, un
 int applets_install(const char *list_path, const char *dir, const char *target, unsigned *made)
 {
 	char *buf = NULL;
-	size_t len = 0;
+	size_t len;
 	struct stat st;
 	int fd, dfd = -1, r;
 
@@ -67,21 +68,15 @@ int applets_install(const char *list_path, const char *dir, const char *target, 
 		r = -EINVAL;
 		goto out;
 	}
-	buf = malloc((size_t)st.st_size + 1);
+	len = (size_t)st.st_size;
+	buf = malloc(len + 1);
 	if (!buf) {
 		r = -ENOMEM;
 		goto out;
 	}
-	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EIO;
-			goto out;
-		}
-		len += (size_t)n;
+	if (read_full(fd, buf, len) < 0) {
+		r = errno ? -errno : -EIO; /* errno 0: the file ended early */
+		goto out;
 	}
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
