@@ -349,39 +349,39 @@ static pid_t spawn_shell(void)
  * away: an interactive shell ignores SIGTERM, and waited out the whole
  * moment (every `vmm stop` of a sandbox with a console took 3 s). CONT
  * lets a stopped process take its TERM now. */
-static void __attribute__((noreturn)) power_off(struct init *in)
+/* Reaps children until none is left or ms have passed; how many it reaped.
+ * Bounded: a process in uninterruptible sleep (a file system that does
+ * not answer) must not hold up the power-off. */
+static unsigned reap_for(unsigned ms)
 {
-	uint64_t end;
-	unsigned killed = 0;
+	uint64_t end = now_ms() + ms;
+	unsigned n = 0;
 
-	say("powering off");
-	kill(-1, SIGTERM);
-	if (in->shell_pid > 0)
-		kill(in->shell_pid, SIGHUP);
-	kill(-1, SIGCONT);
-	end = now_ms() + 3000;
-	while (now_ms() < end) {
-		pid_t p = waitpid(-1, NULL, WNOHANG);
-
-		if (p < 0 && errno == ECHILD)
-			break;
-		if (p <= 0)
-			usleep(20000);
-	}
-	kill(-1, SIGKILL);
-	/* Bounded: a process in uninterruptible sleep (a file system that
-	 * does not answer) must not hold up the power-off. */
-	end = now_ms() + 1000;
 	while (now_ms() < end) {
 		pid_t p = waitpid(-1, NULL, WNOHANG);
 
 		if (p < 0 && errno == ECHILD)
 			break;
 		if (p > 0)
-			killed++;
+			n++;
 		else
 			usleep(10000);
 	}
+	return n;
+}
+
+static void __attribute__((noreturn)) power_off(struct init *in)
+{
+	unsigned killed;
+
+	say("powering off");
+	kill(-1, SIGTERM);
+	if (in->shell_pid > 0)
+		kill(in->shell_pid, SIGHUP);
+	kill(-1, SIGCONT);
+	(void)reap_for(3000);
+	kill(-1, SIGKILL);
+	killed = reap_for(1000);
 	if (killed)
 		say("%u process%s still running 3 s after SIGTERM: killed", killed, killed == 1 ? "" : "es");
 	sync();
