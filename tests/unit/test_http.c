@@ -910,8 +910,6 @@ static void route_patch_running(void **state)
 	unlink(big);
 }
 
-/* PUT /entropy, the balloon's routes: Firecracker's bodies and pre-/post-
- * boot rules, the VM configuration they make, GET /vm/config. */
 /* The control socket's close leaves the Firecracker API state, and its
  * MMDS store, to control_free: a network device answers the guest's MMDS
  * requests from that store until vm_destroy stops it, which comes after
@@ -941,6 +939,8 @@ static void control_free_after_close(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* PUT /entropy, the balloon's routes: Firecracker's bodies and pre-/post-
+ * boot rules, the VM configuration they make, GET /vm/config. */
 static void route_entropy_balloon(void **state)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
@@ -1037,8 +1037,8 @@ int main(void)
 		cmocka_unit_test(http_firecracker_forms),
 		cmocka_unit_test(http_size_limits),
 		cmocka_unit_test(http_writer),
-		/* In order: each builds on the configuration before it. */
 		cmocka_unit_test(control_free_after_close),
+		/* In order: each builds on the configuration before it. */
 		cmocka_unit_test(route_info_and_unknown),
 		cmocka_unit_test(route_body_errors),
 		cmocka_unit_test(route_machine_config),
