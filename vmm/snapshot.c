@@ -1372,13 +1372,19 @@ void snapshot_close(struct snapshot *s)
  * holds itself. Hardware ignores the difference; an SVM that checks it
  * (QEMU's TCG does before every port access from user mode, against the
  * TSS's I/O bitmap) faults the guest's first ioperm-granted in/out after
- * a restore. So on AMD the type goes back as the CPU keeps it. Intel
+ * a restore. So on AMD a 64-bit TSS goes back as the CPU keeps it. Intel
  * VMX needs type 11 in 64-bit mode (SDM 26.3.1.2) and gets it unchanged;
- * a snapshot never crosses vendors (check_host). */
-#define TSS_BUSY 0x2
-static bool tr_busy_hidden(const char *vendor)
+ * a snapshot never crosses vendors (check_host). Any other type is the
+ * reset TR of a vCPU that never ran (an AP the guest did not start: KVM's
+ * SVM code resets TR to type 3, a busy 16-bit TSS) and goes back as it
+ * was. */
+#define TSS64_AVAIL 0x9
+#define TSS64_BUSY 0xb
+uint8_t snapshot_tr_type(uint8_t saved, const char *vendor)
 {
-	return !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
+	bool amd = !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
+
+	return amd && saved == TSS64_BUSY ? TSS64_AVAIL : saved;
 }
 
 static int check_host(struct vm *vm, struct snapshot *s)
@@ -1519,8 +1525,7 @@ int vm_restore_state(struct vm *vm, struct snapshot *s)
 		goto resume;
 	}
 	for (i = 0; i < vm->nr_vcpus; i++) {
-		if (tr_busy_hidden(s->conf.vendor))
-			vcs[i].sregs.tr.type &= ~TSS_BUSY;
+		vcs[i].sregs.tr.type = snapshot_tr_type(vcs[i].sregs.tr.type, s->conf.vendor);
 		if ((e = vcpu_state_set(vm, &vm->vcpus[i], &vcs[i]))) {
 			log_err("snapshot %s: this host's KVM refuses vcpu%u's saved state", s->dir, i);
 			goto resume;

@@ -170,6 +170,11 @@ int vm_snapshot_in_place(struct vm *vm, const char *dir, uint64_t *mem_written)
 /* Inside vm_create, for cfg->restore: applies the VM, vCPU and device
  * state on top of the freshly built VM, every value checked first. */
 int vm_restore_state(struct vm *vm, struct snapshot *s) __attribute__((warn_unused_result));
+/* The TR descriptor type a restore writes back for a vCPU whose snapshot
+ * says `saved`, on a host whose CPU is `vendor`: a busy 64-bit TSS as the
+ * vendor's CPU keeps it, every other type (a never-run vCPU's reset TR)
+ * unchanged. */
+uint8_t snapshot_tr_type(uint8_t saved, const char *vendor);
 
 /* Copies a file for a clone: FICLONE (reflink) if the filesystem can,
  * else a sparse copy (holes stay holes); fsynced. dst must not exist. */

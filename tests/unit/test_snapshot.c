@@ -23,6 +23,7 @@
 #include "vmm/log.h"
 #include "vmm/snapfmt.h"
 #include "vmm/snapshot.h"
+#include "vmm/vcpu.h"
 #include "vmm/vm.h"
 #include "tests/unit/vm_fixture.h"
 
@@ -178,6 +179,29 @@ static void file_corruptions_refused(void **state)
 	sb_free(&b);
 }
 
+/* The TR type a restore writes back (snapshot_tr_type), for both vendors'
+ * paths without KVM: on AMD and Hygon a busy 64-bit TSS goes back
+ * available, as their CPUs keep it; on Intel unchanged (VMX wants it
+ * busy). Every other type is a never-run vCPU's reset TR (KVM's SVM code:
+ * 3, a busy 16-bit TSS; VMX: 11) and goes back as it was: the busy bit is
+ * adjusted only where the CPU keeps it. */
+static void tr_type_per_vendor(void **state)
+{
+	static const char *const hidden[] = { "AuthenticAMD", "HygonGenuine" };
+	static const uint8_t others[] = { 0x1, 0x3, 0x9 };
+	unsigned v, i;
+
+	(void)state;
+	for (v = 0; v < 2; v++) {
+		assert_int_equal(snapshot_tr_type(0xb, hidden[v]), 0x9);
+		for (i = 0; i < sizeof(others); i++)
+			assert_int_equal(snapshot_tr_type(others[i], hidden[v]), others[i]);
+	}
+	assert_int_equal(snapshot_tr_type(0xb, "GenuineIntel"), 0xb);
+	for (i = 0; i < sizeof(others); i++)
+		assert_int_equal(snapshot_tr_type(others[i], "GenuineIntel"), others[i]);
+}
+
 /* ---- whole VMs ---- */
 
 static void config(struct run *r)
@@ -234,13 +258,51 @@ static void cleanup_dir(const char *dir)
 	assert_int_equal(system(cmd), 0);
 }
 
-/* Snapshot a running two-vCPU guest, restore it into a second VM, compare
- * the vCPU state KVM reports for both, and let the clone run. */
+/* vCPU 1 of vm_snapshot_restore: an AP that started. spin.S starts no
+ * AP, so the test starts it as vmm starts the BSP (vcpu_set_boot_regs:
+ * long mode, TR a busy 64-bit TSS), with a TSS base of its own, on a loop
+ * that first marks it ran. */
+#define AP_CODE 0x6000ull
+#define AP_MARK 0x6100ull
+#define AP_TSS 0x6200ull
+static void start_ap(struct vm *vm, unsigned i)
+{
+	static const uint8_t code[] = {
+		0xc6, 0x04, 0x25, 0x00, 0x61, 0x00, 0x00, 0x01, /* movb $1, AP_MARK */
+		0xf3, 0x90, 0xeb, 0xfc,                         /* 1: pause; jmp 1b */
+	};
+	struct kvm_mp_state mp = { .mp_state = KVM_MP_STATE_RUNNABLE };
+	struct kvm_sregs sr;
+
+	memcpy(gm_ptr(&vm->gm, AP_CODE, sizeof(code)), code, sizeof(code));
+	assert_int_equal(vcpu_set_boot_regs(&vm->vcpus[i], AP_CODE), 0);
+	assert_int_equal(kvm_ioctl_ptr(vm->vcpus[i].fd, KVM_GET_SREGS, &sr), 0);
+	sr.tr.base = AP_TSS;
+	assert_int_equal(kvm_ioctl_ptr(vm->vcpus[i].fd, KVM_SET_SREGS, &sr), 0);
+	assert_int_equal(kvm_ioctl_ptr(vm->vcpus[i].fd, KVM_SET_MP_STATE, &mp), 0);
+}
+
+static void wait_mark(struct vm *vm, uint64_t gpa)
+{
+	volatile uint8_t *m = gm_ptr(&vm->gm, gpa, 1);
+	int i;
+
+	for (i = 0; i < 500 && !*m; i++)
+		usleep(10000);
+	assert_int_equal(*m, 1);
+}
+
+/* Snapshot a running three-vCPU guest, restore it into a second VM,
+ * compare the vCPU state KVM reports for both, and let the clone run.
+ * vCPU 0 (the BSP) and vCPU 1 (an AP that started) ran; vCPU 2 is an AP
+ * that never started and keeps KVM's reset state. */
 static void vm_snapshot_restore(void **state)
 {
 	struct run *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
 	struct kvm_regs ra, rb;
 	struct kvm_sregs sa, sb;
+	struct kvm_segment reset_tr;
+	struct kvm_mp_state ma, mb;
 	struct snapshot s;
 	char tmpl[] = "/tmp/vmm-test-snap-XXXXXX";
 	uint64_t bytes = 0;
@@ -255,9 +317,14 @@ static void vm_snapshot_restore(void **state)
 	assert_non_null(mkdtemp(tmpl));
 	snprintf(snapdir, sizeof(snapdir), "%s/snap", tmpl);
 	config(a);
+	a->cfg.cpus = 3;
 	assert_int_equal(vm_create(&a->vm, &a->cfg), 0);
+	assert_int_equal(kvm_ioctl_ptr(a->vm.vcpus[2].fd, KVM_GET_SREGS, &sa), 0);
+	reset_tr = sa.tr; /* as this host's KVM reports a vCPU that never ran */
+	start_ap(&a->vm, 1);
 	assert_int_equal(pthread_create(&a->t, NULL, run_thread, a), 0);
 	wait_output(a, "spinning");
+	wait_mark(&a->vm, AP_MARK);
 	assert_int_equal(vm_pause(&a->vm), 0);
 	assert_int_equal(vm_pause(&a->vm), 0); /* idempotent */
 	assert_int_equal(vm_snapshot(&a->vm, snapdir, &bytes), 0);
@@ -265,7 +332,7 @@ static void vm_snapshot_restore(void **state)
 	assert_int_equal(vm_snapshot(&a->vm, snapdir, &bytes), -EEXIST);
 
 	assert_int_equal(snapshot_open(&s, snapdir), 0);
-	assert_int_equal(s.conf.cpus, 2);
+	assert_int_equal(s.conf.cpus, 3);
 	assert_true(s.conf.mem_bytes == a->cfg.mem_bytes);
 	assert_string_equal(s.conf.token, "secret-token");
 	/* The token is never on the command line (every guest process reads
@@ -274,6 +341,7 @@ static void vm_snapshot_restore(void **state)
 	assert_null(strstr(s.conf.cmdline, "vmm.token"));
 	assert_null(strstr(a->vm.cmdline, "secret-token"));
 	config(b);
+	b->cfg.cpus = 3;
 	b->cfg.restore = &s;
 	b->cfg.api_token = "clone-token";
 	assert_int_equal(vm_create(&b->vm, &b->cfg), 0);
@@ -288,18 +356,33 @@ static void vm_snapshot_restore(void **state)
 		assert_string_equal(wb, "clone-token");
 		assert_true(wb[VMM_TOKEN_LEN - 1] == 0); /* NUL-padded to the end */
 	}
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 3; i++) {
 		assert_int_equal(kvm_ioctl_ptr(a->vm.vcpus[i].fd, KVM_GET_REGS, &ra), 0);
 		assert_int_equal(kvm_ioctl_ptr(b->vm.vcpus[i].fd, KVM_GET_REGS, &rb), 0);
 		assert_memory_equal(&ra, &rb, sizeof(ra));
+		assert_int_equal(kvm_ioctl_ptr(a->vm.vcpus[i].fd, KVM_GET_MP_STATE, &ma), 0);
+		assert_int_equal(kvm_ioctl_ptr(b->vm.vcpus[i].fd, KVM_GET_MP_STATE, &mb), 0);
+		assert_int_equal(ma.mp_state, mb.mp_state);
 		assert_int_equal(kvm_ioctl_ptr(a->vm.vcpus[i].fd, KVM_GET_SREGS, &sa), 0);
 		assert_int_equal(kvm_ioctl_ptr(b->vm.vcpus[i].fd, KVM_GET_SREGS, &sb), 0);
-		/* The TSS descriptor's busy bit (type 0xb busy, 0x9 available):
-		 * a KVM that emulates ring 0 (kvm_pvm) reports the restored
-		 * vCPU's TR as available until it runs. Long mode never
-		 * switches tasks, so the guest cannot tell; the rest of TR
-		 * (base, limit, selector) must match. */
-		assert_true((sa.tr.type | 2) == 0xb && (sb.tr.type | 2) == 0xb);
+		if (i < 2) {
+			/* A vCPU that ran keeps its TR, a 64-bit TSS (type 0xb
+			 * busy, 0x9 available; a KVM that emulates ring 0,
+			 * kvm_pvm, reports a restored vCPU's TR as available
+			 * until it runs; long mode never switches tasks, so
+			 * the guest cannot tell); base, limit and selector
+			 * must match. */
+			assert_true(sa.tr.type == 0xb || sa.tr.type == 0x9);
+			assert_true(sb.tr.type == 0xb || sb.tr.type == 0x9);
+			assert_true(sa.tr.base == (i ? AP_TSS : 0));
+		} else {
+			/* One that never ran keeps its reset TR, whatever
+			 * type this host's KVM gives it (SVM: 3, VMX: 11),
+			 * and the clone gets it back (up to the same busy
+			 * bit kvm_pvm reports clear). */
+			assert_memory_equal(&sa.tr, &reset_tr, sizeof(reset_tr));
+			assert_int_equal(sb.tr.type | 2, reset_tr.type | 2);
+		}
 		sb.tr.type = sa.tr.type;
 		assert_memory_equal(&sa, &sb, sizeof(sa));
 	}
@@ -736,6 +819,7 @@ int main(void)
 		cmocka_unit_test(fields_roundtrip),
 		cmocka_unit_test(string_with_nul_refused),
 		cmocka_unit_test(file_corruptions_refused),
+		cmocka_unit_test(tr_type_per_vendor),
 		cmocka_unit_test(mmds_record_roundtrip),
 		cmocka_unit_test(base_open_changes_nothing),
 		cmocka_unit_test(vm_snapshot_restore),
