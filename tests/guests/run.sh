@@ -191,7 +191,9 @@ slices=$(for t in /proc/${vpid:-none}/task/*; do
 done)
 vcpu_slice=$(echo "$slices" | awk '$1 == "vcpu0" {print $2}')
 others=$(echo "$slices" | awk '$1 != "vcpu0" && $2 != 100000000' | grep -c .)
-slices=$(echo "$slices" | tr '\n' ' ')
+# Before EEVDF no thread has an se.slice line: $slices is empty (tested
+# before it becomes one line for the messages below).
+[ -n "$slices" ] && slices=$(echo "$slices" | tr '\n' ' ')
 if [ -z "$vpid" ] || [ ! -d "/proc/$vpid/task" ]; then bad "vCPU slice: no VMM process found under $pid"
 elif [ -z "$slices" ]; then skipped "vCPU slice: this kernel's /proc/PID/sched has no se.slice (before EEVDF, 6.6)"
 elif [ -d /sys/module/kvm_pvm ]; then
