@@ -5,7 +5,8 @@
 # kernel, sees the host's / read-only (virtio-9p) and chroots into it, so
 # the command runs the host's binaries at the same paths. See README.md.
 #   tests/vmhost/run.sh [-w DIR]... CMD [ARG...]
-#   tests/vmhost/run.sh --check     exit 0 if the VM can be used here
+#   tests/vmhost/run.sh --check     exit 0 if the VM can be used here; says
+#                                   which kernel it boots (kernel.pin)
 #   tests/vmhost/run.sh --prepare   fetch the kernel, build the initramfs
 # Exit status: the command's, or 125 if the VM itself failed.
 # Environment: VMHOST_MEM (MiB, 4096), VMHOST_CPUS (1: two froze the VM's
@@ -21,39 +22,53 @@ qemu=qemu-system-x86_64
 
 die() { echo "vmhost: $*" >&2; exit 125; }
 
-# The kernel: Debian's linux-image-amd64 dependency, downloaded and
-# extracted into the cache (never installed). The newest extracted one is
-# used; delete $cache/kernel-* to fetch again.
+# The kernel: the Debian package kernel.pin names, downloaded, checked
+# against its SHA-256 and extracted into the cache (never installed);
+# delete $cache/kernel-VERSION to fetch it again.
+# shellcheck source=kernel.pin
+. "$here/kernel.pin"
+kname="$VMHOST_KERNEL_PKG $VMHOST_KERNEL_VERSION"
 find_kernel() {
-	local d
-	d=$(ls -d "$cache"/kernel-*/.done 2> /dev/null | sort -V | tail -1)
-	[ -n "$d" ] && dirname "$d"
+	local d=$cache/kernel-$VMHOST_KERNEL_VERSION
+	[ -f "$d/.done" ] && [ "$(cat "$d/.sha256" 2> /dev/null)" = "$VMHOST_KERNEL_SHA256" ] && echo "$d"
+}
+# Into the current directory: apt's own download (from the configured
+# mirror, signature-checked), else the archive's pool, else
+# snapshot.debian.org (for a version the archive has dropped).
+download_kernel() {
+	local sudo= url deb=${VMHOST_KERNEL_POOL##*/}
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	apt-get download -q "$VMHOST_KERNEL_PKG=$VMHOST_KERNEL_VERSION" > /dev/null 2>&1 && return 0
+	# Stale package lists name versions the mirror no longer has.
+	$sudo apt-get update -q > /dev/null 2>&1
+	apt-get download -q "$VMHOST_KERNEL_PKG=$VMHOST_KERNEL_VERSION" > /dev/null 2>&1 && return 0
+	for url in "http://deb.debian.org/$VMHOST_KERNEL_POOL" \
+		"https://snapshot.debian.org/archive/${VMHOST_KERNEL_POOL%%/*}/$VMHOST_KERNEL_SNAPSHOT/${VMHOST_KERNEL_POOL#*/}"; do
+		echo "  VMHOST  apt has no $kname; trying $url" >&2
+		curl -fsSL --retry 2 -o "$deb" "$url" && return 0
+		rm -f "$deb"
+	done
+	return 1
 }
 fetch_kernel() {
-	local pkg ver tmp sudo=
-	[ "$(id -u)" = 0 ] || sudo=sudo
-	resolve() {
-		pkg=$(apt-cache depends linux-image-amd64 2> /dev/null | awk '/Depends: linux-image-/ { print $2; exit }')
-		ver=$( [ -n "$pkg" ] && apt-cache policy "$pkg" | awk '/Candidate:/ { print $2 }')
-		[ -n "$pkg" ] && [ -n "$ver" ] && [ "$ver" != "(none)" ] &&
-			(cd "$tmp" && apt-get download -q "$pkg=$ver" > /dev/null 2>&1)
-	}
+	local tmp kv sum
 	tmp=$(mktemp -d "$cache/fetch.XXXXXX")
-	echo "  VMHOST  fetching Debian's linux-image-amd64 into $cache" >&2
-	# Stale package lists name versions the mirror no longer has.
-	resolve || { $sudo apt-get update -q > /dev/null 2>&1; resolve; } ||
-		{ rm -rf "$tmp"; die "cannot download linux-image-amd64's kernel package (${pkg:-?} ${ver:-?})"; }
+	echo "  VMHOST  fetching $kname (tests/vmhost/kernel.pin) into $cache" >&2
+	(cd "$tmp" && download_kernel) || { rm -rf "$tmp"; die "cannot download the kernel package $kname"; }
+	sum=$(sha256sum "$tmp"/*.deb | cut -d' ' -f1)
+	[ "$sum" = "$VMHOST_KERNEL_SHA256" ] ||
+		{ rm -rf "$tmp"; die "$kname: SHA-256 $sum, kernel.pin says $VMHOST_KERNEL_SHA256: refused"; }
 	dpkg -x "$tmp"/*.deb "$tmp/root" || { rm -rf "$tmp"; die "dpkg -x failed"; }
-	local kv
 	kv=$(ls "$tmp/root/lib/modules")
 	# Nothing the VM has or the tests use (some 200 MB).
 	(cd "$tmp/root/lib/modules/$kv/kernel" && rm -rf sound drivers/{gpu,media,infiniband,usb,iio,staging,hwmon,hid,scsi,net/wireless})
 	busybox depmod -b "$tmp/root" "$kv" || { rm -rf "$tmp"; die "depmod failed"; }
 	rm -f "$tmp"/*.deb
-	rm -rf "$cache/kernel-$ver"
+	rm -rf "$cache/kernel-$VMHOST_KERNEL_VERSION"
 	chmod 755 "$tmp"
-	mv "$tmp" "$cache/kernel-$ver"
-	touch "$cache/kernel-$ver/.done"
+	echo "$sum" > "$tmp/.sha256"
+	mv "$tmp" "$cache/kernel-$VMHOST_KERNEL_VERSION"
+	touch "$cache/kernel-$VMHOST_KERNEL_VERSION/.done"
 }
 
 # The initramfs: static busybox, the init script and the modules that mount
@@ -83,11 +98,17 @@ build_initramfs() {
 	echo "$out"
 }
 
+# Says which kernel the VM boots and whether it is in the cache yet.
 check() {
 	command -v $qemu > /dev/null || { echo "no $qemu (apt-get install qemu-system-x86)"; return 1; }
 	command -v busybox > /dev/null || { echo "no busybox (apt-get install busybox-static)"; return 1; }
-	command -v apt-get > /dev/null || find_kernel > /dev/null || { echo "no kernel in $cache and no apt-get"; return 1; }
-	return 0
+	if find_kernel > /dev/null; then
+		echo "kernel: Debian $kname (tests/vmhost/kernel.pin), in $cache"
+	else
+		command -v apt-get > /dev/null || command -v curl > /dev/null ||
+			{ echo "no kernel in $cache, and neither apt-get nor curl to fetch $kname"; return 1; }
+		echo "kernel: Debian $kname (tests/vmhost/kernel.pin), fetched into $cache on first use"
+	fi
 }
 
 prepare() {
@@ -97,7 +118,7 @@ prepare() {
 }
 
 case ${1:-} in
---check) why=$(check) || { echo "$why"; exit 1; }; exit 0 ;;
+--check) check; exit ;;
 --prepare) why=$(check) || die "$why"; prepare; echo "kernel $kdir, initramfs $initrd"; exit 0 ;;
 esac
 
@@ -123,6 +144,7 @@ esac
 why=$(check) || die "$why"
 prepare
 kv=$(ls "$kdir/root/lib/modules")
+echo "  VMHOST  kernel: Debian $kname (Linux $kv)" >&2
 
 ctl=$(mktemp -d "$cache/run.XXXXXX")
 qpid=
