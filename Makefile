@@ -446,7 +446,13 @@ else
 	$(call kvm_where,unit tests that boot VMs: $(KVM_UNIT_TESTS),unit)
 endif
 
-guest-test: $(BUILD)/vmm $(BUILD)/vmm-test guests api-test egress-host-test fc-api-test e2e-lib-test cli-test oci-image-test
+# The test guests after the host tiers they need; guests-tier alone is
+# the guests part (make test runs each tier on its own: TEST_TIERS).
+GUEST_TEST_TIERS := api-test egress-host-test fc-api-test e2e-lib-test cli-test oci-image-test
+guest-test: $(GUEST_TEST_TIERS)
+	$(Q)$(MAKE) --no-print-directory guests-tier
+.PHONY: guests-tier
+guests-tier: $(BUILD)/vmm $(BUILD)/vmm-test guests
 	$(call kvm_where,test guests,guests)
 	$(Q)$(call kvmrun,guests) tests/guests/run.sh $(BUILD)/vmm $(BUILD)/guests
 	$(Q)tests/guests/state.sh $(BUILD)/vmm $(BUILD)/guests
@@ -522,13 +528,15 @@ e2e-standby: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 	$(call kvm_where,standby,standby)
 	$(Q)$(call kvmrun,standby) tests/e2e/standby.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 
-# The whole suite: unit tests, test guests and Linux end-to-end, then the
-# same unit tests and guests under ASan+UBSan, then each fuzz target for
-# FUZZ_SECONDS (10 here; `make fuzz` alone defaults to 60).
+# The whole suite: unit tests, the host tiers, test guests and Linux
+# end-to-end, then the same unit tests and guests under ASan+UBSan, then
+# each fuzz target for FUZZ_SECONDS (10 here; `make fuzz` alone defaults
+# to 60). Every tier runs, after a failing one too, and a summary lists
+# each with its counts (tests/run-tiers.sh; outputs in build/test-results);
+# TEST_TIERS="cli-test e2e-lib-test" runs fewer.
+TEST_TIERS ?= unit $(GUEST_TEST_TIERS) guests-tier e2e e2e-oci e2e-dockerfile e2e-standby asan fuzz
 test: deps
-	$(Q)$(MAKE) --no-print-directory unit guest-test e2e e2e-oci e2e-dockerfile e2e-standby
-	$(Q)$(MAKE) --no-print-directory asan
-	$(Q)$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(or $(TEST_FUZZ_SECONDS),10)
+	$(Q)FUZZ_SECONDS=$(or $(TEST_FUZZ_SECONDS),10) MAKE='$(MAKE)' tests/run-tiers.sh $(BUILD)/test-results $(TEST_TIERS)
 
 asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm $(BUILD)/tools/uffd_handler guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)
@@ -578,11 +586,13 @@ $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@$(if $(Q),echo "  FUZZ-CC $@")
 	$(Q)$(FUZZ_CC) -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -o $@ $^ $($*_LIBS)
 fuzz: $(patsubst %,$(BUILD)/fuzz/%,$(FUZZ_TARGETS))
-	$(Q)for t in $(FUZZ_TARGETS); do \
+	$(Q)pass=0; fail=0; for t in $(FUZZ_TARGETS); do \
 		mkdir -p $(BUILD)/fuzz/corpus-$$t && \
 		$(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 			-artifact_prefix=$(BUILD)/fuzz/ \
-			$(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t || exit 1; done
+			$(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t && pass=$$((pass + 1)) || \
+			{ fail=$$((fail + 1)); echo "FAIL fuzz: $$t"; }; done; \
+		echo "fuzz: $$pass passed, $$fail failed"; [ $$fail = 0 ]
 
 clean:
 	rm -rf $(BUILD)
