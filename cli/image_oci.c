@@ -312,8 +312,8 @@ static void pull_note(void *arg, const struct reg_note *n)
 	}
 }
 
-/* A --max-* flag (oci_limits_set): 1 if arg is none, 0, or a usage error
- * printed and CLI_EXIT_USAGE. */
+/* A --max-* flag (oci_limits_set): 1 if arg is none, 0 when taken, -1
+ * when its value is wrong (a usage error printed). */
 static int limit_flag(const char *verb, struct oci_limits *lim, const char *arg, const char *val)
 {
 	char err[200];
@@ -321,7 +321,9 @@ static int limit_flag(const char *verb, struct oci_limits *lim, const char *arg,
 
 	if (!val || strncmp(arg, "--max-", 6) || (r = oci_limits_set(lim, arg, val, err, sizeof(err))) > 0)
 		return 1;
-	return r ? cli_usage_error(verb, "%s", err) : 0;
+	if (r)
+		cli_usage_error(verb, "%s", err);
+	return r ? -1 : 0;
 }
 
 static int fetch_doc(struct registry *reg, const char *cache, const struct oci_desc *d, const char *label,
@@ -374,7 +376,7 @@ int image_pull_main(int argc, char **argv)
 			goto out;
 		} else if ((lf = limit_flag("image pull", &lim, a, val)) <= 0) {
 			if (lf) {
-				r = lf;
+				r = CLI_EXIT_USAGE;
 				goto out;
 			}
 			i++;
@@ -709,7 +711,7 @@ int image_import_main(int argc, char **argv)
 		} else if ((lf = limit_flag("image import", &lim, a, val)) <= 0) {
 			if (lf) {
 				free(p);
-				return lf;
+				return CLI_EXIT_USAGE;
 			}
 			i++;
 		} else if (val && !strcmp(a, "--dir")) {
