@@ -6,8 +6,9 @@ and B (another host: another port counts as another host), serve small
 images built here, each repository a way a registry can lie:
 
   ok/x        a good image (one gzip layer with hello.txt)
-  huge/x      a layer claiming 1 TiB; its blob streams zeros and then stops
+  huge/x      a layer claiming 1 TiB; its blob streams 4 MiB of zeros and then stops
   over/x      a layer claiming 100000 bytes that is served as 2 MiB
+  overeof/x   the same, with no Content-Length (the body ends when the connection does)
   bomb/x      a gzip layer of 2 KiB that decompresses to 2 MiB of zeros
   many/x      a layer of 50 entries
   redir/x     its manifest redirects to B, which answers 401 with a realm on B
@@ -77,6 +78,7 @@ for r in ("ok/x", "realm/x", "ownrealm/x", "named/x", "redir/x"):
     image(r, ok_tar)
 image("huge/x", ok_tar, claim=1 << 40, special="huge")
 image("over/x", ok_tar, claim=100000, special="over")
+image("overeof/x", ok_tar, claim=100000, special="overeof")
 image("bomb/x", tar_of([("zeros", bytes(2 << 20))]))
 image("many/x", tar_of([("f%02d" % i, b"x") for i in range(50)]))
 
@@ -135,14 +137,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(404, b"{}")
             return self.reply(200, MANIFESTS[repo], [("Content-Type", "application/vnd.oci.image.manifest.v1+json")])
         digest = rest.split("/blobs/")[1]
-        if SPECIAL.get(digest) == "huge":
+        if SPECIAL.get(digest) in ("huge", "overeof"):
             # No length: zeros until 4 MiB, then the connection drops.
             self.send_response(200)
             self.send_header("Connection", "close")
             self.end_headers()
             sent = 0
             try:
-                while sent < (4 << 20):
+                while sent < (4 << 20 if SPECIAL[digest] == "huge" else 2 << 20):
                     self.wfile.write(bytes(65536))
                     sent += 65536
             except OSError:

@@ -5,6 +5,7 @@
 # a host a redirect led to, token realms on another host, and the blob
 # cache's modes and re-hashing (docs/security.md, "Image pulls: caps,
 # credentials and the blob cache").
+# KEEP=1 keeps the scratch folder (its *.err files hold each pull's messages).
 #   tests/api/hostile_registry.sh build/vmm
 set -uo pipefail
 
@@ -62,6 +63,9 @@ fi
 pull "$A/over/x:1" > /dev/null 2> over.err
 check "a blob longer than its descriptor: refused" grep -q 'more than the descriptor.s 100000 bytes' over.err
 check "a blob longer than its descriptor: no .partial kept" test "$(partials)" = 0
+pull "$A/overeof/x:1" > /dev/null 2> overeof.err
+check "the same with no Content-Length: stopped by the byte count" grep -q 'sent more than the descriptor.s 100000 bytes' overeof.err
+check "the same with no Content-Length: no .partial kept" test "$(partials)" = 0
 
 # A partial over a cap (from a pull with a higher cap) is removed.
 d=$(python3 -c 'import hashlib; print(hashlib.sha256(b"huge/x-layer").hexdigest())')
