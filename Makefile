@@ -497,6 +497,7 @@ egress-host-test: $(BUILD)/vmm
 .PHONY: oci-image-test
 oci-image-test: $(BUILD)/vmm $(BUILD)/guest/guest-init
 	$(Q)timeout 600 tests/api/oci_images.sh $(BUILD)/vmm
+	$(Q)timeout 300 tests/api/hostile_registry.sh $(BUILD)/vmm
 
 # The sandbox API through vmm exec/cp against the host build of guest-init.
 .PHONY: api-test

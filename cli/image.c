@@ -801,6 +801,8 @@ static void image_usage(FILE *out)
 		"       vmm image rm [-f] NAME[:VERSION]...\n"
 		"       vmm image warm NAME[:VERSION]\n"
 		"       vmm image pull REF [--name NAME] [--creds-file FILE] [--ca-file FILE] [--insecure]\n"
+		"                      [--max-blob|--max-image|--max-layer-unpacked|--max-unpacked SIZE]\n"
+		"                      [--max-entries N]\n"
 		"       vmm image import FILE | --dir OCI_LAYOUT_DIR [--name NAME]\n"
 		"       vmm image export NAME[:VERSION] FILE\n\n"
 		"Images are ext4 root filesystems with guest-init as " IMAGE_INIT ", built\n"

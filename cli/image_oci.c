@@ -84,7 +84,7 @@ static int write_file_at(const char *dir, const char *name, const char *text)
 	return r;
 }
 
-static int make_image(struct plan *p, const char *name, int quiet)
+static int make_image(struct plan *p, const char *name, const struct oci_limits *lim, int quiet)
 {
 	static char diff[OCI_MAX_LAYERS][OCI_DIGEST_MAX];
 	struct oci_defaults *d = calloc(1, sizeof(*d));
@@ -94,6 +94,7 @@ static int make_image(struct plan *p, const char *name, int quiet)
 	static char chains[OCI_MAX_LAYERS][OCI_DIGEST_MAX];
 	char ucache[4096];
 	unsigned ndiff = 0, i, first = 0;
+	uint64_t unpacked = 0; /* bytes the layers decompressed to so far (the per-image cap) */
 	int stagefd = -1, r;
 
 	if (!d || !(dj = malloc(65536))) {
@@ -150,6 +151,7 @@ static int make_image(struct plan *p, const char *name, int quiet)
 	for (i = first; i < p->nlayers; i++) {
 		char what[160], path[4200];
 		struct unpack_stats st;
+		struct unpack_limits ul;
 		int fd;
 
 		snprintf(what, sizeof(what), "layer %u/%u %.19s (%.1f MiB)", i + 1, p->nlayers,
@@ -167,9 +169,11 @@ static int make_image(struct plan *p, const char *name, int quiet)
 				 strerror(-fd));
 			goto fail;
 		}
-		r = oci_unpack_fd(stagefd, fd, p->layers[i].digest[0] ? p->layers[i].digest : NULL, diff[i], &st, err,
-				  sizeof(err));
+		oci_unpack_limits(lim, unpacked, &ul);
+		r = oci_unpack_fd_limited(stagefd, fd, p->layers[i].digest[0] ? p->layers[i].digest : NULL, diff[i], &ul,
+					  &st, err, sizeof(err));
 		close(fd);
+		unpacked += st.tar_bytes;
 		if (r) {
 			snprintf(msg, sizeof(msg), "layer %u/%u %.19s: %s", i + 1, p->nlayers,
 				 p->layers[i].digest[0] ? p->layers[i].digest : diff[i], err);
@@ -236,7 +240,9 @@ static void pull_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: vmm image pull REF [--name NAME] [--creds-file FILE] [--ca-file FILE]\n"
-		"                      [--insecure] [-q]\n\n"
+		"                      [--insecure] [--max-blob SIZE] [--max-image SIZE]\n"
+		"                      [--max-layer-unpacked SIZE] [--max-unpacked SIZE]\n"
+		"                      [--max-entries N] [-q]\n\n"
 		"Pulls a container image (linux/amd64) from an OCI registry into a new\n"
 		"version of image NAME (default: the repository's last part). REF is\n"
 		"[REGISTRY/]REPOSITORY[:TAG][@DIGEST]; no registry means docker.io.\n"
@@ -246,7 +252,78 @@ static void pull_usage(FILE *out)
 		"  --creds-file FILE    credentials: a docker config.json, or USER:PASSWORD\n"
 		"                       (default: ~/.docker/config.json)\n"
 		"  --ca-file FILE       trust the registry's CA (default: the system's)\n"
-		"  --insecure           allow plain HTTP: only with an http://HOST/... REF\n");
+		"  --insecure           allow plain HTTP: only with an http://HOST/... REF\n"
+		"Caps (SIZE in MiB, or with M, G or T; docs/security.md), checked against the\n"
+		"manifest before anything is fetched and while blobs stream and layers unpack:\n"
+		"  --max-blob SIZE      one blob as fetched ($VMM_PULL_MAX_BLOB, 16G)\n"
+		"  --max-image SIZE     all of the image's blobs ($VMM_PULL_MAX_IMAGE, 64G)\n"
+		"  --max-layer-unpacked SIZE  one layer decompressed ($VMM_UNPACK_MAX_LAYER, 64G)\n"
+		"  --max-unpacked SIZE  all layers decompressed ($VMM_UNPACK_MAX_IMAGE, 128G)\n"
+		"  --max-entries N      tar entries in one layer ($VMM_UNPACK_MAX_ENTRIES, 1000000)\n");
+}
+
+/* What the registry client tells of a pull, shown on stderr: on a terminal
+ * a blob's line is rewritten as its bytes come. */
+struct pull_view {
+	int tty;
+	int open; /* a progress line without its newline is on the terminal */
+};
+
+static void pull_view_end(struct pull_view *v)
+{
+	if (v->open)
+		fputc('\n', stderr);
+	v->open = 0;
+}
+
+static void pull_note(void *arg, const struct reg_note *n)
+{
+	struct pull_view *v = arg;
+	double mib = (double)n->have / (1 << 20), want = (double)n->want / (1 << 20);
+	double rate = n->secs > 0 ? mib / n->secs : 0.0;
+
+	switch (n->ev) {
+	case REG_EV_BYTES:
+		if (!v->tty)
+			return;
+		fprintf(stderr, "\r  %s: %.1f/%.1f MiB  %.1f MiB/s   ", n->label, mib, want, rate);
+		v->open = 1;
+		return;
+	case REG_EV_DONE:
+		fprintf(stderr, "%s  %s: %.1f/%.1f MiB  %.1f MiB/s\n", v->tty ? "\r" : "", n->label, mib, want, rate);
+		v->open = 0;
+		return;
+	case REG_EV_CACHED:
+		pull_view_end(v);
+		fprintf(stderr, "  %s: cached (%.1f MiB)\n", n->label, want);
+		return;
+	case REG_EV_WAITING:
+		pull_view_end(v);
+		fprintf(stderr, "  %s: another pull is fetching it; waiting\n", n->label);
+		return;
+	case REG_EV_REFETCH:
+		pull_view_end(v);
+		fprintf(stderr, "  %s: the cached copy does not match its digest; fetching it again\n", n->label);
+		return;
+	case REG_EV_RETRY:
+		pull_view_end(v);
+		fprintf(stderr, "%s: %s; retrying in %ld s\n", n->label, n->why, n->wait_s);
+		return;
+	}
+}
+
+/* A --max-* flag (oci_limits_set): 1 if arg is none, 0 when taken, -1
+ * when its value is wrong (a usage error printed). */
+static int limit_flag(const char *verb, struct oci_limits *lim, const char *arg, const char *val)
+{
+	char err[200];
+	int r;
+
+	if (!val || strncmp(arg, "--max-", 6) || (r = oci_limits_set(lim, arg, val, err, sizeof(err))) > 0)
+		return 1;
+	if (r)
+		cli_usage_error(verb, "%s", err);
+	return r ? -1 : 0;
 }
 
 static int fetch_doc(struct registry *reg, const char *cache, const struct oci_desc *d, const char *label,
@@ -270,6 +347,8 @@ static int fetch_doc(struct registry *reg, const char *cache, const struct oci_d
 int image_pull_main(int argc, char **argv)
 {
 	struct reg_opts o = { 0 };
+	struct pull_view view = { isatty(2), 0 };
+	struct oci_limits lim;
 	const char *refs = NULL;
 	char name[IMAGE_NAME_MAX + 1] = "", err[700], ctype[128], mdigest[OCI_DIGEST_MAX];
 	struct registry *reg = NULL;
@@ -278,11 +357,16 @@ int image_pull_main(int argc, char **argv)
 	struct oci_ref ref;
 	char *body = NULL;
 	size_t len;
-	int i, r = CLI_EXIT_ERROR;
+	int i, r = CLI_EXIT_ERROR, quiet = 0, lf;
 	enum oci_doc kind;
 
 	if (!m || !p)
 		goto out;
+	if (oci_limits_init(&lim, err, sizeof(err))) {
+		fprintf(stderr, "vmm image pull: %s\n", err);
+		r = CLI_EXIT_USAGE;
+		goto out;
+	}
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -290,8 +374,14 @@ int image_pull_main(int argc, char **argv)
 			pull_usage(stdout);
 			r = 0;
 			goto out;
+		} else if ((lf = limit_flag("image pull", &lim, a, val)) <= 0) {
+			if (lf) {
+				r = CLI_EXIT_USAGE;
+				goto out;
+			}
+			i++;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-			o.quiet = 1;
+			quiet = 1;
 		} else if (!strcmp(a, "--insecure")) {
 			o.insecure = 1;
 		} else if (val && !strcmp(a, "--name")) {
@@ -311,7 +401,9 @@ int image_pull_main(int argc, char **argv)
 		} else if (a[0] != '-' && !refs) {
 			refs = a;
 		} else {
-			r = cli_bad_arg("image pull", argv[i], "--name --creds-file --ca-file");
+			r = cli_bad_arg("image pull", argv[i],
+					"--name --creds-file --ca-file --max-blob --max-image --max-layer-unpacked "
+					"--max-unpacked --max-entries");
 			goto out;
 		}
 	}
@@ -327,16 +419,20 @@ int image_pull_main(int argc, char **argv)
 		fprintf(stderr, "vmm image pull: the blob cache: %s\n", strerror(-i));
 		goto out;
 	}
+	o.max_blob = lim.blob;
+	o.note = quiet ? NULL : pull_note;
+	o.note_arg = &view;
 	if (reg_open(&reg, &ref, &o, err, sizeof(err))) {
 		fprintf(stderr, "vmm image pull: %s: %s\n", refs, err);
 		r = CLI_EXIT_USAGE;
 		goto out;
 	}
-	if (!o.quiet)
+	if (!quiet)
 		fprintf(stderr, "pulling %s/%s%s%s%s%s\n", ref.registry, ref.repo, ref.tag[0] ? ":" : "", ref.tag,
 			ref.digest[0] ? "@" : "", ref.digest);
 	if (reg_manifest(reg, ref.digest[0] ? ref.digest : ref.tag, &body, &len, ctype, sizeof(ctype), mdigest, err,
 			 sizeof(err))) {
+		pull_view_end(&view);
 		fprintf(stderr, "vmm image pull: %s: manifest: %s\n", refs, err);
 		goto out;
 	}
@@ -351,6 +447,7 @@ int image_pull_main(int argc, char **argv)
 		free(body);
 		body = NULL;
 		if (reg_manifest(reg, d.digest, &body, &len, ctype, sizeof(ctype), mdigest, err, sizeof(err))) {
+			pull_view_end(&view);
 			fprintf(stderr, "vmm image pull: %s: manifest %.19s: %s\n", refs, d.digest, err);
 			goto out;
 		}
@@ -361,7 +458,14 @@ int image_pull_main(int argc, char **argv)
 			kind != OCI_DOC_MANIFEST ? "not an image manifest or index (malformed, or schema 1)" : err);
 		goto out;
 	}
+	/* Before any blob is fetched: the caps, then the disk. */
+	if (oci_limits_check(&lim, m, err, sizeof(err)) || oci_cache_room(p->cache, m, err, sizeof(err))) {
+		oci_cache_drop_over(p->cache, m, &lim);
+		fprintf(stderr, "vmm image pull: %s: manifest %.19s: %s\n", refs, mdigest, err);
+		goto out;
+	}
 	if (fetch_doc(reg, p->cache, &m->config, "config", &p->config, &p->config_len, err, sizeof(err))) {
+		pull_view_end(&view);
 		fprintf(stderr, "vmm image pull: %s: config %.19s: %s\n", refs, m->config.digest, err);
 		goto out;
 	}
@@ -370,6 +474,7 @@ int image_pull_main(int argc, char **argv)
 
 		snprintf(label, sizeof(label), "layer %d/%u", i + 1, m->nlayers);
 		if (reg_blob(reg, &m->layers[i], p->cache, label, err, sizeof(err))) {
+			pull_view_end(&view);
 			fprintf(stderr, "vmm image pull: %s: %s %.19s: %s\n", refs, label, m->layers[i].digest, err);
 			goto out;
 		}
@@ -379,7 +484,7 @@ int image_pull_main(int argc, char **argv)
 	p->nlayers = m->nlayers;
 	p->dirfd = -1;
 	snprintf(p->source, sizeof(p->source), "oci:%.200s/%.200s@%s", ref.registry, ref.repo, mdigest);
-	r = make_image(p, name, o.quiet) ? CLI_EXIT_ERROR : 0;
+	r = make_image(p, name, &lim, quiet) ? CLI_EXIT_ERROR : 0;
 out:
 	reg_close(reg);
 	free(body);
@@ -568,11 +673,14 @@ out:
 static void import_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: vmm image import FILE [--name NAME] [-q]\n"
-		"       vmm image import --dir OCI_LAYOUT_DIR [--name NAME] [-q]\n\n"
+		"usage: vmm image import FILE [--name NAME] [-q] [--max-layer-unpacked SIZE]\n"
+		"                        [--max-unpacked SIZE] [--max-entries N]\n"
+		"       vmm image import --dir OCI_LAYOUT_DIR [--name NAME] [-q] [...]\n\n"
 		"Makes a new image version from a `docker save` tarball, an OCI archive\n"
 		"(skopeo's oci-archive:, `vmm image export`) or an OCI image layout\n"
-		"directory. NAME defaults to the archive's repository tag or file name.\n");
+		"directory. NAME defaults to the archive's repository tag or file name.\n"
+		"The unpack caps are vmm image pull's (see its --help): a layer past one\n"
+		"fails the import.\n");
 }
 
 int image_import_main(int argc, char **argv)
@@ -580,11 +688,17 @@ int image_import_main(int argc, char **argv)
 	const char *file = NULL, *dir = NULL;
 	char name[IMAGE_NAME_MAX + 1] = "", hint[256] = "", err[600], tmp[PATH_MAX + 64] = "", store[PATH_MAX];
 	struct plan *p = calloc(1, sizeof(*p));
-	int i, quiet = 0, r = CLI_EXIT_ERROR, fd;
+	struct oci_limits lim;
+	int i, quiet = 0, r = CLI_EXIT_ERROR, fd, lf;
 
 	if (!p)
 		return CLI_EXIT_ERROR;
 	p->dirfd = -1;
+	if (oci_limits_init(&lim, err, sizeof(err))) {
+		fprintf(stderr, "vmm image import: %s\n", err);
+		free(p);
+		return CLI_EXIT_USAGE;
+	}
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -594,6 +708,12 @@ int image_import_main(int argc, char **argv)
 			return 0;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
 			quiet = 1;
+		} else if ((lf = limit_flag("image import", &lim, a, val)) <= 0) {
+			if (lf) {
+				free(p);
+				return CLI_EXIT_USAGE;
+			}
+			i++;
 		} else if (val && !strcmp(a, "--dir")) {
 			dir = val;
 			i++;
@@ -609,7 +729,8 @@ int image_import_main(int argc, char **argv)
 			file = a;
 		} else {
 			free(p);
-			return cli_bad_arg("image import", argv[i], "--dir --name");
+			return cli_bad_arg("image import", argv[i],
+					   "--dir --name --max-layer-unpacked --max-unpacked --max-entries");
 		}
 	}
 	if (!file == !dir) {
@@ -625,6 +746,7 @@ int image_import_main(int argc, char **argv)
 		snprintf(p->source, sizeof(p->source), "oci-layout:%.500s", dir);
 	} else {
 		struct unpack_stats st;
+		struct unpack_limits ul;
 
 		if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) {
 			fprintf(stderr, "vmm image import: %s: %s\n", file, strerror(errno));
@@ -643,7 +765,8 @@ int image_import_main(int argc, char **argv)
 		}
 		if (!quiet)
 			fprintf(stderr, "reading %s\n", file);
-		i = oci_unpack_fd(p->dirfd, fd, NULL, NULL, &st, err, sizeof(err));
+		oci_unpack_limits(&lim, 0, &ul); /* the archive itself: as one layer */
+		i = oci_unpack_fd_limited(p->dirfd, fd, NULL, NULL, &ul, &st, err, sizeof(err));
 		close(fd);
 		if (i) {
 			fprintf(stderr, "vmm image import: %s: %s\n", file, err);
@@ -673,7 +796,7 @@ int image_import_main(int argc, char **argv)
 			*dot = '\0';
 		default_name(base, name);
 	}
-	r = make_image(p, name, quiet) ? CLI_EXIT_ERROR : 0;
+	r = make_image(p, name, &lim, quiet) ? CLI_EXIT_ERROR : 0;
 out:
 	if (p->dirfd >= 0)
 		close(p->dirfd);

@@ -9,10 +9,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 
@@ -212,6 +214,8 @@ static int desc_parse(const struct json *o, struct oci_desc *d, char *err, size_
 		return oci_seterr(err, errlen, -EINVAL, "a descriptor has no sha256 digest");
 	if (json_get_int(o, "size", &size) || size < 0)
 		return oci_seterr(err, errlen, -EINVAL, "descriptor %.19s has no size", d->digest);
+	if ((uint64_t)size > OCI_SIZE_ABSURD)
+		return oci_seterr(err, errlen, -EINVAL, "descriptor %.19s claims %lld bytes", d->digest, (long long)size);
 	d->size = size;
 	if (str_of(o, "mediaType", d->media, sizeof(d->media)))
 		d->media[0] = '\0';
@@ -341,6 +345,99 @@ int oci_parse_manifest(const char *json, size_t len, struct oci_manifest *m, cha
 out:
 	doc_free(&d);
 	return r;
+}
+
+/* ---- size caps ---------------------------------------------------------------- */
+
+static const struct limit_setting {
+	const char *flag, *env;
+	size_t off;
+	uint64_t def;
+	int count; /* a number of entries, not a size */
+} limit_settings[] = {
+	{ "--max-blob", "VMM_PULL_MAX_BLOB", offsetof(struct oci_limits, blob), 16ull << 30, 0 },
+	{ "--max-image", "VMM_PULL_MAX_IMAGE", offsetof(struct oci_limits, image), 64ull << 30, 0 },
+	{ "--max-layer-unpacked", "VMM_UNPACK_MAX_LAYER", offsetof(struct oci_limits, layer_tar), 64ull << 30, 0 },
+	{ "--max-unpacked", "VMM_UNPACK_MAX_IMAGE", offsetof(struct oci_limits, image_tar), 128ull << 30, 0 },
+	{ "--max-entries", "VMM_UNPACK_MAX_ENTRIES", offsetof(struct oci_limits, entries), 1000000, 1 },
+};
+#define NSETTINGS (sizeof(limit_settings) / sizeof(limit_settings[0]))
+
+static uint64_t *limit_field(struct oci_limits *l, const struct limit_setting *s)
+{
+	return (uint64_t *)((char *)l + s->off);
+}
+
+static int limit_parse(const struct limit_setting *s, const char *value, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (s->count) {
+		errno = 0;
+		v = strtoull(value, &end, 10);
+		if (errno || end == value || *end || value[0] == '-' || v == 0 || v > (1ull << 40))
+			return -EINVAL;
+		*out = v;
+		return 0;
+	}
+	if (cli_parse_mib(value, &v) || v == 0 || v > (OCI_SIZE_ABSURD >> 20))
+		return -EINVAL;
+	*out = v << 20;
+	return 0;
+}
+
+int oci_limits_set(struct oci_limits *l, const char *name, const char *value, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		const struct limit_setting *s = &limit_settings[i];
+
+		if (strcmp(name, s->flag) && strcmp(name, s->env))
+			continue;
+		if (limit_parse(s, value, limit_field(l, s)))
+			return oci_seterr(err, errlen, -EINVAL, "%s '%.40s': %s", name, value,
+					  s->count ? "not a count (1 or more)" : "not a size (MiB, or with M, G or T)");
+		return 0;
+	}
+	return 1;
+}
+
+int oci_limits_init(struct oci_limits *l, char *err, size_t errlen)
+{
+	int r;
+
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		const char *v = getenv(limit_settings[i].env);
+
+		*limit_field(l, &limit_settings[i]) = limit_settings[i].def;
+		if (v && *v && (r = oci_limits_set(l, limit_settings[i].env, v, err, errlen)))
+			return r;
+	}
+	return 0;
+}
+
+int oci_limits_check(const struct oci_limits *l, const struct oci_manifest *m, char *err, size_t errlen)
+{
+	uint64_t total = (uint64_t)m->config.size;
+
+	if ((uint64_t)m->config.size > l->blob)
+		return oci_seterr(err, errlen, -EFBIG, "config %.19s claims %lld bytes, over the blob cap of %llu MiB "
+				  "(--max-blob, $VMM_PULL_MAX_BLOB)", m->config.digest, (long long)m->config.size,
+				  (unsigned long long)(l->blob >> 20));
+	for (unsigned i = 0; i < m->nlayers; i++) {
+		uint64_t sz = (uint64_t)m->layers[i].size;
+
+		if (sz > l->blob)
+			return oci_seterr(err, errlen, -EFBIG, "layer %u/%u %.19s claims %llu bytes, over the blob cap of "
+					  "%llu MiB (--max-blob, $VMM_PULL_MAX_BLOB)", i + 1, m->nlayers,
+					  m->layers[i].digest, (unsigned long long)sz, (unsigned long long)(l->blob >> 20));
+		total += sz; /* each is under 2^50: no overflow in 128 of them */
+	}
+	if (total > l->image)
+		return oci_seterr(err, errlen, -EFBIG, "the image's blobs claim %llu bytes, over the image cap of %llu MiB "
+				  "(--max-image, $VMM_PULL_MAX_IMAGE)", (unsigned long long)total,
+				  (unsigned long long)(l->image >> 20));
+	return 0;
 }
 
 /* ---- defaults --------------------------------------------------------------- */
@@ -600,6 +697,21 @@ void oci_plan_exec(const struct oci_defaults *d, const char *const *user_env, co
 
 /* ---- the blob cache and hashing -------------------------------------------- */
 
+/* The blob cache is the user's alone: only they can put a file there for a
+ * pull to use (a cache made by an older vmm, 0755, is narrowed). */
+static int owner_only_dir(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return -EPERM;
+	if ((st.st_mode & 077) && chmod(path, 0700) < 0)
+		return -errno;
+	return 0;
+}
+
 int oci_cache_dir(char *buf, size_t len)
 {
 	const char *env = getenv("VMM_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -615,11 +727,11 @@ int oci_cache_dir(char *buf, size_t len)
 		return -ENOENT;
 	if (n < 0 || (size_t)n + 80 >= len)
 		return -ENAMETOOLONG;
-	if ((r = cli_mkdir_p(buf, 0755)))
+	if ((r = cli_mkdir_p(buf, 0700)) || (r = owner_only_dir(buf)))
 		return r;
 	n = (int)strlen(buf);
 	snprintf(buf + n, len - (size_t)n, "/sha256");
-	r = mkdir(buf, 0755) < 0 && errno != EEXIST ? -errno : 0;
+	r = mkdir(buf, 0700) < 0 && errno != EEXIST ? -errno : owner_only_dir(buf);
 	buf[n] = '\0';
 	return r;
 }
@@ -629,6 +741,53 @@ int oci_blob_path(const char *cache, const char *digest, char *buf, size_t len)
 	if (!oci_digest_ok(digest))
 		return -EINVAL;
 	return snprintf(buf, len, "%s/sha256/%s", cache, digest + 7) >= (int)len ? -ENAMETOOLONG : 0;
+}
+
+/* Bytes a blob still needs in the cache: 0 when it is there. */
+static uint64_t blob_missing(const char *cache, const struct oci_desc *d)
+{
+	char path[4200], part[4220];
+	struct stat st;
+
+	if (oci_blob_path(cache, d->digest, path, sizeof(path)))
+		return 0;
+	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == d->size)
+		return 0;
+	snprintf(part, sizeof(part), "%s.partial", path);
+	if (stat(part, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 0 && st.st_size <= d->size)
+		return (uint64_t)(d->size - st.st_size);
+	return (uint64_t)d->size;
+}
+
+int oci_cache_room(const char *cache, const struct oci_manifest *m, char *err, size_t errlen)
+{
+	uint64_t need = blob_missing(cache, &m->config), avail;
+	struct statvfs vfs;
+
+	for (unsigned i = 0; i < m->nlayers; i++)
+		need += blob_missing(cache, &m->layers[i]);
+	if (statvfs(cache, &vfs) < 0)
+		return oci_seterr(err, errlen, -errno, "the blob cache %s: %s", cache, strerror(errno));
+	avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+	if (need > avail)
+		return oci_seterr(err, errlen, -ENOSPC, "the image's blobs need %llu MiB in the blob cache %s, "
+				  "its filesystem has %llu MiB free", (unsigned long long)((need + (1 << 20) - 1) >> 20),
+				  cache, (unsigned long long)(avail >> 20));
+	return 0;
+}
+
+void oci_cache_drop_over(const char *cache, const struct oci_manifest *m, const struct oci_limits *l)
+{
+	char path[4200], part[4220];
+
+	for (unsigned i = 0; i <= m->nlayers; i++) {
+		const struct oci_desc *d = i < m->nlayers ? &m->layers[i] : &m->config;
+
+		if ((uint64_t)d->size <= l->blob || oci_blob_path(cache, d->digest, path, sizeof(path)))
+			continue;
+		snprintf(part, sizeof(part), "%s.partial", path);
+		unlink(part);
+	}
 }
 
 int oci_read_file(int dirfd, const char *path, size_t max, char **out, size_t *len)

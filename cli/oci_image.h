@@ -68,6 +68,31 @@ struct oci_manifest {
  * (digest form, size, a layer media type vmm unpacks). 0 or -EINVAL. */
 int oci_parse_manifest(const char *json, size_t len, struct oci_manifest *m, char *err, size_t errlen);
 
+/* How much a pull or an import may take (docs/security.md, "Image size
+ * caps"): settings with generous defaults, from the environment and then
+ * the verb's flags. Download caps are checked against the manifest's
+ * descriptors before any byte is fetched and again while each blob
+ * streams; unpack caps while each layer is decompressed. */
+#define OCI_SIZE_ABSURD (1ull << 50) /* a descriptor size past 1 PiB is malformed, whatever the caps */
+struct oci_limits {
+	uint64_t blob;          /* bytes of one blob as fetched: --max-blob, $VMM_PULL_MAX_BLOB */
+	uint64_t image;         /* bytes of all of an image's blobs: --max-image, $VMM_PULL_MAX_IMAGE */
+	uint64_t layer_tar;     /* bytes one layer decompresses to: --max-layer-unpacked, $VMM_UNPACK_MAX_LAYER */
+	uint64_t image_tar;     /* bytes all layers decompress to: --max-unpacked, $VMM_UNPACK_MAX_IMAGE */
+	uint64_t entries;       /* tar entries of one layer: --max-entries, $VMM_UNPACK_MAX_ENTRIES */
+};
+/* The defaults, then each $VMM_PULL_* / $VMM_UNPACK_* that is set. 0 or
+ * -EINVAL with err naming the variable. */
+int oci_limits_init(struct oci_limits *l, char *err, size_t errlen);
+/* One setting by its flag ("--max-blob") or variable name: a size in MiB
+ * ("512", "2G", "1T"; cli_parse_mib) or, for the entries, a count. 1 if
+ * name is none of them, 0, or -EINVAL with err set. */
+int oci_limits_set(struct oci_limits *l, const char *name, const char *value, char *err, size_t errlen);
+/* The manifest's config and layer sizes against the download caps, before
+ * anything is fetched. 0 or -EFBIG with err naming the blob and the
+ * setting. */
+int oci_limits_check(const struct oci_limits *l, const struct oci_manifest *m, char *err, size_t errlen);
+
 /* The image config's defaults (the "config" object of the image config;
  * config.json in a version's folder has the same shape). Strings point
  * into pool. */
@@ -121,6 +146,13 @@ void oci_plan_exec(const struct oci_defaults *d, const char *const *user_env, co
 int oci_cache_dir(char *buf, size_t len);
 /* DIR/sha256/HEX for a digest (checked first). */
 int oci_blob_path(const char *cache, const char *digest, char *buf, size_t len);
+/* Whether the cache's filesystem (statvfs) has room for the blobs of m not
+ * in it yet: their sizes, less what their .partial files hold. 0, or
+ * -ENOSPC with err saying what is needed and what is free. */
+int oci_cache_room(const char *cache, const struct oci_manifest *m, char *err, size_t errlen);
+/* Removes the .partial files of m's blobs over the blob cap (a download
+ * over a cap is not kept to be resumed). */
+void oci_cache_drop_over(const char *cache, const struct oci_manifest *m, const struct oci_limits *l);
 
 /* SHA-256 over a stream (OpenSSL). */
 struct oci_hash {

@@ -200,7 +200,10 @@ struct src {
 	int raw_eof, dec_eof;
 	struct oci_hash raw_hash, tar_hash;
 	int hashing;
+	uint64_t tar_total;            /* decompressed bytes so far */
+	const struct unpack_limits *lim;
 	const char *err;
+	char errbuf[256];
 };
 
 static ssize_t raw_read(struct src *s, void *buf, size_t n)
@@ -298,6 +301,14 @@ static int fill_out(struct src *s)
 			s->inpos += in.pos;
 			s->outlen = out.pos;
 		}
+	}
+	s->tar_total += s->outlen;
+	if (s->tar_total > s->lim->tar_bytes) {
+		/* A gzip bomb stops here, whatever its bytes are (files, padding, a tail). */
+		snprintf(s->errbuf, sizeof(s->errbuf), "the layer decompresses to more than %llu MiB, %s",
+			 (unsigned long long)(s->lim->tar_bytes >> 20), s->lim->tar_what);
+		s->err = s->errbuf;
+		return -EFBIG;
 	}
 	if (s->hashing)
 		oci_hash_update(&s->tar_hash, s->out, s->outlen);
@@ -876,6 +887,7 @@ static int run_tar(struct layer *L)
 	unsigned char blk[512];
 	char *pax = NULL, longname[4097] = "", longlink[4097] = "";
 	size_t paxlen = 0;
+	uint64_t nent = 0;
 	int r, have_pax = 0;
 
 	for (;;) {
@@ -915,6 +927,11 @@ static int run_tar(struct layer *L)
 			if ((r = read_long(L, h.size, h.type == 'L' ? longname : longlink, sizeof(longname))))
 				break;
 			continue;
+		}
+		if (++nent > L->s->lim->entries) {
+			r = oci_seterr(L->err, L->errlen, -EFBIG, "the layer has more than %llu entries, %s",
+				       (unsigned long long)L->s->lim->entries, L->s->lim->entries_what);
+			break;
 		}
 		if (longname[0])
 			memcpy(h.name, longname, strlen(longname) + 1);
@@ -966,6 +983,7 @@ static int unpack(int rootfd, struct src *s, const char *digest, const char *dif
 		s->outpos = s->outlen;
 		r = fill_out(s);
 	}
+	st->tar_bytes = s->tar_total;
 	if (r) {
 		if (!err[0])
 			oci_seterr(err, errlen, r, "%s", s->err ? s->err : strerror(-r));
@@ -993,8 +1011,27 @@ out:
 	return r;
 }
 
-int oci_unpack_fd(int rootfd, int fd, const char *digest, const char *diff_id, struct unpack_stats *st, char *err,
-		  size_t errlen)
+void oci_unpack_limits(const struct oci_limits *l, uint64_t image_used, struct unpack_limits *out)
+{
+	uint64_t left = image_used < l->image_tar ? l->image_tar - image_used : 0;
+
+	out->tar_bytes = l->layer_tar < left ? l->layer_tar : left;
+	out->tar_what = l->layer_tar < left ? "the per-layer cap (--max-layer-unpacked, $VMM_UNPACK_MAX_LAYER)"
+					    : "what is left of the per-image cap (--max-unpacked, $VMM_UNPACK_MAX_IMAGE)";
+	out->entries = l->entries;
+	out->entries_what = "the cap (--max-entries, $VMM_UNPACK_MAX_ENTRIES)";
+}
+
+static void default_limits(struct unpack_limits *out)
+{
+	struct oci_limits l;
+
+	(void)oci_limits_init(&l, NULL, 0); /* a malformed setting keeps its default */
+	oci_unpack_limits(&l, 0, out);
+}
+
+int oci_unpack_fd_limited(int rootfd, int fd, const char *digest, const char *diff_id, const struct unpack_limits *lim,
+			  struct unpack_stats *st, char *err, size_t errlen)
 {
 	struct src *s = calloc(1, sizeof(*s));
 	int r;
@@ -1002,18 +1039,38 @@ int oci_unpack_fd(int rootfd, int fd, const char *digest, const char *diff_id, s
 	if (!s)
 		return -ENOMEM;
 	s->fd = fd;
+	s->lim = lim;
 	r = unpack(rootfd, s, digest, diff_id, st, err, errlen);
 	free(s);
 	return r;
 }
 
+int oci_unpack_fd(int rootfd, int fd, const char *digest, const char *diff_id, struct unpack_stats *st, char *err,
+		  size_t errlen)
+{
+	struct unpack_limits lim;
+
+	default_limits(&lim);
+	return oci_unpack_fd_limited(rootfd, fd, digest, diff_id, &lim, st, err, errlen);
+}
+
 int oci_unpack_mem(int rootfd, const void *buf, size_t len, struct unpack_stats *st, char *err, size_t errlen)
+{
+	struct unpack_limits lim;
+
+	default_limits(&lim);
+	return oci_unpack_mem_limited(rootfd, buf, len, &lim, st, err, errlen);
+}
+
+int oci_unpack_mem_limited(int rootfd, const void *buf, size_t len, const struct unpack_limits *lim,
+			   struct unpack_stats *st, char *err, size_t errlen)
 {
 	struct src *s = calloc(1, sizeof(*s));
 	int r;
 
 	if (!s)
 		return -ENOMEM;
+	s->lim = lim;
 	s->fd = -1;
 	s->mem = buf;
 	s->memlen = len;

@@ -39,6 +39,7 @@ int tar_pax_parse(const char *rec, size_t len, struct tar_hdr *h, char *xbuf, si
 
 struct unpack_stats {
 	uint64_t entries, bytes;      /* entries applied, file bytes written */
+	uint64_t tar_bytes;           /* the decompressed stream's bytes (all of it) */
 	unsigned devices;             /* device nodes skipped */
 	char first_device[128];
 	unsigned whiteouts;
@@ -52,8 +53,28 @@ struct unpack_stats {
  * -EPIPE, an entry that escapes -EXDEV. */
 int oci_unpack_fd(int rootfd, int fd, const char *digest, const char *diff_id, struct unpack_stats *st, char *err,
 		  size_t errlen);
+/* Bounds on one layer (docs/security.md, "Image size caps"): the bytes
+ * it decompresses to (headers, padding and what follows the end marker
+ * count) and its tar entries. Past either the layer fails with -EFBIG and
+ * err says which, naming the setting (`what`). */
+struct unpack_limits {
+	uint64_t tar_bytes;
+	const char *tar_what;     /* "the per-layer cap (--max-layer-unpacked, ...)" */
+	uint64_t entries;
+	const char *entries_what;
+};
+/* oci_unpack_fd with limits (oci_unpack_fd takes the defaults and the
+ * environment's settings: oci_limits_init). */
+int oci_unpack_fd_limited(int rootfd, int fd, const char *digest, const char *diff_id, const struct unpack_limits *lim,
+			  struct unpack_stats *st, char *err, size_t errlen);
 /* The same over a buffer (tests, fuzzing). */
 int oci_unpack_mem(int rootfd, const void *buf, size_t len, struct unpack_stats *st, char *err, size_t errlen);
+int oci_unpack_mem_limited(int rootfd, const void *buf, size_t len, const struct unpack_limits *lim,
+			   struct unpack_stats *st, char *err, size_t errlen);
+/* The limits of one layer of an image from its caps: the per-layer cap or
+ * what is left of the per-image one (image_used bytes already unpacked),
+ * whichever is lower, and the entries cap. */
+void oci_unpack_limits(const struct oci_limits *l, uint64_t image_used, struct unpack_limits *out);
 
 /* Writes a file at path (relative to the root, parents created) inside the
  * root, never following a link out of it: the contents of srcfd, or

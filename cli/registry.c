@@ -20,6 +20,7 @@
 
 #define MANIFEST_MAX (4u << 20)
 #define ATTEMPTS 4
+#define ERRBODY_MAX (64u << 10) /* an error page's body: read and dropped up to this */
 
 struct registry {
 	CURL *curl;
@@ -28,7 +29,7 @@ struct registry {
 	char base[800];     /* scheme://host/v2/REPO */
 	char auth[8192];    /* "Authorization: ..." or "" */
 	char basic[1024];   /* "Basic ..." from the credentials, or "" */
-	int tty;
+	char *creds;        /* the credentials file's text, or NULL */
 };
 
 
@@ -150,6 +151,82 @@ int reg_creds_lookup(const char *text, const char *registry, char *out, size_t l
 	return -ENOENT;
 }
 
+int reg_url_host(const char *url, char *out, size_t len)
+{
+	const char *h;
+	size_t n, i;
+	int https;
+
+	if (!strncasecmp(url, "https://", 8))
+		https = 1, h = url + 8;
+	else if (!strncasecmp(url, "http://", 7))
+		https = 0, h = url + 7;
+	else
+		return -EINVAL;
+	n = strcspn(h, "/?#");
+	if (n == 0 || n >= len || memchr(h, '@', n) || memchr(h, '\\', n))
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		out[i] = (char)((h[i] >= 'A' && h[i] <= 'Z') ? h[i] - 'A' + 'a' : h[i]);
+	out[n] = '\0';
+	{
+		const char *dflt = https ? ":443" : ":80";
+		size_t dl = strlen(dflt);
+
+		if (n > dl && !strcmp(out + n - dl, dflt))
+			out[n - dl] = '\0';
+	}
+	return 0;
+}
+
+/* host[:port] as reg_url_host gives it, for the registry's names. */
+static void ref_host(const char *h, int http, char *out, size_t len)
+{
+	char url[300];
+
+	snprintf(url, sizeof(url), "%s://%.255s", http ? "http" : "https", h);
+	if (reg_url_host(url, out, len))
+		out[0] = '\0';
+}
+
+static int same_host(const struct oci_ref *ref, const char *host)
+{
+	char a[260], b[260];
+
+	ref_host(ref->api_host, ref->http, a, sizeof(a));
+	ref_host(ref->registry, ref->http, b, sizeof(b));
+	return (a[0] && !strcmp(host, a)) || (b[0] && !strcmp(host, b)) ||
+	       (!strcmp(ref->registry, "docker.io") && !strcmp(host, "auth.docker.io")); /* Docker Hub's token service */
+}
+
+int reg_challenge_host_ok(const struct oci_ref *ref, const char *url)
+{
+	char host[260], a[260];
+
+	ref_host(ref->api_host, ref->http, a, sizeof(a));
+	return !reg_url_host(url, host, sizeof(host)) && a[0] && !strcmp(host, a);
+}
+
+int reg_realm_creds(const char *creds_text, const struct oci_ref *ref, const char *realm, char *out, size_t len)
+{
+	char host[260];
+
+	out[0] = '\0';
+	if (reg_url_host(realm, host, sizeof(host)))
+		return -EINVAL;
+	if (!creds_text)
+		return 0;
+	if (same_host(ref, host)) {
+		(void)reg_creds_lookup(creds_text, ref->registry, out, len);
+		return 0;
+	}
+	/* Another host: only what the file names for that host (a one-line
+	 * USER:PASSWORD names none). */
+	if (creds_text[strspn(creds_text, " \t\r\n")] == '{')
+		(void)reg_creds_lookup(creds_text, host, out, len);
+	return 0;
+}
+
 static void load_creds(struct registry *r)
 {
 	char path[4096], *text = NULL;
@@ -167,7 +244,7 @@ static void load_creds(struct registry *r)
 	if (oci_read_file(AT_FDCWD, path, 1 << 20, &text, &len))
 		return;
 	reg_creds_lookup(text, r->ref.registry, r->basic, sizeof(r->basic));
-	free(text);
+	r->creds = text;
 }
 
 /* ---- one HTTP exchange ------------------------------------------------------ */
@@ -177,15 +254,17 @@ struct xfer {
 	char *mem;
 	size_t len, max;
 	/* into a file, hashed */
+	CURL *curl;           /* whose response it is (its status) */
+	size_t junk;          /* bytes of a response that is not the blob (an error page) */
 	int fd;
 	struct oci_hash *h;
 	uint64_t have, want;  /* bytes in the file; the blob's size */
 	int over;             /* more than want */
 	/* progress */
+	const struct reg_opts *o;
 	const char *label;
 	double t0, last;
-	int tty;
-	/* response headers */
+	/* response headers (of the last response of a redirect chain) */
 	char www[2048], ctype[128], dcd[OCI_DIGEST_MAX];
 	long retry_after;
 };
@@ -197,7 +276,11 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 	char *dst = NULL;
 	size_t cap = 0;
 
-	if (len > 17 && !strncasecmp(buf, "WWW-Authenticate:", 17))
+	if (len > 5 && !strncmp(buf, "HTTP/", 5)) {
+		/* A new response (after a redirect): nothing of the one before counts. */
+		x->www[0] = x->ctype[0] = x->dcd[0] = '\0';
+		x->retry_after = -1;
+	} else if (len > 17 && !strncasecmp(buf, "WWW-Authenticate:", 17))
 		dst = x->www, cap = sizeof(x->www), k = 17;
 	else if (len > 13 && !strncasecmp(buf, "Content-Type:", 13))
 		dst = x->ctype, cap = sizeof(x->ctype), k = 13;
@@ -213,16 +296,23 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 	return len;
 }
 
+static void note(const struct reg_opts *o, enum reg_event ev, const char *label, uint64_t have, uint64_t want,
+		 double secs, const char *why, long wait_s)
+{
+	struct reg_note n = { ev, label, have, want, secs, why, wait_s };
+
+	if (o && o->note)
+		o->note(o->note_arg, &n);
+}
+
 static void progress(struct xfer *x, int done)
 {
-	double t = now_s(), dt = t - x->t0;
+	double t = now_s();
 
-	if (!x->label || (!x->tty && !done) || (!done && t - x->last < 0.25))
+	if (!x->label || (!done && t - x->last < 0.25))
 		return;
 	x->last = t;
-	fprintf(stderr, "%s  %s: %.1f/%.1f MiB  %.1f MiB/s%s", x->tty ? "\r" : "", x->label,
-		(double)x->have / (1 << 20), (double)x->want / (1 << 20),
-		dt > 0 ? (double)x->have / (1 << 20) / dt : 0.0, done ? "\n" : "   ");
+	note(x->o, done ? REG_EV_DONE : REG_EV_BYTES, x->label, x->have, x->want, t - x->t0, NULL, 0);
 }
 
 static size_t on_data(char *buf, size_t size, size_t n, void *arg)
@@ -230,6 +320,16 @@ static size_t on_data(char *buf, size_t size, size_t n, void *arg)
 	struct xfer *x = arg;
 	size_t len = size * n;
 
+	if (x->fd >= 0 && x->curl) {
+		long st = 0;
+
+		/* Only a 200/206 is the blob: an error page never goes into the file. */
+		curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &st);
+		if (st != 200 && st != 206) {
+			x->junk += len;
+			return x->junk > ERRBODY_MAX ? 0 : len;
+		}
+	}
 	if (x->fd < 0) {
 		if (x->len + len > x->max)
 			return 0; /* too large: abort */
@@ -264,7 +364,7 @@ static const char *status_text(long st)
 /* The token for a Bearer challenge (Docker token auth: GET realm?service=&scope=). */
 static int get_token(struct registry *r, const char *www, char *err, size_t errlen)
 {
-	char scheme[32], realm[1024], service[512], scope[1024], url[4096], hdr[1100];
+	char scheme[32], realm[1024], service[512], scope[1024], url[4096], hdr[1100], basic[1024], host[260];
 	char *es = NULL, *esc = NULL, *body = NULL;
 	struct xfer x = { .fd = -1, .max = 1 << 20 };
 	struct curl_slist *hl = NULL;
@@ -286,6 +386,8 @@ static int get_token(struct registry *r, const char *www, char *err, size_t errl
 		return oci_seterr(err, errlen, -EPROTO, "unsupported auth scheme '%s'", scheme);
 	if (strncmp(realm, "https://", 8) && !(r->o.insecure && !strncmp(realm, "http://", 7)))
 		return oci_seterr(err, errlen, -EPROTO, "token realm %.100s is not https", realm);
+	if (reg_realm_creds(r->creds, &r->ref, realm, basic, sizeof(basic)) || reg_url_host(realm, host, sizeof(host)))
+		return oci_seterr(err, errlen, -EPROTO, "token realm %.100s is not a URL", realm);
 	if (!scope[0])
 		snprintf(scope, sizeof(scope), "repository:%s:pull", r->ref.repo);
 	if (!(c = curl_easy_init()) || !(body = malloc(x.max + 1)))
@@ -296,8 +398,8 @@ static int get_token(struct registry *r, const char *www, char *err, size_t errl
 	if (!es || !esc)
 		goto nomem;
 	snprintf(url, sizeof(url), "%s%sservice=%s&scope=%s", realm, strchr(realm, '?') ? "&" : "?", es, esc);
-	if (r->basic[0]) {
-		snprintf(hdr, sizeof(hdr), "Authorization: %s", r->basic);
+	if (basic[0]) {
+		snprintf(hdr, sizeof(hdr), "Authorization: %s", basic);
 		hl = curl_slist_append(hl, hdr);
 	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
@@ -320,8 +422,11 @@ static int get_token(struct registry *r, const char *www, char *err, size_t errl
 	rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
 	if (rc != CURLE_OK || st != 200) {
-		rc = oci_seterr(err, errlen, st == 401 || st == 403 ? -EACCES : -EIO, "token server %.100s: %s", realm,
-			    rc != CURLE_OK ? curl_easy_strerror(rc) : status_text(st));
+		rc = oci_seterr(err, errlen, st == 401 || st == 403 ? -EACCES : -EIO, "token server %.100s: %s%s%s%s", realm,
+				rc != CURLE_OK ? curl_easy_strerror(rc) : status_text(st),
+				r->basic[0] && !basic[0] ? " (asked anonymously: the registry's credentials go only to "
+							   "its own host, not to " : "",
+				r->basic[0] && !basic[0] ? host : "", r->basic[0] && !basic[0] ? ")" : "");
 		goto out;
 	}
 	{
@@ -361,6 +466,7 @@ static int request(struct registry *r, const char *path, const char *accept, str
 		   long *status, char *err, size_t errlen)
 {
 	char url[2048], hdr_accept[600], range[64];
+	const char *eff = NULL;
 	int attempt, authed = 0, rc;
 
 	snprintf(url, sizeof(url), "%s/%s", r->base, path);
@@ -404,15 +510,28 @@ static int request(struct registry *r, const char *path, const char *accept, str
 			snprintf(range, sizeof(range), "%llu-", (unsigned long long)from);
 			curl_easy_setopt(r->curl, CURLOPT_RANGE, range);
 		}
+		/* A Content-Length past what may come fails before the body
+		 * (on_data stops a body that announces none). */
+		x->junk = 0;
+		x->curl = r->curl;
+		curl_easy_setopt(r->curl, CURLOPT_MAXFILESIZE_LARGE,
+				 (curl_off_t)(x->fd < 0 ? x->max : x->want - from > ERRBODY_MAX ? x->want - from : ERRBODY_MAX));
 		rc = curl_easy_perform(r->curl);
 		curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &st);
+		curl_easy_getinfo(r->curl, CURLINFO_EFFECTIVE_URL, &eff);
 		curl_slist_free_all(hl);
 		*status = st;
-		if (x->over)
-			return oci_seterr(err, errlen, -EBADMSG, "the registry sent more than the descriptor's %llu bytes",
-				      (unsigned long long)x->want);
+		if (x->over || rc == CURLE_FILESIZE_EXCEEDED) {
+			if (x->fd < 0)
+				return oci_seterr(err, errlen, -EFBIG, "the document is larger than %zu bytes", x->max);
+			return oci_seterr(err, errlen, -EFBIG, "the registry %s more than the descriptor's %llu bytes",
+					  x->over ? "sent" : "announced", (unsigned long long)x->want);
+		}
 		if (rc == CURLE_WRITE_ERROR && x->fd < 0)
 			return oci_seterr(err, errlen, -EFBIG, "the document is larger than %zu bytes", x->max);
+		if (st == 401 && x->www[0] && !reg_challenge_host_ok(&r->ref, eff ? eff : ""))
+			return oci_seterr(err, errlen, -EACCES, "%.200s (reached by a redirect) answered 401: a challenge is "
+					  "taken only from the registry's own host %s", eff ? eff : "?", r->ref.api_host);
 		if (st == 401 && !authed && x->www[0]) {
 			authed = 1;
 			if ((rc = get_token(r, x->www, err, errlen)))
@@ -428,10 +547,8 @@ static int request(struct registry *r, const char *path, const char *accept, str
 		if (attempt + 1 < ATTEMPTS) {
 			long wait = x->retry_after >= 0 && x->retry_after <= 30 ? x->retry_after : 1L << attempt;
 
-			if (!r->o.quiet)
-				fprintf(stderr, "%s%s: %s; retrying in %ld s\n", x->tty && x->label ? "\n" : "",
-					x->label ? x->label : path,
-					rc != CURLE_OK ? curl_easy_strerror(rc) : status_text(st), wait);
+			note(&r->o, REG_EV_RETRY, x->label ? x->label : path, x->have, x->want, now_s() - x->t0,
+			     rc != CURLE_OK ? curl_easy_strerror(rc) : status_text(st), wait);
 			sleep((unsigned)wait);
 			continue;
 		}
@@ -462,7 +579,8 @@ int reg_open(struct registry **out, const struct oci_ref *ref, const struct reg_
 	}
 	r->ref = *ref;
 	r->o = *o;
-	r->tty = isatty(2);
+	if (!r->o.max_blob)
+		r->o.max_blob = OCI_SIZE_ABSURD;
 	snprintf(r->base, sizeof(r->base), "%s://%s/v2/%s", ref->http ? "http" : "https", ref->api_host, ref->repo);
 	load_creds(r);
 	*out = r;
@@ -474,6 +592,7 @@ void reg_close(struct registry *r)
 	if (!r)
 		return;
 	curl_easy_cleanup(r->curl);
+	free(r->creds);
 	free(r);
 }
 
@@ -547,13 +666,34 @@ static int rewind_file(struct xfer *x, uint64_t *from)
 	return 0;
 }
 
+/* The cached blob at path is the descriptor's: a regular file of ours, of
+ * its size, hashed again now (a file of the right size is not enough). 0,
+ * -ENOENT (not there: fetch it) or -EBADMSG (something else is there). */
+static int cache_check(const char *path, const struct oci_desc *d)
+{
+	char got[OCI_DIGEST_MAX];
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), rc;
+
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : -EBADMSG;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_size != d->size) {
+		close(fd);
+		return -EBADMSG;
+	}
+	if (st.st_mode & 077)
+		(void)fchmod(fd, 0600); /* from an older vmm: 0644 */
+	rc = oci_digest_fd(fd, got);
+	close(fd);
+	return rc ? rc : strcmp(got, d->digest) ? -EBADMSG : 0;
+}
+
 int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir, const char *label, char *err,
 	     size_t errlen)
 {
 	char final[4200], part[4220], lock[4220], path[200], got[OCI_DIGEST_MAX], lbl[160];
 	struct oci_hash h = { NULL };
 	struct xfer x = { .fd = -1 };
-	struct stat st;
 	int lfd = -1, rc;
 	long status = 0;
 
@@ -562,38 +702,53 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 	snprintf(part, sizeof(part), "%s.partial", final);
 	snprintf(lock, sizeof(lock), "%s.lock", final);
 	snprintf(lbl, sizeof(lbl), "%s %.19s", label, d->digest);
-	if (stat(final, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == d->size)
+	if (d->size < 0 || (uint64_t)d->size > r->o.max_blob) {
+		unlink(part); /* nothing over a cap stays, not even to resume */
+		return oci_seterr(err, errlen, -EFBIG, "it claims %lld bytes, over the blob cap of %llu MiB "
+				  "(--max-blob, $VMM_PULL_MAX_BLOB)", (long long)d->size,
+				  (unsigned long long)(r->o.max_blob >> 20));
+	}
+	if (!cache_check(final, d))
 		goto cached;
-	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (lfd < 0)
 		return oci_seterr(err, errlen, -errno, "cache %s: %s", lock, strerror(errno));
 	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
-		if (!r->o.quiet)
-			fprintf(stderr, "  %s: another pull is fetching it; waiting\n", lbl);
+		note(&r->o, REG_EV_WAITING, lbl, 0, (uint64_t)d->size, 0, NULL, 0);
 		if (flock(lfd, LOCK_EX) < 0) {
 			rc = oci_seterr(err, errlen, -errno, "cache lock: %s", strerror(errno));
 			goto out;
 		}
 	}
-	if (stat(final, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == d->size) {
+	rc = cache_check(final, d);
+	if (!rc) {
 		close(lfd);
 		goto cached;
 	}
-	x.fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (x.fd < 0) {
+	if (rc != -ENOENT) {
+		/* Not the blob (changed, or not a file of ours): fetch it again. */
+		if (unlink(final) < 0 && errno != ENOENT) {
+			rc = oci_seterr(err, errlen, -errno, "cache %s is not the blob and cannot be removed: %s", final,
+					strerror(errno));
+			goto out;
+		}
+		note(&r->o, REG_EV_REFETCH, lbl, 0, (uint64_t)d->size, 0, NULL, 0);
+	}
+	x.fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (x.fd < 0 || fchmod(x.fd, 0600) < 0) {
 		rc = oci_seterr(err, errlen, -errno, "cache %s: %s", part, strerror(errno));
 		goto out;
 	}
 	x.h = &h;
 	x.want = (uint64_t)d->size;
-	x.label = r->o.quiet ? NULL : lbl;
-	x.tty = r->tty;
+	x.o = &r->o;
+	x.label = lbl;
 	x.t0 = now_s();
 	snprintf(path, sizeof(path), "blobs/%s", d->digest);
 	rc = request(r, path, NULL, &x, rewind_file, &status, err, errlen);
 	if (rc) {
-		if (rc == -EBADMSG)
-			unlink(part);
+		if (rc == -EBADMSG || rc == -EFBIG)
+			unlink(part); /* more than the descriptor says: nothing of it is kept */
 		goto out;
 	}
 	if (x.have != (uint64_t)d->size) {
@@ -614,8 +769,6 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 	progress(&x, 1);
 	rc = 0;
 out:
-	if (rc && x.tty && x.label)
-		fputc('\n', stderr);
 	oci_hash_free(&h);
 	if (x.fd >= 0)
 		close(x.fd);
@@ -623,7 +776,6 @@ out:
 		close(lfd);
 	return rc;
 cached:
-	if (!r->o.quiet)
-		fprintf(stderr, "  %s: cached (%.1f MiB)\n", lbl, (double)d->size / (1 << 20));
+	note(&r->o, REG_EV_CACHED, lbl, (uint64_t)d->size, (uint64_t)d->size, 0, NULL, 0);
 	return 0;
 }

@@ -7,7 +7,18 @@
  * NAME.partial under an flock on NAME.lock, are checked against their
  * digest and size while they stream and renamed into place only when they
  * match: a second pull of the same blob waits and then finds it; an
- * interrupted download resumes from its .partial (HTTP Range). */
+ * interrupted download resumes from its .partial (HTTP Range). A cached
+ * blob is hashed again before it is used; blob files are 0600 in a 0700
+ * folder (oci_cache_dir).
+ *
+ * Credentials (docs/security.md, "Registry credentials"): a challenge is
+ * taken only from a response of the registry's own host (not from a host
+ * a redirect led to), and Basic credentials go only to a token realm on
+ * that host; any other realm gets the credentials file's entry for the
+ * realm's own host if it has one, else the token is fetched anonymously.
+ *
+ * Nothing here prints: what a pull does as it goes is told to the verb
+ * through reg_opts.note, failures come back as -errno and a message. */
 #ifndef CLI_REGISTRY_H
 #define CLI_REGISTRY_H
 
@@ -17,11 +28,31 @@
 
 struct registry;
 
+/* What a pull is doing, for its verb to show. */
+enum reg_event {
+	REG_EV_BYTES,   /* a blob is streaming: have of want bytes (at most 4 a second) */
+	REG_EV_DONE,    /* a blob is in the cache, downloaded and checked */
+	REG_EV_CACHED,  /* a blob was in the cache already (and hashed again) */
+	REG_EV_WAITING, /* another pull is fetching the blob: waiting for its lock */
+	REG_EV_REFETCH, /* the cached copy did not match its digest: removed, fetching again */
+	REG_EV_RETRY,   /* a request failed (why) and is tried again in wait_s seconds */
+};
+struct reg_note {
+	enum reg_event ev;
+	const char *label;   /* "layer 2/5 sha256:abcd..." (or a path for a manifest) */
+	uint64_t have, want; /* bytes */
+	double secs;         /* since the blob's download started */
+	const char *why;     /* REG_EV_RETRY */
+	long wait_s;         /* REG_EV_RETRY */
+};
+
 struct reg_opts {
 	const char *creds_file; /* docker config.json format, or one line USER:PASSWORD */
 	const char *ca_file;    /* trust this CA bundle (else $SSL_CERT_FILE, else the system's) */
 	int insecure;           /* plain HTTP: only for an http:// reference */
-	int quiet;
+	uint64_t max_blob;      /* no blob larger than this is fetched (oci_limits.blob; 0: OCI_SIZE_ABSURD) */
+	void (*note)(void *arg, const struct reg_note *n); /* NULL: nothing shown */
+	void *note_arg;
 };
 
 /* 0 or -errno with err set. */
@@ -48,5 +79,22 @@ int reg_parse_challenge(const char *h, char *scheme, size_t slen, char *realm, s
 /* The "Basic BASE64" credentials for registry in a docker config.json text
  * (auths.HOST.auth, or username/password), or from "USER:PASSWORD". */
 int reg_creds_lookup(const char *text, const char *registry, char *out, size_t len);
+
+/* host[:port] of an http(s) URL, lowercased, without a default port (443
+ * for https, 80 for http). -EINVAL for anything else, userinfo ("@")
+ * included. */
+int reg_url_host(const char *url, char *out, size_t len);
+
+/* The Basic credentials (creds_text: the credentials file, or NULL) to send
+ * to a token realm URL for the registry of ref: the registry's own when the
+ * realm is on the registry's host (api_host or the registry name; for
+ * docker.io also Docker Hub's token service auth.docker.io), else the
+ * file's entry for the realm's host (a docker config.json auths key). ""
+ * means anonymous. 0, or -EINVAL for a realm that is not a URL. */
+int reg_realm_creds(const char *creds_text, const struct oci_ref *ref, const char *realm, char *out, size_t len);
+
+/* Whether a response from url may challenge for the registry of ref: only
+ * one from the registry's own host (api_host). */
+int reg_challenge_host_ok(const struct oci_ref *ref, const char *url);
 
 #endif

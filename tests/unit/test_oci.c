@@ -238,6 +238,156 @@ static void test_cache_keys(void **state)
 	system("rm -rf /tmp/vmm-test-oci-cache");
 }
 
+/* The blob cache is the user's alone (issue 40, item 8): its folders are
+ * 0700, also when an older vmm left them 0755. */
+static void test_cache_modes(void **state)
+{
+	char dir[256];
+	struct stat st;
+
+	(void)state;
+	system("rm -rf /tmp/vmm-test-oci-modes");
+	setenv("VMM_CACHE", "/tmp/vmm-test-oci-modes", 1);
+	assert_int_equal(oci_cache_dir(dir, sizeof(dir)), 0);
+	assert_int_equal(stat(dir, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(stat("/tmp/vmm-test-oci-modes/blobs/sha256", &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(chmod(dir, 0755), 0);
+	assert_int_equal(chmod("/tmp/vmm-test-oci-modes/blobs/sha256", 0755), 0);
+	assert_int_equal(oci_cache_dir(dir, sizeof(dir)), 0);
+	assert_int_equal(stat(dir, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(stat("/tmp/vmm-test-oci-modes/blobs/sha256", &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	system("rm -rf /tmp/vmm-test-oci-modes");
+}
+
+static const char *layer_of(const char *size)
+{
+	static char buf[1024];
+
+	snprintf(buf, sizeof(buf),
+		 "{\"schemaVersion\":2,\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"size\":100,"
+		 "\"digest\":\"" D1 "\"},\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\","
+		 "\"size\":%s,\"digest\":\"" D2 "\"}]}", size);
+	return buf;
+}
+
+/* Size caps (issue 40, item 1): settings, descriptor checks, free disk. */
+static void test_limits(void **state)
+{
+	struct oci_manifest m;
+	struct oci_limits l;
+	char err[300];
+
+	(void)state;
+	unsetenv("VMM_PULL_MAX_BLOB");
+	unsetenv("VMM_PULL_MAX_IMAGE");
+	unsetenv("VMM_UNPACK_MAX_LAYER");
+	unsetenv("VMM_UNPACK_MAX_IMAGE");
+	unsetenv("VMM_UNPACK_MAX_ENTRIES");
+	assert_int_equal(oci_limits_init(&l, err, sizeof(err)), 0);
+	assert_true(l.blob == 16ull << 30 && l.image == 64ull << 30 && l.layer_tar == 64ull << 30 &&
+		    l.image_tar == 128ull << 30 && l.entries == 1000000);
+	setenv("VMM_PULL_MAX_BLOB", "2G", 1);
+	setenv("VMM_UNPACK_MAX_ENTRIES", "500", 1);
+	assert_int_equal(oci_limits_init(&l, err, sizeof(err)), 0);
+	assert_true(l.blob == 2ull << 30 && l.entries == 500);
+	setenv("VMM_PULL_MAX_BLOB", "-1", 1);
+	assert_int_equal(oci_limits_init(&l, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "VMM_PULL_MAX_BLOB"));
+	unsetenv("VMM_PULL_MAX_BLOB");
+	unsetenv("VMM_UNPACK_MAX_ENTRIES");
+	assert_int_equal(oci_limits_init(&l, err, sizeof(err)), 0);
+	/* flags: sizes in MiB, counts plain; 0, junk and absurd values refused */
+	assert_int_equal(oci_limits_set(&l, "--max-blob", "1", err, sizeof(err)), 0);
+	assert_int_equal(l.blob, 1u << 20);
+	assert_int_equal(oci_limits_set(&l, "--max-image", "3M", err, sizeof(err)), 0);
+	assert_int_equal(l.image, 3u << 20);
+	assert_int_equal(oci_limits_set(&l, "--max-entries", "7", err, sizeof(err)), 0);
+	assert_int_equal(l.entries, 7);
+	assert_int_equal(oci_limits_set(&l, "--max-unpacked", "0", err, sizeof(err)), -EINVAL);
+	assert_int_equal(oci_limits_set(&l, "--max-unpacked", "lots", err, sizeof(err)), -EINVAL);
+	assert_int_equal(oci_limits_set(&l, "--max-unpacked", "99999999T", err, sizeof(err)), -EINVAL);
+	assert_int_equal(oci_limits_set(&l, "--max-entries", "-3", err, sizeof(err)), -EINVAL);
+	assert_int_equal(oci_limits_set(&l, "--name", "x", err, sizeof(err)), 1);
+	/* descriptors: a layer over the blob cap, an image over the image cap */
+	assert_int_equal(oci_parse_manifest(layer_of("2097152"), strlen(layer_of("2097152")), &m, err, sizeof(err)), 0);
+	assert_int_equal(oci_limits_check(&l, &m, err, sizeof(err)), -EFBIG);
+	assert_non_null(strstr(err, "layer 1/1"));
+	assert_non_null(strstr(err, "--max-blob, $VMM_PULL_MAX_BLOB"));
+	l.blob = 4u << 20;
+	assert_int_equal(oci_limits_check(&l, &m, err, sizeof(err)), 0);
+	l.image = 2u << 20; /* 2 MiB of layer + 100 bytes of config */
+	assert_int_equal(oci_limits_check(&l, &m, err, sizeof(err)), -EFBIG);
+	assert_non_null(strstr(err, "--max-image"));
+	/* a claimed 1 TiB under generous caps: the disk says no */
+	assert_int_equal(oci_limits_init(&l, err, sizeof(err)), 0);
+	assert_int_equal(oci_parse_manifest(layer_of("562949953421312"), strlen(layer_of("562949953421312")), &m, err,
+					    sizeof(err)),
+			 0); /* 2^49 */
+	assert_int_equal(oci_cache_room("/tmp", &m, err, sizeof(err)), -ENOSPC);
+	assert_non_null(strstr(err, "MiB free"));
+	/* negative and absurd sizes are malformed, whatever the caps */
+	assert_int_equal(oci_parse_manifest(layer_of("-1"), strlen(layer_of("-1")), &m, err, sizeof(err)), -EINVAL);
+	assert_int_equal(oci_parse_manifest(layer_of("2251799813685248"), strlen(layer_of("2251799813685248")), &m, err,
+					    sizeof(err)),
+			 -EINVAL); /* 2^51 */
+}
+
+/* Where registry credentials go (issue 40, item 5). */
+static void test_realm_rules(void **state)
+{
+	struct oci_ref ref, hub;
+	char out[256], host[64];
+	const char *json = "{\"auths\":{\"reg.example:5000\":{\"auth\":\"dTpw\"},"
+			   "\"auth.example\":{\"auth\":\"YjpxcQ==\"}}}";
+
+	(void)state;
+	assert_int_equal(reg_url_host("https://Reg.Example:443/token?x=1", host, sizeof(host)), 0);
+	assert_string_equal(host, "reg.example");
+	assert_int_equal(reg_url_host("http://reg.example:80/t", host, sizeof(host)), 0);
+	assert_string_equal(host, "reg.example");
+	assert_int_equal(reg_url_host("https://reg.example:5000", host, sizeof(host)), 0);
+	assert_string_equal(host, "reg.example:5000");
+	assert_int_equal(reg_url_host("https://user:pw@evil.example/t", host, sizeof(host)), -EINVAL);
+	assert_int_equal(reg_url_host("ftp://reg.example/t", host, sizeof(host)), -EINVAL);
+	assert_int_equal(oci_parse_ref("reg.example:5000/team/app:1", &ref), 0);
+	/* the registry's own host: its credentials */
+	assert_int_equal(reg_realm_creds("u:p", &ref, "https://reg.example:5000/token", out, sizeof(out)), 0);
+	assert_string_equal(out, "Basic dTpw");
+	assert_int_equal(reg_realm_creds(json, &ref, "https://REG.example:5000/token", out, sizeof(out)), 0);
+	assert_string_equal(out, "Basic dTpw");
+	/* another host (another port is another host): nothing from a one-line file ... */
+	assert_int_equal(reg_realm_creds("u:p", &ref, "https://evil.example/token", out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	assert_int_equal(reg_realm_creds("u:p", &ref, "https://reg.example:5001/token", out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	assert_int_equal(reg_realm_creds("u:p", &ref, "https://reg.example/token", out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	/* ... and from a config.json only the entry that names that host */
+	assert_int_equal(reg_realm_creds(json, &ref, "https://auth.example/token", out, sizeof(out)), 0);
+	assert_string_equal(out, "Basic YjpxcQ==");
+	assert_int_equal(reg_realm_creds(json, &ref, "https://evil.example/token", out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	assert_int_equal(reg_realm_creds(NULL, &ref, "https://reg.example:5000/token", out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	assert_int_equal(reg_realm_creds("u:p", &ref, "not a url", out, sizeof(out)), -EINVAL);
+	/* Docker Hub: its token service is part of it */
+	assert_int_equal(oci_parse_ref("busybox", &hub), 0);
+	assert_int_equal(reg_realm_creds("u:p", &hub, "https://auth.docker.io/token", out, sizeof(out)), 0);
+	assert_string_equal(out, "Basic dTpw");
+	assert_int_equal(reg_realm_creds("u:p", &ref, "https://auth.docker.io/token", out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	/* challenges: only from the host the registry is reached at */
+	assert_true(reg_challenge_host_ok(&ref, "https://reg.example:5000/v2/team/app/manifests/1"));
+	assert_false(reg_challenge_host_ok(&ref, "https://cdn.example/blob?sig=1"));
+	assert_false(reg_challenge_host_ok(&ref, "https://reg.example/v2/"));
+	assert_true(reg_challenge_host_ok(&hub, "https://registry-1.docker.io/v2/library/busybox/manifests/latest"));
+	assert_false(reg_challenge_host_ok(&hub, "https://auth.docker.io/token"));
+}
+
 static void test_auth_helpers(void **state)
 {
 	char scheme[16], realm[256], service[128], scope[256], out[256];
@@ -554,6 +704,90 @@ static void test_truncated_and_gzip(void **state)
 	assert_non_null(strstr(err, "not a tar"));
 }
 
+/* Bounds while decompressing (issue 40, item 1): a gzip bomb stops at the
+ * per-layer cap, a layer of too many entries at the entries cap; both from
+ * the environment for oci_unpack_mem (as vmm image pull and ADD get them). */
+static void test_unpack_caps(void **state)
+{
+	struct tarbuf t = { 0 };
+	struct unpack_limits ul;
+	struct oci_limits l;
+	struct unpack_stats st;
+	char err[300], *big = malloc((3u << 19) + 1);
+	unsigned char *gz;
+	uLongf gzlen;
+	int fd;
+
+	(void)state;
+	memset(big, 'a', 3u << 19); /* 1.5 MiB */
+	big[3u << 19] = '\0';
+	tar_add(&t, "big", '0', big, NULL, 0644);
+	tar_end(&t);
+	free(big);
+	gzlen = compressBound((uLong)t.len) + 64;
+	gz = malloc(gzlen);
+	{
+		z_stream z;
+
+		memset(&z, 0, sizeof(z));
+		assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+		z.next_in = t.b;
+		z.avail_in = (uInt)t.len;
+		z.next_out = gz;
+		z.avail_out = (uInt)gzlen;
+		assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+		gzlen -= z.avail_out;
+		deflateEnd(&z);
+	}
+	assert_true(gzlen < 16384); /* a bomb: kilobytes that become megabytes */
+	free(t.b);
+	t.b = NULL;
+	t.len = 0;
+	setenv("VMM_UNPACK_MAX_LAYER", "1", 1);
+	fd = open(root, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(oci_unpack_mem(fd, gz, gzlen, &st, err, sizeof(err)), -EFBIG);
+	assert_non_null(strstr(err, "decompresses to more than 1 MiB"));
+	assert_non_null(strstr(err, "VMM_UNPACK_MAX_LAYER"));
+	unsetenv("VMM_UNPACK_MAX_LAYER");
+	assert_int_equal(oci_unpack_mem(fd, gz, gzlen, &st, err, sizeof(err)), 0);
+	assert_true(st.tar_bytes >= 3u << 19);
+	/* the per-image cap: what is left of it after the layers before */
+	assert_int_equal(oci_limits_init(&l, err, sizeof(err)), 0);
+	l.image_tar = 2u << 20;
+	oci_unpack_limits(&l, 1u << 20, &ul);
+	assert_int_equal(ul.tar_bytes, 1u << 20);
+	assert_int_equal(oci_unpack_mem_limited(fd, gz, gzlen, &ul, &st, err, sizeof(err)), -EFBIG);
+	assert_non_null(strstr(err, "per-image cap (--max-unpacked"));
+	free(gz);
+	/* zeros after the end marker count too */
+	tar_add(&t, "small", '0', "x", NULL, 0644);
+	tar_end(&t);
+	t.b = realloc(t.b, t.len + (2u << 20));
+	memset(t.b + t.len, 0, 2u << 20);
+	t.len += 2u << 20;
+	ul.tar_bytes = 1u << 20;
+	assert_int_equal(oci_unpack_mem_limited(fd, t.b, t.len, &ul, &st, err, sizeof(err)), -EFBIG);
+	free(t.b);
+	t.b = NULL;
+	t.len = 0;
+	/* entries */
+	for (int i = 0; i < 5; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "e%d", i);
+		tar_add(&t, name, '0', "x", NULL, 0644);
+	}
+	tar_end(&t);
+	setenv("VMM_UNPACK_MAX_ENTRIES", "3", 1);
+	assert_int_equal(oci_unpack_mem(fd, t.b, t.len, &st, err, sizeof(err)), -EFBIG);
+	assert_non_null(strstr(err, "more than 3 entries"));
+	setenv("VMM_UNPACK_MAX_ENTRIES", "5", 1);
+	assert_int_equal(oci_unpack_mem(fd, t.b, t.len, &st, err, sizeof(err)), 0);
+	unsetenv("VMM_UNPACK_MAX_ENTRIES");
+	close(fd);
+	free(t.b);
+}
+
 static void test_root_put(void **state)
 {
 	char outside[512], p[600];
@@ -585,6 +819,10 @@ int main(void)
 		cmocka_unit_test(test_config_and_plan),
 		cmocka_unit_test(test_cache_keys),
 		cmocka_unit_test(test_auth_helpers),
+		cmocka_unit_test(test_cache_modes),
+		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_realm_rules),
+		cmocka_unit_test_setup_teardown(test_unpack_caps, setup_root, teardown_root),
 		cmocka_unit_test_setup_teardown(test_whiteouts, setup_root, teardown_root),
 		cmocka_unit_test_setup_teardown(test_escapes, setup_root, teardown_root),
 		cmocka_unit_test_setup_teardown(test_whiteout_dotdot, setup_root, teardown_nested),
