@@ -440,7 +440,20 @@ struct lexer {
 	const struct df_vars *v;
 	char *err;
 	size_t errlen;
+	unsigned depth; /* ${NAME:-word} nesting, at most DF_EXPAND_DEPTH */
+	size_t done;    /* bytes of the words already made */
 };
+
+/* The expansion so far (the words made and this one) within DF_WORD_MAX:
+ * `ENV A=$A$A` repeated doubles a value each line. */
+static int size_ok(struct lexer *lx, const struct sbuf *out)
+{
+	if (out->oom)
+		return -ENOMEM;
+	if (out->len + lx->done > DF_WORD_MAX)
+		return seterr(lx->err, lx->errlen, 0, "the expansion is longer than %u KiB", DF_WORD_MAX >> 10);
+	return 0;
+}
 
 static int is_name(char c, int first)
 {
@@ -466,7 +479,7 @@ static int variable(struct lexer *lx, struct sbuf *out)
 		name[n] = '\0';
 		if ((val = df_var(lx->v, name)))
 			sb_addn(out, val, strlen(val));
-		return 0;
+		return size_ok(lx, out);
 	}
 	lx->s++;
 	while (is_name(*lx->s, n == 0) && n + 1 < sizeof(name))
@@ -479,7 +492,7 @@ static int variable(struct lexer *lx, struct sbuf *out)
 		lx->s++;
 		if (val)
 			sb_addn(out, val, strlen(val));
-		return 0;
+		return size_ok(lx, out);
 	}
 	{
 		int colon = 0, r;
@@ -495,7 +508,15 @@ static int variable(struct lexer *lx, struct sbuf *out)
 			return seterr(lx->err, lx->errlen, 0, "bad substitution in ${%s...}: only :- :+ :? - + ? are known",
 				      name);
 		lx->s++;
-		if ((r = expand_word(lx, "}", &word))) {
+		/* the word may hold expansions of its own: bounded, so that a
+		 * line of `${a:-${a:-...` cannot exhaust the stack */
+		if (lx->depth >= DF_EXPAND_DEPTH)
+			return seterr(lx->err, lx->errlen, 0, "${%s...}: expansions nested more than %u deep", name,
+				      DF_EXPAND_DEPTH);
+		lx->depth++;
+		r = expand_word(lx, "}", &word);
+		lx->depth--;
+		if (r) {
 			free(word.p);
 			return r;
 		}
@@ -520,7 +541,7 @@ static int variable(struct lexer *lx, struct sbuf *out)
 				sb_addn(out, val, strlen(val));
 		}
 		free(word.p);
-		return 0;
+		return size_ok(lx, out);
 	}
 }
 
@@ -533,6 +554,8 @@ static int expand_word(struct lexer *lx, const char *stop, struct sbuf *out)
 	while (*lx->s && !strchr(stop, *lx->s)) {
 		char c = *lx->s;
 
+		if ((r = size_ok(lx, out)))
+			return r;
 		if (c == lx->esc && lx->s[1]) {
 			sb_addc(out, lx->s[1]);
 			lx->s += 2;
@@ -574,7 +597,7 @@ static int expand_word(struct lexer *lx, const char *stop, struct sbuf *out)
 			lx->s++;
 		}
 	}
-	return out->oom ? -ENOMEM : 0;
+	return size_ok(lx, out);
 }
 
 int df_expand(const char *s, char escape, const struct df_vars *v, int split, char ***words, unsigned *n, char *err,
@@ -605,6 +628,7 @@ int df_expand(const char *s, char escape, const struct df_vars *v, int split, ch
 			goto fail;
 		}
 		w = p;
+		lx.done += word.len;
 		if (!(w[nw] = sb_take(&word))) {
 			r = -ENOMEM;
 			goto fail;

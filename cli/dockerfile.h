@@ -69,7 +69,11 @@ const char *df_var(const struct df_vars *v, const char *name);
  * quotes are removed. With split, unquoted whitespace separates words (an
  * expansion is not split again); without, the result is one word.
  * 0 with *words (malloc'd array of malloc'd strings, NULL-terminated; free
- * with df_words_free) and *n; -EINVAL with err set. */
+ * with df_words_free) and *n; -EINVAL with err set. Bounded against a
+ * hostile Dockerfile: ${NAME:-word} words nest at most DF_EXPAND_DEPTH
+ * deep, and the words made add up to at most DF_WORD_MAX bytes. */
+#define DF_EXPAND_DEPTH 32
+#define DF_WORD_MAX (1u << 20)
 int df_expand(const char *s, char escape, const struct df_vars *v, int split, char ***words, unsigned *n, char *err,
 	      size_t errlen);
 void df_words_free(char **words);

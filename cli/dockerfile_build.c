@@ -122,6 +122,15 @@ static const char *build_arg(struct builder *b, const char *name)
 	return val;
 }
 
+/* After an ENV, ARG or LABEL: its list within DFB_VARS_MAX. */
+static int vars_bound(struct builder *b, const struct strv *list, const struct df_instr *in, int r)
+{
+	if (!r && dfb_sv_bytes(list) > DFB_VARS_MAX)
+		return dfb_berr(b, in, -E2BIG, "the %s values add up to more than %u KiB", df_op_name(in->op),
+				DFB_VARS_MAX >> 10);
+	return r;
+}
+
 /* ARG NAME[=default] into list (the stage's, or the global ones with meta). */
 static int do_arg(struct builder *b, struct strv *list, const struct df_vars *v, const struct df_instr *in, int meta)
 {
@@ -150,7 +159,7 @@ static int do_arg(struct builder *b, struct strv *list, const struct df_vars *v,
 		r = dfb_sv_setkv(list, kv);
 	}
 	df_words_free(w);
-	return r;
+	return vars_bound(b, list, in, r);
 }
 
 /* ENV/LABEL: NAME=VALUE words, or the old `NAME VALUE...`. */
@@ -184,7 +193,7 @@ static int do_pairs(struct builder *b, struct strv *list, const struct df_vars *
 			}
 		}
 		df_words_free(val);
-		return r;
+		return vars_bound(b, list, in, r);
 	}
 	if ((r = df_expand(in->rest, b->df->escape, v, 1, &w, &nw, e, sizeof(e))))
 		return dfb_berr(b, in, r, "%s", e);
@@ -195,7 +204,7 @@ static int do_pairs(struct builder *b, struct strv *list, const struct df_vars *
 			r = dfb_sv_setkv(list, w[i]);
 	}
 	df_words_free(w);
-	return r;
+	return vars_bound(b, list, in, r);
 }
 
 /* CMD/ENTRYPOINT/RUN argv: the exec form, or SHELL + the text. */
@@ -651,8 +660,96 @@ static int instr(struct builder *b, unsigned si, const struct df_instr *in)
 	return r;
 }
 
-/* Which stages the target needs (FROM a stage, COPY --from a stage). */
-static void mark_needed(struct builder *b, unsigned t, const struct df_vars *meta)
+/* The stage an instruction of stage si takes from: FROM an earlier stage
+ * (as from_step reads it), COPY --from=NAME any stage of that name or
+ * number (build_plan refuses all but earlier ones); -1 if none. */
+static int stage_ref(struct builder *b, unsigned si, const struct df_instr *in, const struct df_vars *meta)
+{
+	const char *from = df_flag(in, "from");
+	int d = -1;
+
+	if (in->op == DF_FROM) {
+		char **w, e[64];
+		unsigned nw;
+
+		if (!df_expand(in->rest, b->df->escape, meta, 1, &w, &nw, e, sizeof(e))) {
+			d = nw ? dfb_stage_by_name(b, w[0], si) : -1;
+			df_words_free(w);
+		}
+	} else if (in->op == DF_COPY && from) {
+		d = dfb_stage_by_name(b, from, b->nst);
+	}
+	return d;
+}
+
+/* Does stage `from` need stage `to`, through its references? (A walk
+ * with a list of its own: a Dockerfile may have many stages.) 1, 0, or
+ * -ENOMEM. */
+static int stage_needs(struct builder *b, unsigned from, unsigned to, const struct df_vars *meta)
+{
+	unsigned *todo = calloc(b->nst, sizeof(*todo)), n = 0;
+	unsigned char *seen = calloc(b->nst, 1);
+	int found = 0;
+
+	if (!todo || !seen) {
+		free(todo);
+		free(seen);
+		return -ENOMEM;
+	}
+	todo[n++] = from;
+	seen[from] = 1;
+	while (n && !found) {
+		unsigned x = todo[--n];
+
+		for (unsigned k = 0; k < b->df->n && !found; k++) {
+			int d = b->stage_of[k] == x ? stage_ref(b, x, &b->df->ins[k], meta) : -1;
+
+			if (d < 0 || seen[d])
+				continue;
+			found = (unsigned)d == to;
+			seen[d] = 1;
+			todo[n++] = (unsigned)d;
+		}
+	}
+	free(todo);
+	free(seen);
+	return found;
+}
+
+static const char *stage_label(const struct stage *s, char *buf, size_t len, unsigned i)
+{
+	if (s->name[0])
+		return s->name;
+	snprintf(buf, len, "%u", i);
+	return buf;
+}
+
+/* COPY --from=NAME in stage si names an earlier stage, or an image: not
+ * this stage, nor a later one (which could only make a cycle). */
+static int check_copy_from(struct builder *b, unsigned si, const struct df_instr *in, const struct df_vars *meta)
+{
+	const char *from = df_flag(in, "from");
+	char l1[16], l2[16];
+	int d = in->op == DF_COPY && from ? stage_ref(b, si, in, meta) : -1, r;
+
+	if (d < 0 || (unsigned)d < si)
+		return 0;
+	if ((unsigned)d == si)
+		return dfb_berr(b, NULL, -EINVAL, "line %u: COPY --from=%s: that is this stage itself (copy from an "
+				"earlier stage or an image)", in->line, from);
+	if ((r = stage_needs(b, (unsigned)d, si, meta)) < 0)
+		return r;
+	if (r)
+		return dfb_berr(b, NULL, -EINVAL, "line %u: COPY --from=%s: a cycle of stages: stage %s needs stage %s, "
+				"which copies from it", in->line, from, stage_label(&b->st[d], l1, sizeof(l1), (unsigned)d),
+				stage_label(&b->st[si], l2, sizeof(l2), si));
+	return dfb_berr(b, NULL, -EINVAL, "line %u: COPY --from=%s: stage %s comes later in the Dockerfile (copy "
+			"from an earlier stage)", in->line, from, stage_label(&b->st[d], l1, sizeof(l1), (unsigned)d));
+}
+
+/* Which stages the target needs (FROM a stage, COPY --from a stage),
+ * each reference checked (check_copy_from). */
+static int mark_needed(struct builder *b, unsigned t, const struct df_vars *meta)
 {
 	b->st[t].needed = 1;
 	for (unsigned i = t + 1; i-- > 0;) {
@@ -660,26 +757,17 @@ static void mark_needed(struct builder *b, unsigned t, const struct df_vars *met
 			continue;
 		for (unsigned k = 0; k < b->df->n; k++) {
 			const struct df_instr *in = &b->df->ins[k];
-			const char *from = df_flag(in, "from");
-			int d = -1;
+			int d, r;
 
 			if (b->stage_of[k] != i)
 				continue;
-			if (in->op == DF_FROM) {
-				char **w, e[64];
-				unsigned nw;
-
-				if (!df_expand(in->rest, b->df->escape, meta, 1, &w, &nw, e, sizeof(e))) {
-					d = dfb_stage_by_name(b, w[0], i);
-					df_words_free(w);
-				}
-			} else if (in->op == DF_COPY && from) {
-				d = dfb_stage_by_name(b, from, i);
-			}
-			if (d >= 0)
+			if ((r = check_copy_from(b, i, in, meta)))
+				return r;
+			if ((d = stage_ref(b, i, in, meta)) >= 0)
 				b->st[d].needed = 1;
 		}
 	}
+	return 0;
 }
 
 int dfb_build(const struct dockerfile *df, const struct dfb_options *o, const struct dfb_ops *ops, void *ctx,
@@ -752,7 +840,8 @@ int dfb_build(const struct dockerfile *df, const struct dfb_options *o, const st
 		}
 		t = (unsigned)k2;
 	}
-	mark_needed(&b, t, &meta);
+	if ((r = mark_needed(&b, t, &meta)))
+		goto out;
 	for (i = first; i < df->n; i++)
 		b.nsteps += b.st[b.stage_of[i]].needed;
 	for (i = first; i < df->n; i++) {

@@ -29,7 +29,8 @@ struct dfb_run {
 struct dfb_ops {
 	/* What FROM REF (not scratch, not a stage) is: id names its content
 	 * for the cache ("vmm:python:3@1700000000"), *config its image config
-	 * defaults (config.json's shape; malloc'd, NULL if none). */
+	 * defaults (config.json's shape; malloc'd, NULL if none): config is
+	 * never NULL, and *config is always written. */
 	int (*resolve)(void *ctx, const char *ref, char *id, size_t idlen, char **config, char *err, size_t errlen);
 	/* Fills the empty directory dir with id's root tree. */
 	int (*fill)(void *ctx, const char *id, const char *dir, char *err, size_t errlen);
@@ -53,6 +54,11 @@ struct dfb_result {
 	unsigned steps, cached, runs; /* steps taken, reused, RUN steps executed */
 	char key[72];          /* the last step's key */
 };
+
+/* A stage's ENV, its ARGs and its LABELs (and the ARGs before the first
+ * FROM) each add up to at most this many bytes: a Dockerfile's expansion
+ * words are bounded (DF_WORD_MAX), this bounds what lines of them keep. */
+#define DFB_VARS_MAX (1u << 20)
 
 /* 0, or -errno with err set to one line naming the step and its line. */
 int dfb_build(const struct dockerfile *df, const struct dfb_options *o, const struct dfb_ops *ops, void *ctx,

@@ -128,14 +128,20 @@ int dfb_commit(struct builder *b, struct stage *s, const char *key, const struct
 int dfb_base_tree(struct builder *b, const char *ref, const struct df_instr *in, struct stage *into,
 		     char **config)
 {
-	char id[512], key[72], p[PATH_MAX], err[400] = "";
+	char id[512], key[72], p[PATH_MAX], err[400] = "", *cfg = NULL;
 	int r;
 
 	if (config)
 		*config = NULL;
 	if (!b->ops->resolve || !b->ops->fill)
 		return dfb_berr(b, in, -ENOTSUP, "%s: no image source", ref);
-	if ((r = b->ops->resolve(b->ctx, ref, id, sizeof(id), config, err, sizeof(err))))
+	/* resolve always writes its config: COPY --from=IMAGE wants none */
+	r = b->ops->resolve(b->ctx, ref, id, sizeof(id), &cfg, err, sizeof(err));
+	if (config && !r)
+		*config = cfg;
+	else
+		free(cfg);
+	if (r)
 		return dfb_berr(b, in, r, "%s", err[0] ? err : strerror(-r));
 	dfb_key_of("", "FROM", id, key);
 	snprintf(into->key, sizeof(into->key), "%s", key);

@@ -143,7 +143,34 @@ struct copy_opts {
 	struct builder *b;
 	struct oci_hash *h;  /* content hash (the cache key), or NULL */
 	int apply;           /* copy (else only hash) */
+	/* A source directory's context path as the instruction wrote it and
+	 * as it resolves (through a link): .dockerignore sees both. */
+	const char *written, *resolved;
 };
+
+/* An entry of a copied directory (rel: its context path under the
+ * resolved source) that .dockerignore excludes, by either name. */
+static int walk_excluded(const struct copy_opts *c, const char *rel)
+{
+	const char *const *ig = (const char *const *)c->b->ignore.v;
+	char alias[PATH_MAX * 2];
+	size_t n;
+
+	if (!c->filter || !rel[0])
+		return 0;
+	if (dfb_ignored(ig, c->b->ignore.n, rel))
+		return 1;
+	if (!c->written || !c->resolved || !strcmp(c->written, c->resolved))
+		return 0;
+	n = strlen(c->resolved);
+	if (strncmp(rel, c->resolved, n))
+		return 0;
+	if (!n)
+		snprintf(alias, sizeof(alias), "%s%s%s", c->written, c->written[0] ? "/" : "", rel);
+	else
+		snprintf(alias, sizeof(alias), "%s%s", c->written, rel + n);
+	return alias[0] && dfb_ignored(ig, c->b->ignore.n, alias);
+}
 
 static int set_meta(int dfd, const char *name, const struct stat *s, const struct copy_opts *c)
 {
@@ -238,7 +265,7 @@ static int copy_entry(int sfd, const char *sname, int dfd, const char *dname, co
 
 	if (fstatat(sfd, sname, &s, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
-	if (c->filter && rel[0] && dfb_ignored((const char *const *)c->b->ignore.v, c->b->ignore.n, rel)) {
+	if (walk_excluded(c, rel)) {
 		if (!S_ISDIR(s.st_mode) || !c->b->ignore_neg)
 			return 0;
 	}
@@ -293,10 +320,17 @@ static int copy_entry(int sfd, const char *sname, int dfd, const char *dname, co
 		return set_meta(dfd, dname, &s, c);
 	}
 	if (S_ISREG(s.st_mode)) {
-		int in = openat(sfd, sname, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* non-blocking and checked again: a FIFO put in its place
+		 * meanwhile must not block the build */
+		int in = openat(sfd, sname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		struct stat now;
 
 		if (in < 0)
 			return -errno;
+		if (fstat(in, &now) < 0 || !S_ISREG(now.st_mode) || now.st_ino != s.st_ino || now.st_dev != s.st_dev) {
+			close(in);
+			return -ESTALE;
+		}
 		r = copy_reg(in, &s, dfd, dname, c);
 		close(in);
 		return r;
@@ -425,231 +459,367 @@ static int glob_sources(int rootfd, const char *dir, const char *pat, struct str
 }
 
 
-/* COPY/ADD: one pass hashes (apply 0), the next copies (apply 1). */
-int dfb_copy_step(struct builder *b, struct stage *s, const struct df_instr *in, char **words, unsigned nw,
-		     int apply, struct oci_hash *h)
-{
-	const char *from = df_flag(in, "from"), *chown = df_flag(in, "chown"), *chm = df_flag(in, "chmod");
-	char dest[PATH_MAX], srcroot[PATH_MAX];
-	struct copy_opts c = { .b = b, .h = h, .apply = apply };
-	int srcfd = -1, rootfd = -1, dfd = -1, r = 0, dest_dir;
-	struct strv srcs = { 0 };
-	unsigned i;
+/* One COPY/ADD while it runs (dfb_copy_step). */
+struct copy_step {
+	struct builder *b;
+	const struct df_instr *in;
+	const char *from;        /* --from, or NULL: the build context */
+	struct copy_opts c;
+	int srcfd;               /* where the sources are */
+	int rootfd;              /* the step's tree (apply), else -1 */
+	char srcreal[PATH_MAX];  /* srcfd's path: where a source resolves to */
+	char dest[PATH_MAX];
+	int dest_dir;
+};
 
-	if (in->op == DF_ADD && from)
-		return dfb_berr(b, in, -EINVAL, "ADD has no --from (COPY --from does)");
-	for (i = 0; i < in->nflags; i++) {
+static int step_err(struct copy_step *cs, int r, const char *what, const char *rel)
+{
+	return dfb_berr(cs->b, cs->in, r, "%s: %s", rel, what ? what : strerror(-r));
+}
+
+/* --from, --chown, --chmod only; --chmod octal. */
+static int copy_flags(struct copy_step *cs)
+{
+	const struct df_instr *in = cs->in;
+	const char *chm = df_flag(in, "chmod");
+
+	if (in->op == DF_ADD && cs->from)
+		return dfb_berr(cs->b, in, -EINVAL, "ADD has no --from (COPY --from does)");
+	for (unsigned i = 0; i < in->nflags; i++) {
 		const char *f = in->flags[i] + 2;
 
 		if (strncmp(f, "from=", 5) && strncmp(f, "chown=", 6) && strncmp(f, "chmod=", 6))
-			return dfb_berr(b, in, -EINVAL, "%s is not supported by vmm image build (only --from, --chown, --chmod)",
-				    in->flags[i]);
+			return dfb_berr(cs->b, in, -EINVAL,
+					"%s is not supported by vmm image build (only --from, --chown, --chmod)", in->flags[i]);
 	}
 	if (chm) {
 		char *end;
 		unsigned long m = strtoul(chm, &end, 8);
 
 		if (!chm[0] || *end || m > 07777)
-			return dfb_berr(b, in, -EINVAL, "--chmod=%s: an octal mode (symbolic modes are not supported)", chm);
-		c.chmod = 1;
-		c.mode = (mode_t)m;
+			return dfb_berr(cs->b, in, -EINVAL, "--chmod=%s: an octal mode (symbolic modes are not supported)",
+					chm);
+		cs->c.chmod = 1;
+		cs->c.mode = (mode_t)m;
 	}
-	if (from) {
-		int k = dfb_stage_by_name(b, from, b->stage_of[in - b->df->ins]);
+	return 0;
+}
+
+/* The path an open file descriptor stands for (/proc/self/fd). */
+static int fd_path(int fd, char *out, size_t len)
+{
+	char link[64];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	if ((n = readlink(link, out, len - 1)) < 0)
+		return -errno;
+	if ((size_t)n >= len - 1)
+		return -ENAMETOOLONG;
+	out[n] = '\0';
+	return 0;
+}
+
+/* Where the sources are: an earlier stage's tree (build_plan refused the
+ * stage itself and later ones), an image's, or the build context (then
+ * .dockerignore applies). */
+static int source_root(struct copy_step *cs)
+{
+	struct builder *b = cs->b;
+	char root[PATH_MAX];
+	int r;
+
+	if (cs->from) {
+		int k = dfb_stage_by_name(b, cs->from, b->stage_of[cs->in - b->df->ins]);
 
 		if (k >= 0) {
-			snprintf(srcroot, sizeof(srcroot), "%s", b->st[k].src);
+			snprintf(root, sizeof(root), "%s", b->st[k].src);
 		} else {
-			struct stage tmp;
+			struct stage img;
 
-			memset(&tmp, 0, sizeof(tmp));
-			if ((r = dfb_base_tree(b, from, in, &tmp, NULL)))
+			memset(&img, 0, sizeof(img));
+			if ((r = dfb_base_tree(b, cs->from, cs->in, &img, NULL)))
 				return r;
-			snprintf(srcroot, sizeof(srcroot), "%s", tmp.src);
+			snprintf(root, sizeof(root), "%s", img.src);
 		}
 	} else {
-		snprintf(srcroot, sizeof(srcroot), "%s", b->o->context);
-		c.filter = 1;
+		snprintf(root, sizeof(root), "%s", b->o->context);
+		cs->c.filter = 1;
 	}
-	for (i = 0; i < nw; i++)
-		if (in->op == DF_ADD && (strstr(words[i], "://") || !strncmp(words[i], "git@", 4)) && i + 1 < nw)
-			return dfb_berr(b, in, -EINVAL, "ADD of a URL (%s) is not supported: download it in a RUN step",
-				    words[i]);
-	if ((srcfd = open(srcroot, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return dfb_berr(b, in, -errno, "%s: %s", srcroot, strerror(errno));
-	for (i = 0; i + 1 < nw; i++) {
+	if ((cs->srcfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return dfb_berr(b, cs->in, -errno, "%s: %s", root, strerror(errno));
+	if ((r = fd_path(cs->srcfd, cs->srcreal, sizeof(cs->srcreal))))
+		return dfb_berr(b, cs->in, r, "%s: %s", root, strerror(-r));
+	return 0;
+}
+
+/* The sources the words name (globs expanded), context-relative. */
+static int list_sources(struct copy_step *cs, char **words, unsigned nw, struct strv *srcs)
+{
+	int r;
+
+	for (unsigned i = 0; i + 1 < nw; i++)
+		if (cs->in->op == DF_ADD && (strstr(words[i], "://") || !strncmp(words[i], "git@", 4)))
+			return dfb_berr(cs->b, cs->in, -EINVAL,
+					"ADD of a URL (%s) is not supported: download it in a RUN step", words[i]);
+	for (unsigned i = 0; i + 1 < nw; i++) {
 		char clean[PATH_MAX];
-		unsigned before = srcs.n;
+		unsigned before = srcs->n;
 
 		dfb_clean_path(words[i], clean, sizeof(clean));
-		if ((r = has_glob(clean) ? glob_sources(srcfd, "", clean + 1, &srcs) : dfb_sv_push(&srcs, clean + 1)))
-			goto out;
-		if (srcs.n == before) {
-			r = dfb_berr(b, in, -ENOENT, "no source files were specified by '%s'", words[i]);
-			goto out;
+		if ((r = has_glob(clean) ? glob_sources(cs->srcfd, "", clean + 1, srcs) : dfb_sv_push(srcs, clean + 1)))
+			return r;
+		if (srcs->n == before)
+			return dfb_berr(cs->b, cs->in, -ENOENT, "no source files were specified by '%s'", words[i]);
+	}
+	return 0;
+}
+
+/* The destination, and whether it is a directory: several sources, a
+ * trailing '/', "." or (apply) a directory already there. apply: the
+ * step's tree opened, --chown read from its /etc/passwd. */
+static int destination(struct copy_step *cs, const struct stage *s, const char *last, unsigned nsrcs)
+{
+	const char *chown = df_flag(cs->in, "chown");
+	size_t n = strlen(last);
+	int r;
+
+	dfb_join_workdir(s->workdir, last, cs->dest, sizeof(cs->dest));
+	/* Docker wants a trailing '/' with several sources, buildah does
+	 * not: take it either way */
+	cs->dest_dir = nsrcs > 1 || (n && last[n - 1] == '/') || !strcmp(last, ".");
+	if (!cs->c.apply) {
+		if (chown)
+			dfb_h_str(cs->c.h, chown);
+		return 0;
+	}
+	if ((cs->rootfd = open(s->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return dfb_berr(cs->b, cs->in, -errno, "%s: %s", s->src, strerror(errno));
+	if (chown && (r = parse_chown(cs->b, cs->in, chown, cs->rootfd, &cs->c)))
+		return r;
+	if (!cs->dest_dir) {
+		int e = dfb_open_in_root(cs->rootfd, cs->dest, O_RDONLY | O_DIRECTORY);
+
+		if (e >= 0) {
+			cs->dest_dir = 1;
+			close(e);
 		}
 	}
-	dfb_join_workdir(s->workdir, words[nw - 1], dest, sizeof(dest));
-	{
-		size_t n = strlen(words[nw - 1]);
+	return 0;
+}
 
-		dest_dir = srcs.n > 1 || (n && words[nw - 1][n - 1] == '/') || !strcmp(words[nw - 1], ".");
+/* A context path .dockerignore excludes. */
+static int excluded(const struct copy_step *cs, const char *rel)
+{
+	const struct strv *ig = &cs->b->ignore;
+
+	return cs->c.filter && rel[0] && dfb_ignored((const char *const *)ig->v, ig->n, rel);
+}
+
+/* A source by its name, resolved inside its root (a link in the context
+ * cannot lead out of it): *sfd (O_PATH) and *st; resolved its path in the
+ * root. Refused before any read: what .dockerignore excludes (by either
+ * name) and what is neither a regular file nor a directory (a FIFO would
+ * block the build forever, a device would be read). */
+static int open_source(struct copy_step *cs, const char *rel, int *sfd, struct stat *st, char *resolved,
+		       size_t len)
+{
+	char path[PATH_MAX];
+	size_t n = strlen(cs->srcreal);
+	int r;
+
+	if (excluded(cs, rel))
+		return dfb_berr(cs->b, cs->in, -ENOENT, "%s: excluded by .dockerignore", rel);
+	*sfd = dfb_open_in_root(cs->srcfd, rel, O_PATH);
+	if (*sfd < 0 || fstat(*sfd, st) < 0)
+		return dfb_berr(cs->b, cs->in, -ENOENT, "%s: not found in the %s", rel,
+				cs->from ? "stage" : "build context");
+	if ((r = fd_path(*sfd, path, sizeof(path))))
+		return step_err(cs, r, NULL, rel);
+	if (!strcmp(cs->srcreal, "/") && path[0] == '/')
+		snprintf(resolved, len, "%s", path + 1);
+	else if (!strncmp(path, cs->srcreal, n) && (path[n] == '/' || !path[n]))
+		snprintf(resolved, len, "%s", path + n + (path[n] == '/'));
+	else
+		return step_err(cs, -EXDEV, cs->from ? "resolves outside the stage" : "resolves outside the build context",
+				rel);
+	if (excluded(cs, resolved))
+		return dfb_berr(cs->b, cs->in, -ENOENT, "%s: a link to %s, which .dockerignore excludes", rel, resolved);
+	if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+		return step_err(cs, -EINVAL,
+				S_ISFIFO(st->st_mode)   ? "a FIFO: COPY and ADD take regular files, directories and links"
+				: S_ISSOCK(st->st_mode) ? "a socket: COPY and ADD take regular files, directories and links"
+							: "a device: COPY and ADD take regular files, directories and links",
+				rel);
+	return 0;
+}
+
+/* The regular file open_source found, opened to read: non-blocking, and
+ * the same file (not one put in its place meanwhile). */
+static int open_regular(struct copy_step *cs, const char *rel, const struct stat *st)
+{
+	struct stat now;
+	int fd = dfb_open_in_root(cs->srcfd, rel, O_RDONLY | O_NONBLOCK);
+
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &now) < 0 || !S_ISREG(now.st_mode) || now.st_dev != st->st_dev || now.st_ino != st->st_ino) {
+		close(fd);
+		return -ESTALE;
 	}
-	if (srcs.n > 1 && !(strlen(words[nw - 1]) && words[nw - 1][strlen(words[nw - 1]) - 1] == '/'))
-		dest_dir = 1; /* Docker wants a trailing '/', buildah does not: take it either way */
-	if (apply) {
-		if ((rootfd = open(s->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			r = dfb_berr(b, in, -errno, "%s: %s", s->src, strerror(errno));
-			goto out;
-		}
-		if (chown && (r = parse_chown(b, in, chown, rootfd, &c)))
-			goto out;
-		if (!dest_dir) {
-			int e = dfb_open_in_root(rootfd, dest, O_RDONLY | O_DIRECTORY);
+	return fd;
+}
 
-			if (e >= 0) {
-				dest_dir = 1;
-				close(e);
-			}
-		}
-	} else if (chown) {
-		dfb_h_str(h, chown);
+/* ADD of a local archive (gzip, zstd, tar): its entries go into dest.
+ * 1 if it was one (done), 0 if not, <0 on an error. */
+static int add_archive(struct copy_step *cs, const char *rel, const struct stat *st)
+{
+	struct unpack_stats us;
+	char uerr[256], dg[OCI_DIGEST_MAX];
+	int fd = open_regular(cs, rel, st), kind = fd < 0 ? 0 : is_archive(fd), ddir, r = 0;
+
+	if (kind == 2)
+		r = step_err(cs, -EINVAL, "xz and bzip2 archives are not supported (gzip, zstd, tar are)", rel);
+	if (kind != 1) {
+		if (fd >= 0)
+			close(fd);
+		return r;
 	}
-	for (i = 0; i < srcs.n; i++) {
-		const char *rel = srcs.v[i], *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
-		char target[PATH_MAX * 2], parent[PATH_MAX * 2], *slash;
-		struct stat st;
-		int sfd;
+	if (cs->c.h) {
+		oci_digest_fd(fd, dg);
+		dfb_h_str(cs->c.h, rel);
+		dfb_h_str(cs->c.h, dg);
+	}
+	if (cs->c.apply) {
+		ddir = oci_root_mkdirs(cs->rootfd, cs->dest, 0755);
+		lseek(fd, 0, SEEK_SET);
+		r = ddir < 0 ? ddir : oci_unpack_fd(ddir, fd, NULL, NULL, &us, uerr, sizeof(uerr));
+		if (ddir >= 0)
+			close(ddir);
+		if (r)
+			r = step_err(cs, r, ddir < 0 ? strerror(-ddir) : uerr, rel);
+	}
+	close(fd);
+	return r ? r : 1;
+}
 
-		if (c.filter && rel[0] && dfb_ignored((const char *const *)b->ignore.v, b->ignore.n, rel)) {
-			r = dfb_berr(b, in, -ENOENT, "%s: excluded by .dockerignore", rel);
-			goto out;
-		}
-		sfd = dfb_open_in_root(srcfd, rel, O_PATH);
-		if (sfd < 0 || fstat(sfd, &st) < 0) {
-			r = dfb_berr(b, in, -ENOENT, "%s: not found in the %s", rel, from ? "stage" : "build context");
-			if (sfd >= 0)
-				close(sfd);
-			goto out;
-		}
-		if (in->op == DF_ADD && S_ISREG(st.st_mode)) {
-			int fd = dfb_open_in_root(srcfd, rel, O_RDONLY), kind = fd < 0 ? 0 : is_archive(fd);
+/* apply: a source into the tree (a directory's contents into target, a
+ * file as target); its parent directories made. */
+static int put_source(struct copy_step *cs, const char *rel, const char *resolved, const struct stat *st,
+		      const char *target)
+{
+	char parent[PATH_MAX * 2], *slash;
+	const char *name;
+	int dfd, existed = -1, r;
 
-			if (kind == 2) {
-				close(fd);
-				close(sfd);
-				r = dfb_berr(b, in, -EINVAL, "%s: xz and bzip2 archives are not supported (gzip, zstd, tar are)",
-					 rel);
-				goto out;
-			}
-			if (kind == 1) {
-				/* a local archive: its entries go into dest */
-				if (h) {
-					char dg[OCI_DIGEST_MAX];
-
-					oci_digest_fd(fd, dg);
-					dfb_h_str(h, rel);
-					dfb_h_str(h, dg);
-				}
-				if (apply) {
-					struct unpack_stats us;
-					char uerr[256];
-					int ddir = oci_root_mkdirs(rootfd, dest, 0755);
-
-					lseek(fd, 0, SEEK_SET);
-					r = ddir < 0 ? ddir : oci_unpack_fd(ddir, fd, NULL, NULL, &us, uerr, sizeof(uerr));
-					if (ddir >= 0)
-						close(ddir);
-					if (r) {
-						close(fd);
-						close(sfd);
-						r = dfb_berr(b, in, r, "%s: %s", rel, ddir < 0 ? strerror(-ddir) : uerr);
-						goto out;
-					}
-				}
-				close(fd);
-				close(sfd);
-				continue;
-			}
-			if (fd >= 0)
-				close(fd);
-		}
-		if (S_ISDIR(st.st_mode)) {
-			snprintf(target, sizeof(target), "%s", dest);
-		} else if (dest_dir) {
-			snprintf(target, sizeof(target), "%s%s%s", dest, strcmp(dest, "/") ? "/" : "", base);
-		} else {
-			snprintf(target, sizeof(target), "%s", dest);
-		}
+	snprintf(parent, sizeof(parent), "%s", target);
+	slash = strrchr(parent, '/');
+	*(slash == parent ? slash + 1 : slash) = '\0';
+	if (S_ISDIR(st->st_mode)) {
 		snprintf(parent, sizeof(parent), "%s", target);
-		slash = strrchr(parent, '/');
-		if (apply) {
-			const char *name = S_ISDIR(st.st_mode) ? "." : strrchr(target, '/') + 1;
-
-			*(slash == parent ? slash + 1 : slash) = '\0';
-			if (S_ISDIR(st.st_mode))
-				snprintf(parent, sizeof(parent), "%s", target);
-			int existed = S_ISDIR(st.st_mode) ? dfb_open_in_root(rootfd, parent, O_PATH) : -1;
-
-			if (existed >= 0)
-				close(existed);
-			if ((dfd = oci_root_mkdirs(rootfd, parent, 0755)) < 0) {
-				close(sfd);
-				r = dfb_berr(b, in, dfd, "%s: %s", parent, strerror(-dfd));
-				dfd = -1;
-				goto out;
-			}
-			if (S_ISDIR(st.st_mode)) {
-				int sd = dfb_open_in_root(srcfd, rel, O_RDONLY | O_DIRECTORY);
-
-				r = sd < 0 ? sd : copy_dir_contents(sd, dfd, rel, &c);
-				if (sd >= 0)
-					close(sd);
-				/* a directory this COPY made takes --chown (as buildah and
-				 * BuildKit do), not --chmod */
-				if (!r && existed < 0 && c.chown && fchown(dfd, c.uid, c.gid) < 0)
-					r = -errno;
-			} else {
-				int fd = dfb_open_in_root(srcfd, rel, O_RDONLY);
-
-				r = fd < 0 ? fd : copy_reg(fd, &st, dfd, name, &c);
-				if (fd >= 0)
-					close(fd);
-			}
-			close(dfd);
-			dfd = -1;
-		} else {
-			if (S_ISDIR(st.st_mode)) {
-				int sd = dfb_open_in_root(srcfd, rel, O_RDONLY | O_DIRECTORY);
-
-				r = sd < 0 ? sd : copy_dir_contents(sd, -1, rel, &c);
-				if (sd >= 0)
-					close(sd);
-			} else {
-				int fd = dfb_open_in_root(srcfd, rel, O_RDONLY);
-				char mode[16];
-
-				snprintf(mode, sizeof(mode), "%o", (unsigned)st.st_mode);
-				dfb_h_str(h, rel);
-				dfb_h_str(h, mode);
-				r = fd < 0 ? fd : copy_reg(fd, &st, -1, NULL, &c);
-				if (fd >= 0)
-					close(fd);
-			}
-			dfb_h_str(h, target);
-		}
-		close(sfd);
-		if (r) {
-			r = dfb_berr(b, in, r, "%s: %s", rel, strerror(-r));
-			goto out;
-		}
+		existed = dfb_open_in_root(cs->rootfd, parent, O_PATH);
+		if (existed >= 0)
+			close(existed);
 	}
-out:
-	if (srcfd >= 0)
-		close(srcfd);
-	if (rootfd >= 0)
-		close(rootfd);
-	dfb_sv_free(&srcs);
+	if ((dfd = oci_root_mkdirs(cs->rootfd, parent, 0755)) < 0)
+		return step_err(cs, dfd, NULL, parent);
+	if (S_ISDIR(st->st_mode)) {
+		int sd = dfb_open_in_root(cs->srcfd, rel, O_RDONLY | O_DIRECTORY);
+
+		r = sd < 0 ? sd : copy_dir_contents(sd, dfd, resolved, &cs->c);
+		if (sd >= 0)
+			close(sd);
+		/* a directory this COPY made takes --chown (as buildah and
+		 * BuildKit do), not --chmod */
+		if (!r && existed < 0 && cs->c.chown && fchown(dfd, cs->c.uid, cs->c.gid) < 0)
+			r = -errno;
+	} else {
+		int fd = open_regular(cs, rel, st);
+
+		name = strrchr(target, '/') + 1;
+		r = fd < 0 ? fd : copy_reg(fd, st, dfd, name, &cs->c);
+		if (fd >= 0)
+			close(fd);
+	}
+	close(dfd);
+	return r ? step_err(cs, r, NULL, rel) : 0;
+}
+
+/* hashing: what put_source would copy, and where. */
+static int hash_source(struct copy_step *cs, const char *rel, const char *resolved, const struct stat *st,
+		       const char *target)
+{
+	int r;
+
+	if (S_ISDIR(st->st_mode)) {
+		int sd = dfb_open_in_root(cs->srcfd, rel, O_RDONLY | O_DIRECTORY);
+
+		r = sd < 0 ? sd : copy_dir_contents(sd, -1, resolved, &cs->c);
+		if (sd >= 0)
+			close(sd);
+	} else {
+		int fd = open_regular(cs, rel, st);
+		char mode[16];
+
+		snprintf(mode, sizeof(mode), "%o", (unsigned)st->st_mode);
+		dfb_h_str(cs->c.h, rel);
+		dfb_h_str(cs->c.h, mode);
+		r = fd < 0 ? fd : copy_reg(fd, st, -1, NULL, &cs->c);
+		if (fd >= 0)
+			close(fd);
+	}
+	dfb_h_str(cs->c.h, target);
+	return r ? step_err(cs, r, NULL, rel) : 0;
+}
+
+/* One source: checked, then copied (or hashed). */
+static int copy_one(struct copy_step *cs, const char *rel)
+{
+	const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+	char target[PATH_MAX * 2], resolved[PATH_MAX];
+	struct stat st;
+	int sfd = -1, r;
+
+	r = open_source(cs, rel, &sfd, &st, resolved, sizeof(resolved));
+	if (sfd >= 0)
+		close(sfd);
+	if (r)
+		return r;
+	if (cs->in->op == DF_ADD && S_ISREG(st.st_mode) && (r = add_archive(cs, rel, &st)))
+		return r < 0 ? r : 0;
+	if (S_ISDIR(st.st_mode) || !cs->dest_dir)
+		snprintf(target, sizeof(target), "%s", cs->dest);
+	else
+		snprintf(target, sizeof(target), "%s%s%s", cs->dest, strcmp(cs->dest, "/") ? "/" : "", base);
+	/* inside a directory reached through a link, .dockerignore sees
+	 * both names (copy_entry) */
+	cs->c.written = rel;
+	cs->c.resolved = resolved;
+	r = cs->c.apply ? put_source(cs, rel, resolved, &st, target) : hash_source(cs, rel, resolved, &st, target);
+	cs->c.written = cs->c.resolved = NULL;
 	return r;
 }
 
+/* COPY/ADD words (sources..., dest): one pass hashes (apply 0), the next
+ * copies (apply 1). */
+int dfb_copy_step(struct builder *b, struct stage *s, const struct df_instr *in, char **words, unsigned nw,
+		  int apply, struct oci_hash *h)
+{
+	struct copy_step cs = { .b = b, .in = in, .from = df_flag(in, "from"), .srcfd = -1, .rootfd = -1 };
+	struct strv srcs = { 0 };
+	int r;
+
+	cs.c = (struct copy_opts){ .b = b, .h = h, .apply = apply };
+	if ((r = copy_flags(&cs)) || (r = source_root(&cs)) || (r = list_sources(&cs, words, nw, &srcs)) ||
+	    (r = destination(&cs, s, words[nw - 1], srcs.n)))
+		goto out;
+	for (unsigned i = 0; i < srcs.n && !r; i++)
+		r = copy_one(&cs, srcs.v[i]);
+out:
+	if (cs.srcfd >= 0)
+		close(cs.srcfd);
+	if (cs.rootfd >= 0)
+		close(cs.rootfd);
+	dfb_sv_free(&srcs);
+	return r;
+}

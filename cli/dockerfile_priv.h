@@ -53,6 +53,8 @@ int dfb_sv_push(struct strv *s, const char *str);
 void dfb_sv_free(struct strv *s);
 /* NAME=VALUE: replaces the entry of that name or appends. */
 int dfb_sv_setkv(struct strv *s, const char *kv);
+/* The bytes the strings hold (with their NULs). */
+size_t dfb_sv_bytes(const struct strv *s);
 /* Appends s's strings to d. */
 int dfb_sv_copy(struct strv *d, const struct strv *s);
 /* d becomes v[0..n). */

@@ -44,6 +44,15 @@ int dfb_sv_setkv(struct strv *s, const char *kv)
 	return dfb_sv_push(s, kv);
 }
 
+size_t dfb_sv_bytes(const struct strv *s)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < s->n; i++)
+		n += strlen(s->v[i]) + 1;
+	return n;
+}
+
 void dfb_sv_free(struct strv *s)
 {
 	for (unsigned i = 0; i < s->n; i++)

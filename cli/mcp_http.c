@@ -12,8 +12,10 @@
  * An Origin header that is not a loopback origin (or one --origin names)
  * is refused (403), against DNS rebinding; the address is loopback unless
  * --allow-remote. Connections are served at once, a thread each, at most
- * max_conns (503 past them), each bounded by an idle and a request
- * timeout (docs/mcp.md "Connections"). */
+ * max_conns, each bounded by an idle and a request timeout; when all are
+ * taken, a newcomer takes the slot of the unauthenticated connection
+ * idle the longest, and gets 503 only when every one has shown a valid
+ * token (docs/mcp.md "Connections"). */
 #define _GNU_SOURCE
 #include "mcp.h"
 #include "jsonrpc.h"
@@ -59,6 +61,11 @@ struct conn {
 	int fd;      /* the client; -1 once its thread closed it (under hs->lock) */
 	int used;    /* the slot holds a thread not yet joined */
 	int done;    /* its thread ended: join it (under hs->lock) */
+	/* Under hs->lock: the connection has shown a valid token (it is never
+	 * evicted), the last time it was accepted or finished a request, and
+	 * whether conn_start evicted it (it then cannot become authed). */
+	int authed, evicted;
+	long long since;
 };
 
 struct http_server {
@@ -325,6 +332,13 @@ static int serve_request(struct conn *c, const char *head, size_t head_len, cons
 	r = check_token(c, head, head_len, ka, tid, &st.scopes);
 	if (r)
 		return r < 0 ? r : 0;
+	pthread_mutex_lock(&hs->lock);
+	if (!c->evicted)
+		c->authed = 1;
+	r = c->evicted ? -ECONNRESET : 0;
+	pthread_mutex_unlock(&hs->lock);
+	if (r)
+		return r; /* closed for a newcomer meanwhile: its socket is shut */
 	r = http_header(head, head_len, "Mcp-Session-Id", val, sizeof(val));
 	if (r == 0) {
 		pthread_mutex_lock(&hs->lock);
@@ -441,6 +455,9 @@ static void serve_conn(struct conn *c)
 
 			if (serve_request(c, buf, head_len, &req) || !req.keep_alive)
 				break;
+			pthread_mutex_lock(&hs->lock);
+			c->since = mono_ms();
+			pthread_mutex_unlock(&hs->lock);
 			memmove(buf, buf + n, len - (size_t)n);
 			len -= (size_t)n;
 			/* the next request: idle until its first byte */
@@ -580,18 +597,50 @@ static void refuse_busy(struct http_server *hs, int fd)
 	linger_drain(hs, i, now);
 }
 
+/* All slots taken: room for a newcomer by closing the connection that
+ * has gone longest without a whole request and has never shown a valid
+ * token (slow or idle clients without a token cannot keep authenticated
+ * ones out). Its thread is woken by the shutdown and joined: an
+ * unauthenticated connection is only ever reading a request or writing
+ * an error, both of which end at once on a shut socket, and it cannot
+ * become authenticated once evicted (serve_request). 1 if a slot was
+ * freed, 0 if every connection is authenticated. */
+static int evict_unauthenticated(struct http_server *hs)
+{
+	struct conn *v = NULL;
+	unsigned i;
+
+	pthread_mutex_lock(&hs->lock);
+	for (i = 0; i < hs->max_conns; i++) {
+		struct conn *c = &hs->conns[i];
+
+		if (c->used && !c->done && !c->authed && (!v || c->since < v->since))
+			v = c;
+	}
+	if (v) {
+		v->evicted = 1;
+		shutdown(v->fd, SHUT_RDWR);
+	}
+	pthread_mutex_unlock(&hs->lock);
+	if (!v)
+		return 0;
+	pthread_join(v->th, NULL);
+	memset(v, 0, sizeof(*v));
+	return 1;
+}
+
 static void conn_start(struct http_server *hs, int fd, const pthread_attr_t *attr)
 {
 	unsigned i;
 	int r;
 
-	if (conns_reap(hs) >= hs->max_conns) {
+	if (conns_reap(hs) >= hs->max_conns && !evict_unauthenticated(hs)) {
 		refuse_busy(hs, fd);
 		return;
 	}
 	for (i = 0; hs->conns[i].used; i++) {
 	}
-	hs->conns[i] = (struct conn){ .hs = hs, .fd = fd, .used = 1 };
+	hs->conns[i] = (struct conn){ .hs = hs, .fd = fd, .used = 1, .since = mono_ms() };
 	r = pthread_create(&hs->conns[i].th, attr, conn_main, &hs->conns[i]);
 	if (r) {
 		log_err("mcp: a connection's thread: %s", strerror(r));

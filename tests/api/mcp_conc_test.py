@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`vmm mcp --listen` under many clients: connections served at once, the
-connection limit (503), a slowloris and an idle client cut off, the body
+connection limit (503), room kept for token holders, a slowloris and an idle client cut off, the body
 limit (413), and a shutdown that ends every connection.
 
   mcp_conc_test.py VMM STATE_DIR NAME
@@ -243,6 +243,57 @@ def limit(tok):
         stop(srv)
 
 
+def crowd(tok):
+    """Every slot held by a slow client without a token (a head that never
+    ends): a client with a token is still served, in the slot of the one
+    idle the longest (it got 503 while they renewed every 30 s)."""
+    srv, port, _ = serve("--max-connections", "4")
+    slow = []
+    try:
+        for _ in range(4):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
+            slow.append(s)
+        # every slow one has a thread (its bytes were read): each sends
+        # more and is still open
+        time.sleep(0.5)
+        c, s, b = None, -1, b""
+        for _ in range(3):
+            c, s, b = ping(port, tok)
+            if c:
+                break
+            time.sleep(0.2)
+        check("a token holder is served while 4 slow clients without one fill the 4 slots", c is not None,
+              (s, b[:200]))
+        closed = 0
+        for x in slow:
+            x.settimeout(10)
+            try:
+                x.sendall(b"X-Slow: 1\r\n")
+                closed += x.recv(100) == b""
+            except OSError:
+                closed += 1
+        check("the slow client idle the longest made room (its connection closed)", closed >= 1, closed)
+        if c:
+            # the authenticated one is never evicted: 4 more slow clients
+            # take the others' slots, the served one goes on
+            more = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+            for x in more:
+                x.sendall(b"POST /mcp HTTP/1.1\r\n")
+            slow += more
+            time.sleep(0.5)
+            c.request("POST", "/mcp", body=json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+                      headers={"Content-Type": "application/json", "Authorization": f"Bearer {tok}"})
+            r = c.getresponse()
+            r.read()
+            check("an authenticated connection is not evicted by newcomers", r.status == 200, r.status)
+            c.close()
+    finally:
+        for x in slow:
+            x.close()
+        stop(srv)
+
+
 def timeouts(tok):
     srv, port, line = serve("--request-timeout", "2", "--idle-timeout", "2", "--max-connections", "4")
     check("--max-connections is said", "at most 4 connections" in line, line)
@@ -337,6 +388,7 @@ check("a token", tok.startswith("vmt_"), tok)
 with tempfile.TemporaryDirectory(prefix="vmm-mcpc-") as work:
     concurrency(tok, work)
     limit(tok)
+    crowd(tok)
     timeouts(tok)
     shutdown(tok, work)
 print(f"mcp-conc: {passed} passed, {failed} failed")

@@ -206,6 +206,53 @@ static void test_expand(void **state)
 	assert_int_equal(df_expand("${}", '\\', &v, 0, &w, &nw, err, sizeof(err)), -EINVAL);
 }
 
+/* Expansion is bounded: ${a:-${a:-... nests at most DF_EXPAND_DEPTH deep
+ * (200,000 of them overflowed the stack), and what it makes is at most
+ * DF_WORD_MAX bytes. */
+static void test_expand_bounds(void **state)
+{
+	const size_t deep = 200000;
+	char *s = malloc(deep * 5 + deep + 1), **w, err[128];
+	char *big = malloc((DF_WORD_MAX / 2) + 8);
+	const char *kv[1];
+	struct df_vars v = { kv, 1 };
+	unsigned nw;
+
+	(void)state;
+	assert_non_null(s);
+	assert_non_null(big);
+	for (size_t i = 0; i < deep; i++)
+		memcpy(s + i * 5, "${a:-", 5);
+	memset(s + deep * 5, '}', deep);
+	s[deep * 6] = '\0';
+	assert_int_equal(df_expand(s, '\\', NULL, 0, &w, &nw, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "nested more than 32 deep"));
+	/* 32 deep is fine */
+	s[0] = '\0';
+	for (unsigned i = 0; i < DF_EXPAND_DEPTH; i++)
+		strcat(s, "${a:-");
+	strcat(s, "x");
+	for (unsigned i = 0; i < DF_EXPAND_DEPTH; i++)
+		strcat(s, "}");
+	assert_int_equal(df_expand(s, '\\', NULL, 0, &w, &nw, err, sizeof(err)), 0);
+	assert_string_equal(w[0], "x");
+	df_words_free(w);
+	/* A=<half the cap>: $A$A is the cap, $A$A$A over it, also when split */
+	memcpy(big, "A=", 2);
+	memset(big + 2, 'a', DF_WORD_MAX / 2);
+	big[2 + DF_WORD_MAX / 2] = '\0';
+	kv[0] = big;
+	assert_int_equal(df_expand("$A$A", '\\', &v, 0, &w, &nw, err, sizeof(err)), 0);
+	assert_int_equal(strlen(w[0]), DF_WORD_MAX);
+	df_words_free(w);
+	assert_int_equal(df_expand("$A$A$A", '\\', &v, 0, &w, &nw, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "longer than 1024 KiB"));
+	assert_int_equal(df_expand("$A ${A} \"$A\"", '\\', &v, 1, &w, &nw, err, sizeof(err)), -EINVAL);
+	assert_int_equal(df_expand("${U:-$A$A$A}", '\\', &v, 1, &w, &nw, err, sizeof(err)), -EINVAL);
+	free(big);
+	free(s);
+}
+
 /* ---- the builder, with a fake executor ------------------------------- */
 
 struct fake {
@@ -219,6 +266,7 @@ struct fake {
 static int fake_resolve(void *ctx, const char *ref, char *id, size_t idlen, char **config, char *err, size_t errlen)
 {
 	(void)ctx;
+	*config = NULL; /* as the real one (image_dockerfile.c) does */
 	if (strcmp(ref, "base")) {
 		snprintf(err, errlen, "%s: no such image", ref);
 		return -ENOENT;
@@ -541,6 +589,140 @@ static void test_build_errors(void **state)
 	dfb_result_free(&res);
 }
 
+/* ENV A=$A$A doubles A each line: the expansion cap, or the cap on what a
+ * stage's ENV keeps, stops it with the line named (it grew to 4 GiB). */
+static void test_build_var_bounds(void **state)
+{
+	struct fake f = { 0 };
+	struct dfb_result res;
+	char err[256], text[2048];
+	int n = snprintf(text, sizeof(text), "FROM scratch\nENV A=0123456789abcdef\n");
+
+	(void)state;
+	for (int i = 0; i < 30; i++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n, "ENV A=$A$A\n");
+	assert_int_equal(build(text, &f, NULL, NULL, 0, &res, err), -EINVAL);
+	/* 16 << 16 is 1 MiB: the 17th doubling (line 18) is over the cap */
+	assert_non_null(strstr(err, "(line 18) ENV: the expansion is longer than 1024 KiB"));
+	/* many names under the word cap: what the stage keeps is bounded */
+	n = snprintf(text, sizeof(text), "FROM scratch\nENV A=0123456789abcdef\n");
+	for (int i = 0; i < 15; i++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n, "ENV A=$A$A\n");
+	n += snprintf(text + n, sizeof(text) - (size_t)n, "ENV B=$A\nLABEL x=$A\n");
+	assert_int_equal(build(text, &f, NULL, NULL, 0, &res, err), -E2BIG);
+	assert_non_null(strstr(err, "(line 18) ENV: the ENV values add up to more than 1024 KiB"));
+	assert_int_equal(build("FROM scratch\nARG X=${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-"
+			       "${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-${a:-"
+			       "${a:-${a:-${a:-${a:-x}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}\n",
+			       &f, NULL, NULL, 0, &res, err), -EINVAL);
+	assert_non_null(strstr(err, "(line 2) ARG: ${a...}: expansions nested more than 32 deep"));
+}
+
+/* COPY --from= an image (the resolver writes through its config pointer,
+ * as the real one does: --from passed NULL and crashed), an earlier
+ * stage; the stage itself, a later one and a cycle are errors that name
+ * the line. */
+static void test_build_copy_from(void **state)
+{
+	struct fake f = { 0 };
+	struct dfb_result res;
+	char err[256], *t;
+
+	(void)state;
+	assert_int_equal(build("FROM scratch\nCOPY --from=base /etc/passwd /p\n", &f, NULL, NULL, 0, &res, err), 0);
+	t = slurp(res.tree, "p");
+	assert_non_null(t);
+	assert_non_null(strstr(t, "app:x:1000"));
+	free(t);
+	dfb_result_free(&res);
+	assert_int_equal(build("FROM base AS one\nFROM scratch\nCOPY --from=one /etc/group /g\n", &f, NULL, NULL, 0,
+			       &res, err), 0);
+	t = slurp(res.tree, "g");
+	assert_non_null(t);
+	free(t);
+	dfb_result_free(&res);
+	assert_int_equal(build("FROM scratch\nCOPY --from=nothere /x /x\n", &f, NULL, NULL, 0, &res, err), -ENOENT);
+	assert_string_equal(err, "step 2/2 (line 2) COPY: nothere: no such image");
+	assert_int_equal(build("FROM base AS self\nCOPY --from=self /etc /e\n", &f, NULL, NULL, 0, &res, err), -EINVAL);
+	assert_non_null(strstr(err, "line 2: COPY --from=self: that is this stage itself"));
+	assert_int_equal(build("FROM base\nCOPY --from=0 /etc /e\n", &f, NULL, NULL, 0, &res, err), -EINVAL);
+	assert_non_null(strstr(err, "line 2: COPY --from=0: that is this stage itself"));
+	assert_int_equal(build("FROM scratch AS a\nCOPY --from=b /y /y\nFROM scratch AS b\nCOPY --from=a /x /x\n", &f,
+			       NULL, NULL, 0, &res, err), -EINVAL);
+	assert_non_null(strstr(err, "line 2: COPY --from=b: a cycle of stages: stage b needs stage a"));
+	assert_int_equal(build("FROM scratch AS a\nCOPY --from=c /y /y\nFROM scratch AS b\nCOPY --from=a /x /x\n"
+			       "FROM scratch AS c\nCOPY --from=b /x /x\n", &f, NULL, NULL, 0, &res, err), -EINVAL);
+	assert_non_null(strstr(err, "line 2: COPY --from=c: a cycle of stages: stage c needs stage a"));
+	assert_int_equal(build("FROM scratch AS a\nCOPY --from=b /y /y\nFROM scratch AS b\n", &f, NULL, "a", 0, &res,
+			       err), -EINVAL);
+	assert_non_null(strstr(err, "line 2: COPY --from=b: stage b comes later in the Dockerfile"));
+}
+
+/* Build-context entries that are neither regular files nor directories
+ * are refused before they are opened (a FIFO blocked the build forever);
+ * .dockerignore also sees where a link leads; a link cannot leave the
+ * context. */
+static void test_build_context_entries(void **state)
+{
+	struct fake f = { 0 };
+	struct dfb_result res;
+	char err[256], p[4400], *t;
+
+	(void)state;
+	snprintf(p, sizeof(p), "%s/ctx/fifo", tmpdir);
+	assert_int_equal(mkfifo(p, 0644), 0);
+	assert_int_equal(build("FROM base\nCOPY fifo /f\n", &f, NULL, NULL, 0, &res, err), -EINVAL);
+	assert_string_equal(err, "step 2/2 (line 2) COPY: fifo: a FIFO: COPY and ADD take regular files, directories "
+				 "and links");
+	assert_int_equal(build("FROM base\nADD fifo /f\n", &f, NULL, NULL, 0, &res, err), -EINVAL);
+	assert_non_null(strstr(err, "ADD: fifo: a FIFO"));
+	snprintf(p, sizeof(p), "%s/ctx/fifolink", tmpdir);
+	assert_int_equal(symlink("fifo", p), 0);
+	assert_int_equal(build("FROM base\nCOPY fifolink /f\n", &f, NULL, NULL, 0, &res, err), -EINVAL);
+	assert_non_null(strstr(err, "fifolink: a FIFO"));
+	/* inside a copied directory a FIFO is left out, as before */
+	snprintf(p, sizeof(p), "%s/ctx/sub/pipe", tmpdir);
+	assert_int_equal(mkfifo(p, 0644), 0);
+	put("sub/b.txt", "B\n");
+	assert_int_equal(build("FROM base\nCOPY sub /s/\n", &f, NULL, NULL, 0, &res, err), 0);
+	t = slurp(res.tree, "s/b.txt");
+	assert_non_null(t);
+	free(t);
+	snprintf(p, sizeof(p), "%s/s/pipe", res.tree);
+	assert_int_not_equal(access(p, F_OK), 0);
+	dfb_result_free(&res);
+
+	/* .dockerignore through a link: to a file, to a directory, inside one */
+	put(".dockerignore", "secret\nprivate\nsub/*.key\n");
+	put("secret", "S\n");
+	put("sub/x.key", "K\n");
+	snprintf(p, sizeof(p), "%s/ctx/private", tmpdir);
+	mkdir(p, 0755);
+	put("private/k", "P\n");
+	snprintf(p, sizeof(p), "%s/ctx/alias", tmpdir);
+	assert_int_equal(symlink("secret", p), 0);
+	snprintf(p, sizeof(p), "%s/ctx/pub", tmpdir);
+	assert_int_equal(symlink("private", p), 0);
+	snprintf(p, sizeof(p), "%s/ctx/sublink", tmpdir);
+	assert_int_equal(symlink("sub", p), 0);
+	snprintf(p, sizeof(p), "%s/ctx/pw", tmpdir);
+	assert_int_equal(symlink("/etc/passwd", p), 0);
+	assert_int_equal(build("FROM base\nCOPY alias /s\n", &f, NULL, NULL, 0, &res, err), -ENOENT);
+	assert_string_equal(err, "step 2/2 (line 2) COPY: alias: a link to secret, which .dockerignore excludes");
+	assert_int_equal(build("FROM base\nCOPY pub/k /k\n", &f, NULL, NULL, 0, &res, err), -ENOENT);
+	assert_non_null(strstr(err, "pub/k: a link to private/k, which .dockerignore excludes"));
+	assert_int_equal(build("FROM base\nCOPY pub /p/\n", &f, NULL, NULL, 0, &res, err), -ENOENT);
+	assert_int_equal(build("FROM base\nCOPY sublink /s/\n", &f, NULL, NULL, 0, &res, err), 0);
+	t = slurp(res.tree, "s/b.txt");
+	assert_non_null(t);
+	free(t);
+	assert_null(slurp(res.tree, "s/x.key"));
+	dfb_result_free(&res);
+	/* a link out of the context resolves inside it: not there */
+	assert_int_equal(build("FROM base\nCOPY pw /pw\n", &f, NULL, NULL, 0, &res, err), -ENOENT);
+	assert_non_null(strstr(err, "pw: not found in the build context"));
+}
+
 static void test_ignore(void **state)
 {
 	const char *p[] = { "*.md", "!README.md", "docs/**/*.tmp", "build", "/root-only" };
@@ -623,11 +805,15 @@ int main(void)
 		cmocka_unit_test(test_directives),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_expand),
+		cmocka_unit_test(test_expand_bounds),
 		cmocka_unit_test(test_ignore),
 		cmocka_unit_test(test_stage_config),
 		cmocka_unit_test_setup_teardown(test_build_cache, setup_dir, teardown_dir),
 		cmocka_unit_test_setup_teardown(test_build_stages, setup_dir, teardown_dir),
 		cmocka_unit_test_setup_teardown(test_build_errors, setup_dir, teardown_dir),
+		cmocka_unit_test_setup_teardown(test_build_var_bounds, setup_dir, teardown_dir),
+		cmocka_unit_test_setup_teardown(test_build_copy_from, setup_dir, teardown_dir),
+		cmocka_unit_test_setup_teardown(test_build_context_entries, setup_dir, teardown_dir),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
