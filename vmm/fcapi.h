@@ -129,8 +129,10 @@ struct fcapi_config {
 	int has_mmds;           /* PUT /mmds/config */
 	int has_serial;         /* PUT /serial with serial_out_path */
 	char serial_out[PATH_MAX]; /* the guest's serial output goes there */
-	int has_cpu_tmpl;       /* PUT /cpu-config */
+	int has_cpu_tmpl;       /* PUT /cpu-config, or a static template */
 	struct cpu_tmpl cpu_tmpl;
+	char static_tmpl[8];    /* "C3", "T2"...: machine-config's cpu_template; "" if none */
+	int static_amd;         /* that template is for AMD hosts (else Intel) */
 };
 
 enum fcapi_pending { FCAPI_NONE, FCAPI_START, FCAPI_LOAD };

@@ -492,11 +492,11 @@ const char *fcapi_semver(void)
 int fcapi_put_logger(struct fcapi *a, const struct json *b, struct why *w)
 {
 	static const struct field f[] = {
-		{ "log_path", F_STR, 0 },
-		{ "level", F_STR, 0 },
-		{ "show_level", F_BOOL, 0 },
-		{ "show_log_origin", F_BOOL, 0 },
-		{ "module", F_STR, 0 },
+		{ "log_path", F_STR, 0, NULL },
+		{ "level", F_STR, 0, NULL },
+		{ "show_level", F_BOOL, 0, NULL },
+		{ "show_log_origin", F_BOOL, 0, NULL },
+		{ "module", F_STR, 0, NULL },
 	};
 	const char *path = fcapi_get_str(b, "log_path"), *mod = fcapi_get_str(b, "module");
 	char pbuf[PATH_MAX];
@@ -522,9 +522,9 @@ int fcapi_put_logger(struct fcapi *a, const struct json *b, struct why *w)
 int fcapi_put_metrics(struct fcapi *a, const struct json *b, struct why *w)
 {
 	static const struct field f[] = {
-		{ "metrics_path", F_STR, 1 },
-		{ "emit_id", F_BOOL, 0 },
-		{ "properties", F_OBJ, 0 },
+		{ "metrics_path", F_STR, 1, NULL },
+		{ "emit_id", F_BOOL, 0, NULL },
+		{ "properties", F_OBJ, 0, NULL },
 	};
 	char pbuf[PATH_MAX];
 	int r;
