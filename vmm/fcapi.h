@@ -144,6 +144,8 @@ struct fcapi {
 	enum fcapi_pending pending;
 	char load_dir[PATH_MAX];/* FCAPI_LOAD: the snapshot directory */
 	int load_resume;        /* FCAPI_LOAD: resume_vm */
+	int load_failed;        /* a well-formed, allowed /snapshot/load was refused:
+				 * Firecracker exits after answering (vmm serve does) */
 	int load_clock_realtime;/* FCAPI_LOAD: clock_realtime (recorded) */
 	unsigned nr_load_net;   /* FCAPI_LOAD: network_overrides */
 	struct fcapi_net_override load_net[FCAPI_MAX_NET];

@@ -250,7 +250,7 @@ static int load_overrides(struct fcapi *a, const struct json *b, struct why *w)
 	return 0;
 }
 
-int fcapi_put_snapshot_load(struct fcapi *a, const struct json *b, struct why *w)
+static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *w)
 {
 	static const struct field f[] = {
 		{ "snapshot_path", F_STR, 1, NULL },
@@ -301,6 +301,9 @@ int fcapi_put_snapshot_load(struct fcapi *a, const struct json *b, struct why *w
 		return fcapi_fail(w, "'huge_pages' %.16s is not supported: Snapshot or None", hp);
 	if (a->vm || a->pending != FCAPI_NONE || a->cfg.touched)
 		return fcapi_fail(w, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
+	/* From here a refusal is a failed load: Firecracker answers and
+	 * exits (its clients wait for that), and so does `vmm serve`. */
+	a->load_failed = 1;
 	if ((r = fcapi_abs_path(dir, sizeof(dir), fcapi_get_str(b, "snapshot_path"), "snapshot_path", w)) ||
 	    (r = fcapi_abs_path(membuf, sizeof(membuf), mem, uffd ? "backend_path" : "mem_file_path", w)))
 		return r;
@@ -326,6 +329,20 @@ int fcapi_put_snapshot_load(struct fcapi *a, const struct json *b, struct why *w
 	/* Tracking for Diff snapshots of the loaded VM (GET /vm/config shows it). */
 	a->cfg.track_dirty_pages = fcapi_get_bool(b, "track_dirty_pages", 0) || fcapi_get_bool(b, "enable_diff_snapshots", 0);
 	a->pending = FCAPI_LOAD;
+	a->load_failed = 0;
 	a->n.snapshot_load++;
 	return 0;
+}
+
+int fcapi_put_snapshot_load(struct fcapi *a, const struct json *b, struct why *w)
+{
+	int r;
+
+	a->load_failed = 0;
+	r = put_snapshot_load(a, b, w);
+	/* A body serde_json would not take is no failed load (Firecracker
+	 * answers it and serves on). */
+	if (r && a->load_failed && !strncmp(w->buf, FCAPI_DESER, strlen(FCAPI_DESER)))
+		a->load_failed = 0;
+	return r;
 }

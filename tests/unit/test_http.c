@@ -553,6 +553,7 @@ static void route_preboot_state_rules(void **state)
 	/* Configured already: no snapshot load. */
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/tmp/s/memory\"}",
 		     "not allowed after configuring");
+	assert_false(api.load_failed); /* Firecracker serves on after this one too */
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\"}", "missing field: either");
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/a\","
 		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"File\"}}", "too many fields");
@@ -895,9 +896,11 @@ static void route_snapshot_load_options(void **state)
 	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":"
 		 "\"%s\"},\"network_overrides\":[{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap-a/b\"}]}", dir, p);
 	expect_fault(400, "PUT", "/snapshot/load", body, "host_dev_name");
+	assert_true(api.load_failed); /* well-formed, refused: vmm serve exits */
 	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":"
 		 "\"%s\"},\"network_overrides\":[{\"iface_id\":\"eth0\"}]}", dir, p);
 	expect_fault(400, "PUT", "/snapshot/load", body, "missing field `host_dev_name`");
+	assert_false(api.load_failed); /* serde's refusal: the API serves on */
 	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":"
 		 "\"%s\"},\"vsock_override\":{\"uds_path\":\"\"}}", dir, p);
 	expect_fault(400, "PUT", "/snapshot/load", body, "vsock_override");
