@@ -89,6 +89,8 @@ struct fcapi_counters {
 struct fcapi_dev_totals {
 	uint64_t blk_reqs, blk_errors, blk_waits;
 	uint64_t rx_bytes, rx_packets, rx_dropped, tx_bytes, tx_packets, tx_dropped, tx_malformed, net_waits;
+	uint64_t bln_inflates, bln_deflates, bln_stats, bln_reports, bln_reported, bln_discard_fails;
+	uint64_t rng_reqs, rng_bytes, rng_fails, rng_waits;
 };
 
 /* PUT /snapshot/load's network_overrides: the TAP for an interface. */
