@@ -264,6 +264,17 @@ try:
           "drives and limiter in /vm/config", b["drives"])
     st, _, b = http(s, "GET", "/machine-config")
     check(valid(b, "MachineConfiguration") is None and "cpu_template" not in b, "GET /machine-config", b)
+    # Firecracker's static templates by name (deprecated field: Deprecation: true), shown by GET, and None
+    # takes them away; the vendor is checked at InstanceStart (unit tests: tests/unit/test_http.c).
+    for t in ("C3", "T2", "T2S", "T2CL", "T2A"):
+        st, hd, b = http(s, "PATCH", "/machine-config", {"cpu_template": t})
+        st2, _, mc = http(s, "GET", "/machine-config")
+        check(st == 204 and hd.get("deprecation") == "true" and valid(mc, "MachineConfiguration") is None and
+              mc.get("cpu_template") == t, "PATCH /machine-config cpu_template %s: taken, GET shows it" % t, (st, b, mc))
+    req(s, "PATCH", "/machine-config", {"cpu_template": "None"}, ref="MachineConfigurationUpdate"
+        if "MachineConfigurationUpdate" in defs else None)
+    st, _, b = http(s, "GET", "/machine-config")
+    check("cpu_template" not in b, "cpu_template None: GET leaves it out again", b)
 
     # -------- Firecracker's negative cases -----------------------------------
     req(s, "PUT", "/machine-config", {"vcpu_count": 2.0, "mem_size_mib": 256}, want=400)
