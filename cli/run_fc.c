@@ -260,13 +260,15 @@ int run_fc_serve_configure(struct control *ctl, struct run_opts *o, const struct
 	/* Until an InstanceStart or a load that can go ahead: one that
 	 * cannot is answered and the API serves on. */
 	for (;;) {
-		int r;
+		int r, was_load;
 
-		if (!o->config_file && serve_preboot(ctl)) {
-			*status = 0; /* stopped by a signal before anything ran */
+		if (!o->config_file && (r = serve_preboot(ctl))) {
+			/* 0: stopped by a signal before anything ran */
+			*status = r == -ECANCELED ? CLI_EXIT_ERROR : 0;
 			return -1;
 		}
-		if (ctl->api->pending == FCAPI_LOAD) {
+		was_load = ctl->api->pending == FCAPI_LOAD;
+		if (was_load) {
 			if ((r = snapshot_open(snap, ctl->api->load_dir)) == 0) {
 				char uds[sizeof(cfg->vsock.uds)];
 
@@ -302,6 +304,13 @@ int run_fc_serve_configure(struct control *ctl, struct run_opts *o, const struct
 			fs_options_free(&cfg->fs[--cfg->nr_fs]);
 		cfg->nr_nets = 0;
 		control_finish(ctl, NULL, why);
+		/* A load that failed here: answered, then the VMM exits, as
+		 * Firecracker does (docs/control-api.md). */
+		if (ctl->api->pending == FCAPI_NONE && was_load) {
+			log_err("PUT /snapshot/load failed: %s; exiting, as Firecracker does", why);
+			*status = CLI_EXIT_ERROR;
+			return -1;
+		}
 	}
 	return 0;
 }

@@ -56,7 +56,7 @@ int serve_preboot(struct control *c)
 		log_err("signalfd: %s", strerror(errno));
 		goto out;
 	}
-	while (c->api->pending == FCAPI_NONE) {
+	while (c->api->pending == FCAPI_NONE && !c->api->load_failed) {
 		int timeout = -1;
 		unsigned n;
 
@@ -82,6 +82,10 @@ int serve_preboot(struct control *c)
 			break;
 		}
 		control_events(c, NULL, &p[1], n);
+	}
+	if (!r && c->api->load_failed) {
+		log_err("PUT /snapshot/load failed (answered): exiting, as Firecracker does");
+		r = -ECANCELED;
 	}
 	close(sfd);
 out:

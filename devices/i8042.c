@@ -37,6 +37,7 @@
 #define CB_KBD_DISABLE 0x10
 
 #define KBD_ACK 0xfa
+#define KBD_CMD_GETID 0xf2
 #define SELF_TEST_OK 0x55
 
 /* Scancode set 2 make codes (untranslated: the control register's
@@ -161,10 +162,16 @@ static void i8042_write(struct bus_dev *d, uint64_t off, const void *data, unsig
 			}
 			k->status &= (uint8_t)~SB_I8042_CMD_DATA;
 		} else {
-			/* A command for the keyboard itself: a dumb
-			 * keyboard that acknowledges everything. */
+			/* A command for the keyboard itself: a keyboard
+			 * that acknowledges everything and names itself an
+			 * MF2 keyboard (0xab 0x83) when asked, so atkbd's
+			 * probe (GETID) is answered rather than timed out. */
 			flush_buf(k);
 			push_byte(k, KBD_ACK);
+			if (v == KBD_CMD_GETID) {
+				push_byte(k, 0xab);
+				push_byte(k, 0x83);
+			}
 			kbd_irq(k);
 		}
 	}

@@ -77,6 +77,10 @@ int64_t virtio_balloon_pfns(struct virtio_balloon *b, const struct vq_chain *c, 
 			}
 		}
 	}
+	if (inflate)
+		b->inflate_chains++;
+	else
+		b->deflate_chains++;
 	return 0;
 }
 
@@ -118,6 +122,7 @@ int64_t virtio_balloon_report(struct virtio_balloon *b, const struct vq_chain *c
 			b->discard_fails++;
 		b->reported += c->buf[i].len / GM_PAGE_SIZE;
 	}
+	b->report_chains++;
 	return 0;
 }
 

@@ -90,7 +90,8 @@ struct virtio_balloon {
 	int timer_fd;             /* statistics poll, -1 without statistics */
 	struct evloop_source timer_src;
 	/* Counters. */
-	uint64_t inflated, deflated, reported, discard_fails;
+	uint64_t inflated, deflated, reported, discard_fails; /* pages */
+	uint64_t inflate_chains, deflate_chains, report_chains; /* requests */
 };
 
 /* What a queue index means under the negotiated features. */

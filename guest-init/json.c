@@ -10,7 +10,14 @@ struct parser {
 	struct json_arena *a;
 	const char *err;
 	int depth;
+	unsigned line;          /* of ps->p, from 1 */
+	const char *line_start; /* the byte after the last newline */
 };
+
+static struct json_pos here(const struct parser *ps)
+{
+	return (struct json_pos){ ps->line, (unsigned)(ps->p - ps->line_start) };
+}
 
 static void *arena_alloc(struct parser *ps, size_t n)
 {
@@ -30,8 +37,12 @@ static void *arena_alloc(struct parser *ps, size_t n)
 
 static void skip_ws(struct parser *ps)
 {
+	/* A newline can only be whitespace: JSON strings escape theirs. */
 	while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
-		ps->p++;
+		if (*ps->p++ == '\n') {
+			ps->line++;
+			ps->line_start = ps->p;
+		}
 }
 
 static int hex4(const char *p, unsigned *v)
@@ -173,18 +184,21 @@ static struct json *parse_container(struct parser *ps, int obj)
 		return NULL;
 	}
 	v->type = obj ? JSON_OBJ : JSON_ARR;
+	v->begin = here(ps);
 	tail = &v->u.kids.first;
 	ps->p++;
 	skip_ws(ps);
 	if (ps->p < ps->end && *ps->p == (obj ? '}' : ']')) {
 		ps->p++;
 		ps->depth--;
+		v->end = here(ps);
 		return v;
 	}
 	for (;;) {
 		const char *key = NULL;
 		size_t klen;
 		struct json *e;
+		struct json_pos key_end = { 0, 0 };
 
 		skip_ws(ps);
 		if (obj) {
@@ -195,6 +209,7 @@ static struct json *parse_container(struct parser *ps, int obj)
 			ps->p++;
 			if (parse_string(ps, &key, &klen))
 				return NULL;
+			key_end = here(ps);
 			skip_ws(ps);
 			if (ps->p >= ps->end || *ps->p != ':') {
 				ps->err = "expected ':'";
@@ -206,6 +221,7 @@ static struct json *parse_container(struct parser *ps, int obj)
 		if (!e)
 			return NULL;
 		e->key = key;
+		e->key_end = key_end;
 		*tail = e;
 		tail = &e->next;
 		v->u.kids.count++;
@@ -217,6 +233,7 @@ static struct json *parse_container(struct parser *ps, int obj)
 		if (ps->p < ps->end && *ps->p == (obj ? '}' : ']')) {
 			ps->p++;
 			ps->depth--;
+			v->end = here(ps);
 			return v;
 		}
 		ps->err = obj ? "expected ',' or '}'" : "expected ',' or ']'";
@@ -248,6 +265,7 @@ static struct json *parse_value(struct parser *ps)
 	v = arena_alloc(ps, sizeof(*v));
 	if (!v)
 		return NULL;
+	v->begin = here(ps);
 	if (*ps->p == '"') {
 		ps->p++;
 		v->type = JSON_STR;
@@ -280,12 +298,13 @@ static struct json *parse_value(struct parser *ps)
 		ps->err = "unexpected character";
 		return NULL;
 	}
+	v->end = here(ps);
 	return v;
 }
 
 struct json *json_parse(const char *text, size_t len, struct json_arena *a, const char **err)
 {
-	struct parser ps = { text, text + len, a, NULL, 0 };
+	struct parser ps = { text, text + len, a, NULL, 0, 1, text };
 	struct json *v = parse_value(&ps);
 
 	if (v) {

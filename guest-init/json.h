@@ -10,11 +10,21 @@
 
 enum json_type { JSON_NULL, JSON_BOOL, JSON_NUM, JSON_STR, JSON_ARR, JSON_OBJ };
 
+/* A place in the text as serde_json reports one: line from 1, column the
+ * bytes since the line's start (so the column of a token's last byte, once
+ * it has been read). */
+struct json_pos {
+	unsigned line, col;
+};
+
 struct json {
 	enum json_type type;
 	const char *key;        /* set for object members */
 	struct json *next;      /* next element / member */
 	int num_integral;       /* JSON_NUM written without fraction or exponent */
+	/* Where the value begins (before its first byte) and ends (after
+	 * its last), and an object member's key ends (after its quote). */
+	struct json_pos begin, end, key_end;
 	union {
 		int boolean;
 		double num;

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "cpuid.h"
 
+#include <cpuid.h>
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -19,6 +20,15 @@ int cpu_template_parse(const char *name, enum cpu_template *out)
 const char *cpu_template_name(enum cpu_template t)
 {
 	return t == CPU_TEMPLATE_SAFE ? "safe" : "host";
+}
+
+int cpu_host_amd(void)
+{
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid(0, &a, &b, &c, &d))
+		return 0;
+	return b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163; /* "AuthenticAMD" */
 }
 
 int cpuid_entry_zero(const struct kvm_cpuid_entry2 *e)

@@ -14,6 +14,9 @@ enum cpu_template {
 /* Parses "host" / "safe". Returns 0 or -EINVAL. */
 int cpu_template_parse(const char *name, enum cpu_template *out);
 const char *cpu_template_name(enum cpu_template t);
+/* The host's CPU vendor (the cpuid instruction's leaf 0): 1 for AMD, 0 for
+ * any other (Intel). */
+int cpu_host_amd(void);
 
 /* Leaf 1 ECX / leaf 7.0 EBX bits the templates and fixups touch. */
 #define CPUID_1_ECX_FMA (1u << 12)

@@ -234,3 +234,114 @@ int cpu_tmpl_apply_cpuid(const struct cpu_tmpl *t, struct kvm_cpuid_entry2 *e, u
 	}
 	return 0;
 }
+
+/* ---- Firecracker's static templates ---------------------------------------
+ * C3, T2, T2S, T2CL (Intel) and T2A (AMD) as the CPUID and MSR masks
+ * Firecracker documents for them (docs/cpu_templates/cpu-templates.md; its
+ * cpu_config/x86_64/static_cpu_templates/). One row a register: leaf,
+ * subleaf, KVM flags (1: the subleaf is significant), register, the bits
+ * the template sets (filter) and to what (value). The T2 family shares its
+ * first ten rows; T2S and T2CL add an IA32_ARCH_CAPABILITIES (0x10a) mask. */
+
+struct st_row {
+	uint32_t leaf, subleaf, flags;
+	enum cpu_tmpl_reg reg;
+	uint32_t filter, value;
+};
+
+static const struct st_row c3_rows[] = {
+	{ 0x1, 0, 0, CPU_EAX, 0x0fff3fff, 0x000306e4 },
+	{ 0x1, 0, 0, CPU_ECX, 0x0040dd3c, 0 },
+	{ 0x1, 0, 0, CPU_EDX, 0xa8641080, 0x00001080 },
+	{ 0x7, 0, 1, CPU_EBX, 0xffafdd3c, 0 },
+	{ 0x7, 0, 1, CPU_ECX, 0x4041481e, 0 },
+	{ 0x7, 0, 1, CPU_EDX, 0x0000000c, 0 },
+	{ 0xd, 0, 1, CPU_EAX, 0x000002f8, 0 },
+	{ 0xd, 1, 1, CPU_EAX, 0x0000000e, 0 },
+	{ 0x80000001, 0, 0, CPU_ECX, 0x00000120, 0 },
+	{ 0x80000001, 0, 0, CPU_EDX, 0x04000000, 0 },
+};
+
+/* T2, and T2S and T2CL before their last leaf. */
+#define T2_COMMON_ROWS                                            \
+	{ 0x1, 0, 0, CPU_EAX, 0x0fff3fff, 0x000306f2 },           \
+	{ 0x1, 0, 0, CPU_ECX, 0x0004cdfc, 0 },                    \
+	{ 0x1, 0, 0, CPU_EDX, 0xe8641080, 0x00001080 },           \
+	{ 0x7, 0, 1, CPU_EBX, 0xffefda14, 0x00000200 },           \
+	{ 0x7, 0, 1, CPU_ECX, 0x40415f5e, 0 },                    \
+	{ 0x7, 0, 1, CPU_EDX, 0x0000011c, 0 },                    \
+	{ 0xd, 0, 1, CPU_EAX, 0x000002f8, 0 },                    \
+	{ 0xd, 1, 1, CPU_EAX, 0x0000000e, 0 }
+
+static const struct st_row t2_rows[] = {
+	T2_COMMON_ROWS,
+	{ 0x80000001, 0, 0, CPU_ECX, 0x20000100, 0 },
+	{ 0x80000001, 0, 0, CPU_EDX, 0x04000000, 0 },
+	{ 0x80000008, 0, 0, CPU_EBX, 0x00000200, 0 },
+};
+
+static const struct st_row t2cl_rows[] = {
+	T2_COMMON_ROWS,
+	{ 0x80000001, 0, 0, CPU_ECX, 0x200001c0, 0 },
+	{ 0x80000001, 0, 0, CPU_EDX, 0x07c00000, 0 },
+	{ 0x80000008, 0, 0, CPU_EBX, 0x00000200, 0 },
+};
+
+static const struct st_row t2a_rows[] = {
+	T2_COMMON_ROWS,
+	{ 0x80000001, 0, 0, CPU_ECX, 0x200001c4, 0 },
+	{ 0x80000001, 0, 0, CPU_EDX, 0x06400000, 0 },
+	{ 0x80000008, 0, 0, CPU_EBX, 0x001c0205, 0x001c0004 },
+};
+
+static const struct {
+	const char *name;
+	int amd;
+	const struct st_row *rows;
+	unsigned nr;
+	uint64_t msr_filter, msr_value; /* IA32_ARCH_CAPABILITIES; 0/0: none */
+} static_tmpls[] = {
+	{ "C3", 0, c3_rows, sizeof(c3_rows) / sizeof(c3_rows[0]), 0, 0 },
+	{ "T2", 0, t2_rows, sizeof(t2_rows) / sizeof(t2_rows[0]), 0, 0 },
+	{ "T2S", 0, t2_rows, sizeof(t2_rows) / sizeof(t2_rows[0]), 0xffffffffffffffffull, 0x0c0a0c4c },
+	{ "T2CL", 0, t2cl_rows, sizeof(t2cl_rows) / sizeof(t2cl_rows[0]), 0xffffffffe2f51e00ull, 0 },
+	{ "T2A", 1, t2a_rows, sizeof(t2a_rows) / sizeof(t2a_rows[0]), 0, 0 },
+};
+
+#define MSR_IA32_ARCH_CAPABILITIES 0x10a
+
+int cpu_tmpl_static(const char *name, struct cpu_tmpl *t, int *amd)
+{
+	unsigned i, k;
+
+	for (i = 0; i < sizeof(static_tmpls) / sizeof(static_tmpls[0]); i++)
+		if (!strcmp(static_tmpls[i].name, name))
+			break;
+	if (i == sizeof(static_tmpls) / sizeof(static_tmpls[0]))
+		return -ENOENT;
+	memset(t, 0, sizeof(*t));
+	*amd = static_tmpls[i].amd;
+	for (k = 0; k < static_tmpls[i].nr; k++) {
+		const struct st_row *r = &static_tmpls[i].rows[k];
+		struct cpu_tmpl_leaf *l = t->nr_leaves ? &t->leaves[t->nr_leaves - 1] : NULL;
+
+		/* Rows of one leaf and subleaf stand together. */
+		if (!l || l->leaf != r->leaf || l->subleaf != r->subleaf) {
+			l = &t->leaves[t->nr_leaves++];
+			l->leaf = r->leaf;
+			l->subleaf = r->subleaf;
+			l->flags = r->flags;
+		}
+		l->mods[l->nr].reg = r->reg;
+		l->mods[l->nr].filter = r->filter;
+		l->mods[l->nr].value = r->value;
+		l->nr++;
+	}
+	if (static_tmpls[i].msr_filter) {
+		t->msrs[0].addr = MSR_IA32_ARCH_CAPABILITIES;
+		t->msrs[0].filter = static_tmpls[i].msr_filter;
+		t->msrs[0].value = static_tmpls[i].msr_value;
+		t->nr_msrs = 1;
+	}
+	return 0;
+}

@@ -56,6 +56,11 @@ int cpu_tmpl_parse(const struct json *o, struct cpu_tmpl *t, char *why, size_t n
 /* "0b..." into a filter/value pair of `bits` bits. 0 or -EINVAL. */
 int cpu_tmpl_bitmap(const char *s, unsigned bits, uint64_t *filter, uint64_t *value, char *why, size_t n);
 
+/* Firecracker's static template `name` (C3, T2, T2S, T2CL, T2A) as the
+ * custom template it stands for, and whether it is for AMD hosts (else
+ * Intel). 0, or -ENOENT for another name. */
+int cpu_tmpl_static(const char *name, struct cpu_tmpl *t, int *amd);
+
 /* Applies the CPUID modifiers to one vCPU's entries. -EINVAL with why[]
  * if a modified leaf/subleaf is not among them. */
 int cpu_tmpl_apply_cpuid(const struct cpu_tmpl *t, struct kvm_cpuid_entry2 *e, unsigned n, char *why,

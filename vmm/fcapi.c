@@ -79,63 +79,215 @@ void fcapi_close(struct fcapi *a)
 
 /* ---- body validation ----------------------------------------------------- */
 
-static const char *type_name(enum ftype t)
+/* A double as Rust's Display writes an f64 (the shortest digits that read
+ * back the same, never an exponent), with serde's ".0" when it has no
+ * point: serde_json's words for a number it read as a float. */
+static void rust_float(double v, char *out, size_t cap)
 {
-	return t == F_STR ? "a string" : t == F_BOOL ? "a boolean" : t == F_UINT ? "a non-negative integer"
-	       : t == F_ARR ? "an array" : "an object";
+	char digits[40], *e;
+	int prec, exp, nd, i;
+	size_t o = 0;
+
+	for (prec = 0; prec < 17; prec++) {
+		snprintf(digits, sizeof(digits), "%.*e", prec, v);
+		if (strtod(digits, NULL) == v)
+			break;
+	}
+	e = strchr(digits, 'e');
+	exp = atoi(e + 1);
+	*e = '\0';
+	if (digits[0] == '-' && o + 1 < cap)
+		out[o++] = '-';
+	/* digits: d[.ddd]; the mantissa's digits without the point */
+	{
+		char m[24];
+		const char *s = digits + (digits[0] == '-');
+
+		for (nd = 0; *s && nd < (int)sizeof(m) - 1; s++)
+			if (*s != '.')
+				m[nd++] = *s;
+		m[nd] = '\0';
+		if (exp >= 0) {
+			for (i = 0; i <= exp || i < nd; i++) {
+				if (i == exp + 1 && o + 1 < cap)
+					out[o++] = '.';
+				if (o + 1 < cap)
+					out[o++] = i < nd ? m[i] : '0';
+			}
+			if (nd <= exp + 1 && o + 3 < cap) {
+				out[o++] = '.';
+				out[o++] = '0';
+			}
+		} else {
+			if (o + 2 < cap) {
+				out[o++] = '0';
+				out[o++] = '.';
+			}
+			for (i = 1; i < -exp && o + 1 < cap; i++)
+				out[o++] = '0';
+			for (i = 0; i < nd && o + 1 < cap; i++)
+				out[o++] = m[i];
+		}
+	}
+	out[o < cap ? o : cap - 1] = '\0';
+}
+
+/* What serde calls a value it did not expect (serde::de::Unexpected). */
+static void unexpected(const struct json *v, char *out, size_t cap)
+{
+	char num[48];
+
+	switch (v->type) {
+	case JSON_NULL:
+		snprintf(out, cap, "null");
+		break;
+	case JSON_BOOL:
+		snprintf(out, cap, "boolean `%s`", v->u.boolean ? "true" : "false");
+		break;
+	case JSON_STR:
+		snprintf(out, cap, "string \"%.64s\"", v->u.str.s);
+		break;
+	case JSON_ARR:
+		snprintf(out, cap, "sequence");
+		break;
+	case JSON_OBJ:
+		snprintf(out, cap, "map");
+		break;
+	case JSON_NUM:
+		/* serde_json reads an integer as i64/u64 and one beyond u64
+		 * (or with a fraction or exponent) as an f64. */
+		if (v->num_integral && v->u.num >= -9223372036854775808.0 && v->u.num < 18446744073709551616.0)
+			snprintf(out, cap, "integer `%.0f`", v->u.num);
+		else {
+			rust_float(v->u.num, num, sizeof(num));
+			snprintf(out, cap, "floating point `%s`", num);
+		}
+		break;
+	}
+}
+
+/* The Rust type serde says it expected. */
+static const char *expected(const struct field *f)
+{
+	if (f->expect)
+		return f->expect;
+	return f->type == F_STR ? "a string" : f->type == F_BOOL ? "a boolean" : f->type == F_UINT ? "u64"
+	       : f->type == F_ARR ? "a sequence" : "a map";
+}
+
+/* serde_json's message for a body it could not deserialise: its error, the
+ * place, and Firecracker's frame around them (parsed_request.rs). */
+int fcapi_deser_fail(struct why *w, struct json_pos at, const char *fmt, ...)
+{
+	char what[320];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return fcapi_fail(w, FCAPI_DESER "%s at line %u column %u.", what, at.line, at.col);
+}
+
+/* serde's unknown-field message names the fields it knows. */
+static int unknown_field(const struct json *m, const struct field *f, size_t nf, struct why *w)
+{
+	char list[256];
+	size_t i, o = 0;
+
+	list[0] = '\0';
+	for (i = 0; i < nf && o < sizeof(list); i++)
+		o += (size_t)snprintf(list + o, sizeof(list) - o, "%s`%s`",
+				      i == 0 ? "" : nf == 2 ? " or " : ", ", f[i].name);
+	return fcapi_deser_fail(w, m->key_end, "unknown field `%.64s`, %s%s", m->key,
+			  nf == 0 ? "there are no fields" : nf > 2 ? "expected one of " : "expected ",
+			  nf ? list : "");
+}
+
+/* A value of the field's type? 0, or the refusal. */
+static int check_type(const struct json *m, const struct field *f, struct why *w)
+{
+	char got[96];
+	/* serde_json complains where it stopped: after a scalar, before
+	 * a container it did not want. */
+	struct json_pos at = m->type == JSON_OBJ || m->type == JSON_ARR ? m->begin : m->end;
+
+	switch (f->type) {
+	case F_STR:
+		if (m->type == JSON_STR)
+			return 0;
+		break;
+	case F_BOOL:
+		if (m->type == JSON_BOOL)
+			return 0;
+		break;
+	case F_OBJ:
+		if (m->type == JSON_OBJ)
+			return 0;
+		break;
+	case F_ARR:
+		if (m->type == JSON_ARR)
+			return 0;
+		break;
+	case F_UINT:
+		/* 2.0 is refused as Firecracker's serde does: an integer is
+		 * written without fraction or exponent. */
+		if (m->type == JSON_NUM && m->num_integral && m->u.num < 0 && m->u.num >= -9223372036854775808.0) {
+			unexpected(m, got, sizeof(got));
+			return fcapi_deser_fail(w, at, "invalid value: %s, expected %s", got, expected(f));
+		}
+		if (m->type == JSON_NUM && m->num_integral && m->u.num >= 0 && m->u.num <= 9007199254740992.0 &&
+		    m->u.num == (double)(uint64_t)m->u.num) {
+			/* u8 and u32 fields: serde's range check. */
+			uint64_t max = f->expect && !strcmp(f->expect, "u8") ? 255 : f->expect && !strcmp(f->expect, "u32")
+				       ? UINT32_MAX : UINT64_MAX;
+
+			if ((uint64_t)m->u.num <= max)
+				return 0;
+			unexpected(m, got, sizeof(got));
+			return fcapi_deser_fail(w, at, "invalid value: %s, expected %s", got, expected(f));
+		}
+		break;
+	}
+	unexpected(m, got, sizeof(got));
+	return fcapi_deser_fail(w, at, "invalid type: %s, expected %s", got, expected(f));
 }
 
 /* The object has only known fields, each once, each of its type (null
- * counts as absent), and every required one. */
+ * counts as absent), and every required one: in serde_json's words, which
+ * Firecracker's clients match. */
 int fcapi_check_fields(const struct json *o, const struct field *f, size_t nf, struct why *w)
 {
 	const struct json *m, *p;
 	size_t i;
+	int r;
 
-	if (!o || o->type != JSON_OBJ)
-		return fcapi_fail(w, "the request body must be a JSON object");
+	if (!o || o->type != JSON_OBJ) {
+		char got[96];
+
+		if (!o)
+			return fcapi_fail(w, "the request body must be a JSON object");
+		unexpected(o, got, sizeof(got));
+		return fcapi_deser_fail(w, o->type == JSON_ARR ? o->begin : o->end, "invalid type: %s, expected a map", got);
+	}
 	for (m = o->u.kids.first; m; m = m->next) {
 		for (i = 0; i < nf && strcmp(f[i].name, m->key); i++) {
 		}
 		if (i == nf)
-			return fcapi_fail(w, "unknown field '%.64s'", m->key);
+			return unknown_field(m, f, nf, w);
 		for (p = o->u.kids.first; p != m; p = p->next)
 			if (!strcmp(p->key, m->key))
-				return fcapi_fail(w, "field '%.64s' given twice", m->key);
+				return fcapi_deser_fail(w, m->key_end, "duplicate field `%.64s`", m->key);
 		if (m->type == JSON_NULL && !f[i].required)
 			continue;
-		switch (f[i].type) {
-		case F_STR:
-			if (m->type != JSON_STR)
-				return fcapi_fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
-			break;
-		case F_BOOL:
-			if (m->type != JSON_BOOL)
-				return fcapi_fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
-			break;
-		case F_OBJ:
-			if (m->type != JSON_OBJ)
-				return fcapi_fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
-			break;
-		case F_ARR:
-			if (m->type != JSON_ARR)
-				return fcapi_fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
-			break;
-		case F_UINT:
-			/* 2.0 is refused as Firecracker's serde does: an integer is
-			 * written without fraction or exponent. */
-			if (m->type != JSON_NUM || !m->num_integral ||
-			    !(m->u.num >= 0 && m->u.num <= 9007199254740992.0) ||
-			    m->u.num != (double)(uint64_t)m->u.num)
-				return fcapi_fail(w, "'%s' must be %s", f[i].name, type_name(f[i].type));
-			break;
-		}
+		if ((r = check_type(m, &f[i], w)))
+			return r;
 	}
+	/* serde notices a missing field at the object's end. */
 	for (i = 0; i < nf; i++) {
 		const struct json *v = json_get(o, f[i].name);
 
 		if (f[i].required && (!v || v->type == JSON_NULL))
-			return fcapi_fail(w, "missing required field '%s'", f[i].name);
+			return fcapi_deser_fail(w, o->end, "missing field `%s`", f[i].name);
 	}
 	return 0;
 }
@@ -253,11 +405,14 @@ int fcapi_pre_boot(const struct fcapi *a, struct why *w)
 	return 0;
 }
 
-/* Says which nested object check_fields' complaint is about. */
+/* A nested object's complaint: serde_json's already says where (line and
+ * column); any other gets the field's name in front. */
 int fcapi_in_field(struct why *w, const char *field, const char *name)
 {
-	char inner[160];
+	char inner[384];
 
+	if (!strncmp(w->buf, FCAPI_DESER, strlen(FCAPI_DESER)))
+		return -EINVAL;
 	snprintf(inner, sizeof(inner), "%s", w->buf);
 	return fcapi_fail(w, "'%s%s%s': %s", field, name ? "." : "", name ? name : "", inner);
 }
@@ -270,9 +425,9 @@ static int get_bucket(const struct json *lim, const char *field, const char *nam
 		      uint64_t *burst, struct why *w)
 {
 	static const struct field f[] = {
-		{ "size", F_UINT, 1 },
-		{ "one_time_burst", F_UINT, 0 },
-		{ "refill_time", F_UINT, 1 },
+		{ "size", F_UINT, 1, NULL },
+		{ "one_time_burst", F_UINT, 0, NULL },
+		{ "refill_time", F_UINT, 1, NULL },
 	};
 	const struct json *b = json_get(lim, name);
 	uint64_t size, ms;
@@ -300,8 +455,8 @@ static int get_bucket(const struct json *lim, const char *field, const char *nam
 int fcapi_get_limiter(const struct json *o, const char *field, struct rl_limits *l, struct why *w)
 {
 	static const struct field f[] = {
-		{ "bandwidth", F_OBJ, 0 },
-		{ "ops", F_OBJ, 0 },
+		{ "bandwidth", F_OBJ, 0, NULL },
+		{ "ops", F_OBJ, 0, NULL },
 	};
 	const struct json *lim = json_get(o, field);
 	int r;

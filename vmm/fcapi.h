@@ -89,6 +89,8 @@ struct fcapi_counters {
 struct fcapi_dev_totals {
 	uint64_t blk_reqs, blk_errors, blk_waits;
 	uint64_t rx_bytes, rx_packets, rx_dropped, tx_bytes, tx_packets, tx_dropped, tx_malformed, net_waits;
+	uint64_t bln_inflates, bln_deflates, bln_stats, bln_reports, bln_reported, bln_discard_fails;
+	uint64_t rng_reqs, rng_bytes, rng_fails, rng_waits;
 };
 
 /* PUT /snapshot/load's network_overrides: the TAP for an interface. */
@@ -129,8 +131,10 @@ struct fcapi_config {
 	int has_mmds;           /* PUT /mmds/config */
 	int has_serial;         /* PUT /serial with serial_out_path */
 	char serial_out[PATH_MAX]; /* the guest's serial output goes there */
-	int has_cpu_tmpl;       /* PUT /cpu-config */
+	int has_cpu_tmpl;       /* PUT /cpu-config, or a static template */
 	struct cpu_tmpl cpu_tmpl;
+	char static_tmpl[8];    /* "C3", "T2"...: machine-config's cpu_template; "" if none */
+	int static_amd;         /* that template is for AMD hosts (else Intel) */
 };
 
 enum fcapi_pending { FCAPI_NONE, FCAPI_START, FCAPI_LOAD };
@@ -142,6 +146,8 @@ struct fcapi {
 	enum fcapi_pending pending;
 	char load_dir[PATH_MAX];/* FCAPI_LOAD: the snapshot directory */
 	int load_resume;        /* FCAPI_LOAD: resume_vm */
+	int load_failed;        /* a well-formed, allowed /snapshot/load was refused:
+				 * Firecracker exits after answering (vmm serve does) */
 	int load_clock_realtime;/* FCAPI_LOAD: clock_realtime (recorded) */
 	unsigned nr_load_net;   /* FCAPI_LOAD: network_overrides */
 	struct fcapi_net_override load_net[FCAPI_MAX_NET];

@@ -12,11 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define DESER "An error occurred when deserializing the json body of a request: "
 
 int fcapi_put_serial(struct fcapi *a, const struct json *b, struct why *w)
 {
-	static const struct field f[] = { { "serial_out_path", F_STR, 0 }, { "rate_limiter", F_OBJ, 0 } };
+	static const struct field f[] = { { "serial_out_path", F_STR, 0, NULL }, { "rate_limiter", F_OBJ, 0, NULL } };
 	const struct json *rl = json_get(b, "rate_limiter");
 	const char *path = NULL;
 	char abs[PATH_MAX];
@@ -50,12 +49,13 @@ static int set_tmpl(struct fcapi *a, const struct json *v, struct why *w)
 		return -ENOMEM;
 	}
 	if (cpu_tmpl_parse(v, t, msg, sizeof(msg))) {
-		snprintf(w->buf, w->len, DESER "%s", msg);
+		snprintf(w->buf, w->len, FCAPI_DESER "%s", msg);
 		free(t);
 		return -EINVAL;
 	}
 	a->cfg.cpu_tmpl = *t;
 	a->cfg.has_cpu_tmpl = 1;
+	a->cfg.static_tmpl[0] = '\0'; /* one template at a time, as in Firecracker */
 	a->cfg.touched = 1; /* a boot resource: /snapshot/load is refused after it */
 	free(t);
 	return 0;

@@ -39,7 +39,7 @@ static int get_bool(const struct json *o, const char *k)
 
 int fcapi_put_entropy(struct fcapi *a, const struct json *b, struct why *w)
 {
-	static const struct field f[] = { { "rate_limiter", F_OBJ, 0 } };
+	static const struct field f[] = { { "rate_limiter", F_OBJ, 0, NULL } };
 	struct rl_limits rl;
 	int r;
 
@@ -69,11 +69,11 @@ static int amount_ok(const struct fcapi *a, uint64_t mib, struct why *w)
 int fcapi_put_balloon(struct fcapi *a, const struct json *b, struct why *w)
 {
 	static const struct field f[] = {
-		{ "amount_mib", F_UINT, 1 },
-		{ "deflate_on_oom", F_BOOL, 1 },
-		{ "stats_polling_interval_s", F_UINT, 0 },
-		{ "free_page_hinting", F_BOOL, 0 },
-		{ "free_page_reporting", F_BOOL, 0 },
+		{ "amount_mib", F_UINT, 1, NULL },
+		{ "deflate_on_oom", F_BOOL, 1, NULL },
+		{ "stats_polling_interval_s", F_UINT, 0, NULL },
+		{ "free_page_hinting", F_BOOL, 0, NULL },
+		{ "free_page_reporting", F_BOOL, 0, NULL },
 	};
 	struct balloon_options o = { 0 };
 	uint64_t mib, s;
@@ -112,7 +112,7 @@ static struct virtio_balloon *running_balloon(const struct fcapi *a, struct why 
 
 int fcapi_patch_balloon(struct fcapi *a, const struct json *b, struct why *w)
 {
-	static const struct field f[] = { { "amount_mib", F_UINT, 1 } };
+	static const struct field f[] = { { "amount_mib", F_UINT, 1, NULL } };
 	struct virtio_balloon *bl;
 	uint64_t mib;
 	int r;
@@ -131,7 +131,7 @@ int fcapi_patch_balloon(struct fcapi *a, const struct json *b, struct why *w)
 
 int fcapi_patch_balloon_stats(struct fcapi *a, const struct json *b, struct why *w)
 {
-	static const struct field f[] = { { "stats_polling_interval_s", F_UINT, 1 } };
+	static const struct field f[] = { { "stats_polling_interval_s", F_UINT, 1, NULL } };
 	struct virtio_balloon *bl;
 	uint64_t s;
 	int r;

@@ -18,15 +18,15 @@
 int fcapi_put_drive(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
 {
 	static const struct field f[] = {
-		{ "drive_id", F_STR, 1 },
-		{ "path_on_host", F_STR, 1 },
-		{ "is_root_device", F_BOOL, 1 },
-		{ "is_read_only", F_BOOL, 0 },
-		{ "partuuid", F_STR, 0 },
-		{ "cache_type", F_STR, 0 },
-		{ "io_engine", F_STR, 0 },
-		{ "rate_limiter", F_OBJ, 0 },
-		{ "socket", F_STR, 0 },
+		{ "drive_id", F_STR, 1, NULL },
+		{ "path_on_host", F_STR, 1, NULL },
+		{ "is_root_device", F_BOOL, 1, NULL },
+		{ "is_read_only", F_BOOL, 0, NULL },
+		{ "partuuid", F_STR, 0, NULL },
+		{ "cache_type", F_STR, 0, NULL },
+		{ "io_engine", F_STR, 0, NULL },
+		{ "rate_limiter", F_OBJ, 0, NULL },
+		{ "socket", F_STR, 0, NULL },
 	};
 	struct fcapi_config *c = &a->cfg;
 	const char *id, *path, *cache, *eng;
@@ -102,11 +102,11 @@ static int mac_ok(const char *m)
 int fcapi_put_net(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
 {
 	static const struct field f[] = {
-		{ "iface_id", F_STR, 1 },
-		{ "host_dev_name", F_STR, 1 },
-		{ "guest_mac", F_STR, 0 },
-		{ "rx_rate_limiter", F_OBJ, 0 },
-		{ "tx_rate_limiter", F_OBJ, 0 },
+		{ "iface_id", F_STR, 1, NULL },
+		{ "host_dev_name", F_STR, 1, NULL },
+		{ "guest_mac", F_STR, 0, NULL },
+		{ "rx_rate_limiter", F_OBJ, 0, NULL },
+		{ "tx_rate_limiter", F_OBJ, 0, NULL },
 	};
 	const char *id, *dev, *mac;
 	struct rl_limits rx, tx;
@@ -162,9 +162,9 @@ int fcapi_put_net(struct fcapi *a, const struct json *b, const char *path_id, st
 int fcapi_put_vsock(struct fcapi *a, const struct json *b, struct why *w)
 {
 	static const struct field f[] = {
-		{ "guest_cid", F_UINT, 1 },
-		{ "uds_path", F_STR, 1 },
-		{ "vsock_id", F_STR, 0 },
+		{ "guest_cid", F_UINT, 1, NULL },
+		{ "uds_path", F_STR, 1, NULL },
+		{ "vsock_id", F_STR, 0, NULL },
 	};
 	struct fcapi_config *c = &a->cfg;
 	const char *uds;
@@ -192,10 +192,10 @@ int fcapi_put_vsock(struct fcapi *a, const struct json *b, struct why *w)
 int fcapi_put_fs(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
 {
 	static const struct field f[] = {
-		{ "fs_id", F_STR, 0 },
-		{ "tag", F_STR, 1 },
-		{ "path_on_host", F_STR, 1 },
-		{ "read_only", F_BOOL, 0 },
+		{ "fs_id", F_STR, 0, NULL },
+		{ "tag", F_STR, 1, NULL },
+		{ "path_on_host", F_STR, 1, NULL },
+		{ "read_only", F_BOOL, 0, NULL },
 	};
 	const char *id, *tag, *path;
 	struct stat st;
@@ -285,9 +285,9 @@ static struct virtio_blk *vm_drive(const struct vm *vm, const char *id)
 int fcapi_patch_drive(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
 {
 	static const struct field f[] = {
-		{ "drive_id", F_STR, 1 },
-		{ "path_on_host", F_STR, 0 },
-		{ "rate_limiter", F_OBJ, 0 },
+		{ "drive_id", F_STR, 1, NULL },
+		{ "path_on_host", F_STR, 0, NULL },
+		{ "rate_limiter", F_OBJ, 0, NULL },
 	};
 	const char *path = fcapi_get_str(b, "path_on_host"), *err = "";
 	struct fcapi_drive *d = NULL;
@@ -300,10 +300,13 @@ int fcapi_patch_drive(struct fcapi *a, const struct json *b, const char *path_id
 	if ((r = fcapi_check_fields(b, f, 3, w)) ||
 	    (r = fcapi_check_id(path_id, fcapi_get_str(b, "drive_id"), "drive_id", FCAPI_DRIVE_ID_MAX, w)))
 		return r;
-	if (!fcapi_has(b, "path_on_host") && !fcapi_has(b, "rate_limiter"))
-		return fcapi_fail(w, "Empty PATCH request.");
+	/* Firecracker: no PATCH before the start, and one with neither
+	 * field is its vhost-user update, refused for a virtio drive. */
 	if (!a->vm)
 		return fcapi_fail(w, MSG_BEFORE_START);
+	if (!fcapi_has(b, "path_on_host") && !fcapi_has(b, "rate_limiter"))
+		return fcapi_fail(w, "Drive config error: Unable to patch the block device: Running method expected "
+			    "different backend. Please verify the request arguments.");
 	blk = vm_drive(a->vm, path_id);
 	if (!blk)
 		return fcapi_fail(w, "Unable to patch the block device: Invalid block device ID: %s", path_id);
@@ -337,9 +340,9 @@ int fcapi_patch_drive(struct fcapi *a, const struct json *b, const char *path_id
 int fcapi_patch_net(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
 {
 	static const struct field f[] = {
-		{ "iface_id", F_STR, 1 },
-		{ "rx_rate_limiter", F_OBJ, 0 },
-		{ "tx_rate_limiter", F_OBJ, 0 },
+		{ "iface_id", F_STR, 1, NULL },
+		{ "rx_rate_limiter", F_OBJ, 0, NULL },
+		{ "tx_rate_limiter", F_OBJ, 0, NULL },
 	};
 	struct rl_limits rx, tx;
 	int r, rx_given, tx_given;
@@ -347,8 +350,8 @@ int fcapi_patch_net(struct fcapi *a, const struct json *b, const char *path_id, 
 
 	if ((r = fcapi_check_fields(b, f, 3, w)) || (r = fcapi_check_id(path_id, fcapi_get_str(b, "iface_id"), "iface_id", 63, w)))
 		return r;
-	if (!fcapi_has(b, "rx_rate_limiter") && !fcapi_has(b, "tx_rate_limiter"))
-		return fcapi_fail(w, "Empty PATCH request.");
+	/* Firecracker refuses any PATCH before the start, and takes one
+	 * that changes nothing afterwards (below: neither limiter given). */
 	if (!a->vm)
 		return fcapi_fail(w, MSG_BEFORE_START);
 	/* The API's interfaces are the VM's, in order. */

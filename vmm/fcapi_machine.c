@@ -12,15 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEFAULT_BOOT_ARGS "console=ttyS0 reboot=k panic=-1"
 
 int fcapi_put_boot_source(struct fcapi *a, const struct json *b, struct why *w)
 {
 	static const struct field f[] = {
-		{ "kernel_image_path", F_STR, 1 },
-		{ "boot_args", F_STR, 0 },
-		{ "initrd_path", F_STR, 0 },
+		{ "kernel_image_path", F_STR, 1, NULL },
+		{ "boot_args", F_STR, 0, NULL },
+		{ "initrd_path", F_STR, 0, NULL },
 	};
 	struct fcapi_config *c = &a->cfg;
 	const char *k, *i, *args;
@@ -37,6 +38,14 @@ int fcapi_put_boot_source(struct fcapi *a, const struct json *b, struct why *w)
 		return r;
 	k = kbuf;
 	i = i ? ibuf : NULL;
+	/* Firecracker opens both here and answers in its words
+	 * (BootSourceConfigError, an io::Error written as Rust does). */
+	if (access(k, R_OK) < 0)
+		return fcapi_fail(w, "Boot source error: The kernel file cannot be opened: %s (os error %d)", strerror(errno),
+				  errno);
+	if (i && access(i, R_OK) < 0)
+		return fcapi_fail(w, "Boot source error: The initrd file cannot be opened due to invalid path or invalid "
+				  "permissions. %s (os error %d)", strerror(errno), errno);
 	if ((r = fcapi_readable_file(k, "kernel_image_path", 0, w)) || (i && (r = fcapi_readable_file(i, "initrd_path", 0, w))))
 		return r;
 	if (strlen(k) >= sizeof(c->kernel) || (i && strlen(i) >= sizeof(c->initrd)))
@@ -52,54 +61,86 @@ int fcapi_put_boot_source(struct fcapi *a, const struct json *b, struct why *w)
 	return 0;
 }
 
+/* cpu_template: Firecracker's static templates (C3, T2, T2S, T2CL, T2A:
+ * the custom template each stands for, in the slot PUT /cpu-config uses,
+ * as in Firecracker), or vmm's own host and safe. */
+static int set_cpu_template(struct fcapi_config *c, const struct json *v, struct why *w)
+{
+	const char *t = v->u.str.s;
+	enum cpu_template tmpl = CPU_TEMPLATE_HOST;
+	struct cpu_tmpl *st;
+	int amd = 0, is_static;
+
+	st = malloc(sizeof(*st));
+	if (!st)
+		return fcapi_fail(w, "out of memory");
+	is_static = cpu_tmpl_static(t, st, &amd) == 0;
+	if (!is_static && strcmp(t, "None") && cpu_template_parse(t, &tmpl)) {
+		free(st);
+		return fcapi_deser_fail(w, v->end, "unknown variant `%.32s`, expected one of `C3`, `T2`, `T2S`, `None`, "
+					"`T2CL`, `T2A` (or vmm's own `host`, `safe`)", t);
+	}
+	/* One template at a time: this one replaces a static one. */
+	if (c->static_tmpl[0] || is_static) {
+		c->has_cpu_tmpl = is_static;
+		c->static_tmpl[0] = '\0';
+	}
+	if (is_static) {
+		c->cpu_tmpl = *st;
+		c->static_amd = amd;
+		snprintf(c->static_tmpl, sizeof(c->static_tmpl), "%s", t);
+	}
+	free(st);
+	c->tmpl_set = !is_static && strcmp(t, "None");
+	c->tmpl = c->tmpl_set ? tmpl : CPU_TEMPLATE_HOST;
+	return 0;
+}
+
 int fcapi_put_machine_config(struct fcapi *a, const struct json *b, int patch, struct why *w)
 {
+	/* Firecracker's MachineConfig, in its order and Rust types. */
 	const struct field f[] = {
-		{ "vcpu_count", F_UINT, !patch },
-		{ "mem_size_mib", F_UINT, !patch },
-		{ "smt", F_BOOL, 0 },
-		{ "track_dirty_pages", F_BOOL, 0 },
-		{ "cpu_template", F_STR, 0 },
-		{ "huge_pages", F_STR, 0 },
+		{ "vcpu_count", F_UINT, !patch, "u8" },
+		{ "mem_size_mib", F_UINT, !patch, "usize" },
+		{ "smt", F_BOOL, 0, NULL },
+		{ "cpu_template", F_STR, 0, NULL },
+		{ "track_dirty_pages", F_BOOL, 0, NULL },
+		{ "huge_pages", F_STR, 0, NULL },
 	};
 	struct fcapi_config *c = &a->cfg;
 	const char *t = fcapi_get_str(b, "cpu_template"), *hp = fcapi_get_str(b, "huge_pages");
-	enum cpu_template tmpl = CPU_TEMPLATE_HOST;
-	int r, tmpl_set = 0;
+	int r;
 
 	if ((r = fcapi_check_fields(b, f, 6, w)) || (r = fcapi_pre_boot(a, w)))
 		return r;
-	if (fcapi_has(b, "vcpu_count") && (fcapi_get_uint(b, "vcpu_count") < 1 || fcapi_get_uint(b, "vcpu_count") > VM_MAX_VCPUS))
-		return fcapi_fail(w, "'vcpu_count' must be from 1 to %d", VM_MAX_VCPUS);
-	if (fcapi_has(b, "mem_size_mib") &&
-	    (fcapi_get_uint(b, "mem_size_mib") < VM_MIN_MEM_MIB || fcapi_get_uint(b, "mem_size_mib") > (1u << 20)))
-		return fcapi_fail(w, "'mem_size_mib' must be from %d to %u", VM_MIN_MEM_MIB, 1u << 20);
 	if (patch && !fcapi_has(b, "vcpu_count") && !fcapi_has(b, "mem_size_mib") && !fcapi_has(b, "smt") &&
 	    !fcapi_has(b, "track_dirty_pages") && !fcapi_has(b, "cpu_template") && !fcapi_has(b, "huge_pages"))
 		return fcapi_fail(w, "Empty PATCH request.");
-	/* Firecracker's rule: with SMT, 1 or an even number of vCPUs. */
-	if ((fcapi_has(b, "smt") ? fcapi_get_bool(b, "smt", 0) : c->smt) &&
-	    (fcapi_has(b, "vcpu_count") ? fcapi_get_uint(b, "vcpu_count") : c->vcpus) > 1 &&
-	    (fcapi_has(b, "vcpu_count") ? fcapi_get_uint(b, "vcpu_count") : c->vcpus) % 2)
+	/* Firecracker's words (MachineConfigError) for its own limits. */
+	if (fcapi_has(b, "mem_size_mib") && fcapi_get_uint(b, "mem_size_mib") == 0)
+		return fcapi_fail(w, "The memory size (MiB) is either 0, or not a multiple of the configured page size.");
+	if (fcapi_has(b, "mem_size_mib") &&
+	    (fcapi_get_uint(b, "mem_size_mib") < VM_MIN_MEM_MIB || fcapi_get_uint(b, "mem_size_mib") > (1u << 20)))
+		return fcapi_fail(w, "'mem_size_mib' must be from %d to %u", VM_MIN_MEM_MIB, 1u << 20);
+	/* Firecracker's rule: 1 to the maximum, and with SMT 1 or an even
+	 * number of vCPUs. */
+	if ((fcapi_has(b, "vcpu_count") &&
+	     (fcapi_get_uint(b, "vcpu_count") < 1 || fcapi_get_uint(b, "vcpu_count") > VM_MAX_VCPUS)) ||
+	    ((fcapi_has(b, "smt") ? fcapi_get_bool(b, "smt", 0) : c->smt) &&
+	     (fcapi_has(b, "vcpu_count") ? fcapi_get_uint(b, "vcpu_count") : c->vcpus) > 1 &&
+	     (fcapi_has(b, "vcpu_count") ? fcapi_get_uint(b, "vcpu_count") : c->vcpus) % 2))
 		return fcapi_fail(w, "The number of vCPUs must be greater than 0, less than %d and must be 1 or an even "
 			    "number if SMT is enabled.", VM_MAX_VCPUS + 1);
 	if (hp && strcmp(hp, "None"))
 		return fcapi_fail(w, "'huge_pages' %.32s is not supported: only None", hp);
-	if (t && strcmp(t, "None")) {
-		if (cpu_template_parse(t, &tmpl))
-			return fcapi_fail(w, "'cpu_template' %.32s is not supported: None (the host's default), "
-				    "or vmm's own host or safe", t);
-		tmpl_set = 1;
-	}
+	if (t && (r = set_cpu_template(c, json_get(b, "cpu_template"), w)))
+		return r;
 	if (fcapi_has(b, "vcpu_count"))
 		c->vcpus = (unsigned)fcapi_get_uint(b, "vcpu_count");
 	if (fcapi_has(b, "mem_size_mib"))
 		c->mem_mib = (unsigned)fcapi_get_uint(b, "mem_size_mib");
-	if (t) {
-		c->tmpl_set = tmpl_set;
-		c->tmpl = tmpl;
+	if (t)
 		a->deprecated = 1; /* Firecracker: cpu_template is deprecated */
-	}
 	/* PUT resets what it does not give to the defaults, PATCH keeps it. */
 	if (fcapi_has(b, "smt") || !patch)
 		c->smt = fcapi_get_bool(b, "smt", 0);
@@ -127,8 +168,13 @@ size_t fcapi_get_machine_config(const struct fcapi *a, char *out, size_t cap)
 	jw_bool(&jw, a->cfg.track_dirty_pages);
 	jw_key(&jw, "huge_pages");
 	jw_str(&jw, "None");
-	/* No cpu_template: vmm's own (host, safe) are not in Firecracker's
-	 * enum, and Firecracker leaves it out when none of its is set. */
+	/* cpu_template only for Firecracker's static ones: vmm's own (host,
+	 * safe) are not in its enum, and Firecracker leaves it out when none
+	 * (or a custom one) is set. */
+	if (a->cfg.static_tmpl[0]) {
+		jw_key(&jw, "cpu_template");
+		jw_str(&jw, a->cfg.static_tmpl);
+	}
 	jw_obj_end(&jw);
 	return jw_done(&jw) ? jw.len : 0;
 }
@@ -137,7 +183,7 @@ size_t fcapi_get_machine_config(const struct fcapi *a, char *out, size_t cap)
 
 int fcapi_put_actions(struct fcapi *a, const struct json *b, struct why *w)
 {
-	static const struct field f[] = { { "action_type", F_STR, 1 } };
+	static const struct field f[] = { { "action_type", F_STR, 1, NULL } };
 	const char *t;
 	int r;
 
@@ -174,7 +220,7 @@ int fcapi_put_actions(struct fcapi *a, const struct json *b, struct why *w)
 
 int fcapi_patch_vm(struct fcapi *a, const struct json *b, struct why *w)
 {
-	static const struct field f[] = { { "state", F_STR, 1 } };
+	static const struct field f[] = { { "state", F_STR, 1, NULL } };
 	const char *s;
 	int r;
 
@@ -215,6 +261,13 @@ int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, siz
 	cfg->mem_bytes = (uint64_t)c->mem_mib << 20;
 	cfg->track_dirty = c->track_dirty_pages; /* Diff snapshots */
 	cfg->cpu_tmpl = c->has_cpu_tmpl ? &c->cpu_tmpl : NULL;
+	/* A static template is for one vendor's CPUs (Firecracker checks at
+	 * the start, GetCpuTemplateError::CpuVendorMismatched). */
+	if (c->static_tmpl[0] && cpu_host_amd() != c->static_amd) {
+		snprintf(why, n, "Start microvm error: Failed to get CPU template: CPU vendor mismatched between actual "
+			 "CPU and CPU template.");
+		return -EINVAL;
+	}
 	if (c->tmpl_set) {
 		cfg->tmpl = c->tmpl;
 		cfg->tmpl_explicit = 1;

@@ -21,10 +21,10 @@ static int fault(int status, const char *msg, char *out, size_t cap, size_t *len
 /* PUT /mmds/config (before the guest starts). */
 static int put_config(struct fcapi *a, const struct json *b, struct why *w)
 {
-	static const struct field f[] = { { "network_interfaces", F_ARR, 1 },
-					  { "version", F_STR, 0 },
-					  { "ipv4_address", F_STR, 0 },
-					  { "imds_compat", F_BOOL, 0 } };
+	static const struct field f[] = { { "network_interfaces", F_ARR, 1, NULL },
+					  { "version", F_STR, 0, NULL },
+					  { "ipv4_address", F_STR, 0, NULL },
+					  { "imds_compat", F_BOOL, 0, NULL } };
 	const struct json *ifs = json_get(b, "network_interfaces"), *e;
 	unsigned mask = 0, i;
 	const char *s;

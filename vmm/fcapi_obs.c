@@ -180,6 +180,22 @@ static void dev_totals(const struct vm *vm, struct fcapi_dev_totals *t)
 			t->tx_malformed += s->tx_malformed;
 			t->net_waits += s->throttled;
 		}
+	if (vm->balloon) {
+		const struct virtio_balloon *b = vm->balloon;
+
+		t->bln_inflates = b->inflate_chains;
+		t->bln_deflates = b->deflate_chains;
+		t->bln_stats = b->stats.updates; /* read unlocked: one aligned word */
+		t->bln_reports = b->report_chains;
+		t->bln_reported = b->reported;
+		t->bln_discard_fails = b->discard_fails;
+	}
+	if (vm->rng) {
+		t->rng_reqs = vm->rng->reqs;
+		t->rng_bytes = vm->rng->bytes;
+		t->rng_fails = vm->rng->fails;
+		t->rng_waits = vm->rng->waits;
+	}
 }
 
 #define T(f) ((int64_t)(t.f - a->dev_last.f))
@@ -259,6 +275,35 @@ size_t fcapi_metrics_line(const struct fcapi *a, char *out, size_t cap, struct f
 	kv(&w, "vmm_rx_dropped_count", T(rx_dropped));
 	kv(&w, "vmm_tx_dropped_count", T(tx_dropped));
 	kv(&w, "vmm_rate_limiter_throttled_events", T(net_waits));
+	jw_obj_end(&w);
+	/* Firecracker's balloon and entropy blocks, every field of them
+	 * (devices/virtio/{balloon,rng}/metrics.rs); those vmm has no event
+	 * for stay 0: activation failures (the device needs a reset
+	 * instead), free page hinting (not offered). */
+	jw_key(&w, "balloon");
+	jw_obj(&w);
+	kv(&w, "activate_fails", 0);
+	kv(&w, "inflate_count", T(bln_inflates));
+	kv(&w, "stats_updates_count", T(bln_stats));
+	kv(&w, "stats_update_fails", 0);
+	kv(&w, "deflate_count", T(bln_deflates));
+	kv(&w, "event_fails", 0);
+	kv(&w, "free_page_report_count", T(bln_reports));
+	kv(&w, "free_page_report_freed", T(bln_reported) * GM_PAGE_SIZE);
+	kv(&w, "free_page_report_fails", T(bln_discard_fails));
+	kv(&w, "free_page_hint_count", 0);
+	kv(&w, "free_page_hint_freed", 0);
+	kv(&w, "free_page_hint_fails", 0);
+	jw_obj_end(&w);
+	jw_key(&w, "entropy");
+	jw_obj(&w);
+	kv(&w, "activate_fails", 0);
+	kv(&w, "entropy_event_fails", 0);
+	kv(&w, "entropy_event_count", T(rng_reqs));
+	kv(&w, "entropy_bytes", T(rng_bytes));
+	kv(&w, "host_rng_fails", T(rng_fails));
+	kv(&w, "entropy_rate_limiter_throttled", T(rng_waits));
+	kv(&w, "rate_limiter_event_count", T(rng_waits));
 	jw_obj_end(&w);
 	jw_key(&w, "vmm");
 	jw_obj(&w);
@@ -492,11 +537,11 @@ const char *fcapi_semver(void)
 int fcapi_put_logger(struct fcapi *a, const struct json *b, struct why *w)
 {
 	static const struct field f[] = {
-		{ "log_path", F_STR, 0 },
-		{ "level", F_STR, 0 },
-		{ "show_level", F_BOOL, 0 },
-		{ "show_log_origin", F_BOOL, 0 },
-		{ "module", F_STR, 0 },
+		{ "log_path", F_STR, 0, NULL },
+		{ "level", F_STR, 0, NULL },
+		{ "show_level", F_BOOL, 0, NULL },
+		{ "show_log_origin", F_BOOL, 0, NULL },
+		{ "module", F_STR, 0, NULL },
 	};
 	const char *path = fcapi_get_str(b, "log_path"), *mod = fcapi_get_str(b, "module");
 	char pbuf[PATH_MAX];
@@ -522,9 +567,9 @@ int fcapi_put_logger(struct fcapi *a, const struct json *b, struct why *w)
 int fcapi_put_metrics(struct fcapi *a, const struct json *b, struct why *w)
 {
 	static const struct field f[] = {
-		{ "metrics_path", F_STR, 1 },
-		{ "emit_id", F_BOOL, 0 },
-		{ "properties", F_OBJ, 0 },
+		{ "metrics_path", F_STR, 1, NULL },
+		{ "emit_id", F_BOOL, 0, NULL },
+		{ "properties", F_OBJ, 0, NULL },
 	};
 	char pbuf[PATH_MAX];
 	int r;

@@ -20,6 +20,8 @@
 #include "../guest-init/json.h"
 
 #define MSG_AFTER_START "The requested operation is not supported after starting the microVM."
+/* Firecracker's frame around serde_json's errors (parsed_request.rs). */
+#define FCAPI_DESER "An error occurred when deserializing the json body of a request: "
 #define MSG_BEFORE_START "The requested operation is not supported before starting the microVM."
 
 /* Where a refusal's fault_message goes. */
@@ -34,6 +36,7 @@ struct field {
 	const char *name;
 	enum ftype type;
 	int required;
+	const char *expect; /* the Rust type serde names (NULL: u64 for F_UINT) */
 };
 
 /* fcapi.c: the body checks. Each returns 0 or -EINVAL with the fault in
@@ -42,7 +45,11 @@ int fcapi_fail(struct why *w, const char *fmt, ...) __attribute__((format(printf
 /* The object has only known fields, each once and of its type (null
  * counts as absent), and every required one. */
 int fcapi_check_fields(const struct json *o, const struct field *f, size_t nf, struct why *w);
-/* Says which nested object fcapi_check_fields' complaint is about. */
+/* serde_json's complaint about the value at `at`, in Firecracker's frame
+ * (FCAPI_DESER ... at line L column C.). */
+int fcapi_deser_fail(struct why *w, struct json_pos at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Says which nested object fcapi_check_fields' complaint is about (none
+ * for serde_json's, which say where). */
 int fcapi_in_field(struct why *w, const char *field, const char *name);
 /* A RateLimiter {bandwidth, ops} (bytes and operations per second). */
 int fcapi_get_limiter(const struct json *o, const char *field, struct rl_limits *l, struct why *w);

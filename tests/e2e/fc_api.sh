@@ -55,6 +55,11 @@ if [ "$(fc "$tmp/fcb.sock" PUT /actions '{"action_type": "SendCtrlAltDel"}' | ta
 	if ! kill -0 "$fcb_pid" 2>/dev/null && wait "$fcb_pid"; then
 		ok "fc-api: PUT /actions SendCtrlAltDel: the guest shuts down cleanly, the VMM exits with 0"
 	else bad "fc-api: SendCtrlAltDel: the VMM still runs or failed: $(tail -3 "$tmp/fcb.err")"; fi
+	# Firecracker's path: the default guest kernel drives the i8042, so
+	# the keys reach it (not the fallback through guest-init).
+	if ! grep -q "asking guest-init" "$tmp/fcb.err"; then
+		ok "fc-api: SendCtrlAltDel went through the guest's i8042 keyboard driver"
+	else bad "fc-api: SendCtrlAltDel fell back to guest-init: $(grep -m1 SendCtrlAltDel "$tmp/fcb.err")"; fi
 else bad "fc-api: SendCtrlAltDel refused"; fi
 stop_sandbox fca
 stop_sandbox fcb

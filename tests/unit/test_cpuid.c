@@ -274,6 +274,69 @@ static void tmpl_parse_and_apply(void **state)
 	assert_int_equal(parse_tmpl("{}", &t, why, sizeof(why)), 0);
 }
 
+/* Firecracker's static templates as masks over a CPUID table (no KVM): a
+ * table of all-ones registers shows each mask, checked against the values
+ * Firecracker documents for them (docs/cpu_templates/cpu-templates.md). */
+static void static_tmpl_masks(void **state)
+{
+	static const uint32_t leaves[][2] = { { 1, 0 }, { 7, 0 }, { 0xd, 0 }, { 0xd, 1 }, { 0x80000001, 0 }, { 0x80000008, 0 } };
+	struct kvm_cpuid_entry2 e[6], *x;
+	struct cpu_tmpl t;
+	char why[160];
+	unsigned i;
+	int amd = -1;
+
+	(void)state;
+	for (i = 0; i < 6; i++) {
+		memset(&e[i], 0, sizeof(e[i]));
+		e[i].function = leaves[i][0];
+		e[i].index = leaves[i][1];
+		e[i].flags = leaves[i][0] == 7 || leaves[i][0] == 0xd ? KVM_CPUID_FLAG_SIGNIFCANT_INDEX : 0;
+		e[i].eax = e[i].ebx = e[i].ecx = e[i].edx = 0xffffffffu;
+	}
+	assert_int_equal(cpu_tmpl_static("C3", &t, &amd), 0);
+	assert_int_equal(amd, 0);
+	assert_int_equal(cpu_tmpl_apply_cpuid(&t, e, 6, why, sizeof(why)), 0);
+	x = cpuid_find(e, 6, 1, 0);
+	/* Family 6 model 0x3e stepping 4, as C3 states; the masked bits clear. */
+	assert_int_equal(x->eax, 0xf003c6e4u);
+	assert_int_equal(x->ecx, ~0x0040dd3cu);
+	assert_int_equal(x->edx, ~0xa8641080u | 0x1080u);
+	x = cpuid_find(e, 6, 7, 0);
+	assert_int_equal(x->ebx, ~0xffafdd3cu);
+	assert_int_equal(x->flags, 1);
+	assert_int_equal(cpuid_find(e, 6, 0xd, 1)->eax, ~0xeu);
+	assert_int_equal(cpuid_find(e, 6, 0x80000001, 0)->edx, ~0x04000000u);
+	/* C3 leaves 0x80000008 alone. */
+	assert_int_equal(cpuid_find(e, 6, 0x80000008, 0)->ebx, 0xffffffffu);
+	assert_int_equal(t.nr_msrs, 0);
+
+	/* T2A (AMD): EBX of 0x80000008 keeps IBPB and the STIBP/SSBD bits. */
+	assert_int_equal(cpu_tmpl_static("T2A", &t, &amd), 0);
+	assert_int_equal(amd, 1);
+	assert_int_equal(cpu_tmpl_apply_cpuid(&t, e, 6, why, sizeof(why)), 0);
+	assert_int_equal(cpuid_find(e, 6, 0x80000008, 0)->ebx, ~0x001c0205u | 0x001c0004u);
+	assert_int_equal(cpuid_find(e, 6, 7, 0)->ebx, (~0xffafdd3cu & ~0xffefda14u) | 0x200u);
+
+	/* T2S and T2CL: IA32_ARCH_CAPABILITIES, the whole register or the
+	 * listed bits. */
+	assert_int_equal(cpu_tmpl_static("T2S", &t, &amd), 0);
+	assert_int_equal(t.nr_msrs, 1);
+	assert_int_equal(t.msrs[0].addr, 0x10a);
+	assert_int_equal(cpu_tmpl_filter(~0ull, t.msrs[0].filter, t.msrs[0].value), 0x0c0a0c4cull);
+	assert_int_equal(cpu_tmpl_static("T2CL", &t, &amd), 0);
+	assert_int_equal(cpu_tmpl_filter(~0ull, t.msrs[0].filter, t.msrs[0].value), 0x1d0ae1ffull);
+	assert_int_equal(cpu_tmpl_static("T2", &t, &amd), 0);
+	assert_int_equal(t.nr_msrs, 0);
+
+	/* A leaf the table lacks fails as Firecracker's does. */
+	assert_int_equal(cpu_tmpl_apply_cpuid(&t, e, 5, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "not supported by KVM: Leaf: 80000008"));
+	/* Not a static template. */
+	assert_int_equal(cpu_tmpl_static("None", &t, &amd), -ENOENT);
+	assert_int_equal(cpu_tmpl_static("V1N1", &t, &amd), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -286,6 +349,7 @@ int main(void)
 		cmocka_unit_test(read_back_padding),
 		cmocka_unit_test(tmpl_bitmaps),
 		cmocka_unit_test(tmpl_parse_and_apply),
+		cmocka_unit_test(static_tmpl_masks),
 	};
 
 	return cmocka_run_group_tests_name("cpuid", tests, NULL, NULL);

@@ -85,8 +85,11 @@ static void linux_probe(void **state)
 	out8(&k, 0x64, 0x20);
 	assert_int_equal(in8(&k, 0x60), ctr & ~0x01);
 	/* ... a keyboard command is acknowledged, no interrupt while off. */
-	out8(&k, 0x60, 0xf2);
+	out8(&k, 0x60, 0xf2); /* GETID: ACK, then an MF2 keyboard's id */
 	assert_int_equal(in8(&k, 0x60), 0xfa);
+	assert_int_equal(in8(&k, 0x60), 0xab);
+	assert_int_equal(in8(&k, 0x60), 0x83);
+	assert_false(in8(&k, 0x64) & 0x01);
 	assert_int_equal(irq_edges, 0);
 	/* Interrupts back on (i8042_enable_kbd_port). */
 	out8(&k, 0x64, 0x60);
