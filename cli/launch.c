@@ -171,6 +171,32 @@ static void standby_prepare(const struct sandbox *sb, const struct run_opts *o, 
 		log_warn("sandbox %s: cannot prepare for standby (vmm suspend will not work)", sb->name);
 }
 
+/* The control socket, one of the poll sources vm_run's loop serves. */
+static unsigned control_source_pollfds(void *c, struct pollfd *p, int *timeout_ms)
+{
+	return control_pollfds(c, p, timeout_ms);
+}
+
+static void control_source_events(void *c, struct vm *vm, const struct pollfd *p, unsigned n)
+{
+	control_events(c, vm, p, n);
+}
+
+static int serve_control(struct vm *vm, struct control *ctl)
+{
+	const struct vm_poll_source src = {
+		.max = CONTROL_POLLFDS,
+		.pollfds = control_source_pollfds,
+		.events = control_source_events,
+		.arg = ctl,
+	};
+	int r = vm_add_poll_source(vm, &src);
+
+	if (r)
+		log_err("the control socket: %s", strerror(-r));
+	return r;
+}
+
 int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 {
 	/* Path buffers get a NUL in front, not an initialiser: zeroing them
@@ -532,7 +558,10 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 			goto out_destroy;
 		}
 	}
-	vm->ctl = &ctl;
+	if (serve_control(vm, &ctl)) {
+		status = CLI_EXIT_ERROR;
+		goto out_destroy;
+	}
 	if (api) {
 		/* vmm exec NAME finds the guest API at vsock.sock in the folder,
 		 * wherever PUT /vsock put the socket. */
