@@ -656,229 +656,294 @@ static void op_kill(int fd, const struct api_request *r, const struct api_config
 		send_ok(fd);
 }
 
-static void op_exec(int fd, const struct api_request *r, const struct api_config *cfg)
-{
-	static uint8_t buf[FRAME_MAX], inbuf[FRAME_MAX];
-	size_t in_len = 0, in_off = 0;
-	struct exec_io io;
-	char meta[256];
-	struct json_writer w;
-	sigset_t chld;
-	int sfd, status = 0, exited = 0, timed_out = 0, client_gone = 0, e = 0;
-	uint64_t deadline = r->timeout_ms ? now_ms() + (uint64_t)r->timeout_ms : 0;
-	char egress_buf[EGRESS_ENV][96];
-	const char *extra[EGRESS_ENV + 1] = { NULL };
-	unsigned port;
+/* One exec request's state while its command runs (op_exec's steps). */
+struct exec_run {
+	int fd;                 /* the client's connection */
+	const struct api_config *cfg;
 	pid_t pid;
+	int sfd;                /* SIGCHLD's signalfd */
+	struct exec_io io;
+	uint8_t *inbuf;         /* FRAME_MAX: a stdin frame being written */
+	size_t in_len, in_off;
+	int status, exited, timed_out, client_gone;
+	uint64_t deadline;      /* ms, 0: none */
+};
 
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, NULL);
-	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (cfg->egress_port && (port = cfg->egress_port()))
-		spawn_proxy_env(port, egress_buf, extra);
-	pid = spawn_command(r, extra, &io, &e);
-	if (pid < 0) {
-		char why[4200];
+/* Where each part sits in one turn's p[] (-1: not this turn). */
+struct exec_poll {
+	struct pollfd p[5];
+	int n, i_conn, i_out, i_err, i_sig, i_in, timeout;
+};
 
-		send_error(fd, e, spawn_error_message(r, &io, e, why, sizeof(why)));
-		close(sfd);
+/* One turn's poll set and timeout. */
+static void exec_poll_build(const struct exec_run *x, struct exec_poll *ep)
+{
+	ep->n = 0;
+	ep->i_conn = ep->i_out = ep->i_err = ep->i_sig = ep->i_in = -1;
+	ep->timeout = -1;
+	if (!x->client_gone && x->in_len == 0) {
+		ep->i_conn = ep->n;
+		ep->p[ep->n].fd = x->fd;
+		ep->p[ep->n++].events = POLLIN;
+	}
+	if (x->io.out >= 0) {
+		ep->i_out = ep->n;
+		ep->p[ep->n].fd = x->io.out;
+		ep->p[ep->n++].events = POLLIN;
+	}
+	if (x->io.err >= 0) {
+		ep->i_err = ep->n;
+		ep->p[ep->n].fd = x->io.err;
+		ep->p[ep->n++].events = POLLIN;
+	}
+	if (x->in_len && x->io.in >= 0) {
+		ep->i_in = ep->n;
+		ep->p[ep->n].fd = x->io.in;
+		ep->p[ep->n++].events = POLLOUT;
+	}
+	if (!x->exited) {
+		ep->i_sig = ep->n;
+		ep->p[ep->n].fd = x->sfd;
+		ep->p[ep->n++].events = POLLIN;
+	}
+	if (x->deadline && !x->exited) {
+		uint64_t t = now_ms();
+
+		ep->timeout = t >= x->deadline ? 0 : (int)(x->deadline - t);
+	}
+	if (x->exited) {
+		/* The command is gone; give stragglers holding its pipes a
+		 * moment, then stop waiting for them. */
+		ep->timeout = 200;
+	}
+}
+
+/* SIGCHLD: the command reaped if it exited (its stdin pipe closed). */
+static void exec_reap(struct exec_run *x)
+{
+	struct signalfd_siginfo si;
+
+	while (read(x->sfd, &si, sizeof(si)) == sizeof(si)) {
+	}
+	if (waitpid(x->pid, &x->status, WNOHANG) == x->pid) {
+		x->exited = 1;
+		registry_del(x->cfg, x->pid);
+		if (x->io.in >= 0 && !x->io.pty)
+			close(x->io.in);
+		if (!x->io.pty)
+			x->io.in = -1;
+	}
+}
+
+/* The command's stdout or stderr (*pfd) to the client as frames of type;
+ * at its end, closed. */
+static void exec_output(struct exec_run *x, int *pfd, uint8_t type, uint8_t *buf)
+{
+	ssize_t k = read(*pfd, buf, DATA_CHUNK);
+
+	if (k > 0) {
+		if (frame_write(x->fd, type, buf, (size_t)k))
+			x->client_gone = 1;
+	} else if (k == 0 || errno != EINTR) {
+		close(*pfd);
+		if (pfd == &x->io.out && x->io.in == x->io.out)
+			x->io.in = -1;
+		*pfd = -1;
+	}
+}
+
+/* The stdin frame held, written on as the command takes it. */
+static void exec_stdin(struct exec_run *x)
+{
+	ssize_t k = write(x->io.in, x->inbuf + x->in_off, x->in_len);
+
+	if (k > 0) {
+		x->in_off += (size_t)k;
+		x->in_len -= (size_t)k;
+	} else if (k < 0 && errno != EAGAIN && errno != EINTR) {
+		x->in_len = 0; /* the command closed its stdin */
+	}
+}
+
+/* The command killed: its process group, and itself. */
+static void exec_kill(const struct exec_run *x)
+{
+	kill(-x->pid, SIGKILL);
+	kill(x->pid, SIGKILL);
+}
+
+/* A frame from the client: stdin, its end, a signal, a terminal size. */
+static void exec_client_frame(struct exec_run *x)
+{
+	uint8_t type;
+	size_t len;
+	const uint8_t *in = x->inbuf;
+
+	if (frame_read(x->fd, &type, x->inbuf, FRAME_MAX, &len)) {
+		/* The client left: nobody reads the output any more. */
+		x->client_gone = 1;
+		if (!x->exited)
+			exec_kill(x);
 		return;
 	}
-	registry_add(cfg, pid, r);
-	jw_init(&w, meta, sizeof(meta));
-	jw_obj(&w);
-	jw_key(&w, "pid");
-	jw_int(&w, pid);
-	jw_obj_end(&w);
-	send_json(fd, F_STARTED, &w);
+	switch (type) {
+	case F_STDIN:
+		if (x->io.in >= 0) {
+			x->in_off = 0;
+			x->in_len = len;
+		}
+		break;
+	case F_STDIN_EOF:
+		if (x->io.pty && x->io.in >= 0) {
+			uint8_t eot = 4; /* ^D: EOF for the line discipline */
 
-	while (io.out >= 0 || io.err >= 0 || !exited) {
-		struct pollfd p[5];
-		int n = 0, i_conn = -1, i_out = -1, i_err = -1, i_sig = -1, i_in = -1, timeout = -1;
+			write_full(x->io.in, &eot, 1);
+		} else if (x->io.in >= 0) {
+			close(x->io.in);
+			x->io.in = -1;
+		}
+		break;
+	case F_SIGNAL:
+		if (len == 4 && !x->exited) {
+			uint32_t sig = (uint32_t)in[0] | (uint32_t)in[1] << 8 | (uint32_t)in[2] << 16 |
+				       (uint32_t)in[3] << 24;
 
-		if (!client_gone && in_len == 0) {
-			i_conn = n;
-			p[n].fd = fd;
-			p[n++].events = POLLIN;
+			if (sig >= 1 && sig <= 64 && kill(-x->pid, (int)sig) < 0)
+				kill(x->pid, (int)sig);
 		}
-		if (io.out >= 0) {
-			i_out = n;
-			p[n].fd = io.out;
-			p[n++].events = POLLIN;
-		}
-		if (io.err >= 0) {
-			i_err = n;
-			p[n].fd = io.err;
-			p[n++].events = POLLIN;
-		}
-		if (in_len && io.in >= 0) {
-			i_in = n;
-			p[n].fd = io.in;
-			p[n++].events = POLLOUT;
-		}
-		if (!exited) {
-			i_sig = n;
-			p[n].fd = sfd;
-			p[n++].events = POLLIN;
-		}
-		if (deadline && !exited) {
-			uint64_t t = now_ms();
+		break;
+	case F_RESIZE:
+		if (len == 4 && x->io.pty && x->io.out >= 0) {
+			struct winsize ws = { .ws_row = (unsigned short)(in[0] | in[1] << 8),
+					      .ws_col = (unsigned short)(in[2] | in[3] << 8) };
 
-			timeout = t >= deadline ? 0 : (int)(deadline - t);
+			ioctl(x->io.out, TIOCSWINSZ, &ws);
 		}
-		if (exited) {
-			/* The command is gone; give stragglers holding its
-			 * pipes a moment, then stop waiting for them. */
-			timeout = 200;
-		}
-		if (poll(p, (nfds_t)n, timeout) < 0) {
+		break;
+	default:
+		break; /* unknown frames are ignored (forward compatible) */
+	}
+}
+
+/* The command's run: its output to the client, the client's input to it,
+ * until it exited and its pipes are done (or 200 ms quiet after its
+ * exit), the deadline killing it. */
+static void exec_loop(struct exec_run *x)
+{
+	static uint8_t buf[FRAME_MAX];
+	struct exec_poll ep;
+
+	while (x->io.out >= 0 || x->io.err >= 0 || !x->exited) {
+		struct pollfd *p = ep.p;
+
+		exec_poll_build(x, &ep);
+		if (poll(p, (nfds_t)ep.n, ep.timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (deadline && !exited && now_ms() >= deadline && !timed_out) {
-			timed_out = 1;
-			kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
+		if (x->deadline && !x->exited && now_ms() >= x->deadline && !x->timed_out) {
+			x->timed_out = 1;
+			exec_kill(x);
 		}
-		if (i_sig >= 0 && (p[i_sig].revents & POLLIN)) {
-			struct signalfd_siginfo si;
-
-			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-			}
-			if (waitpid(pid, &status, WNOHANG) == pid) {
-				exited = 1;
-				registry_del(cfg, pid);
-				if (io.in >= 0 && !io.pty)
-					close(io.in);
-				if (!io.pty)
-					io.in = -1;
-			}
-		}
-		if (exited && timeout == 200 && n > 0) {
+		if (ep.i_sig >= 0 && (p[ep.i_sig].revents & POLLIN))
+			exec_reap(x);
+		if (x->exited && ep.timeout == 200 && ep.n > 0) {
 			int any = 0, i;
 
-			for (i = 0; i < n; i++)
+			for (i = 0; i < ep.n; i++)
 				any |= p[i].revents;
 			if (!any)
 				break; /* 200 ms of silence after the exit */
 		}
-		if (i_out >= 0 && (p[i_out].revents & (POLLIN | POLLHUP | POLLERR))) {
-			ssize_t k = read(io.out, buf, DATA_CHUNK);
-
-			if (k > 0) {
-				if (frame_write(fd, F_STDOUT, buf, (size_t)k))
-					client_gone = 1;
-			} else if (k == 0 || errno != EINTR) {
-				close(io.out);
-				if (io.in == io.out)
-					io.in = -1;
-				io.out = -1;
-			}
-		}
-		if (i_err >= 0 && (p[i_err].revents & (POLLIN | POLLHUP | POLLERR))) {
-			ssize_t k = read(io.err, buf, DATA_CHUNK);
-
-			if (k > 0) {
-				if (frame_write(fd, F_STDERR, buf, (size_t)k))
-					client_gone = 1;
-			} else if (k == 0 || errno != EINTR) {
-				close(io.err);
-				io.err = -1;
-			}
-		}
-		if (i_in >= 0 && (p[i_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
-			ssize_t k = write(io.in, inbuf + in_off, in_len);
-
-			if (k > 0) {
-				in_off += (size_t)k;
-				in_len -= (size_t)k;
-			} else if (k < 0 && errno != EAGAIN && errno != EINTR) {
-				in_len = 0; /* the command closed its stdin */
-			}
-		}
-		if (i_conn >= 0 && (p[i_conn].revents & (POLLIN | POLLHUP | POLLERR))) {
-			uint8_t type;
-			size_t len;
-			int rr = frame_read(fd, &type, inbuf, sizeof(inbuf), &len);
-
-			if (rr) {
-				/* The client left: nobody reads the output any more. */
-				client_gone = 1;
-				if (!exited) {
-					kill(-pid, SIGKILL);
-					kill(pid, SIGKILL);
-				}
-				continue;
-			}
-			switch (type) {
-			case F_STDIN:
-				if (io.in >= 0) {
-					in_off = 0;
-					in_len = len;
-				}
-				break;
-			case F_STDIN_EOF:
-				if (io.pty && io.in >= 0) {
-					uint8_t eot = 4; /* ^D: EOF for the line discipline */
-
-					write_full(io.in, &eot, 1);
-				} else if (io.in >= 0) {
-					close(io.in);
-					io.in = -1;
-				}
-				break;
-			case F_SIGNAL:
-				if (len == 4 && !exited) {
-					uint32_t sig = (uint32_t)inbuf[0] | (uint32_t)inbuf[1] << 8 |
-						       (uint32_t)inbuf[2] << 16 | (uint32_t)inbuf[3] << 24;
-
-					if (sig >= 1 && sig <= 64 && kill(-pid, (int)sig) < 0)
-						kill(pid, (int)sig);
-				}
-				break;
-			case F_RESIZE:
-				if (len == 4 && io.pty && io.out >= 0) {
-					struct winsize ws = { .ws_row = (unsigned short)(inbuf[0] | inbuf[1] << 8),
-							      .ws_col = (unsigned short)(inbuf[2] | inbuf[3] << 8) };
-
-					ioctl(io.out, TIOCSWINSZ, &ws);
-				}
-				break;
-			default:
-				break; /* unknown frames are ignored (forward compatible) */
-			}
-		}
+		if (ep.i_out >= 0 && (p[ep.i_out].revents & (POLLIN | POLLHUP | POLLERR)))
+			exec_output(x, &x->io.out, F_STDOUT, buf);
+		if (ep.i_err >= 0 && (p[ep.i_err].revents & (POLLIN | POLLHUP | POLLERR)))
+			exec_output(x, &x->io.err, F_STDERR, buf);
+		if (ep.i_in >= 0 && (p[ep.i_in].revents & (POLLOUT | POLLERR | POLLHUP)))
+			exec_stdin(x);
+		if (ep.i_conn >= 0 && (p[ep.i_conn].revents & (POLLIN | POLLHUP | POLLERR)))
+			exec_client_frame(x);
 	}
-	if (!exited) {
-		kill(-pid, SIGKILL);
-		waitpid(pid, &status, 0);
-		registry_del(cfg, pid);
+}
+
+/* After the loop: the command killed and reaped if it still runs, its
+ * pipes closed, and F_EXIT with its status to a client still there. */
+static void exec_finish(struct exec_run *x)
+{
+	char meta[256];
+	struct json_writer w;
+
+	if (!x->exited) {
+		kill(-x->pid, SIGKILL);
+		waitpid(x->pid, &x->status, 0);
+		registry_del(x->cfg, x->pid);
 	}
-	if (io.out >= 0)
-		close(io.out);
-	if (io.err >= 0)
-		close(io.err);
-	if (io.in >= 0 && io.in != io.out)
-		close(io.in);
-	close(sfd);
+	if (x->io.out >= 0)
+		close(x->io.out);
+	if (x->io.err >= 0)
+		close(x->io.err);
+	if (x->io.in >= 0 && x->io.in != x->io.out)
+		close(x->io.in);
+	close(x->sfd);
 	jw_init(&w, meta, sizeof(meta));
 	jw_obj(&w);
-	if (WIFSIGNALED(status)) {
+	if (WIFSIGNALED(x->status)) {
 		jw_key(&w, "signal");
-		jw_int(&w, WTERMSIG(status));
+		jw_int(&w, WTERMSIG(x->status));
 		jw_key(&w, "exit_code");
-		jw_int(&w, 128 + WTERMSIG(status));
+		jw_int(&w, 128 + WTERMSIG(x->status));
 	} else {
 		jw_key(&w, "exit_code");
-		jw_int(&w, WEXITSTATUS(status));
+		jw_int(&w, WEXITSTATUS(x->status));
 	}
 	jw_key(&w, "timed_out");
-	jw_bool(&w, timed_out);
+	jw_bool(&w, x->timed_out);
 	jw_obj_end(&w);
-	if (!client_gone)
-		send_json(fd, F_EXIT, &w);
+	if (!x->client_gone)
+		send_json(x->fd, F_EXIT, &w);
+}
+
+static void op_exec(int fd, const struct api_request *r, const struct api_config *cfg)
+{
+	static uint8_t inbuf[FRAME_MAX];
+	struct exec_run x = {
+		.fd = fd,
+		.cfg = cfg,
+		.inbuf = inbuf,
+		.deadline = r->timeout_ms ? now_ms() + (uint64_t)r->timeout_ms : 0,
+	};
+	char meta[256];
+	struct json_writer w;
+	sigset_t chld;
+	int e = 0;
+	char egress_buf[EGRESS_ENV][96];
+	const char *extra[EGRESS_ENV + 1] = { NULL };
+	unsigned port;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	x.sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (cfg->egress_port && (port = cfg->egress_port()))
+		spawn_proxy_env(port, egress_buf, extra);
+	x.pid = spawn_command(r, extra, &x.io, &e);
+	if (x.pid < 0) {
+		char why[4200];
+
+		send_error(fd, e, spawn_error_message(r, &x.io, e, why, sizeof(why)));
+		close(x.sfd);
+		return;
+	}
+	registry_add(cfg, x.pid, r);
+	jw_init(&w, meta, sizeof(meta));
+	jw_obj(&w);
+	jw_key(&w, "pid");
+	jw_int(&w, x.pid);
+	jw_obj_end(&w);
+	send_json(fd, F_STARTED, &w);
+	exec_loop(&x);
+	exec_finish(&x);
 }
 
 /* ---- the connection -------------------------------------------------------- */
