@@ -324,12 +324,12 @@ test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_uffd_SRCS    := vmm/uffd.c vmm/gm.c vmm/log.c tests/uffd/uffd_serve.c guest-init/json.c
 test_tar_SRCS     := guest-init/tar.c
 test_applets_SRCS := guest-init/applets.c guest-init/proto.c
-test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
+test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c guest-init/proto.c vmm/gm.c devices/virtqueue.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
 test_cpuid_SRCS   := vmm/cpuid.c vmm/cputmpl.c guest-init/json.c
-test_serial_SRCS  := devices/serial.c vmm/log.c vmm/snapfmt.c
-test_i8042_SRCS   := devices/i8042.c vmm/log.c vmm/snapfmt.c
+test_serial_SRCS  := devices/serial.c vmm/log.c vmm/snapfmt.c guest-init/proto.c
+test_i8042_SRCS   := devices/i8042.c vmm/log.c vmm/snapfmt.c guest-init/proto.c
 test_bus_SRCS     := vmm/bus.c
 test_unixsock_SRCS := vmm/unixsock.c vmm/log.c
 test_mmds_SRCS    := devices/mmds.c devices/mmds_net.c guest-init/json.c
@@ -337,7 +337,7 @@ test_phase_SRCS   := vmm/phase.c vmm/log.c
 test_sched_slice_SRCS := vmm/sched_slice.c
 test_notice_SRCS  := vmm/notice.c vmm/unixsock.c vmm/log.c
 test_tlsexec_SRCS := cli/tlsexec.c
-test_kvmcache_SRCS := vmm/kvmcache.c
+test_kvmcache_SRCS := vmm/kvmcache.c guest-init/proto.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
 test_standby_SRCS := $(CORE_SRCS)
@@ -346,7 +346,7 @@ test_run_opts_SRCS := cli/run_opts.c cli/publish.c cli/api_client.c cli/jail.c c
 test_http_SRCS    := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
-                         vmm/snapfmt.c
+                         vmm/snapfmt.c guest-init/proto.c
 test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c devices/mmds.c devices/mmds_net.c guest-init/json.c $(test_virtio_mmio_SRCS)
@@ -357,10 +357,10 @@ test_jail_SRCS    := cli/jail.c cli/util.c vmm/log.c
 test_progress_SRCS := cli/progress.c cli/boot_status.c cli/cp_files.c cli/cp_tar.c guest-init/tar.c cli/api_client.c vmm/tty.c vmm/log.c guest-init/json.c guest-init/proto.c
 test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
-test_fuse_SRCS    := $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c
+test_fuse_SRCS    := $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c guest-init/proto.c
 test_virtio_fs_SRCS := devices/virtio_fs.c $(FUSE_SRCS) vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_egress_SRCS  := cli/egress_http.c guest-init/json.c
-test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c cli/egress_tls.c vmm/log.c guest-init/json.c
+test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c vmm/http.c cli/egress_tls.c vmm/log.c guest-init/json.c
 test_egress_tls_LIBS := $(TLS_LIBS)
 test_egress_pol_SRCS := cli/egress_pol.c cli/egress_http.c guest-init/json.c
 test_oci_SRCS     := cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c guest-init/json.c
@@ -549,20 +549,20 @@ FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
 fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devices/virtio_mmio.c vmm/ratelimit.c \
-                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
+                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c
 fuzz_api_request_SRCS := tests/fuzz/fuzz_api_request.c $(GUEST_API_SRCS)
 fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c vmm/unixsock.c devices/virtio_mmio.c vmm/ratelimit.c \
-                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
+                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c
 fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/http.c $(FCAPI_SRCS) vmm/cputmpl.c devices/mmds.c guest-init/json.c vmm/log.c vmm/cpuid.c
 fuzz_devices_SRCS     := tests/fuzz/fuzz_devices.c devices/virtio_rng.c devices/virtio_balloon.c devices/virtio_mmio.c \
-                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
+                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c
 fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.c devices/mmds.c devices/mmds_net.c guest-init/json.c devices/virtio_mmio.c \
-                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
+                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c
 fuzz_mmds_SRCS        := tests/fuzz/fuzz_mmds.c devices/mmds.c devices/mmds_net.c guest-init/json.c
 fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \
-                         devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
-fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c
-fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c guest-init/json.c
+                         devices/serial.c vmm/snapfmt.c guest-init/proto.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
+fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c guest-init/proto.c
+fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c vmm/http.c guest-init/json.c
 fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c \
                          guest-init/json.c
 fuzz_oci_LIBS         := $(TLS_LIBS)
