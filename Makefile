@@ -181,7 +181,7 @@ $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 # guest-init: PID 1 and the sandbox API server (static, musl), and the
 # same code built for the host, where it serves the API on a Unix socket
 # for tests (guest-init --serve-unix PATH).
-GUEST_API_SRCS  := guest-init/api.c guest-init/files.c guest-init/spawn.c guest-init/procs.c guest-init/ring.c \
+GUEST_API_SRCS  := guest-init/api.c guest-init/request.c guest-init/files.c guest-init/spawn.c guest-init/procs.c guest-init/ring.c \
                    guest-init/watch.c guest-init/json.c guest-init/proto.c guest-init/tar.c guest-init/tar_ops.c
 GUEST_INIT_SRCS := guest-init/init.c $(GUEST_API_SRCS) guest-init/net.c guest-init/egress.c guest-init/applets.c
 GUEST_INIT_HDRS := guest-init/api.h guest-init/applets.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h \
