@@ -42,7 +42,7 @@ CORE_SRCS := vmm/log.c vmm/kvopt.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/c
              vmm/control.c vmm/http.c $(FCAPI_SRCS) vmm/cputmpl.c \
              vmm/unixsock.c guest-init/json.c \
              guest-init/proto.c \
-             vmm/vcpu.c vmm/gprof.c vmm/sched_slice.c vmm/vm.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_exit.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
+             vmm/vcpu.c vmm/gprof.c vmm/sched_slice.c vmm/vm.c vmm/vm_create.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_exit.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
              vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c devices/i8042.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
@@ -110,7 +110,7 @@ $(BUILD)/asan/%.o: %.c
 HOT_SRCS := cli/main.c cli/run.c cli/run_opts.c cli/launch.c cli/run_helper.c cli/run_detach.c \
             cli/util.c cli/sandbox.c cli/disklock.c cli/boot_status.c cli/api_client.c \
             vmm/log.c vmm/kvopt.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c vmm/kvmcache.c \
-            vmm/vm.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_exit.c vmm/vcpu.c vmm/phase.c vmm/notice.c vmm/idle.c \
+            vmm/vm.c vmm/vm_create.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_exit.c vmm/vcpu.c vmm/phase.c vmm/notice.c vmm/idle.c \
             vmm/tty.c vmm/seccomp.c vmm/evloop.c vmm/ratelimit.c vmm/control.c vmm/http.c vmm/fcapi.c \
             vmm/fcapi_obs.c vmm/unixsock.c guest-init/json.c guest-init/proto.c \
             boot/bootparams.c boot/elf.c boot/bzimage.c \

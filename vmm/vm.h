@@ -237,6 +237,11 @@ struct vm {
  * is left open. */
 int vm_create(struct vm *vm, const struct vm_config *cfg)
 	__attribute__((warn_unused_result));
+/* The two builders vm_create chooses between (vm_create.c): a fresh boot
+ * (cfg->restore NULL), and a restore of cfg->restore (with cfg->uffd, its
+ * memory served by a page-fault handler). The same contract as vm_create. */
+int vm_create_for_boot(struct vm *vm, const struct vm_config *cfg) __attribute__((warn_unused_result));
+int vm_create_from_snapshot(struct vm *vm, const struct vm_config *cfg) __attribute__((warn_unused_result));
 /* Runs until the guest or the host stops it; returns the reason.
  * SIGTERM, SIGHUP, SIGQUIT and SIGINT stop it (see cfg.sigint_helper).
  * They stay blocked when it returns, with any already pending discarded:
