@@ -37,12 +37,12 @@ FCAPI_SRCS := vmm/fcapi.c vmm/fcapi_machine.c vmm/fcapi_io.c vmm/fcapi_snap.c vm
               vmm/fcapi_mmds.c vmm/fcapi_cpu.c
 
 # Sources of the VMM proper (everything but the CLI entry points).
-CORE_SRCS := vmm/log.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
+CORE_SRCS := vmm/log.c vmm/kvopt.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
              vmm/snapfmt.c vmm/snapshot.c vmm/snapshot_diff.c vmm/snapdiff.c vmm/snapmmds.c vmm/dirty.c vmm/standby.c vmm/idle.c \
              vmm/control.c vmm/http.c $(FCAPI_SRCS) vmm/cputmpl.c \
              vmm/unixsock.c guest-init/json.c \
              guest-init/proto.c \
-             vmm/vcpu.c vmm/gprof.c vmm/sched_slice.c vmm/vm.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
+             vmm/vcpu.c vmm/gprof.c vmm/sched_slice.c vmm/vm.c vmm/vm_create.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_exit.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
              vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
              devices/serial.c devices/legacy.c devices/i8042.c vmm/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
@@ -109,8 +109,8 @@ $(BUILD)/asan/%.o: %.c
 # what only a restore runs.
 HOT_SRCS := cli/main.c cli/run.c cli/run_opts.c cli/launch.c cli/run_helper.c cli/run_detach.c \
             cli/util.c cli/sandbox.c cli/disklock.c cli/boot_status.c cli/api_client.c \
-            vmm/log.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c vmm/kvmcache.c \
-            vmm/vm.c vmm/vm_boot.c vmm/vm_run.c vmm/vcpu.c vmm/phase.c vmm/notice.c vmm/idle.c \
+            vmm/log.c vmm/kvopt.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c vmm/kvmcache.c \
+            vmm/vm.c vmm/vm_create.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_exit.c vmm/vcpu.c vmm/phase.c vmm/notice.c vmm/idle.c \
             vmm/tty.c vmm/seccomp.c vmm/evloop.c vmm/ratelimit.c vmm/control.c vmm/http.c vmm/fcapi.c \
             vmm/fcapi_obs.c vmm/unixsock.c guest-init/json.c guest-init/proto.c \
             boot/bootparams.c boot/elf.c boot/bzimage.c \
@@ -181,7 +181,7 @@ $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 # guest-init: PID 1 and the sandbox API server (static, musl), and the
 # same code built for the host, where it serves the API on a Unix socket
 # for tests (guest-init --serve-unix PATH).
-GUEST_API_SRCS  := guest-init/api.c guest-init/files.c guest-init/spawn.c guest-init/procs.c guest-init/ring.c \
+GUEST_API_SRCS  := guest-init/api.c guest-init/request.c guest-init/files.c guest-init/spawn.c guest-init/procs.c guest-init/ring.c \
                    guest-init/watch.c guest-init/json.c guest-init/proto.c guest-init/tar.c guest-init/tar_ops.c
 GUEST_INIT_SRCS := guest-init/init.c $(GUEST_API_SRCS) guest-init/net.c guest-init/egress.c guest-init/applets.c
 GUEST_INIT_HDRS := guest-init/api.h guest-init/applets.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h \
@@ -319,17 +319,17 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
-               test_run_restore test_run_opts test_sched_slice test_applets
+               test_run_restore test_run_opts test_sched_slice test_applets test_kvopt
 test_gm_SRCS      := vmm/gm.c vmm/log.c
 test_uffd_SRCS    := vmm/uffd.c vmm/gm.c vmm/log.c tests/uffd/uffd_serve.c guest-init/json.c
 test_tar_SRCS     := guest-init/tar.c
 test_applets_SRCS := guest-init/applets.c guest-init/proto.c
-test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c vmm/gm.c devices/virtqueue.c vmm/log.c
+test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c vmm/gm.c devices/virtqueue.c vmm/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 test_mptable_SRCS := vmm/mptable.c
 test_cpuid_SRCS   := vmm/cpuid.c vmm/cputmpl.c guest-init/json.c
-test_serial_SRCS  := devices/serial.c vmm/log.c vmm/snapfmt.c
-test_i8042_SRCS   := devices/i8042.c vmm/log.c vmm/snapfmt.c
+test_serial_SRCS  := devices/serial.c vmm/log.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
+test_i8042_SRCS   := devices/i8042.c vmm/log.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
 test_bus_SRCS     := vmm/bus.c
 test_unixsock_SRCS := vmm/unixsock.c vmm/log.c
 test_mmds_SRCS    := devices/mmds.c devices/mmds_net.c guest-init/json.c
@@ -337,7 +337,8 @@ test_phase_SRCS   := vmm/phase.c vmm/log.c
 test_sched_slice_SRCS := vmm/sched_slice.c
 test_notice_SRCS  := vmm/notice.c vmm/unixsock.c vmm/log.c
 test_tlsexec_SRCS := cli/tlsexec.c
-test_kvmcache_SRCS := vmm/kvmcache.c
+test_kvmcache_SRCS := vmm/kvmcache.c guest-init/proto.c
+test_kvopt_SRCS   := vmm/kvopt.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
 test_standby_SRCS := $(CORE_SRCS)
@@ -346,7 +347,7 @@ test_run_opts_SRCS := cli/run_opts.c cli/publish.c cli/api_client.c cli/jail.c c
 test_http_SRCS    := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
-                         vmm/snapfmt.c
+                         vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
 test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
 test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c devices/mmds.c devices/mmds_net.c guest-init/json.c $(test_virtio_mmio_SRCS)
@@ -357,10 +358,10 @@ test_jail_SRCS    := cli/jail.c cli/util.c vmm/log.c
 test_progress_SRCS := cli/progress.c cli/boot_status.c cli/cp_files.c cli/cp_tar.c guest-init/tar.c cli/api_client.c vmm/tty.c vmm/log.c guest-init/json.c guest-init/proto.c
 test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
-test_fuse_SRCS    := $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c
+test_fuse_SRCS    := $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
 test_virtio_fs_SRCS := devices/virtio_fs.c $(FUSE_SRCS) vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_egress_SRCS  := cli/egress_http.c guest-init/json.c
-test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c cli/egress_tls.c vmm/log.c guest-init/json.c
+test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c vmm/http.c cli/egress_tls.c vmm/log.c guest-init/json.c
 test_egress_tls_LIBS := $(TLS_LIBS)
 test_egress_pol_SRCS := cli/egress_pol.c cli/egress_http.c guest-init/json.c
 test_oci_SRCS     := cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c guest-init/json.c
@@ -558,20 +559,20 @@ FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
 fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devices/virtio_mmio.c vmm/ratelimit.c \
-                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
+                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
 fuzz_api_request_SRCS := tests/fuzz/fuzz_api_request.c $(GUEST_API_SRCS)
 fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c vmm/unixsock.c devices/virtio_mmio.c vmm/ratelimit.c \
-                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
+                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
 fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/http.c $(FCAPI_SRCS) vmm/cputmpl.c devices/mmds.c guest-init/json.c vmm/log.c vmm/cpuid.c
 fuzz_devices_SRCS     := tests/fuzz/fuzz_devices.c devices/virtio_rng.c devices/virtio_balloon.c devices/virtio_mmio.c \
-                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
+                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
 fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.c devices/mmds.c devices/mmds_net.c guest-init/json.c devices/virtio_mmio.c \
-                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c
+                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
 fuzz_mmds_SRCS        := tests/fuzz/fuzz_mmds.c devices/mmds.c devices/mmds_net.c guest-init/json.c
 fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \
-                         devices/serial.c vmm/snapfmt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
-fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c
-fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c guest-init/json.c
+                         devices/serial.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
+fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
+fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c vmm/http.c guest-init/json.c
 fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c \
                          guest-init/json.c
 fuzz_oci_LIBS         := $(TLS_LIBS)

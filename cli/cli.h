@@ -63,11 +63,6 @@ int oci_main(int argc, char **argv);
 
 /* vmm serve: the sandbox start in API mode (serve.c, launch.h). */
 int serve_run(int argc, char **argv);
-struct control;
-/* Serves the pre-boot API until an action is pending (0), a stop signal
- * came (-EINTR) or a PUT /snapshot/load failed and was answered
- * (-ECANCELED: the VMM exits, as Firecracker does). */
-int serve_preboot(struct control *c);
 
 /* vmm create: checks `vmm run` options without starting anything. */
 int run_check_args(int argc, char **argv);

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "cp_files.h"
 #include "sandbox.h"
+#include "standby.h"
 #include "../vmm/log.h"
 #include "../guest-init/proto.h"
 

@@ -1,6 +1,7 @@
 /* The egress proxy inside tunnels, pure half: see egress_tunnel.h. */
 #define _GNU_SOURCE
 #include "egress_tunnel.h"
+#include "../vmm/http.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -151,27 +152,6 @@ static int hdr_is(const char *p, size_t n, const char *name)
 	return n == strlen(name) && !strncasecmp(p, name, n);
 }
 
-/* A comma-separated list value holds token (case-insensitive). */
-static int has_token(const char *v, size_t n, const char *token)
-{
-	size_t tl = strlen(token), i = 0;
-
-	while (i < n) {
-		size_t s, e;
-
-		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		s = i;
-		while (i < n && v[i] != ',')
-			i++;
-		for (e = i; e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'); e--) {
-		}
-		if (e - s == tl && !strncasecmp(v + s, token, tl))
-			return 1;
-	}
-	return 0;
-}
-
 int eg_parse_response(const char *buf, size_t len, struct eg_response *r)
 {
 	size_t scan = len < EG_MAX_HEAD ? len : EG_MAX_HEAD, i;
@@ -242,7 +222,7 @@ int eg_parse_response(const char *buf, size_t len, struct eg_response *r)
 				last++;
 			te = 1;
 			r->chunked = ve - last == 7 && !strncasecmp(last, "chunked", 7);
-		} else if (hdr_is(p, nl, "Connection") && has_token(v, (size_t)(ve - v), "close")) {
+		} else if (hdr_is(p, nl, "Connection") && http_has_token(v, (size_t)(ve - v), "close")) {
 			r->close = 1;
 		}
 	}
@@ -372,7 +352,7 @@ static int wants_close(const struct eg_request *r, const char *head)
 		return 1; /* HTTP/1.0: it gets close, keep-alive asked for or not */
 	for (i = 0; i < r->nr_headers; i++)
 		if (hdr_is(r->h[i].name, r->h[i].name_len, "Connection") &&
-		    has_token(r->h[i].value, r->h[i].value_len, "close"))
+		    http_has_token(r->h[i].value, r->h[i].value_len, "close"))
 			return 1;
 	return 0;
 }

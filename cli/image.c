@@ -819,8 +819,13 @@ static int image_main(int argc, char **argv)
 	const char *sub = argc > 1 ? argv[1] : "";
 	int i, r = 0, force = 0, json = 0;
 
-	if (!strcmp(sub, "build"))
+	if (!strcmp(sub, "build")) {
+		/* -f Dockerfile: the Dockerfile builder's (image_dockerfile.c) */
+		for (i = 2; i < argc; i++)
+			if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--dockerfile"))
+				return image_dockerfile_main(argc - 1, argv + 1);
 		return image_build_main(argc - 1, argv + 1);
+	}
 	if (!strcmp(sub, "warm"))
 		return image_warm_main(argc - 1, argv + 1);
 	if (!strcmp(sub, "pull"))

@@ -413,19 +413,70 @@ static void build_usage(FILE *out)
 		"Prints NAME:VERSION of the new version. guest-init becomes " IMAGE_INIT ".\n");
 }
 
-int image_build_main(int argc, char **argv)
-{
-	struct build b;
-	char store[PATH_MAX], dir[PATH_MAX + 64], exe[PATH_MAX], guest_init[PATH_MAX + 32];
-	unsigned *v, next;
-	int i, n, r, nsrc = 0;
+/* What the steps of image_build_main return to go on (else the exit
+ * status). */
+#define BUILD_GO_ON (-1)
 
-	for (i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--dockerfile"))
-			return image_dockerfile_main(argc, argv);
-	memset(&b, 0, sizeof(b));
-	b.logfd = -1;
-	b.mirror = "http://deb.debian.org/debian";
+/* One option with a value (argv[*i] and the next): BUILD_GO_ON or the
+ * exit status. */
+static int build_option(struct build *b, const char *a, const char *val, int *nsrc)
+{
+	if (!strcmp(a, "--from-dir"))
+		b->from_dir = val, (*nsrc)++;
+	else if (!strcmp(a, "--from-tar"))
+		b->from_tar = val, (*nsrc)++;
+	else if (!strcmp(a, "--debian"))
+		b->debian = val, (*nsrc)++;
+	else if (!strcmp(a, "--busybox"))
+		b->busybox = val, (*nsrc)++;
+	else if (!strcmp(a, "--packages"))
+		b->packages = val;
+	else if (!strcmp(a, "--mirror"))
+		b->mirror = val;
+	else if (!strcmp(a, "--file")) {
+		const char *colon = strrchr(val, ':');
+
+		if (b->nr_files == MAX_FILES || !colon || colon == val || colon[1] != '/' ||
+		    strstr(colon, "/../") || !strcmp(colon + strlen(colon) - 3, "/..")) {
+			fprintf(stderr, "vmm image build: --file %s: SRC:DEST with DEST absolute, no '..'\n", val);
+			return CLI_EXIT_USAGE;
+		}
+		b->files[b->nr_files++] = val;
+	} else if (!strcmp(a, "--mem")) {
+		unsigned long long m;
+
+		if (cli_parse_mib(val, &m) || m < 32 || m > (1ull << 20)) {
+			fprintf(stderr, "vmm image build: --mem %s: MiB (32 or more)\n", val);
+			return CLI_EXIT_USAGE;
+		}
+		b->im.mem_mib = (unsigned)m;
+	} else if (!strcmp(a, "--cpus")) {
+		char *end;
+		unsigned long c = strtoul(val, &end, 10);
+
+		if (*end || c < 1 || c > 64) {
+			fprintf(stderr, "vmm image build: --cpus %s: 1..64\n", val);
+			return CLI_EXIT_USAGE;
+		}
+		b->im.cpus = (unsigned)c;
+	} else if (!strcmp(a, "--size")) {
+		if (cli_parse_mib(val, &b->size_mib) || b->size_mib < 8) {
+			fprintf(stderr, "vmm image build: --size %s: a size such as 512M or 2G\n", val);
+			return CLI_EXIT_USAGE;
+		}
+	} else
+		return cli_bad_arg("image build", a, NULL);
+	return BUILD_GO_ON;
+}
+
+/* The command line into b: BUILD_GO_ON or the exit status. */
+static int build_parse(struct build *b, int argc, char **argv)
+{
+	int i, r, nsrc = 0;
+
+	memset(b, 0, sizeof(*b));
+	b->logfd = -1;
+	b->mirror = "http://deb.debian.org/debian";
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -433,139 +484,111 @@ int image_build_main(int argc, char **argv)
 			build_usage(stdout);
 			return 0;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-			b.quiet = 1;
+			b->quiet = 1;
 			continue;
 		} else if (!strcmp(a, "--if-changed")) {
-			b.if_changed = 1;
+			b->if_changed = 1;
 			continue;
-		} else if (a[0] != '-' && !b.im.name[0]) {
+		} else if (a[0] != '-' && !b->im.name[0]) {
 			if (!image_name_ok(a)) {
 				fprintf(stderr, "vmm image build: '%s': names are 1-%d of a-z 0-9 . _ - (not 'latest')\n",
 					a, IMAGE_NAME_MAX);
 				return CLI_EXIT_USAGE;
 			}
-			snprintf(b.im.name, sizeof(b.im.name), "%s", a);
+			snprintf(b->im.name, sizeof(b->im.name), "%s", a);
 			continue;
 		}
 		if (!val)
 			return cli_usage_error("image build", "%s: unknown option, or its value is missing", a);
 		i++;
-		if (!strcmp(a, "--from-dir"))
-			b.from_dir = val, nsrc++;
-		else if (!strcmp(a, "--from-tar"))
-			b.from_tar = val, nsrc++;
-		else if (!strcmp(a, "--debian"))
-			b.debian = val, nsrc++;
-		else if (!strcmp(a, "--busybox"))
-			b.busybox = val, nsrc++;
-		else if (!strcmp(a, "--packages"))
-			b.packages = val;
-		else if (!strcmp(a, "--mirror"))
-			b.mirror = val;
-		else if (!strcmp(a, "--file")) {
-			const char *colon = strrchr(val, ':');
-
-			if (b.nr_files == MAX_FILES || !colon || colon == val || colon[1] != '/' ||
-			    strstr(colon, "/../") || !strcmp(colon + strlen(colon) - 3, "/..")) {
-				fprintf(stderr, "vmm image build: --file %s: SRC:DEST with DEST absolute, no '..'\n", val);
-				return CLI_EXIT_USAGE;
-			}
-			b.files[b.nr_files++] = val;
-		} else if (!strcmp(a, "--mem")) {
-			unsigned long long m;
-
-			if (cli_parse_mib(val, &m) || m < 32 || m > (1ull << 20)) {
-				fprintf(stderr, "vmm image build: --mem %s: MiB (32 or more)\n", val);
-				return CLI_EXIT_USAGE;
-			}
-			b.im.mem_mib = (unsigned)m;
-		} else if (!strcmp(a, "--cpus")) {
-			char *end;
-			unsigned long c = strtoul(val, &end, 10);
-
-			if (*end || c < 1 || c > 64) {
-				fprintf(stderr, "vmm image build: --cpus %s: 1..64\n", val);
-				return CLI_EXIT_USAGE;
-			}
-			b.im.cpus = (unsigned)c;
-		} else if (!strcmp(a, "--size")) {
-			if (cli_parse_mib(val, &b.size_mib) || b.size_mib < 8) {
-				fprintf(stderr, "vmm image build: --size %s: a size such as 512M or 2G\n", val);
-				return CLI_EXIT_USAGE;
-			}
-		} else {
-			return cli_bad_arg("image build", a, NULL);
-		}
+		if ((r = build_option(b, a, val, &nsrc)) != BUILD_GO_ON)
+			return r;
 	}
-	if (!b.im.name[0] || nsrc != 1) {
+	if (!b->im.name[0] || nsrc != 1) {
 		fprintf(stderr, "vmm image build: give NAME and exactly one of --from-dir, --from-tar, "
 				"--debian, --busybox (vmm image build --help)\n");
 		return CLI_EXIT_USAGE;
 	}
-	if (b.debian && geteuid() != 0) {
+	return BUILD_GO_ON;
+}
+
+/* The source and guest-init are there; b->im.source and the inputs'
+ * hash set. BUILD_GO_ON or the exit status. */
+static int build_check(struct build *b, char *guest_init, size_t len)
+{
+	char exe[PATH_MAX];
+
+	if (b->debian && geteuid() != 0) {
 		fprintf(stderr, "vmm image build: --debian needs root (debootstrap)\n");
 		return CLI_EXIT_USAGE;
 	}
-	if (b.debian && access("/usr/sbin/debootstrap", X_OK)) {
+	if (b->debian && access("/usr/sbin/debootstrap", X_OK)) {
 		fprintf(stderr, "vmm image build: --debian needs debootstrap (make deps, or apt install debootstrap)\n");
 		return CLI_EXIT_ERROR;
 	}
-	if (b.from_dir && access(b.from_dir, R_OK | X_OK)) {
-		fprintf(stderr, "vmm image build: --from-dir %s: %s\n", b.from_dir, strerror(errno));
+	if (b->from_dir && access(b->from_dir, R_OK | X_OK)) {
+		fprintf(stderr, "vmm image build: --from-dir %s: %s\n", b->from_dir, strerror(errno));
 		return CLI_EXIT_USAGE;
 	}
-	if ((b.from_tar && access(b.from_tar, R_OK)) || (b.busybox && access(b.busybox, R_OK))) {
-		fprintf(stderr, "vmm image build: %s: %s\n", b.from_tar ? b.from_tar : b.busybox, strerror(errno));
+	if ((b->from_tar && access(b->from_tar, R_OK)) || (b->busybox && access(b->busybox, R_OK))) {
+		fprintf(stderr, "vmm image build: %s: %s\n", b->from_tar ? b->from_tar : b->busybox, strerror(errno));
 		return CLI_EXIT_USAGE;
 	}
 	if (cli_lib_dir(exe, sizeof(exe), NULL, 0) ||
-	    snprintf(guest_init, sizeof(guest_init), "%s/guest/guest-init", exe) >= (int)sizeof(guest_init) ||
-	    access(guest_init, R_OK)) {
+	    snprintf(guest_init, len, "%s/guest/guest-init", exe) >= (int)len || access(guest_init, R_OK)) {
 		fprintf(stderr, "vmm image build: guest-init not found (%s): make install, or run make in vmm's source tree\n", guest_init);
 		return CLI_EXIT_ERROR;
 	}
-	if (b.from_dir)
-		snprintf(b.im.source, sizeof(b.im.source), "dir:%s", b.from_dir);
-	else if (b.from_tar)
-		snprintf(b.im.source, sizeof(b.im.source), "tar:%s", b.from_tar);
-	else if (b.debian)
-		snprintf(b.im.source, sizeof(b.im.source), "debian:%s%s%s", b.debian, b.packages ? "+" : "",
-			 b.packages ? b.packages : "");
+	if (b->from_dir)
+		snprintf(b->im.source, sizeof(b->im.source), "dir:%s", b->from_dir);
+	else if (b->from_tar)
+		snprintf(b->im.source, sizeof(b->im.source), "tar:%s", b->from_tar);
+	else if (b->debian)
+		snprintf(b->im.source, sizeof(b->im.source), "debian:%s%s%s", b->debian, b->packages ? "+" : "",
+			 b->packages ? b->packages : "");
 	else
-		snprintf(b.im.source, sizeof(b.im.source), "busybox:%s", b.busybox);
-	inputs_hash(&b, guest_init);
-	if (image_store(store, sizeof(store)))
-		return CLI_EXIT_ERROR;
+		snprintf(b->im.source, sizeof(b->im.source), "busybox:%s", b->busybox);
+	inputs_hash(b, guest_init);
+	return BUILD_GO_ON;
+}
 
-	n = image_versions(b.im.name, &v);
-	if (n < 0)
-		return CLI_EXIT_ERROR;
-	if (b.if_changed) {
-		for (i = n - 1; i >= 0; i--) {
-			struct image_info old;
+/* --if-changed: the newest built version, if its inputs are these (0,
+ * printed), else BUILD_GO_ON. */
+static int build_up_to_date(const struct build *b, const unsigned *v, int n)
+{
+	int i;
 
-			if (image_load(b.im.name, v[i], &old) == 0 && old.status == IMG_BUILT) {
-				if (!strcmp(old.inputs, b.im.inputs)) {
-					if (!b.quiet)
-						fprintf(stderr, "vmm image build: %s:%u is up to date\n", b.im.name, v[i]);
-					printf("%s:%u\n", b.im.name, v[i]);
-					free(v);
-					return 0;
-				}
-				break;
+	for (i = n - 1; i >= 0; i--) {
+		struct image_info old;
+
+		if (image_load(b->im.name, v[i], &old) == 0 && old.status == IMG_BUILT) {
+			if (!strcmp(old.inputs, b->im.inputs)) {
+				if (!b->quiet)
+					fprintf(stderr, "vmm image build: %s:%u is up to date\n", b->im.name, v[i]);
+				printf("%s:%u\n", b->im.name, v[i]);
+				return 0;
 			}
+			break;
 		}
 	}
-	/* The next number; mkdir is the lock (two builds never share one). */
-	next = n > 0 ? v[n - 1] + 1 : 1;
-	free(v);
-	snprintf(dir, sizeof(dir), "%s/%s", store, b.im.name);
+	return BUILD_GO_ON;
+}
+
+/* The next version's folder under the store (mkdir is the lock: two
+ * builds never share one), recorded as building. BUILD_GO_ON or the exit
+ * status. */
+static int build_new_version(struct build *b, const char *store, unsigned next)
+{
+	char dir[PATH_MAX + 64];
+	int r;
+
+	snprintf(dir, sizeof(dir), "%s/%s", store, b->im.name);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
 		fprintf(stderr, "vmm image build: %s: %s\n", dir, strerror(errno));
 		return CLI_EXIT_ERROR;
 	}
 	for (;; next++) {
-		snprintf(dir, sizeof(dir), "%s/%s/%u", store, b.im.name, next);
+		snprintf(dir, sizeof(dir), "%s/%s/%u", store, b->im.name, next);
 		if (mkdir(dir, 0755) == 0)
 			break;
 		if (errno != EEXIST) {
@@ -573,70 +596,110 @@ int image_build_main(int argc, char **argv)
 			return CLI_EXIT_ERROR;
 		}
 	}
-	b.im.version = next;
-	b.im.status = IMG_BUILDING;
-	b.im.created = (long long)time(NULL);
-	if (strlen(dir) >= sizeof(b.im.dir) - 16) {
+	b->im.version = next;
+	b->im.status = IMG_BUILDING;
+	b->im.created = (long long)time(NULL);
+	if (strlen(dir) >= sizeof(b->im.dir) - 16) {
 		fprintf(stderr, "vmm image build: %s: path too long\n", dir);
 		return CLI_EXIT_ERROR;
 	}
-	snprintf(b.im.dir, sizeof(b.im.dir), "%.4000s", dir);
-	snprintf(b.im.rootfs, sizeof(b.im.rootfs), "%.4000s/rootfs.ext4", dir);
-	stage_paths(&b, dir);
-	snprintf(b.log, sizeof(b.log), "%.4000s/build.log", dir);
-	if ((r = image_save(&b.im))) {
+	snprintf(b->im.dir, sizeof(b->im.dir), "%.4000s", dir);
+	snprintf(b->im.rootfs, sizeof(b->im.rootfs), "%.4000s/rootfs.ext4", dir);
+	stage_paths(b, dir);
+	snprintf(b->log, sizeof(b->log), "%.4000s/build.log", dir);
+	if ((r = image_save(&b->im))) {
 		fprintf(stderr, "vmm image build: writing %s/image.json: %s\n", dir, strerror(-r));
 		return CLI_EXIT_ERROR;
 	}
+	return BUILD_GO_ON;
+}
+
+/* The build's steps: staging tree, its files, guest-init, the ext4 image,
+ * then the staging tree removed whatever happened. 0 or -errno (b's
+ * error says why). */
+static int build_steps(struct build *b, const char *guest_init)
+{
+	char staging[PATH_MAX + 16], *slash;
+	const char *rm[] = { "rm", "-rf", "--one-file-system", "--", staging, NULL };
+	int r;
+
+	if ((r = stage_make(b)))
+		r = fail(b, "mkdir %s: %s", b->stage, strerror(-r));
+	else
+		r = populate(b);
+	if (!r)
+		r = install(b, guest_init);
+	if (!r)
+		r = make_ext4(b);
+	snprintf(staging, sizeof(staging), "%s", b->stage);
+	if ((slash = strrchr(staging, '/')))
+		*slash = '\0';
+	step(b, r ? "cleaning up" : "cleaning up the staging tree");
+	if (tool(b, rm) && !r)
+		log_warn("could not remove %s", staging);
+	return r;
+}
+
+/* The version recorded as built (or failed, r != 0) and named latest;
+ * the exit status. */
+static int build_record(struct build *b, int r)
+{
+	if (r) {
+		unlink(b->im.rootfs);
+		b->im.status = IMG_FAILED;
+		b->im.size = 0;
+		image_save(&b->im);
+		fprintf(stderr, "vmm image build: %s:%u FAILED: %s (log: %s)\n", b->im.name, b->im.version,
+			b->im.error, b->log);
+		if (b->logfd >= 0)
+			close(b->logfd);
+		return CLI_EXIT_ERROR;
+	}
+	if (b->logfd >= 0)
+		close(b->logfd);
+	b->im.status = IMG_BUILT;
+	if ((r = image_save(&b->im))) {
+		unlink(b->im.rootfs);
+		fprintf(stderr, "vmm image build: recording %s:%u: %s\n", b->im.name, b->im.version, strerror(-r));
+		return CLI_EXIT_ERROR;
+	}
+	image_update_latest(b->im.name);
+	if (!b->quiet)
+		fprintf(stderr, "built %s:%u (%llu MiB) in %.1f s\n", b->im.name, b->im.version,
+			(unsigned long long)(b->im.size >> 20), now_s() - b->t0);
+	printf("%s:%u\n", b->im.name, b->im.version);
+	return 0;
+}
+
+int image_build_main(int argc, char **argv)
+{
+	struct build b;
+	char store[PATH_MAX], guest_init[PATH_MAX + 32];
+	unsigned *v, next;
+	int n, r;
+
+	if ((r = build_parse(&b, argc, argv)) != BUILD_GO_ON ||
+	    (r = build_check(&b, guest_init, sizeof(guest_init))) != BUILD_GO_ON)
+		return r;
+	if (image_store(store, sizeof(store)))
+		return CLI_EXIT_ERROR;
+	n = image_versions(b.im.name, &v);
+	if (n < 0)
+		return CLI_EXIT_ERROR;
+	if (b.if_changed && (r = build_up_to_date(&b, v, n)) != BUILD_GO_ON) {
+		free(v);
+		return r;
+	}
+	next = n > 0 ? v[n - 1] + 1 : 1;
+	free(v);
+	if ((r = build_new_version(&b, store, next)) != BUILD_GO_ON)
+		return r;
 	b.logfd = open(b.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	b.t0 = now_s();
 	b.steps = 4 + (b.nr_files ? 1 : 0);
 	if (!b.quiet)
 		fprintf(stderr, "building %s:%u from %s\n", b.im.name, b.im.version, b.im.source);
-	if ((r = stage_make(&b)))
-		r = fail(&b, "mkdir %s: %s", b.stage, strerror(-r));
-	else
-		r = populate(&b);
-	if (!r)
-		r = install(&b, guest_init);
-	if (!r)
-		r = make_ext4(&b);
-	{
-		char staging[PATH_MAX + 16], *slash;
-		const char *rm[] = { "rm", "-rf", "--one-file-system", "--", staging, NULL };
-
-		snprintf(staging, sizeof(staging), "%s", b.stage);
-		if ((slash = strrchr(staging, '/')))
-			*slash = '\0';
-		step(&b, r ? "cleaning up" : "cleaning up the staging tree");
-		if (tool(&b, rm) && !r)
-			log_warn("could not remove %s", staging);
-	}
-	if (r) {
-		unlink(b.im.rootfs);
-		b.im.status = IMG_FAILED;
-		b.im.size = 0;
-		image_save(&b.im);
-		fprintf(stderr, "vmm image build: %s:%u FAILED: %s (log: %s)\n", b.im.name, b.im.version,
-			b.im.error, b.log);
-		if (b.logfd >= 0)
-			close(b.logfd);
-		return CLI_EXIT_ERROR;
-	}
-	if (b.logfd >= 0)
-		close(b.logfd);
-	b.im.status = IMG_BUILT;
-	if ((r = image_save(&b.im))) {
-		unlink(b.im.rootfs);
-		fprintf(stderr, "vmm image build: recording %s:%u: %s\n", b.im.name, b.im.version, strerror(-r));
-		return CLI_EXIT_ERROR;
-	}
-	image_update_latest(b.im.name);
-	if (!b.quiet)
-		fprintf(stderr, "built %s:%u (%llu MiB) in %.1f s\n", b.im.name, b.im.version,
-			(unsigned long long)(b.im.size >> 20), now_s() - b.t0);
-	printf("%s:%u\n", b.im.name, b.im.version);
-	return 0;
+	return build_record(&b, build_steps(&b, guest_init));
 }
 
 /* ---- versions filled by someone else (pull, import: image_oci.c) ------- */

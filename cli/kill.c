@@ -3,6 +3,7 @@
 #include "api_client.h"
 #include "cli.h"
 #include "sandbox.h"
+#include "standby.h"
 #include "../guest-init/json.h"
 
 #include <signal.h>

@@ -171,134 +171,206 @@ static void standby_prepare(const struct sandbox *sb, const struct run_opts *o, 
 		log_warn("sandbox %s: cannot prepare for standby (vmm suspend will not work)", sb->name);
 }
 
-int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
+/* The control socket, one of the poll sources vm_run's loop serves. */
+static unsigned control_source_pollfds(void *c, struct pollfd *p, int *timeout_ms)
 {
-	/* Path buffers get a NUL in front, not an initialiser: zeroing them
-	 * whole made pages of this frame resident in every VMM. */
+	return control_pollfds(c, p, timeout_ms);
+}
+
+static void control_source_events(void *c, struct vm *vm, const struct pollfd *p, unsigned n)
+{
+	control_events(c, vm, p, n);
+}
+
+static int serve_control(struct vm *vm, struct control *ctl)
+{
+	const struct vm_poll_source src = {
+		.max = CONTROL_POLLFDS,
+		.pollfds = control_source_pollfds,
+		.events = control_source_events,
+		.arg = ctl,
+	};
+	int r = vm_add_poll_source(vm, &src);
+
+	if (r)
+		log_err("the control socket: %s", strerror(-r));
+	return r;
+}
+
+/* One launch's state, from its options to its teardown: what the steps of
+ * launch_sandbox share. Lives in launch_sandbox's frame; never zeroed
+ * whole (path buffers get a NUL in front: zeroing them made pages of this
+ * frame resident in every VMM). */
+struct launch {
+	int restore, check_only, api;
 	char kernel_buf[PATH_MAX], initrd_buf[PATH_MAX];
 	struct vm_config cfg;
 	struct run_opts o;
 	struct termios tty_saved;
-	int console_file = -1, status = 0, tty_cmd = 0;
-	struct vm *vm = NULL;
-	char dir[PATH_MAX];
-	int detach_ready = -1; /* -d, in the sandbox's process: tells the waiting parent */
+	int console_file, status, tty_cmd;
+	struct vm *vm;
+	int detach_ready; /* -d, in the sandbox's process: tells the waiting parent */
 	char kvm_cache[PATH_MAX];
-	int have_snap = 0;
-	char cmdline_buf[4096], token_buf[160] = "";
+	int have_snap;
+	char cmdline_buf[4096], token_buf[160];
 	char net_spec[VM_MAX_NETS][API_NET_SPEC];
 	const char *net_spec_p[VM_MAX_NETS];
-	unsigned nr_net_spec = 0;
-	char net_text[VM_MAX_NETS * 64] = "";
+	unsigned nr_net_spec;
+	char net_text[VM_MAX_NETS * 64];
 	/* 113 KiB, on pages of its own: snapshot_open leaves fresh ones that
 	 * it need not write alone (zpages.h), so a clone keeps a few of them. */
-	struct snapshot *snap = zpages_alloc(sizeof(*snap));
+	struct snapshot *snap;
 	/* PUT /snapshot/load's Uffd backend, until vm_create takes it */
-	struct uffd_backend ub = { .gm = { .fd = -1 }, .conn = { .uffd = -1, .sock = -1 } };
-	struct sandbox sb = { .created = 0 };
-	struct control ctl = { .open = 0 };
-	struct helper h = { .cmd = NULL, .ready_rd = -1, .notify_fd = -1 };
-	pid_t child = -1;
-	int ran = 0;
+	struct uffd_backend ub;
+	struct sandbox sb;
+	struct control ctl;
+	struct helper h;
+	pid_t child;
+	int ran;
 	char jail_kernel[PATH_MAX], jail_initrd[PATH_MAX], jail_root[PATH_MAX + 8];
 	char synced[PATH_MAX + 32];
 	char image_cmdline[4096];
-	long long was_created = 0, was_expires = 0; /* in_place: the record's before */
+	long long was_created, was_expires; /* in_place: the record's before */
 	/* On the heap: a published port's connection threads may outlive this
-	 * frame by a moment at exit (see the end). */
-	struct publish *pub = calloc(PUBLISH_MAX, sizeof(*pub));
-	unsigned i;
-	char pub_text[PUBLISH_MAX * 48] = "";
-	struct sandbox_addr api_addr = { .port = API_VSOCK_PORT };
+	 * frame by a moment at exit (see launch_release). */
+	struct publish *pub;
+	char pub_text[PUBLISH_MAX * 48];
+	struct sandbox_addr api_addr;
 	char console_buf[PATH_MAX + 64];
-	struct mmds *md = NULL;   /* --net ...,mmds without the API: the CLI's store */
-	struct egress *eg = NULL; /* on the heap, as pub above */
+	struct mmds *md;   /* --net ...,mmds without the API: the CLI's store */
+	struct egress *eg; /* on the heap, as pub above */
 	char egress_cmdline[4096], egress_log[PATH_MAX + 16];
-	struct egress_start_args eg_args = { .log = egress_log };
+	struct egress_start_args eg_args;
 	struct tap taps[VM_MAX_NETS];
+};
 
-	memset(&cfg, 0, sizeof(cfg));
-	kernel_buf[0] = initrd_buf[0] = synced[0] = '\0';
+/* The state before the options: cfg's defaults. 0, or -1 (out of memory;
+ * nothing left to free). */
+static int launch_init(struct launch *L, int restore, int check_only, int api)
+{
+	unsigned i;
+
+	L->restore = restore;
+	L->check_only = check_only;
+	L->api = api;
+	L->console_file = -1;
+	L->status = 0;
+	L->tty_cmd = 0;
+	L->vm = NULL;
+	L->detach_ready = -1;
+	L->have_snap = 0;
+	L->token_buf[0] = L->net_text[0] = L->pub_text[0] = '\0';
+	L->nr_net_spec = 0;
+	L->snap = zpages_alloc(sizeof(*L->snap));
+	L->ub = (struct uffd_backend){ .gm = { .fd = -1 }, .conn = { .uffd = -1, .sock = -1 } };
+	L->sb = (struct sandbox){ .created = 0 };
+	L->ctl = (struct control){ .open = 0 };
+	L->h = (struct helper){ .cmd = NULL, .ready_rd = -1, .notify_fd = -1 };
+	L->child = -1;
+	L->ran = 0;
+	L->was_created = L->was_expires = 0;
+	L->pub = calloc(PUBLISH_MAX, sizeof(*L->pub));
+	L->api_addr = (struct sandbox_addr){ .port = API_VSOCK_PORT };
+	L->md = NULL;
+	L->eg = NULL;
+	L->eg_args = (struct egress_start_args){ .log = L->egress_log };
+	memset(&L->cfg, 0, sizeof(L->cfg));
+	L->kernel_buf[0] = L->initrd_buf[0] = L->synced[0] = '\0';
 	for (i = 0; i < VM_MAX_NETS; i++)
-		taps[i].fd = -1;
-	run_opts_init(&o, restore, api, pub);
-	if (!pub || !snap) {
-		free(pub);
-		zpages_free(snap, sizeof(*snap));
-		return CLI_EXIT_ERROR;
+		L->taps[i].fd = -1;
+	run_opts_init(&L->o, restore, api, L->pub);
+	if (!L->pub || !L->snap) {
+		free(L->pub);
+		zpages_free(L->snap, sizeof(*L->snap));
+		return -1;
 	}
-	cfg.t0_ns = log_now_ns();
-	cfg.pre_main_ns = phase_cpu_ns();
-	cfg.cpus = 1;
-	cfg.console_in = -1;
-	cfg.console_out = -1;
-	cfg.console_limit = 8ull << 20; /* --console-log-size */
-	cfg.host_emulates_ring0 = host_emulates_ring0();
-	cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
+	L->cfg.t0_ns = log_now_ns();
+	L->cfg.pre_main_ns = phase_cpu_ns();
+	L->cfg.cpus = 1;
+	L->cfg.console_in = -1;
+	L->cfg.console_out = -1;
+	L->cfg.console_limit = 8ull << 20; /* --console-log-size */
+	L->cfg.host_emulates_ring0 = host_emulates_ring0();
+	L->cfg.kvm_path = getenv("VMM_KVM_DEVICE"); /* default /dev/kvm; tests point it elsewhere */
 	/* KVM's supported CPUID and MSRs from a per-host cache
 	 * (vmm/kvmcache.h): only with VMM_KVM_CACHE=on. Measured on a nested
 	 * KVM, reading the cache (~55 us) is no cheaper than asking KVM
 	 * (39-59 us): docs/perf.md. */
-	if (!cfg.kvm_path && getenv("VMM_KVM_CACHE") && !strcmp(getenv("VMM_KVM_CACHE"), "on") &&
-	    cli_cache_file("kvm-supported", kvm_cache, sizeof(kvm_cache)) == 0)
-		cfg.kvm_cache = kvm_cache;
-	cfg.seccomp = SC_DEFAULT_ON;
+	if (!L->cfg.kvm_path && getenv("VMM_KVM_CACHE") && !strcmp(getenv("VMM_KVM_CACHE"), "on") &&
+	    cli_cache_file("kvm-supported", L->kvm_cache, sizeof(L->kvm_cache)) == 0)
+		L->cfg.kvm_cache = L->kvm_cache;
+	L->cfg.seccomp = SC_DEFAULT_ON;
 	/* guest-init's ready notice (docs/vsock.md); not for `serve`, whose
 	 * guests and vsock sockets are the Firecracker client's. */
-	cfg.ready_notice = !api;
+	L->cfg.ready_notice = !api;
+	return 0;
+}
 
-	if ((status = run_opts_parse(&o, &cfg, argc, argv)))
-		goto out_disks;
-	if (o.snapshot_dir) {
-		if (snapshot_open(snap, o.snapshot_dir)) {
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
+/* The options, the snapshot they name, and vmm create's check. 0 to go
+ * on; else 1 with L->status the answer. */
+static int launch_options(struct launch *L, int argc, char **argv)
+{
+	if ((L->status = run_opts_parse(&L->o, &L->cfg, argc, argv)))
+		return 1;
+	if (L->o.snapshot_dir) {
+		if (snapshot_open(L->snap, L->o.snapshot_dir)) {
+			L->status = CLI_EXIT_ERROR;
+			return 1;
 		}
-		have_snap = 1;
+		L->have_snap = 1;
 	}
-	if ((status = run_opts_check(&o, argc, argv)))
-		goto out_disks;
-	if (check_only) {
+	if ((L->status = run_opts_check(&L->o, argc, argv)))
+		return 1;
+	if (L->check_only) {
 		/* vmm create: the options are good; the kernel is there. */
-		if (!restore && cfg.kernel && !file_exists(cfg.kernel)) {
-			log_err("--kernel %s: %s", cfg.kernel, strerror(errno));
-			status = CLI_EXIT_ERROR;
+		if (!L->restore && L->cfg.kernel && !file_exists(L->cfg.kernel)) {
+			log_err("--kernel %s: %s", L->cfg.kernel, strerror(errno));
+			L->status = CLI_EXIT_ERROR;
 		}
-		if (o.detach || o.cmd.argv)
-			status = run_bad_usage("%s", "vmm create takes the options of vmm run, without -d or -- CMD");
-		goto out_disks;
+		if (L->o.detach || L->o.cmd.argv)
+			L->status = run_bad_usage("%s", "vmm create takes the options of vmm run, without -d or -- CMD");
+		return 1;
 	}
-	if (o.in_place) {
+	return 0;
+}
+
+/* The sandbox's folder (a resume adopts its standby record, keeping its
+ * times), then the stop signals blocked. 0, or 1 (L->status). */
+static int launch_folder(struct launch *L)
+{
+	sigset_t stops;
+
+	if (L->o.in_place) {
 		/* 17 KiB, on the heap for the moment it is needed. */
 		struct sandbox_status *was = malloc(sizeof(*was));
 
-		if (!was || sandbox_status(o.name, was)) {
+		if (!was || sandbox_status(L->o.name, was)) {
 			free(was);
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
+			L->status = CLI_EXIT_ERROR;
+			return 1;
 		}
-		was_created = was->created;
-		was_expires = was->expires;
+		L->was_created = was->created;
+		L->was_expires = was->expires;
 		free(was);
 	}
-	if (sandbox_create(&sb, o.name, o.in_place ? SANDBOX_ADOPT_STANDBY : o.adopt) ||
-	    (o.jail.enabled && sandbox_make_rw(&sb))) {
-		status = CLI_EXIT_ERROR;
-		goto out_disks;
+	if (sandbox_create(&L->sb, L->o.name, L->o.in_place ? SANDBOX_ADOPT_STANDBY : L->o.adopt) ||
+	    (L->o.jail.enabled && sandbox_make_rw(&L->sb))) {
+		L->status = CLI_EXIT_ERROR;
+		return 1;
 	}
-	if (restore) {
+	if (L->restore) {
 		/* A clone is ready once synced (detach_self waits for it, and
 		 * takes it as the API's answer): never an earlier run's file. */
 		char sp[PATH_MAX + 32];
 
-		snprintf(sp, sizeof(sp), "%s/synced", sb.rw);
+		snprintf(sp, sizeof(sp), "%s/synced", L->sb.rw);
 		unlink(sp);
 	}
-	if (o.in_place) {
+	if (L->o.in_place) {
 		/* The next suspend writes only what this run dirties, into
 		 * standby/ in place: the bitmap counts from the state restored
 		 * here (vm_restore_state sets vm->snap_dir/snap_id to it). */
-		cfg.track_dirty = 1;
+		L->cfg.track_dirty = 1;
 	}
 	/* From the folder on, a stop signal (Ctrl-C, SIGTERM) waits for
 	 * vm_run, which stops the VM and the teardown removes everything:
@@ -306,268 +378,315 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	 * vmm serve too: its pre-boot loop takes them through a signalfd,
 	 * and from InstanceStart's 204 (sent before vm_run) a client's
 	 * SIGTERM must find them blocked, not kill the VMM. */
-	{
-		sigset_t stops;
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGHUP);
+	sigaddset(&stops, SIGQUIT);
+	sigaddset(&stops, VM_INTERRUPT_SIGNAL); /* from the helper */
+	pthread_sigmask(SIG_BLOCK, &stops, NULL);
+	return 0;
+}
 
-		sigemptyset(&stops);
-		sigaddset(&stops, SIGINT);
-		sigaddset(&stops, SIGTERM);
-		sigaddset(&stops, SIGHUP);
-		sigaddset(&stops, SIGQUIT);
-		sigaddset(&stops, VM_INTERRUPT_SIGNAL); /* from the helper */
-		pthread_sigmask(SIG_BLOCK, &stops, NULL);
-	}
-	/* The policy and its credentials, before -d: a missing one is an
-	 * error on this terminal. Threads start once the VM exists. */
-	if (o.egress_policy) {
-		eg = malloc(sizeof(*eg));
-		if (!eg || egress_load(eg, o.egress_policy, sb.name)) {
-			free(eg);
-			eg = NULL;
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
+/* The egress policy (before -d: a missing one is an error on this
+ * terminal), -d (the parent returns here), the time to live and standby.
+ * 0, or 1 (L->status). */
+static int launch_detach(struct launch *L)
+{
+	struct run_opts *o = &L->o;
+
+	if (o->egress_policy) {
+		L->eg = malloc(sizeof(*L->eg));
+		if (!L->eg || egress_load(L->eg, o->egress_policy, L->sb.name)) {
+			free(L->eg);
+			L->eg = NULL;
+			L->status = CLI_EXIT_ERROR;
+			return 1;
 		}
 	}
-	if (o.detach) {
-		if (!o.console_explicit) {
-			snprintf(console_buf, sizeof(console_buf), "file:%s/console.log", sb.rw);
-			o.console = console_buf;
+	if (o->detach) {
+		if (!o->console_explicit) {
+			snprintf(L->console_buf, sizeof(L->console_buf), "file:%s/console.log", L->sb.rw);
+			o->console = L->console_buf;
 		}
-		status = detach_self(&sb, o.ready_s, restore, o.dcmd.argv ? &o.dcmd : NULL, &detach_ready, o.quiet, cfg.t0_ns);
-		if (status >= 0) {
-			sb.created = 0; /* the sandbox's own process owns the folder now */
-			goto out_disks;
+		L->status = detach_self(&L->sb, o->ready_s, L->restore, o->dcmd.argv ? &o->dcmd : NULL,
+					&L->detach_ready, o->quiet, L->cfg.t0_ns);
+		if (L->status >= 0) {
+			L->sb.created = 0; /* the sandbox's own process owns the folder now */
+			return 1;
 		}
-		status = 0;
+		L->status = 0;
 	}
-	if (o.in_place && was_expires) {
+	if (o->in_place && L->was_expires) {
 		/* --ttl counts standby too: what is left of it. */
-		long long left = was_expires - (long long)time(NULL);
+		long long left = L->was_expires - (long long)time(NULL);
 
-		o.ttl_s = left > 0 ? left : 1;
+		o->ttl_s = left > 0 ? left : 1;
 	}
-	if (o.ttl_s)
-		cfg.expire_ns = cfg.t0_ns + (uint64_t)o.ttl_s * 1000000000ull;
-	if (o.detach && !o.jail.enabled) {
-		cfg.standby_dir = sb.dir; /* vmm suspend, --idle-timeout */
-		cfg.idle_timeout_ns = (uint64_t)o.idle_timeout_s * 1000000000ull;
+	if (o->ttl_s)
+		L->cfg.expire_ns = L->cfg.t0_ns + (uint64_t)o->ttl_s * 1000000000ull;
+	if (o->detach && !o->jail.enabled) {
+		L->cfg.standby_dir = L->sb.dir; /* vmm suspend, --idle-timeout */
+		L->cfg.idle_timeout_ns = (uint64_t)o->idle_timeout_s * 1000000000ull;
 	}
-	if (api) {
-		if (run_fc_serve_configure(&ctl, &o, &sb, &cfg, snap, &ub, &status))
-			goto out_disks;
-		if (ctl.api->pending == FCAPI_LOAD) {
-			have_snap = 1;
-			restore = 1;
-			cfg.track_dirty |= ctl.api->cfg.track_dirty_pages;
-			cfg.start_paused = !ctl.api->load_resume;
-			if (ub.gm.map)
-				cfg.uffd = &ub;
-		}
-	}
-	if (restore && (status = restore_configure(&cfg, snap, &o, &sb, api ? &ctl.api->mmds : NULL, token_buf,
-						   sizeof(token_buf), net_spec, &nr_net_spec)))
-		goto out_disks;
-	if (!restore) {
-		/* Every sandbox has its API device unless told otherwise (the
-		 * API's have what PUT /vsock said). */
-		if (!api) {
-			if (o.image_root && use_image(&cfg, &sb, o.image_root, image_cmdline, sizeof(image_cmdline))) {
-				status = CLI_EXIT_ERROR;
-				goto out_disks;
-			}
-			cfg.mem_bytes = o.mib << 20;
-			if (!o.vsock_given) {
-				cfg.vsock.cid = 3;
-				cfg.vsock.uds[0] = '\0';
-			}
-			cfg.has_vsock = 1;
-		}
-		if (o.token)
-			snprintf(token_buf, sizeof(token_buf), "%s", o.token);
-		else if (run_random_token(token_buf, sizeof(token_buf))) {
-			status = CLI_EXIT_ERROR;
-			goto out_disks;
-		}
-		if (!cfg.kernel) {
-			char looked[2 * PATH_MAX + 64];
+	return 0;
+}
 
-			if (cli_lib_dir(dir, sizeof(dir) - 32, looked, sizeof(looked)) == 0) {
-				snprintf(kernel_buf, sizeof(kernel_buf), "%.4000s/kernel/vmlinux", dir);
-				snprintf(initrd_buf, sizeof(initrd_buf), "%.4000s/initramfs.cpio", dir);
-			}
-			if (!kernel_buf[0] || !file_exists(kernel_buf)) {
-				log_err("no --kernel given and no kernel/vmlinux in %s: give --kernel PATH, "
-					"install vmm with its kernel (make install), or run 'make' in its source tree",
-					looked[0] ? looked : kernel_buf);
-				status = CLI_EXIT_ERROR;
-				goto out_disks;
-			}
-			cfg.kernel = kernel_buf;
-			if (!cfg.initrd && !(cfg.nr_disks && cfg.disks[0].root) && file_exists(initrd_buf))
-				cfg.initrd = initrd_buf;
-		}
-		log_debug("kernel %s, initramfs %s", cfg.kernel, cfg.initrd ? cfg.initrd : "(none)");
-		if (!cfg.cmdline)
-			cfg.cmdline = DEFAULT_CMDLINE;
-		if (o.cmd.argv) {
-			int n = snprintf(cmdline_buf, sizeof(cmdline_buf), "%s vmm.shell=0", cfg.cmdline);
+/* No --kernel: the installed one (and its initramfs where there is no
+ * root disk). 0, or -1 (logged). */
+static int launch_default_kernel(struct launch *L)
+{
+	char dir[PATH_MAX], looked[2 * PATH_MAX + 64];
 
-			if (n < 0 || (size_t)n >= sizeof(cmdline_buf)) {
-				log_err("kernel command line too long");
-				status = CLI_EXIT_ERROR;
-				goto out_disks;
-			}
-			cfg.cmdline = cmdline_buf;
-		}
-		if (eg) {
-			/* guest-init's side of the proxy (docs/egress.md) */
-			int n = snprintf(egress_cmdline, sizeof(egress_cmdline), "%s vmm.egress=%u", cfg.cmdline,
-					 EGRESS_VSOCK_PORT);
+	if (cli_lib_dir(dir, sizeof(dir) - 32, looked, sizeof(looked)) == 0) {
+		snprintf(L->kernel_buf, sizeof(L->kernel_buf), "%.4000s/kernel/vmlinux", dir);
+		snprintf(L->initrd_buf, sizeof(L->initrd_buf), "%.4000s/initramfs.cpio", dir);
+	}
+	if (!L->kernel_buf[0] || !file_exists(L->kernel_buf)) {
+		log_err("no --kernel given and no kernel/vmlinux in %s: give --kernel PATH, "
+			"install vmm with its kernel (make install), or run 'make' in its source tree",
+			looked[0] ? looked : L->kernel_buf);
+		return -1;
+	}
+	L->cfg.kernel = L->kernel_buf;
+	if (!L->cfg.initrd && !(L->cfg.nr_disks && L->cfg.disks[0].root) && file_exists(L->initrd_buf))
+		L->cfg.initrd = L->initrd_buf;
+	return 0;
+}
 
-			if (n < 0 || (size_t)n >= sizeof(egress_cmdline)) {
-				log_err("kernel command line too long");
-				status = CLI_EXIT_ERROR;
-				goto out_disks;
-			}
-			cfg.cmdline = egress_cmdline;
+/* cfg.cmdline with " FMT..." appended, in buf. 0, or -1 (logged). */
+static int launch_cmdline_add(struct vm_config *cfg, char *buf, size_t len, const char *what, unsigned v)
+{
+	int n = what ? snprintf(buf, len, "%s %s=%u", cfg->cmdline, what, v)
+		     : snprintf(buf, len, "%s vmm.shell=0", cfg->cmdline);
+
+	if (n < 0 || (size_t)n >= len) {
+		log_err("kernel command line too long");
+		return -1;
+	}
+	cfg->cmdline = buf;
+	return 0;
+}
+
+/* A fresh boot's configuration: the image, memory and API device, the
+ * token, the kernel and its command line, the CPU template. 0, or -1. */
+static int launch_boot_config(struct launch *L)
+{
+	struct vm_config *cfg = &L->cfg;
+	struct run_opts *o = &L->o;
+
+	/* Every sandbox has its API device unless told otherwise (the API's
+	 * have what PUT /vsock said). */
+	if (!L->api) {
+		if (o->image_root && use_image(cfg, &L->sb, o->image_root, L->image_cmdline, sizeof(L->image_cmdline)))
+			return -1;
+		cfg->mem_bytes = o->mib << 20;
+		if (!o->vsock_given) {
+			cfg->vsock.cid = 3;
+			cfg->vsock.uds[0] = '\0';
 		}
-		if (!cfg.tmpl_explicit && cfg.host_emulates_ring0) {
-			cfg.tmpl = CPU_TEMPLATE_SAFE;
-			log_debug("this host's KVM emulates guest ring 0 (kvm_pvm): using CPU template 'safe'");
+		cfg->has_vsock = 1;
+	}
+	if (o->token)
+		snprintf(L->token_buf, sizeof(L->token_buf), "%s", o->token);
+	else if (run_random_token(L->token_buf, sizeof(L->token_buf)))
+		return -1;
+	if (!cfg->kernel && launch_default_kernel(L))
+		return -1;
+	log_debug("kernel %s, initramfs %s", cfg->kernel, cfg->initrd ? cfg->initrd : "(none)");
+	if (!cfg->cmdline)
+		cfg->cmdline = DEFAULT_CMDLINE;
+	if (o->cmd.argv && launch_cmdline_add(cfg, L->cmdline_buf, sizeof(L->cmdline_buf), NULL, 0))
+		return -1;
+	/* guest-init's side of the proxy (docs/egress.md) */
+	if (L->eg && launch_cmdline_add(cfg, L->egress_cmdline, sizeof(L->egress_cmdline), "vmm.egress",
+					EGRESS_VSOCK_PORT))
+		return -1;
+	if (!cfg->tmpl_explicit && cfg->host_emulates_ring0) {
+		cfg->tmpl = CPU_TEMPLATE_SAFE;
+		log_debug("this host's KVM emulates guest ring 0 (kvm_pvm): using CPU template 'safe'");
+	}
+	return 0;
+}
+
+/* The VM's configuration: vmm serve's API (which may turn this into a
+ * snapshot load), a restore's or a boot's, the token, the vsock socket and
+ * the console. 0, or 1 (L->status). */
+static int launch_configure(struct launch *L)
+{
+	struct vm_config *cfg = &L->cfg;
+
+	if (L->api) {
+		if (run_fc_serve_configure(&L->ctl, &L->o, &L->sb, cfg, L->snap, &L->ub, &L->status))
+			return 1;
+		if (L->ctl.api->pending == FCAPI_LOAD) {
+			L->have_snap = 1;
+			L->restore = 1;
+			cfg->track_dirty |= L->ctl.api->cfg.track_dirty_pages;
+			cfg->start_paused = !L->ctl.api->load_resume;
+			if (L->ub.gm.map)
+				cfg->uffd = &L->ub;
 		}
 	}
-	cfg.api_token = token_buf;
-	if (cfg.has_vsock && !cfg.vsock.uds[0])
-		snprintf(cfg.vsock.uds, sizeof(cfg.vsock.uds), "%s", sb.vsock);
-
-	if (console_setup(&cfg, &o, api && !restore ? ctl.api : NULL, &console_file)) {
-		status = CLI_EXIT_ERROR;
-		goto out_disks;
+	if (L->restore && (L->status = restore_configure(cfg, L->snap, &L->o, &L->sb, L->api ? &L->ctl.api->mmds : NULL,
+							 L->token_buf, sizeof(L->token_buf), L->net_spec,
+							 &L->nr_net_spec)))
+		return 1;
+	if (!L->restore && launch_boot_config(L)) {
+		L->status = CLI_EXIT_ERROR;
+		return 1;
 	}
+	cfg->api_token = L->token_buf;
+	if (cfg->has_vsock && !cfg->vsock.uds[0])
+		snprintf(cfg->vsock.uds, sizeof(cfg->vsock.uds), "%s", L->sb.vsock);
+	if (console_setup(cfg, &L->o, L->api && !L->restore ? L->ctl.api : NULL, &L->console_file)) {
+		L->status = CLI_EXIT_ERROR;
+		return 1;
+	}
+	return 0;
+}
+
+/* Before the VM: its disks checked and listed, the cgroup and the jail,
+ * the CLI's MMDS store. 0, or 1 (L->status). */
+static int launch_confine(struct launch *L)
+{
+	struct vm_config *cfg = &L->cfg;
+	struct run_opts *o = &L->o;
 
 	/* A disk another sandbox holds: refused here, naming it (the
 	 * device's lock, when the VMM opens it, is what guarantees it). */
-	if (disk_locks_check(&cfg, sb.name)) {
-		status = CLI_EXIT_ERROR;
-		goto out_console;
+	if (disk_locks_check(cfg, L->sb.name)) {
+		L->status = CLI_EXIT_ERROR;
+		return 1;
 	}
-	if (disk_locks_record(sb.dir, &cfg))
-		log_warn("cannot list the disks in %s: another VMM refused one will not name this sandbox", sb.dir);
+	if (disk_locks_record(L->sb.dir, cfg))
+		log_warn("cannot list the disks in %s: another VMM refused one will not name this sandbox", L->sb.dir);
 
-	snprintf(egress_log, sizeof(egress_log), "%s/egress.log", sb.dir);
-	eg_args.eg = eg;
-	eg_args.uds = cfg.vsock.uds;
-	if (eg)
-		eg->seccomp = cfg.seccomp;
+	snprintf(L->egress_log, sizeof(L->egress_log), "%s/egress.log", L->sb.dir);
+	L->eg_args.eg = L->eg;
+	L->eg_args.uds = cfg->vsock.uds;
+	if (L->eg)
+		L->eg->seccomp = cfg->seccomp;
 	/* The cgroup first (as root, from the host's view), then the jail:
 	 * still one thread, and everything vm_create opens is bound in. */
-	if (jail_cgroup(&o.jail, sb.name, cfg.cpus) ||
-	    (o.jail.enabled && (run_jail_prepare(&o.jail, &cfg, &sb, &eg_args, taps) ||
-			      run_jail_setup(&o.jail, &cfg, restore ? snap : NULL, &sb, jail_kernel, jail_initrd,
-					 jail_root, sizeof(jail_root))))) {
-		status = CLI_EXIT_ERROR;
-		goto out_console;
+	if (jail_cgroup(&o->jail, L->sb.name, cfg->cpus) ||
+	    (o->jail.enabled && (run_jail_prepare(&o->jail, cfg, &L->sb, &L->eg_args, L->taps) ||
+				 run_jail_setup(&o->jail, cfg, L->restore ? L->snap : NULL, &L->sb, L->jail_kernel,
+						L->jail_initrd, L->jail_root, sizeof(L->jail_root))))) {
+		L->status = CLI_EXIT_ERROR;
+		return 1;
 	}
-	if (o.jail.enabled) {
-		sb.pid = o.jail.host_pid;
-		sb.start_time = o.jail.host_start;
-		cfg.host_pid = o.jail.host_pid;
+	if (o->jail.enabled) {
+		L->sb.pid = o->jail.host_pid;
+		L->sb.start_time = o->jail.host_start;
+		L->cfg.host_pid = o->jail.host_pid;
 	}
-	if (!api && (status = run_fc_mmds(&cfg, &md, o.fc.metadata, o.fc.mmds_limit, have_snap ? &snap->conf.mmds : NULL)))
-		goto out_console;
-	vm = calloc(1, sizeof(*vm));
-	if (!vm) {
-		status = CLI_EXIT_ERROR;
-		goto out_console;
-	}
-	if (vm_create(vm, &cfg)) {
-		status = CLI_EXIT_ERROR;
-		if (api && vm->start_why[0])
-			control_finish(&ctl, NULL, vm->start_why); /* Firecracker's words */
-		goto out_free;
-	}
-	if (o.dump_cpuid && vm_dump_cpuid(vm, 0, o.dump_cpuid)) {
-		status = CLI_EXIT_ERROR;
-		goto out_destroy;
-	}
-	{
-		struct sandbox_info info = {
-			.kind = restore ? "restore" : "run",
-			.source = restore ? snap->dir : cfg.kernel,
-			.cpus = vm->nr_vcpus,
-			.mem_mib = cfg.mem_bytes >> 20,
-			.ttl_s = o.ttl_s,
-			.detached = o.detach,
-			.publish = pub_text,
-			.net = net_text,
-			.image = o.image_ref,
-			.created = was_created,
-			.expires = was_expires,
-		};
+	if (!L->api && (L->status = run_fc_mmds(cfg, &L->md, o->fc.metadata, o->fc.mmds_limit,
+						 L->have_snap ? &L->snap->conf.mmds : NULL)))
+		return 1;
+	return 0;
+}
 
-		for (i = 0; i < cfg.nr_nets; i++) {
-			size_t n = strlen(net_text);
-			char mac[18], ip[INET_ADDRSTRLEN] = "";
+/* The record's text of the VM's interfaces and published ports. */
+static void launch_info_text(struct launch *L)
+{
+	unsigned i;
 
-			net_format_mac(vm->nets[i]->config.mac, mac);
-			if (cfg.nets[i].ip)
-				inet_ntop(AF_INET, &cfg.nets[i].ip, ip, sizeof(ip));
-			snprintf(net_text + n, sizeof(net_text) - n, "%s%s=%s%s%s", i ? "," : "",
-				 vm->nets[i]->tap.name, mac, ip[0] ? "/" : "", ip);
-		}
-		for (i = 0; i < o.nr_pub; i++) {
-			size_t n = strlen(pub_text);
+	for (i = 0; i < L->cfg.nr_nets; i++) {
+		size_t n = strlen(L->net_text);
+		char mac[18], ip[INET_ADDRSTRLEN] = "";
 
-			publish_format(&pub[i], pub_text + n, sizeof(pub_text) - n - 1);
-			if (i + 1 < o.nr_pub)
-				strcat(pub_text, ",");
-		}
-
-		int cfd = o.in_place ? standby_listen_fd("control") : -1;
-
-		if ((!api && (cfd >= 0 ? control_open_fd(&ctl, cfd, sb.control, sb.name)
-				       : control_open(&ctl, sb.control, sb.name))) ||
-		    sandbox_publish(&sb, token_buf, &info)) {
-			status = CLI_EXIT_ERROR;
-			goto out_destroy;
-		}
+		net_format_mac(L->vm->nets[i]->config.mac, mac);
+		if (L->cfg.nets[i].ip)
+			inet_ntop(AF_INET, &L->cfg.nets[i].ip, ip, sizeof(ip));
+		snprintf(L->net_text + n, sizeof(L->net_text) - n, "%s%s=%s%s%s", i ? "," : "",
+			 L->vm->nets[i]->tap.name, mac, ip[0] ? "/" : "", ip);
 	}
-	vm->ctl = &ctl;
-	if (api) {
+	for (i = 0; i < L->o.nr_pub; i++) {
+		size_t n = strlen(L->pub_text);
+
+		publish_format(&L->pub[i], L->pub_text + n, sizeof(L->pub_text) - n - 1);
+		if (i + 1 < L->o.nr_pub)
+			strcat(L->pub_text, ",");
+	}
+}
+
+/* The built VM made known: its control socket (a resume's from the
+ * keeper) served by vm_run, the sandbox's record published, vmm serve's
+ * client answered. 0, or 1 (L->status). */
+static int launch_announce(struct launch *L)
+{
+	struct vm_config *cfg = &L->cfg;
+	struct sandbox_info info = {
+		.kind = L->restore ? "restore" : "run",
+		.source = L->restore ? L->snap->dir : cfg->kernel,
+		.cpus = L->vm->nr_vcpus,
+		.mem_mib = cfg->mem_bytes >> 20,
+		.ttl_s = L->o.ttl_s,
+		.detached = L->o.detach,
+		.publish = L->pub_text,
+		.net = L->net_text,
+		.image = L->o.image_ref,
+		.created = L->was_created,
+		.expires = L->was_expires,
+	};
+	int cfd;
+
+	launch_info_text(L);
+	cfd = L->o.in_place ? standby_listen_fd("control") : -1;
+	if ((!L->api && (cfd >= 0 ? control_open_fd(&L->ctl, cfd, L->sb.control, L->sb.name)
+				  : control_open(&L->ctl, L->sb.control, L->sb.name))) ||
+	    sandbox_publish(&L->sb, L->token_buf, &info) || serve_control(L->vm, &L->ctl)) {
+		L->status = CLI_EXIT_ERROR;
+		return 1;
+	}
+	if (L->api) {
 		/* vmm exec NAME finds the guest API at vsock.sock in the folder,
 		 * wherever PUT /vsock put the socket. */
-		if (cfg.has_vsock && strcmp(cfg.vsock.uds, sb.vsock) && symlink(cfg.vsock.uds, sb.vsock) < 0)
-			log_warn("cannot link %s to the vsock socket %s: %s", sb.vsock, cfg.vsock.uds, strerror(errno));
-		control_finish(&ctl, vm, NULL); /* InstanceStart or the snapshot load: done */
+		if (cfg->has_vsock && strcmp(cfg->vsock.uds, L->sb.vsock) && symlink(cfg->vsock.uds, L->sb.vsock) < 0)
+			log_warn("cannot link %s to the vsock socket %s: %s", L->sb.vsock, cfg->vsock.uds,
+				 strerror(errno));
+		control_finish(&L->ctl, L->vm, NULL); /* InstanceStart or the snapshot load: done */
 	}
-	log_debug("kernel command line: %s", vm->cmdline);
+	log_debug("kernel command line: %s", L->vm->cmdline);
 	/* vmm exec only where there is a guest API to reach (a vsock device) */
-	if (cfg.has_vsock)
-		log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", sb.name,
-			 restore ? " restored" : "", sb.name, sb.dir);
+	if (cfg->has_vsock)
+		log_info("sandbox %s%s (vmm exec %s -- CMD; state in %s)", L->sb.name,
+			 L->restore ? " restored" : "", L->sb.name, L->sb.dir);
 	else
-		log_info("sandbox %s%s (no vsock device: no vmm exec; state in %s)", sb.name,
-			 restore ? " restored" : "", sb.dir);
-	api_addr.uds = cfg.vsock.uds;
-	api_addr.token = token_buf;
-	if (eg && !o.jail.enabled) { /* jailed: the companion process runs it */
-		if (!cfg.has_vsock || egress_start(eg, cfg.vsock.uds, egress_log)) {
-			if (!cfg.has_vsock)
+		log_info("sandbox %s%s (no vsock device: no vmm exec; state in %s)", L->sb.name,
+			 L->restore ? " restored" : "", L->sb.dir);
+	return 0;
+}
+
+/* The sandbox's host services: the egress proxy, the published ports, the
+ * standby keeper, then the jail's drop of root. 0, or 1 (L->status). */
+static int launch_services(struct launch *L)
+{
+	struct vm_config *cfg = &L->cfg;
+	struct run_opts *o = &L->o;
+	unsigned i;
+
+	L->api_addr.uds = cfg->vsock.uds;
+	L->api_addr.token = L->token_buf;
+	if (L->eg && !o->jail.enabled) { /* jailed: the companion process runs it */
+		if (!cfg->has_vsock || egress_start(L->eg, cfg->vsock.uds, L->egress_log)) {
+			if (!cfg->has_vsock)
 				log_err("--egress-policy needs the sandbox's vsock device");
-			status = CLI_EXIT_ERROR;
-			goto out_publish;
+			L->status = CLI_EXIT_ERROR;
+			return 1;
 		}
 	}
-	if (o.no_seccomp)
+	if (o->no_seccomp)
 		log_warn("--no-seccomp: this VMM runs WITHOUT its system call allow-lists; a guest "
 			 "that breaks into it reaches the whole kernel API (debugging only)");
-	for (i = 0; i < o.nr_pub; i++) {
-		pub[i].seccomp = cfg.seccomp;
-		if (!cfg.has_vsock || publish_start(&pub[i], &api_addr)) {
-			if (!cfg.has_vsock)
+	for (i = 0; i < o->nr_pub; i++) {
+		L->pub[i].seccomp = cfg->seccomp;
+		if (!cfg->has_vsock || publish_start(&L->pub[i], &L->api_addr)) {
+			if (!cfg->has_vsock)
 				log_err("--publish needs the sandbox's vsock device");
-			status = CLI_EXIT_ERROR;
-			goto out_publish;
+			L->status = CLI_EXIT_ERROR;
+			return 1;
 		}
 	}
 	/* A resume: the keeper's sockets this VMM did not take are closed, and
@@ -576,156 +695,223 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
 	/* Standby (a detached sandbox): what a resume passes on, and the
 	 * keeper that holds the published ports and the control socket while
 	 * the sandbox sleeps. Before the allow-lists (the keeper is forked). */
-	if (cfg.standby_dir)
-		standby_prepare(&sb, &o, pub, &ctl);
+	if (cfg->standby_dir)
+		standby_prepare(&L->sb, o, L->pub, &L->ctl);
 	/* Built: the jailed VMM gives up root before the guest runs. */
-	if (o.jail.enabled && jail_drop(&o.jail, sb.dir)) {
-		status = CLI_EXIT_ERROR;
-		goto out_publish;
+	if (o->jail.enabled && jail_drop(&o->jail, L->sb.dir)) {
+		L->status = CLI_EXIT_ERROR;
+		return 1;
 	}
-	{
-		h.a = &api_addr;
-		h.cmd = o.cmd.argv ? &o.cmd : NULL;
-		h.restored = restore;
-		h.seccomp = cfg.seccomp;
-		h.ready_s = o.ready_s;
-		snprintf(synced, sizeof(synced), "%s/synced", sb.rw);
-		h.synced = synced;
-		for (i = 0; i < nr_net_spec; i++)
-			net_spec_p[i] = net_spec[i];
-		h.nets = net_spec_p;
-		h.nr_nets = nr_net_spec;
-		h.egress_port = eg ? EGRESS_VSOCK_PORT : 0;
-		/* run -- CMD: the status line while it starts (not -q) */
-		h.status_on = h.cmd && !o.quiet;
-		h.status_tty = isatty(STDERR_FILENO);
-		h.t0_ns = cfg.t0_ns;
-		h.name = sb.name;
-		/* -t: the helper's raw mode, to put back if it is killed. */
-		tty_cmd = h.cmd && o.cmd.tty && tty_is_foreground(STDIN_FILENO) &&
-			  tcgetattr(STDIN_FILENO, &tty_saved) == 0;
-		h.notify_fd = detach_ready;
-		if ((h.cmd || (restore && cfg.has_vsock)) && helper_start(vm, &h, &child)) {
-			status = CLI_EXIT_ERROR;
-			goto out_publish;
-		}
-		/* No helper: the boot marker (or ready notice) tells the parent,
-		 * and 'K' before it (kernel up) its status line. */
-		if (vm->marker_fd < 0) {
-			vm->marker_fd = detach_ready; /* helper_run_vm closes it */
-			detach_ready = -1;
-		}
-		/* The interactive console: how to leave it, once. */
-		if (cfg.console_tty && cfg.console_escape && !o.quiet)
-			fprintf(stderr, "vmm: sandbox %s: console on this terminal; Ctrl-A x stops the VM "
-					"(Ctrl-A Ctrl-A types a Ctrl-A)\n", sb.name);
-		/* A resume takes its state now, before the guest runs again
-		 * (its disks then move on: never restore this state twice). */
-		if (o.in_place) {
-			int r = standby_consume(sb.dir);
-			char sp[PATH_MAX + 32];
+	return 0;
+}
 
-			if (r) {
-				log_err("resume: cannot take the standby state: %s", strerror(-r));
-				status = CLI_EXIT_ERROR;
-				goto out_publish;
-			}
-			snprintf(sp, sizeof(sp), "%s/" STANDBY_SINCE, sb.dir);
-			unlink(sp);
-			o.in_place = 0; /* from here on a failure is the running sandbox's */
-		}
-		status = helper_run_vm(vm, &h, child);
-		ran = 1;
+/* The helper (run -- CMD, a restore's sync) and what it is told. 0, or 1
+ * (L->status). */
+static int launch_helper(struct launch *L)
+{
+	struct helper *h = &L->h;
+	unsigned i;
+
+	h->a = &L->api_addr;
+	h->cmd = L->o.cmd.argv ? &L->o.cmd : NULL;
+	h->restored = L->restore;
+	h->seccomp = L->cfg.seccomp;
+	h->ready_s = L->o.ready_s;
+	snprintf(L->synced, sizeof(L->synced), "%s/synced", L->sb.rw);
+	h->synced = L->synced;
+	for (i = 0; i < L->nr_net_spec; i++)
+		L->net_spec_p[i] = L->net_spec[i];
+	h->nets = L->net_spec_p;
+	h->nr_nets = L->nr_net_spec;
+	h->egress_port = L->eg ? EGRESS_VSOCK_PORT : 0;
+	/* run -- CMD: the status line while it starts (not -q) */
+	h->status_on = h->cmd && !L->o.quiet;
+	h->status_tty = isatty(STDERR_FILENO);
+	h->t0_ns = L->cfg.t0_ns;
+	h->name = L->sb.name;
+	/* -t: the helper's raw mode, to put back if it is killed. */
+	L->tty_cmd = h->cmd && L->o.cmd.tty && tty_is_foreground(STDIN_FILENO) &&
+		     tcgetattr(STDIN_FILENO, &L->tty_saved) == 0;
+	h->notify_fd = L->detach_ready;
+	if ((h->cmd || (L->restore && L->cfg.has_vsock)) && helper_start(L->vm, h, &L->child)) {
+		L->status = CLI_EXIT_ERROR;
+		return 1;
 	}
-	if (atomic_load(&vm->exit_reason) == VM_EXIT_STANDBY) {
+	/* No helper: the boot marker (or ready notice) tells the parent, and
+	 * 'K' before it (kernel up) its status line. */
+	if (L->vm->marker_fd < 0) {
+		L->vm->marker_fd = L->detach_ready; /* helper_run_vm closes it */
+		L->detach_ready = -1;
+	}
+	return 0;
+}
+
+/* The guest runs: the helper, the console's hint, a resume's standby
+ * state taken, then vm_run to its end. 0, or 1 (L->status). */
+static int launch_run(struct launch *L)
+{
+	if (launch_helper(L))
+		return 1;
+	/* The interactive console: how to leave it, once. */
+	if (L->cfg.console_tty && L->cfg.console_escape && !L->o.quiet)
+		fprintf(stderr, "vmm: sandbox %s: console on this terminal; Ctrl-A x stops the VM "
+				"(Ctrl-A Ctrl-A types a Ctrl-A)\n", L->sb.name);
+	/* A resume takes its state now, before the guest runs again (its
+	 * disks then move on: never restore this state twice). */
+	if (L->o.in_place) {
+		int r = standby_consume(L->sb.dir);
+		char sp[PATH_MAX + 32];
+
+		if (r) {
+			log_err("resume: cannot take the standby state: %s", strerror(-r));
+			L->status = CLI_EXIT_ERROR;
+			return 1;
+		}
+		snprintf(sp, sizeof(sp), "%s/" STANDBY_SINCE, L->sb.dir);
+		unlink(sp);
+		L->o.in_place = 0; /* from here on a failure is the running sandbox's */
+	}
+	L->status = helper_run_vm(L->vm, &L->h, L->child);
+	L->ran = 1;
+	return 0;
+}
+
+/* After the run: a suspended sandbox keeps its folder for the keeper; a
+ * detached one leaves its record; the terminal back from a killed -t. */
+static void launch_after_run(struct launch *L)
+{
+	const char *linger;
+
+	if (atomic_load(&L->vm->exit_reason) == VM_EXIT_STANDBY) {
 		/* Suspended: the folder, its token, config and sockets' paths
 		 * stay; the keeper listens on the control socket and ports. */
 		char since[32], sp[PATH_MAX + 32];
 		int sfd;
 
 		snprintf(since, sizeof(since), "%lld\n", (long long)time(NULL));
-		snprintf(sp, sizeof(sp), "%s/" STANDBY_SINCE, sb.dir);
+		snprintf(sp, sizeof(sp), "%s/" STANDBY_SINCE, L->sb.dir);
 		sfd = open(sp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (sfd >= 0) {
 			if (write(sfd, since, strlen(since)) < 0)
 				log_warn("%s: %s", sp, strerror(errno));
 			close(sfd);
 		}
-		ctl.keep_paths = 1;
-		sb.created = 0;
-		o.detach = 0;
+		L->ctl.keep_paths = 1;
+		L->sb.created = 0;
+		L->o.detach = 0;
 	}
 	/* A detached sandbox leaves its record for `vmm ls`/`logs` until
 	 * `vmm rm`; one whose time ran out is removed, as --ttl promises. */
-	if (o.detach && atomic_load(&vm->exit_reason) != VM_EXIT_EXPIRED)
-		sandbox_exited(&sb, status, vm->exit_msg);
+	if (L->o.detach && atomic_load(&L->vm->exit_reason) != VM_EXIT_EXPIRED)
+		sandbox_exited(&L->sb, L->status, L->vm->exit_msg);
 	/* Tests only: the teardown after the record went, made long, so that
 	 * a `vmm rm -f` that took the record's going for the VMM's shows
 	 * (tests/guests/run.sh; cli/sandbox.c, wait_gone). */
-	{
-		const char *linger = getenv("VMM_TEST_LINGER_MS");
+	linger = getenv("VMM_TEST_LINGER_MS");
+	if (linger)
+		usleep((useconds_t)strtoul(linger, NULL, 10) * 1000);
+	/* The helper of `-t -- CMD`, stopped in raw mode (SIGKILL:
+	 * helper_run_vm), leaves the terminal to us. */
+	if (L->tty_cmd && tty_is_foreground(STDIN_FILENO))
+		tcsetattr(STDIN_FILENO, TCSANOW, &L->tty_saved);
+}
 
-		if (linger)
-			usleep((useconds_t)strtoul(linger, NULL, 10) * 1000);
-	}
-	/* The helper of `-t -- CMD`, stopped in raw mode (SIGKILL: helper_run_vm),
-	 * leaves the terminal to us. */
-	if (tty_cmd && tty_is_foreground(STDIN_FILENO))
-		tcsetattr(STDIN_FILENO, TCSANOW, &tty_saved);
-out_publish:
-	for (i = 0; i < o.nr_pub; i++)
-		publish_stop(&pub[i]);
-	if (eg && !o.jail.enabled)
-		egress_stop(eg);
-out_destroy:
-	if (ctl.api && ctl.api->pending != FCAPI_NONE)
-		control_finish(&ctl, NULL, "the microVM could not be started (the VMM's log says why)");
-	control_close(&ctl);
-	vm_destroy(vm);
-out_free:
-	free(vm);
-out_console:
-	for (i = 0; i < VM_MAX_NETS; i++)
-		if (taps[i].fd >= 0)
-			tap_close(&taps[i]);
-	if (console_file >= 0)
-		close(console_file);
-out_disks:
-	if (ctl.api && ctl.api->pending != FCAPI_NONE)
-		control_finish(&ctl, NULL, "the microVM could not be started (the VMM's log says why)");
-	control_close(&ctl);
-	while (cfg.nr_disks > 0)
-		blk_options_free(&cfg.disks[--cfg.nr_disks]);
-	while (o.nr_over > 0)
-		blk_options_free(&o.over[--o.nr_over]);
-	while (cfg.nr_fs > 0)
-		fs_options_free(&cfg.fs[--cfg.nr_fs]);
-	while (o.nr_over_fs > 0)
-		fs_options_free(&o.over_fs[--o.nr_over_fs]);
+/* The last of the teardown, whatever step failed: vmm serve's waiting
+ * client answered, the control socket closed, the options' disks and
+ * shares freed, the folder kept or removed, the snapshot closed, the
+ * egress proxy, publish state and MMDS store released. */
+static void launch_release(struct launch *L)
+{
+	unsigned i;
+
+	if (L->ctl.api && L->ctl.api->pending != FCAPI_NONE)
+		control_finish(&L->ctl, NULL, "the microVM could not be started (the VMM's log says why)");
+	control_close(&L->ctl);
+	while (L->cfg.nr_disks > 0)
+		blk_options_free(&L->cfg.disks[--L->cfg.nr_disks]);
+	while (L->o.nr_over > 0)
+		blk_options_free(&L->o.over[--L->o.nr_over]);
+	while (L->cfg.nr_fs > 0)
+		fs_options_free(&L->cfg.fs[--L->cfg.nr_fs]);
+	while (L->o.nr_over_fs > 0)
+		fs_options_free(&L->o.over_fs[--L->o.nr_over_fs]);
 	/* A detached sandbox that failed before it ran keeps its folder (its
 	 * vmm.log says why) until vmm rm; `vmm start` keeps its record. */
-	if (o.in_place && sb.created) {
+	if (L->o.in_place && L->sb.created) {
 		/* A failed resume: the state stays, the sandbox on standby. */
-		sb.created = 0;
-	} else if (o.detach && sb.created && !ran)
-		sandbox_exited(&sb, status ? status : CLI_EXIT_ERROR, "failed to start (vmm logs --vmm)");
-	sandbox_remove(&sb);
-	uffd_backend_close(&ub); /* emptied if the VM took it */
-	if (have_snap)
-		snapshot_close(snap);
-	zpages_free(snap, sizeof(*snap));
-	if (eg)
-		egress_release(eg);
-	if (detach_ready >= 0)
-		close(detach_ready);
-	for (i = 0; i < o.nr_pub && !atomic_load(&pub[i].conns); i++) {
+		L->sb.created = 0;
+	} else if (L->o.detach && L->sb.created && !L->ran)
+		sandbox_exited(&L->sb, L->status ? L->status : CLI_EXIT_ERROR, "failed to start (vmm logs --vmm)");
+	sandbox_remove(&L->sb);
+	uffd_backend_close(&L->ub); /* emptied if the VM took it */
+	if (L->have_snap)
+		snapshot_close(L->snap);
+	zpages_free(L->snap, sizeof(*L->snap));
+	if (L->eg)
+		egress_release(L->eg);
+	if (L->detach_ready >= 0)
+		close(L->detach_ready);
+	for (i = 0; i < L->o.nr_pub && !atomic_load(&L->pub[i].conns); i++) {
 	}
-	if (i == o.nr_pub)
-		free(pub); /* else a connection thread still holds it: the process exits anyway */
-	if (md) {
-		mmds_destroy(md);
-		free(md);
+	if (i == L->o.nr_pub)
+		free(L->pub); /* else a connection thread still holds it: the process exits anyway */
+	if (L->md) {
+		mmds_destroy(L->md);
+		free(L->md);
 	}
-	control_free(&ctl); /* its MMDS store: the VM's devices are gone */
-	return status;
+	control_free(&L->ctl); /* its MMDS store: the VM's devices are gone */
+}
+
+int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
+{
+	struct launch L;
+	unsigned i;
+
+	if (launch_init(&L, restore, check_only, api))
+		return CLI_EXIT_ERROR;
+	if (launch_options(&L, argc, argv) || launch_folder(&L) || launch_detach(&L) || launch_configure(&L))
+		goto out_disks;
+	if (launch_confine(&L))
+		goto out_console;
+	L.vm = calloc(1, sizeof(*L.vm));
+	if (!L.vm) {
+		L.status = CLI_EXIT_ERROR;
+		goto out_console;
+	}
+	if (vm_create(L.vm, &L.cfg)) {
+		L.status = CLI_EXIT_ERROR;
+		if (api && L.vm->start_why[0])
+			control_finish(&L.ctl, NULL, L.vm->start_why); /* Firecracker's words */
+		goto out_free;
+	}
+	if (L.o.dump_cpuid && vm_dump_cpuid(L.vm, 0, L.o.dump_cpuid)) {
+		L.status = CLI_EXIT_ERROR;
+		goto out_destroy;
+	}
+	if (launch_announce(&L))
+		goto out_destroy;
+	if (launch_services(&L) || launch_run(&L))
+		goto out_publish;
+	launch_after_run(&L);
+out_publish:
+	for (i = 0; i < L.o.nr_pub; i++)
+		publish_stop(&L.pub[i]);
+	if (L.eg && !L.o.jail.enabled)
+		egress_stop(L.eg);
+out_destroy:
+	if (L.ctl.api && L.ctl.api->pending != FCAPI_NONE)
+		control_finish(&L.ctl, NULL, "the microVM could not be started (the VMM's log says why)");
+	control_close(&L.ctl);
+	vm_destroy(L.vm);
+out_free:
+	free(L.vm);
+out_console:
+	for (i = 0; i < VM_MAX_NETS; i++)
+		if (L.taps[i].fd >= 0)
+			tap_close(&L.taps[i]);
+	if (L.console_file >= 0)
+		close(L.console_file);
+out_disks:
+	launch_release(&L);
+	return L.status;
 }

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "mcp.h"
 #include "sandbox.h"
+#include "standby.h"
 #include "tokens.h"
 
 #include <getopt.h>

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "oci_vm.h"
 #include "api_client.h"
+#include "standby.h"
 #include "cli.h"
 #include "oci_state.h"
 #include "../guest-init/proto.h"

@@ -7,6 +7,7 @@
 #include "../vmm/log.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,73 +23,6 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        /* Firecracker's command line (vmm serve): */
        OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
        OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
-
-static const struct option run_longopts[] = {
-	{ "kernel", required_argument, NULL, OPT_KERNEL },
-	{ "initrd", required_argument, NULL, OPT_INITRD },
-	{ "cmdline", required_argument, NULL, OPT_CMDLINE },
-	{ "cpus", required_argument, NULL, OPT_CPUS },
-	{ "mem", required_argument, NULL, OPT_MEM },
-	{ "console", required_argument, NULL, OPT_CONSOLE },
-	{ "console-log-size", required_argument, NULL, OPT_CONSOLE_LOG_SIZE },
-	{ "no-api", no_argument, NULL, OPT_NO_API },
-	{ "boot-timer", no_argument, NULL, OPT_BOOT_TIMER },
-	{ "level", required_argument, NULL, OPT_LEVEL },
-	{ "log-path", required_argument, NULL, OPT_LOG_PATH },
-	{ "show-level", no_argument, NULL, OPT_SHOW_LEVEL },
-	{ "show-log-origin", no_argument, NULL, OPT_SHOW_ORIGIN },
-	{ "module", required_argument, NULL, OPT_MODULE },
-	{ "metrics-path", required_argument, NULL, OPT_METRICS_PATH },
-	{ "metadata", required_argument, NULL, OPT_METADATA },
-	{ "mmds-size-limit", required_argument, NULL, OPT_MMDS_LIMIT },
-	{ "http-api-max-payload-size", required_argument, NULL, OPT_MAX_PAYLOAD },
-	{ "seccomp-filter", required_argument, NULL, OPT_SECCOMP_FILTER },
-	/* The jailer passes these to Firecracker; vmm has no use for them. */
-	{ "start-time-us", required_argument, NULL, OPT_FC_IGNORED },
-	{ "start-time-cpu-us", required_argument, NULL, OPT_FC_IGNORED },
-	{ "parent-cpu-time-us", required_argument, NULL, OPT_FC_IGNORED },
-	{ "cpu-template", required_argument, NULL, OPT_TEMPLATE },
-	{ "dump-cpuid", required_argument, NULL, OPT_DUMP_CPUID },
-	{ "disk", required_argument, NULL, OPT_DISK },
-	{ "vsock", required_argument, NULL, OPT_VSOCK },
-	{ "entropy", required_argument, NULL, OPT_ENTROPY },
-	{ "balloon", required_argument, NULL, OPT_BALLOON },
-	{ "net", required_argument, NULL, OPT_NET },
-	{ "fs", required_argument, NULL, OPT_FS },
-	{ "tty", no_argument, NULL, 't' },
-	{ "token", required_argument, NULL, OPT_TOKEN },
-	{ "ready-timeout", required_argument, NULL, OPT_READY },
-	{ "name", required_argument, NULL, OPT_NAME },
-	{ "detach", no_argument, NULL, 'd' },
-	{ "ttl", required_argument, NULL, OPT_TTL },
-	{ "publish", required_argument, NULL, OPT_PUBLISH },
-	{ "egress-policy", required_argument, NULL, OPT_EGRESS },
-	{ "adopt", no_argument, NULL, OPT_ADOPT }, /* vmm start: the folder vmm create made */
-	{ "idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT },
-	{ "idle-ttl", required_argument, NULL, OPT_IDLE_TTL },
-	{ "in-place", no_argument, NULL, OPT_IN_PLACE }, /* vmm resume: restore a standby sandbox in its folder */
-	/* vmm run --image, rewritten by image_run_args(): */
-	{ "image-root", required_argument, NULL, OPT_IMAGE_ROOT },
-	{ "image-ref", required_argument, NULL, OPT_IMAGE_REF },
-	{ "image-env", required_argument, NULL, OPT_IMAGE_ENV }, /* the image config's Env, WorkingDir */
-	{ "image-cwd", required_argument, NULL, OPT_IMAGE_CWD },
-	{ "image-user", required_argument, NULL, OPT_IMAGE_USER }, /* the image config's User */
-	{ "api-sock", required_argument, NULL, OPT_API_SOCK },   /* vmm serve */
-	{ "config-file", required_argument, NULL, OPT_CONFIG_FILE },
-	{ "id", required_argument, NULL, OPT_NAME },
-	{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
-	{ "track-dirty", no_argument, NULL, OPT_TRACK_DIRTY },
-	{ "jail", no_argument, NULL, OPT_JAIL },
-	{ "jail-uid", required_argument, NULL, OPT_JAIL_UID },
-	{ "jail-gid", required_argument, NULL, OPT_JAIL_GID },
-	{ "jail-netns", required_argument, NULL, OPT_JAIL_NETNS },
-	{ "limit-cpu", required_argument, NULL, OPT_LIMIT_CPU },
-	{ "limit-mem", required_argument, NULL, OPT_LIMIT_MEM },
-	{ "limit-pids", required_argument, NULL, OPT_LIMIT_PIDS },
-	{ "quiet", no_argument, NULL, 'q' },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ NULL, 0, NULL, 0 },
-};
 
 int run_bad_usage(const char *fmt, const char *arg)
 {
@@ -176,339 +110,497 @@ void run_opts_init(struct run_opts *o, int restore, int api, struct publish *pub
 	o->image_ref = "";
 }
 
-int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **argv)
+/* One option being applied: where it goes, which it is, as written. */
+struct run_arg {
+	struct run_opts *o;
+	struct vm_config *cfg;
+	int opt;          /* its getopt value (OPT_*, or the short letter) */
+	const char *arg;  /* its argument, or NULL */
+	const char *text; /* the option as written, for messages */
+	size_t off;       /* the table's field offset (set_* handlers) */
+};
+
+/* An option's handler: 0, or the exit status (one line said why). */
+typedef int run_opt_fn(const struct run_arg *a);
+
+/* Where an option may appear (the verb's checks, before its handler). */
+#define RO_SHAPE 1u      /* the VM's shape: not restore (the snapshot's) */
+#define RO_NOT_SERVE 2u  /* not serve: the API or --config-file sets it */
+#define RO_SERVE_ONLY 4u /* vmm serve's (or vmm --api-sock PATH's) only */
+
+/* ---- handlers that store into a field (offset in struct run_opts or
+ * struct vm_config) ---- */
+
+static int set_opt_str(const struct run_arg *a)
 {
-	int restore = o->restore, api = o->api, opt;
+	*(const char **)((char *)a->o + a->off) = a->arg;
+	return 0;
+}
 
-	/* A new scan (0: glibc reads the ordering, "+" or not, again; the
-	 * same as 1 in a process that parses once, which vmm does). */
-	optind = 0;
-	/* run: options end at the first non-option (the command follows "--");
-	 * restore: options may follow DIR too, so let getopt permute. */
-	while ((opt = cli_getopt(argc, argv, restore ? "qvtd" : "+qvtd", run_longopts, restore ? "restore" : api ? "serve" : "run")) != -1) {
-		unsigned long v;
+static int set_cfg_str(const struct run_arg *a)
+{
+	*(const char **)((char *)a->cfg + a->off) = a->arg;
+	return 0;
+}
 
-		/* restore takes what may differ per clone, nothing that shapes the VM */
-		if (restore && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
-				opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE ||
-				opt == OPT_DUMP_CPUID))
-			return run_bad_usage("restore: %s comes from the snapshot", opt_text(argv, optind));
-		/* serve: the VM's shape comes from the API or the config file */
-		if (api && (opt == OPT_KERNEL || opt == OPT_INITRD || opt == OPT_CMDLINE ||
-			    opt == OPT_CPUS || opt == OPT_MEM || opt == OPT_TEMPLATE || opt == OPT_DISK ||
-			    opt == OPT_VSOCK || opt == OPT_ADOPT || opt == 'd' || opt == 't' ||
-			    opt == OPT_READY || opt == OPT_NET || opt == OPT_FS || opt == OPT_IMAGE_ROOT ||
-			    opt == OPT_IMAGE_REF))
-			return run_bad_usage("serve: %s: configure the VM through the API or --config-file",
-					   opt_text(argv, optind));
-		if (!api && (opt == OPT_API_SOCK || opt == OPT_CONFIG_FILE ||
-			     (opt >= OPT_NO_API && opt != OPT_METADATA && opt != OPT_MMDS_LIMIT)))
-			return run_bad_usage("%s: only with vmm serve (or vmm --api-sock PATH)", opt_text(argv, optind));
-		switch (opt) {
-		case OPT_API_SOCK:
-			o->api_sock = optarg;
-			break;
-		case OPT_CONFIG_FILE:
-			o->config_file = optarg;
-			break;
-		case OPT_KERNEL:
-			cfg->kernel = optarg;
-			break;
-		case OPT_INITRD:
-			cfg->initrd = optarg;
-			break;
-		case OPT_CMDLINE:
-			cfg->cmdline = optarg;
-			break;
-		case OPT_CPUS:
-			if (parse_count(optarg, VM_MAX_VCPUS, &v))
-				return run_bad_usage("--cpus '%s': a number from 1 to 64", optarg);
-			cfg->cpus = (unsigned)v;
-			break;
-		case OPT_MEM: {
-			unsigned long long total, avail;
+static int set_opt_flag(const struct run_arg *a)
+{
+	*(int *)((char *)a->o + a->off) = 1;
+	return 0;
+}
 
-			if (cli_parse_mib(optarg, &o->mib) || o->mib < VM_MIN_MEM_MIB)
-				return run_bad_usage("--mem '%s': a size in MiB (at least 32), e.g. 512 or 2G", optarg);
-			/* Guest RAM is mapped on demand: more than the host has
-			 * cannot work; more than it has free may, until it fills. */
-			if (cli_host_mem_mib(&total, &avail) == 0 && (o->mib > total || o->mib > (1ull << 30))) {
-				fprintf(stderr, "vmm: --mem '%s': this host has %llu MiB of RAM: at most --mem %llu "
-						"(see 'vmm run --help')\n", optarg, total, total < (1ull << 30) ? total : (1ull << 30));
-				return CLI_EXIT_USAGE;
-			}
-			if (avail && o->mib > avail)
-				log_warn("--mem %llu MiB is more than this host has free now (%llu MiB): the guest "
-					 "may be killed for memory once it uses it", o->mib, avail);
-			break;
-		}
-		case OPT_CONSOLE:
-			o->console_explicit = 1;
-			if (strcmp(optarg, "stdio") && strcmp(optarg, "none") &&
-			    (strncmp(optarg, "file:", 5) || !optarg[5]))
-				return run_bad_usage("--console '%s': stdio, none or file:PATH", optarg);
-			o->console = optarg;
-			break;
-		case OPT_CONSOLE_LOG_SIZE:
-			if (run_parse_size(optarg, &cfg->console_limit) || cfg->console_limit < 1024)
-				return run_bad_usage("--console-log-size '%s': bytes (at least 1024), or with a k, M or G "
-						   "suffix, e.g. 8M", optarg);
-			break;
-		case OPT_TEMPLATE:
-			if (cpu_template_parse(optarg, &cfg->tmpl))
-				return run_bad_usage("--cpu-template '%s': host or safe", optarg);
-			cfg->tmpl_explicit = 1;
-			break;
-		case OPT_DUMP_CPUID:
-			o->dump_cpuid = optarg;
-			break;
-		case OPT_DISK: {
-			const char *why = "";
-			struct blk_options *d = restore ? &o->over[o->nr_over] : &cfg->disks[cfg->nr_disks];
+static int set_cfg_flag(const struct run_arg *a)
+{
+	*(int *)((char *)a->cfg + a->off) = 1;
+	return 0;
+}
 
-			if ((restore ? o->nr_over : cfg->nr_disks) == VM_MAX_DISKS)
-				return run_bad_usage("--disk: at most %s disks", "16");
-			if (blk_options_parse(optarg, d, &why)) {
-				fprintf(stderr, "vmm: --disk '%s': %s\n", optarg, why);
-				return CLI_EXIT_USAGE;
-			}
-			if (restore)
-				o->nr_over++;
-			else
-				cfg->nr_disks++;
-			break;
-		}
-		case OPT_NET: {
-			const char *why = "";
-			unsigned *nr = restore ? &o->nr_net_over : &cfg->nr_nets;
-			struct net_options *n = restore ? &o->net_over[*nr] : &cfg->nets[*nr];
+static int set_nothing(const struct run_arg *a)
+{
+	(void)a;
+	return 0;
+}
 
-			if (*nr == VM_MAX_NETS)
-				return run_bad_usage("--net: at most %s interfaces", "8");
-			if (net_options_parse(optarg, n, &why)) {
-				fprintf(stderr, "vmm: --net '%s': %s\n", optarg, why);
-				return CLI_EXIT_USAGE;
-			}
-			if (restore)
-				o->net_mac_given[*nr] = strstr(optarg, "mac=") != NULL;
-			(*nr)++;
-			break;
-		}
-		case OPT_FS: {
-			const char *why = "";
-			struct fs_options *f = restore ? &o->over_fs[o->nr_over_fs] : &cfg->fs[cfg->nr_fs];
-			struct stat st;
+/* ---- the VM's shape ---- */
 
-			if ((restore ? o->nr_over_fs : cfg->nr_fs) == VM_MAX_FS)
-				return run_bad_usage("--fs: at most %s shared drives", "8");
-			if (fs_options_parse(optarg, f, &why)) {
-				fprintf(stderr, "vmm: --fs '%s': %s\n", optarg, why);
-				return CLI_EXIT_USAGE;
-			}
-			if (restore)
-				o->nr_over_fs++;
-			else
-				cfg->nr_fs++;
-			if (stat(f->path, &st) < 0 || !S_ISDIR(st.st_mode))
-				return run_bad_usage("--fs: %s is not a directory", f->path);
-			break;
-		}
-		case OPT_VSOCK: {
-			const char *why = "";
-			char tmp[160];
+static int opt_cpus(const struct run_arg *a)
+{
+	unsigned long v;
 
-			/* restore: "cid=N" alone is fine, the socket has a default */
-			snprintf(tmp, sizeof(tmp), "%s%s", optarg,
-				 restore && !strstr(optarg, "uds=") ? ",uds=-" : "");
-			if (o->vsock_given || vsock_options_parse(tmp, &cfg->vsock, &why)) {
-				fprintf(stderr, "vmm: --vsock '%s': %s\n", optarg,
-					o->vsock_given ? "only one vsock device" : why);
-				return CLI_EXIT_USAGE;
-			}
-			if (!strcmp(cfg->vsock.uds, "-"))
-				cfg->vsock.uds[0] = '\0';
-			o->vsock_given = 1;
-			break;
-		}
-		case OPT_ENTROPY:
-		case OPT_BALLOON: {
-			const char *why = "";
+	if (parse_count(a->arg, VM_MAX_VCPUS, &v))
+		return run_bad_usage("--cpus '%s': a number from 1 to 64", a->arg);
+	a->cfg->cpus = (unsigned)v;
+	return 0;
+}
 
-			if (opt == OPT_ENTROPY ? rng_options_parse(optarg, &cfg->entropy, &why)
-					     : balloon_options_parse(optarg, &cfg->balloon, &why)) {
-				fprintf(stderr, "vmm: --%s '%s': %s\n", opt == OPT_ENTROPY ? "entropy" : "balloon", optarg,
-					why);
-				return CLI_EXIT_USAGE;
-			}
-			if (opt == OPT_ENTROPY)
-				cfg->has_entropy = 1;
-			else
-				cfg->has_balloon = 1;
-			break;
-		}
-		case OPT_NAME:
-			o->name = optarg;
-			break;
-		case OPT_ADOPT:
-			o->adopt = 1;
-			break;
-		case OPT_IDLE_TIMEOUT:
-		case OPT_IDLE_TTL:
-			if (cli_parse_duration(optarg, opt == OPT_IDLE_TIMEOUT ? &o->idle_timeout_s : &o->idle_ttl_s))
-				return run_bad_usage("%s: a duration such as 90s, 10m, 2h or 1d", opt_text(argv, optind));
-			if (opt == OPT_IDLE_TIMEOUT)
-				o->idle_timeout_arg = optarg;
-			else
-				o->idle_ttl_arg = optarg;
-			break;
-		case OPT_IN_PLACE:
-			o->in_place = 1;
-			break;
-		case OPT_IMAGE_ROOT:
-			if (restore)
-				return run_bad_usage("%s", "restore: no --image-root");
-			o->image_root = optarg;
-			break;
-		case OPT_IMAGE_REF:
-			o->image_ref = optarg;
-			break;
-		case OPT_IMAGE_ENV:
-			if (o->nr_image_env == sizeof(o->image_env) / sizeof(o->image_env[0]) - 1)
-				return run_bad_usage("%s", "--image-env: too many");
-			o->image_env[o->nr_image_env++] = optarg;
-			o->cmd.env = o->image_env;
-			break;
-		case OPT_IMAGE_CWD:
-			o->cmd.cwd = optarg;
-			break;
-		case OPT_IMAGE_USER:
-			o->cmd.user = optarg;
-			break;
-		case OPT_JAIL:
-			o->jail.enabled = 1;
-			break;
-		case OPT_JAIL_NETNS:
-			o->jail.netns = optarg;
-			break;
-		case OPT_JAIL_UID:
-		case OPT_JAIL_GID:
-		case OPT_LIMIT_PIDS:
-			if (parse_count(optarg, 0x7fffffff, &v))
-				return run_bad_usage("%s: a positive number", opt_text(argv, optind));
-			if (opt == OPT_JAIL_UID) {
-				o->jail.uid = (uid_t)v;
-				o->jail.uid_given = 1;
-			} else if (opt == OPT_JAIL_GID) {
-				o->jail.gid = (gid_t)v;
-				o->jail.gid_given = 1;
-			}
-			else
-				o->jail.pids = (unsigned)v;
-			break;
-		case OPT_LIMIT_CPU:
-			if (jail_parse_cpu(optarg, &o->jail.cpu_milli))
-				return run_bad_usage("--limit-cpu '%s': CPUs, e.g. 0.5 or 2", optarg);
-			break;
-		case OPT_LIMIT_MEM: {
-			unsigned long long lm;
+static int opt_mem(const struct run_arg *a)
+{
+	struct run_opts *o = a->o;
+	unsigned long long total, avail;
 
-			if (cli_parse_mib(optarg, &lm) || lm < 16)
-				return run_bad_usage("--limit-mem '%s': a size in MiB (at least 16), e.g. 768 or 1G", optarg);
-			o->jail.mem_bytes = lm << 20;
-			break;
-		}
-		case OPT_NO_SECCOMP:
-			cfg->seccomp = 0;
-			o->no_seccomp = 1;
-			break;
-		case OPT_TRACK_DIRTY: /* diff snapshots (docs/snapshot.md) */
-			cfg->track_dirty = 1;
-			break;
-		case 'd':
-			o->detach = 1;
-			break;
-		case OPT_PUBLISH:
-			if (o->nr_pub == PUBLISH_MAX || publish_parse(optarg, &o->pub[o->nr_pub]))
-				return run_bad_usage("--publish '%s': [ADDR:]HOST_PORT:GUEST_PORT (at most 16)", optarg);
-			o->nr_pub++;
-			break;
-		case OPT_EGRESS:
-			o->egress_policy = optarg;
-			break;
-		case OPT_TTL:
-			if (cli_parse_duration(optarg, &o->ttl_s))
-				return run_bad_usage("--ttl '%s': a duration such as 90s, 10m, 2h or 1d", optarg);
-			break;
-		case 't':
-			o->cmd.tty = 1;
-			break;
-		case OPT_TOKEN:
-			o->token = optarg;
-			if (!run_token_ok(o->token))
-				return run_bad_usage("--token: 1 to 127 of A-Z a-z 0-9 _ . -%s", "");
-			break;
-		case OPT_READY:
-			/* "abc" was 0: a wait that gave up at once. */
-			if (parse_count(optarg, 86400, &v))
-				return run_bad_usage("--ready-timeout '%s': seconds, from 1 to 86400", optarg);
-			o->ready_s = v;
-			break;
-		case OPT_NO_API:
-			o->fc.no_api = 1;
-			break;
-		case OPT_BOOT_TIMER:
-		case OPT_FC_IGNORED:
-			break;
-		case OPT_LEVEL:
-			o->fc.level = optarg;
-			o->level_set = 1;
-			break;
-		case OPT_LOG_PATH:
-			o->fc.log_path = optarg;
-			break;
-		case OPT_SHOW_LEVEL:
-			o->fc.show_level = 1;
-			break;
-		case OPT_SHOW_ORIGIN:
-			o->fc.show_origin = 1;
-			break;
-		case OPT_MODULE:
-			break; /* vmm's log has no modules */
-		case OPT_METRICS_PATH:
-			o->fc.metrics_path = optarg;
-			break;
-		case OPT_METADATA:
-			o->fc.metadata = optarg;
-			break;
-		case OPT_SECCOMP_FILTER:
-			return run_bad_usage("--seccomp-filter %s: vmm installs its own seccomp allow-lists (each thread "
-					   "its own, docs/security.md) and takes no BPF filter file; leave it out, or "
-					   "--no-seccomp to run without them", optarg);
-		case OPT_MMDS_LIMIT:
-		case OPT_MAX_PAYLOAD:
-			if (parse_count(optarg, 64ul << 20, &v))
-				return run_bad_usage("%s: a size in bytes, from 1 to 64 MiB", opt_text(argv, optind));
-			if (opt == OPT_MAX_PAYLOAD)
-				o->fc.max_payload = v;
-			else
-				o->fc.mmds_limit = v;
-			break;
-		case 'q':
-			log_set_level(LOG_ERROR);
-			o->level_set = 1;
-			o->quiet = 1;
-			break;
-		case 'v':
-			log_set_level(LOG_DEBUG);
-			o->level_set = 1;
-			break;
-		default:
-			return CLI_EXIT_USAGE; /* cli_getopt said which */
-		}
+	if (cli_parse_mib(a->arg, &o->mib) || o->mib < VM_MIN_MEM_MIB)
+		return run_bad_usage("--mem '%s': a size in MiB (at least 32), e.g. 512 or 2G", a->arg);
+	/* Guest RAM is mapped on demand: more than the host has cannot
+	 * work; more than it has free may, until it fills. */
+	if (cli_host_mem_mib(&total, &avail) == 0 && (o->mib > total || o->mib > (1ull << 30))) {
+		fprintf(stderr, "vmm: --mem '%s': this host has %llu MiB of RAM: at most --mem %llu "
+				"(see 'vmm run --help')\n", a->arg, total, total < (1ull << 30) ? total : (1ull << 30));
+		return CLI_EXIT_USAGE;
 	}
-	if (o->in_place && (!restore || !o->detach || !o->name || o->jail.enabled))
+	if (avail && o->mib > avail)
+		log_warn("--mem %llu MiB is more than this host has free now (%llu MiB): the guest "
+			 "may be killed for memory once it uses it", o->mib, avail);
+	return 0;
+}
+
+static int opt_template(const struct run_arg *a)
+{
+	if (cpu_template_parse(a->arg, &a->cfg->tmpl))
+		return run_bad_usage("--cpu-template '%s': host or safe", a->arg);
+	a->cfg->tmpl_explicit = 1;
+	return 0;
+}
+
+static int opt_console(const struct run_arg *a)
+{
+	a->o->console_explicit = 1;
+	if (strcmp(a->arg, "stdio") && strcmp(a->arg, "none") && (strncmp(a->arg, "file:", 5) || !a->arg[5]))
+		return run_bad_usage("--console '%s': stdio, none or file:PATH", a->arg);
+	a->o->console = a->arg;
+	return 0;
+}
+
+static int opt_console_log_size(const struct run_arg *a)
+{
+	if (run_parse_size(a->arg, &a->cfg->console_limit) || a->cfg->console_limit < 1024)
+		return run_bad_usage("--console-log-size '%s': bytes (at least 1024), or with a k, M or G "
+				     "suffix, e.g. 8M", a->arg);
+	return 0;
+}
+
+/* ---- devices (a restore's --disk, --net and --fs replace the
+ * snapshot's) ---- */
+
+/* A device option's parser said no: the usage line with its why. */
+static int device_bad(const char *opt, const char *arg, const char *why)
+{
+	fprintf(stderr, "vmm: --%s '%s': %s\n", opt, arg, why);
+	return CLI_EXIT_USAGE;
+}
+
+static int opt_disk(const struct run_arg *a)
+{
+	struct run_opts *o = a->o;
+	int restore = o->restore;
+	const char *why = "";
+	struct blk_options *d = restore ? &o->over[o->nr_over] : &a->cfg->disks[a->cfg->nr_disks];
+
+	if ((restore ? o->nr_over : a->cfg->nr_disks) == VM_MAX_DISKS)
+		return run_bad_usage("--disk: at most %s disks", "16");
+	if (blk_options_parse(a->arg, d, &why))
+		return device_bad("disk", a->arg, why);
+	if (restore)
+		o->nr_over++;
+	else
+		a->cfg->nr_disks++;
+	return 0;
+}
+
+static int opt_net(const struct run_arg *a)
+{
+	struct run_opts *o = a->o;
+	int restore = o->restore;
+	const char *why = "";
+	unsigned *nr = restore ? &o->nr_net_over : &a->cfg->nr_nets;
+	struct net_options *n = restore ? &o->net_over[*nr] : &a->cfg->nets[*nr];
+
+	if (*nr == VM_MAX_NETS)
+		return run_bad_usage("--net: at most %s interfaces", "8");
+	if (net_options_parse(a->arg, n, &why))
+		return device_bad("net", a->arg, why);
+	if (restore)
+		o->net_mac_given[*nr] = strstr(a->arg, "mac=") != NULL;
+	(*nr)++;
+	return 0;
+}
+
+static int opt_fs(const struct run_arg *a)
+{
+	struct run_opts *o = a->o;
+	int restore = o->restore;
+	const char *why = "";
+	struct fs_options *f = restore ? &o->over_fs[o->nr_over_fs] : &a->cfg->fs[a->cfg->nr_fs];
+	struct stat st;
+
+	if ((restore ? o->nr_over_fs : a->cfg->nr_fs) == VM_MAX_FS)
+		return run_bad_usage("--fs: at most %s shared drives", "8");
+	if (fs_options_parse(a->arg, f, &why))
+		return device_bad("fs", a->arg, why);
+	if (restore)
+		o->nr_over_fs++;
+	else
+		a->cfg->nr_fs++;
+	if (stat(f->path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return run_bad_usage("--fs: %s is not a directory", f->path);
+	return 0;
+}
+
+static int opt_vsock(const struct run_arg *a)
+{
+	struct run_opts *o = a->o;
+	const char *why = "";
+	char tmp[160];
+
+	/* restore: "cid=N" alone is fine, the socket has a default */
+	snprintf(tmp, sizeof(tmp), "%s%s", a->arg, o->restore && !strstr(a->arg, "uds=") ? ",uds=-" : "");
+	if (o->vsock_given || vsock_options_parse(tmp, &a->cfg->vsock, &why))
+		return device_bad("vsock", a->arg, o->vsock_given ? "only one vsock device" : why);
+	if (!strcmp(a->cfg->vsock.uds, "-"))
+		a->cfg->vsock.uds[0] = '\0';
+	o->vsock_given = 1;
+	return 0;
+}
+
+static int opt_entropy(const struct run_arg *a)
+{
+	const char *why = "";
+
+	if (rng_options_parse(a->arg, &a->cfg->entropy, &why))
+		return device_bad("entropy", a->arg, why);
+	a->cfg->has_entropy = 1;
+	return 0;
+}
+
+static int opt_balloon(const struct run_arg *a)
+{
+	const char *why = "";
+
+	if (balloon_options_parse(a->arg, &a->cfg->balloon, &why))
+		return device_bad("balloon", a->arg, why);
+	a->cfg->has_balloon = 1;
+	return 0;
+}
+
+/* ---- the sandbox ---- */
+
+static int opt_idle(const struct run_arg *a)
+{
+	int timeout = a->opt == OPT_IDLE_TIMEOUT;
+
+	if (cli_parse_duration(a->arg, timeout ? &a->o->idle_timeout_s : &a->o->idle_ttl_s))
+		return run_bad_usage("%s: a duration such as 90s, 10m, 2h or 1d", a->text);
+	if (timeout)
+		a->o->idle_timeout_arg = a->arg;
+	else
+		a->o->idle_ttl_arg = a->arg;
+	return 0;
+}
+
+static int opt_image_root(const struct run_arg *a)
+{
+	if (a->o->restore)
+		return run_bad_usage("%s", "restore: no --image-root");
+	a->o->image_root = a->arg;
+	return 0;
+}
+
+static int opt_image_env(const struct run_arg *a)
+{
+	struct run_opts *o = a->o;
+
+	if (o->nr_image_env == sizeof(o->image_env) / sizeof(o->image_env[0]) - 1)
+		return run_bad_usage("%s", "--image-env: too many");
+	o->image_env[o->nr_image_env++] = a->arg;
+	o->cmd.env = o->image_env;
+	return 0;
+}
+
+static int opt_jail_id(const struct run_arg *a)
+{
+	struct jail *j = &a->o->jail;
+	unsigned long v;
+
+	if (parse_count(a->arg, 0x7fffffff, &v))
+		return run_bad_usage("%s: a positive number", a->text);
+	if (a->opt == OPT_JAIL_UID) {
+		j->uid = (uid_t)v;
+		j->uid_given = 1;
+	} else if (a->opt == OPT_JAIL_GID) {
+		j->gid = (gid_t)v;
+		j->gid_given = 1;
+	} else
+		j->pids = (unsigned)v;
+	return 0;
+}
+
+static int opt_limit_cpu(const struct run_arg *a)
+{
+	if (jail_parse_cpu(a->arg, &a->o->jail.cpu_milli))
+		return run_bad_usage("--limit-cpu '%s': CPUs, e.g. 0.5 or 2", a->arg);
+	return 0;
+}
+
+static int opt_limit_mem(const struct run_arg *a)
+{
+	unsigned long long lm;
+
+	if (cli_parse_mib(a->arg, &lm) || lm < 16)
+		return run_bad_usage("--limit-mem '%s': a size in MiB (at least 16), e.g. 768 or 1G", a->arg);
+	a->o->jail.mem_bytes = lm << 20;
+	return 0;
+}
+
+static int opt_no_seccomp(const struct run_arg *a)
+{
+	a->cfg->seccomp = 0;
+	a->o->no_seccomp = 1;
+	return 0;
+}
+
+static int opt_publish(const struct run_arg *a)
+{
+	struct run_opts *o = a->o;
+
+	if (o->nr_pub == PUBLISH_MAX || publish_parse(a->arg, &o->pub[o->nr_pub]))
+		return run_bad_usage("--publish '%s': [ADDR:]HOST_PORT:GUEST_PORT (at most 16)", a->arg);
+	o->nr_pub++;
+	return 0;
+}
+
+static int opt_ttl(const struct run_arg *a)
+{
+	if (cli_parse_duration(a->arg, &a->o->ttl_s))
+		return run_bad_usage("--ttl '%s': a duration such as 90s, 10m, 2h or 1d", a->arg);
+	return 0;
+}
+
+static int opt_token(const struct run_arg *a)
+{
+	a->o->token = a->arg;
+	if (!run_token_ok(a->o->token))
+		return run_bad_usage("--token: 1 to 127 of A-Z a-z 0-9 _ . -%s", "");
+	return 0;
+}
+
+static int opt_ready(const struct run_arg *a)
+{
+	unsigned long v;
+
+	/* "abc" was 0: a wait that gave up at once. */
+	if (parse_count(a->arg, 86400, &v))
+		return run_bad_usage("--ready-timeout '%s': seconds, from 1 to 86400", a->arg);
+	a->o->ready_s = v;
+	return 0;
+}
+
+static int opt_quiet(const struct run_arg *a)
+{
+	log_set_level(LOG_ERROR);
+	a->o->level_set = 1;
+	a->o->quiet = 1;
+	return 0;
+}
+
+static int opt_verbose(const struct run_arg *a)
+{
+	log_set_level(LOG_DEBUG);
+	a->o->level_set = 1;
+	return 0;
+}
+
+/* ---- Firecracker's command line (vmm serve) ---- */
+
+static int opt_level(const struct run_arg *a)
+{
+	a->o->fc.level = a->arg;
+	a->o->level_set = 1;
+	return 0;
+}
+
+static int opt_seccomp_filter(const struct run_arg *a)
+{
+	return run_bad_usage("--seccomp-filter %s: vmm installs its own seccomp allow-lists (each thread "
+			     "its own, docs/security.md) and takes no BPF filter file; leave it out, or "
+			     "--no-seccomp to run without them", a->arg);
+}
+
+static int opt_fc_size(const struct run_arg *a)
+{
+	unsigned long v;
+
+	if (parse_count(a->arg, 64ul << 20, &v))
+		return run_bad_usage("%s: a size in bytes, from 1 to 64 MiB", a->text);
+	if (a->opt == OPT_MAX_PAYLOAD)
+		a->o->fc.max_payload = v;
+	else
+		a->o->fc.mmds_limit = v;
+	return 0;
+}
+
+/* Every option: its long name, argument, getopt value, where it may
+ * appear, its handler and (set_*) its field. getopt's table is made from
+ * this one. */
+struct run_opt {
+	const char *name;
+	int has_arg, val;
+	unsigned where;
+	run_opt_fn *fn;
+	size_t off;
+};
+
+#define O_(f) offsetof(struct run_opts, f)
+#define C_(f) offsetof(struct vm_config, f)
+#define SHAPE (RO_SHAPE | RO_NOT_SERVE)
+#define ARG required_argument
+#define NOARG no_argument
+static const struct run_opt run_table[] = {
+	{ "kernel", ARG, OPT_KERNEL, SHAPE, set_cfg_str, C_(kernel) },
+	{ "initrd", ARG, OPT_INITRD, SHAPE, set_cfg_str, C_(initrd) },
+	{ "cmdline", ARG, OPT_CMDLINE, SHAPE, set_cfg_str, C_(cmdline) },
+	{ "cpus", ARG, OPT_CPUS, SHAPE, opt_cpus, 0 },
+	{ "mem", ARG, OPT_MEM, SHAPE, opt_mem, 0 },
+	{ "console", ARG, OPT_CONSOLE, 0, opt_console, 0 },
+	{ "console-log-size", ARG, OPT_CONSOLE_LOG_SIZE, 0, opt_console_log_size, 0 },
+	{ "no-api", NOARG, OPT_NO_API, RO_SERVE_ONLY, set_opt_flag, O_(fc.no_api) },
+	{ "boot-timer", NOARG, OPT_BOOT_TIMER, RO_SERVE_ONLY, set_nothing, 0 },
+	{ "level", ARG, OPT_LEVEL, RO_SERVE_ONLY, opt_level, 0 },
+	{ "log-path", ARG, OPT_LOG_PATH, RO_SERVE_ONLY, set_opt_str, O_(fc.log_path) },
+	{ "show-level", NOARG, OPT_SHOW_LEVEL, RO_SERVE_ONLY, set_opt_flag, O_(fc.show_level) },
+	{ "show-log-origin", NOARG, OPT_SHOW_ORIGIN, RO_SERVE_ONLY, set_opt_flag, O_(fc.show_origin) },
+	{ "module", ARG, OPT_MODULE, RO_SERVE_ONLY, set_nothing, 0 }, /* vmm's log has no modules */
+	{ "metrics-path", ARG, OPT_METRICS_PATH, RO_SERVE_ONLY, set_opt_str, O_(fc.metrics_path) },
+	{ "metadata", ARG, OPT_METADATA, 0, set_opt_str, O_(fc.metadata) },
+	{ "mmds-size-limit", ARG, OPT_MMDS_LIMIT, 0, opt_fc_size, 0 },
+	{ "http-api-max-payload-size", ARG, OPT_MAX_PAYLOAD, RO_SERVE_ONLY, opt_fc_size, 0 },
+	{ "seccomp-filter", ARG, OPT_SECCOMP_FILTER, RO_SERVE_ONLY, opt_seccomp_filter, 0 },
+	/* The jailer passes these to Firecracker; vmm has no use for them. */
+	{ "start-time-us", ARG, OPT_FC_IGNORED, RO_SERVE_ONLY, set_nothing, 0 },
+	{ "start-time-cpu-us", ARG, OPT_FC_IGNORED, RO_SERVE_ONLY, set_nothing, 0 },
+	{ "parent-cpu-time-us", ARG, OPT_FC_IGNORED, RO_SERVE_ONLY, set_nothing, 0 },
+	{ "cpu-template", ARG, OPT_TEMPLATE, SHAPE, opt_template, 0 },
+	{ "dump-cpuid", ARG, OPT_DUMP_CPUID, RO_SHAPE, set_opt_str, O_(dump_cpuid) },
+	{ "disk", ARG, OPT_DISK, RO_NOT_SERVE, opt_disk, 0 },
+	{ "vsock", ARG, OPT_VSOCK, RO_NOT_SERVE, opt_vsock, 0 },
+	{ "entropy", ARG, OPT_ENTROPY, 0, opt_entropy, 0 },
+	{ "balloon", ARG, OPT_BALLOON, 0, opt_balloon, 0 },
+	{ "net", ARG, OPT_NET, RO_NOT_SERVE, opt_net, 0 },
+	{ "fs", ARG, OPT_FS, RO_NOT_SERVE, opt_fs, 0 },
+	{ "tty", NOARG, 't', RO_NOT_SERVE, set_opt_flag, O_(cmd.tty) },
+	{ "token", ARG, OPT_TOKEN, 0, opt_token, 0 },
+	{ "ready-timeout", ARG, OPT_READY, RO_NOT_SERVE, opt_ready, 0 },
+	{ "name", ARG, OPT_NAME, 0, set_opt_str, O_(name) },
+	{ "detach", NOARG, 'd', RO_NOT_SERVE, set_opt_flag, O_(detach) },
+	{ "ttl", ARG, OPT_TTL, 0, opt_ttl, 0 },
+	{ "publish", ARG, OPT_PUBLISH, 0, opt_publish, 0 },
+	{ "egress-policy", ARG, OPT_EGRESS, 0, set_opt_str, O_(egress_policy) },
+	/* vmm start: the folder vmm create made */
+	{ "adopt", NOARG, OPT_ADOPT, RO_NOT_SERVE, set_opt_flag, O_(adopt) },
+	{ "idle-timeout", ARG, OPT_IDLE_TIMEOUT, 0, opt_idle, 0 },
+	{ "idle-ttl", ARG, OPT_IDLE_TTL, 0, opt_idle, 0 },
+	/* vmm resume: restore a standby sandbox in its folder */
+	{ "in-place", NOARG, OPT_IN_PLACE, 0, set_opt_flag, O_(in_place) },
+	/* vmm run --image, rewritten by image_run_args(): */
+	{ "image-root", ARG, OPT_IMAGE_ROOT, RO_NOT_SERVE, opt_image_root, 0 },
+	{ "image-ref", ARG, OPT_IMAGE_REF, RO_NOT_SERVE, set_opt_str, O_(image_ref) },
+	/* the image config's Env, WorkingDir, User */
+	{ "image-env", ARG, OPT_IMAGE_ENV, 0, opt_image_env, 0 },
+	{ "image-cwd", ARG, OPT_IMAGE_CWD, 0, set_opt_str, O_(cmd.cwd) },
+	{ "image-user", ARG, OPT_IMAGE_USER, 0, set_opt_str, O_(cmd.user) },
+	/* vmm serve */
+	{ "api-sock", ARG, OPT_API_SOCK, RO_SERVE_ONLY, set_opt_str, O_(api_sock) },
+	{ "config-file", ARG, OPT_CONFIG_FILE, RO_SERVE_ONLY, set_opt_str, O_(config_file) },
+	{ "id", ARG, OPT_NAME, 0, set_opt_str, O_(name) },
+	{ "no-seccomp", NOARG, OPT_NO_SECCOMP, 0, opt_no_seccomp, 0 },
+	/* diff snapshots (docs/snapshot.md) */
+	{ "track-dirty", NOARG, OPT_TRACK_DIRTY, 0, set_cfg_flag, C_(track_dirty) },
+	{ "jail", NOARG, OPT_JAIL, 0, set_opt_flag, O_(jail.enabled) },
+	{ "jail-uid", ARG, OPT_JAIL_UID, 0, opt_jail_id, 0 },
+	{ "jail-gid", ARG, OPT_JAIL_GID, 0, opt_jail_id, 0 },
+	{ "jail-netns", ARG, OPT_JAIL_NETNS, 0, set_opt_str, O_(jail.netns) },
+	{ "limit-cpu", ARG, OPT_LIMIT_CPU, 0, opt_limit_cpu, 0 },
+	{ "limit-mem", ARG, OPT_LIMIT_MEM, 0, opt_limit_mem, 0 },
+	{ "limit-pids", ARG, OPT_LIMIT_PIDS, 0, opt_jail_id, 0 },
+	{ "quiet", NOARG, 'q', 0, opt_quiet, 0 },
+	{ "verbose", NOARG, 'v', 0, opt_verbose, 0 },
+};
+#undef O_
+#undef C_
+#undef SHAPE
+#undef ARG
+#undef NOARG
+#define RUN_NR_OPTS (sizeof(run_table) / sizeof(run_table[0]))
+
+/* The table's entry for getopt's value, or NULL. */
+static const struct run_opt *run_opt_find(int val)
+{
+	size_t i;
+
+	for (i = 0; i < RUN_NR_OPTS; i++)
+		if (run_table[i].val == val)
+			return &run_table[i];
+	return NULL;
+}
+
+/* Whether the verb takes this option: 0, or the usage status. */
+static int run_opt_allowed(const struct run_opts *o, const struct run_opt *e, const char *text)
+{
+	/* restore takes what may differ per clone, nothing that shapes the VM */
+	if (o->restore && (e->where & RO_SHAPE))
+		return run_bad_usage("restore: %s comes from the snapshot", text);
+	/* serve: the VM's shape comes from the API or the config file */
+	if (o->api && (e->where & RO_NOT_SERVE))
+		return run_bad_usage("serve: %s: configure the VM through the API or --config-file", text);
+	if (!o->api && (e->where & RO_SERVE_ONLY))
+		return run_bad_usage("%s: only with vmm serve (or vmm --api-sock PATH)", text);
+	return 0;
+}
+
+/* restore's DIR (and a "--" after it), and the checks at the end. */
+static int run_opts_rest(struct run_opts *o, int argc, char **argv)
+{
+	if (o->in_place && (!o->restore || !o->detach || !o->name || o->jail.enabled))
 		return run_bad_usage("%s", "--in-place is vmm resume's: restore -d --name N of N's standby state");
-	if (restore) {
+	if (o->restore) {
 		if (optind >= argc)
 			return run_bad_usage("%s", "restore: which snapshot directory?");
 		o->snapshot_dir = argv[optind++];
@@ -517,6 +609,36 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 	}
 	o->argi = optind;
 	return 0;
+}
+
+int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **argv)
+{
+	struct option longopts[RUN_NR_OPTS + 1];
+	const char *verb = o->restore ? "restore" : o->api ? "serve" : "run";
+	size_t i;
+	int opt;
+
+	for (i = 0; i < RUN_NR_OPTS; i++)
+		longopts[i] = (struct option){ run_table[i].name, run_table[i].has_arg, NULL, run_table[i].val };
+	longopts[RUN_NR_OPTS] = (struct option){ NULL, 0, NULL, 0 };
+	/* A new scan (0: glibc reads the ordering, "+" or not, again; the
+	 * same as 1 in a process that parses once, which vmm does). */
+	optind = 0;
+	/* run: options end at the first non-option (the command follows "--");
+	 * restore: options may follow DIR too, so let getopt permute. */
+	while ((opt = cli_getopt(argc, argv, o->restore ? "qvtd" : "+qvtd", longopts, verb)) != -1) {
+		const struct run_opt *e = run_opt_find(opt);
+		struct run_arg a = { .o = o, .cfg = cfg, .opt = opt, .arg = optarg };
+		int r;
+
+		if (!e)
+			return CLI_EXIT_USAGE; /* cli_getopt said which */
+		a.text = opt_text(argv, optind);
+		a.off = e->off;
+		if ((r = run_opt_allowed(o, e, a.text)) || (r = e->fn(&a)))
+			return r;
+	}
+	return run_opts_rest(o, argc, argv);
 }
 
 int run_opts_check(struct run_opts *o, int argc, char **argv)

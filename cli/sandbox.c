@@ -1,7 +1,6 @@
 /* Sandbox state directory: see sandbox.h. */
 #define _GNU_SOURCE
 #include "sandbox.h"
-#include "standby.h"
 #include "../vmm/standby.h"
 #include "cli.h"
 #include "api_client.h"
@@ -379,38 +378,6 @@ int sandbox_control(const char *arg, const char *req, char *out, size_t outlen, 
 		log_err("sandbox %s does not answer on %s: %s (is its VMM still running?)", arg,
 			sb.control, strerror(-r));
 	return r;
-}
-
-int sandbox_api_addr(const char *arg, int token_given, struct sandbox *sb, struct sandbox_addr *a)
-{
-	struct sandbox_status st;
-	int r = sandbox_lookup(sb, arg);
-
-	if (r)
-		return r;
-	/* A named sandbox that cannot answer: say why at once (a paused one's
-	 * vsock device would hold the connection, unanswered, forever). */
-	if (sb->control[0] && sandbox_status(arg, &st) == 0) {
-		if (st.state == SB_PAUSED) {
-			log_err("%s is paused (vmm resume %s)", arg, arg);
-			return -EAGAIN;
-		}
-		/* On standby: wake it, transparently (the caller waits). */
-		if (st.state == SB_STANDBY && (r = standby_wake(arg)))
-			return r;
-		if (st.state == SB_EXITED || st.state == SB_DEAD || st.state == SB_CREATED) {
-			if (st.state == SB_CREATED)
-				log_err("%s is not running (created: vmm start %s)", arg, arg);
-			else
-				log_err("%s is not running (%s)", arg, sandbox_state_name(st.state));
-			return -ENOTCONN;
-		}
-	}
-	a->uds = sb->vsock;
-	/* A named sandbox's own token, unless --token said otherwise. */
-	if (sb->control[0] && !token_given)
-		a->token = sb->token;
-	return 0;
 }
 
 const char *sandbox_state_name(enum sandbox_state s)

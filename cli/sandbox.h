@@ -37,6 +37,8 @@ struct sandbox {
 /* The subfolder a jailed VMM's uid owns; the rest of the folder (pid,
  * process, token, config.json, jail-id) stays root's (docs/cli.md). */
 #define SANDBOX_JAIL_RW "jail-rw"
+/* Why the last resume from standby failed (standby.h; sandbox_status reads it). */
+#define STANDBY_ERROR "standby.error"
 
 /* Root of the state directory, created (0700) if missing. 0 or -errno. */
 int sandbox_root(char *buf, size_t len);
@@ -121,10 +123,8 @@ int sandbox_list(char ***names);
  * empty). Fills the paths and reads the token. 0 or -errno (logged). */
 int sandbox_lookup(struct sandbox *sb, const char *arg);
 
-struct sandbox_addr;
-/* Where the API of the sandbox named `arg` (or at socket path `arg`) is:
- * fills *a's socket and, for a name, its token unless token_given. */
-int sandbox_api_addr(const char *arg, int token_given, struct sandbox *sb, struct sandbox_addr *a);
+struct sandbox_addr; /* api_client.h; sandbox_api_addr is standby.h's */
+
 
 /* Sends one control request (docs/control-api.md) to a named sandbox and
  * reads the reply line. 0 or -errno (logged). */

@@ -5,16 +5,8 @@
 #define _GNU_SOURCE
 #include "cli.h"
 #include "launch.h"
-#include "../vmm/control.h"
-#include "../vmm/fcapi.h"
-#include "../vmm/log.h"
 
-#include <errno.h>
-#include <poll.h>
-#include <signal.h>
-#include <string.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
+#include <stdio.h>
 
 static void serve_usage(FILE *out)
 {
@@ -36,61 +28,6 @@ static void serve_usage(FILE *out)
 		"  -q, --quiet / -v, --verbose\n\n"
 		"The VM's exit status is vmm run's (docs/exit-status.md); a stop signal\n"
 		"before the VM starts exits 0.\n");
-}
-
-int serve_preboot(struct control *c)
-{
-	struct pollfd p[1 + CONTROL_POLLFDS];
-	sigset_t sigs, old;
-	int sfd, r = 0;
-
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGHUP);
-	sigaddset(&sigs, SIGQUIT);
-	pthread_sigmask(SIG_BLOCK, &sigs, &old);
-	sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0) {
-		r = -errno;
-		log_err("signalfd: %s", strerror(errno));
-		goto out;
-	}
-	while (c->api->pending == FCAPI_NONE && !c->api->load_failed) {
-		int timeout = -1;
-		unsigned n;
-
-		p[0].fd = sfd;
-		p[0].events = POLLIN;
-		p[0].revents = 0;
-		n = control_pollfds(c, &p[1], &timeout);
-		if (poll(p, n + 1, timeout) < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			log_err("poll: %s", strerror(errno));
-			break;
-		}
-		if (p[0].revents & POLLIN) {
-			struct signalfd_siginfo si;
-
-			/* Taken, so it does not kill us once unblocked. */
-			if (read(sfd, &si, sizeof(si)) != sizeof(si))
-				continue;
-			log_info("stopped by signal %s before the VM started", strsignal((int)si.ssi_signo));
-			r = -EINTR;
-			break;
-		}
-		control_events(c, NULL, &p[1], n);
-	}
-	if (!r && c->api->load_failed) {
-		log_err("PUT /snapshot/load failed (answered): exiting, as Firecracker does");
-		r = -ECANCELED;
-	}
-	close(sfd);
-out:
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return r;
 }
 
 int serve_run(int argc, char **argv)

@@ -10,7 +10,6 @@
 
 /* The folder's files. */
 #define STANDBY_ARGS "standby.args"   /* restore options a resume passes on (NUL-separated) */
-#define STANDBY_ERROR "standby.error" /* why the last resume failed */
 #define STANDBY_LOCK "wake.lock"      /* flock: one restore at a time */
 #define STANDBY_KEEPER "keeper"       /* the keeper's pid and start time */
 #define STANDBY_SINCE "standby.since" /* Unix time the sandbox went on standby */
@@ -43,5 +42,12 @@ int standby_wake(const char *name);
 long long standby_age(const struct sandbox *sb);
 /* vmm __keeper NAME (internal). */
 int standby_keeper_main(int argc, char **argv);
+
+struct sandbox_addr;
+/* Where the API of the sandbox named `arg` (or at socket path `arg`) is:
+ * fills *a's socket and, for a name, its token unless token_given; a
+ * sandbox on standby is woken first (the caller waits), a paused or
+ * stopped one refused, saying why. 0 or -errno (logged). */
+int sandbox_api_addr(const char *arg, int token_given, struct sandbox *sb, struct sandbox_addr *a);
 
 #endif

@@ -4,6 +4,7 @@
 #include "api_client.h"
 #include "cli.h"
 #include "sandbox.h"
+#include "standby.h"
 
 #include <stdlib.h>
 #include <string.h>

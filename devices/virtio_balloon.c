@@ -5,6 +5,7 @@
  * device seccomp class (madvise is in the common set). */
 #define _GNU_SOURCE
 #include "virtio_balloon.h"
+#include "../vmm/kvopt.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -431,28 +432,28 @@ void virtio_balloon_restart(struct virtio_balloon *b)
 
 int balloon_options_parse(const char *s, struct balloon_options *o, const char **why)
 {
-	char *copy = strdup(s), *tok, *save = NULL, *end;
+	char *copy = strdup(s), *cur = copy, *tok, *val, *end;
 	int r = 0, first = 1;
 	unsigned long v;
 
 	memset(o, 0, sizeof(*o));
 	if (!copy)
 		return -ENOMEM;
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save), first = 0) {
+	for (; (tok = kvopt_next(&cur, &val)); first = 0) {
 		if (first && tok[0] >= '0' && tok[0] <= '9') {
 			errno = 0;
 			v = strtoul(tok, &end, 10);
-			if (errno || *end || v > UINT32_MAX / BALLOON_PAGES_PER_MIB)
+			if (errno || *end || val || v > UINT32_MAX / BALLOON_PAGES_PER_MIB)
 				goto bad;
 			o->amount_mib = (uint32_t)v;
-		} else if (!strcmp(tok, "deflate_on_oom")) {
+		} else if (!strcmp(tok, "deflate_on_oom") && !val) {
 			o->deflate_on_oom = 1;
-		} else if (!strcmp(tok, "reporting")) {
+		} else if (!strcmp(tok, "reporting") && !val) {
 			o->free_page_reporting = 1;
-		} else if (!strncmp(tok, "stats=", 6)) {
+		} else if (!strcmp(tok, "stats") && val) {
 			errno = 0;
-			v = strtoul(tok + 6, &end, 10);
-			if (errno || *end || !tok[6] || v > UINT32_MAX)
+			v = strtoul(val, &end, 10);
+			if (errno || *end || !val[0] || v > UINT32_MAX)
 				goto bad;
 			o->stats_interval_s = (uint32_t)v;
 		} else {

@@ -4,6 +4,7 @@
  * handed it to the host kernel, and FLUSH only after fdatasync. */
 #define _GNU_SOURCE
 #include "virtio_blk.h"
+#include "../vmm/kvopt.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -289,35 +290,33 @@ static const struct virtio_dev_ops blk_ops = {
 
 int blk_options_parse(const char *s, struct blk_options *o, const char **why)
 {
-	char *copy = strdup(s), *tok, *save = NULL;
+	char *copy = strdup(s), *cur = copy, *key, *v;
 	int r = 0;
 
 	memset(o, 0, sizeof(*o));
 	if (!copy)
 		return -ENOMEM;
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (!strncmp(tok, "path=", 5) && tok[5]) {
+	while ((key = kvopt_next(&cur, &v))) {
+		if (!strcmp(key, "path") && v && *v) {
 			free(o->path);
-			o->path = strdup(tok + 5);
+			o->path = strdup(v);
 			if (!o->path) {
 				r = -ENOMEM;
 				break;
 			}
-		} else if (!strncmp(tok, "bps=", 4) || !strncmp(tok, "iops=", 5)) {
-			if (rl_parse_rate(strchr(tok, '=') + 1, tok[0] == 'b' ? &o->rl.bytes_per_s : &o->rl.ops_per_s)) {
+		} else if (v && (!strcmp(key, "bps") || !strcmp(key, "iops"))) {
+			if (rl_parse_rate(v, key[0] == 'b' ? &o->rl.bytes_per_s : &o->rl.ops_per_s)) {
 				*why = "bps= and iops= are numbers per second, with an optional k, M or G";
 				r = -EINVAL;
 				break;
 			}
-		} else if (!strcmp(tok, "ro")) {
+		} else if (!strcmp(key, "ro") && !v) {
 			o->ro = 1;
-		} else if (!strcmp(tok, "root")) {
+		} else if (!strcmp(key, "root") && !v) {
 			o->root = 1;
-		} else if (!strcmp(tok, "lock=off") || !strcmp(tok, "lock=on")) {
-			o->no_lock = tok[6] == 'f';
-		} else if (!strncmp(tok, "id=", 3) || !strncmp(tok, "serial=", 7)) {
-			const char *v = strchr(tok, '=') + 1;
-
+		} else if (!strcmp(key, "lock") && v && (!strcmp(v, "off") || !strcmp(v, "on"))) {
+			o->no_lock = v[1] == 'f';
+		} else if (v && (!strcmp(key, "id") || !strcmp(key, "serial"))) {
 			if (strlen(v) > VIRTIO_BLK_ID_BYTES) {
 				*why = "id/serial is longer than 20 bytes";
 				r = -EINVAL;

@@ -4,6 +4,7 @@
  * The FUSE server (fuse.c) sees the chain only as iovecs. */
 #define _GNU_SOURCE
 #include "virtio_fs.h"
+#include "../vmm/kvopt.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -30,32 +31,32 @@ int fs_tag_valid(const char *tag)
 
 int fs_options_parse(const char *s, struct fs_options *o, const char **why)
 {
-	char *copy = strdup(s), *tok, *save = NULL;
+	char *copy = strdup(s), *cur = copy, *key, *v;
 	int r = 0;
 
 	memset(o, 0, sizeof(*o));
 	if (!copy)
 		return -ENOMEM;
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (!strncmp(tok, "path=", 5) && tok[5]) {
+	while ((key = kvopt_next(&cur, &v))) {
+		if (!strcmp(key, "path") && v && *v) {
 			free(o->path);
-			o->path = strdup(tok + 5);
+			o->path = strdup(v);
 			if (!o->path) {
 				r = -ENOMEM;
 				break;
 			}
-		} else if (!strncmp(tok, "tag=", 4)) {
-			if (!fs_tag_valid(tok + 4)) {
+		} else if (!strcmp(key, "tag") && v) {
+			if (!fs_tag_valid(v)) {
 				*why = "tag must be 1 to 35 of A-Z a-z 0-9 . _ - (and not . or ..)";
 				r = -EINVAL;
 				break;
 			}
-			snprintf(o->tag, sizeof(o->tag), "%s", tok + 4);
-		} else if (!strcmp(tok, "ro")) {
+			snprintf(o->tag, sizeof(o->tag), "%s", v);
+		} else if (!strcmp(key, "ro") && !v) {
 			o->ro = 1;
-		} else if (!strcmp(tok, "cache=none")) {
+		} else if (!strcmp(key, "cache") && v && !strcmp(v, "none")) {
 			o->cache = FUSE_CACHE_NONE;
-		} else if (!strcmp(tok, "cache=auto")) {
+		} else if (!strcmp(key, "cache") && v && !strcmp(v, "auto")) {
 			o->cache = FUSE_CACHE_AUTO;
 		} else {
 			*why = "unknown --fs option (tag=NAME,path=DIR[,ro][,cache=none|auto])";

@@ -8,6 +8,7 @@
  * to be writable again. Nothing spins while idle. */
 #define _GNU_SOURCE
 #include "virtio_net.h"
+#include "../vmm/kvopt.h"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -70,18 +71,15 @@ static int parse_cidr(char *s, uint32_t *ip, unsigned *prefix)
 
 int net_options_parse(const char *s, struct net_options *o, const char **why)
 {
-	char *copy = strdup(s), *tok, *save = NULL;
+	char *copy = strdup(s), *cur = copy, *tok, *v;
 	int r = 0;
 
 	memset(o, 0, sizeof(*o));
 	if (!copy)
 		return -ENOMEM;
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		char *v = strchr(tok, '=');
+	while ((tok = kvopt_next(&cur, &v))) {
 		uint64_t *rate = NULL;
 
-		if (v)
-			*v++ = '\0';
 		if (!strcmp(tok, "tap") && v && *v) {
 			if (strlen(v) >= sizeof(o->tap) || strchr(v, '/')) {
 				*why = "tap= needs an interface name of at most 15 characters";

@@ -4,6 +4,7 @@
  * (getrandom is in every class's common set). */
 #define _GNU_SOURCE
 #include "virtio_rng.h"
+#include "../vmm/kvopt.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -121,7 +122,7 @@ static const struct virtio_dev_ops rng_ops = {
 
 int rng_options_parse(const char *s, struct rng_options *o, const char **why)
 {
-	char *copy, *tok, *save = NULL;
+	char *copy, *cur, *key, *v;
 	int r = 0;
 
 	memset(o, 0, sizeof(*o));
@@ -130,9 +131,10 @@ int rng_options_parse(const char *s, struct rng_options *o, const char **why)
 	copy = strdup(s);
 	if (!copy)
 		return -ENOMEM;
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (!strncmp(tok, "bps=", 4) || !strncmp(tok, "ops=", 4)) {
-			if (rl_parse_rate(tok + 4, tok[0] == 'b' ? &o->rl.bytes_per_s : &o->rl.ops_per_s)) {
+	cur = copy;
+	while ((key = kvopt_next(&cur, &v))) {
+		if (v && (!strcmp(key, "bps") || !strcmp(key, "ops"))) {
+			if (rl_parse_rate(v, key[0] == 'b' ? &o->rl.bytes_per_s : &o->rl.ops_per_s)) {
 				*why = "bps= and ops= are numbers per second, with an optional k, M or G";
 				r = -EINVAL;
 				break;

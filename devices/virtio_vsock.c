@@ -1,6 +1,7 @@
 /* virtio-vsock device: see virtio_vsock.h for the host-side convention. */
 #define _GNU_SOURCE
 #include "virtio_vsock.h"
+#include "../vmm/kvopt.h"
 #include "../vmm/unixsock.h"
 
 #include <endian.h>
@@ -111,35 +112,35 @@ enum vsock_verdict vsock_check(const struct virtio_vsock_hdr *h, uint64_t payloa
 
 int vsock_options_parse(const char *s, struct vsock_options *o, const char **why)
 {
-	char *copy = strdup(s), *tok, *save = NULL;
+	char *copy = strdup(s), *cur = copy, *key, *v;
 	int r = 0, have_cid = 0;
 
 	memset(o, 0, sizeof(*o));
 	if (!copy)
 		return -ENOMEM;
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (!strncmp(tok, "cid=", 4)) {
+	while ((key = kvopt_next(&cur, &v))) {
+		if (!strcmp(key, "cid") && v) {
 			char *end;
 
 			errno = 0;
-			o->cid = strtoull(tok + 4, &end, 10);
+			o->cid = strtoull(v, &end, 10);
 			/* 0-2 are reserved (hypervisor, local, host); the top
 			 * value means "any". */
-			if (errno || *end || end == tok + 4 || o->cid < 3 || o->cid >= 0xffffffffull) {
+			if (errno || *end || end == v || o->cid < 3 || o->cid >= 0xffffffffull) {
 				*why = "cid must be a number from 3 to 4294967294";
 				r = -EINVAL;
 				break;
 			}
 			have_cid = 1;
-		} else if (!strncmp(tok, "uds=", 4) && tok[4]) {
+		} else if (!strcmp(key, "uds") && v && *v) {
 			/* Room for "_<port>" after the path, for guest-initiated
 			 * connections. */
-			if (strlen(tok + 4) > 95) {
+			if (strlen(v) > 95) {
 				*why = "uds path too long for a Unix socket";
 				r = -EINVAL;
 				break;
 			}
-			snprintf(o->uds, sizeof(o->uds), "%s", tok + 4);
+			snprintf(o->uds, sizeof(o->uds), "%s", v);
 		} else {
 			*why = "unknown --vsock option (cid=N,uds=PATH)";
 			r = -EINVAL;

@@ -17,40 +17,49 @@ uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int write_full(int fd, const void *buf, size_t n)
+/* The one read-all/write-all loop of the tree (the frames here, guest-init,
+ * the CLI, the VMM's files): n bytes at the file offset, or at off (pread,
+ * pwrite) when at; EINTR retried, large counts cut to 1 GiB a call. 0, or
+ * -1 with errno set: 0 at end of file, ENOSPC for a write that took
+ * nothing. */
+static int io_full(int fd, uint8_t *p, size_t n, int wr, int at, uint64_t off)
 {
-	const uint8_t *p = buf;
-
 	while (n) {
-		ssize_t w = write(fd, p, n);
+		size_t k = n > (1u << 30) ? (1u << 30) : n;
+		ssize_t d = wr ? (at ? pwrite(fd, p, k, (off_t)off) : write(fd, p, k))
+			       : (at ? pread(fd, p, k, (off_t)off) : read(fd, p, k));
 
-		if (w < 0 && errno == EINTR)
+		if (d < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
+		if (d == 0)
+			errno = wr ? ENOSPC : 0;
+		if (d <= 0)
 			return -1;
-		p += w;
-		n -= (size_t)w;
+		p += d;
+		n -= (size_t)d;
+		off += (uint64_t)d;
 	}
 	return 0;
 }
 
+int write_full(int fd, const void *buf, size_t n)
+{
+	return io_full(fd, (uint8_t *)buf, n, 1, 0, 0);
+}
+
 int read_full(int fd, void *buf, size_t n)
 {
-	uint8_t *p = buf;
+	return io_full(fd, buf, n, 0, 0, 0);
+}
 
-	while (n) {
-		ssize_t r = read(fd, p, n);
+int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
+{
+	return io_full(fd, (uint8_t *)buf, n, 1, 1, off) ? -errno : 0;
+}
 
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r == 0)
-			errno = 0;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
+int pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+	return io_full(fd, buf, n, 0, 1, off) ? (errno ? -errno : -EIO) : 0;
 }
 
 int frame_write(int fd, uint8_t type, const void *data, size_t len)

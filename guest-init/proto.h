@@ -62,7 +62,12 @@ int frame_write(int fd, uint8_t type, const void *data, size_t len);
 int frame_read(int fd, uint8_t *type, void *buf, size_t max, size_t *len);
 /* Reads exactly n bytes: 0, or -1 (EOF: errno 0). */
 int read_full(int fd, void *buf, size_t n);
+/* Writes all n bytes: 0, or -1 (errno; ENOSPC: a write took nothing). */
 int write_full(int fd, const void *buf, size_t n);
+/* The same at file offset off (pread/pwrite; the file offset stays):
+ * 0 or -errno (a read that meets the end of the file: -EIO). */
+int pread_full(int fd, void *buf, size_t n, uint64_t off);
+int pwrite_full(int fd, const void *buf, size_t n, uint64_t off);
 /* Carries bytes both ways between two connected streams until both ends
  * are done; each side's end of stream is passed on as a half-close
  * (shutdown SHUT_WR). buf is the scratch space (len bytes). */

@@ -98,8 +98,7 @@ static int parse_request_line(const char *p, const char *end, struct http_reques
 	return 0;
 }
 
-/* Does the comma-separated list value[0..n) hold `token` (case-insensitive)? */
-static int has_token(const char *v, size_t n, const char *token)
+int http_has_token(const char *v, size_t n, const char *token)
 {
 	size_t tl = strlen(token), i = 0;
 
@@ -202,8 +201,8 @@ int http_parse_limit(const char *buf, size_t len, struct http_request *req, size
 		} else if (nl == 17 && !strncasecmp(p, "Transfer-Encoding", nl)) {
 			return refuse(req, 411, "Transfer-Encoding (chunked bodies) is not supported: send Content-Length");
 		} else if (nl == 10 && !strncasecmp(p, "Connection", nl)) {
-			conn_close |= has_token(v, vl, "close");
-			conn_keep |= has_token(v, vl, "keep-alive");
+			conn_close |= http_has_token(v, vl, "close");
+			conn_keep |= http_has_token(v, vl, "keep-alive");
 		} else if (nl == 6 && !strncasecmp(p, "Expect", nl)) {
 			if (vl != 12 || strncasecmp(v, "100-continue", 12))
 				return refuse(req, 417, "only Expect: 100-continue is understood");

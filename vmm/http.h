@@ -68,6 +68,11 @@ size_t http_response(char *out, size_t cap, int status, const char *body, size_t
 size_t http_response_hdr(char *out, size_t cap, int status, const char *body, size_t body_len,
 			 int keep_alive, const char *extra);
 const char *http_reason(int status);
+/* Does the comma-separated header list value[0..n) hold `token`
+ * (case-insensitive, RFC 9110 section 5.6.1: "Connection: keep-alive,
+ * close")? The one token check of the tree (the API server's and the
+ * egress proxy's). */
+int http_has_token(const char *v, size_t n, const char *token);
 
 /* A Firecracker error body, {"fault_message":"..."}, JSON-escaped. Returns
  * its length (0 if it did not fit). */

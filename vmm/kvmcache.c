@@ -1,6 +1,7 @@
 /* Per-host cache of KVM's supported CPUID and MSR list (vmm/kvmcache.h). */
 #define _GNU_SOURCE
 #include "kvmcache.h"
+#include "../guest-init/proto.h"
 
 #include <cpuid.h>
 #include <errno.h>
@@ -79,22 +80,6 @@ int kvmcache_host_key(char *key, size_t len)
 	return kvmcache_key_fmt(key, len, u.release, u.version, vendor, sig, l7, VMM_VERSION);
 }
 
-static int read_all(int fd, void *buf, size_t n)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = read(fd, (char *)buf + got, n - got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EINVAL;
-		got += (size_t)r;
-	}
-	return 0;
-}
-
 int kvmcache_load(const char *path, const char *key, struct kvm_cpuid2 *cpuid, unsigned max_ent,
 		  struct kvm_msr_list *msrs, unsigned max_msrs)
 {
@@ -113,7 +98,7 @@ int kvmcache_load(const char *path, const char *key, struct kvm_cpuid2 *cpuid, u
 	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
 		goto out;
 	r = -EINVAL;
-	if ((size_t)st.st_size < sizeof(h) || read_all(fd, &h, sizeof(h)) ||
+	if ((size_t)st.st_size < sizeof(h) || read_full(fd, &h, sizeof(h)) ||
 	    memcmp(h.magic, KVMCACHE_MAGIC, sizeof(h.magic)))
 		goto out;
 	h.key[sizeof(h.key) - 1] = '\0';
@@ -125,8 +110,8 @@ int kvmcache_load(const char *path, const char *key, struct kvm_cpuid2 *cpuid, u
 		goto out;
 	elen = (size_t)h.nent * sizeof(cpuid->entries[0]);
 	mlen = (size_t)h.nmsrs * sizeof(msrs->indices[0]);
-	if ((uint64_t)st.st_size != sizeof(h) + elen + mlen || read_all(fd, cpuid->entries, elen) ||
-	    read_all(fd, msrs->indices, mlen) || body_sum(&h, cpuid->entries, elen, msrs->indices, mlen) != h.sum)
+	if ((uint64_t)st.st_size != sizeof(h) + elen + mlen || read_full(fd, cpuid->entries, elen) ||
+	    read_full(fd, msrs->indices, mlen) || body_sum(&h, cpuid->entries, elen, msrs->indices, mlen) != h.sum)
 		goto out;
 	cpuid->nent = h.nent;
 	msrs->nmsrs = h.nmsrs;

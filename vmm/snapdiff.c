@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "snapdiff.h"
 #include "log.h"
+#include "../guest-init/proto.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -146,44 +147,6 @@ int snap_state_id(const char *dir, uint8_t id[SNAP_ID_LEN])
 
 /* ---- page files --------------------------------------------------------- */
 
-static int pwrite_all(int fd, const uint8_t *p, uint64_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t w = pwrite(fd, p, n > (1u << 30) ? (1u << 30) : (size_t)n, (off_t)off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -ENOSPC;
-		p += w;
-		n -= (uint64_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
-static int pread_all(int fd, uint8_t *p, uint64_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t g = pread(fd, p, n > (1u << 30) ? (1u << 30) : (size_t)n, (off_t)off);
-
-		if (g < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (g == 0)
-			return -EIO;
-		p += g;
-		n -= (uint64_t)g;
-		off += (uint64_t)g;
-	}
-	return 0;
-}
-
 /* The next run of set bits at or after *page: [*page, end). 0 at the end. */
 static int next_run(const struct dirty *d, uint64_t *page, uint64_t *end)
 {
@@ -207,7 +170,7 @@ int snapmem_write_pages(const uint8_t *mem, uint64_t total, const struct dirty *
 	if (d->pages != total / PAGE)
 		return -EINVAL;
 	while (next_run(d, &p, &e)) {
-		if ((r = pwrite_all(fd, mem + p * PAGE, (e - p) * PAGE, p * PAGE)))
+		if ((r = pwrite_full(fd, mem + p * PAGE, (e - p) * PAGE, p * PAGE)))
 			return r;
 		n += (e - p) * PAGE;
 		p = e;
@@ -227,7 +190,7 @@ int snapmem_read_pages(uint8_t *mem, uint64_t total, const struct dirty *d, int 
 	if (d->pages != total / PAGE)
 		return -EINVAL;
 	while (next_run(d, &p, &e)) {
-		if ((r = pread_all(fd, mem + p * PAGE, (e - p) * PAGE, p * PAGE)))
+		if ((r = pread_full(fd, mem + p * PAGE, (e - p) * PAGE, p * PAGE)))
 			return r;
 		p = e;
 	}
@@ -246,8 +209,8 @@ int snapmem_copy_pages(int dst, int src, const struct dirty *d)
 		while (!r && p < e) {
 			uint64_t k = e - p > 256 ? 256 : e - p;
 
-			if (!(r = pread_all(src, buf, k * PAGE, p * PAGE)))
-				r = pwrite_all(dst, buf, k * PAGE, p * PAGE);
+			if (!(r = pread_full(src, buf, k * PAGE, p * PAGE)))
+				r = pwrite_full(dst, buf, k * PAGE, p * PAGE);
 			p += k;
 		}
 	}
@@ -353,12 +316,12 @@ static int write_journal(const struct snap_inplace *u, const char *path, uint64_
 		uint64_t len = (e - p) * PAGE;
 
 		crc = snap_crc32c(crc, u->mem + p * PAGE, len);
-		if ((r = pwrite_all(fd, u->mem + p * PAGE, len, off)))
+		if ((r = pwrite_full(fd, u->mem + p * PAGE, len, off)))
 			goto out;
 		off += len;
 		p = e;
 	}
-	if ((r = pwrite_all(fd, idx, ib, JRNL_HEAD)))
+	if ((r = pwrite_full(fd, idx, ib, JRNL_HEAD)))
 		goto out;
 	memcpy(head, JRNL_MAGIC, 8);
 	{
@@ -374,7 +337,7 @@ static int write_journal(const struct snap_inplace *u, const char *path, uint64_
 		memcpy(head + 44, &hc, 4);
 	}
 	/* The header last: a journal cut short anywhere fails its checks. */
-	if ((r = pwrite_all(fd, head, JRNL_HEAD, 0)))
+	if ((r = pwrite_full(fd, head, JRNL_HEAD, 0)))
 		goto out;
 	if (fsync(fd) < 0)
 		r = -errno;
@@ -396,7 +359,7 @@ static int check_head(int fd, struct jrnl_head *h, uint64_t *size)
 
 	if (fstat(fd, &st) < 0)
 		return -errno;
-	if ((uint64_t)st.st_size < JRNL_HEAD || pread_all(fd, head, sizeof(head), 0))
+	if ((uint64_t)st.st_size < JRNL_HEAD || pread_full(fd, head, sizeof(head), 0))
 		return -EINVAL;
 	memcpy(&v, head + 44, 4);
 	if (memcmp(head, JRNL_MAGIC, 8) || le32toh(v) != snap_crc32c(0, head, 44))
@@ -435,7 +398,7 @@ static int check_body(int fd, const struct jrnl_head *h, uint64_t size)
 	for (off = JRNL_HEAD; off < end && !r; off += 1u << 20) {
 		uint64_t k = end - off < (1u << 20) ? end - off : (1u << 20);
 
-		if (!(r = pread_all(fd, buf, k, off)))
+		if (!(r = pread_full(fd, buf, k, off)))
 			crc = snap_crc32c(crc, buf, k);
 	}
 	free(buf);
@@ -453,7 +416,7 @@ static int apply_journal(int jfd, const struct jrnl_head *h, int mfd, uint64_t m
 		r = -ENOMEM;
 		goto out;
 	}
-	if ((r = pread_all(jfd, idx, ib, JRNL_HEAD)))
+	if ((r = pread_full(jfd, idx, ib, JRNL_HEAD)))
 		goto out;
 	for (i = 0; i < h->n; i++) {
 		uint64_t pg;
@@ -464,8 +427,8 @@ static int apply_journal(int jfd, const struct jrnl_head *h, int mfd, uint64_t m
 			r = -EINVAL;
 			goto out;
 		}
-		if ((r = pread_all(jfd, page, PAGE, JRNL_HEAD + ib + i * PAGE)) ||
-		    (r = pwrite_all(mfd, page, PAGE, pg * PAGE)))
+		if ((r = pread_full(jfd, page, PAGE, JRNL_HEAD + ib + i * PAGE)) ||
+		    (r = pwrite_full(mfd, page, PAGE, pg * PAGE)))
 			goto out;
 	}
 	if (fsync(mfd) < 0)
@@ -565,7 +528,7 @@ int snap_inplace_commit(const struct snap_inplace *u, uint64_t *written)
 			/* Split the run at the halfway page for the fault hook. */
 			uint64_t a = half - done + 1;
 
-			if ((r = pwrite_all(mfd, u->mem + p * PAGE, a * PAGE, p * PAGE)))
+			if ((r = pwrite_full(mfd, u->mem + p * PAGE, a * PAGE, p * PAGE)))
 				goto fail;
 			if ((r = fault(u->fault, SNAP_STEP_MEMORY_HALF)))
 				goto crash;
@@ -573,7 +536,7 @@ int snap_inplace_commit(const struct snap_inplace *u, uint64_t *written)
 			k -= a;
 			done += a;
 		}
-		if (k && (r = pwrite_all(mfd, u->mem + p * PAGE, k * PAGE, p * PAGE)))
+		if (k && (r = pwrite_full(mfd, u->mem + p * PAGE, k * PAGE, p * PAGE)))
 			goto fail;
 		done += k;
 		p = e;

@@ -1,6 +1,7 @@
 /* Snapshot state file container and field-by-field (de)serialisation. */
 #define _GNU_SOURCE
 #include "snapfmt.h"
+#include "../guest-init/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -237,26 +238,6 @@ static uint64_t rd64(const uint8_t *p)
 	return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n) {
-		ssize_t w = write(fd, b, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -ENOSPC;
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int snapfile_write(const char *path, const struct sbuf *body)
 {
 	uint8_t h[SNAP_HEADER] = { 0 };
@@ -274,9 +255,9 @@ int snapfile_write(const char *path, const struct sbuf *body)
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	r = write_all(fd, h, sizeof(h));
+	r = write_full(fd, h, sizeof(h)) ? -errno : 0;
 	if (!r)
-		r = write_all(fd, body->p, body->len);
+		r = write_full(fd, body->p, body->len) ? -errno : 0;
 	if (!r && fsync(fd) < 0)
 		r = -errno;
 	close(fd);

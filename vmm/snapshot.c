@@ -1110,6 +1110,24 @@ int vm_snapshot_in_place(struct vm *vm, const char *dir, uint64_t *mem_written)
 	return r;
 }
 
+/* Here, beside its caller below: snapshot_diff.c builds on this file,
+ * not the other way round (snapshot.h). */
+int vm_dirty_harvest(struct vm *vm)
+{
+	unsigned i;
+	int r;
+
+	if (!vm->gm.dirty.w)
+		return 0;
+	for (i = 0; i < vm->gm.nr; i++) {
+		r = dirty_kvm_harvest(&vm->gm.dirty, vm->fd, i, vm->gm.r[i].file_off / GM_PAGE_SIZE,
+				      vm->gm.r[i].size / GM_PAGE_SIZE, vm->dirty_manual);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
 int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, struct snap_stats *stats)
 {
 	char tmp[PATH_MAX], p[PATH_MAX];

@@ -40,22 +40,6 @@ int vm_track_dirty(struct vm *vm)
 	return 0;
 }
 
-int vm_dirty_harvest(struct vm *vm)
-{
-	unsigned i;
-	int r;
-
-	if (!vm->gm.dirty.w)
-		return 0;
-	for (i = 0; i < vm->gm.nr; i++) {
-		r = dirty_kvm_harvest(&vm->gm.dirty, vm->fd, i, vm->gm.r[i].file_off / GM_PAGE_SIZE,
-				      vm->gm.r[i].size / GM_PAGE_SIZE, vm->dirty_manual);
-		if (r)
-			return r;
-	}
-	return 0;
-}
-
 static void fsync_parent(const char *dir)
 {
 	char parent[PATH_MAX];

@@ -287,7 +287,10 @@ static int vm_get_supported(struct vm *vm, struct kvm_cpuid2 **cpuid, struct kvm
 	return 0;
 }
 
-int vm_create(struct vm *vm, const struct vm_config *cfg)
+/* The steps both builders share (vm_priv.h): KVM and the VM, guest memory
+ * (b->memory), dirty tracking, the memory slots, the vCPUs, the devices,
+ * the ready notice, then the guest's state (b->load). */
+int vm_build(struct vm *vm, const struct vm_config *cfg, const struct vm_builder *b)
 {
 	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
 	struct kvm_cpuid2 *cpuid = NULL;
@@ -355,27 +358,8 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 		goto err_vmfd;
 	phase_mark(&vm->phases, PHASE_KVM);
 
-	if (cfg->restore && cfg->uffd) {
-		/* Mapped and registered already, the handler has it (the API
-		 * answered a failure there before anything was built). */
-		vm->gm = cfg->uffd->gm;
-		vm->uffd = cfg->uffd->conn;
-		uffd_backend_init(cfg->uffd);
-		vm->cfg.uffd = NULL;
-		r = 0;
-	} else if (cfg->restore) {
-		/* A full snapshot's memory file, or a diff's chain merged. */
-		r = snap_map_memory(&vm->gm, cfg->restore);
-		if (r)
-			goto err_vmfd;
-	} else {
-		r = gm_create_x86(&vm->gm, cfg->mem_bytes);
-	}
-	if (r) {
-		log_err("cannot allocate %llu MiB of guest memory: %s",
-			(unsigned long long)(cfg->mem_bytes >> 20), strerror(-r));
+	if ((r = b->memory(vm, cfg)))
 		goto err_vmfd;
-	}
 	if (cfg->track_dirty && (r = vm_track_dirty(vm)))
 		goto err_gm;
 	for (i = 0; i < vm->gm.nr; i++) {
@@ -436,21 +420,8 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
 	if (vm->vsock)
 		vm->vsock->idle_exempt_port = API_NOTICE_PORT;
 	phase_mark(&vm->phases, PHASE_DEVICES);
-	if (cfg->restore) {
-		/* The guest booted long ago: its state comes from the snapshot,
-		 * checked field by field before KVM or a device sees it. */
-		snprintf(vm->cmdline, sizeof(vm->cmdline), "%s", cfg->restore->conf.cmdline);
-		r = vm_restore_state(vm, cfg->restore);
-		if (r)
-			goto err_virtio;
-	} else {
-		r = vm_build_cmdline(vm);
-		if (r)
-			goto err_virtio;
-		r = vm_load_boot(vm, leaf1 ? leaf1->eax : 0x600, leaf1 ? leaf1->edx : 0);
-		if (r)
-			goto err_virtio;
-	}
+	if ((r = b->load(vm, cfg, leaf1)))
+		goto err_virtio;
 	phase_mark(&vm->phases, PHASE_LOAD);
 	free(cpuid);
 	free(msrs);

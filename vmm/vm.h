@@ -19,8 +19,22 @@
 #include "tty.h"
 #include "uffd.h"
 
-struct control;
+struct pollfd;
 struct snapshot;
+struct vm;
+
+/* A poll source vm_run serves beside its own fds (vm_add_poll_source): the
+ * launcher's control socket. pollfds fills at most `max` entries of p[]
+ * and may lower *timeout_ms (-1: none); events serves what poll reported
+ * for them. Both run on the main thread, between the VM's other events. */
+struct vm_poll_source {
+	unsigned max;
+	unsigned (*pollfds)(void *arg, struct pollfd *p, int *timeout_ms);
+	void (*events)(void *arg, struct vm *vm, const struct pollfd *p, unsigned n);
+	void *arg;
+};
+#define VM_MAX_POLL_SOURCES 2
+#define VM_POLL_SOURCE_FDS 32 /* all sources' max together */
 #include "../devices/devices.h"
 #include "../devices/virtio_blk.h"
 #include "../devices/virtio_net.h"
@@ -177,7 +191,8 @@ struct vm {
 		uint64_t kvmclock;             /* KVM_GET_CLOCK */
 		uint64_t tsc[VM_MAX_VCPUS];    /* each vCPU's IA32_TSC */
 	} frozen;
-	struct control *ctl;     /* control socket served by vm_run, or NULL */
+	struct vm_poll_source sources[VM_MAX_POLL_SOURCES]; /* served by vm_run */
+	unsigned nr_sources;
 	struct tty tty;          /* cfg.console_tty: the terminal, main thread */
 
 	int cpuid_overridden;    /* KVM does not apply the CPUID we set */
@@ -222,6 +237,11 @@ struct vm {
  * is left open. */
 int vm_create(struct vm *vm, const struct vm_config *cfg)
 	__attribute__((warn_unused_result));
+/* The two builders vm_create chooses between (vm_create.c): a fresh boot
+ * (cfg->restore NULL), and a restore of cfg->restore (with cfg->uffd, its
+ * memory served by a page-fault handler). The same contract as vm_create. */
+int vm_create_for_boot(struct vm *vm, const struct vm_config *cfg) __attribute__((warn_unused_result));
+int vm_create_from_snapshot(struct vm *vm, const struct vm_config *cfg) __attribute__((warn_unused_result));
 /* Runs until the guest or the host stops it; returns the reason.
  * SIGTERM, SIGHUP, SIGQUIT and SIGINT stop it (see cfg.sigint_helper).
  * They stay blocked when it returns, with any already pending discarded:
@@ -230,6 +250,10 @@ int vm_create(struct vm *vm, const struct vm_config *cfg)
  * that arrives after that stops the next vm_run at once. */
 enum vm_exit_reason vm_run(struct vm *vm);
 void vm_destroy(struct vm *vm);
+/* Has vm_run serve src too (copied), from its next poll. Before vm_run.
+ * 0, or -ENOSPC past VM_MAX_POLL_SOURCES or VM_POLL_SOURCE_FDS. */
+int vm_add_poll_source(struct vm *vm, const struct vm_poll_source *src)
+	__attribute__((warn_unused_result));
 
 /* Stops every vCPU at a clean point (an MMIO/PIO exit is completed first)
  * and parks every device loop between requests. Main thread, while vm_run

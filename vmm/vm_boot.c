@@ -10,6 +10,7 @@
 #include "vcpu.h"
 #include "../boot/layout.h"
 #include "../boot/loader.h"
+#include "../guest-init/proto.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -72,24 +73,6 @@ static int map_fd(int fd, const char *path, const char *what, size_t len, uint8_
 		*data = NULL;
 		log_err("cannot map %s %s: %s", what, path, strerror(e));
 		return -e;
-	}
-	return 0;
-}
-
-/* len bytes from the start of fd into dst (pread: the file's page cache
- * straight into guest RAM). 0, or -errno (-EIO: the file shrank). */
-static int pread_full(int fd, void *dst, size_t len)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t r = pread(fd, (uint8_t *)dst + got, len - got, (off_t)got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		got += (size_t)r;
 	}
 	return 0;
 }
@@ -202,7 +185,7 @@ int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
 			goto out;
 		}
 		/* Placed inside RAM by boot_place_initrd: gm_ptr is not NULL. */
-		r = pread_full(ifd, gm_ptr(&vm->gm, igpa, ilen), ilen);
+		r = pread_full(ifd, gm_ptr(&vm->gm, igpa, ilen), ilen, 0);
 		if (r) {
 			log_err("initrd %s: cannot read it: %s", vm->cfg.initrd, strerror(-r));
 			goto out;

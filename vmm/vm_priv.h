@@ -5,13 +5,28 @@
  *   vm_run.c    the main thread's run loop (console, signals, control
  *               socket, expiry and idle standby), the stop sequence, the
  *               exit reasons, Ctrl-Alt-Del
- *   vm_pause.c  pause and resume */
+ *   vm_pause.c  pause and resume
+ *   vm_create.c the two builders (a fresh boot, a snapshot's restore) on
+ *               vm_build's shared steps, and vm_create choosing one */
 #ifndef VMM_VM_PRIV_H
 #define VMM_VM_PRIV_H
 
 #include <stdint.h>
 
 struct vm;
+struct vm_config;
+struct kvm_cpuid_entry2;
+
+/* What tells the two builders apart (vm_create.c): guest memory into
+ * vm->gm (0 or -errno, logged), and the guest's state once the vCPUs and
+ * devices exist (leaf1: CPUID leaf 1, or NULL; 0 or -errno, logged). */
+struct vm_builder {
+	int (*memory)(struct vm *vm, const struct vm_config *cfg);
+	int (*load)(struct vm *vm, const struct vm_config *cfg, const struct kvm_cpuid_entry2 *leaf1);
+};
+/* The steps both builders share, in order (vm.c), with b's two between
+ * them. 0 or -errno (logged); on failure nothing is left open. */
+int vm_build(struct vm *vm, const struct vm_config *cfg, const struct vm_builder *b);
 
 /* The user's command line, then what the host and the devices need, into
  * vm->cmdline. 0 or -E2BIG (logged). */

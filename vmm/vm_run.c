@@ -1,12 +1,12 @@
-/* A VM's run (vm.h): the exit reasons and how a stop is asked for, the
- * main thread's loop (console input, stop signals, the control socket,
- * the ready notice, the time to live and idle standby) with the seccomp
- * lockdown before it and the stop sequence after it, and Ctrl-Alt-Del
- * (the i8042, else guest-init over vsock). */
+/* A VM's run (vm.h): the main thread's loop (console input, stop
+ * signals, the ready notice, the time to live, idle standby, and the poll
+ * sources its owner registered, such as the control socket) with the
+ * seccomp lockdown before it and the stop sequence after it, and
+ * Ctrl-Alt-Del (the i8042, else guest-init over vsock). The exit reasons
+ * and vm_request_exit are vm_exit.c's. */
 #define _GNU_SOURCE
 #include "vm.h"
 #include "thread.h"
-#include "control.h"
 #include "standby.h"
 #include "log.h"
 #include "vcpu.h"
@@ -31,105 +31,6 @@
 #include <unistd.h>
 
 #define CONSOLE_ESCAPE 0x01 /* Ctrl-A, then 'x' */
-
-int vm_exit_status(enum vm_exit_reason r, int signo)
-{
-	switch (r) {
-	case VM_EXIT_POWEROFF:
-	case VM_EXIT_STOPPED:
-	case VM_EXIT_EXPIRED:
-	case VM_EXIT_STANDBY:
-		return 0;
-	case VM_EXIT_REBOOT:
-		return 3;
-	case VM_EXIT_TRIPLE_FAULT:
-		return 4;
-	case VM_EXIT_KVM_ERROR:
-		return 5;
-	case VM_EXIT_CRASH:
-		return 6;
-	case VM_EXIT_CONSOLE:
-		return 7;
-	case VM_EXIT_SIGNAL:
-		return 128 + signo;
-	case VM_EXIT_VMM_ERROR:
-	case VM_RUNNING:
-	default:
-		return 1;
-	}
-}
-
-const char *vm_exit_reason_name(enum vm_exit_reason r)
-{
-	static const char *const names[] = {
-		[VM_RUNNING] = "running",
-		[VM_EXIT_POWEROFF] = "poweroff",
-		[VM_EXIT_REBOOT] = "reboot",
-		[VM_EXIT_TRIPLE_FAULT] = "triple-fault",
-		[VM_EXIT_KVM_ERROR] = "kvm-error",
-		[VM_EXIT_CRASH] = "crash",
-		[VM_EXIT_VMM_ERROR] = "vmm-error",
-		[VM_EXIT_SIGNAL] = "signal",
-		[VM_EXIT_CONSOLE] = "console-escape",
-		[VM_EXIT_STOPPED] = "stopped",
-		[VM_EXIT_EXPIRED] = "expired",
-		[VM_EXIT_STANDBY] = "standby",
-	};
-
-	if ((unsigned)r < sizeof(names) / sizeof(names[0]) && names[r])
-		return names[r];
-	return "unknown";
-}
-
-void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)
-{
-	int expected = VM_RUNNING;
-	uint64_t one = 1;
-	va_list ap;
-
-	if (!atomic_compare_exchange_strong(&vm->exit_reason, &expected, (int)r))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(vm->exit_msg, sizeof(vm->exit_msg), fmt, ap);
-	va_end(ap);
-	if (write(vm->exit_efd, &one, sizeof(one)) < 0) {
-		/* cannot fail for a fresh eventfd; vm_run also polls exit_reason */
-	}
-	/* Parked vCPUs look at exit_reason when woken. */
-	pthread_mutex_lock(&vm->pause_lock);
-	pthread_cond_broadcast(&vm->pause_cond);
-	pthread_mutex_unlock(&vm->pause_lock);
-}
-
-void vm_kernel_up(struct vm *vm)
-{
-	int expected = 0;
-
-	if (!atomic_compare_exchange_strong(&vm->kernel_up, &expected, 1))
-		return;
-	/* A restored guest-init may read the token again: that is no kernel
-	 * boot (and a mark after `ready` would make that phase's length 0). */
-	if (!vm->cfg.restore && !atomic_load(&vm->phases.at[PHASE_READY]))
-		phase_mark(&vm->phases, PHASE_KERNEL);
-	if (vm->marker_fd >= 0 && write(vm->marker_fd, "K", 1) < 0)
-		log_debug("kernel-up notification: %s", strerror(errno));
-}
-
-void vm_boot_marker(struct vm *vm)
-{
-	uint64_t expected = 0, t = log_now_ns() - vm->cfg.t0_ns;
-
-	if (t == 0)
-		t = 1;
-	if (!atomic_compare_exchange_strong(&vm->marker_ns, &expected, t))
-		return;
-	phase_mark_at(&vm->phases, PHASE_READY, vm->cfg.t0_ns + t);
-	if (vm->marker_fd >= 0 && write(vm->marker_fd, "R", 1) < 0)
-		log_debug("boot marker notification: %s", strerror(errno));
-	phase_log(&vm->phases, "to the boot marker");
-	log_info("boot marker: guest ready %.1f ms after VMM start (first guest instruction at %.1f ms)",
-			 (double)t / 1e6, (double)atomic_load(&vm->first_run_ns) / 1e6);
-}
 
 unsigned vm_settle_guest(struct vm *vm, int timeout_ms)
 {
@@ -249,14 +150,40 @@ static int child_alive(pid_t pid)
 	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
 }
 
-enum vm_exit_reason vm_run(struct vm *vm)
+int vm_add_poll_source(struct vm *vm, const struct vm_poll_source *src)
 {
-	sigset_t stop_sigs, old;
-	const char *prof;
-	int sfd, escape_pending = 0;
-	unsigned i;
+	unsigned i, fds = src->max;
 
-	phase_mark(&vm->phases, PHASE_HANDOVER);
+	for (i = 0; i < vm->nr_sources; i++)
+		fds += vm->sources[i].max;
+	if (vm->nr_sources == VM_MAX_POLL_SOURCES || fds > VM_POLL_SOURCE_FDS)
+		return -ENOSPC;
+	vm->sources[vm->nr_sources++] = *src;
+	return 0;
+}
+
+/* What one turn of the loop waits for, and where in p[] each part sits
+ * (-1: not this turn). */
+struct run_poll {
+	struct pollfd p[5 + NOTICE_POLLFDS + VM_POLL_SOURCE_FDS];
+	int n, timeout;
+	int in_idx, space_idx, rot_idx, ntc_idx;
+	unsigned nntc;
+	int src_idx[VM_MAX_POLL_SOURCES];
+	unsigned nsrc[VM_MAX_POLL_SOURCES];
+};
+
+/* Before the loop: the stop signals blocked (old: the mask before) and
+ * read through the returned signalfd, the terminal, the guest profile,
+ * the vCPU slice, the seccomp filters, the vCPU threads. The signalfd, or
+ * -1 (the exit requested). */
+static int run_start(struct vm *vm, sigset_t *old)
+{
+	sigset_t stop_sigs;
+	const char *prof;
+	unsigned i;
+	int sfd;
+
 	sigemptyset(&stop_sigs);
 	sigaddset(&stop_sigs, SIGTERM);
 	sigaddset(&stop_sigs, SIGINT);
@@ -267,12 +194,12 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	idle_init(&vm->idle, vm->cfg.idle_timeout_ns, log_now_ns());
 	/* Block before creating threads so they inherit the mask; vCPU
 	 * threads unblock the kick signal only. */
-	pthread_sigmask(SIG_BLOCK, &stop_sigs, &old);
+	pthread_sigmask(SIG_BLOCK, &stop_sigs, old);
 	sigdelset(&stop_sigs, VCPU_KICK_SIGNAL);
 	sfd = signalfd(-1, &stop_sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0) {
 		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "signalfd: %s", strerror(errno));
-		goto out_mask;
+		return -1;
 	}
 	/* Before the filters: tty_open sets the SIGTTIN/SIGTTOU dispositions. */
 	if (vm->cfg.console_tty && vm->cfg.console_in >= 0 && tty_open(&vm->tty, vm->cfg.console_in, 1, 1) < 0)
@@ -309,125 +236,185 @@ enum vm_exit_reason vm_run(struct vm *vm)
 	 * run anything. */
 	if (vm->cfg.start_paused && atomic_load(&vm->exit_reason) == VM_RUNNING && vm_pause(vm))
 		log_warn("could not start paused; the VM runs");
+	return sfd;
+}
+
+/* The console's part of p[]: its input while the serial FIFO has room,
+ * else the FIFO's room-again eventfd; a terminal only from the foreground
+ * (vmm/tty.h): in the background, look again now and then (`fg`). */
+static void run_poll_console(struct vm *vm, struct run_poll *rp)
+{
+	if (vm->cfg.console_tty && vm->cfg.console_in >= 0 && !tty_update(&vm->tty))
+		rp->timeout = TTY_BACKGROUND_POLL_MS;
+	else if (vm->cfg.console_in >= 0) {
+		if (serial_rx_space(&vm->dev.com1)) {
+			rp->in_idx = rp->n;
+			rp->p[rp->n].fd = vm->cfg.console_in;
+			rp->p[rp->n++].events = POLLIN;
+		} else {
+			rp->space_idx = rp->n;
+			rp->p[rp->n].fd = vm->dev.com1.rx_space_efd;
+			rp->p[rp->n++].events = POLLIN;
+		}
+	}
+	if (vm->dev.com1.rotate_efd >= 0) {
+		rp->rot_idx = rp->n;
+		rp->p[rp->n].fd = vm->dev.com1.rotate_efd;
+		rp->p[rp->n++].events = POLLIN;
+	}
+}
+
+/* Lowers rp->timeout to ms (never below 0). */
+static void run_timeout_min(struct run_poll *rp, uint64_t ms)
+{
+	if (rp->timeout < 0 || ms < (uint64_t)rp->timeout)
+		rp->timeout = ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/* The time to live and the idle timeout: 1 if the VM stops now (its time
+ * ran out, or it went on standby), else 0 with rp->timeout lowered to the
+ * nearer of the two. */
+static int run_deadlines(struct vm *vm, struct run_poll *rp)
+{
+	if (vm->cfg.expire_ns) {
+		uint64_t now = log_now_ns();
+
+		if (now >= vm->cfg.expire_ns) {
+			vm_request_exit(vm, VM_EXIT_EXPIRED, "its time to live ran out");
+			return 1;
+		}
+		run_timeout_min(rp, (vm->cfg.expire_ns - now) / 1000000 + 1);
+	}
+	if (vm->cfg.idle_timeout_ns) {
+		uint64_t now = log_now_ns();
+		int ms;
+
+		if (vm->vsock)
+			idle_observe(&vm->idle, atomic_load(&vm->vsock->act_conns),
+				     atomic_load(&vm->vsock->act_gen), now);
+		if (!vm->paused && idle_expired(&vm->idle, now)) {
+			char why[512];
+			struct standby_stats st;
+
+			if (standby_suspend(vm, &st, why, sizeof(why)) == 0) {
+				log_info("idle for %llu s: on standby (%llu ms, %llu KiB written, %s %llu pages)",
+					 (unsigned long long)(vm->cfg.idle_timeout_ns / 1000000000),
+					 (unsigned long long)st.ms, (unsigned long long)(st.bytes >> 10),
+					 st.diff ? "diff of" : "full,", (unsigned long long)(st.diff ? st.pages
+					 : vm->gm.total / GM_PAGE_SIZE));
+				return 1;
+			}
+			log_warn("auto-standby: %s; trying again after another idle period", why);
+			idle_touch(&vm->idle, now);
+		}
+		ms = vm->paused ? -1 : idle_wait_ms(&vm->idle, now);
+		if (ms >= 0)
+			run_timeout_min(rp, (uint64_t)ms);
+	}
+	return 0;
+}
+
+/* What this turn waits for: the exit eventfd (p[0]), the signalfd (p[1]),
+ * the console, the guest's notices and the registered sources. 1 if the
+ * VM stops now (run_deadlines), else 0. */
+static int run_poll_build(struct vm *vm, int sfd, struct run_poll *rp)
+{
+	unsigned i;
+
+	rp->n = 0;
+	rp->in_idx = rp->space_idx = rp->rot_idx = -1;
+	rp->timeout = -1;
+	rp->p[rp->n].fd = vm->exit_efd;
+	rp->p[rp->n++].events = POLLIN;
+	rp->p[rp->n].fd = sfd;
+	rp->p[rp->n++].events = POLLIN;
+	run_poll_console(vm, rp);
+	if (run_deadlines(vm, rp))
+		return 1;
+	rp->ntc_idx = rp->n;
+	rp->nntc = notice_pollfds(&vm->notice, &rp->p[rp->n]);
+	rp->n += (int)rp->nntc;
+	for (i = 0; i < vm->nr_sources; i++) {
+		rp->src_idx[i] = rp->n;
+		rp->nsrc[i] = vm->sources[i].pollfds(vm->sources[i].arg, &rp->p[rp->n], &rp->timeout);
+		rp->n += (int)rp->nsrc[i];
+	}
+	return 0;
+}
+
+/* A stop signal read from the signalfd: the VM stops (a terminal's SIGINT
+ * while the helper that takes it runs is the helper's). */
+static void run_signal(struct vm *vm, int sfd)
+{
+	struct signalfd_siginfo si;
+
+	if (read(sfd, &si, sizeof(si)) == sizeof(si) &&
+	    !(si.ssi_signo == SIGINT && si.ssi_code == SI_KERNEL && child_alive(vm->cfg.sigint_helper))) {
+		if (si.ssi_signo == VM_INTERRUPT_SIGNAL)
+			si.ssi_signo = SIGINT;
+		vm->exit_signo = (int)si.ssi_signo;
+		vm_request_exit(vm, VM_EXIT_SIGNAL, "stopped by signal %s", strsignal((int)si.ssi_signo));
+	}
+}
+
+/* Serves what poll reported, in the order the loop always had. */
+static void run_dispatch(struct vm *vm, int sfd, struct run_poll *rp, int *escape_pending)
+{
+	unsigned i;
+
+	if (rp->p[1].revents & POLLIN)
+		run_signal(vm, sfd);
+	if (rp->space_idx >= 0 && (rp->p[rp->space_idx].revents & POLLIN)) {
+		uint64_t v;
+
+		if (read(vm->dev.com1.rx_space_efd, &v, sizeof(v)) < 0) {
+			/* spurious: poll again */
+		}
+	}
+	if (rp->rot_idx >= 0 && (rp->p[rp->rot_idx].revents & POLLIN)) {
+		int r = serial_rotate(&vm->dev.com1, vm->cfg.console_path);
+
+		if (r)
+			log_warn("console log %s: cannot rotate it: %s (output past %llu "
+			 "bytes is dropped)", vm->cfg.console_path, strerror(-r),
+			 (unsigned long long)vm->cfg.console_limit);
+	}
+	if (rp->nntc && notice_events(&vm->notice, &rp->p[rp->ntc_idx], rp->nntc))
+		vm_boot_marker(vm);
+	for (i = 0; i < vm->nr_sources; i++)
+		vm->sources[i].events(vm->sources[i].arg, vm, &rp->p[rp->src_idx[i]], rp->nsrc[i]);
+	if (rp->in_idx >= 0 && (rp->p[rp->in_idx].revents & (POLLIN | POLLHUP | POLLERR))) {
+		if (console_input(vm, escape_pending))
+			vm_request_exit(vm, VM_EXIT_CONSOLE, "console escape (Ctrl-A x)");
+	}
+}
+
+/* The loop: until something asks the VM to stop. */
+static void run_loop(struct vm *vm, int sfd)
+{
+	struct run_poll rp;
+	int escape_pending = 0;
 
 	while (atomic_load(&vm->exit_reason) == VM_RUNNING) {
-		struct pollfd p[5 + NOTICE_POLLFDS + CONTROL_POLLFDS];
-		int n = 0, in_idx = -1, space_idx = -1, ctl_idx = -1, rot_idx = -1, ntc_idx, timeout;
-		unsigned nctl = 0, nntc;
-
-		p[n].fd = vm->exit_efd;
-		p[n++].events = POLLIN;
-		p[n].fd = sfd;
-		p[n++].events = POLLIN;
-		timeout = -1;
-		/* A terminal is read only from the foreground (vmm/tty.h); in the
-		 * background, look again now and then (the shell's `fg`). */
-		if (vm->cfg.console_tty && vm->cfg.console_in >= 0 && !tty_update(&vm->tty))
-			timeout = TTY_BACKGROUND_POLL_MS;
-		else if (vm->cfg.console_in >= 0) {
-			if (serial_rx_space(&vm->dev.com1)) {
-				in_idx = n;
-				p[n].fd = vm->cfg.console_in;
-				p[n++].events = POLLIN;
-			} else {
-				space_idx = n;
-				p[n].fd = vm->dev.com1.rx_space_efd;
-				p[n++].events = POLLIN;
-			}
-		}
-		if (vm->dev.com1.rotate_efd >= 0) {
-			rot_idx = n;
-			p[n].fd = vm->dev.com1.rotate_efd;
-			p[n++].events = POLLIN;
-		}
-		if (vm->cfg.expire_ns) {
-			uint64_t now = log_now_ns();
-
-			if (now >= vm->cfg.expire_ns) {
-				vm_request_exit(vm, VM_EXIT_EXPIRED, "its time to live ran out");
-				break;
-			}
-			uint64_t ms = (vm->cfg.expire_ns - now) / 1000000 + 1;
-
-			if (timeout < 0 || ms < (uint64_t)timeout)
-				timeout = ms > INT_MAX ? INT_MAX : (int)ms;
-		}
-		if (vm->cfg.idle_timeout_ns) {
-			uint64_t now = log_now_ns();
-			int ms;
-
-			if (vm->vsock)
-				idle_observe(&vm->idle, atomic_load(&vm->vsock->act_conns),
-					     atomic_load(&vm->vsock->act_gen), now);
-			if (!vm->paused && idle_expired(&vm->idle, now)) {
-				char why[512];
-				struct standby_stats st;
-
-				if (standby_suspend(vm, &st, why, sizeof(why)) == 0) {
-					log_info("idle for %llu s: on standby (%llu ms, %llu KiB written, %s %llu pages)",
-						 (unsigned long long)(vm->cfg.idle_timeout_ns / 1000000000),
-						 (unsigned long long)st.ms, (unsigned long long)(st.bytes >> 10),
-						 st.diff ? "diff of" : "full,", (unsigned long long)(st.diff ? st.pages
-						 : vm->gm.total / GM_PAGE_SIZE));
-					break;
-				}
-				log_warn("auto-standby: %s; trying again after another idle period", why);
-				idle_touch(&vm->idle, now);
-			}
-			ms = vm->paused ? -1 : idle_wait_ms(&vm->idle, now);
-			if (ms >= 0 && (timeout < 0 || ms < timeout))
-				timeout = ms;
-		}
-		ntc_idx = n;
-		nntc = notice_pollfds(&vm->notice, &p[n]);
-		n += (int)nntc;
-		if (vm->ctl) {
-			ctl_idx = n;
-			nctl = control_pollfds(vm->ctl, &p[n], &timeout);
-			n += (int)nctl;
-		}
-		if (poll(p, (nfds_t)n, timeout) < 0) {
+		if (run_poll_build(vm, sfd, &rp))
+			break;
+		if (poll(rp.p, (nfds_t)rp.n, rp.timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			vm_request_exit(vm, VM_EXIT_VMM_ERROR, "poll: %s", strerror(errno));
 			break;
 		}
-		if (p[1].revents & POLLIN) {
-			struct signalfd_siginfo si;
-
-			if (read(sfd, &si, sizeof(si)) == sizeof(si) &&
-			    !(si.ssi_signo == SIGINT && si.ssi_code == SI_KERNEL && child_alive(vm->cfg.sigint_helper))) {
-				if (si.ssi_signo == VM_INTERRUPT_SIGNAL)
-					si.ssi_signo = SIGINT;
-				vm->exit_signo = (int)si.ssi_signo;
-				vm_request_exit(vm, VM_EXIT_SIGNAL, "stopped by signal %s",
-						strsignal((int)si.ssi_signo));
-			}
-		}
-		if (space_idx >= 0 && (p[space_idx].revents & POLLIN)) {
-			uint64_t v;
-
-			if (read(vm->dev.com1.rx_space_efd, &v, sizeof(v)) < 0) {
-				/* spurious: poll again */
-			}
-		}
-		if (rot_idx >= 0 && (p[rot_idx].revents & POLLIN)) {
-			int r = serial_rotate(&vm->dev.com1, vm->cfg.console_path);
-
-			if (r)
-				log_warn("console log %s: cannot rotate it: %s (output past %llu "
-				 "bytes is dropped)", vm->cfg.console_path, strerror(-r),
-				 (unsigned long long)vm->cfg.console_limit);
-		}
-		if (nntc && notice_events(&vm->notice, &p[ntc_idx], nntc))
-			vm_boot_marker(vm);
-		if (ctl_idx >= 0)
-			control_events(vm->ctl, vm, &p[ctl_idx], nctl);
-		if (in_idx >= 0 && (p[in_idx].revents & (POLLIN | POLLHUP | POLLERR))) {
-			if (console_input(vm, &escape_pending))
-				vm_request_exit(vm, VM_EXIT_CONSOLE, "console escape (Ctrl-A x)");
-		}
+		run_dispatch(vm, sfd, &rp, &escape_pending);
 	}
+}
+
+/* After the loop: the terminal back, the vCPU threads stopped and joined,
+ * the profile closed, pending stop signals discarded and the signalfd
+ * closed; *old (the mask to put back) gets the stop signals, which stay
+ * blocked (see vm.h). */
+static void run_stop(struct vm *vm, int sfd, sigset_t *old)
+{
+	unsigned i;
 
 	if (!atomic_load(&vm->phases.at[PHASE_READY]))
 		phase_log(&vm->phases, "(the guest never said it was ready)");
@@ -442,7 +429,7 @@ enum vm_exit_reason vm_run(struct vm *vm)
 		gprof_close(vm->prof);
 		/* Its timer goes on (vmm/gprof.h): its signal stays blocked
 		 * here, so that no later call of this thread sees EINTR. */
-		sigaddset(&old, VCPU_KICK_SIGNAL);
+		sigaddset(old, VCPU_KICK_SIGNAL);
 	}
 	vm->prof = NULL;
 	/* Discard stop signals already pending (timeout(1) sends its SIGTERM
@@ -455,12 +442,24 @@ enum vm_exit_reason vm_run(struct vm *vm)
 			break;
 	}
 	close(sfd);
-	sigaddset(&old, SIGTERM);
-	sigaddset(&old, SIGHUP);
-	sigaddset(&old, SIGQUIT);
-	sigaddset(&old, SIGINT);
-	sigaddset(&old, VM_INTERRUPT_SIGNAL);
-out_mask:
+	sigaddset(old, SIGTERM);
+	sigaddset(old, SIGHUP);
+	sigaddset(old, SIGQUIT);
+	sigaddset(old, SIGINT);
+	sigaddset(old, VM_INTERRUPT_SIGNAL);
+}
+
+enum vm_exit_reason vm_run(struct vm *vm)
+{
+	sigset_t old;
+	int sfd;
+
+	phase_mark(&vm->phases, PHASE_HANDOVER);
+	sfd = run_start(vm, &old);
+	if (sfd >= 0) {
+		run_loop(vm, sfd);
+		run_stop(vm, sfd, &old);
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return (enum vm_exit_reason)atomic_load(&vm->exit_reason);
 }

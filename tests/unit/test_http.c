@@ -1117,9 +1117,25 @@ static void route_entropy_balloon(void **state)
 	fcapi_init(&api, "unit");
 }
 
+/* The one token check (vmm/http.h), shared with the egress proxy: a
+ * comma-separated list, any case, blanks around items, empty items. */
+static void http_token_list(void **state)
+{
+	(void)state;
+	assert_int_equal(http_has_token("close", 5, "close"), 1);
+	assert_int_equal(http_has_token("Keep-Alive, CLOSE", 17, "close"), 1);
+	assert_int_equal(http_has_token(" ,, keep-alive\t ,", 17, "keep-alive"), 1);
+	assert_int_equal(http_has_token("closed", 6, "close"), 0);
+	assert_int_equal(http_has_token("x-close, upgrade", 16, "close"), 0);
+	assert_int_equal(http_has_token("", 0, "close"), 0);
+	/* n bounds the value: a token past it is not seen */
+	assert_int_equal(http_has_token("upgrade, close", 8, "close"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(http_token_list),
 		cmocka_unit_test(http_simple_get),
 		cmocka_unit_test(http_put_with_body_and_pipelining),
 		cmocka_unit_test(http_incomplete),
