@@ -28,48 +28,48 @@ else
 Q := @
 endif
 
-# The FUSE server behind virtio-fs (devices/fuse_internal.h lists its files).
-FUSE_SRCS := devices/fuse.c devices/fuse_table.c devices/fuse_attr.c devices/fuse_dir.c devices/fuse_io.c \
-             devices/fuse_xattr.c devices/fuse_priv.c
+# The FUSE server behind virtio-fs (devices/fuse/fuse_internal.h lists its files).
+FUSE_SRCS := devices/fuse/fuse.c devices/fuse/fuse_table.c devices/fuse/fuse_attr.c devices/fuse/fuse_dir.c devices/fuse/fuse_io.c \
+             devices/fuse/fuse_xattr.c devices/fuse/fuse_priv.c
 
-# The Firecracker-compatible API (vmm/fcapi_priv.h lists its files).
-FCAPI_SRCS := vmm/fcapi.c vmm/fcapi_machine.c vmm/fcapi_io.c vmm/fcapi_snap.c vmm/fcapi_obs.c vmm/fcapi_dev.c \
-              vmm/fcapi_mmds.c vmm/fcapi_cpu.c
+# The Firecracker-compatible API (vmm/api/fcapi_priv.h lists its files).
+FCAPI_SRCS := vmm/api/fcapi.c vmm/api/fcapi_machine.c vmm/api/fcapi_io.c vmm/api/fcapi_snap.c vmm/api/fcapi_obs.c vmm/api/fcapi_dev.c \
+              vmm/api/fcapi_mmds.c vmm/api/fcapi_cpu.c
 
 # Sources of the VMM proper (everything but the CLI entry points).
-CORE_SRCS := vmm/log.c vmm/kvopt.c vmm/kvm.c vmm/gm.c vmm/uffd.c vmm/bus.c vmm/cpuid.c vmm/mptable.c \
-             vmm/snapfmt.c vmm/snapshot.c vmm/snapshot_diff.c vmm/snapdiff.c vmm/snapmmds.c vmm/dirty.c vmm/standby.c vmm/idle.c \
-             vmm/control.c vmm/http.c $(FCAPI_SRCS) vmm/cputmpl.c \
-             vmm/unixsock.c guest-init/json.c \
-             guest-init/proto.c \
+CORE_SRCS := vmm/base/log.c vmm/base/kvopt.c vmm/base/kvm.c vmm/base/gm.c vmm/base/uffd.c vmm/base/bus.c vmm/cpuid.c vmm/mptable.c \
+             vmm/base/snapfmt.c vmm/vm_snapshot.c vmm/vm_snapshot_diff.c vmm/base/snapfmt_diff.c vmm/vm_snapshot_mmds.c vmm/base/dirty.c vmm/vm_standby.c vmm/idle.c \
+             vmm/api/control.c vmm/base/http.c $(FCAPI_SRCS) vmm/cputmpl.c \
+             vmm/base/unixsock.c vmm/wire/json.c \
+             vmm/wire/proto.c \
              vmm/vcpu.c vmm/gprof.c vmm/sched_slice.c vmm/vm.c vmm/vm_create.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_exit.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
-             vmm/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
-             devices/serial.c devices/legacy.c devices/i8042.c vmm/evloop.c devices/virtqueue.c \
+             vmm/base/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
+             devices/serial.c devices/legacy.c devices/i8042.c vmm/base/evloop.c devices/virtqueue.c \
              devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
-             devices/virtio_net.c devices/tap.c vmm/ratelimit.c vmm/seccomp.c \
+             devices/virtio_net.c devices/tap.c vmm/base/ratelimit.c vmm/seccomp.c \
              $(FUSE_SRCS) devices/virtio_fs.c devices/virtio_rng.c \
              devices/virtio_balloon.c devices/mmds.c devices/mmds_net.c
-CLI_SRCS  := cli/main.c cli/run.c cli/run_helper.c cli/run_detach.c cli/run_jail.c cli/run_restore.c cli/run_opts.c cli/run_fc.c cli/launch.c cli/restore.c cli/util.c cli/exec.c cli/cp.c cli/cp_files.c cli/cp_tar.c guest-init/tar.c cli/progress.c cli/boot_status.c cli/api_client.c \
-             cli/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
-             cli/stop.c cli/rm.c cli/prune.c cli/publish.c cli/create.c cli/start.c cli/serve.c cli/jail.c \
-             cli/image.c cli/image_build.c cli/egress.c cli/egress_http.c cli/egress_tunnel.c \
-             cli/egress_tls.c cli/egress_pol.c cli/egress_ctl.c cli/egress_cmd.c cli/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
-             cli/image_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/disklock.c \
-             cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_stage.c cli/dockerfile_cache.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c cli/rdump.c \
-             cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/token.c cli/mcp.c cli/mcp_api.c cli/mcp_tools.c \
-             cli/mcp_http.c cli/mcp_cmd.c cli/oci_runtime.c cli/oci_vm.c cli/oci_proxy.c cli/oci_spec.c cli/oci_state.c cli/oci_net.c \
-             cli/oci_hooks.c cli/tlsexec.c cli/standby.c cli/suspend.c
-# The egress proxy speaks TLS to upstreams (cli/egress.c), vmm image pull
+CLI_SRCS  := cli/main.c cli/run.c cli/launch/run_helper.c cli/launch/run_detach.c cli/launch/run_jail.c cli/launch/run_restore.c cli/launch/run_opts.c cli/launch/run_fc.c cli/launch/launch.c cli/restore.c cli/util/util.c cli/exec.c cli/cp.c cli/sandbox/cp_files.c cli/sandbox/cp_tar.c vmm/wire/tar.c cli/util/progress.c cli/launch/boot_status.c cli/sandbox/api_client.c \
+             cli/sandbox/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
+             cli/stop.c cli/rm.c cli/prune.c cli/launch/publish.c cli/create.c cli/start.c cli/serve.c cli/launch/jail.c \
+             cli/images/image_store.c cli/images/image_build.c cli/egress/egress_proxy.c cli/egress/egress_http.c cli/egress/egress_tunnel.c \
+             cli/egress/egress_tls.c cli/egress/egress_pol.c cli/egress/egress_ctl.c cli/egress_cmd.c cli/sandbox/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
+             cli/images/image_pull.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/images/registry.c cli/sandbox/disklock.c \
+             cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/dockerfile/image_dockerfile.c cli/images/unpack_cache.c cli/images/rdump.c \
+             cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/token.c cli/mcp/mcp.c cli/mcp/mcp_api.c cli/mcp/mcp_tools.c \
+             cli/mcp/mcp_http.c cli/mcp_cmd.c cli/oci.c cli/oci/oci_vm.c cli/oci/oci_proxy.c cli/oci/oci_spec.c cli/oci/oci_state.c cli/oci/oci_net.c \
+             cli/oci/oci_hooks.c cli/util/tlsexec.c cli/sandbox/sandbox_standby.c cli/suspend.c
+# The egress proxy speaks TLS to upstreams (cli/egress/egress_proxy.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
 # vmm-tls links these. `vmm` is the rest and hands command lines that need
 # them to vmm-tls (docs/perf.md, "Two binaries"): libcurl alone brings 28
 # libraries and 54,000 relocations to every start.
 TLS_LIBS  := -lssl -lcrypto -lcurl -lz -lzstd
-TLS_CLI_SRCS := cli/egress.c cli/egress_tls.c cli/egress_cmd.c cli/egress_ctl.c cli/registry.c \
-             cli/oci_unpack.c cli/oci_digest.c cli/image_oci.c cli/image_build.c cli/mcp.c \
-             cli/mcp_api.c cli/mcp_tools.c cli/mcp_http.c cli/mcp_cmd.c cli/jsonrpc.c \
-             cli/jsonschema.c cli/tokens.c cli/token.c \
-             cli/dockerfile_build.c cli/dockerfile_stage.c cli/dockerfile_cache.c cli/dockerfile_copy.c cli/image_dockerfile.c cli/unpack_cache.c
+TLS_CLI_SRCS := cli/egress/egress_proxy.c cli/egress/egress_tls.c cli/egress_cmd.c cli/egress/egress_ctl.c cli/images/registry.c \
+             cli/images/oci_unpack.c cli/images/oci_digest.c cli/images/image_pull.c cli/images/image_build.c cli/mcp/mcp.c \
+             cli/mcp/mcp_api.c cli/mcp/mcp_tools.c cli/mcp/mcp_http.c cli/mcp_cmd.c cli/mcp/jsonrpc.c \
+             cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/token.c \
+             cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/dockerfile/image_dockerfile.c cli/images/unpack_cache.c
 LEAN_CLI_SRCS := $(filter-out $(TLS_CLI_SRCS),$(CLI_SRCS)) cli/notls.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
@@ -107,17 +107,17 @@ $(BUILD)/asan/%.o: %.c
 # lines: files a start calls a function or two of (found with a
 # breakpoint on every function outside this list: docs/perf.md, 11), then
 # what only a restore runs.
-HOT_SRCS := cli/main.c cli/run.c cli/run_opts.c cli/launch.c cli/run_helper.c cli/run_detach.c \
-            cli/util.c cli/sandbox.c cli/disklock.c cli/boot_status.c cli/api_client.c \
-            vmm/log.c vmm/kvopt.c vmm/kvm.c vmm/gm.c vmm/bus.c vmm/cpuid.c vmm/mptable.c vmm/kvmcache.c \
+HOT_SRCS := cli/main.c cli/run.c cli/launch/run_opts.c cli/launch/launch.c cli/launch/run_helper.c cli/launch/run_detach.c \
+            cli/util/util.c cli/sandbox/sandbox.c cli/sandbox/disklock.c cli/launch/boot_status.c cli/sandbox/api_client.c \
+            vmm/base/log.c vmm/base/kvopt.c vmm/base/kvm.c vmm/base/gm.c vmm/base/bus.c vmm/cpuid.c vmm/mptable.c vmm/kvmcache.c \
             vmm/vm.c vmm/vm_create.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_exit.c vmm/vcpu.c vmm/phase.c vmm/notice.c vmm/idle.c \
-            vmm/tty.c vmm/seccomp.c vmm/evloop.c vmm/ratelimit.c vmm/control.c vmm/http.c vmm/fcapi.c \
-            vmm/fcapi_obs.c vmm/unixsock.c guest-init/json.c guest-init/proto.c \
+            vmm/base/tty.c vmm/seccomp.c vmm/base/evloop.c vmm/base/ratelimit.c vmm/api/control.c vmm/base/http.c vmm/api/fcapi.c \
+            vmm/api/fcapi_obs.c vmm/base/unixsock.c vmm/wire/json.c vmm/wire/proto.c \
             boot/bootparams.c boot/elf.c boot/bzimage.c \
             devices/serial.c devices/legacy.c devices/i8042.c devices/virtqueue.c devices/virtio_mmio.c \
             devices/virtio_blk.c devices/virtio_vsock.c devices/virtio_fs.c $(FUSE_SRCS) \
-            cli/run_restore.c vmm/vm_pause.c vmm/uffd.c cli/tlsexec.c cli/run_fc.c cli/standby.c cli/jail.c \
-            devices/mmds.c cli/image.c cli/restore.c vmm/snapshot.c vmm/snapfmt.c
+            cli/launch/run_restore.c vmm/vm_pause.c vmm/base/uffd.c cli/util/tlsexec.c cli/launch/run_fc.c cli/sandbox/sandbox_standby.c cli/launch/jail.c \
+            devices/mmds.c cli/images/image_store.c cli/restore.c vmm/vm_snapshot.c vmm/base/snapfmt.c
 ifneq ($(filter-out $(CORE_SRCS) $(CLI_SRCS),$(HOT_SRCS)),)
 $(error HOT_SRCS names files outside CORE_SRCS/CLI_SRCS: $(filter-out $(CORE_SRCS) $(CLI_SRCS),$(HOT_SRCS)))
 endif
@@ -182,10 +182,10 @@ $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 # same code built for the host, where it serves the API on a Unix socket
 # for tests (guest-init --serve-unix PATH).
 GUEST_API_SRCS  := guest-init/api.c guest-init/request.c guest-init/files.c guest-init/spawn.c guest-init/procs.c guest-init/ring.c \
-                   guest-init/watch.c guest-init/json.c guest-init/proto.c guest-init/tar.c guest-init/tar_ops.c
-GUEST_INIT_SRCS := guest-init/init.c $(GUEST_API_SRCS) guest-init/net.c guest-init/egress.c guest-init/applets.c
-GUEST_INIT_HDRS := guest-init/api.h guest-init/applets.h guest-init/json.h guest-init/proto.h guest-init/vsock.h guest-init/net.h \
-                   guest-init/egress.h guest-init/ops.h guest-init/ring.h guest-init/watch.h guest-init/tar.h
+                   guest-init/guest_watch.c vmm/wire/json.c vmm/wire/proto.c vmm/wire/tar.c guest-init/tar_ops.c
+GUEST_INIT_SRCS := guest-init/init.c $(GUEST_API_SRCS) guest-init/net.c guest-init/guest_egress.c guest-init/applets.c
+GUEST_INIT_HDRS := vmm/wire/api.h guest-init/applets.h vmm/wire/json.h vmm/wire/proto.h vmm/wire/vsock.h guest-init/net.h \
+                   guest-init/guest_egress.h guest-init/ops.h guest-init/ring.h guest-init/guest_watch.h vmm/wire/tar.h
 $(BUILD)/guest/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  guest-init")
@@ -237,13 +237,13 @@ $(BUILD)/guest/blkbench: bench/guest/blkbench.c
 	@$(if $(Q),echo "  MUSLCC  $<")
 	$(Q)$(MUSL_CC) -std=c11 $(WARN) -O2 -static -s -o $@ $<
 
-$(BUILD)/guest/vsock_test: tests/e2e/vsock_test.c guest-init/vsock.h
+$(BUILD)/guest/vsock_test: tests/e2e/vsock_test.c vmm/wire/vsock.h
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  $<")
 	$(Q)$(MUSL_CC) -std=c11 $(WARN) -O2 -static -s -pthread -o $@ $<
 
 # The same server built for the host: bench/vsock's Unix-socket ceiling.
-$(BUILD)/tools/vsock_test: tests/e2e/vsock_test.c guest-init/vsock.h
+$(BUILD)/tools/vsock_test: tests/e2e/vsock_test.c vmm/wire/vsock.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) -std=c11 $(WARN) -O2 -pthread -o $@ $<
 
@@ -304,8 +304,8 @@ $(BUILD)/tools/mkbzimage: tests/guests/mkbzimage.c
 
 # The page-fault handler for PUT /snapshot/load's Uffd backend (tests/uffd):
 # the fc-api tier serves a snapshot's memory with it.
-UFFD_HANDLER_SRCS := tests/uffd/handler.c tests/uffd/uffd_serve.c guest-init/json.c
-$(BUILD)/tools/uffd_handler: $(UFFD_HANDLER_SRCS) tests/uffd/uffd_serve.h guest-init/json.h
+UFFD_HANDLER_SRCS := tests/uffd/handler.c tests/uffd/uffd_serve.c vmm/wire/json.c
+$(BUILD)/tools/uffd_handler: $(UFFD_HANDLER_SRCS) tests/uffd/uffd_serve.h vmm/wire/json.h
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      uffd_handler")
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $(UFFD_HANDLER_SRCS)
@@ -320,62 +320,62 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
                test_run_restore test_run_opts test_sched_slice test_applets test_kvopt
-test_gm_SRCS      := vmm/gm.c vmm/log.c
-test_uffd_SRCS    := vmm/uffd.c vmm/gm.c vmm/log.c tests/uffd/uffd_serve.c guest-init/json.c
-test_tar_SRCS     := guest-init/tar.c
-test_applets_SRCS := guest-init/applets.c guest-init/proto.c
-test_snapdiff_SRCS := vmm/snapdiff.c vmm/dirty.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c vmm/gm.c devices/virtqueue.c vmm/log.c
-test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
+test_gm_SRCS      := vmm/base/gm.c vmm/base/log.c
+test_uffd_SRCS    := vmm/base/uffd.c vmm/base/gm.c vmm/base/log.c tests/uffd/uffd_serve.c vmm/wire/json.c
+test_tar_SRCS     := vmm/wire/tar.c
+test_applets_SRCS := guest-init/applets.c vmm/wire/proto.c
+test_snapdiff_SRCS := vmm/base/snapfmt_diff.c vmm/base/dirty.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c vmm/base/gm.c devices/virtqueue.c vmm/base/log.c
+test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/base/gm.c vmm/base/log.c
 test_mptable_SRCS := vmm/mptable.c
-test_cpuid_SRCS   := vmm/cpuid.c vmm/cputmpl.c guest-init/json.c
-test_serial_SRCS  := devices/serial.c vmm/log.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
-test_i8042_SRCS   := devices/i8042.c vmm/log.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
-test_bus_SRCS     := vmm/bus.c
-test_unixsock_SRCS := vmm/unixsock.c vmm/log.c
-test_mmds_SRCS    := devices/mmds.c devices/mmds_net.c guest-init/json.c
-test_phase_SRCS   := vmm/phase.c vmm/log.c
+test_cpuid_SRCS   := vmm/cpuid.c vmm/cputmpl.c vmm/wire/json.c
+test_serial_SRCS  := devices/serial.c vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
+test_i8042_SRCS   := devices/i8042.c vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
+test_bus_SRCS     := vmm/base/bus.c
+test_unixsock_SRCS := vmm/base/unixsock.c vmm/base/log.c
+test_mmds_SRCS    := devices/mmds.c devices/mmds_net.c vmm/wire/json.c
+test_phase_SRCS   := vmm/phase.c vmm/base/log.c
 test_sched_slice_SRCS := vmm/sched_slice.c
-test_notice_SRCS  := vmm/notice.c vmm/unixsock.c vmm/log.c
-test_tlsexec_SRCS := cli/tlsexec.c
-test_kvmcache_SRCS := vmm/kvmcache.c guest-init/proto.c
-test_kvopt_SRCS   := vmm/kvopt.c
+test_notice_SRCS  := vmm/notice.c vmm/base/unixsock.c vmm/base/log.c
+test_tlsexec_SRCS := cli/util/tlsexec.c
+test_kvmcache_SRCS := vmm/kvmcache.c vmm/wire/proto.c
+test_kvopt_SRCS   := vmm/base/kvopt.c
 test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
 test_standby_SRCS := $(CORE_SRCS)
-test_run_restore_SRCS := cli/run_restore.c cli/util.c $(CORE_SRCS)
-test_run_opts_SRCS := cli/run_opts.c cli/publish.c cli/api_client.c cli/jail.c cli/util.c $(CORE_SRCS)
+test_run_restore_SRCS := cli/launch/run_restore.c cli/util/util.c $(CORE_SRCS)
+test_run_opts_SRCS := cli/launch/run_opts.c cli/launch/publish.c cli/sandbox/api_client.c cli/launch/jail.c cli/util/util.c $(CORE_SRCS)
 test_http_SRCS    := $(CORE_SRCS)
-test_virtqueue_SRCS := devices/virtqueue.c vmm/gm.c vmm/log.c
-test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c \
-                         vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
+test_virtqueue_SRCS := devices/virtqueue.c vmm/base/gm.c vmm/base/log.c
+test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/base/ratelimit.c devices/virtqueue.c vmm/base/evloop.c vmm/base/gm.c vmm/base/log.c vmm/base/kvm.c \
+                         vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
 test_virtio_blk_SRCS := devices/virtio_blk.c $(test_virtio_mmio_SRCS)
-test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/unixsock.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
-test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c devices/mmds.c devices/mmds_net.c guest-init/json.c $(test_virtio_mmio_SRCS)
+test_virtio_vsock_SRCS := devices/virtio_vsock.c vmm/base/unixsock.c vmm/seccomp.c $(test_virtio_mmio_SRCS)
+test_virtio_net_SRCS := devices/virtio_net.c devices/tap.c devices/mmds.c devices/mmds_net.c vmm/wire/json.c $(test_virtio_mmio_SRCS)
 test_virtio_rng_SRCS := devices/virtio_rng.c $(test_virtio_mmio_SRCS)
 test_virtio_balloon_SRCS := devices/virtio_balloon.c $(test_virtio_mmio_SRCS)
 test_seccomp_SRCS := vmm/seccomp.c
-test_jail_SRCS    := cli/jail.c cli/util.c vmm/log.c
-test_progress_SRCS := cli/progress.c cli/boot_status.c cli/cp_files.c cli/cp_tar.c guest-init/tar.c cli/api_client.c vmm/tty.c vmm/log.c guest-init/json.c guest-init/proto.c
+test_jail_SRCS    := cli/launch/jail.c cli/util/util.c vmm/base/log.c
+test_progress_SRCS := cli/util/progress.c cli/launch/boot_status.c cli/sandbox/cp_files.c cli/sandbox/cp_tar.c vmm/wire/tar.c cli/sandbox/api_client.c vmm/base/tty.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
-test_fuse_SRCS    := $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
+test_fuse_SRCS    := $(FUSE_SRCS) vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
 test_virtio_fs_SRCS := devices/virtio_fs.c $(FUSE_SRCS) vmm/seccomp.c $(test_virtio_mmio_SRCS)
-test_egress_SRCS  := cli/egress_http.c guest-init/json.c
-test_egress_tls_SRCS := cli/egress_http.c cli/egress_tunnel.c vmm/http.c cli/egress_tls.c vmm/log.c guest-init/json.c
+test_egress_SRCS  := cli/egress/egress_http.c vmm/wire/json.c
+test_egress_tls_SRCS := cli/egress/egress_http.c cli/egress/egress_tunnel.c vmm/base/http.c cli/egress/egress_tls.c vmm/base/log.c vmm/wire/json.c
 test_egress_tls_LIBS := $(TLS_LIBS)
-test_egress_pol_SRCS := cli/egress_pol.c cli/egress_http.c guest-init/json.c
-test_oci_SRCS     := cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c guest-init/json.c
+test_egress_pol_SRCS := cli/egress/egress_pol.c cli/egress/egress_http.c vmm/wire/json.c
+test_oci_SRCS     := cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/images/registry.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
 test_oci_LIBS     := $(TLS_LIBS)
-test_oci_spec_SRCS := cli/oci_spec.c cli/oci_state.c cli/util.c vmm/log.c guest-init/json.c
-test_oci_net_SRCS := cli/oci_net.c
-test_rdump_SRCS := cli/rdump.c cli/util.c vmm/log.c
-test_oci_hooks_SRCS := cli/oci_hooks.c cli/oci_spec.c cli/util.c vmm/log.c guest-init/json.c
-test_oci_proxy_SRCS := cli/oci_proxy.c cli/oci_state.c cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c \
-                       guest-init/json.c guest-init/proto.c
-test_dockerfile_SRCS := cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_stage.c cli/dockerfile_cache.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/util.c vmm/log.c guest-init/json.c
+test_oci_spec_SRCS := cli/oci/oci_spec.c cli/oci/oci_state.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
+test_oci_net_SRCS := cli/oci/oci_net.c
+test_rdump_SRCS := cli/images/rdump.c cli/util/util.c vmm/base/log.c
+test_oci_hooks_SRCS := cli/oci/oci_hooks.c cli/oci/oci_spec.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
+test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_state.c cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
+                       vmm/wire/json.c vmm/wire/proto.c
+test_dockerfile_SRCS := cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
 test_dockerfile_LIBS := $(TLS_LIBS)
-test_mcp_SRCS     := cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c cli/mcp_api.c \
-                     cli/api_client.c cli/api_procs.c cli/util.c vmm/http.c vmm/log.c vmm/tty.c guest-init/json.c guest-init/proto.c
+test_mcp_SRCS     := cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/mcp/mcp.c cli/mcp/mcp_tools.c cli/mcp/mcp_api.c \
+                     cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c vmm/wire/json.c vmm/wire/proto.c
 test_mcp_LIBS     := $(TLS_LIBS)
 
 define unit_test
@@ -556,34 +556,34 @@ FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz
                 fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci fuzz_mcp fuzz_devices fuzz_mmds \
                 fuzz_dockerfile fuzz_tar
 FUZZ_CC      ?= clang
-fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/gm.c vmm/log.c
-fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/gm.c vmm/log.c
-fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devices/virtio_mmio.c vmm/ratelimit.c \
-                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
+fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/base/gm.c vmm/base/log.c
+fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/base/gm.c vmm/base/log.c
+fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devices/virtio_mmio.c vmm/base/ratelimit.c \
+                         devices/virtqueue.c vmm/base/evloop.c vmm/base/gm.c vmm/base/log.c vmm/base/kvm.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
 fuzz_api_request_SRCS := tests/fuzz/fuzz_api_request.c $(GUEST_API_SRCS)
-fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c vmm/unixsock.c devices/virtio_mmio.c vmm/ratelimit.c \
-                         devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
-fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/http.c $(FCAPI_SRCS) vmm/cputmpl.c devices/mmds.c guest-init/json.c vmm/log.c vmm/cpuid.c
+fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c vmm/base/unixsock.c devices/virtio_mmio.c vmm/base/ratelimit.c \
+                         devices/virtqueue.c vmm/base/evloop.c vmm/base/gm.c vmm/base/log.c vmm/base/kvm.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
+fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/base/http.c $(FCAPI_SRCS) vmm/cputmpl.c devices/mmds.c vmm/wire/json.c vmm/base/log.c vmm/cpuid.c
 fuzz_devices_SRCS     := tests/fuzz/fuzz_devices.c devices/virtio_rng.c devices/virtio_balloon.c devices/virtio_mmio.c \
-                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
-fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.c devices/mmds.c devices/mmds_net.c guest-init/json.c devices/virtio_mmio.c \
-                         vmm/ratelimit.c devices/virtqueue.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
-fuzz_mmds_SRCS        := tests/fuzz/fuzz_mmds.c devices/mmds.c devices/mmds_net.c guest-init/json.c
-fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ratelimit.c devices/virtqueue.c \
-                         devices/serial.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c vmm/evloop.c vmm/gm.c vmm/log.c vmm/kvm.c
-fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c $(FUSE_SRCS) vmm/log.c vmm/snapfmt.c guest-init/proto.c vmm/kvopt.c
-fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress_http.c cli/egress_tunnel.c vmm/http.c guest-init/json.c
-fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c cli/registry.c cli/util.c vmm/log.c \
-                         guest-init/json.c
+                         vmm/base/ratelimit.c devices/virtqueue.c vmm/base/evloop.c vmm/base/gm.c vmm/base/log.c vmm/base/kvm.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
+fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.c devices/mmds.c devices/mmds_net.c vmm/wire/json.c devices/virtio_mmio.c \
+                         vmm/base/ratelimit.c devices/virtqueue.c vmm/base/evloop.c vmm/base/gm.c vmm/base/log.c vmm/base/kvm.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
+fuzz_mmds_SRCS        := tests/fuzz/fuzz_mmds.c devices/mmds.c devices/mmds_net.c vmm/wire/json.c
+fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/base/ratelimit.c devices/virtqueue.c \
+                         devices/serial.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c vmm/base/evloop.c vmm/base/gm.c vmm/base/log.c vmm/base/kvm.c
+fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c $(FUSE_SRCS) vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
+fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress/egress_http.c cli/egress/egress_tunnel.c vmm/base/http.c vmm/wire/json.c
+fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/images/registry.c cli/util/util.c vmm/base/log.c \
+                         vmm/wire/json.c
 fuzz_oci_LIBS         := $(TLS_LIBS)
-fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile.c cli/dockerfile_build.c cli/dockerfile_stage.c \
-                         cli/dockerfile_cache.c cli/dockerfile_copy.c cli/oci_image.c cli/oci_digest.c cli/oci_unpack.c \
-                         cli/util.c vmm/log.c guest-init/json.c
+fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c \
+                         cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c \
+                         cli/util/util.c vmm/base/log.c vmm/wire/json.c
 fuzz_dockerfile_LIBS  := $(TLS_LIBS)
-fuzz_tar_SRCS         := tests/fuzz/fuzz_tar.c guest-init/tar.c
-fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/jsonrpc.c cli/jsonschema.c cli/tokens.c cli/mcp.c cli/mcp_tools.c \
-                         cli/mcp_api.c cli/api_client.c cli/api_procs.c cli/util.c vmm/log.c vmm/tty.c guest-init/json.c \
-                         guest-init/proto.c
+fuzz_tar_SRCS         := tests/fuzz/fuzz_tar.c vmm/wire/tar.c
+fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/mcp/mcp.c cli/mcp/mcp_tools.c \
+                         cli/mcp/mcp_api.c cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/log.c vmm/base/tty.c vmm/wire/json.c \
+                         vmm/wire/proto.c
 fuzz_mcp_LIBS         := $(TLS_LIBS)
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)

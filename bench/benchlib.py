@@ -36,7 +36,7 @@ def require(paths, qemu=True):
 def base_cmdline():
     """vmm's default command line plus what vmm appends on this host, so
     both VMMs boot the same kernel with the same parameters."""
-    c = "console=ttyS0 reboot=k panic=-1 loglevel=5"  # cli/run_opts.h DEFAULT_CMDLINE
+    c = "console=ttyS0 reboot=k panic=-1 loglevel=5"  # cli/launch/run_opts.h DEFAULT_CMDLINE
     if os.path.isdir("/sys/module/kvm_pvm"):
         c += " noxsave clearcpuid=smap,popcnt,cx16,erms,fsrm"
     return c

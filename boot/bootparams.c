@@ -1,6 +1,5 @@
-#define _GNU_SOURCE
-#include "loader.h"
-#include "layout.h"
+#include "boot/loader.h"
+#include "boot/layout.h"
 
 #include <asm/e820.h>
 #include <errno.h>

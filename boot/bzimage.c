@@ -1,9 +1,8 @@
 /* bzImage loader, 64-bit boot protocol (Documentation/arch/x86/boot.rst):
  * the setup header is checked, the protected-mode kernel is copied to its
  * preferred load address and entered at load address + 0x200. */
-#define _GNU_SOURCE
-#include "loader.h"
-#include "layout.h"
+#include "boot/loader.h"
+#include "boot/layout.h"
 
 #include <errno.h>
 #include <stddef.h>

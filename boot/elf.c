@@ -1,9 +1,8 @@
 /* vmlinux loader: an ELF64 x86-64 executable whose PT_LOAD segments go to
  * their physical addresses (p_paddr), entered at its 64-bit entry point with
  * paging already on (identity map), as Firecracker and kvmtool do. */
-#define _GNU_SOURCE
-#include "loader.h"
-#include "layout.h"
+#include "boot/loader.h"
+#include "boot/layout.h"
 
 #include <elf.h>
 #include <errno.h>

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../vmm/gm.h"
+#include "vmm/base/gm.h"
 
 struct kernel_image {
 	uint64_t entry;     /* guest-physical 64-bit entry point */

@@ -12,7 +12,6 @@
  *   slink PATH TARGET
  *   nod   PATH MODE c|b MAJOR MINOR
  * Owners are root, times are 0: the archive is reproducible. */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,7 @@
 /* vmm attach NAME ID: a detached process's output, replayed and then
  * live (API v2). Ctrl-C leaves it running. */
-#define _GNU_SOURCE
-#include "api_client.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "standby.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/util/util.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,12 +1,8 @@
 /* vmm cp: copy files and directories between the host and a sandbox. */
-#define _GNU_SOURCE
-#include "api_client.h"
-#include "cli.h"
-#include "cp_files.h"
-#include "sandbox.h"
-#include "standby.h"
-#include "../vmm/log.h"
-#include "../guest-init/proto.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/util/util.h"
+#include "vmm/base/log.h"
+#include "vmm/wire/proto.h"
 
 #include <getopt.h>
 #include <stdlib.h>

@@ -1,7 +1,6 @@
 /* vmm create [run options]: a named sandbox, configured, not started. */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "sandbox.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>

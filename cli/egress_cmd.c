@@ -1,11 +1,10 @@
 /* vmm egress: the egress proxy on its own (docs/egress.md). */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "egress.h"
-#include "sandbox.h"
-#include "../guest-init/json.h"
-#include "../vmm/control.h"
-#include "../vmm/log.h"
+#include "cli/util/util.h"
+#include "cli/egress/egress.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/wire/json.h"
+#include "vmm/api/control.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <getopt.h>

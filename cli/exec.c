@@ -1,12 +1,8 @@
 /* vmm exec: run a command in a running sandbox. */
-#define _GNU_SOURCE
-#include "api_client.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "standby.h"
-#include "image.h"
-#include "oci_image.h"
-#include "../guest-init/proto.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/util/util.h"
+#include "cli/images/images.h"
+#include "vmm/wire/proto.h"
 
 #include <fcntl.h>
 #include <getopt.h>

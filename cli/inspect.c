@@ -1,7 +1,7 @@
 /* vmm inspect NAME: one sandbox as JSON. */
-#include "cli.h"
-#include "sandbox.h"
-#include "../guest-init/json.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/wire/json.h"
 
 #include <string.h>
 

@@ -1,10 +1,7 @@
 /* vmm kill NAME ID [-s SIG]: signal a detached process (API v2). */
-#define _GNU_SOURCE
-#include "api_client.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "standby.h"
-#include "../guest-init/json.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/util/util.h"
+#include "vmm/wire/json.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -1,9 +1,6 @@
 /* vmm logs NAME [-f]: a detached sandbox's console (and VMM log). */
-#define _GNU_SOURCE
-#include "api_client.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "standby.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /* vmm ls: the sandboxes in the state directory, a table or JSON. */
-#include "cli.h"
-#include "sandbox.h"
-#include "../guest-init/json.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,10 +1,9 @@
-#define _GNU_SOURCE
-#include "cli.h"
-#include "standby.h"
-#include "../vmm/log.h"
-#include "../vmm/seccomp.h"
-#include "../vmm/fcapi.h"
-#include "../vmm/snapshot.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/base/log.h"
+#include "vmm/seccomp.h"
+#include "vmm/api/fcapi.h"
+#include "vmm/vm_snapshot.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -130,7 +129,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return CLI_EXIT_USAGE;
 	}
-	/* The lean binary leaves TLS work to vmm-tls (cli/cli.h), first thing. */
+	/* The lean binary leaves TLS work to vmm-tls (cli/util/util.h), first thing. */
 	if (cli_lean && cli_needs_tls(argc, argv)) {
 		char path[PATH_MAX + 16];
 		int r = cli_exec_tls(argv, path, sizeof(path));

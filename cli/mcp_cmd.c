@@ -1,11 +1,8 @@
 /* vmm mcp NAME [--listen ADDR:PORT]: the sandbox's tools as an MCP server
- * (cli/mcp.c; docs/mcp.md). */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "mcp.h"
-#include "sandbox.h"
-#include "standby.h"
-#include "tokens.h"
+ * (cli/mcp/mcp.c; docs/mcp.md). */
+#include "cli/util/util.h"
+#include "cli/mcp/mcp.h"
+#include "cli/sandbox/sandbox.h"
 
 #include <getopt.h>
 #include <stdlib.h>

@@ -4,13 +4,12 @@
  * in a working build: the egress, mcp and token verbs for the verb table
  * and --help, and the TLS-side functions run.c and image.c name. Each
  * fails cleanly if it is reached after all. */
-#define _GNU_SOURCE
 #include <limits.h>
 
-#include "cli.h"
-#include "egress.h"
-#include "image.h"
-#include "../vmm/log.h"
+#include "cli/util/util.h"
+#include "cli/egress/egress.h"
+#include "cli/images/images.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 

@@ -5,17 +5,10 @@
  * goes to --pid-file: it waits on exec.fifo until start, then runs the
  * container's process through guest-init (chrooted into the shared root,
  * as its user), carries its stdio and exits with its status. */
-#define _GNU_SOURCE
-#include "api_client.h"
-#include "cli.h"
-#include "oci_hooks.h"
-#include "oci_net.h"
-#include "oci_proxy.h"
-#include "oci_spec.h"
-#include "oci_state.h"
-#include "oci_vm.h"
-#include "sandbox.h"
-#include "../guest-init/proto.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/util/util.h"
+#include "cli/oci/oci.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>

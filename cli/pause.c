@@ -1,8 +1,7 @@
 /* vmm pause SANDBOX / vmm resume SANDBOX. */
-#include "cli.h"
-#include "sandbox.h"
-#include "standby.h"
-#include "../vmm/standby.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/vm_standby.h"
 
 #include <limits.h>
 #include <stdio.h>

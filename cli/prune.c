@@ -1,6 +1,6 @@
 /* vmm prune: remove every sandbox that exited, died or expired. */
-#include "cli.h"
-#include "sandbox.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* vmm rm [-f] NAME...: remove stopped sandboxes (-f: stop them first). */
-#include "cli.h"
-#include "sandbox.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
 
 #include <string.h>
 

@@ -1,12 +1,10 @@
 /* vmm run: boot a kernel in a new VM and stay attached to its console.
  * The verb: its help, vmm run --image's arguments (image.h), and the
  * sandbox start it shares with restore, serve and create (launch.h). */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "image.h"
-#include "launch.h"
-#include "run_opts.h"
-#include "../vmm/vm.h"
+#include "cli/util/util.h"
+#include "cli/images/images.h"
+#include "cli/launch/launch.h"
+#include "vmm/vm.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,9 +2,8 @@
  * with no VM yet, serving the Firecracker-compatible API
  * (docs/control-api.md); the VM is built by PUT /actions InstanceStart or
  * PUT /snapshot/load, or at once from --config-file. */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "launch.h"
+#include "cli/util/util.h"
+#include "cli/launch/launch.h"
 
 #include <stdio.h>
 

@@ -1,10 +1,9 @@
 /* vmm snapshot SANDBOX DIR: pause, write a snapshot, resume (or stop). */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "sandbox.h"
-#include "../guest-init/json.h"
-#include "../vmm/log.h"
-#include "../vmm/snapshot.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/wire/json.h"
+#include "vmm/base/log.h"
+#include "vmm/vm_snapshot.h"
 
 #include <dirent.h>
 #include <errno.h>

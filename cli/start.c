@@ -1,7 +1,6 @@
 /* vmm start NAME: start a sandbox vmm create recorded (as vmm run -d). */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "sandbox.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>

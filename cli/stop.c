@@ -1,6 +1,6 @@
 /* vmm stop NAME...: through the guest, then forced after a timeout. */
-#include "cli.h"
-#include "sandbox.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
 
 #include <stdlib.h>
 #include <string.h>

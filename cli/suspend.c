@@ -1,8 +1,6 @@
 /* vmm suspend SANDBOX: standby in place (docs/snapshot.md, "Standby"). */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "sandbox.h"
-#include "standby.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
 
 #include <string.h>
 #include <time.h>

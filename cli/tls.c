@@ -1,5 +1,5 @@
-/* vmm-tls: the whole CLI, TLS libraries linked (cli/cli.h, docs/perf.md
+/* vmm-tls: the whole CLI, TLS libraries linked (cli/util/util.h, docs/perf.md
  * "Two binaries"). */
-#include "cli.h"
+#include "cli/util/util.h"
 
 const int cli_lean = 0;

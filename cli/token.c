@@ -1,9 +1,8 @@
-/* vmm token create|ls|rm: a sandbox's scoped access tokens (cli/tokens.h,
+/* vmm token create|ls|rm: a sandbox's scoped access tokens (cli/mcp/mcp_tokens.h,
  * docs/mcp.md). */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "sandbox.h"
-#include "tokens.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/mcp/mcp.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,11 +1,8 @@
 /* vmm top NAME [--json]: the detached processes in a sandbox (API v2). */
-#define _GNU_SOURCE
-#include "api_client.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "standby.h"
-#include "../guest-init/json.h"
-#include "../guest-init/proto.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/util/util.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
 
 #include <stdlib.h>
 #include <string.h>

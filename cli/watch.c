@@ -1,10 +1,7 @@
 /* vmm watch NAME PATH [--recursive] [--json]: file changes in a sandbox
  * as they happen (API v2, inotify in the guest). */
-#define _GNU_SOURCE
-#include "api_client.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "standby.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/util/util.h"
 
 #include <stdlib.h>
 #include <string.h>

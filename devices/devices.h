@@ -5,9 +5,9 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../vmm/bus.h"
-#include "../vmm/log.h"
-#include "../vmm/snapfmt.h"
+#include "vmm/base/bus.h"
+#include "vmm/base/log.h"
+#include "vmm/base/snapfmt.h"
 
 struct vm;
 

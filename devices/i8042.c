@@ -3,9 +3,8 @@
  * i8042.rs): enough for Linux's i8042 and atkbd drivers to probe it and for
  * the host to type Ctrl-Alt-Del. Register accesses come from vCPU threads,
  * the keys from the main thread: one lock. */
-#define _GNU_SOURCE
-#include "devices.h"
-#include "../vmm/vm.h"
+#include "devices/devices.h"
+#include "vmm/vm.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,8 +1,7 @@
 /* Small port-I/O devices: the vmm port (boot marker, power-off and the
  * API token window) and port 0x80. The i8042 is devices/i8042.c. */
-#define _GNU_SOURCE
-#include "devices.h"
-#include "../vmm/vm.h"
+#include "devices/devices.h"
+#include "vmm/vm.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -1,7 +1,6 @@
 /* The MMDS data store and its guest-facing HTTP: see mmds.h, docs/mmds.md. */
-#define _GNU_SOURCE
-#include "mmds.h"
-#include "../guest-init/json.h"
+#include "devices/mmds.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <fcntl.h>

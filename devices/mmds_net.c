@@ -1,7 +1,6 @@
 /* ARP and a minimal TCP server for the MMDS: see mmds_net.h. RFC 826
  * (ARP), RFC 791 (IPv4), RFC 9293 (TCP). */
-#define _GNU_SOURCE
-#include "mmds_net.h"
+#include "devices/mmds_net.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mmds.h"
+#include "devices/mmds.h"
 
 #define MMDS_NET_CONNS 16
 #define MMDS_NET_QUEUE 64

@@ -3,9 +3,8 @@
  * IIR priority (receive data over transmit-empty) and the line is driven at
  * the level IIR implies, as kvmtool does. Loopback mode is emulated because
  * Linux's autoconfig probes the UART with it. */
-#define _GNU_SOURCE
-#include "devices.h"
-#include "../vmm/vm.h"
+#include "devices/devices.h"
+#include "vmm/vm.h"
 
 #include <errno.h>
 #include <fcntl.h>

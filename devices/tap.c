@@ -1,6 +1,5 @@
 /* TAP interfaces; see tap.h. */
-#define _GNU_SOURCE
-#include "tap.h"
+#include "devices/tap.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../vmm/log.h"
+#include "vmm/base/log.h"
 
 #define VNET_HDR_LEN 12 /* struct virtio_net_hdr_v1 (virtio 1.2 section 5.1.6) */
 

@@ -1,11 +1,10 @@
 /* virtio-balloon (virtio 1.2 section 5.5). Every PFN the guest hands over
  * is checked against guest RAM before any page is touched, and pages go
- * back to the host only through gm_discard (vmm/gm.h): the device never
+ * back to the host only through gm_discard (vmm/base/gm.h): the device never
  * turns a guest number into a pointer itself. Its loop runs under the
  * device seccomp class (madvise is in the common set). */
-#define _GNU_SOURCE
-#include "virtio_balloon.h"
-#include "../vmm/kvopt.h"
+#include "devices/virtio_balloon.h"
+#include "vmm/base/kvopt.h"
 
 #include <endian.h>
 #include <errno.h>

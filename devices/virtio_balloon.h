@@ -3,13 +3,13 @@
  * inflate queue and the host frees them (gm_discard), takes them back on
  * the deflate queue; memory statistics on the stats queue, polled every
  * stats_polling_interval_s; free page reporting hands over free ranges.
- * Firecracker's /balloon routes drive it (vmm/fcapi_dev.c). */
+ * Firecracker's /balloon routes drive it (vmm/api/fcapi_dev.c). */
 #ifndef DEVICES_VIRTIO_BALLOON_H
 #define DEVICES_VIRTIO_BALLOON_H
 
 #include <stdint.h>
 
-#include "virtio_mmio.h"
+#include "devices/virtio_mmio.h"
 
 #define VIRTIO_ID_BALLOON 5
 

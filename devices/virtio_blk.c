@@ -2,9 +2,8 @@
  * device runs requests with preadv/pwritev/fdatasync/fallocate on its own
  * event-loop thread. A guest write is acknowledged only after pwritev
  * handed it to the host kernel, and FLUSH only after fdatasync. */
-#define _GNU_SOURCE
-#include "virtio_blk.h"
-#include "../vmm/kvopt.h"
+#include "devices/virtio_blk.h"
+#include "vmm/base/kvopt.h"
 
 #include <endian.h>
 #include <errno.h>

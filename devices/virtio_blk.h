@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "virtio_mmio.h"
+#include "devices/virtio_mmio.h"
 
 #define VIRTIO_ID_BLOCK 2
 

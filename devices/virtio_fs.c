@@ -2,9 +2,8 @@
  * the readable part holds struct fuse_in_header and its arguments, the
  * writable part receives struct fuse_out_header and the reply (5.11.6).
  * The FUSE server (fuse.c) sees the chain only as iovecs. */
-#define _GNU_SOURCE
-#include "virtio_fs.h"
-#include "../vmm/kvopt.h"
+#include "devices/virtio_fs.h"
+#include "vmm/base/kvopt.h"
 
 #include <endian.h>
 #include <errno.h>

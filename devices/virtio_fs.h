@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "fuse.h"
-#include "virtio_mmio.h"
+#include "devices/fuse/fuse.h"
+#include "devices/virtio_mmio.h"
 
 #define VIRTIO_ID_FS 26
 #define VIRTIO_FS_TAG_LEN 36          /* 5.11.4: tag[36], NUL-padded */

@@ -1,6 +1,5 @@
-#define _GNU_SOURCE
-#include "virtio_mmio.h"
-#include "../vmm/kvm.h"
+#include "devices/virtio_mmio.h"
+#include "vmm/base/kvm.h"
 
 #include <errno.h>
 #include <stddef.h>

@@ -13,12 +13,12 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "virtqueue.h"
-#include "../vmm/bus.h"
-#include "../vmm/evloop.h"
-#include "../vmm/log.h"
-#include "../vmm/ratelimit.h"
-#include "../vmm/snapfmt.h"
+#include "devices/virtqueue.h"
+#include "vmm/base/bus.h"
+#include "vmm/base/evloop.h"
+#include "vmm/base/log.h"
+#include "vmm/base/ratelimit.h"
+#include "vmm/base/snapfmt.h"
 
 #define VIRTIO_MMIO_SIZE 0x1000
 #define VIRTIO_MMIO_BASE 0xd0000000ull /* first device; each next +0x1000 */

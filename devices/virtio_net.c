@@ -6,9 +6,8 @@
  * frame that does not fit waits in the bounce buffer, the TAP is no longer
  * watched, and the kernel's TAP queue fills and drops); tx waits for the TAP
  * to be writable again. Nothing spins while idle. */
-#define _GNU_SOURCE
-#include "virtio_net.h"
-#include "../vmm/kvopt.h"
+#include "devices/virtio_net.h"
+#include "vmm/base/kvopt.h"
 
 #include <arpa/inet.h>
 #include <endian.h>

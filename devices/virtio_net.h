@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "mmds_net.h"
-#include "tap.h"
-#include "virtio_mmio.h"
-#include "../vmm/ratelimit.h"
+#include "devices/mmds_net.h"
+#include "devices/tap.h"
+#include "devices/virtio_mmio.h"
+#include "vmm/base/ratelimit.h"
 
 #define VIRTIO_ID_NET 1
 

@@ -2,9 +2,8 @@
  * buffers on its one queue, the device fills them from getrandom(2) and
  * hands them back. Its loop runs under the device seccomp class
  * (getrandom is in every class's common set). */
-#define _GNU_SOURCE
-#include "virtio_rng.h"
-#include "../vmm/kvopt.h"
+#include "devices/virtio_rng.h"
+#include "vmm/base/kvopt.h"
 
 #include <errno.h>
 #include <stdio.h>

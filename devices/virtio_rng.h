@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "virtio_mmio.h"
+#include "devices/virtio_mmio.h"
 
 #define VIRTIO_ID_RNG 4
 #define RNG_QUEUE_SIZE 256

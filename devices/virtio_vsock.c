@@ -1,8 +1,7 @@
 /* virtio-vsock device: see virtio_vsock.h for the host-side convention. */
-#define _GNU_SOURCE
-#include "virtio_vsock.h"
-#include "../vmm/kvopt.h"
-#include "../vmm/unixsock.h"
+#include "devices/virtio_vsock.h"
+#include "vmm/base/kvopt.h"
+#include "vmm/base/unixsock.h"
 
 #include <endian.h>
 #include <errno.h>

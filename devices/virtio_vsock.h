@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/un.h>
 
-#include "virtio_mmio.h"
+#include "devices/virtio_mmio.h"
 
 #define VIRTIO_ID_VSOCK 19
 #define VSOCK_HOST_CID 2

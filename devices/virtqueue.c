@@ -1,5 +1,4 @@
-#define _GNU_SOURCE
-#include "virtqueue.h"
+#include "devices/virtqueue.h"
 
 #include <endian.h>
 #include <errno.h>

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "../vmm/gm.h"
+#include "vmm/base/gm.h"
 
 #define VQ_MAX_SIZE 1024u     /* largest queue size a device offers */
 #define VQ_MAX_CHAIN 1024u    /* descriptors in one chain, indirect ones included */

@@ -1,11 +1,10 @@
 /* Sandbox API operations. Every connection runs in its own process (forked
  * by the init), so a crash or a slow client affects only that request. */
-#define _GNU_SOURCE
-#include "api.h"
-#include "ops.h"
-#include "tar.h"
-#include "proto.h"
-#include "vsock.h"
+#include "vmm/wire/api.h"
+#include "guest-init/ops.h"
+#include "vmm/wire/tar.h"
+#include "vmm/wire/proto.h"
+#include "vmm/wire/vsock.h"
 
 #include <dirent.h>
 #include <ctype.h>

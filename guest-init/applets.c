@@ -1,7 +1,6 @@
 /* Busybox applet links from a build-time list (applets.h). */
-#define _GNU_SOURCE
-#include "applets.h"
-#include "proto.h"
+#include "guest-init/applets.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,9 +1,8 @@
 /* The sandbox API's file operations (docs/api.md): read (v2: a range),
  * write (atomic; v2: owner), list, stat (v2: many paths, follow), mkdir,
  * remove, rename, readlink and symlink (v2). Each runs in the connection's own process. */
-#define _GNU_SOURCE
-#include "ops.h"
-#include "proto.h"
+#include "guest-init/ops.h"
+#include "vmm/wire/proto.h"
 
 #include <dirent.h>
 #include <errno.h>

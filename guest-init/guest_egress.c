@@ -1,8 +1,7 @@
 /* The guest side of the egress proxy: see egress.h. */
-#define _GNU_SOURCE
-#include "egress.h"
-#include "proto.h"
-#include "vsock.h"
+#include "guest-init/guest_egress.h"
+#include "vmm/wire/proto.h"
+#include "vmm/wire/vsock.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -2,10 +2,9 @@
  * every directory under it, new ones included), events coalesced over
  * "coalesce_ms" and sent as EVENT frames until the client disconnects.
  * Runs in the connection's own process, so its memory goes with it. */
-#define _GNU_SOURCE
-#include "watch.h"
-#include "ops.h"
-#include "proto.h"
+#include "guest-init/guest_watch.h"
+#include "guest-init/ops.h"
+#include "vmm/wire/proto.h"
 
 #include <dirent.h>
 #include <errno.h>

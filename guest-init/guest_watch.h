@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "json.h"
+#include "vmm/wire/json.h"
 
 #define WATCH_BATCH_MAX 256      /* events in one EVENT frame */
 #define WATCH_POOL (64u * 1024)  /* bytes of paths in one batch */

@@ -22,14 +22,13 @@
  *
  * Outside a VM (for tests): guest-init --serve-unix PATH serves the same
  * API on a Unix socket, without the PID 1 duties. */
-#define _GNU_SOURCE
-#include "api.h"
-#include "applets.h"
-#include "egress.h"
-#include "ops.h"
-#include "net.h"
-#include "proto.h"
-#include "vsock.h"
+#include "vmm/wire/api.h"
+#include "guest-init/applets.h"
+#include "guest-init/guest_egress.h"
+#include "guest-init/ops.h"
+#include "guest-init/net.h"
+#include "vmm/wire/proto.h"
+#include "vmm/wire/vsock.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,6 @@
 /* guest-init: network interface setup; see net.h. Plain ioctls (no
  * netlink), enough for one IPv4 address and a default route. */
-#define _GNU_SOURCE
-#include "net.h"
+#include "guest-init/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "api.h"
-#include "json.h"
+#include "vmm/wire/api.h"
+#include "vmm/wire/json.h"
 
 /* Replies (api.c). */
 void api_send_error(int fd, int e, const char *msg);

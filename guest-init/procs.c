@@ -17,10 +17,9 @@
  * resizes) is taken one frame at a time. Bounded: at most max_procs
  * processes are kept (the oldest finished one without readers goes when a
  * new one needs its place) and at most PROCS_MAX_CLIENTS connections. */
-#define _GNU_SOURCE
-#include "ops.h"
-#include "proto.h"
-#include "ring.h"
+#include "guest-init/ops.h"
+#include "vmm/wire/proto.h"
+#include "guest-init/ring.h"
 
 #include <errno.h>
 #include <fcntl.h>

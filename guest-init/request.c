@@ -3,12 +3,11 @@
  * reply frames every operation sends (api_send_*). Below the operations
  * (api.c, procs.c, files.c, watch.c, tar_ops.c), which all call in here
  * and are called by none of it. */
-#define _GNU_SOURCE
-#include "api.h"
-#include "ops.h"
-#include "proto.h"
-#include "tar.h"
-#include "vsock.h"
+#include "vmm/wire/api.h"
+#include "guest-init/ops.h"
+#include "vmm/wire/proto.h"
+#include "vmm/wire/tar.h"
+#include "vmm/wire/vsock.h"
 
 #include <ctype.h>
 #include <errno.h>

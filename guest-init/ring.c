@@ -1,4 +1,4 @@
-#include "ring.h"
+#include "guest-init/ring.h"
 
 #include <errno.h>
 #include <stdlib.h>

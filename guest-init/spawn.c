@@ -1,9 +1,8 @@
 /* Starting a command for the sandbox API: environment, pipes or a pty,
  * a new session, default signal dispositions; an exec failure is reported
  * back through a close-on-exec pipe. */
-#define _GNU_SOURCE
-#include "ops.h"
-#include "egress.h"
+#include "guest-init/ops.h"
+#include "guest-init/guest_egress.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -355,7 +354,7 @@ fail_noep:
 	return -1;
 }
 
-/* The egress proxy's guest side (guest-init/egress.h) listens on
+/* The egress proxy's guest side (guest-init/guest_egress.h) listens on
  * 127.0.0.1:port: commands get the variables HTTP clients look for, and,
  * when the proxy intercepts HTTPS, where the bundle with its CA is
  * (OpenSSL, Python requests, curl, git; Node adds NODE_EXTRA_CA_CERTS to

@@ -1,11 +1,10 @@
 /* The sandbox API's directory streams (docs/api.md, version 2): tar_get
  * archives a guest path into DATA frames, tar_put extracts the DATA
- * frames it is sent under a guest directory (guest-init/tar.h does the
+ * frames it is sent under a guest directory (vmm/wire/tar.h does the
  * format and the checks). Each runs in the connection's own process. */
-#define _GNU_SOURCE
-#include "ops.h"
-#include "proto.h"
-#include "tar.h"
+#include "guest-init/ops.h"
+#include "vmm/wire/proto.h"
+#include "vmm/wire/tar.h"
 
 #include <errno.h>
 #include <fcntl.h>

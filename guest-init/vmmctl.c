@@ -3,7 +3,6 @@
  *   vmmctl poweroff   sync filesystems and ask the VMM to power off
  * Static (musl), no runtime dependency. The port is documented in
  * docs/devices.md; guest-init will take this over. */
-#define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
 #include <sys/io.h>

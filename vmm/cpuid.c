@@ -1,5 +1,4 @@
-#define _GNU_SOURCE
-#include "cpuid.h"
+#include "vmm/cpuid.h"
 
 #include <cpuid.h>
 #include <errno.h>

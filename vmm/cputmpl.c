@@ -1,8 +1,7 @@
 /* Firecracker's custom CPU templates: see cputmpl.h. */
-#define _GNU_SOURCE
-#include "cputmpl.h"
-#include "cpuid.h"
-#include "../guest-init/json.h"
+#include "vmm/cputmpl.h"
+#include "vmm/cpuid.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <stdarg.h>

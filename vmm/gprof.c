@@ -1,7 +1,6 @@
 /* Guest RIP sampling: see gprof.h. */
-#define _GNU_SOURCE
-#include "gprof.h"
-#include "log.h"
+#include "vmm/gprof.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* Idle accounting for auto-standby: see idle.h. */
-#include "idle.h"
+#include "vmm/idle.h"
 
 #include <limits.h>
 

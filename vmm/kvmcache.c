@@ -1,7 +1,6 @@
 /* Per-host cache of KVM's supported CPUID and MSR list (vmm/kvmcache.h). */
-#define _GNU_SOURCE
-#include "kvmcache.h"
-#include "../guest-init/proto.h"
+#include "vmm/kvmcache.h"
+#include "vmm/wire/proto.h"
 
 #include <cpuid.h>
 #include <errno.h>

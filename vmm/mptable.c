@@ -1,5 +1,4 @@
-#define _GNU_SOURCE
-#include "mptable.h"
+#include "vmm/mptable.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,6 +1,5 @@
 /* The guest's ready notice (vmm/notice.h, docs/vsock.md). */
-#define _GNU_SOURCE
-#include "notice.h"
+#include "vmm/notice.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,9 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../guest-init/proto.h"
-#include "log.h"
-#include "unixsock.h"
+#include "vmm/wire/proto.h"
+#include "vmm/base/log.h"
+#include "vmm/base/unixsock.h"
 
 void notice_init(struct notice *n)
 {

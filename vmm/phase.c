@@ -1,13 +1,12 @@
 /* Start-up phases (vmm/phase.h, docs/perf.md). */
-#define _GNU_SOURCE
-#include "phase.h"
+#include "vmm/phase.h"
 
 #include <linux/kvm.h>
 
 #include <stdio.h>
 #include <time.h>
 
-#include "log.h"
+#include "vmm/base/log.h"
 
 static const char *const names[PHASE_NR] = {
 	[PHASE_CLI] = "cli",         [PHASE_KVM] = "kvm",

@@ -1,6 +1,5 @@
 /* vmm/sched_slice.c: see sched_slice.h. */
-#define _GNU_SOURCE
-#include "sched_slice.h"
+#include "vmm/sched_slice.h"
 
 #include <errno.h>
 #include <sched.h>

@@ -1,7 +1,6 @@
 /* seccomp allow-lists, assembled as classic BPF (see seccomp.h). */
-#define _GNU_SOURCE
-#include "seccomp.h"
-#include "vm.h" /* VM_INTERRUPT_SIGNAL */
+#include "vmm/seccomp.h"
+#include "vmm/vm.h" /* VM_INTERRUPT_SIGNAL */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,7 +76,7 @@ static const unsigned device_ioctls[] = {
  * its shared directory (O_PATH descriptors, *at() calls relative to them,
  * openat2 with RESOLVE_BENEATH, xattrs, the descriptor limit it raises
  * at setup, and its own ids: a guest chown may only give a file to them,
- * devices/fuse_priv.c). */
+ * devices/fuse/fuse_priv.c). */
 static const short fs_calls[] = {
 	__NR_openat, __NR_open, __NR_openat2, __NR_newfstatat, __NR_statx, __NR_getdents64,
 	__NR_renameat, __NR_renameat2, __NR_linkat, __NR_symlinkat, __NR_unlinkat,
@@ -114,7 +113,7 @@ static const short main_calls[] = {
 	__NR_sched_getaffinity, __NR_getuid, __NR_geteuid, __NR_getgid, __NR_getegid,
 	__NR_getppid, __NR_umask, __NR_uname, __NR_prlimit64, __NR_getcwd,
 	__NR_memfd_create, __NR_flock, __NR_sysinfo, __NR_msync, __NR_prctl, __NR_seccomp,
-	__NR_getpgrp, /* the console: is this process group the terminal's foreground? (vmm/tty.h) */
+	__NR_getpgrp, /* the console: is this process group the terminal's foreground? (vmm/base/tty.h) */
 };
 /* Published ports: accept on the host TCP port, connect to the vsock
  * Unix socket, one thread per connection. */
@@ -125,7 +124,7 @@ static const short publish_calls[] = {
 	__NR_set_robust_list, __NR_rseq, __NR_rt_sigaction, __NR_lseek,
 };
 
-/* The egress proxy (cli/egress.c): accept on the vsock-side Unix socket,
+/* The egress proxy (cli/egress/egress_proxy.c): accept on the vsock-side Unix socket,
  * one thread per connection, getaddrinfo and a TCP connect (with a
  * timeout: non-blocking connect, poll, SO_ERROR) to the upstream, TLS over
  * it, the JSON line appended to egress.log (an fd opened before). The
@@ -155,7 +154,7 @@ static const short egress_calls[] = {
 	__NR_rt_sigaction, /* glibc's first pthread_create sets its internal handlers */
 };
 
-/* The CLI's helper child (cli/run.c start_helper, cli/api_client.c): Unix
+/* The CLI's helper child (cli/run.c start_helper, cli/sandbox/api_client.c): Unix
  * socket connects to the vsock socket (readiness, the sync op, the
  * command), poll over the socket, a signalfd and stdin, the terminal for
  * -t (raw mode, window size), the signals it forwards (signalfd, sigaction
@@ -167,7 +166,7 @@ static const short helper_calls[] = {
 	__NR_ioctl, __NR_rt_sigaction, __NR_signalfd4, __NR_kill, __NR_getppid, __NR_openat,
 	__NR_newfstatat,
 	__NR_lseek, /* dprintf (the CONNECT line) asks its stream's position */
-	__NR_getpgrp, /* stdin read only from the terminal's foreground (vmm/tty.h) */
+	__NR_getpgrp, /* stdin read only from the terminal's foreground (vmm/base/tty.h) */
 };
 
 /* What glibc's allocator does on its own, inside malloc, free or realloc,

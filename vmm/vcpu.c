@@ -1,13 +1,12 @@
 /* vCPUs: creation (CPUID, MSRs, LAPIC, boot registers), one thread each,
  * and the exit dispatch. */
-#define _GNU_SOURCE
-#include "vcpu.h"
-#include "gprof.h"
-#include "thread.h"
-#include "log.h"
-#include "vm.h"
-#include "seccomp.h"
-#include "../boot/layout.h"
+#include "vmm/vcpu.h"
+#include "vmm/gprof.h"
+#include "vmm/base/thread.h"
+#include "vmm/base/log.h"
+#include "vmm/vm.h"
+#include "vmm/seccomp.h"
+#include "boot/layout.h"
 
 #include <errno.h>
 #include <signal.h>

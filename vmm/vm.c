@@ -1,16 +1,15 @@
 /* VM lifecycle (vm.h): build everything in order, tear down in reverse.
  * The boot of a fresh VM is vm_boot.c's, the run loop and the stop
  * sequence vm_run.c's, pause and resume vm_pause.c's (vm_priv.h). */
-#define _GNU_SOURCE
-#include "vm.h"
-#include "vm_priv.h"
-#include "snapshot.h"
-#include "log.h"
-#include "vcpu.h"
-#include "../guest-init/proto.h"
-#include "kvmcache.h"
-#include "zpages.h"
-#include "../boot/layout.h"
+#include "vmm/vm.h"
+#include "vmm/vm_priv.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/base/log.h"
+#include "vmm/vcpu.h"
+#include "vmm/wire/proto.h"
+#include "vmm/kvmcache.h"
+#include "vmm/base/zpages.h"
+#include "boot/layout.h"
 
 #include <errno.h>
 #include <fcntl.h>

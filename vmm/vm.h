@@ -8,16 +8,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "idle.h"
-#include "bus.h"
-#include "cpuid.h"
-#include "cputmpl.h"
-#include "gm.h"
-#include "kvm.h"
-#include "notice.h"
-#include "phase.h"
-#include "tty.h"
-#include "uffd.h"
+#include "vmm/idle.h"
+#include "vmm/base/bus.h"
+#include "vmm/cpuid.h"
+#include "vmm/cputmpl.h"
+#include "vmm/base/gm.h"
+#include "vmm/base/kvm.h"
+#include "vmm/notice.h"
+#include "vmm/phase.h"
+#include "vmm/base/tty.h"
+#include "vmm/base/uffd.h"
 
 struct pollfd;
 struct snapshot;
@@ -35,13 +35,13 @@ struct vm_poll_source {
 };
 #define VM_MAX_POLL_SOURCES 2
 #define VM_POLL_SOURCE_FDS 32 /* all sources' max together */
-#include "../devices/devices.h"
-#include "../devices/virtio_blk.h"
-#include "../devices/virtio_net.h"
-#include "../devices/virtio_fs.h"
-#include "../devices/virtio_vsock.h"
-#include "../devices/virtio_rng.h"
-#include "../devices/virtio_balloon.h"
+#include "devices/devices.h"
+#include "devices/virtio_blk.h"
+#include "devices/virtio_net.h"
+#include "devices/virtio_fs.h"
+#include "devices/virtio_vsock.h"
+#include "devices/virtio_rng.h"
+#include "devices/virtio_balloon.h"
 
 #define VM_MAX_VCPUS 64
 #define VM_DEFAULT_MEM_MIB 512
@@ -65,7 +65,7 @@ enum vm_exit_reason {
 	VM_EXIT_CONSOLE,     /* the user typed the console escape (Ctrl-A x) */
 	VM_EXIT_STOPPED,     /* stopped through the control socket */
 	VM_EXIT_EXPIRED,     /* its time to live (--ttl) ran out */
-	VM_EXIT_STANDBY,     /* suspended in place (vmm/standby.h) */
+	VM_EXIT_STANDBY,     /* suspended in place (vmm/vm_standby.h) */
 };
 
 /* Process exit status for each reason (documented in docs/exit-status.md). */
@@ -88,7 +88,7 @@ struct vm_config {
 	uint64_t console_limit;  /* this many bytes, then renamed PATH.1 (0: never) */
 	int console_tty;         /* console_in is a terminal: vm_run reads it and
 				    keeps it in raw mode only while the VMM is its
-				    foreground process group (vmm/tty.h) */
+				    foreground process group (vmm/base/tty.h) */
 	pid_t sigint_helper;     /* >0: while this child lives, a terminal's SIGINT
 				    (Ctrl-C: si_code SI_KERNEL) is its to act on:
 				    it forwards it to the command in the guest, or
@@ -126,7 +126,7 @@ struct vm_config {
 	struct snapshot *restore;/* non-NULL: build the VM from this snapshot */
 	struct uffd_backend *uffd;/* with restore, non-NULL: guest memory already
 				    mapped and handed to a page-fault handler
-				    (PUT /snapshot/load's Uffd backend, vmm/uffd.h);
+				    (PUT /snapshot/load's Uffd backend, vmm/base/uffd.h);
 				    vm_create takes it over at its memory step
 				    (left empty); the caller closes what is left */
 	uint64_t expire_ns;      /* log_now_ns() deadline (--ttl), 0: none */
@@ -139,7 +139,7 @@ struct vm_config {
 				    in-place updates (docs/snapshot.md); off: no
 				    KVM dirty log, no bitmap, no cost */
 	const char *standby_dir; /* the sandbox's folder: it can go on standby
-				    there (vmm/standby.h); NULL: it cannot */
+				    there (vmm/vm_standby.h); NULL: it cannot */
 	uint64_t idle_timeout_ns;/* auto-standby after this long idle (vmm/idle.h); 0: never */
 };
 
@@ -209,7 +209,7 @@ struct vm {
 	int dirty_manual;        /* KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2 enabled */
 	char snap_dir[4096];     /* the snapshot the bitmap counts from (the last
 				    one written or restored), "" if none */
-	uint8_t snap_id[16];     /* its ID (vmm/snapdiff.h) */
+	uint8_t snap_id[16];     /* its ID (vmm/base/snapfmt_diff.h) */
 
 	_Atomic uint64_t first_run_ns; /* first KVM_RUN, since cfg.t0_ns */
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */

@@ -2,15 +2,14 @@
  * the host's and one virtio_mmio.device= per device), the kernel (ELF read
  * straight into guest RAM, or a bzImage) and initrd loaded, boot_params,
  * the page tables and the MP table written, vCPU 0's entry state. */
-#define _GNU_SOURCE
-#include "vm.h"
-#include "vm_priv.h"
-#include "log.h"
-#include "mptable.h"
-#include "vcpu.h"
-#include "../boot/layout.h"
-#include "../boot/loader.h"
-#include "../guest-init/proto.h"
+#include "vmm/vm.h"
+#include "vmm/vm_priv.h"
+#include "vmm/base/log.h"
+#include "vmm/mptable.h"
+#include "vmm/vcpu.h"
+#include "boot/layout.h"
+#include "boot/loader.h"
+#include "vmm/wire/proto.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -25,7 +24,7 @@
  * on kvm_pvm): no XSAVE, and the features its emulator lacks cleared even if
  * a CPU template let them through. clearcpuid= reads 128 characters.
  * kvm-clock as the clocksource: that KVM does not set the guest's TSC on a
- * restore (vmm/snapshot.c check_tsc), so with the TSC as clocksource a
+ * restore (vmm/vm_snapshot.c check_tsc), so with the TSC as clocksource a
  * clone's monotonic clock jumps by the snapshot's age and its kernel then
  * walks NTP's once-a-second work and the load decay across the jump;
  * kvm-clock follows KVM_SET_CLOCK and stays continuous (docs/perf.md,

@@ -4,11 +4,10 @@
  * vm_create picks one by cfg->restore. Above vm.c, vm_boot.c and the
  * snapshot files, so that the VM object does not reach into the restore
  * path. */
-#define _GNU_SOURCE
-#include "vm.h"
-#include "vm_priv.h"
-#include "snapshot.h"
-#include "log.h"
+#include "vmm/vm.h"
+#include "vmm/vm_priv.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/base/log.h"
 
 #include <linux/kvm.h>
 #include <stdio.h>

@@ -4,9 +4,8 @@
  * kernel-up and ready marks. A leaf under the VM's other files: vm_run.c,
  * vcpu.c, vm_pause.c and standby.c all reach it, and it reaches none of
  * them. */
-#define _GNU_SOURCE
-#include "vm.h"
-#include "log.h"
+#include "vmm/vm.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -2,10 +2,9 @@
  * kicked out of KVM_RUN and parks on the pause condition variable, then
  * every device loop parks between two handler calls; resume undoes it in
  * reverse. */
-#define _GNU_SOURCE
-#include "vm.h"
-#include "log.h"
-#include "vcpu.h"
+#include "vmm/vm.h"
+#include "vmm/base/log.h"
+#include "vmm/vcpu.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -4,17 +4,16 @@
  * seccomp lockdown before it and the stop sequence after it, and
  * Ctrl-Alt-Del (the i8042, else guest-init over vsock). The exit reasons
  * and vm_request_exit are vm_exit.c's. */
-#define _GNU_SOURCE
-#include "vm.h"
-#include "thread.h"
-#include "standby.h"
-#include "log.h"
-#include "vcpu.h"
-#include "gprof.h"
-#include "sched_slice.h"
-#include "seccomp.h"
-#include "../guest-init/json.h"
-#include "../guest-init/proto.h"
+#include "vmm/vm.h"
+#include "vmm/base/thread.h"
+#include "vmm/vm_standby.h"
+#include "vmm/base/log.h"
+#include "vmm/vcpu.h"
+#include "vmm/gprof.h"
+#include "vmm/sched_slice.h"
+#include "vmm/seccomp.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -68,7 +67,7 @@ static int console_input(struct vm *vm, int *escape_pending)
 	got = read(vm->cfg.console_in, buf, space);
 	if (got <= 0) {
 		/* EIO: a terminal we just lost to another process group; read
-		 * again once we have it back (vmm/tty.h). */
+		 * again once we have it back (vmm/base/tty.h). */
 		if (got < 0 && errno == EIO && vm->cfg.console_tty)
 			tty_update(&vm->tty);
 		else if (got == 0 || (errno != EINTR && errno != EAGAIN))
@@ -241,7 +240,7 @@ static int run_start(struct vm *vm, sigset_t *old)
 
 /* The console's part of p[]: its input while the serial FIFO has room,
  * else the FIFO's room-again eventfd; a terminal only from the foreground
- * (vmm/tty.h): in the background, look again now and then (`fg`). */
+ * (vmm/base/tty.h): in the background, look again now and then (`fg`). */
 static void run_poll_console(struct vm *vm, struct run_poll *rp)
 {
 	if (vm->cfg.console_tty && vm->cfg.console_in >= 0 && !tty_update(&vm->tty))

@@ -3,16 +3,13 @@
  * Every piece of state goes through one "visit" function per structure
  * that writes it (save) or reads it (restore), so the two directions
  * cannot drift apart; the file format is those visits in order. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include "snapshot.h"
-#include "snapfmt.h"
-#include "snapshot_priv.h"
-#include "log.h"
-#include "zpages.h"
-#include "vcpu.h"
-#include "../devices/mmds.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/base/snapfmt.h"
+#include "vmm/vm_snapshot_priv.h"
+#include "vmm/base/log.h"
+#include "vmm/base/zpages.h"
+#include "vmm/vcpu.h"
+#include "devices/mmds.h"
 
 #include <cpuid.h>
 #include <dirent.h>
@@ -980,7 +977,7 @@ int snap_build_state(struct vm *vm, struct sbuf *b, struct snap_conf *conf, cons
 /* The config part of the state; writable disks copied to
  * copy_dir/diskN<suffix> as they are now (the loops are paused: every write
  * the guest saw completed is in the file), or with copy_dir NULL left in
- * place, synced, recorded by path with no copy (standby, vmm/standby.h). */
+ * place, synced, recorded by path with no copy (standby, vmm/vm_standby.h). */
 int snap_fill_conf(struct vm *vm, struct snap_conf *conf, const char *copy_dir, const char *suffix)
 {
 	char p[PATH_MAX], copy[40];

@@ -16,10 +16,10 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "snapdiff.h"
-#include "snapfmt.h"
-#include "snapmmds.h"
-#include "vm.h"
+#include "vmm/base/snapfmt_diff.h"
+#include "vmm/base/snapfmt.h"
+#include "vmm/vm_snapshot_mmds.h"
+#include "vmm/vm.h"
 
 #define SNAP_STATE_FILE "state"
 #define SNAP_MEMORY_FILE "memory"
@@ -152,7 +152,7 @@ int snapshot_update_inplace(struct vm *vm, const char *dir, struct snap_stats *s
 	__attribute__((warn_unused_result));
 int snapshot_update_inplace_f(struct vm *vm, const char *dir, struct snap_stats *st,
 			      const struct snap_fault *f) __attribute__((warn_unused_result));
-/* With `disks_in_place`: the standby's repeated suspends (vmm/standby.h).
+/* With `disks_in_place`: the standby's repeated suspends (vmm/vm_standby.h).
  * Writable disks are not copied but fdatasync'd where they are and
  * recorded by path, as vm_snapshot_in_place does; only the dirty pages
  * (journal, then in place) and the state change. A failure after the
@@ -163,7 +163,7 @@ int snapshot_update_inplace_ex(struct vm *vm, const char *dir, struct snap_stats
 
 /* The same with every writable disk left in place, fdatasync'd, recorded
  * by path with no copy (its `file` empty): a sandbox's own standby state
- * (vmm/standby.h), restored only in place. */
+ * (vmm/vm_standby.h), restored only in place. */
 int vm_snapshot_in_place(struct vm *vm, const char *dir, uint64_t *mem_written)
 	__attribute__((warn_unused_result));
 

@@ -1,11 +1,10 @@
 /* Diff snapshots and in-place updates of a VM: dirty tracking in KVM,
  * restoring a diff chain, merging, and the in-place update (snapshot.h;
  * formats and the commit in snapdiff.c; docs/snapshot.md). */
-#define _GNU_SOURCE
-#include "snapshot.h"
-#include "snapfmt.h"
-#include "snapshot_priv.h"
-#include "log.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/base/snapfmt.h"
+#include "vmm/vm_snapshot_priv.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,6 @@
 /* The MMDS record of a snapshot: see snapmmds.h. */
-#define _GNU_SOURCE
-#include "snapmmds.h"
-#include "../devices/mmds.h"
+#include "vmm/vm_snapshot_mmds.h"
+#include "devices/mmds.h"
 
 #include <endian.h>
 #include <errno.h>

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "snapfmt.h"
+#include "vmm/base/snapfmt.h"
 
 #define SNAP_TAG_MMDS SNAP_TAG('M', 'M', 'D', 'S')
 

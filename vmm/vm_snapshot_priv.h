@@ -2,7 +2,7 @@
 #ifndef VMM_SNAPSHOT_PRIV_H
 #define VMM_SNAPSHOT_PRIV_H
 
-#include "snapshot.h"
+#include "vmm/vm_snapshot.h"
 
 /* The config of a paused VM; writable disks copied to
  * copy_dir/diskN<suffix>. 0 or -errno (logged). */

@@ -1,6 +1,5 @@
 /* Standby: suspend in place, the write and commit order (standby.h). */
-#define _GNU_SOURCE
-#include "standby.h"
+#include "vmm/vm_standby.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,11 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "snapshot.h"
-#include "snapdiff.h"
-#include "snapfmt.h"
-#include "vm.h"
+#include "vmm/base/log.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/base/snapfmt_diff.h"
+#include "vmm/base/snapfmt.h"
+#include "vmm/vm.h"
 
 static int join(char *out, size_t len, const char *dir, const char *name)
 {

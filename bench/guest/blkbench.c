@@ -3,7 +3,6 @@
  *   blkbench DEVICE SIZE_MIB SECONDS
  * Prints one line per figure: "blkbench: seq-write MB/s", "seq-read MB/s",
  * "rand-read-4k IOPS". The device's first SIZE_MIB are overwritten. */
-#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,8 +1,7 @@
 /* Dockerfile parsing and word expansion (dockerfile.h). */
-#define _GNU_SOURCE
-#include "dockerfile.h"
-#include "oci_image.h"
-#include "../guest-init/json.h"
+#include "cli/dockerfile/dockerfile_parse.h"
+#include "cli/images/images.h"
+#include "vmm/wire/json.h"
 
 #include <ctype.h>
 #include <errno.h>

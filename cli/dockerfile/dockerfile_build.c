@@ -2,11 +2,9 @@
  * steps in order and each instruction's executor. A stage's state and the
  * image config are dockerfile_stage.c's, the step cache
  * dockerfile_cache.c's, COPY/ADD dockerfile_copy.c's. */
-#define _GNU_SOURCE
-#include "dockerfile_priv.h"
-#include "oci_image.h"
-#include "oci_unpack.h"
-#include "../guest-init/json.h"
+#include "cli/dockerfile/dockerfile_priv.h"
+#include "cli/images/images.h"
+#include "vmm/wire/json.h"
 
 #include <dirent.h>
 #include <errno.h>

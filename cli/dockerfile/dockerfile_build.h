@@ -16,7 +16,7 @@
 #include <limits.h>
 #include <stdio.h>
 
-#include "dockerfile.h"
+#include "cli/dockerfile/dockerfile_parse.h"
 
 struct dfb_run {
 	const char *const *argv;

@@ -2,10 +2,9 @@
  * key (the parent's key, the instruction, what it depends on), its tree
  * under CACHE/KEY/root, a work copy of a stage's tree for a step to change
  * and its commit as the step's entry, and a base image's tree. */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "dockerfile_priv.h"
-#include "oci_image.h"
+#include "cli/util/util.h"
+#include "cli/dockerfile/dockerfile_priv.h"
+#include "cli/images/images.h"
 
 #include <errno.h>
 #include <fcntl.h>

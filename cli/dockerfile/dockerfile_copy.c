@@ -3,9 +3,8 @@
  * inside their root (openat2 RESOLVE_IN_ROOT), copied into the step's tree
  * with *at() calls that never follow a link out of it, hashed for the
  * step's cache key. */
-#define _GNU_SOURCE
-#include "dockerfile_priv.h"
-#include "oci_unpack.h"
+#include "cli/dockerfile/dockerfile_priv.h"
+#include "cli/images/images.h"
 
 #include <dirent.h>
 #include <errno.h>

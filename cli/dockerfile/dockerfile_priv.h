@@ -7,8 +7,8 @@
 
 #include <limits.h>
 
-#include "dockerfile_build.h"
-#include "oci_image.h"
+#include "cli/dockerfile/dockerfile_build.h"
+#include "cli/images/images.h"
 
 /* A list of malloc'd strings. */
 struct strv {

@@ -1,10 +1,9 @@
 /* The Dockerfile builder's stage state (dockerfile_priv.h): string lists,
  * a stage's ENV/ARG/CMD/... from a base image's config and into the
  * built image's config.json, the variables an instruction sees. */
-#define _GNU_SOURCE
-#include "dockerfile_priv.h"
-#include "oci_image.h"
-#include "../guest-init/json.h"
+#include "cli/dockerfile/dockerfile_priv.h"
+#include "cli/images/images.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <stdio.h>

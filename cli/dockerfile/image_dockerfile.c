@@ -5,16 +5,12 @@
  * from the step's tree (mkfs.ext4 -d, then `vmm run --disk ...,root --
  * CMD`) and reads the changed tree back the same way; the last stage's
  * tree becomes a new image version with its config as the defaults. */
-#define _GNU_SOURCE
-#include "image.h"
-#include "cli.h"
-#include "dockerfile.h"
-#include "dockerfile_build.h"
-#include "oci_image.h"
-#include "oci_unpack.h"
-#include "rdump.h"
-#include "run_opts.h"
-#include "../vmm/log.h"
+#include "cli/images/images.h"
+#include "cli/util/util.h"
+#include "cli/dockerfile/dockerfile_parse.h"
+#include "cli/dockerfile/dockerfile_build.h"
+#include "cli/launch/launch.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

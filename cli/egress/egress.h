@@ -10,10 +10,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "egress_http.h"
-#include "egress_pol.h"
+#include "cli/egress/egress_http.h"
+#include "cli/egress/egress_pol.h"
 
-#include "../vmm/ratelimit.h"
+#include "vmm/base/ratelimit.h"
 
 #define EGRESS_VSOCK_PORT 3128 /* and the guest's 127.0.0.1 TCP port */
 #define EGRESS_MAX_CONNS EG_MAX_CONNS

@@ -1,11 +1,10 @@
 /* The egress proxy's control: `vmm egress set`'s request (the policy read
  * and checked here, with the values it names) and the proxy's side of its
  * control socket, EGRESS_CTL_SOCK (docs/egress.md, "Changing the policy"). */
-#define _GNU_SOURCE
-#include "egress_priv.h"
-#include "../guest-init/json.h"
-#include "../guest-init/proto.h"
-#include "../vmm/log.h"
+#include "cli/egress/egress_priv.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <poll.h>

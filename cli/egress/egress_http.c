@@ -1,7 +1,6 @@
 /* The egress proxy's parser, policy and header rewriting: see egress_http.h. */
-#define _GNU_SOURCE
-#include "egress_http.h"
-#include "../guest-init/json.h"
+#include "cli/egress/egress_http.h"
+#include "vmm/wire/json.h"
 
 #include <ctype.h>
 #include <stddef.h>

@@ -1,7 +1,6 @@
 /* The egress proxy's live policy: see egress_pol.h. */
-#define _GNU_SOURCE
-#include "egress_pol.h"
-#include "../guest-init/json.h"
+#include "cli/egress/egress_pol.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * current when it starts and keeps it to its end, so a change applies
  * from the next request on (inside an intercepted tunnel too) and never
  * under a request's feet; the last reference frees the old one, its
- * credentials wiped. No I/O here: tests/unit/test_egress_pol.c swaps it
+ * credentials wiped. No I/O here: tests/unit/cli/egress/test_egress_pol.c swaps it
  * under concurrent readers. */
 #ifndef CLI_EGRESS_POL_H
 #define CLI_EGRESS_POL_H
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "egress_http.h"
+#include "cli/egress/egress_http.h"
 
 struct eg_live {
 	_Atomic unsigned refs;   /* the holder's, while current, and one per user */

@@ -3,7 +3,7 @@
 #ifndef CLI_EGRESS_PRIV_H
 #define CLI_EGRESS_PRIV_H
 
-#include "egress.h"
+#include "cli/egress/egress.h"
 
 #define POLICY_MAX (1 << 20)
 

@@ -1,15 +1,14 @@
 /* The egress proxy's server: see egress.h and docs/egress.md. */
-#define _GNU_SOURCE
-#include "egress.h"
-#include "egress_priv.h"
-#include "egress_tls.h"
-#include "sandbox.h"
-#include "../guest-init/json.h"
-#include "../guest-init/proto.h"
-#include "../vmm/log.h"
-#include "../vmm/seccomp.h"
-#include "../vmm/thread.h"
-#include "../vmm/unixsock.h"
+#include "cli/egress/egress.h"
+#include "cli/egress/egress_priv.h"
+#include "cli/egress/egress_tls.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
+#include "vmm/base/log.h"
+#include "vmm/seccomp.h"
+#include "vmm/base/thread.h"
+#include "vmm/base/unixsock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -965,7 +964,7 @@ static void *accept_thread(void *arg)
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	/* The VMM's stack size, not RLIMIT_STACK's 8 MiB per connection
-	 * (vmm/thread.h). */
+	 * (vmm/base/thread.h). */
 	pthread_attr_setstacksize(&attr, VMM_THREAD_STACK);
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = e->fd, .events = POLLIN }, { .fd = e->ctl_fd, .events = POLLIN } };

@@ -1,7 +1,6 @@
 /* The egress proxy's TLS interception: see egress_tls.h. */
-#define _GNU_SOURCE
-#include "egress_tls.h"
-#include "../vmm/log.h"
+#include "cli/egress/egress_tls.h"
+#include "vmm/base/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -8,7 +8,7 @@
 #include <openssl/ssl.h>
 #include <time.h>
 
-#include "egress_tunnel.h"
+#include "cli/egress/egress_tunnel.h"
 
 #define EGTLS_CA_FILE "egress-ca.pem"  /* key and certificate, mode 0600 */
 #define EGTLS_LEAF_DAYS 1               /* a leaf's validity */

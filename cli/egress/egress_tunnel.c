@@ -1,7 +1,6 @@
 /* The egress proxy inside tunnels, pure half: see egress_tunnel.h. */
-#define _GNU_SOURCE
-#include "egress_tunnel.h"
-#include "../vmm/http.h"
+#include "cli/egress/egress_tunnel.h"
+#include "vmm/base/http.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* The egress proxy inside tunnels, its pure half (docs/egress.md,
  * "HTTPS"): the ClientHello's server name, the upstream's response head,
  * and the request loop of an intercepted tunnel over abstract byte
- * streams. No OpenSSL and no sockets here: cli/egress_tls.c gives the loop
+ * streams. No OpenSSL and no sockets here: cli/egress/egress_tls.c gives the loop
  * TLS streams, unit tests and fuzz_egress give it memory. */
 #ifndef CLI_EGRESS_TUNNEL_H
 #define CLI_EGRESS_TUNNEL_H
@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "egress_http.h"
+#include "cli/egress/egress_http.h"
 
 /* TLS record header plus the largest record (RFC 8446 section 5.1). */
 #define EG_HELLO_MAX (5 + 16384)

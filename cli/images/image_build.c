@@ -6,12 +6,11 @@
  * makes the ext4 image with mkfs.ext4 -d. The version is BUILDING while
  * that runs and becomes BUILT (and NAME:latest) only at the end; any
  * failure leaves it FAILED with the reason and no root filesystem. */
-#define _GNU_SOURCE
-#include "image.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "oci_unpack.h"
-#include "../vmm/log.h"
+#include "cli/images/images.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/images/oci_unpack.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,16 +3,15 @@
  * image layout become image versions (their layers unpacked by
  * oci_unpack.c onto the version's staging tree, then ext4 as any build);
  * export writes a version back as an OCI archive. */
-#define _GNU_SOURCE
-#include "image.h"
-#include "cli.h"
-#include "oci_image.h"
-#include "rdump.h"
-#include "oci_unpack.h"
-#include "registry.h"
-#include "unpack_cache.h"
-#include "../guest-init/json.h"
-#include "../vmm/log.h"
+#include "cli/images/images.h"
+#include "cli/util/util.h"
+#include "cli/images/oci_image.h"
+#include "cli/images/rdump.h"
+#include "cli/images/oci_unpack.h"
+#include "cli/images/registry.h"
+#include "cli/images/unpack_cache.h"
+#include "vmm/wire/json.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,13 +1,12 @@
 /* vmm image: the image store (image.h) and the verbs ls, inspect, rm;
  * build and warm live in image_build.c. */
-#define _GNU_SOURCE
-#include "image.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "oci_image.h"
-#include "../guest-init/json.h"
-#include "../vmm/log.h"
-#include "../vmm/snapfmt.h"
+#include "cli/images/images.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/images/oci_image.h"
+#include "vmm/wire/json.h"
+#include "vmm/base/log.h"
+#include "vmm/base/snapfmt.h"
 
 #include <dirent.h>
 #include <errno.h>

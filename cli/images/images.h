@@ -96,4 +96,9 @@ int image_export_main(int argc, char **argv);
 struct oci_defaults;
 int image_defaults(const struct image_info *im, struct oci_defaults *d);
 
+/* The rest of the subsystem's interface. */
+#include "cli/images/oci_image.h"
+#include "cli/images/oci_unpack.h"
+#include "cli/images/rdump.h"
+
 #endif

@@ -1,8 +1,8 @@
-/* SHA-256 digests of OCI blobs (libcrypto), apart from cli/oci_image.c so
+/* SHA-256 digests of OCI blobs (libcrypto), apart from cli/images/oci_image.c so
  * that the parsing there links without libcrypto: the lean `vmm` binary
  * (docs/perf.md, "Two binaries") carries oci_image.c for `vmm exec` on an
  * image's sandbox but no TLS library. */
-#include "oci_image.h"
+#include "cli/images/oci_image.h"
 
 #include <errno.h>
 #include <stdio.h>

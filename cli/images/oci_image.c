@@ -1,10 +1,9 @@
 /* OCI references, documents, defaults and the blob cache (oci_image.h).
  * Rules from the OCI image-spec (image-index.md, manifest.md, config.md,
  * descriptor.md) and distribution-spec (the reference grammar). */
-#define _GNU_SOURCE
-#include "oci_image.h"
-#include "cli.h"
-#include "../guest-init/json.h"
+#include "cli/images/oci_image.h"
+#include "cli/util/util.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,8 +3,7 @@
  * lower layers; ".wh..wh..opq" in a directory removes what the lower layers
  * had in it (entries of this same layer stay, wherever the marker sits in
  * the tar). */
-#define _GNU_SOURCE
-#include "oci_unpack.h"
+#include "cli/images/oci_unpack.h"
 
 #include <dirent.h>
 #include <errno.h>

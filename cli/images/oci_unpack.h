@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "oci_image.h"
+#include "cli/images/oci_image.h"
 
 struct tar_hdr {
 	char name[4097];

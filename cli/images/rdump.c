@@ -1,10 +1,9 @@
 /* debugfs rdump under Landlock: see rdump.h. */
-#define _GNU_SOURCE
 #include <stddef.h>
 
-#include "rdump.h"
+#include "cli/images/rdump.h"
 
-#include "cli.h"
+#include "cli/util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

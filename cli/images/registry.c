@@ -1,7 +1,6 @@
 /* The OCI distribution API client (registry.h). */
-#define _GNU_SOURCE
-#include "registry.h"
-#include "../guest-init/json.h"
+#include "cli/images/registry.h"
+#include "vmm/wire/json.h"
 
 #include <curl/curl.h>
 #include <errno.h>

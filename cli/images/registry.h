@@ -22,7 +22,7 @@
 #ifndef CLI_REGISTRY_H
 #define CLI_REGISTRY_H
 
-#include "oci_image.h"
+#include "cli/images/oci_image.h"
 
 #include <stddef.h>
 

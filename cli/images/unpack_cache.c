@@ -1,7 +1,6 @@
 /* The unpack cache (unpack_cache.h). */
-#define _GNU_SOURCE
-#include "unpack_cache.h"
-#include "cli.h"
+#include "cli/images/unpack_cache.h"
+#include "cli/util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

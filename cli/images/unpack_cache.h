@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "oci_image.h"
+#include "cli/images/oci_image.h"
 
 /* chain[i] = ChainID of diff_ids[0..i] ("sha256:..."). */
 void unpack_chain_ids(char (*diff_ids)[OCI_DIGEST_MAX], unsigned n, char (*chain)[OCI_DIGEST_MAX]);

@@ -1,5 +1,5 @@
-/* vmm run's status line while a sandbox starts (cli/boot_status.h). */
-#include "boot_status.h"
+/* vmm run's status line while a sandbox starts (cli/launch/boot_status.h). */
+#include "cli/launch/boot_status.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "progress.h"
+#include "cli/util/util.h"
 
 enum boot_stage { BOOT_BOOTING, BOOT_RESTORING, BOOT_KERNEL_UP, BOOT_GUEST_READY, BOOT_API_READY };
 

@@ -1,10 +1,9 @@
 /* The jailer: see jail.h. */
-#define _GNU_SOURCE
-#include "jail.h"
-#include "cli.h"
-#include "egress.h"
-#include "sandbox.h"
-#include "../vmm/log.h"
+#include "cli/launch/jail.h"
+#include "cli/util/util.h"
+#include "cli/egress/egress.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -234,7 +233,7 @@ static void chown_entries(const char *dir, uid_t uid, gid_t gid, int self, int s
 		if (sockets_only && (lstat(p, &st) < 0 || !S_ISSOCK(st.st_mode)))
 			continue;
 		/* The egress proxy's control socket stays root's: whoever owns
-		 * it sets the sandbox's egress policy (cli/egress.c). */
+		 * it sets the sandbox's egress policy (cli/egress/egress_proxy.c). */
 		if (sockets_only && !strcmp(e->d_name, EGRESS_CTL_SOCK))
 			continue;
 		if (lchown(p, uid, gid) < 0)

@@ -1,32 +1,28 @@
 /* Starting a sandbox: the sequence run, restore, serve and create share (launch.h). */
-#define _GNU_SOURCE
-#include "launch.h"
-#include "api_client.h"
-#include "image.h"
-#include "../guest-init/api.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "publish.h"
-#include "run_detach.h"
-#include "run_fc.h"
-#include "run_helper.h"
-#include "run_jail.h"
-#include "run_opts.h"
-#include "run_restore.h"
-#include "egress.h"
-#include "jail.h"
-#include "disklock.h"
-#include "standby.h"
-#include "../vmm/standby.h"
-#include "../vmm/control.h"
-#include "../vmm/fcapi.h"
-#include "../vmm/zpages.h"
-#include "../vmm/snapshot.h"
-#include "../vmm/seccomp.h"
-#include "../vmm/uffd.h"
-#include "../guest-init/proto.h"
-#include "../vmm/log.h"
-#include "../vmm/vm.h"
+#include "cli/launch/launch.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/images/images.h"
+#include "vmm/wire/api.h"
+#include "cli/util/util.h"
+#include "cli/launch/publish.h"
+#include "cli/launch/run_detach.h"
+#include "cli/launch/run_fc.h"
+#include "cli/launch/run_helper.h"
+#include "cli/launch/run_jail.h"
+#include "cli/launch/run_opts.h"
+#include "cli/launch/run_restore.h"
+#include "cli/egress/egress.h"
+#include "cli/launch/jail.h"
+#include "vmm/vm_standby.h"
+#include "vmm/api/control.h"
+#include "vmm/api/fcapi.h"
+#include "vmm/base/zpages.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/seccomp.h"
+#include "vmm/base/uffd.h"
+#include "vmm/wire/proto.h"
+#include "vmm/base/log.h"
+#include "vmm/vm.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -88,7 +84,7 @@ static int console_setup(struct vm_config *cfg, const struct run_opts *o, const 
 		cfg->console_out = STDOUT_FILENO;
 		cfg->console_in = STDIN_FILENO;
 		/* A terminal: vm_run reads it, in raw mode, while the VMM is
-		 * its foreground (`vmm run &` must not stop on it: vmm/tty.h). */
+		 * its foreground (`vmm run &` must not stop on it: vmm/base/tty.h). */
 		if (isatty(STDIN_FILENO)) {
 			cfg->console_tty = 1;
 			cfg->console_escape = 1;
@@ -806,7 +802,7 @@ static void launch_after_run(struct launch *L)
 		sandbox_exited(&L->sb, L->status, L->vm->exit_msg);
 	/* Tests only: the teardown after the record went, made long, so that
 	 * a `vmm rm -f` that took the record's going for the VMM's shows
-	 * (tests/guests/run.sh; cli/sandbox.c, wait_gone). */
+	 * (tests/guests/run.sh; cli/sandbox/sandbox.c, wait_gone). */
 	linger = getenv("VMM_TEST_LINGER_MS");
 	if (linger)
 		usleep((useconds_t)strtoul(linger, NULL, 10) * 1000);

@@ -14,4 +14,7 @@
  * status (docs/exit-status.md). */
 int launch_sandbox(int argc, char **argv, int restore, int check_only, int api);
 
+/* The rest of the subsystem's interface. */
+#include "cli/launch/run_opts.h"
+
 #endif

@@ -1,11 +1,10 @@
 /* Published ports: see publish.h. */
-#define _GNU_SOURCE
-#include "publish.h"
-#include "standby.h"
-#include "../guest-init/proto.h"
-#include "../vmm/log.h"
-#include "../vmm/seccomp.h"
-#include "../vmm/thread.h"
+#include "cli/launch/publish.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/wire/proto.h"
+#include "vmm/base/log.h"
+#include "vmm/seccomp.h"
+#include "vmm/base/thread.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -156,7 +155,7 @@ static void *accept_thread(void *arg)
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	/* The VMM's stack size, not RLIMIT_STACK's 8 MiB per connection
-	 * (vmm/thread.h). */
+	 * (vmm/base/thread.h). */
 	pthread_attr_setstacksize(&attr, VMM_THREAD_STACK);
 	for (;;) {
 		struct pollfd w[2] = { { .fd = p->fd, .events = POLLIN }, { .fd = p->stop_fd, .events = POLLIN } };
@@ -211,7 +210,7 @@ int publish_start(struct publish *p, const struct sandbox_addr *api)
 	p->api = &p->api_copy;
 	publish_format(p, what, sizeof(what));
 	/* A sandbox woken from standby: its keeper's socket, which listened
-	 * all along (cli/standby.h); connections wait in its backlog. */
+	 * all along (cli/sandbox/sandbox_standby.h); connections wait in its backlog. */
 	p->fd = standby_listen_fd(what);
 	if (p->fd >= 0)
 		goto serve;
@@ -254,7 +253,7 @@ void publish_stop(struct publish *p)
 {
 	if (p->started) {
 		/* Not shutdown() of the listening socket: a standby keeper
-		 * holds the same socket (cli/standby.h) and must keep it
+		 * holds the same socket (cli/sandbox/sandbox_standby.h) and must keep it
 		 * listening while the sandbox sleeps. */
 		uint64_t one = 1;
 

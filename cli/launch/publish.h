@@ -10,7 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "api_client.h"
+#include "cli/sandbox/sandbox.h"
 
 #define PUBLISH_MAX 16
 #define PUBLISH_MAX_CONNS 64 /* concurrent connections per published port */

@@ -1,12 +1,10 @@
 /* vmm run -d's wait for its sandbox (run_detach.h). */
-#define _GNU_SOURCE
-#include "run_detach.h"
-#include "api_client.h"
-#include "boot_status.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "../guest-init/proto.h"
-#include "../vmm/log.h"
+#include "cli/launch/run_detach.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/launch/boot_status.h"
+#include "cli/util/util.h"
+#include "vmm/wire/proto.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

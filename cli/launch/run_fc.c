@@ -1,17 +1,16 @@
 /* The Firecracker-compatible side of starting a sandbox (run_fc.h). */
-#define _GNU_SOURCE
-#include "run_fc.h"
-#include "cli.h"
-#include "run_opts.h"
-#include "sandbox.h"
-#include "../devices/mmds.h"
-#include "../vmm/control.h"
-#include "../vmm/fcapi.h"
-#include "../vmm/log.h"
-#include "../vmm/gm.h"
-#include "../vmm/snapshot.h"
-#include "../vmm/uffd.h"
-#include "../vmm/vm.h"
+#include "cli/launch/run_fc.h"
+#include "cli/util/util.h"
+#include "cli/launch/run_opts.h"
+#include "cli/sandbox/sandbox.h"
+#include "devices/mmds.h"
+#include "vmm/api/control.h"
+#include "vmm/api/fcapi.h"
+#include "vmm/base/log.h"
+#include "vmm/base/gm.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/base/uffd.h"
+#include "vmm/vm.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -253,7 +252,7 @@ int run_fc_mmds(struct vm_config *cfg, struct mmds **out, const char *metadata, 
 
 /* PUT /snapshot/load's Uffd memory backend: guest memory for the
  * snapshot's layout, mapped and handed to the page-fault handler at the
- * request's socket (vmm/uffd.h) before anything else is built, so a
+ * request's socket (vmm/base/uffd.h) before anything else is built, so a
  * handler that is not there is a 400 and the API serves on. 0, or -errno
  * with why set. */
 static int fc_load_uffd(const struct fcapi *a, const struct snapshot *s, struct uffd_backend *ub, char *why,

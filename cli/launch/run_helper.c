@@ -1,11 +1,10 @@
 /* The helper process of vmm run/restore/start (run_helper.h). */
-#define _GNU_SOURCE
-#include "run_helper.h"
-#include "boot_status.h"
-#include "cli.h"
-#include "../vmm/log.h"
-#include "../vmm/seccomp.h"
-#include "../vmm/vm.h"
+#include "cli/launch/run_helper.h"
+#include "cli/launch/boot_status.h"
+#include "cli/util/util.h"
+#include "vmm/base/log.h"
+#include "vmm/seccomp.h"
+#include "vmm/vm.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "api_client.h"
+#include "cli/sandbox/sandbox.h"
 
 struct vm;
 
@@ -32,7 +32,7 @@ struct helper {
 	int ready_rd;                /* the VMM's copy of the boot marker pipe's
 					read end, or -1: a helper that is gone
 					must not make the marker a SIGPIPE */
-	int status_on, status_tty;   /* the boot status line (cli/boot_status.h) */
+	int status_on, status_tty;   /* the boot status line (cli/launch/boot_status.h) */
 	uint64_t t0_ns;              /* the VMM's start, for its elapsed time */
 	const char *name;            /* the sandbox's */
 };

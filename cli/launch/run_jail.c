@@ -1,13 +1,12 @@
 /* vmm run/restore --jail: the sandbox start's side (run_jail.h). */
-#define _GNU_SOURCE
-#include "run_jail.h"
-#include "egress.h"
-#include "jail.h"
-#include "sandbox.h"
-#include "../vmm/log.h"
-#include "../vmm/seccomp.h"
-#include "../vmm/snapshot.h"
-#include "../vmm/vm.h"
+#include "cli/launch/run_jail.h"
+#include "cli/egress/egress.h"
+#include "cli/launch/jail.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/base/log.h"
+#include "vmm/seccomp.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/vm.h"
 
 #include <errno.h>
 #include <limits.h>

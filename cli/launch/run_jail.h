@@ -1,5 +1,5 @@
 /* vmm run/restore --jail (docs/security.md): what the sandbox start does
- * around cli/jail.c's primitives. Before the VMM leaves the host: its ids,
+ * around cli/launch/jail.c's primitives. Before the VMM leaves the host: its ids,
  * the egress proxy in a companion process that keeps the host's network,
  * the network namespace, the TAPs opened; then the paths the VMM needs
  * inside (made absolute and bound at the same place) and into the jail. */

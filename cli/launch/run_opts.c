@@ -1,10 +1,9 @@
 /* The options of vmm run/restore/serve/create (run_opts.h). */
-#define _GNU_SOURCE
-#include "run_opts.h"
-#include "cli.h"
-#include "publish.h"
-#include "../vmm/cputmpl.h"
-#include "../vmm/log.h"
+#include "cli/launch/run_opts.h"
+#include "cli/util/util.h"
+#include "cli/launch/publish.h"
+#include "vmm/cputmpl.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <stddef.h>

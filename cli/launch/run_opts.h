@@ -11,10 +11,10 @@
 
 #include <stdint.h>
 
-#include "api_client.h"
-#include "jail.h"
-#include "oci_image.h"
-#include "../vmm/vm.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/launch/jail.h"
+#include "cli/images/images.h"
+#include "vmm/vm.h"
 
 /* loglevel=5: the console shows warnings, errors and Oops reports (the
  * crash scan needs those) but not the ~10 KB of informational boot lines;

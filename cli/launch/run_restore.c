@@ -1,13 +1,12 @@
 /* A clone's configuration from its snapshot (run_restore.h). */
-#define _GNU_SOURCE
-#include "run_restore.h"
-#include "cli.h"
-#include "run_opts.h"
-#include "sandbox.h"
-#include "../devices/mmds.h"
-#include "../vmm/log.h"
-#include "../vmm/snapshot.h"
-#include "../vmm/vm.h"
+#include "cli/launch/run_restore.h"
+#include "cli/util/util.h"
+#include "cli/launch/run_opts.h"
+#include "cli/sandbox/sandbox.h"
+#include "devices/mmds.h"
+#include "vmm/base/log.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/vm.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "../guest-init/api.h"
+#include "vmm/wire/api.h"
 
 struct blk_options;
 struct fs_options;

@@ -1,6 +1,5 @@
-/* JSON-RPC 2.0 framing for the MCP server (cli/jsonrpc.h). */
-#define _GNU_SOURCE
-#include "jsonrpc.h"
+/* JSON-RPC 2.0 framing for the MCP server (cli/mcp/jsonrpc.h). */
+#include "cli/mcp/jsonrpc.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "../guest-init/json.h"
+#include "vmm/wire/json.h"
 
 /* The error codes JSON-RPC 2.0 section 5.1 defines. */
 #define JSONRPC_PARSE_ERROR -32700

@@ -1,7 +1,6 @@
-/* The JSON Schema subset of cli/jsonschema.h. */
-#define _GNU_SOURCE
-#include "jsonschema.h"
-#include "../guest-init/json.h"
+/* The JSON Schema subset of cli/mcp/jsonschema.h. */
+#include "cli/mcp/jsonschema.h"
+#include "vmm/wire/json.h"
 
 #include <stdint.h>
 #include <stdarg.h>

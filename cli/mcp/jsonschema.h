@@ -1,5 +1,5 @@
 /* A validator for the subset of JSON Schema the MCP tools' input schemas
- * use (cli/mcp_tools.c): "type" (a name or an array of names: object,
+ * use (cli/mcp/mcp_tools.c): "type" (a name or an array of names: object,
  * array, string, integer, number, boolean, null), "properties",
  * "required", "additionalProperties": false, "minimum"/"maximum",
  * "minLength"/"maxLength" (in bytes), "minItems"/"maxItems", "items" and

@@ -1,16 +1,15 @@
-/* The MCP server's protocol half (cli/mcp.h): lifecycle, tools/list,
+/* The MCP server's protocol half (cli/mcp/mcp.h): lifecycle, tools/list,
  * tools/call with argument validation, and the stdio transport. The
  * revision followed is 2025-06-18 (modelcontextprotocol.io/specification):
  * basic/lifecycle (initialize, notifications/initialized, version
  * negotiation), basic/utilities/ping, server/tools (tools/list,
  * tools/call, errors), basic/transports (stdio). */
-#define _GNU_SOURCE
-#include "mcp.h"
-#include "jsonrpc.h"
-#include "jsonschema.h"
-#include "mcp_tools.h"
-#include "tokens.h"
-#include "../guest-init/proto.h"
+#include "cli/mcp/mcp.h"
+#include "cli/mcp/jsonrpc.h"
+#include "cli/mcp/jsonschema.h"
+#include "cli/mcp/mcp_tools.h"
+#include "cli/mcp/mcp_tokens.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <signal.h>

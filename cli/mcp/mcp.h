@@ -1,13 +1,13 @@
 /* The sandbox as an MCP server (Model Context Protocol, revision
  * 2025-06-18; docs/mcp.md): JSON-RPC 2.0 messages in, the sandbox's tools
- * (cli/mcp_tools.c) out, over stdio (`vmm mcp NAME`) or streamable HTTP
- * (`vmm mcp NAME --listen ADDR:PORT`, cli/mcp_http.c). */
+ * (cli/mcp/mcp_tools.c) out, over stdio (`vmm mcp NAME`) or streamable HTTP
+ * (`vmm mcp NAME --listen ADDR:PORT`, cli/mcp/mcp_http.c). */
 #ifndef CLI_MCP_H
 #define CLI_MCP_H
 
 #include <stddef.h>
 
-#include "api_client.h"
+#include "cli/sandbox/sandbox.h"
 
 #define MCP_PROTOCOL_LATEST "2025-06-18"
 #define MCP_MESSAGE_MAX (8u << 20) /* one message, either way */
@@ -49,11 +49,14 @@ struct mcp_http_opts {
 };
 #define MCP_HTTP_MAX_CONNS 32
 #define MCP_HTTP_IDLE_S 30
-#define MCP_HTTP_LINGER 16        /* refused connections drained at once (cli/mcp_http.c) */
+#define MCP_HTTP_LINGER 16        /* refused connections drained at once (cli/mcp/mcp_http.c) */
 #define MCP_HTTP_LINGER_MS 2000  /* and for at most this long each */
 #define MCP_HTTP_REQUEST_S 30
 /* Serves streamable HTTP until SIGINT/SIGTERM, each connection on a
  * thread of its own. 0 or -errno. */
 int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o);
+
+/* The rest of the subsystem's interface. */
+#include "cli/mcp/mcp_tokens.h"
 
 #endif

@@ -1,8 +1,7 @@
-/* The sandbox API into memory, for the MCP tools (cli/mcp_api.h). */
-#define _GNU_SOURCE
-#include "mcp_api.h"
-#include "../guest-init/json.h"
-#include "../guest-init/proto.h"
+/* The sandbox API into memory, for the MCP tools (cli/mcp/mcp_api.h). */
+#include "cli/mcp/mcp_api.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <poll.h>

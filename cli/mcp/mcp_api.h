@@ -1,4 +1,4 @@
-/* The sandbox API calls the MCP tools make (cli/mcp_tools.c), into memory
+/* The sandbox API calls the MCP tools make (cli/mcp/mcp_tools.c), into memory
  * rather than to our stdout: a command's output captured (its head and
  * tail, bounded), a file read into a buffer or written from one, a
  * detached process's kept output. Each returns 0 or -errno with a message
@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api_client.h"
+#include "cli/sandbox/sandbox.h"
 
 /* A bounded capture: the first head_cap bytes and the last tail_cap bytes
  * of a stream (a ring), and the count of all of them. */

@@ -6,7 +6,7 @@
  * (a server-initiated stream) is 405: this server sends nothing unasked.
  * initialize opens a session (Mcp-Session-Id), which every later request
  * carries; DELETE ends it. Every request carries a sandbox access token
- * (`Authorization: Bearer vmt_...`, cli/tokens.h) with the scope mcp, read
+ * (`Authorization: Bearer vmt_...`, cli/mcp/mcp_tokens.h) with the scope mcp, read
  * from the sandbox's tokens file at each request, so revocation and expiry
  * take effect at once; a session stays bound to the token that opened it.
  * An Origin header that is not a loopback origin (or one --origin names)
@@ -16,13 +16,12 @@
  * taken, a newcomer takes the slot of the unauthenticated connection
  * idle the longest, and gets 503 only when every one has shown a valid
  * token (docs/mcp.md "Connections"). */
-#define _GNU_SOURCE
-#include "mcp.h"
-#include "jsonrpc.h"
-#include "tokens.h"
-#include "../guest-init/proto.h"
-#include "../vmm/http.h"
-#include "../vmm/log.h"
+#include "cli/mcp/mcp.h"
+#include "cli/mcp/jsonrpc.h"
+#include "cli/mcp/mcp_tokens.h"
+#include "vmm/wire/proto.h"
+#include "vmm/base/http.h"
+#include "vmm/base/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

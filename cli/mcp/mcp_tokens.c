@@ -1,7 +1,6 @@
-/* Scoped access tokens (cli/tokens.h). */
-#define _GNU_SOURCE
-#include "tokens.h"
-#include "cli.h"
+/* Scoped access tokens (cli/mcp/mcp_tokens.h). */
+#include "cli/mcp/mcp_tokens.h"
+#include "cli/util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,12 +1,11 @@
-/* The MCP tools (cli/mcp_tools.h): schemas and handlers. Arguments reach
- * a handler already checked against its schema (cli/mcp.c), so the types
+/* The MCP tools (cli/mcp/mcp_tools.h): schemas and handlers. Arguments reach
+ * a handler already checked against its schema (cli/mcp/mcp.c), so the types
  * and bounds below hold; what a schema cannot say is checked here. */
-#define _GNU_SOURCE
-#include "mcp_tools.h"
-#include "mcp_api.h"
-#include "tokens.h"
-#include "../guest-init/json.h"
-#include "../guest-init/proto.h"
+#include "cli/mcp/mcp_tools.h"
+#include "cli/mcp/mcp_api.h"
+#include "cli/mcp/mcp_tokens.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <openssl/evp.h>

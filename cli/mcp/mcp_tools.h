@@ -1,7 +1,7 @@
 /* The sandbox's tools as MCP serves them (docs/mcp.md): each a name, a
- * JSON Schema for its arguments (checked by cli/jsonschema.c before the
+ * JSON Schema for its arguments (checked by cli/mcp/jsonschema.c before the
  * tool runs), the token scope it needs, and what it does through the
- * sandbox API (cli/mcp_api.c). */
+ * sandbox API (cli/mcp/mcp_api.c). */
 #ifndef CLI_MCP_TOOLS_H
 #define CLI_MCP_TOOLS_H
 

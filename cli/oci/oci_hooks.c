@@ -1,6 +1,5 @@
 /* OCI hooks; see oci_hooks.h. */
-#define _GNU_SOURCE
-#include "oci_hooks.h"
+#include "cli/oci/oci_hooks.h"
 
 #include <errno.h>
 #include <fcntl.h>

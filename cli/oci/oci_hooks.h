@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "oci_spec.h"
+#include "cli/oci/oci_spec.h"
 
 /* The spec's name of a kind ("createRuntime"). */
 const char *oci_hook_name(enum oci_hook_kind k);

@@ -1,6 +1,5 @@
 /* vmm oci networking; see oci_net.h. */
-#define _GNU_SOURCE
-#include "oci_net.h"
+#include "cli/oci/oci_net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,13 +1,12 @@
 /* The host processes that stand for a vmm oci container's processes
- * (cli/oci_proxy.h): the init proxy (the --pid-file pid) and an exec's,
+ * (cli/oci/oci_proxy.h): the init proxy (the --pid-file pid) and an exec's,
  * and the console (--console-socket) they hold as their terminal. */
-#define _GNU_SOURCE
-#include "oci_proxy.h"
-#include "api_client.h"
-#include "cli.h"
-#include "oci_state.h"
-#include "oci_vm.h"
-#include "../guest-init/proto.h"
+#include "cli/oci/oci_proxy.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/util/util.h"
+#include "cli/oci/oci_state.h"
+#include "cli/oci/oci_vm.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "oci_spec.h"
-#include "oci_vm.h"
-#include "sandbox.h"
+#include "cli/oci/oci_spec.h"
+#include "cli/oci/oci_vm.h"
+#include "cli/sandbox/sandbox.h"
 
 /* The exec request fields for a container process p: argv, env, cwd,
  * user, groups, rlimits, no_new_privs, chrooted into OCI_GUEST_ROOT;

@@ -1,9 +1,8 @@
 /* config.json (OCI runtime spec, config.md) into checked types. Every rule
  * cited here is the runtime spec's; a member vmm does not use is skipped
  * unless its shape matters to one it does. */
-#define _GNU_SOURCE
-#include "oci_spec.h"
-#include "cli.h"
+#include "cli/oci/oci_spec.h"
+#include "cli/util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>

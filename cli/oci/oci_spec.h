@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../guest-init/json.h"
+#include "vmm/wire/json.h"
 
 #define OCI_SPEC_MAX_BYTES (1u << 20) /* config.json, at most */
 #define OCI_MAX_ARGS 256

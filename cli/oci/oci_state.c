@@ -1,8 +1,7 @@
 /* `vmm oci` state: ROOT/ID/{lock,state.json}, and the pure mappings. */
-#define _GNU_SOURCE
-#include "oci_state.h"
-#include "cli.h"
-#include "../guest-init/json.h"
+#include "cli/oci/oci_state.h"
+#include "cli/util/util.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,13 +1,11 @@
-/* The container's VM for vmm oci (cli/oci_vm.h): the runtime's log,
+/* The container's VM for vmm oci (cli/oci/oci_vm.h): the runtime's log,
  * booting, finding and removing the VM, the mounts and commands run in
  * the guest, the network namespace's veth. */
-#define _GNU_SOURCE
-#include "oci_vm.h"
-#include "api_client.h"
-#include "standby.h"
-#include "cli.h"
-#include "oci_state.h"
-#include "../guest-init/proto.h"
+#include "cli/oci/oci_vm.h"
+#include "cli/sandbox/sandbox.h"
+#include "cli/util/util.h"
+#include "cli/oci/oci_state.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -376,7 +374,7 @@ static int guest_run(const struct sandbox_addr *a, const char *const *argv, char
 
 int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen)
 {
-	uint8_t *buf = malloc(FRAME_MAX + 1); /* not in the bss (cli/api_client.c) */
+	uint8_t *buf = malloc(FRAME_MAX + 1); /* not in the bss (cli/sandbox/api_client.c) */
 	int r;
 
 	if (!buf) {

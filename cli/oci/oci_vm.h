@@ -8,9 +8,9 @@
 #include <limits.h>
 #include <stddef.h>
 
-#include "oci_net.h"
-#include "oci_spec.h"
-#include "sandbox.h"
+#include "cli/oci/oci_net.h"
+#include "cli/oci/oci_spec.h"
+#include "cli/sandbox/sandbox.h"
 
 #define OCI_VM_NAME "c"              /* the VM's sandbox name in ROOT/ID/vm */
 #define OCI_MEM_OVERHEAD_MIB 64      /* guest kernel + guest-init over a memory limit */

@@ -1,9 +1,8 @@
-#define _GNU_SOURCE
-#include "api_client.h"
-#include "../vmm/tty.h"
-#include "../vmm/vm.h" /* VM_INTERRUPT_SIGNAL */
-#include "../guest-init/json.h"
-#include "../guest-init/proto.h"
+#include "cli/sandbox/api_client.h"
+#include "vmm/base/tty.h"
+#include "vmm/vm.h" /* VM_INTERRUPT_SIGNAL */
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -342,7 +341,7 @@ static int session(int fd, const struct exec_opts *o, const char *what, uint8_t 
 	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
 	/* A terminal is read (and put in raw mode for -t) only while we are
-	 * its foreground: `vmm exec ... &` must not stop on it (vmm/tty.h). */
+	 * its foreground: `vmm exec ... &` must not stop on it (vmm/base/tty.h). */
 	is_tty = (o->stdin_pass || o->tty) && tty_open(&tty, STDIN_FILENO, o->tty, 0) >= 0;
 	for (;;) {
 		int fg = !is_tty || tty_update(&tty);

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../guest-init/json.h"
+#include "vmm/wire/json.h"
 
 struct sandbox_addr {
 	const char *uds;     /* the sandbox's vsock Unix socket */
@@ -75,7 +75,7 @@ int api_exec(const struct sandbox_addr *a, const struct exec_opts *o);
  * signals and resizes as o says. `what` names the command in messages. */
 int api_session(int fd, const struct exec_opts *o, const char *what);
 
-/* Version 2: detached processes (cli/api_procs.c). `sel` is a process id
+/* Version 2: detached processes (cli/sandbox/api_procs.c). `sel` is a process id
  * (digits) or tag. */
 /* Starts o (o->detach set) and prints its id. 0 or -errno (printed). */
 int api_start(const struct sandbox_addr *a, const struct exec_opts *o);

@@ -1,9 +1,8 @@
 /* Host side of the sandbox API's version 2 (docs/api.md): detached
  * processes (start, attach, logs, the one-shot ops) and file watching. */
-#define _GNU_SOURCE
-#include "api_client.h"
-#include "../guest-init/json.h"
-#include "../guest-init/proto.h"
+#include "cli/sandbox/api_client.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -1,11 +1,10 @@
-/* vmm cp's transfers (cli/cp_files.h): files, directory trees and
+/* vmm cp's transfers (cli/sandbox/cp_files.h): files, directory trees and
  * symbolic links between the host and a sandbox, over the sandbox API's
  * file operations (docs/api.md). */
-#define _GNU_SOURCE
-#include "cp_files.h"
-#include "../vmm/log.h"
-#include "../guest-init/json.h"
-#include "../guest-init/proto.h"
+#include "cli/sandbox/cp_files.h"
+#include "vmm/base/log.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* vmm cp's transfers (cli/cp_files.c): a host path into a sandbox or a
+/* vmm cp's transfers (cli/sandbox/cp_files.c): a host path into a sandbox or a
  * sandbox path out to the host, through the sandbox API's file
  * operations (docs/api.md), with docker cp's rules for where things land
  * (docs/cli.md). */
@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "api_client.h"
-#include "progress.h"
+#include "cli/sandbox/api_client.h"
+#include "cli/util/util.h"
 
 struct cp_opts {
 	int follow;             /* -L: copy what symlinks in SRC point to */
@@ -26,7 +26,7 @@ int cp_out(const struct sandbox_addr *a, const char *remote, const char *local, 
 /* Adds n bytes copied (the progress line). */
 void cp_count(struct cp_opts *o, uint64_t n);
 
-/* Directories as one tar stream (cli/cp_tar.c; the API's tar_get and
+/* Directories as one tar stream (cli/sandbox/cp_tar.c; the API's tar_get and
  * tar_put). CP_TAR_OLD: the guest-init does not know them (the caller
  * copies file by file); else 0 or -errno, a message printed. */
 #define CP_TAR_OLD 1

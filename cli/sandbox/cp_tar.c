@@ -1,11 +1,10 @@
-/* vmm cp's directory streams (cli/cp_files.h): a directory as one tar
+/* vmm cp's directory streams (cli/sandbox/cp_files.h): a directory as one tar
  * archive through the sandbox API's tar_put and tar_get (docs/api.md),
- * built and checked by guest-init/tar.c on this side too; and the
+ * built and checked by vmm/wire/tar.c on this side too; and the
  * archive on stdin or stdout for `vmm cp -` (docker cp's form). */
-#define _GNU_SOURCE
-#include "cp_files.h"
-#include "../guest-init/proto.h"
-#include "../guest-init/tar.h"
+#include "cli/sandbox/cp_files.h"
+#include "vmm/wire/proto.h"
+#include "vmm/wire/tar.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,12 +5,11 @@
  * reports -1). Each sandbox lists its disks, one real path a line, in
  * `disks` in its folder; the holder is a sandbox whose list has the path
  * and whose VMM is alive. */
-#define _GNU_SOURCE
-#include "disklock.h"
-#include "cli.h"
-#include "sandbox.h"
-#include "../vmm/log.h"
-#include "../vmm/vm.h"
+#include "cli/sandbox/disklock.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/base/log.h"
+#include "vmm/vm.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* Who holds a disk's lock (cli/disklock.c). */
+/* Who holds a disk's lock (cli/sandbox/disklock.c). */
 #ifndef CLI_DISKLOCK_H
 #define CLI_DISKLOCK_H
 

@@ -1,13 +1,12 @@
 /* Sandbox state directory: see sandbox.h. */
-#define _GNU_SOURCE
-#include "sandbox.h"
-#include "../vmm/standby.h"
-#include "cli.h"
-#include "api_client.h"
-#include "../guest-init/json.h"
-#include "../guest-init/proto.h"
-#include "../vmm/control.h"
-#include "../vmm/log.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/vm_standby.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/api_client.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
+#include "vmm/api/control.h"
+#include "vmm/base/log.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -130,4 +130,10 @@ struct sandbox_addr; /* api_client.h; sandbox_api_addr is standby.h's */
  * reads the reply line. 0 or -errno (logged). */
 int sandbox_control(const char *arg, const char *req, char *out, size_t outlen, int timeout_ms);
 
+/* The rest of the subsystem's interface. */
+#include "cli/sandbox/api_client.h"
+#include "cli/sandbox/cp_files.h"
+#include "cli/sandbox/disklock.h"
+#include "cli/sandbox/sandbox_standby.h"
+
 #endif

@@ -1,8 +1,7 @@
 /* Standby on the CLI side: resume in place, wake, the keeper (standby.h). */
-#define _GNU_SOURCE
-#include "standby.h"
-#include "api_client.h"
-#include "cli.h"
+#include "cli/sandbox/sandbox_standby.h"
+#include "cli/sandbox/api_client.h"
+#include "cli/util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,9 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../vmm/log.h"
-#include "../vmm/snapshot.h"
-#include "../vmm/standby.h"
+#include "vmm/base/log.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/vm_standby.h"
 
 #define KEEPER_MAX_FDS 17 /* every published port and the control socket */
 #define STANDBY_MAX_ARGS 64

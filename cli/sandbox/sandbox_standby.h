@@ -6,7 +6,7 @@
 #ifndef CLI_STANDBY_H
 #define CLI_STANDBY_H
 
-#include "sandbox.h"
+#include "cli/sandbox/sandbox.h"
 
 /* The folder's files. */
 #define STANDBY_ARGS "standby.args"   /* restore options a resume passes on (NUL-separated) */

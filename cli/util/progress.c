@@ -1,5 +1,5 @@
-/* A one-line status on a terminal (cli/progress.h). */
-#include "progress.h"
+/* A one-line status on a terminal (cli/util/progress.h). */
+#include "cli/util/progress.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,6 @@
-/* Which command lines need the TLS binary, and running it (cli/cli.h,
+/* Which command lines need the TLS binary, and running it (cli/util/util.h,
  * docs/perf.md "Two binaries"). In both binaries. */
-#define _GNU_SOURCE
-#include "cli.h"
+#include "cli/util/util.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,6 @@
 /* Helpers shared by the verbs. */
-#define _GNU_SOURCE
-#include "cli.h"
-#include "../vmm/log.h"
+#include "cli/util/util.h"
+#include "vmm/base/log.h"
 
 #include <dirent.h>
 #include <getopt.h>

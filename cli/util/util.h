@@ -142,4 +142,7 @@ int cli_exe_dir(char *buf, size_t len);
  * `looked` (if looked_len) says where it looked, for messages. 0 or -errno. */
 int cli_lib_dir(char *buf, size_t len, char *looked, size_t looked_len);
 
+/* The rest of the subsystem's interface. */
+#include "cli/util/progress.h"
+
 #endif

@@ -8,9 +8,8 @@
  * bounded buffer and each operation checks its own argument size; names
  * must be NUL-terminated inside the body, non-empty, without '/'. Then the
  * operation runs with *at() calls on the inode's O_PATH descriptor. */
-#define _GNU_SOURCE
-#include "fuse.h"
-#include "fuse_internal.h"
+#include "devices/fuse/fuse.h"
+#include "devices/fuse/fuse_internal.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -21,8 +21,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include "../vmm/log.h"
-#include "../vmm/snapfmt.h"
+#include "vmm/base/log.h"
+#include "vmm/base/snapfmt.h"
 
 #define FUSE_MIN_MINOR 31                /* oldest protocol we accept: 7.31 */
 #define FUSE_OUR_MINOR 31                /* what we answer (structures we use exist since) */

@@ -1,9 +1,8 @@
 /* The FUSE server's entry and attribute operations (fuse_internal.h):
  * LOOKUP, FORGET and BATCH_FORGET, GETATTR, SETATTR, READLINK, STATFS,
  * ACCESS; the entry and attribute replies the other files use too. */
-#define _GNU_SOURCE
-#include "fuse_internal.h"
-#include "fuse_priv.h"
+#include "devices/fuse/fuse_internal.h"
+#include "devices/fuse/fuse_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>

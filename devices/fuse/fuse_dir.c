@@ -1,9 +1,8 @@
 /* The FUSE server's directory operations (fuse_internal.h): entries
  * made, removed, renamed and linked (MKDIR, MKNOD, SYMLINK, UNLINK,
  * RMDIR, RENAME, RENAME2, LINK), and READDIR(PLUS). */
-#define _GNU_SOURCE
-#include "fuse_internal.h"
-#include "fuse_priv.h"
+#include "devices/fuse/fuse_internal.h"
+#include "devices/fuse/fuse_priv.h"
 
 #include <dirent.h>
 #include <errno.h>

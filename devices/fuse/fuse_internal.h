@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
-#include "fuse.h"
+#include "devices/fuse/fuse.h"
 
 #define DENTS_BUF (32u << 10) /* the host getdents64 buffer (fuse_server.dents) */
 

@@ -1,9 +1,8 @@
 /* The FUSE server's open files (fuse_internal.h): OPEN and OPENDIR,
  * CREATE, READ and WRITE (straight between the guest's buffers and the
  * host file), FLUSH, FSYNC(DIR), RELEASE(DIR), FALLOCATE, LSEEK. */
-#define _GNU_SOURCE
-#include "fuse_internal.h"
-#include "fuse_priv.h"
+#include "devices/fuse/fuse_internal.h"
+#include "devices/fuse/fuse_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,5 @@
 /* The FUSE server's ownership policy (see fuse_priv.h). */
-#define _GNU_SOURCE
-#include "fuse_priv.h"
+#include "devices/fuse/fuse_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,9 +2,8 @@
  * slot + 1, a hash on the host's (dev, ino), a free list), the file
  * handles, the host calls that resolve a name or reopen an inode, setup
  * and teardown, and the snapshot of the tables (fuse.h). */
-#define _GNU_SOURCE
-#include "fuse.h"
-#include "fuse_internal.h"
+#include "devices/fuse/fuse.h"
+#include "devices/fuse/fuse_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

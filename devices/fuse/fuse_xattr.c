@@ -1,9 +1,8 @@
 /* The FUSE server's extended attributes (fuse_internal.h): GETXATTR,
  * LISTXATTR, SETXATTR, REMOVEXATTR, through the magic link to the inode;
  * only the user. namespace is the guest's (fuse_priv.h). */
-#define _GNU_SOURCE
-#include "fuse_internal.h"
-#include "fuse_priv.h"
+#include "devices/fuse/fuse_internal.h"
+#include "devices/fuse/fuse_priv.h"
 
 #include <errno.h>
 #include <linux/fuse.h>

@@ -265,7 +265,7 @@ try:
     st, _, b = http(s, "GET", "/machine-config")
     check(valid(b, "MachineConfiguration") is None and "cpu_template" not in b, "GET /machine-config", b)
     # Firecracker's static templates by name (deprecated field: Deprecation: true), shown by GET, and None
-    # takes them away; the vendor is checked at InstanceStart (unit tests: tests/unit/test_http.c).
+    # takes them away; the vendor is checked at InstanceStart (unit tests: tests/unit/vmm/api/test_http.c).
     for t in ("C3", "T2", "T2S", "T2CL", "T2A"):
         st, hd, b = http(s, "PATCH", "/machine-config", {"cpu_template": t})
         st2, _, mc = http(s, "GET", "/machine-config")

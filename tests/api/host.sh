@@ -23,7 +23,7 @@ mkdir -m 700 "$tmp/state" "$tmp/state/mcp-sb"
 ln -s "$tmp/api.sock" "$tmp/state/mcp-sb/vsock.sock"
 ( umask 077; printf host-test-token > "$tmp/state/mcp-sb/token" )
 # Its "VMM" is this guest-init: the record the CLI trusts (pid, start
-# time, binary: cli/sandbox.c), so the sandbox counts as running.
+# time, binary: cli/sandbox/sandbox.c), so the sandbox counts as running.
 st=$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f20)
 read -r dev ino < <(stat -L -c '%d %i' "/proc/$pid/exe")
 echo "$pid $st $dev $ino" > "$tmp/state/mcp-sb/process"

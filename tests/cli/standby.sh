@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Standby without KVM: made-up sandboxes on standby (a folder with a
-# standby/ state and no VMM, as vmm suspend leaves it: cli/standby.h) and
+# standby/ state and no VMM, as vmm suspend leaves it: cli/sandbox/sandbox_standby.h) and
 # what every verb does with one; a resume that fails keeps the state and
 # says why; the keeper's --idle-ttl and its wake on a published port.
 #   standby.sh VMM

@@ -2,7 +2,7 @@
 # CLI checks that need no KVM (they run everywhere, in a second or two):
 # disk locks held by another process or by a made-up sandbox, and verbs
 # on made-up sandboxes in a temporary state directory (their records as
-# the VMM writes them: cli/sandbox.c, docs/cli.md).
+# the VMM writes them: cli/sandbox/sandbox.c, docs/cli.md).
 #   state.sh VMM KERNEL [GUEST_INIT]   (KERNEL: any file, the VM is never
 #   built; GUEST_INIT: the host build of guest-init, for vmm exec)
 set -u
@@ -65,7 +65,7 @@ if run 1 run --kernel "$kernel" --disk "path=$tmp/ro.img,ro" && ! grep -q "in us
 	ok "a read-only disk: shared with readers, refused to a writer"
 else bad "read-only sharing"; fi
 
-# record_process DIR PID: the record a VMM leaves (cli/sandbox.c: pid,
+# record_process DIR PID: the record a VMM leaves (cli/sandbox/sandbox.c: pid,
 # start time, its binary's device and inode), so the CLI takes PID for
 # the sandbox's VMM; a bare pid file is never trusted.
 record_process() {

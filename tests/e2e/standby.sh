@@ -110,7 +110,7 @@ esac
 
 # ---- kill -9 during the diff write, then resume ------------------------------
 # VMM_TEST_STANDBY_KILL=N: the VMM raises SIGKILL right after in-place step
-# N (vmm/snapdiff.h: 1 state.new written, not committed; 3 committed, half
+# N (vmm/base/snapfmt_diff.h: 1 state.new written, not committed; 3 committed, half
 # the pages in the memory file). The variable reaches the VMM through the
 # restore, the keeper and the resume alike; only a diff write reads it.
 kill_case() { # NAME STEP

@@ -23,9 +23,8 @@
  * carrying root's token to PORT over loopback (CID 1 and the guest's own
  * CID). One "api-escape: CHECK=RESULT" line each, then
  * "api-escape: verdict=contained" (exit 0) or "verdict=ESCAPED" (exit 1). */
-#define _GNU_SOURCE
 #include <errno.h>
-#include "../../guest-init/vsock.h"
+#include "vmm/wire/vsock.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "guest-init/api.h"
+#include "vmm/wire/api.h"
 #include "guest-init/ops.h"
 #include "guest-init/ring.h"
-#include "guest-init/watch.h"
+#include "guest-init/guest_watch.h"
 
 /* The ring against the stream it was fed: whatever it holds is the
  * stream's tail, offsets are absolute, skips are exact. */

@@ -1,6 +1,5 @@
 /* libFuzzer target: virtio-blk requests, parsed and executed against a
  * 1 MiB in-memory image, from chains the fuzzer lays out. */
-#define _GNU_SOURCE
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,7 +1,6 @@
 /* libFuzzer target: the entropy and balloon devices' request paths
  * (virtio_rng_handle, virtio_balloon_pfns, _read_stats, _report) on chains
  * the fuzzer lays out (fuzz_ring.h). Byte 0 bits 2-4 pick the path. */
-#define _GNU_SOURCE
 #include <stdint.h>
 #include <string.h>
 

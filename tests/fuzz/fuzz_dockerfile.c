@@ -1,17 +1,16 @@
 /* libFuzzer target: the Dockerfile parser and Docker's word expansion
- * (cli/dockerfile.c), what vmm image build -f reads from a file anyone may
+ * (cli/dockerfile/dockerfile.c), what vmm image build -f reads from a file anyone may
  * hand it. Oracles: every instruction has a known op, a first line inside
  * the file, flags that start with "--", and a describe() text; expansion
  * either fails with a message or yields NUL-terminated words, the same
  * ones a second time (it is a pure function of its input). A small
- * Dockerfile is also built (cli/dockerfile_build.c) against a context
+ * Dockerfile is also built (cli/dockerfile/dockerfile_build.c) against a context
  * with a file, a directory, a link, an ignored file and a FIFO, with a
  * fake image source that writes through its config pointer as the real
  * one does: stage references (COPY --from), ENV/ARG growth and the
  * context checks run as vmm image build runs them. Oracle: the build
  * ends (no crash, no hang on the FIFO, no unbounded growth), and with an
  * error message when it fails. */
-#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/dockerfile.h"
-#include "cli/dockerfile_build.h"
+#include "cli/dockerfile/dockerfile_parse.h"
+#include "cli/dockerfile/dockerfile_build.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 

@@ -8,7 +8,6 @@
  * no byte, escape or segment docs/egress.md refuses, and its upstream head
  * one Host, at most one framing header, no override or forwarding header
  * and the credential once. */
-#define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
@@ -16,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/egress_http.h"
-#include "cli/egress_tunnel.h"
+#include "cli/egress/egress_http.h"
+#include "cli/egress/egress_tunnel.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 

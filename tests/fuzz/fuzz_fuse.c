@@ -15,7 +15,6 @@
  * belong to another uid/gid than the fuzzer's own (the VMM's); the one
  * exception is "hostsuid", made setuid/setgid with a capability by the
  * host, which keeps them only while its content is what the host wrote. */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -28,7 +27,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "devices/fuse.h"
+#include "devices/fuse/fuse.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);

@@ -1,11 +1,10 @@
 /* libFuzzer: the control API's request path, bytes to reply: the HTTP
- * parser (vmm/http.c) over a stream of pipelined requests, each complete
+ * parser (vmm/base/http.c) over a stream of pipelined requests, each complete
  * one through the Firecracker routes (vmm/fcapi*.c) of a VMM
  * with no VM yet, then of one with a stand-in VM (no devices: PATCH
  * routes reach their lookups). No VM is ever built: the VM and device
  * calls below are stubs. PUT /logger and /metrics open one scratch file
  * in a directory of its own, whatever they name. */
-#define _GNU_SOURCE
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -13,11 +12,11 @@
 
 #include <errno.h>
 
-#include "vmm/fcapi.h"
+#include "vmm/api/fcapi.h"
 #include <fcntl.h>
-#include "vmm/http.h"
-#include "vmm/log.h"
-#include "vmm/snapshot.h"
+#include "vmm/base/http.h"
+#include "vmm/base/log.h"
+#include "vmm/vm_snapshot.h"
 
 #include <stdlib.h>
 #include <unistd.h>

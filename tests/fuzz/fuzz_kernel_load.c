@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "boot/loader.h"
-#include "vmm/log.h"
+#include "vmm/base/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 

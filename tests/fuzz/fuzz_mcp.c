@@ -7,16 +7,15 @@
  * answer, valid JSON with "jsonrpc":"2.0" and its id or null, no
  * notification gets one, and a token line that parses prints back to
  * itself. */
-#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/jsonrpc.h"
-#include "cli/jsonschema.h"
-#include "cli/mcp.h"
-#include "cli/tokens.h"
+#include "cli/mcp/jsonrpc.h"
+#include "cli/mcp/jsonschema.h"
+#include "cli/mcp/mcp.h"
+#include "cli/mcp/mcp_tokens.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 

@@ -11,7 +11,6 @@
  * never acknowledges must not grow the VMM), and the queue stays within
  * its bounds. One
  * store and one responder live across inputs, as in a running VM. */
-#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

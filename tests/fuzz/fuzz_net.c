@@ -5,7 +5,6 @@
  * 3-7 pick the negotiated features (mergeable buffers, checksum and TSO
  * offloads both ways). The MMDS is on: a transmitted frame for its
  * address goes to devices/mmds_net.c instead of the TAP. */
-#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdlib.h>
 #include <stdint.h>

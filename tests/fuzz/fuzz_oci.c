@@ -9,15 +9,14 @@
  * allow, a parsed config's defaults survive config.json unchanged, a tar
  * header's name is NUL-terminated inside its buffer, and credentials go
  * to a realm only on the registry's host or a host the file names. */
-#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/oci_image.h"
-#include "cli/oci_unpack.h"
-#include "cli/registry.h"
+#include "cli/images/oci_image.h"
+#include "cli/images/oci_unpack.h"
+#include "cli/images/registry.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "devices/virtqueue.h"
-#include "vmm/log.h"
+#include "vmm/base/log.h"
 
 #define FR_RAM (256u * 1024)
 #define FR_DESC 0x1000u

@@ -3,7 +3,6 @@
  * as a virtio-mmio transport record into a live device (every value must
  * be checked before it is applied; a ready queue must then serve without
  * reading outside guest RAM), and as a serial record. */
-#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

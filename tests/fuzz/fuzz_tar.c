@@ -1,4 +1,4 @@
-/* libFuzzer target: the tar extractor (guest-init/tar.c) against a real
+/* libFuzzer target: the tar extractor (vmm/wire/tar.c) against a real
  * temporary directory, the way tar_put and vmm cp out use it. The first
  * input byte picks the size of the pieces the rest is fed in (archives
  * arrive in frames of any size). After each input: nothing was written
@@ -6,7 +6,6 @@
  * temporary ".vmm-tar-PID-SEQ" file is left behind once tar_x_free ran; then the
  * destination is emptied for the next input. Limits are small so the
  * fuzzer reaches them. */
-#define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -18,14 +17,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "guest-init/tar.h"
+#include "vmm/wire/tar.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 
 static int leftover;
 
 /* 1 if name is one of the extractor's temporaries (".vmm-tar-PID-SEQ",
- * guest-init/tar.c x_tmpname, with this process's PID). An archive may
+ * vmm/wire/tar.c x_tmpname, with this process's PID). An archive may
  * name its own entries ".vmm-tar-..." (the fuzzer made a directory
  * ".vmm-tar-58.630372713" through a pax path): those are not leftovers. */
 static int is_temporary(const char *name)

@@ -21,7 +21,6 @@
  * Operation encoding (missing bytes read as 0, so zeros are a sensible
  * default everywhere): one byte picks the operation, its arguments follow;
  * see the OP_* cases below. */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>

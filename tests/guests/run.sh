@@ -173,7 +173,7 @@ for _ in $(seq 200); do grep -q spinning "$tmp/out" && break; sleep 0.1; done
 sleep 1
 # The vCPU thread's CPU slice (vmm/sched_slice.h): 100 ms where KVM emulates
 # guest ring 0, the host's default elsewhere. Threads are named
-# (vmm/thread.h): the vCPU is "vcpu0"; it also has the most CPU time (the
+# (vmm/base/thread.h): the vCPU is "vcpu0"; it also has the most CPU time (the
 # guest spins). A device thread keeps the default.
 vpid=$(pgrep -P $pid -x vmm | head -1)
 names=$(cat /proc/${vpid:-none}/task/*/comm 2> /dev/null | sort | tr '\n' ' ')
@@ -569,7 +569,7 @@ else skipped "Ctrl-C, run -d give-up, background terminal: no python3"; fi
 
 # vmm stop of a VMM that does not answer (stopped with SIGSTOP): its
 # control socket times out, then it is killed through the pidfd taken
-# when the stop began (cli/sandbox.c, kill_vmm).
+# when the stop began (cli/sandbox/sandbox.c, kill_vmm).
 export VMM_STATE_DIR=$tmp/hungstate
 timeout -k 10 60 "$vmm" run --name hung --kernel "$dir/spin.elf" --mem 64 < /dev/null > "$tmp/hung.out" 2>&1 &
 hung=$!

@@ -7,8 +7,7 @@
  *   served N pages, R remove events
  *
  * and exits 0 (1 on a bad handshake or a fault it could not serve). */
-#define _GNU_SOURCE
-#include "uffd_serve.h"
+#include "tests/uffd/uffd_serve.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,6 +1,5 @@
-#define _GNU_SOURCE
-#include "uffd_serve.h"
-#include "../../guest-init/json.h"
+#include "tests/uffd/uffd_serve.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <fcntl.h>

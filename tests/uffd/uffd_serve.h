@@ -1,5 +1,5 @@
 /* A page-fault handler for PUT /snapshot/load's Uffd memory backend
- * (vmm/uffd.h, docs/control-api.md), after Firecracker's example "valid"
+ * (vmm/base/uffd.h, docs/control-api.md), after Firecracker's example "valid"
  * handler: it takes the VMM's one handshake message (the JSON array of
  * GuestRegionUffdMapping objects, the userfaultfd as SCM_RIGHTS), checks
  * the regions against the snapshot's memory file, and serves every
@@ -9,7 +9,7 @@
  * Firecracker's docs ask. It serves until the VMM closes the connection.
  *
  * Used by tests/uffd/handler.c (the uffd_handler program) and the unit
- * test tests/unit/test_uffd.c. */
+ * test tests/unit/vmm/base/test_uffd.c. */
 #ifndef TESTS_UFFD_SERVE_H
 #define TESTS_UFFD_SERVE_H
 

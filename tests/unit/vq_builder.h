@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "devices/virtqueue.h"
-#include "vmm/gm.h"
+#include "vmm/base/gm.h"
 
 #define VQB_RAM (4u << 20)
 #define VQB_SPAN (1u << 20) /* per queue */

@@ -1,14 +1,13 @@
 /* Control socket: see control.h and docs/control-api.md. */
-#define _GNU_SOURCE
-#include "control.h"
-#include "fcapi.h"
-#include "http.h"
-#include "log.h"
-#include "unixsock.h"
-#include "snapshot.h"
-#include "standby.h"
-#include "vm.h"
-#include "../guest-init/json.h"
+#include "vmm/api/control.h"
+#include "vmm/api/fcapi.h"
+#include "vmm/base/http.h"
+#include "vmm/base/log.h"
+#include "vmm/base/unixsock.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/vm_standby.h"
+#include "vmm/vm.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -315,7 +314,7 @@ void control_handle(struct vm *vm, const struct control *c, const char *req, siz
 }
 
 /* vmm suspend: on standby in the sandbox's folder, then the VMM exits
- * (vmm/standby.h); on failure it runs on and the reply says why. */
+ * (vmm/vm_standby.h); on failure it runs on and the reply says why. */
 static void do_suspend(struct vm *vm, char *out, size_t outlen)
 {
 	struct standby_stats st;

@@ -57,7 +57,7 @@ struct control {
 	size_t max_body;        /* HTTP body limit (--http-api-max-payload-size) */
 	struct control_conn conns[CONTROL_MAX_CONNS];
 	int keep_paths;         /* control_close leaves the socket paths: a
-				   standby keeper listens on them (cli/standby.h) */
+				   standby keeper listens on them (cli/sandbox/sandbox_standby.h) */
 	int inherited_fd;       /* control_open: listen on this socket, already
 				   bound to path (a keeper's), instead; -1: none */
 };

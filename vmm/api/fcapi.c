@@ -6,11 +6,10 @@
  * This file: the body checks every route uses, the route table and
  * dispatch, --config-file; the routes are in the files fcapi_priv.h
  * lists. */
-#define _GNU_SOURCE
-#include "fcapi.h"
-#include "fcapi_priv.h"
-#include "log.h"
-#include "../guest-init/json.h"
+#include "vmm/api/fcapi.h"
+#include "vmm/api/fcapi_priv.h"
+#include "vmm/base/log.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <stdarg.h>

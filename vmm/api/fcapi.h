@@ -15,11 +15,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../devices/mmds.h"
-#include "cputmpl.h"
-#include "http.h"
-#include "log.h"
-#include "vm.h"
+#include "devices/mmds.h"
+#include "vmm/cputmpl.h"
+#include "vmm/base/http.h"
+#include "vmm/base/log.h"
+#include "vmm/vm.h"
 
 #define FCAPI_MAX_NET VM_MAX_NETS
 #define FCAPI_MAX_FS VM_MAX_FS
@@ -153,7 +153,7 @@ struct fcapi {
 	struct fcapi_net_override load_net[FCAPI_MAX_NET];
 	char load_vsock_uds[108];/* FCAPI_LOAD: vsock_override.uds_path, "" if none */
 	char load_uffd[108];    /* FCAPI_LOAD: mem_backend Uffd's backend_path (the
-				   page-fault handler's socket, vmm/uffd.h), "" for File */
+				   page-fault handler's socket, vmm/base/uffd.h), "" for File */
 	int deprecated;         /* the last request used a deprecated field:
 				   answer with "Deprecation: true" */
 	int log_fd, metrics_fd; /* -1: none (PUT /logger, PUT /metrics) */

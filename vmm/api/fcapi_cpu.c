@@ -1,8 +1,7 @@
 /* Firecracker's PUT /serial and PUT /cpu-config (docs/control-api.md):
  * where the guest's serial output goes, and a custom CPU template
  * (vmm/cputmpl.h) applied when the VM is built. Both before the start. */
-#define _GNU_SOURCE
-#include "fcapi_priv.h"
+#include "vmm/api/fcapi_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,9 +3,8 @@
  * and GET /balloon, GET and PATCH /balloon/statistics, with Firecracker's
  * bodies (firecracker.yaml: EntropyDevice, Balloon, BalloonUpdate,
  * BalloonStats, BalloonStatsUpdate) and pre-/post-boot rules. */
-#define _GNU_SOURCE
-#include "fcapi_priv.h"
-#include "log.h"
+#include "vmm/api/fcapi_priv.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -2,11 +2,10 @@
  * /network-interfaces/ID, /vsock and /fs/ID before the start, with their
  * rate limiters; PATCH /drives/ID (a new backing file, new limits) and
  * /network-interfaces/ID (new limits) on a running VM. */
-#define _GNU_SOURCE
-#include "fcapi.h"
-#include "fcapi_priv.h"
-#include "log.h"
-#include "../guest-init/json.h"
+#include "vmm/api/fcapi.h"
+#include "vmm/api/fcapi_priv.h"
+#include "vmm/base/log.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -2,10 +2,9 @@
  * PUT and PATCH /machine-config (and its GET), PUT /actions, PATCH /vm;
  * and the VM's configuration built from what the API stored
  * (fcapi_vm_config). */
-#define _GNU_SOURCE
-#include "fcapi.h"
-#include "fcapi_priv.h"
-#include "../guest-init/json.h"
+#include "vmm/api/fcapi.h"
+#include "vmm/api/fcapi_priv.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <limits.h>

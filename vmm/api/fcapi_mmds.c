@@ -1,10 +1,9 @@
 /* Firecracker's MMDS routes (PUT/PATCH/GET /mmds, PUT /mmds/config) and
  * --metadata: the store is devices/mmds.c's, served to the guest by the
  * interfaces /mmds/config names (devices/mmds_net.c). docs/mmds.md. */
-#define _GNU_SOURCE
-#include "fcapi_priv.h"
-#include "http.h"
-#include "../devices/mmds.h"
+#include "vmm/api/fcapi_priv.h"
+#include "vmm/base/http.h"
+#include "devices/mmds.h"
 
 #include <errno.h>
 #include <stdarg.h>

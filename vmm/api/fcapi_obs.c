@@ -1,11 +1,10 @@
 /* The Firecracker API's observability and export side (fcapi.h): the
  * logger (PUT /logger, --log-path), metrics lines (PUT /metrics,
  * FlushMetrics, every 60 s) and GET /vm/config. */
-#define _GNU_SOURCE
-#include "fcapi.h"
-#include "fcapi_priv.h"
-#include "log.h"
-#include "../guest-init/json.h"
+#include "vmm/api/fcapi.h"
+#include "vmm/api/fcapi_priv.h"
+#include "vmm/base/log.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fcapi.h"
-#include "../guest-init/json.h"
+#include "vmm/api/fcapi.h"
+#include "vmm/wire/json.h"
 
 #define MSG_AFTER_START "The requested operation is not supported after starting the microVM."
 /* Firecracker's frame around serde_json's errors (parsed_request.rs). */

@@ -2,13 +2,12 @@
  * /snapshot/create of a paused VM (Full or Diff, written beside and put in
  * place of an earlier one it may replace) and PUT /snapshot/load before
  * anything is configured (File or Uffd memory, network and vsock
- * overrides). The snapshot itself is vmm/snapshot.h's. */
-#define _GNU_SOURCE
-#include "fcapi.h"
-#include "fcapi_priv.h"
-#include "log.h"
-#include "snapshot.h"
-#include "../guest-init/json.h"
+ * overrides). The snapshot itself is vmm/vm_snapshot.h's. */
+#include "vmm/api/fcapi.h"
+#include "vmm/api/fcapi_priv.h"
+#include "vmm/base/log.h"
+#include "vmm/vm_snapshot.h"
+#include "vmm/wire/json.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -308,7 +307,7 @@ static int put_snapshot_load(struct fcapi *a, const struct json *b, struct why *
 	    (r = fcapi_abs_path(membuf, sizeof(membuf), mem, uffd ? "backend_path" : "mem_file_path", w)))
 		return r;
 	/* Uffd: the handler's socket, connected once the snapshot checks out
-	 * (cli/run.c, vmm/uffd.h); it serves the memory, so no file here. */
+	 * (cli/run.c, vmm/base/uffd.h); it serves the memory, so no file here. */
 	if (uffd && strlen(membuf) >= sizeof(a->load_uffd))
 		return fcapi_fail(w, "'backend_path' %.200s is too long for a Unix socket (at most %zu bytes)", membuf,
 			    sizeof(a->load_uffd) - 1);

@@ -1,5 +1,4 @@
-#define _GNU_SOURCE
-#include "bus.h"
+#include "vmm/base/bus.h"
 
 #include <errno.h>
 #include <string.h>

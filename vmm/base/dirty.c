@@ -1,6 +1,5 @@
 /* Dirty-page bitmap: see dirty.h. */
-#define _GNU_SOURCE
-#include "dirty.h"
+#include "vmm/base/dirty.h"
 
 #include <errno.h>
 #include <linux/kvm.h>

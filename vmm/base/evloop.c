@@ -1,7 +1,6 @@
-#define _GNU_SOURCE
-#include "evloop.h"
-#include "thread.h"
-#include "log.h"
+#include "vmm/base/evloop.h"
+#include "vmm/base/thread.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <signal.h>

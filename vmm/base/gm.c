@@ -1,7 +1,6 @@
-#define _GNU_SOURCE
-#include "gm.h"
-#include "log.h"
-#include "zpages.h"
+#include "vmm/base/gm.h"
+#include "vmm/base/log.h"
+#include "vmm/base/zpages.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -168,7 +167,7 @@ int gm_create_anon(struct gm *gm, const struct gm_region *regions, unsigned nr)
 	if ((e = gm_begin(gm, regions, nr, &total)))
 		return e;
 	/* Nothing populated: every first touch is a missing-page fault, for
-	 * whoever registered the range (vmm/uffd.h). */
+	 * whoever registered the range (vmm/base/uffd.h). */
 	gm->map = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 		       -1, 0);
 	if (gm->map == MAP_FAILED) {

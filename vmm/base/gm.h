@@ -5,14 +5,14 @@
  * Backing: one memfd (MAP_SHARED, so device threads and, later, snapshot
  * dumps see the same pages), a snapshot's memory file mapped MAP_PRIVATE
  * (lazy, copy-on-write; clones share the page cache), or anonymous private
- * memory that a page-fault handler fills (vmm/uffd.h). */
+ * memory that a page-fault handler fills (vmm/base/uffd.h). */
 #ifndef VMM_GM_H
 #define VMM_GM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dirty.h"
+#include "vmm/base/dirty.h"
 
 #define GM_MAX_REGIONS 4
 #define GM_PAGE_SIZE 4096ull
@@ -56,7 +56,7 @@ int gm_create_x86(struct gm *gm, uint64_t ram)
 int gm_open_file(struct gm *gm, const char *path, const struct gm_region *regions,
 		 unsigned nr) __attribute__((warn_unused_result));
 /* Anonymous private memory with the given regions, nothing populated and
- * no backing file (fd -1): for a page-fault handler to fill (vmm/uffd.h). */
+ * no backing file (fd -1): for a page-fault handler to fill (vmm/base/uffd.h). */
 int gm_create_anon(struct gm *gm, const struct gm_region *regions, unsigned nr)
 	__attribute__((warn_unused_result));
 void gm_destroy(struct gm *gm);
@@ -93,7 +93,7 @@ int gm_write(const struct gm *gm, uint64_t gpa, const void *src, uint64_t len)
  * MADV_DONTNEED would only unmap them, the memfd keeps them); a snapshot's
  * private mapping drops its copies (MADV_DONTNEED). The guest reads the
  * range as zeros (memfd) or as the snapshot had it (private) afterwards;
- * anonymous memory a page-fault handler serves (gm_create_anon, vmm/uffd.h)
+ * anonymous memory a page-fault handler serves (gm_create_anon, vmm/base/uffd.h)
  * reads as the handler decides: it gets UFFD_EVENT_REMOVE first.
  * 0, -EFAULT (not RAM), -EINVAL (unaligned) or -errno from madvise. */
 int gm_discard(const struct gm *gm, uint64_t gpa, uint64_t len) __attribute__((warn_unused_result));

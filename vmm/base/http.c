@@ -1,7 +1,6 @@
 /* HTTP/1.1 request parsing and responses: see http.h (RFC 9112). */
-#define _GNU_SOURCE
-#include "http.h"
-#include "../guest-init/json.h"
+#include "vmm/base/http.h"
+#include "vmm/wire/json.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -1,6 +1,5 @@
-#define _GNU_SOURCE
-#include "kvm.h"
-#include "log.h"
+#include "vmm/base/kvm.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

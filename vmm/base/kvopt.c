@@ -1,5 +1,5 @@
 /* The one tokenizer of `key=value` option lists (kvopt.h). */
-#include "kvopt.h"
+#include "vmm/base/kvopt.h"
 
 #include <stddef.h>
 #include <string.h>

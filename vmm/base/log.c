@@ -1,5 +1,4 @@
-#define _GNU_SOURCE
-#include "log.h"
+#include "vmm/base/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

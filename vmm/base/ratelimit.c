@@ -1,6 +1,6 @@
 /* Token buckets; see ratelimit.h. Tokens are held in units of 1e-9 token
  * so that refilling at `rate` tokens/s over dt ns adds exactly rate * dt. */
-#include "ratelimit.h"
+#include "vmm/base/ratelimit.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,6 @@
 /* Snapshot state file container and field-by-field (de)serialisation. */
-#define _GNU_SOURCE
-#include "snapfmt.h"
-#include "../guest-init/proto.h"
+#include "vmm/base/snapfmt.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>

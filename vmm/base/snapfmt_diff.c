@@ -1,8 +1,7 @@
 /* Diff snapshot formats and the in-place commit: see snapdiff.h. */
-#define _GNU_SOURCE
-#include "snapdiff.h"
-#include "log.h"
-#include "../guest-init/proto.h"
+#include "vmm/base/snapfmt_diff.h"
+#include "vmm/base/log.h"
+#include "vmm/wire/proto.h"
 
 #include <endian.h>
 #include <errno.h>

@@ -24,8 +24,8 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "dirty.h"
-#include "snapfmt.h"
+#include "vmm/base/dirty.h"
+#include "vmm/base/snapfmt.h"
 
 #define SNAP_ID_LEN 16
 #define SNAP_KIND_FULL 0u

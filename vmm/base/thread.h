@@ -1,4 +1,4 @@
-/* vmm/thread.h: how the VMM starts its threads (vCPUs, device and control
+/* vmm/base/thread.h: how the VMM starts its threads (vCPUs, device and control
  * event loops, the shutdown helper).
  *
  * Each gets a stack of VMM_THREAD_STACK, chosen rather than inherited from

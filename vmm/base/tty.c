@@ -1,6 +1,5 @@
 /* A terminal shared with the shell's job control: see tty.h. */
-#define _GNU_SOURCE
-#include "tty.h"
+#include "vmm/base/tty.h"
 
 #include <signal.h>
 #include <string.h>

@@ -1,6 +1,5 @@
-#define _GNU_SOURCE
-#include "uffd.h"
-#include "log.h"
+#include "vmm/base/uffd.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

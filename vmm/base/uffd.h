@@ -26,7 +26,7 @@
 
 #include <stddef.h>
 
-#include "gm.h"
+#include "vmm/base/gm.h"
 
 /* The handler's two descriptors in the VMM; -1 when none. */
 struct uffd_conn {

@@ -1,7 +1,6 @@
 /* Listening Unix sockets: see unixsock.h. */
-#define _GNU_SOURCE
-#include "unixsock.h"
-#include "log.h"
+#include "vmm/base/unixsock.h"
+#include "vmm/base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "json.h"
+#include "vmm/wire/json.h"
 
 #define API_MAX_ARGS 256
 #define API_MAX_ENV 256
@@ -122,7 +122,7 @@ struct api_config {
 	/* sync's "net": reconfigures one interface (guest-init/net.h); NULL: none. */
 	int (*net)(const char *spec, char *err, size_t errlen);
 	/* sync's "egress_port": starts the guest side of the egress proxy
-	 * (guest-init/egress.h); NULL: none. */
+	 * (guest-init/guest_egress.h); NULL: none. */
 	int (*egress)(unsigned port);
 	/* exec: the port commands get HTTP_PROXY for (0: none); NULL: none. */
 	unsigned (*egress_port)(void);

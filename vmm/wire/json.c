@@ -1,5 +1,4 @@
-#define _GNU_SOURCE
-#include "json.h"
+#include "vmm/wire/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,4 @@
-#define _GNU_SOURCE
-#include "proto.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <poll.h>

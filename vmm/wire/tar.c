@@ -1,6 +1,5 @@
-/* The tar stream writer and the safe extractor (guest-init/tar.h). */
-#define _GNU_SOURCE
-#include "tar.h"
+/* The tar stream writer and the safe extractor (vmm/wire/tar.h). */
+#include "vmm/wire/tar.h"
 
 #include <dirent.h>
 #include <errno.h>

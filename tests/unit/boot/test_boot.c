@@ -1,6 +1,5 @@
 /* Kernel loading (ELF and bzImage, good and malformed), initrd placement,
  * boot_params and e820, boot page tables. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

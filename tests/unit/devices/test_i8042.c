@@ -1,7 +1,6 @@
 /* i8042: Linux's i8042/atkbd probe sequence answered, Ctrl-Alt-Del typed
  * only once a driver set the controller up, IRQ 1 edges, the reset line,
  * the snapshot record. No KVM: the VM services are stubs. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -3,7 +3,6 @@
  * them), and the ARP/TCP responder driven with frames as a guest's stack
  * sends them: handshake, a request split over segments, a response larger
  * than the window, FIN both ways, resets, a full queue. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,4 @@
 /* 8250 UART: output, loopback probe, receive FIFO and interrupts. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

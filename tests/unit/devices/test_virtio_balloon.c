@@ -2,7 +2,6 @@
  * negotiated features, inflate frees pages, bad PFNs and bad buffers put
  * the device in NEEDS_RESET with nothing freed, deflate, the statistics
  * buffer held and given back at each poll, the target, snapshots. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,6 +1,5 @@
 /* virtio-blk: request parser table tests, then the device end to end over
  * the transport on a temporary image (no KVM). */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,6 +1,5 @@
 /* virtio-fs: option parsing, then the device end to end over the
  * transport and fake rings (no KVM) on a scratch directory. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -2,7 +2,6 @@
  * machine, feature masking, checked QueueSel, config space bounds, reset,
  * and NEEDS_RESET on a bad queue. No KVM: the eventfds stand in for the
  * ioeventfd and irqfd. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -2,7 +2,6 @@
  * the device driven through the transport with fake guest memory and a
  * SOCK_SEQPACKET socket standing in for the TAP (it keeps frame boundaries
  * as a TAP does). No KVM, no TAP, no privileges. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

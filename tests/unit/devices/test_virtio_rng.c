@@ -1,7 +1,6 @@
 /* virtio-rng: requests through the transport over fake guest memory (no
  * KVM): buffers filled, readable or empty chains refused (NEEDS_RESET),
  * a failing host source, the rate limiter, the --entropy options. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,7 +1,6 @@
 /* virtio-vsock: the header check, then the connection state machine driven
  * by synthetic guest packets through the transport (fake guest memory,
  * real Unix sockets on the host side, no KVM). */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

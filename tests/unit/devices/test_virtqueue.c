@@ -1,7 +1,6 @@
 /* Split virtqueue core against a hostile driver: every malformed ring or
  * chain must end in a refused pop (-EINVAL, the device then needs reset),
  * never an access outside guest RAM (run under ASan by `make asan`). */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

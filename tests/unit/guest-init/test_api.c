@@ -1,6 +1,5 @@
 /* The sandbox API's request parser and JSON code (host build of the same
  * files guest-init is built from). */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,10 +14,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "guest-init/api.h"
-#include "guest-init/json.h"
-#include "guest-init/proto.h"
-#include "guest-init/vsock.h"
+#include "vmm/wire/api.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
+#include "vmm/wire/vsock.h"
 
 static char arena_buf[1 << 17];
 

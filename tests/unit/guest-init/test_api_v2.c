@@ -1,7 +1,6 @@
 /* The sandbox API's version 2 pieces (host build of guest-init's files):
  * the output ring, watch event coalescing, version 2 request validation,
  * and the process manager itself, driven over its channel. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,11 +17,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "guest-init/api.h"
+#include "vmm/wire/api.h"
 #include "guest-init/ops.h"
-#include "guest-init/proto.h"
+#include "vmm/wire/proto.h"
 #include "guest-init/ring.h"
-#include "guest-init/watch.h"
+#include "guest-init/guest_watch.h"
 
 /* ---- ring ---------------------------------------------------------------------- */
 

@@ -1,5 +1,4 @@
 /* guest-init/applets.c: busybox applet links from a build-time list. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../guest-init/applets.h"
+#include "guest-init/applets.h"
 
 struct dir {
 	char path[64];

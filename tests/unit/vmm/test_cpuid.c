@@ -1,5 +1,4 @@
 /* CPUID templates and per-vCPU fixups. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +9,7 @@
 
 #include "vmm/cpuid.h"
 #include "vmm/cputmpl.h"
-#include "guest-init/json.h"
+#include "vmm/wire/json.h"
 
 #define SIG KVM_CPUID_FLAG_SIGNIFCANT_INDEX
 

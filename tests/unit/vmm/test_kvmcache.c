@@ -1,7 +1,6 @@
 /* The KVM capability cache (vmm/kvmcache.c): a hit gives back what was
  * stored; a changed host kernel, CPU signature or vmm version makes it
  * stale; a damaged file or one others may write is not used. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,5 +1,4 @@
 /* MP table: checksums, entries, limits. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

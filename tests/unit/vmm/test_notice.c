@@ -1,7 +1,6 @@
 /* The ready notice's host side (vmm/notice.c) over real Unix sockets in a
  * scratch directory: the line, split writes, a wrong line, a reconnect;
  * the spare states after the line, and a snapshot's wait for "settled". */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "guest-init/proto.h"
+#include "vmm/wire/proto.h"
 #include "vmm/notice.h"
 
 struct fx {

@@ -1,6 +1,5 @@
 /* Start-up phases (vmm/phase.c): marks, lengths and the -v line. Times
  * are given to phase_mark_at, never read from the clock. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

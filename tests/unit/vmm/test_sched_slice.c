@@ -1,7 +1,6 @@
-/* tests/unit/test_sched_slice.c: what the vCPU threads' slice request
+/* tests/unit/vmm/test_sched_slice.c: what the vCPU threads' slice request
  * keeps and changes (vmm/sched_slice.h), and that the running kernel takes
  * it when it supports custom slices. */
-#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -16,7 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../../vmm/sched_slice.h"
+#include "vmm/sched_slice.h"
 
 static void fair_policies_get_the_slice(void **state)
 {

@@ -2,7 +2,6 @@
  * enforces it: each case forks a child that installs a filter and makes a
  * call, and the parent checks the child's fate (exit status 159 and the
  * report line for a forbidden call, a clean exit for an allowed one). */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -4,7 +4,6 @@
  * vCPU state and runs on, and each corruption of a real snapshot (bad
  * magic, version, checksums, truncation, a memory file of the wrong size,
  * a layout that does not match) is refused before any guest code runs. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vmm/log.h"
-#include "vmm/snapfmt.h"
-#include "vmm/snapshot.h"
+#include "vmm/base/log.h"
+#include "vmm/base/snapfmt.h"
+#include "vmm/vm_snapshot.h"
 #include "vmm/vcpu.h"
 #include "vmm/vm.h"
 #include "tests/unit/vm_fixture.h"

@@ -3,7 +3,6 @@
  * marker, the diff-or-full decision, and the in-place diff write of a
  * resumed sandbox (disks in place) killed after every step, against a
  * MAP_PRIVATE mapping of the memory file as the running VM has it. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,9 +19,9 @@
 #include <unistd.h>
 
 #include "vmm/idle.h"
-#include "vmm/snapdiff.h"
-#include "vmm/snapfmt.h"
-#include "vmm/standby.h"
+#include "vmm/base/snapfmt_diff.h"
+#include "vmm/base/snapfmt.h"
+#include "vmm/vm_standby.h"
 
 #define S 1000000000ull
 

@@ -1,7 +1,6 @@
 /* Whole VMs in one process: two at once (no hidden global state), KVM
  * open errors, exit reasons. Needs /dev/kvm and the test guests; skips with
  * a message where /dev/kvm is missing. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vmm/log.h"
+#include "vmm/base/log.h"
 #include "vmm/vm.h"
 #include "tests/unit/vm_fixture.h"
 

@@ -1,7 +1,6 @@
-/* Dockerfile parsing and word expansion (cli/dockerfile.c), and the
- * builder's plan and cache (cli/dockerfile_build.c, dockerfile_stage.c,
+/* Dockerfile parsing and word expansion (cli/dockerfile/dockerfile.c), and the
+ * builder's plan and cache (cli/dockerfile/dockerfile_build.c, dockerfile_stage.c,
  * dockerfile_cache.c) with a fake executor. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,10 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/dockerfile.h"
-#include "cli/dockerfile_build.h"
-#include "cli/dockerfile_priv.h"
-#include "cli/oci_image.h"
+#include "cli/dockerfile/dockerfile_parse.h"
+#include "cli/dockerfile/dockerfile_build.h"
+#include "cli/dockerfile/dockerfile_priv.h"
+#include "cli/images/oci_image.h"
 
 static struct dockerfile parse_ok(const char *text)
 {

@@ -1,6 +1,5 @@
 /* The egress proxy's pure half: request parser, chunked framing, policy
  * parsing and matching, the upstream head with the credential. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/egress_http.h"
+#include "cli/egress/egress_http.h"
 
 static int parse(const char *s, struct eg_request *r)
 {

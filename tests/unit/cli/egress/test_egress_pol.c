@@ -1,9 +1,8 @@
-/* The egress proxy's live policy (cli/egress_pol.c): readers that take
+/* The egress proxy's live policy (cli/egress/egress_pol.c): readers that take
  * and drop the policy in force while another thread swaps it see whole,
  * unchanging snapshots; every snapshot is freed exactly once, by its last
  * user; `vmm egress show` never prints a credential. Run under ASan (a
  * use after free) and TSan (a data race) too: see tests/README. */
-#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -15,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/egress_pol.h"
+#include "cli/egress/egress_pol.h"
 
 #define READERS 3
 #define SWAPS 20000

@@ -1,7 +1,6 @@
 /* The egress proxy's HTTPS side: the CA and the leaves it mints, the
  * ClientHello's server name, the upstream's response head, and the request
  * loop of an intercepted tunnel, over memory streams and over real TLS. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,9 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/egress_http.h"
-#include "cli/egress_tls.h"
-#include "cli/egress_tunnel.h"
+#include "cli/egress/egress_http.h"
+#include "cli/egress/egress_tls.h"
+#include "cli/egress/egress_tunnel.h"
 
 static char *fake_env(const char *name, void *ctx)
 {

@@ -2,7 +2,6 @@
  * documents, the defaults -> command mapping, cache keys, registry auth
  * helpers, and layer unpacking (whiteouts, opaque directories, hard links,
  * escapes) on tar streams built here. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,9 +17,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "cli/oci_image.h"
-#include "cli/oci_unpack.h"
-#include "cli/registry.h"
+#include "cli/images/oci_image.h"
+#include "cli/images/oci_unpack.h"
+#include "cli/images/registry.h"
 
 #define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 #define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"

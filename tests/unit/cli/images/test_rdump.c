@@ -1,4 +1,4 @@
-/* cli/rdump.c: debugfs rdump of a hostile ext4 stays in its folder.
+/* cli/images/rdump.c: debugfs rdump of a hostile ext4 stays in its folder.
  *
  * The image is the one a guest can write: mkfs.ext4 without metadata
  * checksums (a guest may switch them off), a file "y", a symbolic link
@@ -6,7 +6,6 @@
  * entry for "y"'s inode renamed to "x" in the raw directory block. Plain
  * rdump creates the link, then opens "x" again for the file and writes
  * through the link into the host file. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/rdump.h"
+#include "cli/images/rdump.h"
 
 static int sh(const char *cmd)
 {

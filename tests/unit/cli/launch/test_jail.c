@@ -3,7 +3,6 @@
  * machine has only v1 controllers, so the v2 branch is tested here, on a
  * directory shaped like /sys/fs/cgroup), and jail_pick_id hands each live
  * jailed sandbox its own id, reusing those of dead ones. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/jail.h"
+#include "cli/launch/jail.h"
 
 static void put(const char *root, const char *rel, const char *text)
 {

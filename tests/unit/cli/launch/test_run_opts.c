@@ -1,8 +1,7 @@
-/* The options of vmm run/restore/serve (cli/run_opts.h) into their checked
+/* The options of vmm run/restore/serve (cli/launch/run_opts.h) into their checked
  * struct: what each verb takes and refuses, devices and restore's
  * overrides landing in the right list, -- CMD and run -d -- CMD, the checks
  * across options, and the size and token parsers. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "cli/publish.h"
-#include "cli/run_opts.h"
-#include "cli/standby.h"
-#include "vmm/log.h"
+#include "cli/util/util.h"
+#include "cli/launch/publish.h"
+#include "cli/launch/run_opts.h"
+#include "cli/sandbox/sandbox_standby.h"
+#include "vmm/base/log.h"
 
 /* publish.c's link to a standby keeper: none here. */
 int standby_listen_fd(const char *spec)

@@ -1,8 +1,7 @@
-/* A clone's configuration from its snapshot (cli/run_restore.h), on
+/* A clone's configuration from its snapshot (cli/launch/run_restore.h), on
  * made-up snapshot configs: the TAP and guest-side overrides of --net,
  * --fs by tag, --disk by id or in order, the copy of a writable disk and
  * the refusal of a changed read-only one, and which token a clone gets. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,13 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/run_opts.h"
-#include "cli/run_restore.h"
+#include "cli/launch/run_opts.h"
+#include "cli/launch/run_restore.h"
 #include "devices/mmds.h"
-#include "cli/cli.h"
-#include "cli/sandbox.h"
-#include "vmm/log.h"
-#include "vmm/snapshot.h"
+#include "cli/util/util.h"
+#include "cli/sandbox/sandbox.h"
+#include "vmm/base/log.h"
+#include "vmm/vm_snapshot.h"
 #include "vmm/vm.h"
 
 static const uint8_t MAC0[6] = { 0x02, 0, 0, 0, 0, 0x10 };

@@ -2,7 +2,6 @@
  * Schema subset and every tool's schema, the protocol's answers that need
  * no sandbox, the output capture, access tokens (hashing, storage lines,
  * expiry, scope), and the HTTP header lookup the transport uses. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,13 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/jsonrpc.h"
-#include "cli/jsonschema.h"
-#include "cli/mcp.h"
-#include "cli/mcp_api.h"
-#include "cli/mcp_tools.h"
-#include "cli/tokens.h"
-#include "vmm/http.h"
+#include "cli/mcp/jsonrpc.h"
+#include "cli/mcp/jsonschema.h"
+#include "cli/mcp/mcp.h"
+#include "cli/mcp/mcp_api.h"
+#include "cli/mcp/mcp_tools.h"
+#include "cli/mcp/mcp_tokens.h"
+#include "vmm/base/http.h"
 
 _Alignas(16) static char arena_buf[1 << 16];
 

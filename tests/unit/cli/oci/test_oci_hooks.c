@@ -1,7 +1,6 @@
 /* vmm oci hooks: each hook gets the state JSON on stdin, exactly its
  * args and env, and a timeout; hooks run in order and the first failure
  * stops them. Real /bin/sh scripts in a temporary folder. */
-#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -14,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../cli/oci_hooks.h"
-#include "../../cli/oci_spec.h"
+#include "cli/oci/oci_hooks.h"
+#include "cli/oci/oci_spec.h"
 
 static char dir[64];
 

@@ -1,7 +1,6 @@
 /* vmm oci networking: the parsers behind joining a CNI network
  * namespace (the default route, the nameserver, the VMM's --net), and the
  * probe of a namespace when one can be made here (root only). */
-#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../cli/oci_net.h"
+#include "cli/oci/oci_net.h"
 
 /* /proc/net/route as a CNI bridge network's namespace shows it (eth0 on
  * 10.88.0.5/16 via 10.88.0.1), with a second interface's default route

@@ -1,8 +1,7 @@
-/* vmm oci's proxies (cli/oci_proxy.c): the exec request of a container
+/* vmm oci's proxies (cli/oci/oci_proxy.c): the exec request of a container
  * process, --console-socket (the pty master over SCM_RIGHTS), --pid-file,
  * and an exec's proxy against a fake guest API: its output, its exit
  * status, and the signals sent to it forwarded as SIGNAL frames. */
-#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -22,10 +21,10 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "../../cli/api_client.h"
-#include "../../cli/cli.h"
-#include "../../cli/oci_proxy.h"
-#include "../../guest-init/proto.h"
+#include "cli/sandbox/api_client.h"
+#include "cli/util/util.h"
+#include "cli/oci/oci_proxy.h"
+#include "vmm/wire/proto.h"
 
 /* oci_vm.c is the VMM side: the proxy's calls into it, stubbed. */
 int oci_vm_addr(const struct oci_ctx *c, const char *id, struct sandbox *sb, struct sandbox_addr *a)

@@ -1,7 +1,6 @@
 /* vmm oci: config.json parsing (fixtures captured from what containerd's
  * ctr and Podman write, tests/unit/oci/), the state file, and the exit
  * status and signal mappings. */
-#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../cli/cli.h"
-#include "../../cli/oci_spec.h"
-#include "../../cli/oci_state.h"
+#include "cli/util/util.h"
+#include "cli/oci/oci_spec.h"
+#include "cli/oci/oci_state.h"
 
 #define FIXTURES "tests/unit/oci/"
 

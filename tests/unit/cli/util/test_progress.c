@@ -1,8 +1,7 @@
-/* cli/progress.c: the one-line status (vmm cp's bytes) on a terminal and
+/* cli/util/progress.c: the one-line status (vmm cp's bytes) on a terminal and
  * elsewhere, written into a pipe and read back; vmm run's boot status
- * (cli/boot_status.c) over it; and where vmm cp puts things
- * (cli/cp_files.c's docker cp rules). */
-#define _GNU_SOURCE
+ * (cli/launch/boot_status.c) over it; and where vmm cp puts things
+ * (cli/sandbox/cp_files.c's docker cp rules). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/boot_status.h"
-#include "cli/cp_files.h"
-#include "cli/progress.h"
+#include "cli/launch/boot_status.h"
+#include "cli/sandbox/cp_files.h"
+#include "cli/util/progress.h"
 
 #include <errno.h>
 

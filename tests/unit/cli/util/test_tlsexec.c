@@ -1,11 +1,10 @@
-/* Which command lines the lean vmm hands to vmm-tls (cli/tlsexec.c). */
-#define _GNU_SOURCE
+/* Which command lines the lean vmm hands to vmm-tls (cli/util/tlsexec.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
-#include "cli/cli.h"
+#include "cli/util/util.h"
 
 #define NEEDS(...) ({ char *v[] = { "vmm", __VA_ARGS__, NULL }; \
 		      cli_needs_tls((int)(sizeof(v) / sizeof(v[0])) - 1, v); })

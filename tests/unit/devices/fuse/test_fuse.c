@@ -1,7 +1,6 @@
 /* The FUSE server against a scratch directory: request parsing and reply
  * building, lying lengths, bad names, escapes, read-only refusals, FORGET
  * accounting, the inode limit, READDIR chunking, snapshots. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,7 +19,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "devices/fuse.h"
+#include "devices/fuse/fuse.h"
 
 struct t {
 	struct fuse_server s;

@@ -1,6 +1,5 @@
-/* The control API's HTTP parser (vmm/http.c) and the Firecracker routes'
+/* The control API's HTTP parser (vmm/base/http.c) and the Firecracker routes'
  * validation and state rules (vmm/fcapi*.c), without sockets or KVM. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,12 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vmm/control.h"
+#include "vmm/api/control.h"
 #include "vmm/cpuid.h"
-#include "vmm/fcapi.h"
-#include "vmm/fcapi_priv.h" /* FCAPI_DESER: Firecracker's frame around serde_json's errors */
-#include "vmm/http.h"
-#include "vmm/log.h"
+#include "vmm/api/fcapi.h"
+#include "vmm/api/fcapi_priv.h" /* FCAPI_DESER: Firecracker's frame around serde_json's errors */
+#include "vmm/base/http.h"
+#include "vmm/base/log.h"
 #include "tests/unit/vq_builder.h"
 
 #include <sys/stat.h>
@@ -557,7 +556,7 @@ static void route_preboot_state_rules(void **state)
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\"}", "missing field: either");
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\",\"mem_file_path\":\"/a\","
 		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"File\"}}", "too many fields");
-	/* Uffd parses (vmm/uffd.h) and meets the same pre-boot rule. */
+	/* Uffd parses (vmm/base/uffd.h) and meets the same pre-boot rule. */
 	expect_fault(400, "PUT", "/snapshot/load", "{\"snapshot_path\":\"/tmp/s\","
 		     "\"mem_backend\":{\"backend_path\":\"/a\",\"backend_type\":\"Uffd\"}}",
 		     "not allowed after configuring");
@@ -805,7 +804,7 @@ static void route_logger_metrics(void **state)
 	buf[n] = '\0';
 	/* "TIME [ID:THREAD:LEVEL:FILE:LINE] message" */
 	assert_non_null(strstr(buf, " [lm:"));
-	assert_non_null(strstr(buf, ":WARN:tests/unit/test_http.c:"));
+	assert_non_null(strstr(buf, ":WARN:tests/unit/vmm/api/test_http.c:"));
 	assert_non_null(strstr(buf, "] a line for the logger 42\n"));
 	assert_null(strstr(buf, "below the level"));
 	fd = open(met_path, O_RDONLY);
@@ -1117,7 +1116,7 @@ static void route_entropy_balloon(void **state)
 	fcapi_init(&api, "unit");
 }
 
-/* The one token check (vmm/http.h), shared with the egress proxy: a
+/* The one token check (vmm/base/http.h), shared with the egress proxy: a
  * comma-separated list, any case, blanks around items, empty items. */
 static void http_token_list(void **state)
 {

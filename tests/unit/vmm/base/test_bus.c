@@ -1,5 +1,4 @@
 /* I/O bus: registration overlap checks and dispatch. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "vmm/bus.h"
+#include "vmm/base/bus.h"
 
 struct rec {
 	struct bus_dev bus;

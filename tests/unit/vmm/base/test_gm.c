@@ -1,6 +1,5 @@
 /* Guest memory: layout, range checks (edges, holes, overflow), dump and
  * private mapping. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +15,7 @@
 #include <unistd.h>
 
 
-#include "vmm/gm.h"
+#include "vmm/base/gm.h"
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)

@@ -1,8 +1,7 @@
-/* The key=value option tokenizer (vmm/kvopt.h) every device option and
+/* The key=value option tokenizer (vmm/base/kvopt.h) every device option and
  * --disk/--net/--fs/--vsock/--entropy/--balloon go through: the syntax
  * the parsers accepted before it (commas split, empty items skipped, the
  * first '=' cuts, no quoting or escapes). */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vmm/kvopt.h"
+#include "vmm/base/kvopt.h"
 
 /* The list as "key=value|key|..." (a key without '=' alone), for one
  * comparison per case. */

@@ -4,7 +4,6 @@
  * identity section, the diff page writer/reader over fake memory, and the
  * in-place commit killed after each of its steps (fault injection): what
  * the next open finds is always the old snapshot or the new one, whole. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,10 +19,10 @@
 #include <unistd.h>
 
 #include "devices/virtqueue.h"
-#include "vmm/dirty.h"
-#include "vmm/gm.h"
-#include "vmm/snapdiff.h"
-#include "vmm/snapfmt.h"
+#include "vmm/base/dirty.h"
+#include "vmm/base/gm.h"
+#include "vmm/base/snapfmt_diff.h"
+#include "vmm/base/snapfmt.h"
 
 #define PG 4096ull
 

@@ -1,4 +1,4 @@
-/* The Uffd memory backend (vmm/uffd.h) without KVM: the handshake's JSON
+/* The Uffd memory backend (vmm/base/uffd.h) without KVM: the handshake's JSON
  * and SCM_RIGHTS message, the errors a client sees, and the whole path
  * with the test handler (tests/uffd/uffd_serve.h) in a child process:
  * guest memory mapped and registered here, handed over a Unix socket, and
@@ -7,7 +7,6 @@
  * UFFD_EVENT_REMOVE and reads as zeros afterwards. The tests that need a
  * userfaultfd skip, saying why, where neither userfaultfd(2) nor
  * /dev/userfaultfd gives one. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,7 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "vmm/uffd.h"
+#include "vmm/base/uffd.h"
 #include "tests/uffd/uffd_serve.h"
 
 #define PAGE 4096u

@@ -1,7 +1,6 @@
 /* unix_listen: owner-only sockets are 0600 whatever the umask and
  * whatever another thread does to it meanwhile, a live listener is not
  * taken over, a stale socket is replaced, a non-socket is left alone. */
-#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "vmm/unixsock.h"
+#include "vmm/base/unixsock.h"
 
 struct dir {
 	char path[64];

@@ -1,9 +1,8 @@
-/* guest-init/tar.c: the writer and the extractor round trip (modes,
+/* vmm/wire/tar.c: the writer and the extractor round trip (modes,
  * times, links, long names through pax), and the extractor refuses
  * hostile archives ("../x", "/etc/x", a symlink then a file through it, a
  * hard link out, huge sizes, truncated headers, bad checksums, limits)
  * leaving nothing half-written. Against temporary directories. */
-#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -19,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../guest-init/tar.h"
+#include "vmm/wire/tar.h"
 
 struct mem {
 	unsigned char *b;
