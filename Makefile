@@ -19,7 +19,10 @@ SEMVER   := 1.0.0
 WARN     := -Wall -Wextra -Werror -Wshadow -Wvla -Wimplicit-fallthrough \
             -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS := -std=c11 $(WARN) $(CFLAGS) -MMD -MP -I. -I$(BUILD)/gen
+# One include root (every #include names its folder: "vmm/base/log.h") and
+# _GNU_SOURCE for every file, set here once.
+GNU      := -D_GNU_SOURCE
+ALL_CFLAGS := -std=c11 $(WARN) $(CFLAGS) -MMD -MP -I. -I$(BUILD)/gen $(GNU)
 LDLIBS   := -lpthread
 
 ifeq ($(V),1)
@@ -176,7 +179,7 @@ MUSL_CC ?= musl-gcc
 $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  $<")
-	$(Q)$(MUSL_CC) -std=c11 $(WARN) -Os -static -s -o $@ $<
+	$(Q)$(MUSL_CC) -std=c11 $(WARN) -I. $(GNU) -Os -static -s -o $@ $<
 
 # guest-init: PID 1 and the sandbox API server (static, musl), and the
 # same code built for the host, where it serves the API on a Unix socket
@@ -189,12 +192,12 @@ GUEST_INIT_HDRS := vmm/wire/api.h guest-init/applets.h vmm/wire/json.h vmm/wire/
 $(BUILD)/guest/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  guest-init")
-	$(Q)$(MUSL_CC) -std=c11 $(WARN) -Os -static -s -o $@ $(GUEST_INIT_SRCS)
+	$(Q)$(MUSL_CC) -std=c11 $(WARN) -I. $(GNU) -Os -static -s -o $@ $(GUEST_INIT_SRCS)
 
 $(BUILD)/tools/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      guest-init (host)")
-	$(Q)$(CC) -std=c11 $(WARN) -O2 -g -o $@ $(GUEST_INIT_SRCS)
+	$(Q)$(CC) -std=c11 $(WARN) -I. $(GNU) -O2 -g -o $@ $(GUEST_INIT_SRCS)
 
 $(BUILD)/tools/mkcpio: boot/mkcpio.c
 	@mkdir -p $(@D)
@@ -235,17 +238,17 @@ base-image: $(BUILD)/vmm $(BUILD)/guest/guest-init
 $(BUILD)/guest/blkbench: bench/guest/blkbench.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  $<")
-	$(Q)$(MUSL_CC) -std=c11 $(WARN) -O2 -static -s -o $@ $<
+	$(Q)$(MUSL_CC) -std=c11 $(WARN) -I. $(GNU) -O2 -static -s -o $@ $<
 
 $(BUILD)/guest/vsock_test: tests/e2e/vsock_test.c vmm/wire/vsock.h
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  $<")
-	$(Q)$(MUSL_CC) -std=c11 $(WARN) -O2 -static -s -pthread -o $@ $<
+	$(Q)$(MUSL_CC) -std=c11 $(WARN) -I. $(GNU) -O2 -static -s -pthread -o $@ $<
 
 # The same server built for the host: bench/vsock's Unix-socket ceiling.
 $(BUILD)/tools/vsock_test: tests/e2e/vsock_test.c vmm/wire/vsock.h
 	@mkdir -p $(@D)
-	$(Q)$(CC) -std=c11 $(WARN) -O2 -pthread -o $@ $<
+	$(Q)$(CC) -std=c11 $(WARN) -I. $(GNU) -O2 -pthread -o $@ $<
 
 TEST_TOOLS := $(BUILD)/guest/blkbench $(BUILD)/guest/vsock_test
 $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init $(TEST_TOOLS) $(BUILD)/tools/mkcpio $(BUILD)/guest/busybox.applets
@@ -378,8 +381,10 @@ test_mcp_SRCS     := cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c
                      cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c vmm/wire/json.c vmm/wire/proto.c
 test_mcp_LIBS     := $(TLS_LIBS)
 
+# tests/unit/ mirrors the folders: tests/unit/FOLDER/TEST.c tests FOLDER.
+unit_src = $(firstword $(wildcard tests/unit/*/$(1).c tests/unit/*/*/$(1).c))
 define unit_test
-$(BUILD)/$(2)/tests/$(1): $(BUILD)/$(2)/tests/unit/$(1).o $(call objs,$(2),$($(1)_SRCS))
+$(BUILD)/$(2)/tests/$(1): $(call objs,$(2),$(call unit_src,$(1)) $($(1)_SRCS))
 	@$$(if $(Q),echo "  LD      $$@")
 	$(Q)$(CC) $(CFLAGS) $(3) -o $$@ $$^ -lcmocka $($(1)_LIBS) $(LDLIBS)
 endef
@@ -432,9 +437,16 @@ VMHOST_TIMEOUT_e2e        ?= 2700
 kvmrun = $(if $(or $(filter on,$(VMHOST)),$(filter $(1) all,$(VMHOST_TIERS))),$(if $(KVMRUN),VMHOST_TIMEOUT=$(or $(VMHOST_TIMEOUT),$(VMHOST_TIMEOUT_$(1)),1800) $(KVMRUN)))
 # Says, once per tier, where it runs: $(call kvm_where,WHAT,TIER).
 kvm_where = @echo "  KVM     $(1): $(if $(call kvmrun,$(2)),in a QEMU TCG VM (VMHOST=$(VMHOST)$(if $(wildcard /dev/kvm),$(if $(EMULATING_HOST),; this host's KVM emulates guest ring 0),; no /dev/kvm here)),$(if $(wildcard /dev/kvm),on this host's /dev/kvm,skipped: no /dev/kvm$(if $(KVMRUN), (VMHOST_TIERS=$(VMHOST_TIERS): add $(2) to run it in the QEMU TCG VM), and VMHOST=$(VMHOST)$(if $(filter auto,$(VMHOST)), but tests/vmhost/run.sh --check fails))))"
-KVM_UNIT_TESTS := $(basename $(notdir $(shell grep -l vm_fixture.h tests/unit/test_*.c)))
+KVM_UNIT_TESTS := $(basename $(notdir $(shell grep -rl --include='test_*.c' vm_fixture.h tests/unit)))
 
-.PHONY: test unit guest-test e2e asan fuzz deps clean
+.PHONY: test unit guest-test e2e asan fuzz deps clean structure
+# The tree's shape (tests/structure.py, docs/ARCHITECTURE.md): the layer
+# rule for includes, functions of at most 200 lines, an opening comment in
+# every file, verbs only in cli/*.c. Seconds, no KVM; its self-test first.
+structure:
+	$(Q)python3 tests/structure.py --self-test
+	$(Q)python3 tests/structure.py
+
 deps:
 	$(Q)boot/deps.sh
 
@@ -535,8 +547,9 @@ e2e-standby: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 # each fuzz target for FUZZ_SECONDS (10 here; `make fuzz` alone defaults
 # to 60). Every tier runs, after a failing one too, and a summary lists
 # each with its counts (tests/run-tiers.sh; outputs in build/test-results);
-# TEST_TIERS="cli-test e2e-lib-test" runs fewer.
-TEST_TIERS ?= unit $(GUEST_TEST_TIERS) guests-tier e2e e2e-oci e2e-dockerfile e2e-standby asan fuzz
+# TEST_TIERS="cli-test e2e-lib-test" runs fewer; structure
+# (tests/structure.py, the layer rule) is the last.
+TEST_TIERS ?= unit $(GUEST_TEST_TIERS) guests-tier e2e e2e-oci e2e-dockerfile e2e-standby asan fuzz structure
 test: deps
 	$(Q)FUZZ_SECONDS=$(or $(TEST_FUZZ_SECONDS),10) MAKE='$(MAKE)' tests/run-tiers.sh $(BUILD)/test-results $(TEST_TIERS)
 
@@ -589,7 +602,7 @@ fuzz_mcp_LIBS         := $(TLS_LIBS)
 $(BUILD)/fuzz/%: $$($$*_SRCS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  FUZZ-CC $@")
-	$(Q)$(FUZZ_CC) -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -o $@ $^ $($*_LIBS)
+	$(Q)$(FUZZ_CC) -std=c11 -g -O1 -I. $(GNU) -fsanitize=fuzzer,address,undefined -o $@ $^ $($*_LIBS)
 fuzz: $(patsubst %,$(BUILD)/fuzz/%,$(FUZZ_TARGETS))
 	$(Q)pass=0; fail=0; for t in $(FUZZ_TARGETS); do \
 		mkdir -p $(BUILD)/fuzz/corpus-$$t && \
