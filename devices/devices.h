@@ -9,7 +9,19 @@
 #include "vmm/base/log.h"
 #include "vmm/base/snapfmt.h"
 
-struct vm;
+/* What a legacy device asks of the machine it sits in, as callbacks the
+ * VM hands it (devices know no struct vm; Firecracker's i8042 is built
+ * with a reset eventfd the same way): an ISA interrupt line's level, an
+ * end of the run (reset, power-off), and two notices of the guest's
+ * progress. A NULL callback does nothing. */
+enum legacy_exit { LEGACY_EXIT_POWEROFF, LEGACY_EXIT_REBOOT };
+struct legacy_host {
+	void *opaque;
+	void (*irq_line)(void *opaque, unsigned irq, int level);
+	void (*exit)(void *opaque, enum legacy_exit why, const char *msg);
+	void (*boot_marker)(void *opaque);  /* the guest's init is up */
+	void (*kernel_up)(void *opaque);    /* first read of the token window */
+};
 
 /* 8250 UART (16550A without a real FIFO timing model). */
 #define SERIAL_COM1_BASE 0x3f8
@@ -18,7 +30,7 @@ struct vm;
 
 struct serial {
 	struct bus_dev bus;
-	struct vm *vm;
+	struct legacy_host host;
 	unsigned irq;
 	int out_fd;
 	pthread_mutex_t lock;
@@ -38,7 +50,8 @@ struct serial {
 	int rotate_efd;
 };
 
-int serial_init(struct serial *s, struct vm *vm, uint64_t base, unsigned irq, int out_fd);
+/* `host` may be NULL (no interrupts). */
+int serial_init(struct serial *s, const struct legacy_host *host, uint64_t base, unsigned irq, int out_fd);
 void serial_destroy(struct serial *s);
 /* Caps the console file at `limit` bytes, `written` of them there now.
  * 0 or -errno. */
@@ -63,7 +76,7 @@ int serial_restore(struct serial *s, struct srd *r) __attribute__((warn_unused_r
 #define I8042_BUF 16
 struct i8042 {
 	struct bus_dev bus;
-	struct vm *vm;
+	struct legacy_host host;
 	pthread_mutex_t lock;  /* vCPU threads (ports) and the main thread (keys) */
 	uint8_t status, control, outp, cmd;
 	uint8_t buf[I8042_BUF];/* output buffer: bytes for port 0x60 */
@@ -71,7 +84,7 @@ struct i8042 {
 	int driver_seen;       /* the guest wrote the control register */
 	uint64_t resets, kbd_irqs;
 };
-void i8042_init(struct i8042 *k, struct vm *vm);
+void i8042_init(struct i8042 *k, const struct legacy_host *host);
 void i8042_destroy(struct i8042 *k);
 /* Puts Ctrl, Alt, Del (scancode set 2 make codes, as Firecracker sends
  * them) in the output buffer and raises IRQ 1. 0; -ENODEV if no driver
@@ -97,11 +110,12 @@ int i8042_restore(struct i8042 *k, struct srd *r) __attribute__((warn_unused_res
 struct vmm_port {
 	struct bus_dev bus;
 	struct bus_dev token_bus;
-	struct vm *vm;
+	struct legacy_host host;
 	struct log_ratelimit rl;
 	char token[VMM_TOKEN_LEN]; /* NUL-padded; at most VMM_TOKEN_LEN - 1 bytes */
 };
-void vmm_port_init(struct vmm_port *p, struct vm *vm);
+/* `token`: the sandbox API's access token (NULL: none). */
+void vmm_port_init(struct vmm_port *p, const struct legacy_host *host, const char *token);
 
 /* Port 0x80 (POST codes; Linux's io_delay writes it). */
 struct post_port {

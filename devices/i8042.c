@@ -4,7 +4,6 @@
  * the host to type Ctrl-Alt-Del. Register accesses come from vCPU threads,
  * the keys from the main thread: one lock. */
 #include "devices/devices.h"
-#include "vmm/vm.h"
 
 #include <errno.h>
 #include <string.h>
@@ -78,8 +77,10 @@ static void kbd_irq(struct i8042 *k)
 	if (!(k->control & CB_KBD_INT))
 		return;
 	k->kbd_irqs++;
-	vm_irq_line(k->vm, I8042_IRQ, 1);
-	vm_irq_line(k->vm, I8042_IRQ, 0);
+	if (k->host.irq_line) {
+		k->host.irq_line(k->host.opaque, I8042_IRQ, 1);
+		k->host.irq_line(k->host.opaque, I8042_IRQ, 0);
+	}
 }
 
 static void i8042_read(struct bus_dev *d, uint64_t off, void *data, unsigned len)
@@ -175,20 +176,21 @@ static void i8042_write(struct bus_dev *d, uint64_t off, const void *data, unsig
 		}
 	}
 	pthread_mutex_unlock(&k->lock);
-	if (reset)
-		vm_request_exit(k->vm, VM_EXIT_REBOOT, "guest reset the machine (i8042)");
+	if (reset && k->host.exit)
+		k->host.exit(k->host.opaque, LEGACY_EXIT_REBOOT, "guest reset the machine (i8042)");
 }
 
 static const struct bus_ops i8042_ops = { .read = i8042_read, .write = i8042_write };
 
-void i8042_init(struct i8042 *k, struct vm *vm)
+void i8042_init(struct i8042 *k, const struct legacy_host *host)
 {
 	memset(k, 0, sizeof(*k));
 	k->bus.base = 0x60;
 	k->bus.len = 5;
 	k->bus.name = "i8042";
 	k->bus.ops = &i8042_ops;
-	k->vm = vm;
+	if (host)
+		k->host = *host;
 	k->control = CB_POST_OK | CB_KBD_INT;
 	k->status = SB_KBD_ENABLED;
 	pthread_mutex_init(&k->lock, NULL);

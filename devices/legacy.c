@@ -1,7 +1,6 @@
 /* Small port-I/O devices: the vmm port (boot marker, power-off and the
  * API token window) and port 0x80. The i8042 is devices/i8042.c. */
 #include "devices/devices.h"
-#include "vmm/vm.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -30,12 +29,15 @@ static void vmm_port_write(struct bus_dev *d, uint64_t off, const void *data, un
 	(void)len;
 	if (off != 0)
 		return;
-	if (v == VMM_PORT_BOOT_READY)
-		vm_boot_marker(p->vm);
-	else if (v == VMM_PORT_POWEROFF)
-		vm_request_exit(p->vm, VM_EXIT_POWEROFF, "guest powered off");
-	else if (log_ratelimit_ok(&p->rl))
+	if (v == VMM_PORT_BOOT_READY) {
+		if (p->host.boot_marker)
+			p->host.boot_marker(p->host.opaque);
+	} else if (v == VMM_PORT_POWEROFF) {
+		if (p->host.exit)
+			p->host.exit(p->host.opaque, LEGACY_EXIT_POWEROFF, "guest powered off");
+	} else if (log_ratelimit_ok(&p->rl)) {
 		log_warn("vmm port: unknown command 0x%02x from the guest", v);
+	}
 }
 
 static const struct bus_ops vmm_port_ops = { .read = vmm_port_read, .write = vmm_port_write };
@@ -44,13 +46,14 @@ static const struct bus_ops vmm_port_ops = { .read = vmm_port_read, .write = vmm
  * two vCPUs reading at once cannot interleave. The bus hands over only
  * accesses inside the window (off + len <= VMM_TOKEN_LEN). guest-init
  * reads it first thing: the first read tells vmm run's status line that
- * the kernel is up (vm_kernel_up: once, atomically). */
+ * the kernel is up (the kernel_up notice; the VM takes it once). */
 static void vmm_token_read(struct bus_dev *d, uint64_t off, void *data, unsigned len)
 {
 	struct vmm_port *p = container_of(d, struct vmm_port, token_bus);
 
 	memcpy(data, p->token + off, len);
-	vm_kernel_up(p->vm);
+	if (p->host.kernel_up)
+		p->host.kernel_up(p->host.opaque);
 }
 
 static void vmm_token_write(struct bus_dev *d, uint64_t off, const void *data, unsigned len)
@@ -63,10 +66,9 @@ static void vmm_token_write(struct bus_dev *d, uint64_t off, const void *data, u
 
 static const struct bus_ops vmm_token_ops = { .read = vmm_token_read, .write = vmm_token_write };
 
-void vmm_port_init(struct vmm_port *p, struct vm *vm)
+void vmm_port_init(struct vmm_port *p, const struct legacy_host *host, const char *tok)
 {
 	const struct log_ratelimit rl = LOG_RATELIMIT_INIT;
-	const char *tok = vm->cfg.api_token;
 
 	memset(p, 0, sizeof(*p));
 	p->bus.base = VMM_PORT_BASE;
@@ -79,7 +81,8 @@ void vmm_port_init(struct vmm_port *p, struct vm *vm)
 	p->token_bus.ops = &vmm_token_ops;
 	if (tok)
 		snprintf(p->token, sizeof(p->token), "%s", tok);
-	p->vm = vm;
+	if (host)
+		p->host = *host;
 	p->rl = rl;
 }
 

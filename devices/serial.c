@@ -4,7 +4,6 @@
  * the level IIR implies, as kvmtool does. Loopback mode is emulated because
  * Linux's autoconfig probes the UART with it. */
 #include "devices/devices.h"
-#include "vmm/vm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,7 +63,8 @@ static void serial_update_irq(struct serial *s)
 		s->lsr &= (uint8_t)~LSR_DR;
 	if (level != s->irq_level) {
 		s->irq_level = level;
-		vm_irq_line(s->vm, s->irq, level);
+		if (s->host.irq_line)
+			s->host.irq_line(s->host.opaque, s->irq, level);
 	}
 }
 
@@ -231,14 +231,15 @@ static const struct bus_ops serial_ops = {
 	.write = serial_write,
 };
 
-int serial_init(struct serial *s, struct vm *vm, uint64_t base, unsigned irq, int out_fd)
+int serial_init(struct serial *s, const struct legacy_host *host, uint64_t base, unsigned irq, int out_fd)
 {
 	memset(s, 0, sizeof(*s));
 	s->bus.base = base;
 	s->bus.len = 8;
 	s->bus.name = "serial";
 	s->bus.ops = &serial_ops;
-	s->vm = vm;
+	if (host)
+		s->host = *host;
 	s->irq = irq;
 	s->out_fd = out_fd;
 	s->msr = MSR_DCD | MSR_DSR | MSR_CTS;

@@ -219,11 +219,40 @@ static void vm_remove_virtio(struct vm *vm)
 	memset(vm->virtio, 0, sizeof(vm->virtio));
 }
 
+/* The legacy devices' view of the VM (devices/devices.h: struct
+ * legacy_host): its interrupt lines, its end of run and its notices. */
+static void legacy_irq_line(void *opaque, unsigned irq, int level)
+{
+	vm_irq_line(opaque, irq, level);
+}
+
+static void legacy_exit(void *opaque, enum legacy_exit why, const char *msg)
+{
+	vm_request_exit(opaque, why == LEGACY_EXIT_REBOOT ? VM_EXIT_REBOOT : VM_EXIT_POWEROFF, "%s", msg);
+}
+
+static void legacy_boot_marker(void *opaque)
+{
+	vm_boot_marker(opaque);
+}
+
+static void legacy_kernel_up(void *opaque)
+{
+	vm_kernel_up(opaque);
+}
+
 static int vm_add_devices(struct vm *vm)
 {
+	const struct legacy_host host = {
+		.opaque = vm,
+		.irq_line = legacy_irq_line,
+		.exit = legacy_exit,
+		.boot_marker = legacy_boot_marker,
+		.kernel_up = legacy_kernel_up,
+	};
 	int r;
 
-	r = serial_init(&vm->dev.com1, vm, SERIAL_COM1_BASE, SERIAL_COM1_IRQ, vm->cfg.console_out);
+	r = serial_init(&vm->dev.com1, &host, SERIAL_COM1_BASE, SERIAL_COM1_IRQ, vm->cfg.console_out);
 	if (r)
 		return r;
 	if (vm->cfg.console_path && vm->cfg.console_limit && vm->cfg.console_out >= 0) {
@@ -236,8 +265,8 @@ static int vm_add_devices(struct vm *vm)
 			return r;
 		}
 	}
-	i8042_init(&vm->dev.i8042, vm);
-	vmm_port_init(&vm->dev.port, vm);
+	i8042_init(&vm->dev.i8042, &host);
+	vmm_port_init(&vm->dev.port, &host, vm->cfg.api_token);
 	post_port_init(&vm->dev.post);
 	if ((r = bus_add(&vm->pio, &vm->dev.com1.bus)) || (r = bus_add(&vm->pio, &vm->dev.i8042.bus)) ||
 	    (r = bus_add(&vm->pio, &vm->dev.port.bus)) || (r = bus_add(&vm->pio, &vm->dev.port.token_bus)) ||

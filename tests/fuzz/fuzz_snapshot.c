@@ -31,15 +31,6 @@ static const struct virtio_dev_ops ops = {
 	.queue_notify = echo_notify,
 };
 
-/* serial_restore touches only the UART; the irq line needs no VM here. */
-void vm_irq_line(struct vm *vm, unsigned gsi, int level);
-void vm_irq_line(struct vm *vm, unsigned gsi, int level)
-{
-	(void)vm;
-	(void)gsi;
-	(void)level;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
 	static struct virtio_dev d;

@@ -1,6 +1,7 @@
 /* i8042: Linux's i8042/atkbd probe sequence answered, Ctrl-Alt-Del typed
  * only once a driver set the controller up, IRQ 1 edges, the reset line,
- * the snapshot record. No KVM: the VM services are stubs. */
+ * the snapshot record. No KVM: the VM's side (struct legacy_host) is
+ * callbacks that record what the controller asked. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,27 +10,29 @@
 #include <errno.h>
 #include <string.h>
 
-#include "vmm/vm.h"
+#include "devices/devices.h"
 
 static unsigned irq_edges, resets;
 static int irq_level;
 
-void vm_irq_line(struct vm *vm, unsigned gsi, int level)
+static void irq_line(void *opaque, unsigned gsi, int level)
 {
-	(void)vm;
+	(void)opaque;
 	assert_int_equal(gsi, I8042_IRQ);
 	if (level && !irq_level)
 		irq_edges++;
 	irq_level = level;
 }
 
-void vm_request_exit(struct vm *vm, enum vm_exit_reason r, const char *fmt, ...)
+static void machine_exit(void *opaque, enum legacy_exit r, const char *msg)
 {
-	(void)vm;
-	(void)fmt;
-	assert_int_equal(r, VM_EXIT_REBOOT);
+	(void)opaque;
+	(void)msg;
+	assert_int_equal(r, LEGACY_EXIT_REBOOT);
 	resets++;
 }
+
+static const struct legacy_host host = { .irq_line = irq_line, .exit = machine_exit };
 
 static uint8_t in8(struct i8042 *k, unsigned port)
 {
@@ -58,7 +61,7 @@ static void linux_probe(void **state)
 
 	(void)state;
 	reset_counts();
-	i8042_init(&k, NULL);
+	i8042_init(&k, &host);
 	/* A controller is there: the status is not 0xff, nothing to flush. */
 	assert_int_not_equal(in8(&k, 0x64), 0xff);
 	assert_int_equal(in8(&k, 0x64) & 1, 0);
@@ -120,7 +123,7 @@ static void ctrl_alt_del(void **state)
 
 	(void)state;
 	reset_counts();
-	i8042_init(&k, NULL);
+	i8042_init(&k, &host);
 	out8(&k, 0x64, 0x60);
 	out8(&k, 0x60, 0x45); /* Linux's usual CTR: KBDINT, SYS, XLATE off... */
 	out8(&k, 0x64, 0x60);
@@ -151,7 +154,7 @@ static void reset_line(void **state)
 
 	(void)state;
 	reset_counts();
-	i8042_init(&k, NULL);
+	i8042_init(&k, &host);
 	out8(&k, 0x64, 0xfe);
 	assert_int_equal(resets, 1);
 	out8(&k, 0x60, 0xfe); /* on the data port: a keyboard command */
@@ -167,8 +170,8 @@ static void snapshot(void **state)
 
 	(void)state;
 	reset_counts();
-	i8042_init(&k, NULL);
-	i8042_init(&k2, NULL);
+	i8042_init(&k, &host);
+	i8042_init(&k2, &host);
 	out8(&k, 0x64, 0x60);
 	out8(&k, 0x60, 0x05);
 	assert_int_equal(i8042_ctrl_alt_del(&k), 0);

@@ -146,7 +146,7 @@ static void token_window(void **state)
 	(void)state;
 	assert_non_null(vm);
 	vm->cfg.api_token = "tok-3f9a";
-	vmm_port_init(&vm->dev.port, vm);
+	vmm_port_init(&vm->dev.port, NULL, vm->cfg.api_token);
 	memset(&pio, 0, sizeof(pio));
 	assert_int_equal(bus_add(&pio, &vm->dev.port.bus), 0);
 	assert_int_equal(bus_add(&pio, &vm->dev.port.token_bus), 0);
@@ -169,7 +169,7 @@ static void token_window(void **state)
 	assert_int_equal(bus_access(&pio, VMM_TOKEN_BASE + VMM_TOKEN_LEN, &w, 1, 0), -ENOENT);
 
 	vm->cfg.api_token = NULL;
-	vmm_port_init(&vm->dev.port, vm);
+	vmm_port_init(&vm->dev.port, NULL, vm->cfg.api_token);
 	memset(win, 0x55, sizeof(win));
 	for (i = 0; i < VMM_TOKEN_LEN; i++)
 		bus_access(&pio, VMM_TOKEN_BASE + i, win + i, 1, 0);
@@ -179,7 +179,7 @@ static void token_window(void **state)
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	vm->cfg.api_token = big;
-	vmm_port_init(&vm->dev.port, vm);
+	vmm_port_init(&vm->dev.port, NULL, vm->cfg.api_token);
 	for (i = 0; i < VMM_TOKEN_LEN; i++)
 		bus_access(&pio, VMM_TOKEN_BASE + i, win + i, 1, 0);
 	assert_int_equal(win[VMM_TOKEN_LEN - 1], 0);
