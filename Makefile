@@ -55,7 +55,7 @@ CORE_SRCS := vmm/base/log.c vmm/base/kvopt.c vmm/base/kvm.c vmm/base/gm.c vmm/ba
 CLI_SRCS  := cli/main.c cli/run.c cli/launch/run_helper.c cli/launch/run_detach.c cli/launch/run_jail.c cli/launch/run_restore.c cli/launch/run_opts.c cli/launch/run_fc.c cli/launch/launch.c cli/restore.c cli/util/util.c cli/exec.c cli/cp.c cli/sandbox/cp_files.c cli/sandbox/cp_tar.c vmm/wire/tar.c cli/util/progress.c cli/launch/boot_status.c cli/sandbox/api_client.c \
              cli/sandbox/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
              cli/stop.c cli/rm.c cli/prune.c cli/launch/publish.c cli/create.c cli/start.c cli/serve.c cli/launch/jail.c \
-             cli/images/image_store.c cli/images/image_build.c cli/egress/egress_proxy.c cli/egress/egress_http.c cli/egress/egress_tunnel.c \
+             cli/image.c cli/images/image_store.c cli/images/image_build.c cli/egress/egress_proxy.c cli/egress/egress_http.c cli/egress/egress_tunnel.c \
              cli/egress/egress_tls.c cli/egress/egress_pol.c cli/egress/egress_ctl.c cli/egress_cmd.c cli/sandbox/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
              cli/images/image_pull.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/images/registry.c cli/sandbox/disklock.c \
              cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/dockerfile/image_dockerfile.c cli/images/unpack_cache.c cli/images/rdump.c \

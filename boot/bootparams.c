@@ -1,3 +1,5 @@
+/* The Linux boot protocol's zero page (struct boot_params): the e820 map,
+ * the command line and the initrd, for both loaders (boot/loader.h). */
 #include "boot/loader.h"
 #include "boot/layout.h"
 

@@ -2,6 +2,7 @@
  * live (API v2). Ctrl-C leaves it running. */
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 
 #include <stdlib.h>
 #include <string.h>

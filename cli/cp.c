@@ -1,6 +1,7 @@
 /* vmm cp: copy files and directories between the host and a sandbox. */
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "vmm/base/log.h"
 #include "vmm/wire/proto.h"
 

@@ -1,5 +1,6 @@
 /* vmm create [run options]: a named sandbox, configured, not started. */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 
 #include <errno.h>

@@ -1,5 +1,6 @@
 /* vmm egress: the egress proxy on its own (docs/egress.md). */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/egress/egress.h"
 #include "cli/sandbox/sandbox.h"
 #include "vmm/wire/json.h"

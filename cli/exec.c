@@ -1,6 +1,7 @@
 /* vmm exec: run a command in a running sandbox. */
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/images/images.h"
 #include "vmm/wire/proto.h"
 

@@ -1,5 +1,6 @@
 /* vmm inspect NAME: one sandbox as JSON. */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 #include "vmm/wire/json.h"
 

@@ -1,6 +1,7 @@
 /* vmm kill NAME ID [-s SIG]: signal a detached process (API v2). */
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "vmm/wire/json.h"
 
 #include <signal.h>

@@ -1,6 +1,7 @@
 /* vmm logs NAME [-f]: a detached sandbox's console (and VMM log). */
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,6 @@
 /* vmm ls: the sandboxes in the state directory, a table or JSON. */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 #include "vmm/wire/json.h"
 

@@ -1,4 +1,7 @@
+/* vmm's entry: the verb table (cli/verbs.h), --version and --help, and the
+ * dispatch to a verb or to vmm-tls (docs/cli.md). */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 #include "vmm/base/log.h"
 #include "vmm/seccomp.h"

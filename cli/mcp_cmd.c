@@ -1,6 +1,7 @@
 /* vmm mcp NAME [--listen ADDR:PORT]: the sandbox's tools as an MCP server
  * (cli/mcp/mcp.c; docs/mcp.md). */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/mcp/mcp.h"
 #include "cli/sandbox/sandbox.h"
 

@@ -7,6 +7,7 @@
 #include <limits.h>
 
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/egress/egress.h"
 #include "cli/images/images.h"
 #include "vmm/base/log.h"

@@ -7,6 +7,7 @@
  * as its user), carries its stdio and exits with its status. */
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/oci/oci.h"
 #include "vmm/wire/proto.h"
 

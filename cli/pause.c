@@ -1,5 +1,6 @@
 /* vmm pause SANDBOX / vmm resume SANDBOX. */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 #include "vmm/vm_standby.h"
 

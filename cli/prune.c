@@ -1,5 +1,6 @@
 /* vmm prune: remove every sandbox that exited, died or expired. */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 
 #include <stdlib.h>

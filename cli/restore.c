@@ -1,6 +1,7 @@
 /* vmm restore: start a sandbox from a snapshot (docs/snapshot.md); the
  * sandbox start is vmm run's (launch.h), with restore's options. */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/launch/launch.h"
 
 #include <stdio.h>

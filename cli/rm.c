@@ -1,5 +1,6 @@
 /* vmm rm [-f] NAME...: remove stopped sandboxes (-f: stop them first). */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 
 #include <string.h>

@@ -2,6 +2,7 @@
  * The verb: its help, vmm run --image's arguments (image.h), and the
  * sandbox start it shares with restore, serve and create (launch.h). */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/images/images.h"
 #include "cli/launch/launch.h"
 #include "vmm/vm.h"

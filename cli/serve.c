@@ -3,6 +3,7 @@
  * (docs/control-api.md); the VM is built by PUT /actions InstanceStart or
  * PUT /snapshot/load, or at once from --config-file. */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/launch/launch.h"
 
 #include <stdio.h>

@@ -1,5 +1,6 @@
 /* vmm snapshot SANDBOX DIR: pause, write a snapshot, resume (or stop). */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 #include "vmm/wire/json.h"
 #include "vmm/base/log.h"

@@ -1,5 +1,6 @@
 /* vmm start NAME: start a sandbox vmm create recorded (as vmm run -d). */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 
 #include <errno.h>

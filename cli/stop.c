@@ -1,5 +1,6 @@
 /* vmm stop NAME...: through the guest, then forced after a timeout. */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 
 #include <stdlib.h>

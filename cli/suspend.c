@@ -1,5 +1,6 @@
 /* vmm suspend SANDBOX: standby in place (docs/snapshot.md, "Standby"). */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 
 #include <string.h>

@@ -1,6 +1,7 @@
 /* vmm token create|ls|rm: a sandbox's scoped access tokens (cli/mcp/mcp_tokens.h,
  * docs/mcp.md). */
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "cli/sandbox/sandbox.h"
 #include "cli/mcp/mcp.h"
 

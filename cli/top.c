@@ -1,6 +1,7 @@
 /* vmm top NAME [--json]: the detached processes in a sandbox (API v2). */
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 #include "vmm/wire/json.h"
 #include "vmm/wire/proto.h"
 

@@ -2,6 +2,7 @@
  * as they happen (API v2, inotify in the guest). */
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
+#include "cli/verbs.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* The virtio-mmio transport (devices/virtio_mmio.h, virtio 1.2 section 4.2). */
 #include "devices/virtio_mmio.h"
 #include "vmm/base/kvm.h"
 

@@ -1,3 +1,4 @@
+/* The split virtqueue (devices/virtqueue.h, virtio 1.2 section 2.7). */
 #include "devices/virtqueue.h"
 
 #include <endian.h>

@@ -1,3 +1,4 @@
+/* A detached process's output ring (guest-init/ring.h). */
 #include "guest-init/ring.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* A vCPU's CPUID entries, templated and fixed up (vmm/cpuid.h). */
 #include "vmm/cpuid.h"
 
 #include <cpuid.h>

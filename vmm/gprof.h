@@ -1,6 +1,3 @@
-#ifndef VMM_GPROF_H
-#define VMM_GPROF_H
-
 /* Guest RIP sampling (docs/perf.md, section 13): with
  * VMM_GUEST_PROFILE=PATH in the environment, a timer on the VMM process's
  * CPU time sends the vCPU kick signal every millisecond of it (CPU-time
@@ -15,6 +12,8 @@
  * The timer is made before the seccomp filters (which do not allow
  * timer_create), by the main thread, which blocks the kick signal: only
  * vCPU threads take it. */
+#ifndef VMM_GPROF_H
+#define VMM_GPROF_H
 
 #include <stdint.h>
 

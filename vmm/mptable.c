@@ -1,3 +1,4 @@
+/* The MultiProcessor Specification table (vmm/mptable.h). */
 #include "vmm/mptable.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* vCPUs: creation, one thread each, the kick signal (vmm/vcpu.c). */
 #ifndef VMM_VCPU_H
 #define VMM_VCPU_H
 

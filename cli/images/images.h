@@ -36,6 +36,8 @@ struct image_info {
 
 /* The store's root: $VMM_IMAGE_DIR, /var/lib/vmm/images for root, else
  * $XDG_STATE_HOME/vmm/images (~/.local/state/vmm/images); created. */
+/* "building", "built", ... as image.json and vmm image ls say it. */
+const char *image_status_name(enum image_status s);
 int image_store(char *buf, size_t len);
 int image_name_ok(const char *name);
 /* "NAME", "NAME:latest" or "NAME:N". *version 0 means latest. */

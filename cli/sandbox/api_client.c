@@ -1,3 +1,4 @@
+/* The sandbox API's host client (cli/sandbox/api_client.h, docs/api.md). */
 #include "cli/sandbox/api_client.h"
 #include "vmm/base/tty.h"
 #include "vmm/vm.h" /* VM_INTERRUPT_SIGNAL */

@@ -1,16 +1,13 @@
-/* The vmm command: one file per verb, behind the table in main.c. */
-#ifndef CLI_CLI_H
-#define CLI_CLI_H
+/* What the verbs and the subsystems under cli/ share: option and duration
+ * parsing, files and directories handled safely, running tools, the
+ * library and cache directories, the two binaries (docs/perf.md). The verb
+ * table is cli/verbs.h. */
+#ifndef CLI_UTIL_UTIL_H
+#define CLI_UTIL_UTIL_H
 
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/types.h>
-
-/* The verbs only the TLS binary (vmm-tls) carries: their summaries are
- * shared with the lean binary's forwarders (cli/notls.c). */
-#define CLI_SUMMARY_EGRESS "change or show a sandbox's egress policy; the proxy on its own"
-#define CLI_SUMMARY_MCP "serve a sandbox's tools as an MCP server (stdio or HTTP)"
-#define CLI_SUMMARY_TOKEN "create, list and revoke a sandbox's access tokens"
 
 /* Two binaries (docs/perf.md, "Two binaries"): `vmm` links no TLS
  * library (libssl, libcrypto, libcurl and the 28 libraries libcurl
@@ -23,49 +20,6 @@ int cli_needs_tls(int argc, char *const *argv);
 /* Runs vmm-tls (next to this binary) with argv. Returns only on failure,
  * -errno, with what it tried in `path`. */
 int cli_exec_tls(char *const *argv, char *path, size_t len);
-
-struct cli_verb {
-	const char *name;
-	const char *summary;
-	int (*run)(int argc, char **argv); /* argv[0] is the verb */
-	void (*usage)(FILE *out);
-};
-
-extern const struct cli_verb cli_verb_run;
-extern const struct cli_verb cli_verb_exec;
-extern const struct cli_verb cli_verb_cp;
-extern const struct cli_verb cli_verb_snapshot;
-extern const struct cli_verb cli_verb_restore;
-extern const struct cli_verb cli_verb_pause;
-extern const struct cli_verb cli_verb_resume;
-extern const struct cli_verb cli_verb_suspend;
-extern const struct cli_verb cli_verb_ls;
-extern const struct cli_verb cli_verb_ps;
-extern const struct cli_verb cli_verb_inspect;
-extern const struct cli_verb cli_verb_logs;
-extern const struct cli_verb cli_verb_stop;
-extern const struct cli_verb cli_verb_rm;
-extern const struct cli_verb cli_verb_prune;
-extern const struct cli_verb cli_verb_create;
-extern const struct cli_verb cli_verb_start;
-extern const struct cli_verb cli_verb_serve;
-extern const struct cli_verb cli_verb_image;
-extern const struct cli_verb cli_verb_top;
-extern const struct cli_verb cli_verb_attach;
-extern const struct cli_verb cli_verb_kill;
-extern const struct cli_verb cli_verb_watch;
-extern const struct cli_verb cli_verb_egress;
-extern const struct cli_verb cli_verb_mcp;
-extern const struct cli_verb cli_verb_token;
-extern const struct cli_verb cli_verb_oci;
-/* vmm oci, also run as vmm-oci (argv[0]'s name): argv[0] is the verb. */
-int oci_main(int argc, char **argv);
-
-/* vmm serve: the sandbox start in API mode (serve.c, launch.h). */
-int serve_run(int argc, char **argv);
-
-/* vmm create: checks `vmm run` options without starting anything. */
-int run_check_args(int argc, char **argv);
 
 /* Exit statuses of the CLI itself (the guest's are in docs/exit-status.md). */
 #define CLI_EXIT_ERROR 1

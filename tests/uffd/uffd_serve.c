@@ -1,3 +1,4 @@
+/* The test page-fault handler's server side (tests/uffd/uffd_serve.h). */
 #include "tests/uffd/uffd_serve.h"
 #include "vmm/wire/json.h"
 

@@ -1,3 +1,4 @@
+/* Port-I/O and MMIO address ranges to devices (vmm/base/bus.h). */
 #include "vmm/base/bus.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* The device backends' event-loop thread (vmm/base/evloop.h). */
 #include "vmm/base/evloop.h"
 #include "vmm/base/thread.h"
 #include "vmm/base/log.h"

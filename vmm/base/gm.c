@@ -1,3 +1,4 @@
+/* Guest memory: regions, the one (gpa, len) accessor (vmm/base/gm.h). */
 #include "vmm/base/gm.h"
 #include "vmm/base/log.h"
 #include "vmm/base/zpages.h"

@@ -1,3 +1,4 @@
+/* /dev/kvm and its ioctl wrappers (vmm/base/kvm.h). */
 #include "vmm/base/kvm.h"
 #include "vmm/base/log.h"
 

@@ -1,3 +1,4 @@
+/* The log: one line per message, level and sink per process (vmm/base/log.h). */
 #include "vmm/base/log.h"
 
 #include <stdarg.h>

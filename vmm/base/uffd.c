@@ -1,3 +1,4 @@
+/* Guest memory served by a page-fault handler (vmm/base/uffd.h). */
 #include "vmm/base/uffd.h"
 #include "vmm/base/log.h"
 

@@ -1,3 +1,4 @@
+/* The JSON reader and writer both sides share (vmm/wire/json.h). */
 #include "vmm/wire/json.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* The sandbox API's frames, read and written (vmm/wire/proto.h). */
 #include "vmm/wire/proto.h"
 
 #include <errno.h>
