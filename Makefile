@@ -31,48 +31,45 @@ else
 Q := @
 endif
 
+# Sources by folder, one list per layer (docs/ARCHITECTURE.md; the layer
+# rule is checked by tests/structure.py): a binary links the folders it
+# calls, a unit test the files of its folder and those below it.
+WIRE_SRCS   := vmm/wire/json.c vmm/wire/proto.c vmm/wire/tar.c
+BASE_SRCS   := $(wildcard vmm/base/*.c)
+BOOT_SRCS   := boot/bootparams.c boot/elf.c boot/bzimage.c
 # The FUSE server behind virtio-fs (devices/fuse/fuse_internal.h lists its files).
-FUSE_SRCS := devices/fuse/fuse.c devices/fuse/fuse_table.c devices/fuse/fuse_attr.c devices/fuse/fuse_dir.c devices/fuse/fuse_io.c \
-             devices/fuse/fuse_xattr.c devices/fuse/fuse_priv.c
-
-# The Firecracker-compatible API (vmm/api/fcapi_priv.h lists its files).
-FCAPI_SRCS := vmm/api/fcapi.c vmm/api/fcapi_machine.c vmm/api/fcapi_io.c vmm/api/fcapi_snap.c vmm/api/fcapi_obs.c vmm/api/fcapi_dev.c \
-              vmm/api/fcapi_mmds.c vmm/api/fcapi_cpu.c
-
-# Sources of the VMM proper (everything but the CLI entry points).
-CORE_SRCS := vmm/base/log.c vmm/base/kvopt.c vmm/base/kvm.c vmm/base/gm.c vmm/base/uffd.c vmm/base/bus.c vmm/cpuid.c vmm/mptable.c \
-             vmm/base/snapfmt.c vmm/vm_snapshot.c vmm/vm_snapshot_diff.c vmm/base/snapfmt_diff.c vmm/vm_snapshot_mmds.c vmm/base/dirty.c vmm/vm_standby.c vmm/idle.c \
-             vmm/api/control.c vmm/base/http.c $(FCAPI_SRCS) vmm/cputmpl.c \
-             vmm/base/unixsock.c vmm/wire/json.c \
-             vmm/wire/proto.c \
-             vmm/vcpu.c vmm/gprof.c vmm/sched_slice.c vmm/vm.c vmm/vm_create.c vmm/vm_boot.c vmm/vm_run.c vmm/vm_exit.c vmm/vm_pause.c vmm/phase.c vmm/notice.c vmm/kvmcache.c \
-             vmm/base/tty.c boot/bootparams.c boot/elf.c boot/bzimage.c \
-             devices/serial.c devices/legacy.c devices/i8042.c vmm/base/evloop.c devices/virtqueue.c \
-             devices/virtio_mmio.c devices/virtio_blk.c devices/virtio_vsock.c \
-             devices/virtio_net.c devices/tap.c vmm/base/ratelimit.c vmm/seccomp.c \
-             $(FUSE_SRCS) devices/virtio_fs.c devices/virtio_rng.c \
-             devices/virtio_balloon.c devices/mmds.c devices/mmds_net.c
-CLI_SRCS  := cli/main.c cli/run.c cli/launch/run_helper.c cli/launch/run_detach.c cli/launch/run_jail.c cli/launch/run_restore.c cli/launch/run_opts.c cli/launch/run_fc.c cli/launch/launch.c cli/restore.c cli/util/util.c cli/exec.c cli/cp.c cli/sandbox/cp_files.c cli/sandbox/cp_tar.c vmm/wire/tar.c cli/util/progress.c cli/launch/boot_status.c cli/sandbox/api_client.c \
-             cli/sandbox/sandbox.c cli/snapshot.c cli/pause.c cli/ls.c cli/inspect.c cli/logs.c \
-             cli/stop.c cli/rm.c cli/prune.c cli/launch/publish.c cli/create.c cli/start.c cli/serve.c cli/launch/jail.c \
-             cli/image.c cli/images/image_store.c cli/images/image_build.c cli/egress/egress_proxy.c cli/egress/egress_http.c cli/egress/egress_tunnel.c \
-             cli/egress/egress_tls.c cli/egress/egress_pol.c cli/egress/egress_ctl.c cli/egress_cmd.c cli/sandbox/api_procs.c cli/top.c cli/attach.c cli/kill.c cli/watch.c \
-             cli/images/image_pull.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/images/registry.c cli/sandbox/disklock.c \
-             cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/dockerfile/image_dockerfile.c cli/images/unpack_cache.c cli/images/rdump.c \
-             cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/token.c cli/mcp/mcp.c cli/mcp/mcp_api.c cli/mcp/mcp_tools.c \
-             cli/mcp/mcp_http.c cli/mcp_cmd.c cli/oci.c cli/oci/oci_vm.c cli/oci/oci_proxy.c cli/oci/oci_spec.c cli/oci/oci_state.c cli/oci/oci_net.c \
-             cli/oci/oci_hooks.c cli/util/tlsexec.c cli/sandbox/sandbox_standby.c cli/suspend.c
+FUSE_SRCS   := $(wildcard devices/fuse/*.c)
+DEVICE_SRCS := $(wildcard devices/*.c) $(FUSE_SRCS)
+VMM_SRCS    := $(wildcard vmm/*.c)
+# The VMM's API: the control socket and the Firecracker-compatible routes
+# (vmm/api/fcapi_priv.h lists those files).
+FCAPI_SRCS  := $(wildcard vmm/api/fcapi*.c)
+API_SRCS    := vmm/api/control.c $(FCAPI_SRCS)
+# Sources of the VMM proper (everything but the CLI).
+CORE_SRCS := $(WIRE_SRCS) $(BASE_SRCS) $(BOOT_SRCS) $(DEVICE_SRCS) $(VMM_SRCS) $(API_SRCS)
+# The host-side subsystems (cli/SUBSYSTEM/, one public header each) and
+# the verbs (cli/*.c; main.c holds their table).
+CLI_UTIL_SRCS       := $(wildcard cli/util/*.c)
+CLI_SANDBOX_SRCS    := $(wildcard cli/sandbox/*.c)
+CLI_EGRESS_SRCS     := $(wildcard cli/egress/*.c)
+CLI_IMAGES_SRCS     := $(wildcard cli/images/*.c)
+CLI_DOCKERFILE_SRCS := $(wildcard cli/dockerfile/*.c)
+CLI_MCP_SRCS        := $(wildcard cli/mcp/*.c)
+CLI_OCI_SRCS        := $(wildcard cli/oci/*.c)
+CLI_LAUNCH_SRCS     := $(wildcard cli/launch/*.c)
+CLI_VERB_SRCS       := $(filter-out cli/tls.c cli/notls.c,$(wildcard cli/*.c))
+CLI_SRCS  := $(CLI_VERB_SRCS) $(CLI_UTIL_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_EGRESS_SRCS) $(CLI_IMAGES_SRCS) \
+             $(CLI_DOCKERFILE_SRCS) $(CLI_MCP_SRCS) $(CLI_OCI_SRCS) $(CLI_LAUNCH_SRCS)
 # The egress proxy speaks TLS to upstreams (cli/egress/egress_proxy.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
 # vmm-tls links these. `vmm` is the rest and hands command lines that need
 # them to vmm-tls (docs/perf.md, "Two binaries"): libcurl alone brings 28
-# libraries and 54,000 relocations to every start.
+# libraries and 54,000 relocations to every start. The whole egress, MCP
+# and Dockerfile subsystems are vmm-tls's: the lean vmm calls none of them.
 TLS_LIBS  := -lssl -lcrypto -lcurl -lz -lzstd
-TLS_CLI_SRCS := cli/egress/egress_proxy.c cli/egress/egress_tls.c cli/egress_cmd.c cli/egress/egress_ctl.c cli/images/registry.c \
-             cli/images/oci_unpack.c cli/images/oci_digest.c cli/images/image_pull.c cli/images/image_build.c cli/mcp/mcp.c \
-             cli/mcp/mcp_api.c cli/mcp/mcp_tools.c cli/mcp/mcp_http.c cli/mcp_cmd.c cli/mcp/jsonrpc.c \
-             cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/token.c \
-             cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/dockerfile/image_dockerfile.c cli/images/unpack_cache.c
+TLS_CLI_SRCS := $(CLI_EGRESS_SRCS) $(CLI_MCP_SRCS) $(CLI_DOCKERFILE_SRCS) cli/egress_cmd.c cli/mcp_cmd.c cli/token.c \
+             cli/images/registry.c cli/images/oci_unpack.c cli/images/oci_digest.c cli/images/image_pull.c \
+             cli/images/image_build.c cli/images/unpack_cache.c
 LEAN_CLI_SRCS := $(filter-out $(TLS_CLI_SRCS),$(CLI_SRCS)) cli/notls.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
