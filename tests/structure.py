@@ -194,8 +194,12 @@ def folder_circles(edges):
 
 
 def tree_files():
-    out = subprocess.run(['git', 'ls-files', '-co', '--exclude-standard'], capture_output=True,
-                         text=True, check=True).stdout.split('\n')
+    r = subprocess.run(['git', 'ls-files', '-co', '--exclude-standard'], capture_output=True, text=True)
+    if r.returncode == 0:
+        out = r.stdout.split('\n')
+    else:  # not a git checkout (a tarball): every file but the build tree's
+        out = [os.path.relpath(os.path.join(d, n)) for d, ds, fs in os.walk('.')
+               if not d.startswith(('./build', './.git')) for n in fs]
     return [f for f in out if f.startswith(SOURCE_DIRS) and f.endswith(('.c', '.h')) and os.path.isfile(f)]
 
 
