@@ -11,7 +11,17 @@ tmp=$(mktemp -d)
 mkdir -p "$tmp/reg"
 VMM_API_TOKEN=host-test-token VMM_API_REGISTRY="$tmp/reg" setsid "$gi" --serve-unix "$tmp/api.sock" > "$tmp/log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+# The server, then whatever it started that left its process group
+# (detached processes, spare workers: they setsid) but still names this
+# socket: left running, they outlived every run and held what the test's
+# caller held open (a flock on a lock file, a pipe).
+stop_server() {
+	kill -- -"$pid" 2> /dev/null
+	wait "$pid" 2> /dev/null
+	pkill -KILL -f -- "--serve-unix $tmp/api.sock" 2> /dev/null
+	rm -rf "$tmp"
+}
+trap stop_server EXIT
 for _ in $(seq 50); do [ -S "$tmp/api.sock" ] && break; sleep 0.1; done
 rc=0
 if want api; then timeout 600 python3 "$(dirname "$0")/api_test.py" "$vmm" "$tmp/api.sock" 0 host-test-token --scale full || rc=1; fi
