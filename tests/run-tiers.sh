@@ -21,6 +21,20 @@ counts() {
 		grep -vE '^(ok|FAIL|skip) '
 }
 
+# What a failing tier says of its failures: check lines starting FAIL
+# (with the indented detail lines after each), sanitizer and libFuzzer
+# reports' headline and first frames; at most 40 lines, each cut at 200
+# characters.
+failures() {
+	tr -d '\r' < "$1" | awk '
+		/^FAIL/ { print; detail = 3; next }
+		detail > 0 && /^ +[|]/ { print; detail--; next }
+		{ detail = 0 }
+		/ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|SUMMARY: |^==[0-9]+== *ERROR|Test unit written to|deadly signal|runtime error:/ { print; frames = 4; next }
+		frames > 0 && /^ +#[0-9]+ / { print; frames--; next }
+	' | cut -c1-200 | head -40
+}
+
 failed_tiers=0
 summary=()
 for t in "$@"; do
@@ -45,6 +59,12 @@ for t in "$@"; do
 	fi
 	summary+=("$(printf '  %-4s  %-18s %s (%d s)' "$verdict" "$t" "$what" $((SECONDS - t0)))")
 	[ -n "$lines" ] && summary+=("$(echo "$lines" | sed 's/^/              | /')")
+	# A failing tier's own FAIL lines (and a fuzzer's crash report), so
+	# that the summary, the part of a CI log that is kept, says what failed.
+	if [ "$verdict" = FAIL ]; then
+		why=$(failures "$results/$t.log")
+		[ -n "$why" ] && summary+=("$(echo "$why" | sed 's/^/              ! /')")
+	fi
 done
 
 echo

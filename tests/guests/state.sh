@@ -45,7 +45,9 @@ mkdir -p "$tmp/victim/files/sb1"
 echo precious > "$tmp/victim/files/keep"
 echo precious > "$tmp/victim/files/sb1/keep"
 chown -R $victim:$victim "$tmp/victim"
-as $victim sleep 300 &
+# Not through as(): a function run in the background is a subshell, so
+# $! would be that shell and the sleep would outlive the cleanup's kill.
+setpriv --reuid=$victim --regid=$victim --clear-groups sleep 300 &
 sleeper=$!
 sleep 0.2
 intact() { [ -f "$tmp/victim/files/keep" ] && [ -f "$tmp/victim/files/sb1/keep" ] && kill -0 "$sleeper" 2> /dev/null; }
