@@ -482,6 +482,7 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/standby.sh $(BUILD)/vmm
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
+	$(Q)tests/cli/image_base.sh $(BUILD)/vmm
 	$(Q)tests/cli/dockerfile.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)python3 tests/cli/bench_peers.py
 	$(Q)python3 tests/cli/bench_report.py

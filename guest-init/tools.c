@@ -3,6 +3,7 @@
  * behaviour users know: POSIX nohup (XCU "nohup"), util-linux flock(1) and
  * script(1) for the options agents' scripts use. */
 #include "guest-init/tools.h"
+#include "vmm/wire/api.h"
 #include "vmm/wire/proto.h"
 
 #include <errno.h>
@@ -22,14 +23,16 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *const tools_names[] = { "nohup", "flock", "script", NULL };
+const char *const tools_names[] = { GUEST_TOOL_NAMES, NULL };
 
 tool_fn *tools_lookup(const char *argv0)
 {
-	static tool_fn *const fns[] = { tool_nohup, tool_flock, tool_script };
+	static tool_fn *const fns[] = { tool_nohup, tool_flock, tool_script }; /* GUEST_TOOL_NAMES' order */
 	const char *base;
 	unsigned i;
 
+	_Static_assert(sizeof(fns) / sizeof(fns[0]) == sizeof((const char *[]){ GUEST_TOOL_NAMES }) / sizeof(char *),
+		       "one function per name");
 	if (!argv0)
 		return NULL;
 	base = strrchr(argv0, '/');

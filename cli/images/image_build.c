@@ -11,6 +11,7 @@
 #include "cli/sandbox/sandbox.h"
 #include "cli/images/oci_unpack.h"
 #include "vmm/base/log.h"
+#include "vmm/wire/api.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -247,6 +248,67 @@ static int count_entry(const char *path, const struct stat *st, int flag, struct
 	return 0;
 }
 
+/* `busybox --list` into buf (NUL-terminated): 0, or -1 when it cannot
+ * run here (the reason in the build log). */
+static int busybox_list(struct build *b, char *buf, size_t len)
+{
+	const char *argv[] = { "busybox", "--list", NULL };
+	size_t got = 0;
+	ssize_t n;
+	int p[2], st;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid_t pid = start_proc(b->busybox, argv, p[1], b->logfd);
+
+	close(p[1]);
+	while (got + 1 < len && (n = read(p[0], buf + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(p[0]);
+	st = wait_proc(pid);
+	return st == 0 && got + 1 < len ? 0 : -1;
+}
+
+static int listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = list;
+
+	while ((p = strstr(p, name))) {
+		if ((p == list || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+			return 1;
+		p += n;
+	}
+	return 0;
+}
+
+/* The tools guest-init carries (GUEST_TOOL_NAMES) that this busybox
+ * lacks: /bin/NAME -> IMAGE_INIT. Debian's busybox-static has no nohup,
+ * flock or script; a busybox built with them keeps its own. When
+ * `busybox --list` cannot run on this host, every tool is linked. */
+static int link_tools(struct build *b)
+{
+	static char list[64 * 1024];
+	static const char *const tools[] = { GUEST_TOOL_NAMES };
+	char path[PATH_MAX + 32];
+	int known = busybox_list(b, list, sizeof(list)) == 0;
+	unsigned i;
+
+	if (!known && b->logfd >= 0)
+		dprintf(b->logfd, "busybox --list failed: linking every guest-init tool\n");
+	for (i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+		if (known && listed(list, tools[i]))
+			continue;
+		snprintf(path, sizeof(path), "%s/bin/%s", b->stage, tools[i]);
+		if (symlink(IMAGE_INIT, path) < 0 && errno != EEXIST)
+			return fail(b, "symlink %s: %s", path, strerror(errno));
+		if (b->logfd >= 0)
+			dprintf(b->logfd, "/bin/%s -> " IMAGE_INIT " (guest-init's own)\n", tools[i]);
+	}
+	return 0;
+}
+
 static int populate(struct build *b)
 {
 	if (b->from_dir) {
@@ -289,6 +351,7 @@ static int populate(struct build *b)
 		snprintf(sh, sizeof(sh), "%s/bin/sh", b->stage);
 		if (symlink("busybox", sh) < 0 && errno != EEXIST)
 			return fail(b, "symlink %s: %s", sh, strerror(errno));
+		return link_tools(b);
 	}
 	return 0;
 }
