@@ -319,12 +319,13 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
-               test_run_restore test_run_opts test_sched_slice test_applets test_kvopt test_tools
+               test_run_restore test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk
 test_gm_SRCS      := vmm/base/gm.c vmm/base/log.c
 test_uffd_SRCS    := vmm/base/uffd.c vmm/base/gm.c vmm/base/log.c tests/uffd/uffd_serve.c vmm/wire/json.c
 test_tar_SRCS     := vmm/wire/tar.c
 test_applets_SRCS := guest-init/applets.c vmm/wire/proto.c
 test_tools_SRCS   := guest-init/tools.c vmm/wire/proto.c
+test_image_disk_SRCS := cli/images/image_disk.c cli/util/util.c vmm/base/log.c
 test_snapdiff_SRCS := vmm/base/snapfmt_diff.c vmm/base/dirty.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c vmm/base/gm.c devices/virtqueue.c vmm/base/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/base/gm.c vmm/base/log.c
 test_mptable_SRCS := vmm/mptable.c

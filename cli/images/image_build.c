@@ -233,6 +233,8 @@ static void inputs_hash(struct build *b, const char *guest_init)
 	h = fnv(h, &b->size_mib, sizeof(b->size_mib));
 	h = fnv(h, &b->im.mem_mib, sizeof(b->im.mem_mib));
 	h = fnv(h, &b->im.cpus, sizeof(b->im.cpus));
+	if (b->im.disk_mib) /* hashed only when given: older images' inputs stay the same */
+		h = fnv(h, &b->im.disk_mib, sizeof(b->im.disk_mib));
 	snprintf(b->im.inputs, sizeof(b->im.inputs), "%016llx", (unsigned long long)h);
 }
 
@@ -424,6 +426,9 @@ static int make_ext4(struct build *b)
 	size = (size + (1 << 20) - 1) & ~((1ull << 20) - 1);
 	if (b->size_mib)
 		size = b->size_mib << 20;
+	if (b->im.disk_mib && (b->im.disk_mib << 20) < size)
+		return fail(b, "--disk-size %lluM is smaller than the image (%llu MiB): a sandbox's disk holds the image",
+			    b->im.disk_mib, (unsigned long long)(size >> 20));
 	snprintf(sz, sizeof(sz), "%llu MiB", (unsigned long long)(size >> 20));
 	{
 		char what[80];
@@ -457,7 +462,7 @@ static void build_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: vmm image build NAME SOURCE [--file SRC:DEST]... [--mem MiB] [--cpus N]\n"
-		"                       [--size SIZE] [--if-changed] [-q]\n"
+		"                       [--size SIZE] [--disk-size SIZE] [--if-changed] [-q]\n"
 		"       vmm image build -f DOCKERFILE -t NAME [CONTEXT]   (vmm image build -f --help)\n"
 		"SOURCE is one of\n"
 		"  --from-dir DIR       a root filesystem tree\n"
@@ -469,6 +474,8 @@ static void build_usage(FILE *out)
 		"  --mem, --cpus        defaults for sandboxes started from it\n"
 		"  --size SIZE          the image's size (512M, 2G; default: what the files\n"
 		"                       need plus room)\n"
+		"  --disk-size SIZE     a sandbox's root disk by default (8G; default 4G, or\n"
+		"                       the image's size if larger): sparse, grown at start\n"
 		"  --if-changed         do nothing if the newest built version has the same\n"
 		"                       inputs (sources, files, options)\n"
 		"  -q, --quiet          no progress lines\n"
@@ -524,6 +531,11 @@ static int build_option(struct build *b, const char *a, const char *val, int *ns
 	} else if (!strcmp(a, "--size")) {
 		if (cli_parse_mib(val, &b->size_mib) || b->size_mib < 8) {
 			fprintf(stderr, "vmm image build: --size %s: a size such as 512M or 2G\n", val);
+			return CLI_EXIT_USAGE;
+		}
+	} else if (!strcmp(a, "--disk-size")) {
+		if (cli_parse_mib(val, &b->im.disk_mib) || b->im.disk_mib < 8 || b->im.disk_mib > (1ull << 24)) {
+			fprintf(stderr, "vmm image build: --disk-size %s: a size such as 4G or 16G (at most 16T)\n", val);
 			return CLI_EXIT_USAGE;
 		}
 	} else

@@ -2,7 +2,7 @@
 # vmm image build --busybox (the built-in base image), no KVM, seconds:
 # the tools busybox lacks (nohup, flock, script) are links to guest-init
 # (/sbin/vmm-init), the ones it has stay busybox's; the image records the
-# sandbox disk size it asks for (--disk-size).
+# sandbox disk size it asks for (--disk-size), never below its own size.
 #   image_base.sh VMM
 set -u
 vmm=$1
@@ -63,5 +63,20 @@ if [ -x /bin/busybox ]; then
 else
 	echo "skip base from /bin/busybox: not installed (busybox-static)"
 fi
+# --disk-size: the sandboxes' default disk, in the record; never below the image.
+if "$vmm" image build sized --busybox "$tmp/bb-nohup" --disk-size 8G -q > /dev/null 2> "$tmp/err"; then
+	grep -q '"disk_mib":8192' "$tmp/images/sized/1/image.json" && ok "--disk-size 8G recorded as disk_mib 8192" ||
+		bad "--disk-size not in $(cat "$tmp/images/sized/1/image.json")"
+else
+	bad "build --disk-size 8G: $(cat "$tmp/err")"
+fi
+if "$vmm" image build small --busybox "$tmp/bb-nohup" --size 64M --disk-size 32M -q > /dev/null 2> "$tmp/err"; then
+	bad "--disk-size 32M below --size 64M was accepted"
+else
+	grep -q "smaller than the image" "$tmp/err" && ok "--disk-size below the image's size: refused, saying why" ||
+		bad "--disk-size too small: $(cat "$tmp/err")"
+fi
+"$vmm" image build bad --busybox "$tmp/bb-nohup" --disk-size lots -q > /dev/null 2> "$tmp/err"
+[ $? = 2 ] && grep -q -- "--disk-size lots" "$tmp/err" && ok "--disk-size lots: a usage error" || bad "--disk-size lots: $(cat "$tmp/err")"
 echo "image-base: $pass passed, $fail failed"
 [ $fail = 0 ]
