@@ -412,9 +412,15 @@ static int install(struct build *b, const char *guest_init)
 
 static int make_ext4(struct build *b)
 {
-	char tmp[PATH_MAX + 32], lbl[] = "vmm-root", sz[32];
-	const char *mkfs[] = { "mkfs.ext4", "-q", "-F", "-L", lbl, "-E", "root_owner=0:0", "-d", b->stage, tmp, NULL };
-	uint64_t size;
+	char tmp[PATH_MAX + 32], lbl[] = "vmm-root", sz[32], inodes[32];
+	/* 4 KiB blocks and an inode per 8 KiB whatever the image's size: a
+	 * sandbox's copy is grown to gigabytes (image_disk.c) and keeps what
+	 * mkfs chose per block group; mke2fs's "small" type (1 KiB blocks, an
+	 * inode per 4 KiB, below 512 MiB) would spend 6% of the grown disk on
+	 * inode tables. At least a quarter more inodes than the files need. */
+	const char *mkfs[] = { "mkfs.ext4", "-q", "-F", "-L", lbl, "-b", "4096", "-N", inodes, "-E", "root_owner=0:0",
+			       "-d", b->stage, tmp, NULL };
+	uint64_t size, n;
 	char last[400];
 	int fd;
 
@@ -429,6 +435,12 @@ static int make_ext4(struct build *b)
 	if (b->im.disk_mib && (b->im.disk_mib << 20) < size)
 		return fail(b, "--disk-size %lluM is smaller than the image (%llu MiB): a sandbox's disk holds the image",
 			    b->im.disk_mib, (unsigned long long)(size >> 20));
+	/* per block group (128 MiB of 4 KiB blocks): 16384, as for a whole
+	 * group, since growing repeats the first groups' count */
+	n = (size + (128ull << 20) - 1) / (128ull << 20) * 16384;
+	if (n < staged_inodes + staged_inodes / 4 + 1024)
+		n = staged_inodes + staged_inodes / 4 + 1024;
+	snprintf(inodes, sizeof(inodes), "%llu", (unsigned long long)n);
 	snprintf(sz, sizeof(sz), "%llu MiB", (unsigned long long)(size >> 20));
 	{
 		char what[80];
@@ -974,9 +986,14 @@ int image_warm_main(int argc, char **argv)
 	}
 	fprintf(stderr, "[1/2] booting %s until its API answers\n", ref);
 	{
+		/* the image's disk size, as a cold `run --image` gives it
+		 * (image_run_args): restores of the snapshot get that disk */
+		char disk[32];
 		const char *run[] = { "vmm", "run", "-d", "-q", "--name", name, "--image-root", im.rootfs,
-				      "--image-ref", ref, "--mem", mem, "--cpus", cpus, "--kernel", kernel, NULL };
+				      "--image-ref", ref, "--mem", mem, "--cpus", cpus, "--kernel", kernel,
+				      im.disk_mib ? "--disk-size" : NULL, disk, NULL };
 
+		snprintf(disk, sizeof(disk), "%lluM", im.disk_mib);
 		r = run_self(run, out, sizeof(out));
 	}
 	if (r) {
