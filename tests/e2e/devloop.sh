@@ -33,8 +33,9 @@ else
 	done
 	[ "$got" = done ] && ok "devloop: a nohup job outlives the vmm exec that started it" ||
 		bad "devloop: the nohup job never wrote /tmp/bg"
-	# ... and one on the exec's terminal (-t): the hang-up at its end is ignored.
-	run_cmd timeout 60 "$vmm" exec -t dla -- sh -c 'cd /tmp && nohup sh -c "sleep 2; echo done > /tmp/bgt" & sleep 0.2' \
+	# ... and one on the exec's terminal (-t): the hang-up at its end is
+	# ignored (as with ssh -t, once nohup has run: hence the sleep).
+	run_cmd timeout 60 "$vmm" exec -t dla -- sh -c 'cd /tmp && nohup sh -c "sleep 2; echo done > /tmp/bgt" & sleep 1' \
 		< /dev/null > /dev/null
 	got=
 	for _ in $(seq 60); do
