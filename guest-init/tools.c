@@ -186,13 +186,29 @@ int flock_parse(int argc, char **argv, struct flock_args *a, char *err, unsigned
 			break;
 		}
 		if (s[0] == '-') {
-			if (flock_opt(a, s, argc, argv, &i, 1, err, errlen))
+			const char *eq = strchr(s, '=');
+
+			if (eq) { /* --timeout=5 */
+				char name[32], *val[2] = { NULL, (char *)eq + 1 };
+				int j = 0;
+
+				snprintf(name, sizeof(name), "%.*s", (int)(eq - s), s);
+				if (flock_opt(a, name, 2, val, &j, 1, err, errlen))
+					return -1;
+			} else if (flock_opt(a, s, argc, argv, &i, 1, err, errlen)) {
 				return -1;
+			}
 			continue;
 		}
 		for (; *s; s++) {
-			char one[2] = { *s, '\0' };
+			char one[2] = { *s, '\0' }, *val[2] = { NULL, (char *)s + 1 };
+			int j = 0;
 
+			if ((*s == 'w' || *s == 'E') && s[1]) { /* -w5 */
+				if (flock_opt(a, one, 2, val, &j, 1, err, errlen))
+					return -1;
+				break;
+			}
 			if (flock_opt(a, one, argc, argv, &i, s[1] == '\0', err, errlen))
 				return -1;
 		}

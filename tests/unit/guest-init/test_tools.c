@@ -211,6 +211,13 @@ static void test_flock_parse(void **state)
 
 	assert_int_equal(parse(&a, w0), 0);
 	assert_true(a.nonblock);
+	{
+		char *attached[] = { "flock", "-nw3", "--conflict-exit-code=7", "/tmp/l", "true", NULL };
+
+		assert_int_equal(parse(&a, attached), 0);
+		assert_true(a.nonblock && a.timeout == 3);
+		assert_int_equal(a.conflict_code, 7);
+	}
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(parse(&a, bad[i]), -1);
