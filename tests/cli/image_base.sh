@@ -65,8 +65,11 @@ else
 fi
 # --disk-size: the sandboxes' default disk, in the record; never below the image.
 if "$vmm" image build sized --busybox "$tmp/bb-nohup" --disk-size 8G -q > /dev/null 2> "$tmp/err"; then
-	grep -q '"disk_mib":8192' "$tmp/images/sized/1/image.json" && ok "--disk-size 8G recorded as disk_mib 8192" ||
+	grep -q '"disk_mib":8192' "$tmp/images/sized/1/image.json" && "$vmm" image inspect sized | grep -q '"disk_mib":8192' &&
+		ok "--disk-size 8G recorded as disk_mib 8192, inspect says so" ||
 		bad "--disk-size not in $(cat "$tmp/images/sized/1/image.json")"
+	"$vmm" image inspect withnohup | grep -q '"disk_mib":4096' && ok "inspect: disk_mib 4096 by default" ||
+		bad "inspect without --disk-size: $("$vmm" image inspect withnohup)"
 else
 	bad "build --disk-size 8G: $(cat "$tmp/err")"
 fi
