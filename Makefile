@@ -183,9 +183,9 @@ $(BUILD)/guest/vmmctl: guest-init/vmmctl.c
 # for tests (guest-init --serve-unix PATH).
 GUEST_API_SRCS  := guest-init/api.c guest-init/request.c guest-init/files.c guest-init/spawn.c guest-init/procs.c guest-init/ring.c \
                    guest-init/guest_watch.c vmm/wire/json.c vmm/wire/proto.c vmm/wire/tar.c guest-init/tar_ops.c
-GUEST_INIT_SRCS := guest-init/init.c $(GUEST_API_SRCS) guest-init/net.c guest-init/guest_egress.c guest-init/applets.c
+GUEST_INIT_SRCS := guest-init/init.c $(GUEST_API_SRCS) guest-init/net.c guest-init/guest_egress.c guest-init/applets.c guest-init/tools.c
 GUEST_INIT_HDRS := vmm/wire/api.h guest-init/applets.h vmm/wire/json.h vmm/wire/proto.h vmm/wire/vsock.h guest-init/net.h \
-                   guest-init/guest_egress.h guest-init/ops.h guest-init/ring.h guest-init/guest_watch.h vmm/wire/tar.h
+                   guest-init/guest_egress.h guest-init/tools.h guest-init/ops.h guest-init/ring.h guest-init/guest_watch.h vmm/wire/tar.h
 $(BUILD)/guest/guest-init: $(GUEST_INIT_SRCS) $(GUEST_INIT_HDRS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  MUSLCC  guest-init")
@@ -319,11 +319,13 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
-               test_run_restore test_run_opts test_sched_slice test_applets test_kvopt
+               test_run_restore test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk
 test_gm_SRCS      := vmm/base/gm.c vmm/base/log.c
 test_uffd_SRCS    := vmm/base/uffd.c vmm/base/gm.c vmm/base/log.c tests/uffd/uffd_serve.c vmm/wire/json.c
 test_tar_SRCS     := vmm/wire/tar.c
 test_applets_SRCS := guest-init/applets.c vmm/wire/proto.c
+test_tools_SRCS   := guest-init/tools.c vmm/wire/proto.c
+test_image_disk_SRCS := cli/images/image_disk.c cli/util/util.c vmm/base/log.c
 test_snapdiff_SRCS := vmm/base/snapfmt_diff.c vmm/base/dirty.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c vmm/base/gm.c devices/virtqueue.c vmm/base/log.c
 test_boot_SRCS    := boot/bootparams.c boot/elf.c boot/bzimage.c vmm/base/gm.c vmm/base/log.c
 test_mptable_SRCS := vmm/mptable.c
@@ -481,6 +483,7 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/standby.sh $(BUILD)/vmm
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
+	$(Q)tests/cli/image_base.sh $(BUILD)/vmm
 	$(Q)tests/cli/dockerfile.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)python3 tests/cli/bench_peers.py
 	$(Q)python3 tests/cli/bench_report.py

@@ -50,6 +50,14 @@ static void image_json(struct json_writer *w, const struct image_info *im, int l
 	jw_int(w, im->mem_mib);
 	jw_key(w, "cpus");
 	jw_int(w, im->cpus);
+	/* a sandbox's root disk: the image's --disk-size, else the default
+	 * unless the image is larger (launch.c: grow_root) */
+	jw_key(w, "disk_mib");
+	if (im->disk_mib)
+		jw_int(w, (int64_t)im->disk_mib);
+	else
+		jw_int(w, (int64_t)(((im->size + (1 << 20) - 1) >> 20) > IMAGE_DISK_DEFAULT_MIB
+					    ? (im->size + (1 << 20) - 1) >> 20 : IMAGE_DISK_DEFAULT_MIB));
 	jw_key(w, "source");
 	jw_str(w, im->source);
 	jw_key(w, "inputs");

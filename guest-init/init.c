@@ -21,12 +21,14 @@
  * vmm.egress=PORT (the egress proxy's guest side on 127.0.0.1:PORT: egress.h).
  *
  * Outside a VM (for tests): guest-init --serve-unix PATH serves the same
- * API on a Unix socket, without the PID 1 duties. */
+ * API on a Unix socket, without the PID 1 duties. Called through a link
+ * named nohup, flock or script, it is that tool (tools.h). */
 #include "vmm/wire/api.h"
 #include "guest-init/applets.h"
 #include "guest-init/guest_egress.h"
 #include "guest-init/ops.h"
 #include "guest-init/net.h"
+#include "guest-init/tools.h"
 #include "vmm/wire/proto.h"
 #include "vmm/wire/vsock.h"
 
@@ -767,8 +769,12 @@ static void serve_loop(struct init *in)
 int main(int argc, char **argv)
 {
 	static struct init in;
+	tool_fn *tool;
 
 	in.pid1 = getpid() == 1;
+	/* Called as nohup, flock or script (a link to guest-init: tools.h). */
+	if (!in.pid1 && (tool = tools_lookup(argv[0])))
+		return tool(argc, argv);
 	in.port = API_VSOCK_PORT;
 	in.shell = 1;
 	in.listen_fd = -1;

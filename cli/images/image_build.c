@@ -11,6 +11,7 @@
 #include "cli/sandbox/sandbox.h"
 #include "cli/images/oci_unpack.h"
 #include "vmm/base/log.h"
+#include "vmm/wire/api.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -232,6 +233,8 @@ static void inputs_hash(struct build *b, const char *guest_init)
 	h = fnv(h, &b->size_mib, sizeof(b->size_mib));
 	h = fnv(h, &b->im.mem_mib, sizeof(b->im.mem_mib));
 	h = fnv(h, &b->im.cpus, sizeof(b->im.cpus));
+	if (b->im.disk_mib) /* hashed only when given: older images' inputs stay the same */
+		h = fnv(h, &b->im.disk_mib, sizeof(b->im.disk_mib));
 	snprintf(b->im.inputs, sizeof(b->im.inputs), "%016llx", (unsigned long long)h);
 }
 
@@ -244,6 +247,67 @@ static int count_entry(const char *path, const struct stat *st, int flag, struct
 	(void)f;
 	staged_bytes += (uint64_t)st->st_blocks * 512;
 	staged_inodes++;
+	return 0;
+}
+
+/* `busybox --list` into buf (NUL-terminated): 0, or -1 when it cannot
+ * run here (the reason in the build log). */
+static int busybox_list(struct build *b, char *buf, size_t len)
+{
+	const char *argv[] = { "busybox", "--list", NULL };
+	size_t got = 0;
+	ssize_t n;
+	int p[2], st;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid_t pid = start_proc(b->busybox, argv, p[1], b->logfd);
+
+	close(p[1]);
+	while (got + 1 < len && (n = read(p[0], buf + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(p[0]);
+	st = wait_proc(pid);
+	return st == 0 && got + 1 < len ? 0 : -1;
+}
+
+static int listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = list;
+
+	while ((p = strstr(p, name))) {
+		if ((p == list || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+			return 1;
+		p += n;
+	}
+	return 0;
+}
+
+/* The tools guest-init carries (GUEST_TOOL_NAMES) that this busybox
+ * lacks: /bin/NAME -> IMAGE_INIT. Debian's busybox-static has no nohup,
+ * flock or script; a busybox built with them keeps its own. When
+ * `busybox --list` cannot run on this host, every tool is linked. */
+static int link_tools(struct build *b)
+{
+	static char list[64 * 1024];
+	static const char *const tools[] = { GUEST_TOOL_NAMES };
+	char path[PATH_MAX + 32];
+	int known = busybox_list(b, list, sizeof(list)) == 0;
+	unsigned i;
+
+	if (!known && b->logfd >= 0)
+		dprintf(b->logfd, "busybox --list failed: linking every guest-init tool\n");
+	for (i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+		if (known && listed(list, tools[i]))
+			continue;
+		snprintf(path, sizeof(path), "%s/bin/%s", b->stage, tools[i]);
+		if (symlink(IMAGE_INIT, path) < 0 && errno != EEXIST)
+			return fail(b, "symlink %s: %s", path, strerror(errno));
+		if (b->logfd >= 0)
+			dprintf(b->logfd, "/bin/%s -> " IMAGE_INIT " (guest-init's own)\n", tools[i]);
+	}
 	return 0;
 }
 
@@ -289,6 +353,7 @@ static int populate(struct build *b)
 		snprintf(sh, sizeof(sh), "%s/bin/sh", b->stage);
 		if (symlink("busybox", sh) < 0 && errno != EEXIST)
 			return fail(b, "symlink %s: %s", sh, strerror(errno));
+		return link_tools(b);
 	}
 	return 0;
 }
@@ -347,9 +412,15 @@ static int install(struct build *b, const char *guest_init)
 
 static int make_ext4(struct build *b)
 {
-	char tmp[PATH_MAX + 32], lbl[] = "vmm-root", sz[32];
-	const char *mkfs[] = { "mkfs.ext4", "-q", "-F", "-L", lbl, "-E", "root_owner=0:0", "-d", b->stage, tmp, NULL };
-	uint64_t size;
+	char tmp[PATH_MAX + 32], lbl[] = "vmm-root", sz[32], inodes[32];
+	/* 4 KiB blocks and an inode per 8 KiB whatever the image's size: a
+	 * sandbox's copy is grown to gigabytes (image_disk.c) and keeps what
+	 * mkfs chose per block group; mke2fs's "small" type (1 KiB blocks, an
+	 * inode per 4 KiB, below 512 MiB) would spend 6% of the grown disk on
+	 * inode tables. At least a quarter more inodes than the files need. */
+	const char *mkfs[] = { "mkfs.ext4", "-q", "-F", "-L", lbl, "-b", "4096", "-N", inodes, "-E", "root_owner=0:0",
+			       "-d", b->stage, tmp, NULL };
+	uint64_t size, n;
 	char last[400];
 	int fd;
 
@@ -361,6 +432,15 @@ static int make_ext4(struct build *b)
 	size = (size + (1 << 20) - 1) & ~((1ull << 20) - 1);
 	if (b->size_mib)
 		size = b->size_mib << 20;
+	if (b->im.disk_mib && (b->im.disk_mib << 20) < size)
+		return fail(b, "--disk-size %lluM is smaller than the image (%llu MiB): a sandbox's disk holds the image",
+			    b->im.disk_mib, (unsigned long long)(size >> 20));
+	/* per block group (128 MiB of 4 KiB blocks): 16384, as for a whole
+	 * group, since growing repeats the first groups' count */
+	n = (size + (128ull << 20) - 1) / (128ull << 20) * 16384;
+	if (n < staged_inodes + staged_inodes / 4 + 1024)
+		n = staged_inodes + staged_inodes / 4 + 1024;
+	snprintf(inodes, sizeof(inodes), "%llu", (unsigned long long)n);
 	snprintf(sz, sizeof(sz), "%llu MiB", (unsigned long long)(size >> 20));
 	{
 		char what[80];
@@ -394,7 +474,7 @@ static void build_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: vmm image build NAME SOURCE [--file SRC:DEST]... [--mem MiB] [--cpus N]\n"
-		"                       [--size SIZE] [--if-changed] [-q]\n"
+		"                       [--size SIZE] [--disk-size SIZE] [--if-changed] [-q]\n"
 		"       vmm image build -f DOCKERFILE -t NAME [CONTEXT]   (vmm image build -f --help)\n"
 		"SOURCE is one of\n"
 		"  --from-dir DIR       a root filesystem tree\n"
@@ -406,6 +486,8 @@ static void build_usage(FILE *out)
 		"  --mem, --cpus        defaults for sandboxes started from it\n"
 		"  --size SIZE          the image's size (512M, 2G; default: what the files\n"
 		"                       need plus room)\n"
+		"  --disk-size SIZE     a sandbox's root disk by default (8G; default 4G, or\n"
+		"                       the image's size if larger): sparse, grown at start\n"
 		"  --if-changed         do nothing if the newest built version has the same\n"
 		"                       inputs (sources, files, options)\n"
 		"  -q, --quiet          no progress lines\n"
@@ -461,6 +543,11 @@ static int build_option(struct build *b, const char *a, const char *val, int *ns
 	} else if (!strcmp(a, "--size")) {
 		if (cli_parse_mib(val, &b->size_mib) || b->size_mib < 8) {
 			fprintf(stderr, "vmm image build: --size %s: a size such as 512M or 2G\n", val);
+			return CLI_EXIT_USAGE;
+		}
+	} else if (!strcmp(a, "--disk-size")) {
+		if (cli_parse_mib(val, &b->im.disk_mib) || b->im.disk_mib < 8 || b->im.disk_mib > (1ull << 24)) {
+			fprintf(stderr, "vmm image build: --disk-size %s: a size such as 4G or 16G (at most 16T)\n", val);
 			return CLI_EXIT_USAGE;
 		}
 	} else
@@ -899,9 +986,14 @@ int image_warm_main(int argc, char **argv)
 	}
 	fprintf(stderr, "[1/2] booting %s until its API answers\n", ref);
 	{
+		/* the image's disk size, as a cold `run --image` gives it
+		 * (image_run_args): restores of the snapshot get that disk */
+		char disk[32];
 		const char *run[] = { "vmm", "run", "-d", "-q", "--name", name, "--image-root", im.rootfs,
-				      "--image-ref", ref, "--mem", mem, "--cpus", cpus, "--kernel", kernel, NULL };
+				      "--image-ref", ref, "--mem", mem, "--cpus", cpus, "--kernel", kernel,
+				      im.disk_mib ? "--disk-size" : NULL, disk, NULL };
 
+		snprintf(disk, sizeof(disk), "%lluM", im.disk_mib);
 		r = run_self(run, out, sizeof(out));
 	}
 	if (r) {

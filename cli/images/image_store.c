@@ -128,6 +128,8 @@ int image_load(const char *name, unsigned version, struct image_info *im)
 		im->mem_mib = (unsigned)v;
 	if (!json_get_int(j, "cpus", &v))
 		im->cpus = (unsigned)v;
+	if (!json_get_int(j, "disk_mib", &v) && v > 0)
+		im->disk_mib = (unsigned long long)v;
 	if (!json_get_str(j, "source", &s))
 		snprintf(im->source, sizeof(im->source), "%s", s);
 	if (!json_get_str(j, "inputs", &s))
@@ -166,6 +168,10 @@ int image_save(const struct image_info *im)
 	jw_int(&w, im->mem_mib);
 	jw_key(&w, "cpus");
 	jw_int(&w, im->cpus);
+	if (im->disk_mib) {
+		jw_key(&w, "disk_mib");
+		jw_int(&w, (int64_t)im->disk_mib);
+	}
 	jw_key(&w, "source");
 	jw_str(&w, im->source);
 	jw_key(&w, "inputs");
@@ -403,9 +409,9 @@ static int opt_is(const char *a, const char *opt, int *inline_arg)
 int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *restore)
 {
 	const char *ref = NULL;
-	int i, k = 0, dashdash = argc, warm = 1, mem_given = 0, cpus_given = 0, inl;
+	int i, k = 0, dashdash = argc, warm = 1, mem_given = 0, cpus_given = 0, disk_given = 0, inl;
 	struct image_info im;
-	char kernel[PATH_MAX], wdir[PATH_MAX], num[2][16], refbuf[IMAGE_NAME_MAX + 16];
+	char kernel[PATH_MAX], wdir[PATH_MAX], num[3][24], refbuf[IMAGE_NAME_MAX + 16];
 	char **v;
 
 	*out = NULL;
@@ -428,6 +434,8 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 			mem_given = 1;
 		if (opt_is(argv[i], "--cpus", &inl))
 			cpus_given = 1;
+		if (opt_is(argv[i], "--disk-size", &inl))
+			disk_given = 1;
 		{
 			size_t j;
 			int ok = 0;
@@ -509,6 +517,11 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 			snprintf(num[1], sizeof(num[1]), "%u", im.cpus);
 			v[k++] = "--cpus";
 			v[k++] = strdup(num[1]);
+		}
+		if (!disk_given && im.disk_mib) {
+			snprintf(num[2], sizeof(num[2]), "%lluM", im.disk_mib);
+			v[k++] = "--disk-size";
+			v[k++] = strdup(num[2]);
 		}
 	}
 	v[k++] = "--image-ref";

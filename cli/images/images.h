@@ -27,12 +27,25 @@ struct image_info {
 	uint64_t size;            /* bytes of rootfs.ext4 */
 	long long created;        /* Unix seconds */
 	unsigned mem_mib, cpus;   /* defaults for sandboxes (0: vmm's) */
+	unsigned long long disk_mib; /* a sandbox's root disk (0: IMAGE_DISK_DEFAULT_MIB) */
 	char source[512];         /* "dir:PATH", "tar:FILE", "debian:SUITE+PKGS", "busybox:PATH" */
 	char inputs[32];          /* hash of the build inputs (hex) */
 	char error[512];          /* FAILED: why */
 	char dir[PATH_MAX];       /* STORE/NAME/VERSION */
 	char rootfs[PATH_MAX + 16];
 };
+
+/* A sandbox's root disk when neither `vmm run --disk-size` nor the image
+ * (`vmm image build --disk-size`) says: room for what agents install,
+ * sparse on the host (only what is written costs space). An image larger
+ * than this keeps its own size. */
+#define IMAGE_DISK_DEFAULT_MIB 4096ull
+
+/* A sandbox's own copy of an image's root (PATH, ext4) grown to BYTES:
+ * the file extended sparsely, then its file system (resize2fs, after
+ * e2fsck -f -p if resize2fs asks for one). Never the image itself: the
+ * caller passes the copy. 0, or -errno with a message in err. */
+int image_root_grow(const char *path, uint64_t bytes, char *err, size_t len);
 
 /* The store's root: $VMM_IMAGE_DIR, /var/lib/vmm/images for root, else
  * $XDG_STATE_HOME/vmm/images (~/.local/state/vmm/images); created. */

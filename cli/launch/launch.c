@@ -40,12 +40,34 @@ static int file_exists(const char *p)
 	return access(p, R_OK) == 0;
 }
 
+/* The sandbox's copy P grown to --disk-size, or to the default unless the
+ * image is larger already (images.h). 0, or -1 (logged). */
+static int grow_root(const char *p, const char *rootfs, unsigned long long disk_mib)
+{
+	uint64_t want = (disk_mib ? disk_mib : IMAGE_DISK_DEFAULT_MIB) << 20;
+	char err[PATH_MAX + 128];
+	struct stat st;
+
+	if (stat(p, &st) < 0) {
+		log_err("--image: %s: %s", p, strerror(errno));
+		return -1;
+	}
+	if ((uint64_t)st.st_size >= want && !disk_mib)
+		return 0; /* a large image keeps its size */
+	if (image_root_grow(p, want, err, sizeof(err))) {
+		log_err("--disk-size %lluM: %s (image %s)", (unsigned long long)(want >> 20), err, rootfs);
+		return -1;
+	}
+	return 0;
+}
+
 /* vmm run --image: the sandbox's own copy of the image's root filesystem
- * (a reflink where the filesystem can, else a sparse copy: docs/images.md)
- * becomes disk 0, the root, and guest-init the init. */
-static int use_image(struct vm_config *cfg, const struct sandbox *sb, const char *rootfs, char *cmdline,
+ * (a reflink where the filesystem can, else a sparse copy: docs/images.md),
+ * grown to the disk size, becomes disk 0, the root, and guest-init the init. */
+static int use_image(struct vm_config *cfg, const struct sandbox *sb, const struct run_opts *o, char *cmdline,
 		     size_t len)
 {
+	const char *rootfs = o->image_root;
 	char p[PATH_MAX + 16];
 	unsigned i;
 	int r;
@@ -57,9 +79,12 @@ static int use_image(struct vm_config *cfg, const struct sandbox *sb, const char
 	}
 	snprintf(p, sizeof(p), "%s/rootfs.img", sb->dir);
 	if ((r = snap_copy_file(rootfs, p))) {
-		log_err("--image: copying %s for this sandbox: %s", rootfs, strerror(-r));
+		log_err("--image: copying %s for this sandbox: %s%s", rootfs, strerror(-r),
+			r == -ENOSPC ? " (the host's file system under the sandbox folder is full)" : "");
 		return r;
 	}
+	if (grow_root(p, rootfs, o->disk_mib))
+		return -EINVAL;
 	for (i = cfg->nr_disks; i > 0; i--)
 		cfg->disks[i] = cfg->disks[i - 1];
 	memset(&cfg->disks[0], 0, sizeof(cfg->disks[0]));
@@ -474,7 +499,7 @@ static int launch_boot_config(struct launch *L)
 	/* Every sandbox has its API device unless told otherwise (the API's
 	 * have what PUT /vsock said). */
 	if (!L->api) {
-		if (o->image_root && use_image(cfg, &L->sb, o->image_root, L->image_cmdline, sizeof(L->image_cmdline)))
+		if (o->image_root && use_image(cfg, &L->sb, o, L->image_cmdline, sizeof(L->image_cmdline)))
 			return -1;
 		cfg->mem_bytes = o->mib << 20;
 		if (!o->vsock_given) {

@@ -18,7 +18,7 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
        OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE, OPT_IMAGE_ENV, OPT_IMAGE_CWD, OPT_IMAGE_USER,
-       OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY, OPT_IDLE_TIMEOUT, OPT_IDLE_TTL, OPT_IN_PLACE,
+       OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY, OPT_IDLE_TIMEOUT, OPT_IDLE_TTL, OPT_IN_PLACE, OPT_DISK_SIZE,
        /* Firecracker's command line (vmm serve): */
        OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
        OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
@@ -189,6 +189,15 @@ static int opt_mem(const struct run_arg *a)
 	if (avail && o->mib > avail)
 		log_warn("--mem %llu MiB is more than this host has free now (%llu MiB): the guest "
 			 "may be killed for memory once it uses it", o->mib, avail);
+	return 0;
+}
+
+/* The root disk of a sandbox of an image: its own copy, grown to this
+ * (images.h: IMAGE_DISK_DEFAULT_MIB without it). */
+static int opt_disk_size(const struct run_arg *a)
+{
+	if (cli_parse_mib(a->arg, &a->o->disk_mib) || a->o->disk_mib < 8 || a->o->disk_mib > (1ull << 24))
+		return run_bad_usage("--disk-size '%s': a size such as 4G or 16G (at most 16T)", a->arg);
 	return 0;
 }
 
@@ -498,6 +507,7 @@ static const struct run_opt run_table[] = {
 	{ "cmdline", ARG, OPT_CMDLINE, SHAPE, set_cfg_str, C_(cmdline) },
 	{ "cpus", ARG, OPT_CPUS, SHAPE, opt_cpus, 0 },
 	{ "mem", ARG, OPT_MEM, SHAPE, opt_mem, 0 },
+	{ "disk-size", ARG, OPT_DISK_SIZE, SHAPE, opt_disk_size, 0 },
 	{ "console", ARG, OPT_CONSOLE, 0, opt_console, 0 },
 	{ "console-log-size", ARG, OPT_CONSOLE_LOG_SIZE, 0, opt_console_log_size, 0 },
 	{ "no-api", NOARG, OPT_NO_API, RO_SERVE_ONLY, set_opt_flag, O_(fc.no_api) },
@@ -668,5 +678,8 @@ int run_opts_check(struct run_opts *o, int argc, char **argv)
 				   "a sandbox folder of its own: docs/snapshot.md)");
 	if (o->jail.netns && !o->jail.enabled)
 		return run_bad_usage("%s", "--jail-netns is for a jailed VMM: add --jail");
+	if (o->disk_mib && !o->image_root)
+		return run_bad_usage("%s", "--disk-size is for a sandbox of an image (--image): a --disk is used as "
+				   "it is");
 	return 0;
 }

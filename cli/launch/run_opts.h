@@ -64,6 +64,7 @@ struct run_opts {
 	int detach, adopt, in_place, no_seccomp;
 	struct jail jail;
 	const char *image_root, *image_ref;
+	unsigned long long disk_mib;    /* --disk-size (0: the default, images.h) */
 	long long ttl_s, idle_timeout_s, idle_ttl_s;
 	const char *idle_timeout_arg, *idle_ttl_arg; /* as given: a resume passes them on */
 	unsigned nr_pub;

@@ -2,7 +2,7 @@
 # Runs tests/api/api_test.py, cp_test.py and mcp_test.py against the host build of
 # guest-init serving on a Unix socket (no VM): the API's behaviour in seconds.
 #   host.sh VMM GUEST_INIT
-# HOST_TESTS="mcp mcp_conc" runs only those (names: api cp mcp mcp_e2e mcp_conc spare).
+# HOST_TESTS="mcp mcp_conc" runs only those (names: api cp mcp mcp_e2e mcp_conc spare nohup).
 set -u
 want() { [ -z "${HOST_TESTS:-}" ] || [[ " $HOST_TESTS " == *" $1 "* ]]; }
 vmm=$1
@@ -38,6 +38,33 @@ st=$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f20)
 read -r dev ino < <(stat -L -c '%d %i' "/proc/$pid/exe")
 echo "$pid $st $dev $ino" > "$tmp/state/mcp-sb/process"
 if want mcp; then timeout 600 python3 "$(dirname "$0")/mcp_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1; fi
+# A nohup job outlives the exec that started it (issue 38), with this
+# guest-init as nohup (tools.h) and nothing else on the PATH: through
+# pipes, and on the exec's terminal (-t), whose hang-up it ignores.
+if want nohup; then
+	mkdir "$tmp/tools"
+	for t in nohup flock script; do ln -s "$(realpath "$gi")" "$tmp/tools/$t"; done
+	# NAME AFTER [EXEC OPTIONS]: the job writes $tmp/NAME a second after
+	# the exec's command ran AFTER and ended. On a terminal, as with ssh -t,
+	# the command must not end before nohup has ignored SIGHUP: the
+	# hang-up of its end reaches the job too.
+	nohup_case() {
+		local name=$1 after=$2 i
+		shift 2
+		VMM_STATE_DIR=$tmp/state VMM_API_PORT=0 timeout 30 "$vmm" exec "$@" -e PATH="$tmp/tools" mcp-sb -- \
+			/bin/sh -c "cd $tmp && nohup /bin/sh -c '/bin/sleep 1; echo done > $tmp/$name' > /dev/null 2>&1 & $after" \
+			< /dev/null
+		for i in $(seq 100); do [ -s "$tmp/$name" ] && break; sleep 0.1; done
+		if [ "$(cat "$tmp/$name" 2> /dev/null)" = done ]; then
+			echo "ok   nohup: a background job outlives its exec ($name)"
+		else
+			echo "FAIL nohup: the job of exec $* never wrote $tmp/$name"
+			rc=1
+		fi
+	}
+	nohup_case pipes :
+	nohup_case pty "/bin/sleep 0.3" -t
+fi
 # The session tests/e2e runs on a restored clone (files only through the tools).
 if want mcp_e2e; then VMM_API_PORT=0 timeout 300 python3 "$(dirname "$0")/mcp_e2e.py" "$vmm" "$tmp/state" mcp-sb || rc=1; fi
 # vmm mcp --listen under many clients: concurrency, the connection limit,

@@ -20,6 +20,9 @@
 #define API_RING_DEFAULT (1u << 20) /* bytes of output kept per stream */
 #define API_MAX_GROUPS 32 /* exec: supplementary groups */
 #define API_MAX_RLIMITS 16 /* exec: resource limits */
+/* The tools guest-init is when a link to it bears their name
+ * (guest-init/tools.h); image builds link the ones busybox lacks. */
+#define GUEST_TOOL_NAMES "nohup", "flock", "script"
 
 enum api_op {
 	OP_HEALTH, OP_EXEC, OP_READ, OP_WRITE, OP_LIST, OP_STAT, OP_MKDIR, OP_REMOVE,

@@ -225,6 +225,31 @@ static void run_refusals(void **state)
 	assert_int_equal(f->o.fc.mmds_limit, 4096);
 }
 
+/* --disk-size: a sandbox of an image only (its copy of the root grows),
+ * checked sizes, never on a restore (the snapshot has its disk). */
+static void run_disk_size(void **state)
+{
+	struct fx *f = *state;
+	char err[512];
+
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--image-root", "/tmp/r.ext4", "--disk-size", "8G")), 0);
+	assert_int_equal(f->o.disk_mib, 8192);
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--image-root", "/tmp/r.ext4", "--disk-size=512M")), 0);
+	assert_int_equal(f->o.disk_mib, 512);
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--image-root", "/tmp/r.ext4")), 0);
+	assert_int_equal(f->o.disk_mib, 0); /* the default: IMAGE_DISK_DEFAULT_MIB */
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--image-root", "/tmp/r.ext4", "--disk-size", "4")), CLI_EXIT_USAGE);
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--image-root", "/tmp/r.ext4", "--disk-size", "lots")),
+			 CLI_EXIT_USAGE);
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--image-root", "/tmp/r.ext4", "--disk-size", "32T")),
+			 CLI_EXIT_USAGE);
+	assert_int_equal(parse_err(f, 0, 0, ARGV("run", "--disk", "path=/tmp/a.img", "--disk-size", "8G"), err,
+				   sizeof(err)),
+			 CLI_EXIT_USAGE);
+	assert_non_null(strstr(err, "--disk-size is for a sandbox of an image"));
+	assert_int_equal(parse(f, 1, 0, ARGV("restore", "--disk-size", "8G", "/tmp/snap")), CLI_EXIT_USAGE);
+}
+
 /* restore: per-clone options into the overrides, DIR anywhere, the VM's
  * shape refused. */
 static void restore_overrides(void **state)
@@ -359,6 +384,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(run_detached_cmd, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(run_stops_at_command, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(run_refusals, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(run_disk_size, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(restore_overrides, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(restore_names_option, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(serve_options, fx_setup, fx_teardown),
