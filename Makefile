@@ -517,7 +517,7 @@ api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
      $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init $(BUILD)/vmm.1
 	$(call kvm_where,e2e,e2e)
-	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/egress_image.sh $(BUILD)/vmm $(BUILD)/egress-clients.ext4)
+	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh egress curl,python3-requests,git,ca-certificates $(BUILD)/vmm $(BUILD)/egress-clients.ext4)
 	$(Q)VMM_E2E_EGRESS_IMAGE=$(abspath $(BUILD)/egress-clients.ext4) $(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm
 
