@@ -83,7 +83,7 @@ echo "$got" | grep -qx "cpuset cpu io memory pids" && echo "$got" | grep -qx "50
 	ok "workloads: a child cgroup gets cpu, cpuset, io, memory, pids; cpu.max set; pids.max refuses forks" ||
 	bad "workloads: cgroup limits: $got"
 got=$(wx 'mkdir /sys/fs/cgroup/wlmem && echo 32M > /sys/fs/cgroup/wlmem/memory.max && echo 0 > /sys/fs/cgroup/wlmem/memory.swap.max;
-	sh -c '\''echo $$ > /sys/fs/cgroup/wlmem/cgroup.procs; exec python3 -c "b = bytes(range(256)) * (512 << 10)"'\'';
+	{ sh -c '\''echo $$ > /sys/fs/cgroup/wlmem/cgroup.procs; exec python3 -c "b = bytes(range(256)) * (512 << 10)"'\''; } 2> /dev/null;
 	echo "status $?"; grep "^oom_kill " /sys/fs/cgroup/wlmem/memory.events')
 [ "$got" = "status 137
 oom_kill 1" ] && ok "workloads: memory.max 32M: a process allocating 128 MiB is OOM-killed in its cgroup" ||
@@ -161,7 +161,7 @@ got=$(wx "nft add table inet wl && nft add chain inet wl c '{ type filter hook i
 	{ nft list table inet wl; nft list table ip wlnat; } | grep -c -e 'ct state established,related accept' -e 'tcp dport 9 counter' -e 'masquerade'")
 [ "$got" = 3 ] && ok "workloads: nft: filter (ct state, reject) and nat (masquerade) rules load" || bad "workloads: nft: $got"
 got=$(wx "iptables -A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT &&
-	iptables -A INPUT -m addrtype --dst-type LOCAL -m multiport --dports 80,443 -m comment --comment wl -j ACCEPT &&
+	iptables -A INPUT -p tcp -m addrtype --dst-type LOCAL -m multiport --dports 80,443 -m comment --comment wl -j ACCEPT &&
 	iptables -A INPUT -m mark --mark 0x1 -j ACCEPT && iptables -A INPUT -m state --state INVALID -j DROP &&
 	iptables -t nat -A PREROUTING -p tcp --dport 8080 -j DNAT --to-destination 10.99.0.2:80 &&
 	iptables -t nat -A OUTPUT -p tcp --dport 8081 -j REDIRECT --to-ports 80 &&
