@@ -438,13 +438,20 @@ kvmrun = $(if $(or $(filter on,$(VMHOST)),$(filter $(1) all,$(VMHOST_TIERS))),$(
 kvm_where = @echo "  KVM     $(1): $(if $(call kvmrun,$(2)),in a QEMU TCG VM (VMHOST=$(VMHOST)$(if $(wildcard /dev/kvm),$(if $(EMULATING_HOST),; this host's KVM emulates guest ring 0),; no /dev/kvm here)),$(if $(wildcard /dev/kvm),on this host's /dev/kvm,skipped: no /dev/kvm$(if $(KVMRUN), (VMHOST_TIERS=$(VMHOST_TIERS): add $(2) to run it in the QEMU TCG VM), and VMHOST=$(VMHOST)$(if $(filter auto,$(VMHOST)), but tests/vmhost/run.sh --check fails))))"
 KVM_UNIT_TESTS := $(basename $(notdir $(shell grep -rl --include='test_*.c' vm_fixture.h tests/unit)))
 
-.PHONY: test unit guest-test e2e asan fuzz deps clean structure
+.PHONY: test unit guest-test e2e asan fuzz deps clean structure kernel-config
 # The tree's shape (tests/structure.py, docs/ARCHITECTURE.md): the layer
 # rule for includes, functions of at most 200 lines, an opening comment in
 # every file, verbs only in cli/*.c. Seconds, no KVM; its self-test first.
 structure:
 	$(Q)python3 tests/structure.py --self-test
 	$(Q)python3 tests/structure.py
+
+# The guest kernel has the options the workloads agents run need
+# (tests/kernel/config_check.py lists them with each workload): reads the
+# built config, no KVM; its self-test first.
+kernel-config: $(BUILD)/kernel/vmlinux
+	$(Q)python3 tests/kernel/config_check.py --self-test
+	$(Q)python3 tests/kernel/config_check.py $(BUILD)/kernel/config
 
 deps:
 	$(Q)boot/deps.sh
@@ -517,11 +524,18 @@ oci-image-test: $(BUILD)/vmm $(BUILD)/guest/guest-init
 api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/api/host.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 
+# The e2e parts' Debian images, made on the host first (the vmhost VM has
+# no network; tests/e2e/debian_image.sh): the egress part's HTTPS clients,
+# the workloads part's namespace, netfilter and squashfs tools and python3.
+E2E_EGRESS_PACKAGES    := curl,python3-requests,git,ca-certificates
+E2E_WORKLOADS_PACKAGES := python3,iproute2,nftables,iptables,squashfs-tools
 e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
      $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init $(BUILD)/vmm.1
 	$(call kvm_where,e2e,e2e)
-	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/egress_image.sh $(BUILD)/vmm $(BUILD)/egress-clients.ext4)
-	$(Q)VMM_E2E_EGRESS_IMAGE=$(abspath $(BUILD)/egress-clients.ext4) $(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
+	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh egress $(E2E_EGRESS_PACKAGES) $(BUILD)/vmm $(BUILD)/egress-clients.ext4)
+	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh workloads $(E2E_WORKLOADS_PACKAGES) $(BUILD)/vmm $(BUILD)/workloads.ext4)
+	$(Q)VMM_E2E_EGRESS_IMAGE=$(abspath $(BUILD)/egress-clients.ext4) VMM_E2E_WORKLOADS_IMAGE=$(abspath $(BUILD)/workloads.ext4) \
+		$(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm
 
 # The end-to-end tiers that boot their own guests, each its own VM run in
@@ -549,7 +563,7 @@ e2e-standby: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 # each with its counts (tests/run-tiers.sh; outputs in build/test-results);
 # TEST_TIERS="cli-test e2e-lib-test" runs fewer; structure
 # (tests/structure.py, the layer rule) is the last.
-TEST_TIERS ?= unit $(GUEST_TEST_TIERS) guests-tier e2e e2e-oci e2e-dockerfile e2e-standby asan fuzz structure
+TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-dockerfile e2e-standby asan fuzz structure
 test: deps
 	$(Q)FUZZ_SECONDS=$(or $(TEST_FUZZ_SECONDS),10) MAKE='$(MAKE)' tests/run-tiers.sh $(BUILD)/test-results $(TEST_TIERS)
 

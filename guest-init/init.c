@@ -260,6 +260,12 @@ static void setup_system(struct init *in)
 	mount_one("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	mount_one("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	mount_one("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	/* POSIX message queues, and cgroup v2 where systemd puts it, with its
+	 * nsdelegate (a cgroup namespace bounds what a container may
+	 * delegate): Podman, Docker and crun/runc find the hierarchy there.
+	 * A kernel without them only logs the failed mount. */
+	mount_one("mqueue", "/dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	mount_one("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, "nsdelegate");
 	mkdir(REGISTRY, 0700);
 	read_cmdline(in);
 	if (sethostname(in->hostname, strlen(in->hostname)) < 0)

@@ -5,7 +5,7 @@
 # EGRESS_GOLD=DIR to reuse one):
 #   [VMM_E2E_EGRESS_IMAGE=IMG] tests/e2e/egress.sh VMM KERNEL ROOTFS
 # IMG: the Debian image with the real HTTPS clients (egress_clients.sh),
-# made by tests/e2e/egress_image.sh VMM IMG on a host with network.
+# made by tests/e2e/debian_image.sh egress PACKAGES VMM IMG on a host with network.
 # An HTTPS upstream on loopback with a CA the test makes stands in for the
 # API; the sandbox is a clone of the gold snapshot (taken without the
 # proxy: restore starts the guest side through the sync op), without a

@@ -4,7 +4,7 @@
 # test's HTTPS upstream. Sourced by egress.sh (uses its $ed, $secret,
 # $up_port, policy and upstream, and lib.sh's ok/bad/run_in).
 #
-# The clients come from a Debian image (tests/e2e/egress_image.sh, made on
+# The clients come from a Debian image (tests/e2e/debian_image.sh, made on
 # the host before the KVM tier: the vmhost VM has no network), named by
 # VMM_E2E_EGRESS_IMAGE; where it could not be made, IMAGE.skip says why
 # and these checks skip, saying so. The image is booted once, snapshotted
@@ -12,7 +12,7 @@
 # with --egress-policy (the clone path: its CA and proxy come through sync).
 img=${VMM_E2E_EGRESS_IMAGE:-}
 if [ -z "$img" ]; then
-	echo "skip egress: real clients: VMM_E2E_EGRESS_IMAGE is not set (make e2e makes it with tests/e2e/egress_image.sh)"
+	echo "skip egress: real clients: VMM_E2E_EGRESS_IMAGE is not set (make e2e makes it with tests/e2e/debian_image.sh)"
 	return 0
 elif [ -f "$img.skip" ]; then
 	echo "skip egress: real clients: $(cat "$img.skip")"

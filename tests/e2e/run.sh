@@ -29,7 +29,7 @@ fi
 emulating=0
 [ -d /sys/module/kvm_pvm ] && emulating=1
 # VMM_E2E_ONLY="jail net": only those parts (boots lifecycle egress jail
-# fcapi fs net images devloop readme); the gold snapshot (snapshot.sh) always, as the
+# fcapi fs net images devloop workloads readme); the gold snapshot (snapshot.sh) always, as the
 # parts restore it. For a targeted rerun; CI runs them all.
 # Each part that runs says when it starts (seconds since the tier began),
 # so a CI log shows where the time goes.
@@ -153,6 +153,9 @@ echo "---- e2e: gold snapshot at ${SECONDS} s"
 ! e2e_part images || . "$(dirname "$0")/images.sh"
 # Boots 10-11: the base image as an agent's work loop uses it (tests/e2e/devloop.sh).
 ! e2e_part devloop || . "$(dirname "$0")/devloop.sh"
+# Boot 12: what agents run (namespaces, cgroups, overlayfs, seccomp,
+# io_uring, netfilter...) in a Debian sandbox (tests/e2e/workloads.sh).
+! e2e_part workloads || . "$(dirname "$0")/workloads.sh"
 # The README's and docs/cli.md's examples as an operator types them, the
 # build's artefacts byte-identical afterwards (tests/e2e/readme_replay.sh,
 # its own state and image directories).
