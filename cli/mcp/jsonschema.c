@@ -53,6 +53,23 @@ static const char *type_name(const struct json *v)
 	return names[v->type];
 }
 
+/* Appends to a message list, cut short at the buffer's end: a schema's
+ * type or enum list can be longer than any message (n stays within cap,
+ * so the next append never points past the buffer). */
+static void list_add(char *buf, size_t cap, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	int w;
+
+	if (*n + 1 >= cap)
+		return;
+	va_start(ap, fmt);
+	w = vsnprintf(buf + *n, cap - *n, fmt, ap);
+	va_end(ap);
+	if (w > 0)
+		*n = *n + (size_t)w < cap ? *n + (size_t)w : cap - 1;
+}
+
 static int check_type(const struct json *t, const struct json *v, const char *where, char *why, size_t whylen)
 {
 	const struct json *e;
@@ -72,8 +89,7 @@ static int check_type(const struct json *t, const struct json *v, const char *wh
 			continue;
 		if (type_is(v, e->u.str.s, e->u.str.len))
 			return 0;
-		n += (size_t)snprintf(want + n, n < sizeof(want) ? sizeof(want) - n : 0, "%s%s", n ? " or " : "",
-				      e->u.str.s);
+		list_add(want, sizeof(want), &n, "%s%s", n ? " or " : "", e->u.str.s);
 	}
 	return fail(why, whylen, where, "must be %s, not %s", want, type_name(v));
 }
@@ -101,11 +117,9 @@ static int check_enum(const struct json *en, const struct json *v, const char *w
 		if (e->type == JSON_NUM && v->type == JSON_NUM && e->u.num == v->u.num)
 			return 0;
 		if (e->type == JSON_STR)
-			n += (size_t)snprintf(list + n, n < sizeof(list) ? sizeof(list) - n : 0, "%s\"%s\"",
-					      n ? ", " : "", e->u.str.s);
+			list_add(list, sizeof(list), &n, "%s\"%s\"", n ? ", " : "", e->u.str.s);
 		else if (e->type == JSON_NUM)
-			n += (size_t)snprintf(list + n, n < sizeof(list) ? sizeof(list) - n : 0, "%s%g", n ? ", " : "",
-					      e->u.num);
+			list_add(list, sizeof(list), &n, "%s%g", n ? ", " : "", e->u.num);
 	}
 	return fail(why, whylen, where, "must be one of %s", list);
 }

@@ -12,6 +12,7 @@
 #include "vmm/wire/json.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,10 @@ static void rust_float(double v, char *out, size_t cap)
 	int prec, exp, nd, i;
 	size_t o = 0;
 
+	if (!isfinite(v)) { /* 1e999 reads as inf: Rust's Display words */
+		snprintf(out, cap, "%s", isnan(v) ? "NaN" : v < 0 ? "-inf" : "inf");
+		return;
+	}
 	for (prec = 0; prec < 17; prec++) {
 		snprintf(digits, sizeof(digits), "%.*e", prec, v);
 		if (strtod(digits, NULL) == v)

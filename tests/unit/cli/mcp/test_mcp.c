@@ -161,6 +161,36 @@ static void schema_subset(void **state)
 #undef BAD
 }
 
+/* A schema whose type or enum list is longer than the message buffer: the
+ * list is cut short, never written past (fuzz_mcp found the overrun). */
+static void schema_long_lists(void **state)
+{
+	char schema[2048], why[256], name[80];
+	size_t n;
+	int i;
+
+	(void)state;
+	n = (size_t)snprintf(schema, sizeof(schema), "{\"type\":[");
+	for (i = 0; i < 12; i++) {
+		memset(name, 'a' + i, 40);
+		name[40] = '\0';
+		n += (size_t)snprintf(schema + n, sizeof(schema) - n, "%s\"%s\"", i ? "," : "", name);
+	}
+	snprintf(schema + n, sizeof(schema) - n, "]}");
+	assert_int_equal(valid(schema, "1", why), -1);
+	assert_non_null(strstr(why, "must be aaaa"));
+	assert_non_null(strstr(why, ", not a number"));
+	n = (size_t)snprintf(schema, sizeof(schema), "{\"enum\":[");
+	for (i = 0; i < 20; i++) {
+		memset(name, 'a' + i, 40);
+		name[40] = '\0';
+		n += (size_t)snprintf(schema + n, sizeof(schema) - n, "%s\"%s\"", i ? "," : "", name);
+	}
+	snprintf(schema + n, sizeof(schema) - n, "]}");
+	assert_int_equal(valid(schema, "\"z\"", why), -1);
+	assert_non_null(strstr(why, "must be one of \"aaaa"));
+}
+
 /* Every tool's schema parses, is a closed object, and names in
  * "required" only properties it has. */
 static void tool_schemas(void **state)
@@ -505,6 +535,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(jsonrpc_messages),  cmocka_unit_test(jsonrpc_errors),
 		cmocka_unit_test(jsonrpc_writers),   cmocka_unit_test(schema_subset),
+		cmocka_unit_test(schema_long_lists),
 		cmocka_unit_test(tool_schemas),      cmocka_unit_test(protocol), cmocka_unit_test(errors_quote_request),
 		cmocka_unit_test(capture_head_tail), cmocka_unit_test(token_scopes),
 		cmocka_unit_test(token_lifecycle),   cmocka_unit_test(token_file),
