@@ -314,7 +314,7 @@ $(BUILD)/tools/uffd_handler: $(UFFD_HANDLER_SRCS) tests/uffd/uffd_serve.h vmm/wi
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
+              test_snapshot test_virtio_net test_fuse test_fuse_budget test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
@@ -361,6 +361,7 @@ test_progress_SRCS := cli/util/progress.c cli/launch/boot_status.c cli/sandbox/c
 test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
 test_fuse_SRCS    := $(FUSE_SRCS) vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
+test_fuse_budget_SRCS := $(test_fuse_SRCS)
 test_virtio_fs_SRCS := devices/virtio_fs.c $(FUSE_SRCS) vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_egress_SRCS  := cli/egress/egress_http.c vmm/wire/json.c
 test_egress_tls_SRCS := cli/egress/egress_http.c cli/egress/egress_tunnel.c vmm/base/http.c cli/egress/egress_tls.c vmm/base/log.c vmm/wire/json.c
