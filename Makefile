@@ -57,9 +57,10 @@ CLI_DOCKERFILE_SRCS := $(wildcard cli/dockerfile/*.c)
 CLI_MCP_SRCS        := $(wildcard cli/mcp/*.c)
 CLI_OCI_SRCS        := $(wildcard cli/oci/*.c)
 CLI_LAUNCH_SRCS     := $(wildcard cli/launch/*.c)
+CLI_DRIVE_SRCS      := $(wildcard cli/drive/*.c)
 CLI_VERB_SRCS       := $(filter-out cli/tls.c cli/notls.c,$(wildcard cli/*.c))
 CLI_SRCS  := $(CLI_VERB_SRCS) $(CLI_UTIL_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_EGRESS_SRCS) $(CLI_IMAGES_SRCS) \
-             $(CLI_DOCKERFILE_SRCS) $(CLI_MCP_SRCS) $(CLI_OCI_SRCS) $(CLI_LAUNCH_SRCS)
+             $(CLI_DOCKERFILE_SRCS) $(CLI_MCP_SRCS) $(CLI_OCI_SRCS) $(CLI_LAUNCH_SRCS) $(CLI_DRIVE_SRCS)
 # The egress proxy speaks TLS to upstreams (cli/egress/egress_proxy.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
 # vmm-tls links these. `vmm` is the rest and hands command lines that need
