@@ -315,7 +315,7 @@ $(BUILD)/tools/uffd_handler: $(UFFD_HANDLER_SRCS) tests/uffd/uffd_serve.h vmm/wi
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net test_fuse test_fuse_budget test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
+              test_snapshot test_virtio_net test_fuse test_fuse_budget test_drive test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
@@ -347,6 +347,7 @@ test_snapshot_SRCS := $(CORE_SRCS)
 test_standby_SRCS := $(CORE_SRCS)
 test_run_restore_SRCS := cli/launch/run_restore.c cli/util/util.c $(CORE_SRCS)
 test_run_opts_SRCS := cli/launch/run_opts.c cli/launch/publish.c cli/sandbox/api_client.c cli/launch/jail.c cli/util/util.c $(CORE_SRCS)
+test_drive_SRCS := $(CLI_DRIVE_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_UTIL_SRCS) $(CORE_SRCS)
 test_http_SRCS    := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/base/gm.c vmm/base/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/base/ratelimit.c devices/virtqueue.c vmm/base/evloop.c vmm/base/gm.c vmm/base/log.c vmm/base/kvm.c \
