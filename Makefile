@@ -492,6 +492,7 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
 	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/standby.sh $(BUILD)/vmm
+	$(Q)tests/cli/drive.sh $(BUILD)/vmm Makefile
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
 	$(Q)tests/cli/image_base.sh $(BUILD)/vmm
 	$(Q)tests/cli/dockerfile.sh $(BUILD)/vmm $(BUILD)/tools/guest-init

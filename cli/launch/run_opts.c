@@ -312,6 +312,7 @@ static int run_drives(struct run_opts *o, struct vm_config *cfg)
 	char fs[PATH_MAX * 2 + 256], why[512];
 	const char *bad = "";
 	unsigned i;
+	int r;
 
 	for (i = 0; i < o->nr_drive_args; i++) {
 		struct fs_options *f = &cfg->fs[cfg->nr_fs];
@@ -319,9 +320,9 @@ static int run_drives(struct run_opts *o, struct vm_config *cfg)
 
 		if (cfg->nr_fs == VM_MAX_FS)
 			return run_bad_usage("--drive: at most %s shared drives with --fs", "8");
-		if (drive_mount_opt(o->drive_args[i], o->name, fs, sizeof(fs), why, sizeof(why))) {
+		if ((r = drive_mount_opt(o->drive_args[i], o->name, fs, sizeof(fs), why, sizeof(why)))) {
 			fprintf(stderr, "vmm: %s\n", why);
-			return CLI_EXIT_ERROR;
+			return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
 		}
 		if (fs_options_parse(fs, f, &bad))
 			return device_bad("drive", o->drive_args[i], bad);
