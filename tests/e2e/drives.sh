@@ -66,6 +66,9 @@ if ! timeout 120 "$vmm" run -d --name eve --kernel "$kernel" --mem 256 --disk "p
 	! "$vmm" ls | grep -q '^eve '; then ok "drives: a sandbox not on the list refused before boot"
 else bad "drives: eve: $(cat "$tmp/eve.err")"; fi
 
+if ! "$vmm" drive rm work > /dev/null 2> "$tmp/rm.err" && grep -q "in use by alice,bob" "$tmp/rm.err" &&
+	[ -f "$VMM_DRIVE_DIR/work/data/note" ]; then ok "drives: rm refused while sandboxes use the drive"
+else bad "drives: rm in use: $(cat "$tmp/rm.err")"; fi
 d_stop alice
 d_stop bob
 "$vmm" drive allow work carol > /dev/null 2>&1
