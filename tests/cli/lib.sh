@@ -4,7 +4,10 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() {
 	local p
-	for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
+	# and each one's process group: a host guest-init --serve-unix started
+	# with setsid leads one, and its forked helpers outlive a kill of it
+	# alone (orphans that held a caller's flock after the tier ended)
+	for p in "${pids[@]}"; do kill "$p" 2> /dev/null; kill -- "-$p" 2> /dev/null; done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
