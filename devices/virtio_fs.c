@@ -250,7 +250,8 @@ static void fs_reset(struct virtio_dev *d)
 	 * its locks and the chains of its waiting SETLKWs (the rings too). */
 	fuse_server_reset(&f->srv);
 	memset(f->parked, 0, sizeof(f->parked));
-	arm_timer(f);
+	/* The timer is left alone (this is a vCPU thread): it finds no
+	 * waiter at its next tick and stops. */
 }
 
 static const struct virtio_dev_ops fs_ops = {
