@@ -215,6 +215,30 @@ int fuse_op_getlk(struct req *q)
 	return fuse_reply(q, &out, sizeof(out));
 }
 
+/* An unlock. One of the whole file (what flock's LOCK_UN always is, and
+ * what the guest kernel sends when a file is closed: locks_remove_posix)
+ * leaves the owner nothing there: its descriptor goes too, unless a
+ * request of the same owner still waits on it. */
+static int unlock(struct fuse_server *s, uint64_t nodeid, uint64_t owner, int flk, uint64_t start,
+		  uint64_t end)
+{
+	struct fuse_lock *l = lock_find(s, nodeid, owner, flk);
+	uint32_t i;
+	int r;
+
+	if (!l)
+		return 0; /* nothing held */
+	if ((r = try_lock(l, F_UNLCK, start, end)))
+		return r;
+	if (!flk && (start != 0 || end != (uint64_t)INT64_MAX))
+		return 0;
+	for (i = 0; i < FUSE_LK_WAITERS_MAX; i++)
+		if (s->waiters[i].used && s->waiters[i].lock == (uint32_t)(l - s->locks))
+			return 0;
+	lock_close(s, l);
+	return 0;
+}
+
 static int park(struct req *q, uint32_t lock, const struct fuse_lk_in *in)
 {
 	struct fuse_server *s = q->s;
@@ -244,10 +268,8 @@ int fuse_op_setlk(struct req *q, int wait)
 	flk = !!(in->lk_flags & FUSE_LK_FLOCK);
 	if ((r = to_flock(in->lk.type, in->lk.start, in->lk.end, &fl)))
 		return r;
-	if (fl.l_type == F_UNLCK) {
-		l = lock_find(q->s, q->h.nodeid, in->owner, flk);
-		return l ? try_lock(l, F_UNLCK, in->lk.start, in->lk.end) : 0; /* nothing held */
-	}
+	if (fl.l_type == F_UNLCK)
+		return unlock(q->s, q->h.nodeid, in->owner, flk, in->lk.start, in->lk.end);
 	if ((r = lock_get(q->s, q->h.nodeid, in->owner, flk, &l, &fresh)))
 		return r;
 	r = try_lock(l, fl.l_type, in->lk.start, in->lk.end);

@@ -1132,6 +1132,16 @@ static int lk(struct t *t, uint32_t op, uint64_t node, uint64_t fh, uint64_t own
 	return call(t, op, node, &in, sizeof(in));
 }
 
+/* Owners holding a host descriptor. */
+static unsigned lock_owners(struct t *t)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < FUSE_LOCKS_MAX; i++)
+		n += t->s.locks[i].used;
+	return n;
+}
+
 /* A file opened twice: *node, two handles. */
 static void lk_file(struct t *t, int64_t *node, int64_t *fh1, int64_t *fh2)
 {
@@ -1192,10 +1202,15 @@ static void lock_grant_and_conflict(void **state)
 	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_RDLCK, 0, 99, 0), 0);
 	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_C, F_RDLCK, 0, 99, 0), 0);
 	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_B, F_WRLCK, 0, 0, 0), -EAGAIN);
+	/* An owner keeps its descriptor while it holds a range, not after it
+	 * let go of the whole file (the guest kernel's unlock at close). */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_C, F_UNLCK, 0, 9, 0), 0);
+	assert_int_equal(lock_owners(t), 3); /* A, B and C */
 	/* Unlocked, the range is free; unlocking what one never held is fine. */
 	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_UNLCK, 0, TO_EOF, 0), 0);
 	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_C, F_UNLCK, 0, TO_EOF, 0), 0);
 	assert_int_equal(lk(t, FUSE_SETLK, n, f1, 0x99, F_UNLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(lock_owners(t), 1); /* B's */
 	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_B, F_WRLCK, 0, 99, 0), 0);
 	teardown_t(t);
 }
@@ -1432,7 +1447,9 @@ static void lock_bounds(void **state)
 	for (i = 0; i < FUSE_LOCKS_MAX; i++)
 		if (lk(t, FUSE_SETLK, n, f1, 0x10000 + i, F_RDLCK, i, i, 0))
 			break;
-	assert_int_equal(i, FUSE_LOCKS_MAX - FUSE_LK_WAITERS_MAX - 1); /* the waiters' owners still hold theirs */
+	/* The waiters' owners still hold theirs; A let go of the whole file:
+	 * its descriptor went with it. */
+	assert_int_equal(i, FUSE_LOCKS_MAX - FUSE_LK_WAITERS_MAX);
 	assert_int_equal(lk(t, FUSE_SETLK, n, f1, 0x30000, F_RDLCK, 0, 0, 0), -ENOLCK);
 	assert_int_equal(call(t, FUSE_FLUSH, n, &(struct fuse_flush_in){ .fh = (uint64_t)f1, .lock_owner = 0x10000 },
 			      sizeof(struct fuse_flush_in)), 0);
