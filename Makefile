@@ -57,9 +57,10 @@ CLI_DOCKERFILE_SRCS := $(wildcard cli/dockerfile/*.c)
 CLI_MCP_SRCS        := $(wildcard cli/mcp/*.c)
 CLI_OCI_SRCS        := $(wildcard cli/oci/*.c)
 CLI_LAUNCH_SRCS     := $(wildcard cli/launch/*.c)
+CLI_DRIVE_SRCS      := $(wildcard cli/drive/*.c)
 CLI_VERB_SRCS       := $(filter-out cli/tls.c cli/notls.c,$(wildcard cli/*.c))
 CLI_SRCS  := $(CLI_VERB_SRCS) $(CLI_UTIL_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_EGRESS_SRCS) $(CLI_IMAGES_SRCS) \
-             $(CLI_DOCKERFILE_SRCS) $(CLI_MCP_SRCS) $(CLI_OCI_SRCS) $(CLI_LAUNCH_SRCS)
+             $(CLI_DOCKERFILE_SRCS) $(CLI_MCP_SRCS) $(CLI_OCI_SRCS) $(CLI_LAUNCH_SRCS) $(CLI_DRIVE_SRCS)
 # The egress proxy speaks TLS to upstreams (cli/egress/egress_proxy.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
 # vmm-tls links these. `vmm` is the rest and hands command lines that need
@@ -321,7 +322,7 @@ $(BUILD)/tools/uffd_handler: $(UFFD_HANDLER_SRCS) tests/uffd/uffd_serve.h vmm/wi
 # test name -> sources it links (real code; stubs live in the test file)
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
-              test_snapshot test_virtio_net test_fuse test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
+              test_snapshot test_virtio_net test_fuse test_fuse_budget test_drive test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
@@ -353,6 +354,7 @@ test_snapshot_SRCS := $(CORE_SRCS)
 test_standby_SRCS := $(CORE_SRCS)
 test_run_restore_SRCS := cli/launch/run_restore.c cli/util/util.c $(CORE_SRCS)
 test_run_opts_SRCS := cli/launch/run_opts.c cli/launch/publish.c cli/sandbox/api_client.c cli/launch/jail.c cli/util/util.c $(CORE_SRCS)
+test_drive_SRCS := $(CLI_DRIVE_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_UTIL_SRCS) $(CORE_SRCS)
 test_http_SRCS    := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/base/gm.c vmm/base/log.c
 test_virtio_mmio_SRCS := devices/virtio_mmio.c vmm/base/ratelimit.c devices/virtqueue.c vmm/base/evloop.c vmm/base/gm.c vmm/base/log.c vmm/base/kvm.c \
@@ -368,6 +370,7 @@ test_progress_SRCS := cli/util/progress.c cli/launch/boot_status.c cli/sandbox/c
 test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
 test_fuse_SRCS    := $(FUSE_SRCS) vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
+test_fuse_budget_SRCS := $(test_fuse_SRCS)
 test_virtio_fs_SRCS := devices/virtio_fs.c $(FUSE_SRCS) vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_egress_SRCS  := cli/egress/egress_http.c vmm/wire/json.c
 test_egress_tls_SRCS := cli/egress/egress_http.c cli/egress/egress_tunnel.c vmm/base/http.c cli/egress/egress_tls.c vmm/base/log.c vmm/wire/json.c
@@ -496,6 +499,7 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
 	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/standby.sh $(BUILD)/vmm
+	$(Q)tests/cli/drive.sh $(BUILD)/vmm Makefile
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
 	$(Q)tests/cli/image_base.sh $(BUILD)/vmm
 	$(Q)tests/cli/dockerfile.sh $(BUILD)/vmm $(BUILD)/tools/guest-init

@@ -123,6 +123,8 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st)
 	jw_str(w, st->net);
 	jw_key(w, "image");
 	jw_str(w, st->image);
+	jw_key(w, "drives");
+	jw_str(w, st->drives);
 	jw_key(w, "dir");
 	jw_str(w, st->sb.dir);
 	jw_key(w, "control_socket");

@@ -46,6 +46,7 @@ extern const struct cli_verb cli_verb_egress;
 extern const struct cli_verb cli_verb_mcp;
 extern const struct cli_verb cli_verb_token;
 extern const struct cli_verb cli_verb_oci;
+extern const struct cli_verb cli_verb_drive;
 /* vmm oci, also run as vmm-oci (argv[0]'s name): argv[0] is the verb. */
 int oci_main(int argc, char **argv);
 

@@ -16,10 +16,13 @@
 #include <linux/fuse.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int fs_tag_valid(const char *tag)
@@ -38,6 +41,34 @@ int fs_tag_valid(const char *tag)
 	return 1;
 }
 
+int fs_guest_path_valid(const char *p)
+{
+	size_t i, n = strlen(p);
+
+	if (n < 2 || n > 100 || p[0] != '/' || strstr(p, "//") || p[n - 1] == '/')
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = p[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-' || c == '/'))
+			return 0;
+		/* a part that is "." or ".." */
+		if (c == '.' && p[i - 1] == '/' &&
+		    (p[i + 1] == '/' || !p[i + 1] || (p[i + 1] == '.' && (p[i + 2] == '/' || !p[i + 2]))))
+			return 0;
+	}
+	return 1;
+}
+
+/* One owned string option: replaces what it held. 0 or -ENOMEM. */
+static int fs_set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = strdup(v);
+	return *dst ? 0 : -ENOMEM;
+}
+
 int fs_options_parse(const char *s, struct fs_options *o, const char **why)
 {
 	char *copy = strdup(s), *cur = copy, *key, *v;
@@ -48,10 +79,21 @@ int fs_options_parse(const char *s, struct fs_options *o, const char **why)
 		return -ENOMEM;
 	while ((key = kvopt_next(&cur, &v))) {
 		if (!strcmp(key, "path") && v && *v) {
-			free(o->path);
-			o->path = strdup(v);
-			if (!o->path) {
-				r = -ENOMEM;
+			if ((r = fs_set_str(&o->path, v)))
+				break;
+		} else if (!strcmp(key, "at") && v && fs_guest_path_valid(v)) {
+			if ((r = fs_set_str(&o->at, v)))
+				break;
+		} else if (!strcmp(key, "usage") && v && v[0] == '/') {
+			if ((r = fs_set_str(&o->usage, v)))
+				break;
+		} else if (!strcmp(key, "limit") && v && *v) {
+			char *end;
+
+			o->limit = strtoull(v, &end, 10);
+			if (*end || !o->limit) {
+				*why = "limit=BYTES: a positive number of bytes";
+				r = -EINVAL;
 				break;
 			}
 		} else if (!strcmp(key, "tag") && v) {
@@ -68,13 +110,17 @@ int fs_options_parse(const char *s, struct fs_options *o, const char **why)
 		} else if (!strcmp(key, "cache") && v && !strcmp(v, "auto")) {
 			o->cache = FUSE_CACHE_AUTO;
 		} else {
-			*why = "unknown --fs option (tag=NAME,path=DIR[,ro][,cache=none|auto])";
+			*why = "unknown --fs option (tag=NAME,path=DIR[,ro][,cache=none|auto][,at=/DIR]"
+			       "[,limit=BYTES,usage=FILE])";
 			r = -EINVAL;
 			break;
 		}
 	}
 	if (!r && (!o->path || !o->tag[0])) {
 		*why = "--fs needs tag=NAME and path=DIR";
+		r = -EINVAL;
+	} else if (!r && !o->limit != !o->usage) {
+		*why = "limit=BYTES and usage=FILE go together";
 		r = -EINVAL;
 	}
 	free(copy);
@@ -86,7 +132,9 @@ int fs_options_parse(const char *s, struct fs_options *o, const char **why)
 void fs_options_free(struct fs_options *o)
 {
 	free(o->path);
-	o->path = NULL;
+	free(o->at);
+	free(o->usage);
+	o->path = o->at = o->usage = NULL;
 }
 
 /* Keeps the chain of the SETLKW the server just parked: where its reply
@@ -262,6 +310,41 @@ static const struct virtio_dev_ops fs_ops = {
 	.reset = fs_reset,
 };
 
+/* The drive's byte count: the 8-byte file every VMM sharing the drive
+ * maps shared, so each one's writes count against the one limit. */
+static void fs_unmap_usage(struct virtio_fs *f)
+{
+	if (f->usage_map)
+		munmap(f->usage_map, sizeof(int64_t));
+	f->usage_map = NULL;
+}
+
+static int fs_map_usage(struct virtio_fs *f, const struct fs_options *o)
+{
+	struct stat st;
+	void *m;
+	int fd, r = 0;
+
+	if (!o->usage)
+		return 0;
+	fd = open(o->usage, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		r = -errno;
+	else if (fstat(fd, &st) < 0)
+		r = -errno;
+	else if (!S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof(int64_t))
+		r = -EINVAL;
+	else if ((m = mmap(NULL, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+		r = -errno;
+	else
+		f->usage_map = m;
+	if (fd >= 0)
+		close(fd);
+	if (r)
+		log_err("--fs %s: usage file %s: %s", o->tag, o->usage, strerror(-r));
+	return r;
+}
+
 int virtio_fs_init(struct virtio_fs *f, const struct fs_options *o, int vm_fd, const struct gm *gm,
 		   uint64_t base, unsigned irq, unsigned index)
 {
@@ -278,8 +361,13 @@ int virtio_fs_init(struct virtio_fs *f, const struct fs_options *o, int vm_fd, c
 		log_err("--fs: invalid tag '%s'", o->tag);
 		return -EINVAL;
 	}
-	if ((r = fuse_server_init(&f->srv, &p)))
+	if ((r = fs_map_usage(f, o)))
 		return r;
+	p.budget = (struct fuse_budget){ .used = f->usage_map, .limit = o->limit };
+	if ((r = fuse_server_init(&f->srv, &p))) {
+		fs_unmap_usage(f);
+		return r;
+	}
 	/* 5.11.4: the tag is UTF-8, NUL-padded (not terminated if 36 bytes). */
 	memcpy(f->config.tag, o->tag, strnlen(o->tag, VIRTIO_FS_TAG_LEN));
 	f->config.num_request_queues = htole32(1);
@@ -312,6 +400,7 @@ err_timer:
 	f->timer_fd = -1;
 err_srv:
 	fuse_server_destroy(&f->srv);
+	fs_unmap_usage(f);
 	return r;
 }
 
@@ -319,6 +408,7 @@ void virtio_fs_destroy(struct virtio_fs *f)
 {
 	virtio_mmio_destroy(&f->vdev); /* stops the loop thread first */
 	fuse_server_destroy(&f->srv);  /* closes the lock descriptors: the host drops their locks */
+	fs_unmap_usage(f);
 	if (f->timer_fd >= 0)
 		close(f->timer_fd);
 	f->timer_fd = -1;

@@ -30,13 +30,23 @@ struct fs_options {
 	char *path;                   /* owned: fs_options_free() */
 	int ro;
 	enum fuse_cache cache;
+	/* A drive (docs/virtio-fs.md, "Drives"): where guest-init mounts it
+	 * (NULL: /mnt/TAG), and its size limit in bytes (0: none) counted in
+	 * the 8-byte file `usage` that every VMM sharing the drive maps. */
+	char *at;                     /* owned */
+	char *usage;                  /* owned */
+	uint64_t limit;
 };
 
-/* Parses "tag=NAME,path=DIR[,ro][,cache=none|auto]". 0 or -EINVAL (why set). */
+/* Parses "tag=NAME,path=DIR[,ro][,cache=none|auto][,at=/GUEST/DIR]
+ * [,limit=BYTES,usage=FILE]". 0 or -EINVAL (why set). */
 int fs_options_parse(const char *s, struct fs_options *o, const char **why);
 void fs_options_free(struct fs_options *o);
 /* Is this a tag guest-init can mount at /mnt/TAG? */
 int fs_tag_valid(const char *tag);
+/* Is this a guest directory guest-init can mount a drive at: absolute,
+ * at most 100 of [A-Za-z0-9._/-], no "." or ".." part, not "/"? */
+int fs_guest_path_valid(const char *p);
 
 /* A SETLKW chain the device holds until the lock is decided: where its
  * reply header goes (16 bytes: at most 16 non-empty buffers). */
@@ -60,6 +70,7 @@ struct virtio_fs {
 	struct fs_parked parked[FUSE_LK_WAITERS_MAX];
 	int timer_fd;
 	struct evloop_source timer_src;
+	int64_t *usage_map;           /* the drive's shared byte count, or NULL */
 	/* Scratch for the request in hand, last and never cleared (each
 	 * request writes what it reads): 48 KiB that stay untouched pages
 	 * but for the few a chain uses. */

@@ -17,7 +17,7 @@
  * token window, an older vmm: there every guest process can read it),
  * vmm.hostname=NAME, vmm.api_port=N, vmm.shell=0 (no console shell),
  * vmm.net=MAC[,ip=ADDR/PREFIX][,gw=ADDR][,dns=ADDR] per network interface
- * (net.h), vmm.fs=TAG[,ro] (repeatable: mount the virtio-fs drive TAG at /mnt/TAG),
+ * (net.h), vmm.fs=TAG[,ro][,at=DIR] (repeatable: mount the virtio-fs drive TAG at /mnt/TAG or DIR),
  * vmm.egress=PORT (the egress proxy's guest side on 127.0.0.1:PORT: egress.h).
  *
  * Outside a VM (for tests): guest-init --serve-unix PATH serves the same
@@ -177,13 +177,31 @@ static void mount_one(const char *src, const char *dst, const char *type, unsign
 		say("mount %s on %s: %s", type, dst, strerror(errno));
 }
 
-/* vmm.fs=TAG[,ro]: the VMM shares a host directory as virtio-fs TAG
- * (docs/virtio-fs.md); it goes at /mnt/TAG. */
+/* mkdir -p for a mount point (guest-init's own paths, checked by the VMM). */
+static void mkdir_parents(const char *dir)
+{
+	char p[128];
+	size_t i;
+
+	snprintf(p, sizeof(p), "%s", dir);
+	for (i = 1; p[i]; i++)
+		if (p[i] == '/') {
+			p[i] = '\0';
+			mkdir(p, 0755);
+			p[i] = '/';
+		}
+}
+
+/* vmm.fs=TAG[,ro][,at=DIR]: the VMM shares a host directory as virtio-fs
+ * TAG (docs/virtio-fs.md); it goes at /mnt/TAG, or a drive's DIR (vmm run
+ * --drive NAME[:DIR], default /drives/NAME; the VMM checked DIR is
+ * absolute with no "." or ".." part). */
 static void mount_shared(const char *arg)
 {
-	char tag[40], dir[48];
+	char tag[40], dir[128] = "";
 	unsigned long flags = MS_NOSUID | MS_NODEV;
 	size_t n = strcspn(arg, ",");
+	const char *opt;
 
 	if (n == 0 || n >= sizeof(tag)) {
 		say("vmm.fs=%s: not a drive tag", arg);
@@ -195,10 +213,19 @@ static void mount_shared(const char *arg)
 		say("vmm.fs=%s: not a drive tag", arg);
 		return;
 	}
-	if (!strcmp(arg + n, ",ro"))
-		flags |= MS_RDONLY;
-	snprintf(dir, sizeof(dir), "/mnt/%s", tag);
-	mkdir("/mnt", 0755);
+	for (opt = arg + n; *opt == ','; opt += 1 + strcspn(opt + 1, ",")) {
+		size_t len = strcspn(opt + 1, ",");
+
+		if (len == 2 && !strncmp(opt + 1, "ro", 2))
+			flags |= MS_RDONLY;
+		else if (len > 4 && len - 3 < sizeof(dir) && !strncmp(opt + 1, "at=/", 4) && !strstr(opt, ".."))
+			snprintf(dir, sizeof(dir), "%.*s", (int)(len - 3), opt + 4);
+	}
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "/mnt/%s", tag);
+		mkdir("/mnt", 0755);
+	}
+	mkdir_parents(dir);
 	mount_one(tag, dir, "virtiofs", flags, NULL);
 }
 

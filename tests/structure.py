@@ -51,10 +51,11 @@ LAYERS = {
     'cli/images': VMM_ALL + ['cli/util', 'cli/sandbox'],
     'cli/mcp': VMM_ALL + ['cli/util', 'cli/sandbox'],
     'cli/oci': VMM_ALL + ['cli/util', 'cli/sandbox'],
-    'cli/launch': VMM_ALL + ['cli/util', 'cli/sandbox', 'cli/egress', 'cli/images'],
+    'cli/drive': VMM_ALL + ['cli/util', 'cli/sandbox'],
+    'cli/launch': VMM_ALL + ['cli/util', 'cli/sandbox', 'cli/egress', 'cli/images', 'cli/drive'],
     'cli/dockerfile': VMM_ALL + ['cli/util', 'cli/sandbox', 'cli/images', 'cli/launch'],
     'cli': VMM_ALL + ['cli/util', 'cli/sandbox', 'cli/egress', 'cli/images', 'cli/mcp', 'cli/oci',
-                      'cli/launch', 'cli/dockerfile'],
+                      'cli/launch', 'cli/dockerfile', 'cli/drive'],
 }
 # The one header of each cli subsystem that files outside it may include.
 PUBLIC = {
@@ -66,6 +67,7 @@ PUBLIC = {
     'cli/mcp': 'cli/mcp/mcp.h',
     'cli/oci': 'cli/oci/oci.h',
     'cli/launch': 'cli/launch/launch.h',
+    'cli/drive': 'cli/drive/drive.h',
 }
 # cli/*.c files that are no verb but a binary's entry: the verb table
 # (main.c) and vmm-tls's side of the two binaries (tls.c).

@@ -124,11 +124,12 @@ int vm_build_cmdline(struct vm *vm)
 			return r;
 	}
 	for (i = 0; i < vm->cfg.nr_fs; i++) {
-		/* guest-init mounts each drive at /mnt/TAG (read-only: ",ro"). */
+		/* guest-init mounts each drive at /mnt/TAG or at=DIR (read-only: ",ro"). */
 		if ((r = virtio_mmio_cmdline(&vm->fs[i]->vdev, dev, sizeof(dev))) ||
 		    (r = cmdline_add(vm, dev)))
 			return r;
-		snprintf(dev, sizeof(dev), "vmm.fs=%s%s", vm->cfg.fs[i].tag, vm->cfg.fs[i].ro ? ",ro" : "");
+		snprintf(dev, sizeof(dev), "vmm.fs=%s%s%s%s", vm->cfg.fs[i].tag, vm->cfg.fs[i].ro ? ",ro" : "",
+			 vm->cfg.fs[i].at ? ",at=" : "", vm->cfg.fs[i].at ? vm->cfg.fs[i].at : "");
 		if ((r = cmdline_add(vm, dev)))
 			return r;
 	}

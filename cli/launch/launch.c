@@ -648,6 +648,7 @@ static int launch_announce(struct launch *L)
 		.publish = L->pub_text,
 		.net = L->net_text,
 		.image = L->o.image_ref,
+		.drives = L->o.drives_text,
 		.created = L->was_created,
 		.expires = L->was_expires,
 	};

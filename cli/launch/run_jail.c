@@ -103,6 +103,12 @@ int run_jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
 		if (absolute(&cfg->fs[i].path, "--fs"))
 			return -errno;
 		r |= jail_add(j, cfg->fs[i].path, !cfg->fs[i].ro);
+		/* a drive's shared byte count (devices/fuse/fuse_budget.c) */
+		if (cfg->fs[i].usage) {
+			if (absolute(&cfg->fs[i].usage, "--fs"))
+				return -errno;
+			r |= jail_add(j, cfg->fs[i].usage, 1);
+		}
 	}
 	if (snap) {
 		if (!realpath(snap->dir, tmp))

@@ -1,5 +1,6 @@
 /* The options of vmm run/restore/serve/create (run_opts.h). */
 #include "cli/launch/run_opts.h"
+#include "cli/drive/drive.h"
 #include "cli/util/util.h"
 #include "cli/launch/publish.h"
 #include "vmm/cputmpl.h"
@@ -18,7 +19,7 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
        OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE, OPT_IMAGE_ENV, OPT_IMAGE_CWD, OPT_IMAGE_USER,
-       OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY, OPT_IDLE_TIMEOUT, OPT_IDLE_TTL, OPT_IN_PLACE, OPT_DISK_SIZE,
+       OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY, OPT_IDLE_TIMEOUT, OPT_IDLE_TTL, OPT_IN_PLACE, OPT_DISK_SIZE, OPT_DRIVE,
        /* Firecracker's command line (vmm serve): */
        OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
        OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
@@ -293,6 +294,45 @@ static int opt_fs(const struct run_arg *a)
 	return 0;
 }
 
+static int opt_drive(const struct run_arg *a)
+{
+	struct run_opts *o = a->o;
+
+	if (o->nr_drive_args == VM_MAX_FS)
+		return run_bad_usage("--drive: at most %s shared drives", "8");
+	o->drive_args[o->nr_drive_args++] = a->arg;
+	return 0;
+}
+
+/* The --drive options, once --name is known: each drive's allow list
+ * checked (a refusal stops the run before anything boots, exit 1), then
+ * mounted as an --fs drive tagged with its name (cli/drive/drive.h). */
+static int run_drives(struct run_opts *o, struct vm_config *cfg)
+{
+	char fs[PATH_MAX * 2 + 256], why[512];
+	const char *bad = "";
+	unsigned i;
+	int r;
+
+	for (i = 0; i < o->nr_drive_args; i++) {
+		struct fs_options *f = &cfg->fs[cfg->nr_fs];
+		size_t n = strlen(o->drives_text);
+
+		if (cfg->nr_fs == VM_MAX_FS)
+			return run_bad_usage("--drive: at most %s shared drives with --fs", "8");
+		if ((r = drive_mount_opt(o->drive_args[i], o->name, fs, sizeof(fs), why, sizeof(why)))) {
+			fprintf(stderr, "vmm: %s\n", why);
+			return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
+		}
+		if (fs_options_parse(fs, f, &bad))
+			return device_bad("drive", o->drive_args[i], bad);
+		cfg->nr_fs++;
+		snprintf(o->drives_text + n, sizeof(o->drives_text) - n, "%s%s:%s%s", n ? "," : "", f->tag, f->at,
+			 f->ro ? ":ro" : "");
+	}
+	return 0;
+}
+
 static int opt_vsock(const struct run_arg *a)
 {
 	struct run_opts *o = a->o;
@@ -534,6 +574,7 @@ static const struct run_opt run_table[] = {
 	{ "balloon", ARG, OPT_BALLOON, 0, opt_balloon, 0 },
 	{ "net", ARG, OPT_NET, RO_NOT_SERVE, opt_net, 0 },
 	{ "fs", ARG, OPT_FS, RO_NOT_SERVE, opt_fs, 0 },
+	{ "drive", ARG, OPT_DRIVE, SHAPE, opt_drive, 0 },
 	{ "tty", NOARG, 't', RO_NOT_SERVE, set_opt_flag, O_(cmd.tty) },
 	{ "token", ARG, OPT_TOKEN, 0, opt_token, 0 },
 	{ "ready-timeout", ARG, OPT_READY, RO_NOT_SERVE, opt_ready, 0 },
@@ -645,6 +686,12 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 		a.text = opt_text(argv, optind);
 		a.off = e->off;
 		if ((r = run_opt_allowed(o, e, a.text)) || (r = e->fn(&a)))
+			return r;
+	}
+	if (o->nr_drive_args) {
+		int r = run_drives(o, cfg);
+
+		if (r)
 			return r;
 	}
 	return run_opts_rest(o, argc, argv);

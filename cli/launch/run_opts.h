@@ -72,6 +72,11 @@ struct run_opts {
 	const char *api_sock, *config_file; /* vmm serve */
 	struct run_fc_opts fc;
 	int argi;                       /* argv's index after the options (and DIR) */
+	/* --drive NAME[:GUESTDIR][:ro]: resolved after the options (the
+	 * allow list needs --name) into cfg->fs; drives_text for the record */
+	const char *drive_args[VM_MAX_FS];
+	unsigned nr_drive_args;
+	char drives_text[1024];
 };
 
 /* Defaults into o (restore, api: the verb's; pub: PUBLISH_MAX entries). */

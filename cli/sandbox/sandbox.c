@@ -266,7 +266,7 @@ int sandbox_make_rw(struct sandbox *sb)
 
 int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_info *info)
 {
-	char cfg[PATH_MAX + 1024];
+	char cfg[PATH_MAX + 2048];
 	struct json_writer w;
 	int r;
 
@@ -296,6 +296,8 @@ int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_
 	jw_str(&w, info->net ? info->net : "");
 	jw_key(&w, "image");
 	jw_str(&w, info->image ? info->image : "");
+	jw_key(&w, "drives");
+	jw_str(&w, info->drives ? info->drives : "");
 	jw_obj_end(&w);
 	if (!jw_done(&w))
 		return -E2BIG;
@@ -431,6 +433,8 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 			snprintf(st->net, sizeof(st->net), "%s", str);
 		if (!json_get_str(j, "image", &str))
 			snprintf(st->image, sizeof(st->image), "%s", str);
+		if (!json_get_str(j, "drives", &str))
+			snprintf(st->drives, sizeof(st->drives), "%s", str);
 	}
 	if (read_small(st->sb.dir, "created", buf, sizeof(buf)) == 0) {
 		st->state = SB_CREATED;

@@ -67,6 +67,7 @@ struct sandbox_info {
 	const char *publish;  /* "ADDR:HOST:GUEST,..." or "" */
 	const char *net;      /* "TAP=MAC[/ADDR/PREFIX],..." or "" */
 	const char *image;    /* "NAME:VERSION" it started from, or "" */
+	const char *drives;   /* "NAME:GUESTDIR[:ro],..." (--drive) or "" */
 	long long created, expires; /* a resume keeps the record's (Unix s); 0: now, ttl_s */
 };
 /* --jail: makes dir/jail-rw (root's until jail_drop hands it over) and
@@ -103,6 +104,7 @@ struct sandbox_status {
 	char publish[PATH_MAX];
 	char net[512];
 	char image[80];
+	char drives[1024];
 };
 int sandbox_status(const char *name, struct sandbox_status *st);
 /* Stops a running sandbox: through the guest (the API's shutdown) and

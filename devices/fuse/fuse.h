@@ -46,6 +46,15 @@ enum fuse_cache {
 	FUSE_CACHE_AUTO, /* 1 s attribute/entry timeouts, page cache dropped at open */
 };
 
+/* A drive's size limit (docs/virtio-fs.md, "Drives"): `used` is a byte
+ * count shared by every VMM serving the drive (a MAP_SHARED page), changed
+ * only with atomic adds; a write or fallocate that would take it past
+ * `limit` fails with ENOSPC. used NULL: unbounded. fuse_budget.c. */
+struct fuse_budget {
+	int64_t *used;
+	uint64_t limit;
+};
+
 struct fuse_inode {
 	int fd;            /* O_PATH; -1: stale (vanished across a restore) */
 	uint8_t used;
@@ -123,6 +132,7 @@ struct fuse_server {
 	uint64_t wait_unique; /* the request fuse_handle() answered FUSE_WAIT for */
 	struct log_ratelimit rl;
 	uint64_t reqs, errors;
+	struct fuse_budget budget;
 };
 
 struct fuse_params {
@@ -132,6 +142,7 @@ struct fuse_params {
 	enum fuse_cache cache;
 	uint32_t max_inodes;  /* 0: default */
 	uint32_t max_handles; /* 0: default */
+	struct fuse_budget budget;
 };
 
 int fuse_server_init(struct fuse_server *s, const struct fuse_params *p)

@@ -160,6 +160,7 @@ int fuse_op_setattr(struct req *q)
 {
 	struct fuse_server *s = q->s;
 	const struct fuse_setattr_in *a = (const void *)q->body;
+	struct fuse_reservation res;
 	struct fuse_inode *n;
 	struct stat st;
 	char p[16];
@@ -199,8 +200,10 @@ int fuse_op_setattr(struct req *q)
 			return -EFBIG;
 		if (fd < 0 && (fd = fuse_reopen(s, n, O_WRONLY)) < 0)
 			return fd;
-		if (!(r = fpriv_kill(s->proc_fd, fd)))
+		if (!(r = fpriv_kill(s->proc_fd, fd)) && !(r = fuse_budget_take(s, fd, 0, 0, 0, &res))) {
 			r = ftruncate(fd, (off_t)a->size) < 0 ? -errno : 0;
+			fuse_budget_settle(s, fd, &res); /* a truncate down gives back */
+		}
 		if (!h)
 			close(fd);
 		if (r)

@@ -105,12 +105,15 @@ int fuse_op_unlink(struct req *q, int dir)
 	size_t left = q->blen;
 	struct fuse_inode *d;
 	const char *name;
+	int64_t freed;
 	int r;
 
 	if ((r = fuse_take_new_name(&p, &left, &name)) || (r = fuse_ino_get(q->s, q->h.nodeid, &d)))
 		return r;
+	freed = dir ? 0 : fuse_budget_freed(q->s, d->fd, name);
 	if (unlinkat(d->fd, name, dir ? AT_REMOVEDIR : 0) < 0)
 		return -errno;
+	fuse_budget_give_back(q->s, freed);
 	return 0;
 }
 
@@ -131,6 +134,7 @@ static int do_rename(struct req *q, uint64_t newdir, uint32_t flags, const uint8
 {
 	struct fuse_inode *od, *nd;
 	const char *oldname, *newname;
+	int64_t freed;
 	int r;
 
 	if ((r = fuse_take_new_name(&p, &left, &oldname)) || (r = fuse_take_new_name(&p, &left, &newname)))
@@ -139,12 +143,15 @@ static int do_rename(struct req *q, uint64_t newdir, uint32_t flags, const uint8
 		return -EINVAL; /* RENAME_WHITEOUT: overlayfs' business, not offered */
 	if ((r = fuse_ino_get(q->s, q->h.nodeid, &od)) || (r = fuse_ino_get(q->s, newdir, &nd)))
 		return r;
+	/* A rename over a file frees it (an exchange keeps both). */
+	freed = flags & RENAME_EXCHANGE ? 0 : fuse_budget_freed(q->s, nd->fd, newname);
 	if (flags)
 		r = renameat2(od->fd, oldname, nd->fd, newname, flags);
 	else
 		r = renameat(od->fd, oldname, nd->fd, newname);
 	if (r < 0)
 		return -errno;
+	fuse_budget_give_back(q->s, freed);
 	renamed(q->s, newdir, newname);
 	if (flags & RENAME_EXCHANGE)
 		renamed(q->s, q->h.nodeid, oldname);

@@ -199,6 +199,7 @@ int fuse_op_write(struct req *q)
 	struct fuse_write_out out;
 	struct iovec iov[FUSE_MAX_IOV];
 	struct fuse_handle *h;
+	struct fuse_reservation res;
 	ssize_t n;
 	int k, r;
 
@@ -216,13 +217,15 @@ int fuse_op_write(struct req *q)
 	if (k < 0)
 		return -EINVAL;
 	/* Before the data lands, as the kernel's file_remove_privs. */
-	if ((r = fpriv_kill(s->proc_fd, h->fd)))
+	if ((r = fpriv_kill(s->proc_fd, h->fd)) || (r = fuse_budget_take(s, h->fd, w.offset, w.size, 0, &res)))
 		return r;
 	do
 		n = pwritev(h->fd, iov, k, (off_t)w.offset);
 	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
+	r = n < 0 ? -errno : 0;
+	fuse_budget_settle(s, h->fd, &res);
+	if (r)
+		return r;
 	memset(&out, 0, sizeof(out));
 	out.size = (uint32_t)n;
 	return fuse_reply(q, &out, sizeof(out));
@@ -275,6 +278,7 @@ int fuse_op_fallocate(struct req *q)
 {
 	const struct fuse_fallocate_in *f = (const void *)q->body;
 	struct fuse_handle *h;
+	struct fuse_reservation res;
 	int r;
 
 	NEED(q, *f);
@@ -284,11 +288,13 @@ int fuse_op_fallocate(struct req *q)
 		return -EBADF;
 	if (f->offset > (uint64_t)INT64_MAX || f->length > (uint64_t)INT64_MAX)
 		return -EINVAL;
-	if ((r = fpriv_kill(q->s->proc_fd, h->fd)))
+	/* A punched hole or zeroed range adds nothing; an allocation all of it. */
+	if ((r = fpriv_kill(q->s->proc_fd, h->fd)) ||
+	    (r = fuse_budget_take(q->s, h->fd, f->offset, f->mode & FALLOC_FL_PUNCH_HOLE ? 0 : f->length, 1, &res)))
 		return r;
-	if (fallocate(h->fd, (int)f->mode, (off_t)f->offset, (off_t)f->length) < 0)
-		return -errno;
-	return 0;
+	r = fallocate(h->fd, (int)f->mode, (off_t)f->offset, (off_t)f->length) < 0 ? -errno : 0;
+	fuse_budget_settle(q->s, h->fd, &res);
+	return r;
 }
 
 int fuse_op_lseek(struct req *q)

@@ -326,6 +326,7 @@ int fuse_server_init(struct fuse_server *s, const struct fuse_params *p)
 	memset(s, 0, sizeof(*s));
 	s->root_fd = s->proc_fd = -1;
 	s->ro = p->ro;
+	s->budget = p->budget;
 	s->cache = p->cache;
 	s->rl = (struct log_ratelimit)LOG_RATELIMIT_INIT;
 	snprintf(s->tag, sizeof(s->tag), "%s", p->tag ? p->tag : "");

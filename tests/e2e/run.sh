@@ -29,7 +29,7 @@ fi
 emulating=0
 [ -d /sys/module/kvm_pvm ] && emulating=1
 # VMM_E2E_ONLY="jail net": only those parts (boots lifecycle egress jail
-# fcapi fs net images devloop workloads readme); the gold snapshot (snapshot.sh) always, as the
+# fcapi fs drives net images devloop workloads readme); the gold snapshot (snapshot.sh) always, as the
 # parts restore it. For a targeted rerun; CI runs them all.
 # Each part that runs says when it starts (seconds since the tier began),
 # so a CI log shows where the time goes.
@@ -147,6 +147,8 @@ echo "---- e2e: gold snapshot at ${SECONDS} s"
 # Boot 5: a sandbox with shared drives (virtio-fs), snapshotted at
 # API-ready; the checks run in clones restored from it (tests/e2e/fs.sh).
 ! e2e_part fs || . "$(dirname "$0")/fs.sh"
+# Boots: drives, two sandboxes on one named drive (tests/e2e/drives.sh).
+! e2e_part drives || . "$(dirname "$0")/drives.sh"
 # Boot 6: virtio-net in a network namespace (tests/e2e/net.sh).
 ! e2e_part net || . "$(dirname "$0")/net.sh"
 # Boots 7-9: sandbox images, cold and warm (tests/e2e/images.sh).

@@ -15,6 +15,7 @@
 #include "cli/util/util.h"
 #include "cli/launch/publish.h"
 #include "cli/launch/run_opts.h"
+#include "cli/drive/drive.h"
 #include "cli/sandbox/sandbox_standby.h"
 #include "vmm/base/log.h"
 
@@ -23,6 +24,19 @@ int standby_listen_fd(const char *spec)
 {
 	(void)spec;
 	return -1;
+}
+
+/* cli/drive's decision (tested in tests/unit/cli/drive/): here drive "d"
+ * allows only sandbox "alice", so the test sees run_opts ask with the
+ * --name given anywhere on the line. */
+int drive_mount_opt(const char *arg, const char *who, char *fs, size_t fslen, char *why, size_t len)
+{
+	if (strcmp(arg, "d") || !who || strcmp(who, "alice")) {
+		snprintf(why, len, "drive %s does not allow sandbox %s", arg, who ? who : "(none)");
+		return -EACCES;
+	}
+	snprintf(fs, fslen, "tag=d,path=/tmp,at=/drives/d");
+	return 0;
 }
 
 struct fx {
@@ -100,6 +114,26 @@ static int parse_err(struct fx *f, int restore, int api, char **argv, char *err,
 }
 
 #define ARGV(...) ((char *[]){ __VA_ARGS__, NULL })
+
+static void run_drives(void **state)
+{
+	struct fx *f = *state;
+	char err[512];
+
+	/* --name after --drive still decides */
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--drive", "d", "--name", "alice")), 0);
+	assert_int_equal(f->cfg.nr_fs, 1);
+	assert_string_equal(f->cfg.fs[0].tag, "d");
+	assert_string_equal(f->cfg.fs[0].at, "/drives/d");
+	assert_string_equal(f->o.drives_text, "d:/drives/d");
+	/* refused before anything starts: exit 1, the drive named */
+	assert_int_equal(parse_err(f, 0, 0, ARGV("run", "--name", "eve", "--drive", "d"), err,
+				   sizeof(err)), CLI_EXIT_ERROR);
+	assert_non_null(strstr(err, "drive d does not allow sandbox eve"));
+	assert_int_equal(f->cfg.nr_fs, 0);
+	/* restore takes no drives (the snapshot's shape) */
+	assert_int_equal(parse_err(f, 1, 0, ARGV("restore", "--drive", "d", "snap"), err, sizeof(err)), CLI_EXIT_USAGE);
+}
 
 static void run_defaults(void **state)
 {
@@ -390,6 +424,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(serve_options, fx_setup, fx_teardown),
 		cmocka_unit_test(size_parser),
 		cmocka_unit_test(token_check),
+		cmocka_unit_test_setup_teardown(run_drives, fx_setup, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

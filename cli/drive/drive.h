@@ -1,0 +1,75 @@
+/* Drives (docs/cli.md, "Drives"; docs/virtio-fs.md): named shared folders
+ * kept in a store of their own that outlive every sandbox.
+ *   store: $VMM_DRIVE_DIR, else /var/lib/vmm/drives as root, else
+ *   $XDG_STATE_HOME/vmm/drives, else ~/.local/state/vmm/drives.
+ * One folder per drive: `drive` (its record: path, own, size, allow
+ * lines), `usage` (the 8-byte byte count the VMMs serving it map,
+ * devices/fuse/fuse_budget.c), `lock` (flock for changes) and `data/`
+ * (the shared folder, unless created with --path).
+ * Who may mount it: the allow list, sandbox names (or "*": any sandbox),
+ * each read-write or read-only; an empty list allows nobody (the safe
+ * default: a new drive is private until `vmm drive allow`). Sandboxes
+ * have no labels yet, so names only. */
+#ifndef CLI_DRIVE_DRIVE_H
+#define CLI_DRIVE_DRIVE_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DRIVE_NAME_MAX 35  /* it is the virtio-fs tag too */
+#define DRIVE_ALLOW_MAX 32
+
+struct drive_rule {
+	char who[65];  /* a sandbox name, or "*" */
+	int ro;
+};
+
+struct drive {
+	char name[DRIVE_NAME_MAX + 1];
+	char dir[PATH_MAX];    /* its folder in the store */
+	char path[PATH_MAX + 8]; /* the shared folder */
+	int own;               /* path is dir/data: removed with the drive */
+	uint64_t size;         /* limit in bytes, 0: none */
+	struct drive_rule allow[DRIVE_ALLOW_MAX];
+	unsigned nr_allow;
+};
+
+/* 1..35 of [A-Za-z0-9_.-], not starting with '.' or '-'. */
+int drive_name_ok(const char *name);
+/* The store's root, made (0700) if missing. 0 or -errno. */
+int drive_root(char *buf, size_t len);
+/* "NAME" or "NAME:ro" (NAME a sandbox name or "*"). 0 or -EINVAL. */
+int drive_rule_parse(const char *s, struct drive_rule *r);
+/* May sandbox `who` mount d (ro: read-only)? 0, or -EACCES with why. */
+int drive_allowed(const struct drive *d, const char *who, int ro, char *why, size_t len);
+/* Adds (or changes) a rule / removes who's rule in d (memory only). */
+int drive_allow(struct drive *d, const struct drive_rule *r);
+int drive_deny(struct drive *d, const char *who);
+
+/* Creates drive d->name (d filled by the caller: path "" for one of the
+ * store's own, size, allow). Race-free: the folder is made with mkdir, a
+ * second create of the name fails with -EEXIST. why on failure. */
+int drive_create(struct drive *d, char *why, size_t len);
+int drive_load(const char *name, struct drive *d);
+/* Rewrites d's record (temporary file renamed over it) under its lock. */
+int drive_save(const struct drive *d);
+/* Removes the drive: its store folder, and the shared folder if its own. */
+int drive_remove(const struct drive *d);
+/* Drive names, sorted; *names malloc'd. The count or -errno. */
+int drive_list(char ***names);
+/* Bytes the shared folder's regular files take (st_blocks * 512). */
+int64_t drive_walk_usage(const char *path);
+/* The count the VMMs share: read, set. */
+int64_t drive_usage_read(const struct drive *d);
+int drive_usage_set(const struct drive *d, int64_t bytes);
+/* The running sandboxes whose record names this drive, comma-separated. */
+void drive_users(const char *name, char *buf, size_t len);
+
+/* `vmm run --drive NAME[:GUESTDIR][:ro]` for sandbox `who`: checks the
+ * allow list and gives the --fs option text for the VMM
+ * ("tag=NAME,path=DIR[,ro],at=GUESTDIR[,limit=N,usage=FILE]"). 0, or
+ * -errno with why (naming the drive and the rule). */
+int drive_mount_opt(const char *arg, const char *who, char *fs, size_t fslen, char *why, size_t len);
+
+#endif

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# CLI checks of drives that need no KVM (docs/cli.md, "Drives"): create,
+# ls, inspect, allow/deny, rm (the store's folder removed, a --path one
+# kept), names refused, a concurrent create of one name won once, and a
+# run the allow list refuses stopped before boot with the drive named.
+#   drive.sh VMM   (KERNEL: a file, the VM is never built)
+set -u
+vmm=$1
+kernel=${2:-Makefile}
+. "$(dirname "$0")/lib.sh"
+cli_state
+export VMM_DRIVE_DIR=$tmp/drives
+
+json() { python3 -c "import json,sys; d=json.load(open('$tmp/out')); print($1)"; }
+
+if run 0 drive create work --size 8M --allow alice --allow bob:ro && [ "$(cat "$tmp/out")" = work ] &&
+	[ -d "$tmp/drives/work/data" ]; then ok "create: a drive with its folder in the store"; else bad "create"; fi
+if run 1 drive create work && grep -q "drive work exists" "$tmp/err"; then
+	ok "create: a name in use refused"; else bad "create twice"; fi
+names_ok=1
+for n in ../x .hidden -x "a/b" abcdefghijabcdefghijabcdefghijabcdef; do
+	# 1: the name refused; 2: taken for an option or too long for one
+	"$vmm" drive create "$n" > /dev/null 2>&1 && names_ok=0
+	[ -e "$tmp/drives/$n" ] && names_ok=0
+done
+[ "$(ls "$tmp/drives")" = work ] || names_ok=0
+if [ $names_ok = 1 ]; then ok "create: bad names refused, nothing left"; else bad "bad names"; fi
+if run 2 drive create w2 --allow 'x:rx'; then ok "create: a bad rule is a usage error"; else bad "bad rule"; fi
+
+# Eight creates of one name at once: exactly one wins.
+for i in $(seq 8); do ("$vmm" drive create race > "$tmp/race.$i" 2>&1; echo $? > "$tmp/race.$i.rc") & done
+wait
+wins=$(grep -l '^0$' "$tmp"/race.*.rc | wc -l)
+if [ "$wins" = 1 ]; then ok "create: one of 8 concurrent creates wins"; else bad "concurrent creates: $wins won"; fi
+
+mkdir "$tmp/mine"
+echo hello > "$tmp/mine/f"
+if run 0 drive create mine --path "$tmp/mine" --allow '*:ro'; then ok "create --path"; else bad "create --path"; fi
+if run 0 drive ls && grep -q '^work .*8388608 alice,bob:ro' "$tmp/out" && grep -q '^mine ' "$tmp/out" &&
+	grep -q '^race ' "$tmp/out"; then ok "ls"; else bad "ls"; cat "$tmp/out"; fi
+if run 0 drive inspect mine && [ "$(json 'd["path"], d["own_folder"], d["bytes_used"] > 0, d["allow"], d["used_by"]')" = \
+	"$tmp/mine False True [{'who': '*', 'ro': True}] []" ]; then ok "inspect: JSON"; else bad "inspect"; cat "$tmp/out"; fi
+if run 0 drive allow work carol && run 0 drive deny work bob && run 0 drive inspect work &&
+	[ "$(json '[(a["who"], a["ro"]) for a in d["allow"]]')" = "[('alice', False), ('carol', False)]" ]; then
+	ok "allow/deny change the list"; else bad "allow/deny"; cat "$tmp/out"; fi
+if run 1 drive deny work nobody; then ok "deny: no such rule"; else bad "deny nobody"; fi
+
+# Refused before boot (the KVM device does not exist: a run that got past
+# its checks would fail on it instead, saying so).
+if run 1 run --kernel "$kernel" --name eve --drive work -- true && grep -q "drive work does not allow sandbox eve" "$tmp/err" &&
+	! grep -qi kvm "$tmp/err"; then ok "run: a sandbox not on the list refused before boot"; else bad "refusal"; fi
+if run 1 run --kernel "$kernel" --name bob --drive mine -- true && grep -q "read-only" "$tmp/err"; then
+	ok "run: rw on a read-only rule refused"; else bad "ro rule"; fi
+if run 1 run --kernel "$kernel" --name alice --drive work:/work -- true && ! grep -q "does not allow" "$tmp/err"; then
+	ok "run: an allowed sandbox gets past the drive check"; else bad "allowed"; fi
+if run 2 run --kernel "$kernel" --name alice --drive work:relative -- true; then ok "run: a relative guest dir refused"; else bad "guest dir"; fi
+if run 1 run --kernel "$kernel" --name alice --drive nosuch -- true && grep -q "no drive nosuch" "$tmp/err"; then
+	ok "run: an unknown drive named"; else bad "unknown drive"; fi
+if run 1 create --name eve --drive work && grep -q "does not allow" "$tmp/err"; then
+	ok "create: refused too"; else bad "create refusal"; fi
+
+if run 0 drive rm mine && [ -f "$tmp/mine/f" ] && [ ! -e "$tmp/drives/mine" ]; then
+	ok "rm: a --path folder is kept"; else bad "rm --path"; fi
+if run 0 drive rm work && [ ! -e "$tmp/drives/work" ]; then ok "rm: the store's folder goes"; else bad "rm"; fi
+if run 1 drive inspect work; then ok "inspect: gone"; else bad "inspect gone"; fi
+echo "cli: $pass passed, $fail failed, $skip skipped"
+[ "$fail" = 0 ]

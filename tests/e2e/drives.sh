@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Drives end to end (docs/cli.md "Drives", docs/virtio-fs.md): two
+# sandboxes on one drive, a file one writes read by the other; a sandbox
+# not on the drive's list refused before boot; writes past the drive's
+# size limit get ENOSPC in the guest, the VMM unaffected; the drive and
+# its files outlive both sandboxes. Sourced by run.sh (its ok/bad, $vmm,
+# $kernel, $rootfs, $tmp), or run alone:
+#   tests/e2e/drives.sh VMM KERNEL ROOTFS
+if [ -z "${tmp:-}" ]; then
+	set -u
+	vmm=$1 kernel=$2 rootfs=$3
+	tmp=$(mktemp -d)
+	pass=0 fail=0
+	trap 'rm -rf "$tmp"' EXIT
+	. "$(dirname "$0")/lib.sh"
+	drives_alone=1
+fi
+export VMM_STATE_DIR=$tmp/drvstate VMM_DRIVE_DIR=$tmp/drvstore
+mkdir -p -m 700 "$VMM_STATE_DIR"
+
+dx() { timeout 300 "$vmm" exec "$1" -- sh -c "$2" 2>&1; }
+d_start() { # d_start NAME DRIVE-ARGS...: a detached sandbox, ready for exec
+	local n=$1 i
+	shift
+	cp "$rootfs" "$tmp/$n-root.img"
+	timeout 1200 "$vmm" run -d --name "$n" --kernel "$kernel" --mem 256 --disk "path=$tmp/$n-root.img,root" \
+		--console "file:$tmp/$n.console" "$@" < /dev/null > "$tmp/$n.out" 2> "$tmp/$n.err" || return 1
+	for i in $(seq 480); do
+		timeout 20 "$vmm" exec "$n" -- true > /dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	return 1
+}
+d_stop() { timeout 120 "$vmm" stop "$1" > /dev/null 2>&1; timeout 60 "$vmm" rm "$1" > /dev/null 2>&1; }
+
+"$vmm" drive create work --size 8M --allow alice --allow bob > /dev/null 2>&1
+if d_start alice --drive work && d_start bob --drive work:/shared; then
+	ok "drives: two sandboxes on one drive booted"
+else bad "drives: boot: $(tail -3 "$tmp/alice.err" "$tmp/bob.err")"; fi
+if [ "$(dx alice 'echo from-alice > /drives/work/note; cat /drives/work/note')" = from-alice ] &&
+	[ "$(dx bob 'cat /shared/note')" = from-alice ]; then
+	ok "drives: a file alice writes bob reads (at /drives/work and /shared)"
+else bad "drives: share: $(dx bob 'ls -la /shared; mount | grep virtiofs')"; fi
+if "$vmm" drive inspect work > "$tmp/insp" && python3 -c "
+import json; d = json.load(open('$tmp/insp')); assert sorted(d['used_by']) == ['alice', 'bob'], d" &&
+	"$vmm" inspect alice | grep -q '"drives":"work:/drives/work"'; then
+	ok "drives: inspect shows who uses the drive, and the sandbox's drives"
+else bad "drives: inspect: $(cat "$tmp/insp")"; fi
+
+# Past the limit: 8 MiB in all, alice writes 6, bob then 6 more.
+out=$(dx alice 'dd if=/dev/zero of=/drives/work/a bs=1M count=6 2>&1; echo rc=$?')
+out2=$(dx bob 'dd if=/dev/zero of=/shared/b bs=1M count=6 2>&1; echo rc=$?')
+if [[ "$out" == *rc=0* ]] && [[ "$out2" == *"No space left"* ]] && [[ "$out2" != *rc=0* ]]; then
+	ok "drives: a write past the size limit gets ENOSPC in the other sandbox"
+else bad "drives: limit: alice: $out | bob: $out2"; fi
+used=$(du -sk "$VMM_DRIVE_DIR/work/data" | cut -f1)
+if [ "$used" -le $((8 * 1024 + 64)) ] && [ "$(dx alice 'rm /drives/work/a; dd if=/dev/zero of=/drives/work/c bs=1M count=3 2>&1; echo rc=$?' | tail -1)" = rc=0 ] &&
+	[ "$(dx bob 'echo still-alive')" = still-alive ]; then
+	ok "drives: $used KiB used of 8 MiB; a removed file's space comes back; both VMMs unaffected"
+else bad "drives: after the limit: $used KiB"; fi
+
+# Not on the list: refused before boot.
+cp "$rootfs" "$tmp/eve-root.img"
+if ! timeout 120 "$vmm" run -d --name eve --kernel "$kernel" --mem 256 --disk "path=$tmp/eve-root.img,root" \
+	--drive work > /dev/null 2> "$tmp/eve.err" && grep -q "drive work does not allow sandbox eve" "$tmp/eve.err" &&
+	! "$vmm" ls | grep -q '^eve '; then ok "drives: a sandbox not on the list refused before boot"
+else bad "drives: eve: $(cat "$tmp/eve.err")"; fi
+
+if ! "$vmm" drive rm work > /dev/null 2> "$tmp/rm.err" && grep -q "in use by alice,bob" "$tmp/rm.err" &&
+	[ -f "$VMM_DRIVE_DIR/work/data/note" ]; then ok "drives: rm refused while sandboxes use the drive"
+else bad "drives: rm in use: $(cat "$tmp/rm.err")"; fi
+d_stop alice
+d_stop bob
+"$vmm" drive allow work carol > /dev/null 2>&1
+if [ "$(cat "$VMM_DRIVE_DIR/work/data/note" 2>/dev/null)" = from-alice ] && d_start carol --drive work:/w:ro &&
+	[ "$(dx carol 'cat /w/note')" = from-alice ]; then
+	ok "drives: the drive and its files outlive both sandboxes (a third reads them, read-only)"
+else bad "drives: after both: $(ls -la "$VMM_DRIVE_DIR/work/data") $(tail -2 "$tmp/carol.err")"; fi
+d_stop carol
+"$vmm" drive rm work > /dev/null 2>&1
+if [ ! -e "$VMM_DRIVE_DIR/work" ]; then ok "drives: rm removes the store's folder"; else bad "drives: rm"; fi
+if [ -n "${drives_alone:-}" ]; then
+	echo "e2e drives: $pass passed, $fail failed"
+	[ "$fail" = 0 ]
+fi

@@ -1,0 +1,196 @@
+/* Tests cli/drive/: drive names, allow rules and the allow decision, the
+ * store (create once, load, save, remove; a second create of a name
+ * refused), the usage walk and count, and what --drive mounts. */
+#include "cli/drive/drive.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char root[] = "/tmp/test_drive.XXXXXX";
+
+static void names(void **state)
+{
+	(void)state;
+	assert_true(drive_name_ok("work"));
+	assert_true(drive_name_ok("a.b_c-9"));
+	assert_false(drive_name_ok(""));
+	assert_false(drive_name_ok(".hidden"));
+	assert_false(drive_name_ok("-x"));
+	assert_false(drive_name_ok("a/b"));
+	assert_false(drive_name_ok(".."));
+	assert_false(drive_name_ok("abcdefghijabcdefghijabcdefghijabcdef")); /* 36 */
+	assert_true(drive_name_ok("abcdefghijabcdefghijabcdefghijabcde"));   /* 35 */
+}
+
+static void rules_and_decision(void **state)
+{
+	struct drive d = { .name = "shared" };
+	struct drive_rule r;
+	char why[256];
+
+	(void)state;
+	assert_int_equal(drive_rule_parse("alice", &r), 0);
+	assert_false(r.ro);
+	assert_int_equal(drive_rule_parse("bob:ro", &r), 0);
+	assert_true(r.ro);
+	assert_int_equal(drive_rule_parse("*:rw", &r), 0);
+	assert_int_equal(drive_rule_parse("bob:rx", &r), -EINVAL);
+	assert_int_equal(drive_rule_parse("../x", &r), -EINVAL);
+	assert_int_equal(drive_rule_parse(":ro", &r), -EINVAL);
+	/* empty: nobody */
+	assert_int_equal(drive_allowed(&d, "alice", 0, why, sizeof(why)), -EACCES);
+	assert_non_null(strstr(why, "shared"));
+	assert_non_null(strstr(why, "empty"));
+	assert_int_equal(drive_rule_parse("alice", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_rule_parse("bob:ro", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_allowed(&d, "alice", 0, why, sizeof(why)), 0);
+	assert_int_equal(drive_allowed(&d, "bob", 1, why, sizeof(why)), 0);
+	assert_int_equal(drive_allowed(&d, "bob", 0, why, sizeof(why)), -EACCES); /* rw asked, ro given */
+	assert_non_null(strstr(why, "read-only"));
+	assert_int_equal(drive_allowed(&d, "eve", 1, why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_allowed(&d, NULL, 1, why, sizeof(why)), -EACCES);
+	/* "*" read-only for the rest; a name's own rule wins over it */
+	assert_int_equal(drive_rule_parse("*:ro", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_allowed(&d, "eve", 1, why, sizeof(why)), 0);
+	assert_int_equal(drive_allowed(&d, "eve", 0, why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_allowed(&d, "alice", 0, why, sizeof(why)), 0);
+	/* allow again changes the rule; deny removes it */
+	assert_int_equal(drive_rule_parse("alice:ro", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(d.nr_allow, 3);
+	assert_int_equal(drive_allowed(&d, "alice", 0, why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_deny(&d, "alice"), 0);
+	assert_int_equal(drive_deny(&d, "alice"), -ENOENT);
+	assert_int_equal(d.nr_allow, 2);
+}
+
+static void store_round_trip(void **state)
+{
+	struct drive d, e;
+	struct drive_rule r;
+	char why[256], p[PATH_MAX + 32], **list;
+	int fd, n;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	snprintf(d.name, sizeof(d.name), "work");
+	d.size = 1 << 20;
+	assert_int_equal(drive_rule_parse("alice:ro", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_create(&d, why, sizeof(why)), 0);
+	assert_true(d.own);
+	/* the same name again: refused, the first untouched */
+	memset(&e, 0, sizeof(e));
+	snprintf(e.name, sizeof(e.name), "work");
+	assert_int_equal(drive_create(&e, why, sizeof(why)), -EEXIST);
+	assert_non_null(strstr(why, "exists"));
+	snprintf(e.name, sizeof(e.name), "../evil");
+	assert_int_equal(drive_create(&e, why, sizeof(why)), -EINVAL);
+	assert_int_equal(drive_load("work", &e), 0);
+	assert_string_equal(e.path, d.path);
+	assert_int_equal(e.size, 1 << 20);
+	assert_int_equal(e.nr_allow, 1);
+	assert_string_equal(e.allow[0].who, "alice");
+	assert_true(e.allow[0].ro);
+	/* usage: a file of 64 KiB in the folder is counted */
+	snprintf(p, sizeof(p), "%s/f", d.path);
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	{
+		static char buf[65536];
+
+		memset(buf, 1, sizeof(buf));
+		assert_int_equal(write(fd, buf, sizeof(buf)), sizeof(buf));
+	}
+	fsync(fd);
+	close(fd);
+	assert_true(drive_walk_usage(d.path) >= 65536);
+	assert_int_equal(drive_usage_read(&e), 0);
+	assert_int_equal(drive_usage_set(&e, 12345), 0);
+	assert_int_equal(drive_usage_read(&e), 12345);
+	n = drive_list(&list);
+	assert_int_equal(n, 1);
+	assert_string_equal(list[0], "work");
+	free(list[0]);
+	free(list);
+	assert_int_equal(drive_remove(&e), 0);
+	assert_int_equal(access(d.path, F_OK), -1);
+	assert_int_equal(drive_load("work", &e), -ENOENT);
+}
+
+static void mount_option(void **state)
+{
+	struct drive d;
+	struct drive_rule r;
+	char why[256], fs[PATH_MAX * 2 + 256];
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	snprintf(d.name, sizeof(d.name), "m");
+	d.size = 4 << 20;
+	assert_int_equal(drive_rule_parse("alice", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_create(&d, why, sizeof(why)), 0);
+	assert_int_equal(drive_mount_opt("m", "alice", fs, sizeof(fs), why, sizeof(why)), 0);
+	assert_non_null(strstr(fs, "tag=m,"));
+	assert_non_null(strstr(fs, ",at=/drives/m,"));
+	assert_non_null(strstr(fs, ",limit=4194304,usage="));
+	assert_int_equal(drive_mount_opt("m:/work:ro", "alice", fs, sizeof(fs), why, sizeof(why)), 0);
+	assert_non_null(strstr(fs, ",ro,at=/work,"));
+	assert_int_equal(drive_mount_opt("m:/a/../etc", "alice", fs, sizeof(fs), why, sizeof(why)), -EINVAL);
+	assert_int_equal(drive_mount_opt("m:rel", "alice", fs, sizeof(fs), why, sizeof(why)), -EINVAL);
+	assert_int_equal(drive_mount_opt("m", "eve", fs, sizeof(fs), why, sizeof(why)), -EACCES);
+	assert_non_null(strstr(why, "drive m"));
+	assert_int_equal(drive_mount_opt("none", "alice", fs, sizeof(fs), why, sizeof(why)), -ENOENT);
+	assert_int_equal(drive_remove(&d), 0);
+}
+
+static int setup(void **state)
+{
+	static char env[PATH_MAX], senv[PATH_MAX];
+
+	(void)state;
+	if (!mkdtemp(root))
+		return -1;
+	snprintf(env, sizeof(env), "%s/drives", root);
+	snprintf(senv, sizeof(senv), "%s/state", root);
+	mkdir(senv, 0700);
+	setenv("VMM_DRIVE_DIR", env, 1);
+	setenv("VMM_STATE_DIR", senv, 1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(names),
+		cmocka_unit_test(rules_and_decision),
+		cmocka_unit_test(store_round_trip),
+		cmocka_unit_test(mount_option),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
