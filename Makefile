@@ -248,6 +248,13 @@ $(BUILD)/tools/vsock_test: tests/e2e/vsock_test.c vmm/wire/vsock.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) -std=c11 $(WARN) -I. $(GNU) -O2 -pthread -o $@ $<
 
+# tests/e2e/fs.sh's fcntl-lock helper, copied onto the shared drive (static:
+# the guest and the host both run it).
+$(BUILD)/guest/lockcount: tests/e2e/lockcount.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  MUSLCC  $<")
+	$(Q)$(MUSL_CC) -std=c11 $(WARN) -I. $(GNU) -O2 -static -s -o $@ $<
+
 TEST_TOOLS := $(BUILD)/guest/blkbench $(BUILD)/guest/vsock_test
 $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init $(TEST_TOOLS) $(BUILD)/tools/mkcpio $(BUILD)/guest/busybox.applets
 	@$(if $(Q),echo "  CPIO    $@")
@@ -534,7 +541,7 @@ api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 E2E_EGRESS_PACKAGES    := curl,python3-requests,git,ca-certificates
 E2E_WORKLOADS_PACKAGES := python3,iproute2,nftables,iptables,squashfs-tools
 e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
-     $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init $(BUILD)/vmm.1
+     $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init $(BUILD)/vmm.1 $(BUILD)/guest/lockcount
 	$(call kvm_where,e2e,e2e)
 	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh egress $(E2E_EGRESS_PACKAGES) $(BUILD)/vmm $(BUILD)/egress-clients.ext4)
 	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh workloads $(E2E_WORKLOADS_PACKAGES) $(BUILD)/vmm $(BUILD)/workloads.ext4)

@@ -94,6 +94,8 @@ uint64_t virtio_serve_queue_rl(struct virtio_dev *d, unsigned qi, struct vq_chai
 				goto out;
 			}
 			len = fn(d, chain);
+			if (len == VIRTIO_CHAIN_HELD)
+				continue;
 			if (len < 0)
 				goto out;
 			vq_push(q, chain->head, (uint32_t)len);

@@ -106,6 +106,9 @@ void virtio_queue_used(struct virtio_dev *d, unsigned q);
  * ring is empty it re-arms EVENT_IDX and looks once more, so a buffer added
  * meanwhile is not missed, then interrupts the driver if it wants one. */
 typedef int64_t virtio_chain_fn(struct virtio_dev *d, const struct vq_chain *chain);
+/* fn's answer for a chain the device keeps to push itself later (a
+ * request that waits: virtio-fs's SETLKW); serving goes on. */
+#define VIRTIO_CHAIN_HELD (-2)
 void virtio_serve_queue(struct virtio_dev *d, unsigned q, struct vq_chain *chain, virtio_chain_fn *fn);
 /* The same, each chain first admitted by the limiter `rl` (its byte size
  * as the cost): returns 0 once the ring is empty, or the ns to wait before

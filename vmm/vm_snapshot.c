@@ -1125,6 +1125,17 @@ int vm_dirty_harvest(struct vm *vm)
 	return 0;
 }
 
+/* Every virtio-fs device answers its waiting SETLKWs (the loops are
+ * paused). */
+static void quiesce_fs(struct vm *vm)
+{
+	unsigned i;
+
+	for (i = 0; i < vm->cfg.nr_fs; i++)
+		if (vm->fs[i])
+			virtio_fs_quiesce(vm->fs[i]);
+}
+
 int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, struct snap_stats *stats)
 {
 	char tmp[PATH_MAX], p[PATH_MAX];
@@ -1139,6 +1150,9 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 
 	if (!vm->paused)
 		return -EBUSY;
+	/* A guest waiting for a lock is answered EINTR first: a clone holds
+	 * none of this VM's locks and nothing retries its wait. */
+	quiesce_fs(vm);
 	memset(&ident, 0, sizeof(ident));
 	if (o->diff && !vm->gm.dirty.w) {
 		log_err("snapshot: a diff snapshot needs dirty-page tracking (start the VM with --track-dirty, "

@@ -159,7 +159,8 @@ static int op_init(struct req *q)
 		/* The client retries with ours (only major/minor are read). */
 		return fuse_reply(q, &out, 8);
 	}
-	/* Only what is implemented: no locks, no writeback cache, no DAX,
+	/* Only what is implemented: locks served on the host (fuse_lock.c),
+	 * no writeback cache, no DAX,
 	 * no export (no LOOKUP of "." by handle), no ACLs or killpriv. */
 	/* The reply must fit before the session opens: a FUSE_INIT that got
 	 * EINVAL for a too-small buffer must not leave the server initialized
@@ -167,7 +168,7 @@ static int op_init(struct req *q)
 	if (q->out.left < sizeof(out))
 		return -EINVAL;
 	offer = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES | FUSE_PARALLEL_DIROPS |
-		FUSE_MAX_PAGES;
+		FUSE_MAX_PAGES | FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS;
 	/* READDIRPLUS fills the guest's dentry cache; with cache=none every
 	 * entry expires at once, so it would only cost lookups (and guest
 	 * time: tens of ms per entry on a ring-0-emulating host). */
@@ -245,8 +246,19 @@ static int dispatch(struct req *q)
 	case FUSE_SETXATTR: return fuse_op_setxattr(q);
 	case FUSE_LISTXATTR: return fuse_op_listxattr(q);
 	case FUSE_REMOVEXATTR: return fuse_op_removexattr(q);
+	case FUSE_GETLK: return fuse_op_getlk(q);
+	case FUSE_SETLK: return fuse_op_setlk(q, 0);
+	case FUSE_SETLKW: return fuse_op_setlk(q, 1);
+	case FUSE_INTERRUPT: return fuse_op_interrupt(q);
 	default: return -ENOSYS;
 	}
+}
+
+/* Requests the kernel expects no answer to (FUSE_INTERRUPT's is only
+ * ever EAGAIN, to have it sent again, which we never ask for). */
+static int no_reply(uint32_t op)
+{
+	return op == FUSE_FORGET || op == FUSE_BATCH_FORGET || op == FUSE_INTERRUPT;
 }
 
 int64_t fuse_handle(struct fuse_server *s, const struct iovec *in, int nin,
@@ -266,8 +278,8 @@ int64_t fuse_handle(struct fuse_server *s, const struct iovec *in, int nin,
 	if (fuse_cur_copy(&q.in, &q.h, sizeof(q.h), 1) != sizeof(q.h))
 		return -EINVAL; /* nothing to answer */
 	s->reqs++;
-	/* FORGETs have no fuse_reply (and no writable part in the chain). */
-	if (q.h.opcode != FUSE_FORGET && q.h.opcode != FUSE_BATCH_FORGET && q.out.left < sizeof(oh))
+	/* FORGETs and INTERRUPT have no reply (and no writable part in the chain). */
+	if (!no_reply(q.h.opcode) && q.out.left < sizeof(oh))
 		return -EINVAL;
 	reply_hdr = q.out;
 	fuse_cur_copy(&q.out, &oh, sizeof(oh), 1); /* skip; written at the end */
@@ -288,8 +300,10 @@ int64_t fuse_handle(struct fuse_server *s, const struct iovec *in, int nin,
 		q.body = s->body;
 	}
 	r = dispatch(&q);
+	if (r == FUSE_WAIT)
+		return FUSE_WAIT; /* answered later (fuse_lk_poll) */
 done:
-	if (q.h.opcode == FUSE_FORGET || q.h.opcode == FUSE_BATCH_FORGET)
+	if (no_reply(q.h.opcode))
 		return 0;
 	if (r < 0) {
 		s->errors++;

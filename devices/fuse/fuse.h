@@ -16,6 +16,7 @@
 #ifndef DEVICES_FUSE_H
 #define DEVICES_FUSE_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -33,6 +34,12 @@
 #define FUSE_MAX_REPLY (64u * 1024 + 64) /* largest reply built in memory (not READ's data) */
 #define FUSE_INODES_MAX 65536u           /* default inode table limit (also capped by RLIMIT_NOFILE) */
 #define FUSE_HANDLES_MAX 1024u           /* open files and directories */
+#define FUSE_LOCKS_MAX 256u              /* lock descriptors: (inode, guest lock owner, kind) */
+#define FUSE_LK_WAITERS_MAX 32u          /* SETLKW requests waiting at once */
+/* fuse_handle(): the request waits (a SETLKW on a held lock). Nothing is
+ * written yet; the caller keeps the reply buffers and learns the outcome
+ * from fuse_lk_poll() under s->wait_unique. */
+#define FUSE_WAIT (-EINPROGRESS)
 
 enum fuse_cache {
 	FUSE_CACHE_NONE, /* no guest caching: timeouts 0, direct I/O (shared drives see each other) */
@@ -68,6 +75,32 @@ struct fuse_handle {
 	uint64_t nodeid;
 };
 
+/* One guest lock owner's host descriptor on one inode (fuse_lock.c): a
+ * POSIX owner's open-file-description (F_OFD_*) locks, or a BSD owner's
+ * flock() lock, held on a descriptor of its own so that owners exclude
+ * each other on the host as they do in one kernel. */
+struct fuse_lock {
+	int fd;
+	uint8_t used;
+	uint8_t flock;     /* flock() rather than OFD byte-range locks */
+	uint64_t nodeid, owner;
+};
+
+/* A SETLKW that found its range held: retried by fuse_lk_poll(). */
+struct fuse_lk_waiter {
+	uint8_t used, interrupted;
+	uint32_t lock;     /* index into fuse_server.locks */
+	uint64_t unique;
+	short type;        /* F_RDLCK or F_WRLCK */
+	uint64_t start, end;
+};
+
+/* The outcome of a waiting SETLKW: the reply's error (0: granted). */
+struct fuse_lk_done {
+	uint64_t unique;
+	int error;
+};
+
 struct fuse_server {
 	int root_fd;       /* O_PATH of the shared directory */
 	int proc_fd;       /* /proc/self/fd, to reopen an O_PATH inode */
@@ -91,6 +124,12 @@ struct fuse_server {
 	uint8_t *body;     /* FUSE_MAX_BODY + 1 */
 	uint8_t *reply;    /* FUSE_MAX_REPLY */
 	uint8_t *dents;    /* host getdents64 buffer */
+	/* Locks (fuse_lock.c): at most FUSE_LOCKS_MAX descriptors and
+	 * FUSE_LK_WAITERS_MAX waiters, whatever the guest asks. */
+	struct fuse_lock locks[FUSE_LOCKS_MAX];
+	struct fuse_lk_waiter waiters[FUSE_LK_WAITERS_MAX];
+	uint32_t nr_waiters;
+	uint64_t wait_unique; /* the request fuse_handle() answered FUSE_WAIT for */
 	struct log_ratelimit rl;
 	uint64_t reqs, errors;
 	struct fuse_budget budget;
@@ -119,6 +158,15 @@ void fuse_server_reset(struct fuse_server *s);
  * header to answer or no room for a reply header (nothing was written). */
 int64_t fuse_handle(struct fuse_server *s, const struct iovec *in, int nin,
 		    const struct iovec *out, int nout);
+
+/* Retries every waiting SETLKW (non-blocking, on the host): fills up to
+ * `max` outcomes (granted, failed, interrupted by FUSE_INTERRUPT) and
+ * returns how many; those waiters are gone. */
+unsigned fuse_lk_poll(struct fuse_server *s, struct fuse_lk_done *out, unsigned max);
+/* Every waiting SETLKW ends with EINTR at the next fuse_lk_poll(). */
+void fuse_lk_interrupt_all(struct fuse_server *s);
+/* SETLKW requests still waiting. */
+static inline unsigned fuse_lk_waiting(const struct fuse_server *s) { return s->nr_waiters; }
 
 /* Snapshots: the inode table (nodeid, parent, name, generation,
  * references) and the open handles, never file contents. Restore rebuilds

@@ -10,6 +10,7 @@
  *   fuse_io.c     OPEN(DIR), CREATE, READ, WRITE, FLUSH, FSYNC(DIR),
  *                 RELEASE(DIR), FALLOCATE, LSEEK
  *   fuse_xattr.c  GETXATTR, LISTXATTR, SETXATTR, REMOVEXATTR
+ *   fuse_lock.c   GETLK, SETLK, SETLKW, INTERRUPT: locks held on the host
  *   fuse_budget.c a drive's size limit, shared by the VMMs serving it
  * What the guest may put on the host is fuse_priv.h's policy. */
 #ifndef DEVICES_FUSE_INTERNAL_H
@@ -159,5 +160,15 @@ int fuse_op_getxattr(struct req *q);
 int fuse_op_listxattr(struct req *q);
 int fuse_op_setxattr(struct req *q);
 int fuse_op_removexattr(struct req *q);
+/* fuse_lock.c (SETLKW may return FUSE_WAIT) */
+int fuse_op_getlk(struct req *q);
+int fuse_op_setlk(struct req *q, int wait);
+int fuse_op_interrupt(struct req *q);
+/* Releases the owner's POSIX (flk 0) or BSD (flk 1) locks on the inode. */
+void fuse_lk_drop(struct fuse_server *s, uint64_t nodeid, uint64_t owner, int flk);
+/* Releases every owner's locks on the inode (its last reference went). */
+void fuse_lk_drop_node(struct fuse_server *s, uint64_t nodeid);
+/* Releases every lock and forgets every waiter (the session ended). */
+void fuse_lk_reset(struct fuse_server *s);
 
 #endif

@@ -238,6 +238,10 @@ int fuse_op_release(struct req *q, int dir)
 	NEED(q, *r);
 	if (r->fh >= q->s->fh_max || !q->s->fh[r->fh].used || q->s->fh[r->fh].dir != dir)
 		return -EBADF;
+	/* The guest's last close of a file it flock()ed: its BSD lock goes
+	 * (the owner is that open file, fs/fuse/file.c fuse_release). */
+	if (!dir && (r->release_flags & FUSE_RELEASE_FLOCK_UNLOCK))
+		fuse_lk_drop(q->s, q->s->fh[r->fh].nodeid, r->lock_owner, 1);
 	fuse_fh_free(q->s, r->fh);
 	return 0;
 }
@@ -258,9 +262,16 @@ int fuse_op_fsync(struct req *q, int dir)
 int fuse_op_flush(struct req *q)
 {
 	const struct fuse_flush_in *f = (const void *)q->body;
+	struct fuse_handle *h;
 
 	NEED(q, *f);
-	return fuse_fh_at(q->s, f->fh, 0) ? 0 : -EBADF; /* writes went straight to the host */
+	if (!(h = fuse_fh_at(q->s, f->fh, 0)))
+		return -EBADF;
+	/* Writes went straight to the host. A close() by a guest process
+	 * drops all its POSIX locks on the file (POSIX fcntl; the kernel
+	 * unlocks first, this makes sure of it for a dying one). */
+	fuse_lk_drop(q->s, h->nodeid, f->lock_owner, 0);
+	return 0;
 }
 
 int fuse_op_fallocate(struct req *q)

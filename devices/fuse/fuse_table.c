@@ -196,8 +196,10 @@ void fuse_ino_forget(struct fuse_server *s, uint64_t nodeid, uint64_t nlookup)
 	if (!n || nodeid == FUSE_ROOT_ID)
 		return; /* the root lives as long as the server */
 	n->nlookup = nlookup >= n->nlookup ? 0 : n->nlookup - nlookup;
-	if (!n->nlookup)
+	if (!n->nlookup) {
+		fuse_lk_drop_node(s, nodeid);
 		slot_free(s, (uint32_t)(nodeid - 1));
+	}
 }
 
 /* ---- file handles: fh = index ---- */
@@ -299,6 +301,7 @@ static void drop_all(struct fuse_server *s)
 {
 	uint32_t i;
 
+	fuse_lk_reset(s);
 	for (i = 0; i < s->fh_max; i++)
 		fuse_fh_free(s, i);
 	for (i = 1; i < s->ino_cap; i++)

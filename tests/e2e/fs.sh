@@ -4,7 +4,8 @@
 #   tests/e2e/fs.sh VMM KERNEL ROOTFS [ASAN_VMM]
 # One boot (a sandbox with a shared drive and a read-only one, snapshotted
 # at API-ready and stopped); every check runs in clones restored from it,
-# which share the drive's host directory.
+# which share the drive's host directory (locks across them use
+# build/guest/lockcount, tests/e2e/lockcount.c).
 if [ -z "${tmp:-}" ]; then
 	set -u
 	vmm=$1 kernel=$2 rootfs=$3 asan_vmm=${4:-$1}
@@ -138,6 +139,78 @@ fsx fsa 'echo changed-by-a > /mnt/share/from-a' > /dev/null
 if [ "$(fsx fsb 'cat /mnt/share/from-a')" = changed-by-a ]; then
 	ok "fs: cache=none: a change is seen by the other sandbox at once"
 else bad "fs: the other sandbox read a stale file"; fi
+
+# ---- locks across sandboxes (docs/virtio-fs.md, Locks) ----------------------
+# Both sandboxes and the host increment one counter each, under flock and
+# under fcntl locks, all at once: the counters end exact only if the locks
+# exclude across sandboxes and the host. Then a lock one sandbox holds is
+# met by the other and by the host. The lock round trip (an uncontended
+# lock/unlock pair, and a handoff between two takers) is reported beside
+# the host's own, not asserted.
+lc=$(dirname "$vmm")/guest/lockcount
+if [ -x "$lc" ] && command -v flock > /dev/null; then
+	cp "$lc" "$share/lockcount"
+	echo 0 > "$share/cnt-flock"
+	echo 0 > "$share/cnt-fcntl"
+	fl_loop='i=0; while [ $i -lt 40 ]; do flock /mnt/share/cnt-flock.lock sh -c "n=\$(cat /mnt/share/cnt-flock); echo \$((n+1)) > /mnt/share/cnt-flock"; i=$((i+1)); done; echo done'
+	fsx fsa "$fl_loop" > "$tmp/lk-a.out" & lka=$!
+	fsx fsb "$fl_loop" > "$tmp/lk-b.out" & lkb=$!
+	for _ in $(seq 40); do
+		flock "$share/cnt-flock.lock" sh -c 'n=$(cat "$1"); echo $((n+1)) > "$1"' _ "$share/cnt-flock"
+	done
+	wait $lka $lkb
+	n=$(cat "$share/cnt-flock")
+	if [ "$n" = 120 ]; then ok "fs: locks: flock counter from two sandboxes and the host, 40 each: $n of 120"
+	else bad "fs: locks: flock counter $n of 120 ($(cat "$tmp/lk-a.out" "$tmp/lk-b.out" | tail -4))"; fi
+	fsx fsa '/mnt/share/lockcount count /mnt/share/cnt-fcntl 100 && echo done' > "$tmp/lk-a.out" & lka=$!
+	fsx fsb '/mnt/share/lockcount count /mnt/share/cnt-fcntl 100 && echo done' > "$tmp/lk-b.out" & lkb=$!
+	"$share/lockcount" count "$share/cnt-fcntl" 100
+	wait $lka $lkb
+	n=$(cat "$share/cnt-fcntl")
+	if [ "$n" = 300 ]; then ok "fs: locks: fcntl counter from two sandboxes and the host, 100 each: $n of 300"
+	else bad "fs: locks: fcntl counter $n of 300 ($(cat "$tmp/lk-a.out" "$tmp/lk-b.out" | tail -4))"; fi
+
+	# A held lock, as the other sandbox and the host see it.
+	fsx fsa '(flock /mnt/share/held.lock sleep 25) < /dev/null > /dev/null 2>&1 &
+		(/mnt/share/lockcount hold /mnt/share/held-fcntl 25) < /dev/null > /dev/null 2>&1 & true' > /dev/null
+	for _ in $(seq 120); do
+		! flock -n "$share/held.lock" true && [ "$("$share/lockcount" probe "$share/held-fcntl")" = locked ] && break
+		sleep 0.5
+	done
+	out=$(fsx fsb 'flock -n /mnt/share/held.lock true && echo flock-got || echo flock-refused; /mnt/share/lockcount probe /mnt/share/held-fcntl')
+	hostf=$(flock -n "$share/held.lock" true && echo got || echo refused)
+	hostp=$("$share/lockcount" probe "$share/held-fcntl")
+	if [ "$out" = "flock-refused
+locked" ] && [ "$hostf" = refused ] && [ "$hostp" = locked ]; then
+		ok "fs: locks: a flock and an fcntl lock held in one sandbox are met by the other sandbox and by the host"
+	else bad "fs: locks: held in fsa, fsb saw '$out', the host flock $hostf, fcntl $hostp"; fi
+	flock -w 120 "$share/held.lock" true
+	for _ in $(seq 120); do
+		[ "$("$share/lockcount" probe "$share/held-fcntl")" = free ] && break
+		sleep 0.5
+	done
+	out=$(fsx fsb 'flock -n /mnt/share/held.lock true && echo flock-got; /mnt/share/lockcount probe /mnt/share/held-fcntl')
+	if [ "$out" = "flock-got
+free" ]; then ok "fs: locks: released when the holder's process ends, the other sandbox takes them"
+	else bad "fs: locks: after the holder ended fsb saw '$out'"; fi
+
+	# Round trips: an uncontended lock/unlock pair; a handoff between two
+	# takers (counter ping-pong), in the sandboxes and on the host.
+	echo 0 > "$share/pp"
+	hpair=$("$share/lockcount" pair "$share/rtt" 200)
+	"$share/lockcount" pingpong "$share/pp" 0 40 > "$tmp/pp-h0" & pph=$!
+	hpp=$("$share/lockcount" pingpong "$share/pp" 1 40)
+	wait $pph
+	gpair=$(fsx fsa '/mnt/share/lockcount pair /mnt/share/rtt 50')
+	echo 0 > "$share/pp"
+	fsx fsa '/mnt/share/lockcount pingpong /mnt/share/pp 0 40' > "$tmp/pp-a" & ppa=$!
+	gpp=$(fsx fsb '/mnt/share/lockcount pingpong /mnt/share/pp 1 40')
+	wait $ppa
+	if [ "$(cat "$share/pp")" = 40 ] && [ -n "$gpair" ] && [ -n "$gpp" ]; then
+		ok "fs: locks: round trip: a lock/unlock pair ${gpair} us in a sandbox (host ${hpair} us); a handoff between sandboxes ${gpp} us (between host processes ${hpp} us)"
+	else bad "fs: locks: ping-pong between sandboxes ended at $(cat "$share/pp") of 40 ('$gpair' '$gpp' $(cat "$tmp/pp-a"))"; fi
+	rm -f "$share/lockcount" "$share"/cnt-* "$share"/held* "$share/pp" "$share/rtt"
+else echo "skip fs: locks: no $lc (make $lc) or no host flock(1)"; fi
 
 # ---- escapes --------------------------------------------------------------
 ln -s "$outside" "$share/abs-link"

@@ -4,12 +4,15 @@
  * (its header's len, clamped to what is left)]; each input starts a new
  * FUSE session (INIT) and may end with a snapshot save/restore round trip.
  * A record whose flags have bit 7 set is instead 16 bytes from which a
- * SETATTR, CREATE, MKNOD, MKDIR, SETXATTR, WRITE, OPEN, FALLOCATE or
- * REMOVEXATTR is built with fuzz-chosen modes, owners, names and xattr
- * names (security.capability and an ACL with valid values, so the host
- * would take them).
+ * SETATTR, CREATE, MKNOD, MKDIR, SETXATTR, WRITE, OPEN, FALLOCATE,
+ * REMOVEXATTR, a lock request (GETLK, SETLK, SETLKW with a fuzz-chosen
+ * owner, type, range and flags) or a lock release (FLUSH, RELEASE with
+ * FLOCK_UNLOCK, INTERRUPT of an earlier request) is built with
+ * fuzz-chosen modes, owners, names and xattr names (security.capability
+ * and an ACL with valid values, so the host would take them).
  * Checks: a reply never claims more than the buffer, never a positive
- * error, and nothing outside the scratch directory changes. After every
+ * error, and nothing outside the scratch directory changes; waiting
+ * SETLKWs never exceed their bound and each ends once with an errno. After every
  * input the share is walked: no file may be setuid, setgid unless a
  * directory, carry security.capability, trusted.* or system.* xattrs, or
  * belong to another uid/gid than the fuzzer's own (the VMM's); the one
@@ -214,7 +217,18 @@ static void one(const uint8_t *req, size_t len, size_t outsize)
 	struct iovec in = { (void *)req, len }, out = { outbuf, outsize };
 	int64_t r = fuse_handle(&srv, &in, 1, &out, 1);
 	struct fuse_out_header oh;
+	struct fuse_lk_done d[FUSE_LK_WAITERS_MAX];
+	unsigned i, k, before = fuse_lk_waiting(&srv);
 
+	if (fuse_lk_waiting(&srv) > FUSE_LK_WAITERS_MAX)
+		abort();
+	/* Waiters end with an errno (0: granted), and only waiters end. */
+	k = fuse_lk_poll(&srv, d, FUSE_LK_WAITERS_MAX);
+	if (k > before || fuse_lk_waiting(&srv) != before - k)
+		abort();
+	for (i = 0; i < k; i++)
+		if (d[i].error > 0 || d[i].error < -4095)
+			abort();
 	if (r < 0)
 		return;
 	if ((uint64_t)r > outsize)
@@ -249,7 +263,7 @@ static size_t structured(const uint8_t *b)
 	memset(reqbuf, 0, sizeof(*h) + 512);
 	h->nodeid = b[1] % 24;
 	h->unique = 1;
-	switch (b[0] % 9) {
+	switch (b[0] % 11) {
 	case 0: {
 		struct fuse_setattr_in *sa = (void *)a;
 
@@ -290,7 +304,7 @@ static size_t structured(const uint8_t *b)
 	}
 	case 4: /* SETXATTR: [size, flags] name value */
 	case 8: /* REMOVEXATTR: name */
-		h->opcode = b[0] % 9 == 4 ? FUSE_SETXATTR : FUSE_REMOVEXATTR;
+		h->opcode = b[0] % 11 == 4 ? FUSE_SETXATTR : FUSE_REMOVEXATTR;
 		if (h->opcode == FUSE_SETXATTR) {
 			const void *v = "v";
 			uint32_t vl = 1, fl = valid & 3;
@@ -343,6 +357,48 @@ static size_t structured(const uint8_t *b)
 		name = NULL;
 		break;
 	}
+	case 9: { /* GETLK, SETLK, SETLKW: few owners, small or open ranges */
+		static const uint32_t ops[3] = { FUSE_GETLK, FUSE_SETLK, FUSE_SETLKW };
+		static const uint32_t types[4] = { F_RDLCK, F_WRLCK, F_UNLCK, 7 };
+		struct fuse_lk_in *l = (void *)a;
+
+		h->opcode = ops[valid % 3];
+		h->unique = 2 + b[13]; /* an INTERRUPT below can name it */
+		l->fh = b[12] % 8;
+		l->owner = b[6] % 4;
+		l->lk.type = types[b[7] % 4];
+		l->lk.start = b[2] % 4 == 3 ? raw : b[3] % 16;
+		l->lk.end = b[4] % 4 == 3 ? (uint64_t)INT64_MAX + (b[5] & 1) : l->lk.start + b[5] % 16;
+		l->lk_flags = b[9] & 0x80 ? b[9] : (b[9] & 1 ? FUSE_LK_FLOCK : 0);
+		n = sizeof(*l);
+		name = NULL;
+		break;
+	}
+	case 10: /* what ends a wait or a lock: INTERRUPT, FLUSH, RELEASE */
+		if (valid % 3 == 0) {
+			struct fuse_interrupt_in *in = (void *)a;
+
+			h->opcode = FUSE_INTERRUPT;
+			in->unique = 2 + b[13];
+			n = sizeof(*in);
+		} else if (valid % 3 == 1) {
+			struct fuse_flush_in *f = (void *)a;
+
+			h->opcode = FUSE_FLUSH;
+			f->fh = b[12] % 8;
+			f->lock_owner = b[6] % 4;
+			n = sizeof(*f);
+		} else {
+			struct fuse_release_in *r = (void *)a;
+
+			h->opcode = FUSE_RELEASE;
+			r->fh = b[12] % 8;
+			r->release_flags = b[9] & 1 ? FUSE_RELEASE_FLOCK_UNLOCK : 0;
+			r->lock_owner = b[6] % 4;
+			n = sizeof(*r);
+		}
+		name = NULL;
+		break;
 	}
 	if (name) {
 		k = strlen(name) + 1;

@@ -244,6 +244,140 @@ static void device(void **state)
 	assert_int_equal(f->fs.srv.initialized, 0);
 }
 
+/* ---- locks: a SETLKW held off the loop ---------------------------------- */
+
+/* Posts a request at descriptor `desc` (a region of its own) without
+ * waiting; returns where its reply header lands. */
+static struct fuse_out_header *post(struct fx *f, struct vqb *q, unsigned qi, uint16_t desc,
+				    const uint8_t *req, uint32_t len, uint32_t wlen)
+{
+	const uint32_t lens[] = { len, wlen };
+	const int w[] = { 0, 1 };
+	unsigned n = wlen ? 2 : 1;
+	uint16_t head;
+
+	q->next_desc = desc;
+	q->next_data = q->base + VQB_DATA + 0x10000u * desc;
+	head = vqb_chain(q, n, lens, w);
+	memcpy(gm_ptr(&q->gm, vqb_desc(q, head)->addr, len), req, len);
+	vqb_set_used_event(q, (uint16_t)(vqb_used_idx(q) - 1)); /* interrupt at every use */
+	vd_notify(&f->fs.vdev, qi);
+	return wlen ? gm_ptr(&q->gm, vqb_desc(q, (uint16_t)(head + 1))->addr, wlen) : NULL;
+}
+
+/* Waits (5 s at most: a hang fails instead) until the used index reaches idx. */
+static void wait_used(struct vqb *q, uint16_t idx)
+{
+	struct timespec t = { 0, 1000000 };
+	unsigned i;
+
+	for (i = 0; i < 5000 && (int16_t)(vqb_used_idx(q) - idx) < 0; i++)
+		nanosleep(&t, NULL);
+	assert_int_equal(vqb_used_idx(q), idx);
+}
+
+/* Waits (5 s at most) until the server has n SETLKWs waiting. */
+static void wait_waiters(struct fx *f, unsigned n)
+{
+	struct timespec t = { 0, 1000000 };
+	unsigned i;
+
+	for (i = 0; i < 5000 && __atomic_load_n(&f->fs.srv.nr_waiters, __ATOMIC_ACQUIRE) != n; i++)
+		nanosleep(&t, NULL);
+	assert_int_equal(__atomic_load_n(&f->fs.srv.nr_waiters, __ATOMIC_ACQUIRE), n);
+}
+
+static struct fuse_out_header *lk_post(struct fx *f, uint16_t desc, uint32_t op, uint64_t node, uint64_t fh,
+				       uint64_t owner, uint32_t type, uint8_t *req)
+{
+	struct fuse_lk_in in = { .fh = fh, .owner = owner,
+				 .lk = { .start = 0, .end = (uint64_t)INT64_MAX, .type = type } };
+
+	return post(f, &f->rq, 1, desc, req, fuse_req(f, req, op, node, &in, sizeof(in)), 64);
+}
+
+static void lock_wait_off_the_loop(void **state)
+{
+	struct fx *f = *state;
+	struct fuse_init_in init = { .major = 7, .minor = 38, .max_readahead = 1 << 17 };
+	struct fuse_open_in o = { .flags = O_RDWR };
+	struct fuse_out_header *oh, *waiter;
+	uint8_t req[512], *out;
+	uint64_t node, fh, wunique;
+	uint16_t u;
+	char p[128];
+	int fd;
+
+	submit(f, &f->rq, 1, req, fuse_req(f, req, FUSE_INIT, 0, &init, sizeof(init)), 1, 1, 256, &out);
+	snprintf(p, sizeof(p), "%s/counter", f->dir);
+	fd = open(p, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	submit(f, &f->rq, 1, req, fuse_req(f, req, FUSE_LOOKUP, 1, "counter", 8), 1, 1, 256, &out);
+	node = ((struct fuse_entry_out *)(out + 16))->nodeid;
+	submit(f, &f->rq, 1, req, fuse_req(f, req, FUSE_OPEN, node, &o, sizeof(o)), 1, 1, 256, &out);
+	fh = ((struct fuse_open_out *)(out + 16))->fh;
+
+	/* Owner 1 holds the file; owner 2's SETLKW waits, unanswered, while
+	 * other requests are served. */
+	u = vqb_used_idx(&f->rq);
+	oh = lk_post(f, 2, FUSE_SETLK, node, fh, 1, F_WRLCK, req);
+	wait_used(&f->rq, ++u);
+	assert_int_equal(oh->error, 0);
+	waiter = lk_post(f, 4, FUSE_SETLKW, node, fh, 2, F_WRLCK, req);
+	wunique = f->unique;
+	oh = lk_post(f, 6, FUSE_GETLK, node, fh, 3, F_RDLCK, req);
+	wait_used(&f->rq, ++u);
+	assert_int_equal(oh->unique, f->unique);
+	assert_int_equal(((struct fuse_lk_out *)(void *)(oh + 1))->lk.type, F_WRLCK);
+	assert_int_equal(vqb_used(&f->rq, (uint16_t)(u - 1)).id, 6); /* the GETLK, not the waiter */
+	/* Owner 1 unlocks: the waiter is granted and answered. */
+	oh = lk_post(f, 8, FUSE_SETLK, node, fh, 1, F_UNLCK, req);
+	wait_used(&f->rq, (uint16_t)(u + 2));
+	assert_int_equal(oh->error, 0);
+	assert_int_equal(waiter->unique, wunique);
+	assert_int_equal(waiter->len, 16);
+	assert_int_equal(waiter->error, 0);
+	u = (uint16_t)(u + 2);
+	/* Owner 3 waits in turn; an INTERRUPT on the hiprio queue ends it EINTR. */
+	waiter = lk_post(f, 10, FUSE_SETLKW, node, fh, 3, F_RDLCK, req);
+	wunique = f->unique;
+	{
+		struct fuse_interrupt_in in = { .unique = wunique };
+
+		post(f, &f->hi, 0, 0, req, fuse_req(f, req, FUSE_INTERRUPT, 0, &in, sizeof(in)), 0);
+	}
+	wait_used(&f->rq, ++u);
+	assert_int_equal(waiter->unique, wunique);
+	assert_int_equal(waiter->error, -EINTR);
+	/* A host process holds the file now (owner 2 let go at its FLUSH);
+	 * owner 3 waits until the host unlocks: only the timer sees that. */
+	{
+		struct fuse_flush_in fl = { .fh = fh, .lock_owner = 2 };
+		struct flock hl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+		oh = post(f, &f->rq, 1, 12, req, fuse_req(f, req, FUSE_FLUSH, node, &fl, sizeof(fl)), 64);
+		wait_used(&f->rq, ++u);
+		assert_int_equal(oh->error, 0);
+		fd = open(p, O_RDWR);
+		assert_true(fd >= 0);
+		assert_int_equal(fcntl(fd, F_OFD_SETLK, &hl), 0);
+		waiter = lk_post(f, 14, FUSE_SETLKW, node, fh, 3, F_RDLCK, req);
+		wait_waiters(f, 1); /* parked: the unlock below reaches it by the timer only */
+		assert_int_equal(vqb_used_idx(&f->rq), u);
+		hl.l_type = F_UNLCK;
+		assert_int_equal(fcntl(fd, F_OFD_SETLK, &hl), 0);
+		wait_used(&f->rq, ++u);
+		assert_int_equal(waiter->error, 0);
+		/* ... and now it is the host that meets the guest's lock. */
+		hl.l_type = F_WRLCK;
+		assert_int_equal(fcntl(fd, F_OFD_SETLK, &hl), -1);
+		close(fd);
+	}
+	assert_int_equal(fuse_lk_waiting(&f->fs.srv), 0);
+	assert_false(vd_rd(&f->fs.vdev, 0x070) & VIRTIO_STATUS_NEEDS_RESET);
+}
+
 /* ---- bulk frees under the seccomp filters ------------------------------ */
 
 /* One request in one readable and one writable descriptor, without cmocka
@@ -359,6 +493,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(options),
 		cmocka_unit_test_setup_teardown(device, setup, teardown),
+		cmocka_unit_test_setup_teardown(lock_wait_off_the_loop, setup, teardown),
 		cmocka_unit_test(bulk_frees_under_filters),
 	};
 

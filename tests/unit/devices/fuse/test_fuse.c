@@ -1,6 +1,8 @@
 /* The FUSE server against a scratch directory: request parsing and reply
  * building, lying lengths, bad names, escapes, read-only refusals, FORGET
- * accounting, the inode limit, READDIR chunking, snapshots. */
+ * accounting, the inode limit, READDIR chunking, snapshots, locks (POSIX
+ * and BSD, against each other and against a host process, waits,
+ * interrupts, releases, bounds). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <linux/securebits.h>
 #include <sys/prctl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -102,8 +105,9 @@ static void do_init(struct t *t)
 	assert_int_equal(o->minor, FUSE_OUR_MINOR);
 	assert_true(o->max_write <= FUSE_MAX_WRITE_BYTES);
 	assert_true(o->max_readahead <= FUSE_MAX_READAHEAD);
-	/* Nothing unimplemented is offered. */
-	assert_int_equal(o->flags & (FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS | FUSE_WRITEBACK_CACHE |
+	/* Locks are served on the host; nothing unimplemented is offered. */
+	assert_int_equal(o->flags & (FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS), FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS);
+	assert_int_equal(o->flags & (FUSE_WRITEBACK_CACHE |
 				     FUSE_EXPORT_SUPPORT | FUSE_POSIX_ACL | FUSE_MAP_ALIGNMENT |
 				     FUSE_SETXATTR_EXT | FUSE_INIT_EXT | FUSE_HANDLE_KILLPRIV), 0);
 }
@@ -217,7 +221,7 @@ static void malformed(void **state)
 	assert_int_equal(call(t, FUSE_GETATTR, 1, &g, sizeof(g)), 0);
 	/* Unknown and unimplemented operations. */
 	assert_int_equal(call(t, 9999, 1, NULL, 0), -ENOSYS);
-	assert_int_equal(call(t, FUSE_GETLK, 1, &g, sizeof(g)), -ENOSYS);
+	assert_int_equal(call(t, FUSE_GETLK, 1, &g, sizeof(g)), -EINVAL); /* served now: too short */
 	assert_int_equal(call(t, FUSE_IOCTL, 1, &g, sizeof(g)), -ENOSYS);
 	/* Unknown nodeids. */
 	assert_int_equal(call(t, FUSE_GETATTR, 0, &g, sizeof(g)), -ESTALE);
@@ -1108,6 +1112,366 @@ static void xattr_namespaces(void **state)
 	teardown_t(t);
 }
 
+
+/* ---- locks ---- */
+
+#define OWNER_A 0xa0a0u
+#define OWNER_B 0xb0b0u
+#define OWNER_C 0xc0c0u
+#define TO_EOF ((uint64_t)INT64_MAX) /* the kernel's OFFSET_MAX: to the end of the file */
+
+/* SETLK(W)/GETLK on (node, fh) for owner: the reply's error, FUSE_WAIT for
+ * a parked SETLKW. */
+static int lk(struct t *t, uint32_t op, uint64_t node, uint64_t fh, uint64_t owner, uint32_t type,
+	      uint64_t start, uint64_t end, uint32_t flags)
+{
+	struct fuse_lk_in in = { .fh = fh, .owner = owner,
+				 .lk = { .start = start, .end = end, .type = type },
+				 .lk_flags = flags };
+
+	return call(t, op, node, &in, sizeof(in));
+}
+
+/* Owners holding a host descriptor. */
+static unsigned lock_owners(struct t *t)
+{
+	unsigned i, n = 0;
+
+	for (i = 0; i < FUSE_LOCKS_MAX; i++)
+		n += t->s.locks[i].used;
+	return n;
+}
+
+/* A file opened twice: *node, two handles. */
+static void lk_file(struct t *t, int64_t *node, int64_t *fh1, int64_t *fh2)
+{
+	host_file(t, "f", "0123456789");
+	*node = lookup(t, 1, "f", NULL);
+	assert_true(*node > 1);
+	*fh1 = do_open(t, (uint64_t)*node, O_RDWR);
+	*fh2 = do_open(t, (uint64_t)*node, O_RDWR);
+	assert_true(*fh1 >= 0 && *fh2 >= 0);
+}
+
+/* A host process's view: an OFD descriptor of the file. */
+static int host_fd(struct t *t)
+{
+	char p[256];
+	int fd;
+
+	host_path(t, p, sizeof(p), "f");
+	fd = open(p, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* The lock a host process would meet on [start, start+len): its type. */
+static short host_getlk(int fd, short type, off_t start, off_t len)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len };
+
+	assert_int_equal(fcntl(fd, F_OFD_GETLK, &fl), 0);
+	return fl.l_type;
+}
+
+static void lock_grant_and_conflict(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_lk_out *o;
+	int64_t n, f1, f2;
+
+	(void)state;
+	lk_file(t, &n, &f1, &f2);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, 99, 0), 0);
+	/* Another owner meets it, on either handle (two guest processes
+	 * sharing an open file are still two owners). */
+	assert_int_equal(lk(t, FUSE_GETLK, n, f1, OWNER_B, F_WRLCK, 50, 60, 0), 0);
+	o = payload(t);
+	assert_int_equal(o->lk.type, F_WRLCK);
+	assert_int_equal(o->lk.start, 0);
+	assert_int_equal(o->lk.end, 99);
+	assert_int_equal(o->lk.pid, 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_B, F_RDLCK, 50, 60, 0), -EAGAIN);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_B, F_WRLCK, 99, TO_EOF, 0), -EAGAIN);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_B, F_WRLCK, 100, TO_EOF, 0), 0);
+	/* The owner itself never conflicts, through any of its files. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_A, F_WRLCK, 10, 20, 0), 0);
+	assert_int_equal(lk(t, FUSE_GETLK, n, f1, OWNER_A, F_WRLCK, 0, 99, 0), 0);
+	assert_int_equal(((struct fuse_lk_out *)payload(t))->lk.type, F_UNLCK);
+	/* Read locks share. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_RDLCK, 0, 99, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_C, F_RDLCK, 0, 99, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_B, F_WRLCK, 0, 0, 0), -EAGAIN);
+	/* An owner keeps its descriptor while it holds a range, not after it
+	 * let go of the whole file (the guest kernel's unlock at close). */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_C, F_UNLCK, 0, 9, 0), 0);
+	assert_int_equal(lock_owners(t), 3); /* A, B and C */
+	/* Unlocked, the range is free; unlocking what one never held is fine. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_UNLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_C, F_UNLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, 0x99, F_UNLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(lock_owners(t), 1); /* B's */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_B, F_WRLCK, 0, 99, 0), 0);
+	teardown_t(t);
+}
+
+static void lock_host_process(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 5 };
+	int64_t n, f1, f2;
+	int h;
+
+	(void)state;
+	lk_file(t, &n, &f1, &f2);
+	h = host_fd(t);
+	/* The host holds [0, 5): the guest meets it, and sees no pid. */
+	assert_int_equal(fcntl(h, F_OFD_SETLK, &fl), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_RDLCK, 4, 4, 0), -EAGAIN);
+	assert_int_equal(lk(t, FUSE_GETLK, n, f1, OWNER_A, F_RDLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(((struct fuse_lk_out *)payload(t))->lk.type, F_WRLCK);
+	assert_int_equal(((struct fuse_lk_out *)payload(t))->lk.end, 4);
+	assert_int_equal(((struct fuse_lk_out *)payload(t))->lk.pid, 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 5, TO_EOF, 0), 0);
+	/* The guest's lock is the host's to meet too. */
+	assert_int_equal(host_getlk(h, F_RDLCK, 100, 1), F_WRLCK);
+	fl.l_type = F_UNLCK;
+	assert_int_equal(fcntl(h, F_OFD_SETLK, &fl), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_UNLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(host_getlk(h, F_WRLCK, 0, 0), F_UNLCK);
+	/* A guest flock() is a host flock(). */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	assert_int_equal(flock(h, LOCK_SH | LOCK_NB), -1);
+	assert_int_equal(errno, EWOULDBLOCK);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_UNLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	assert_int_equal(flock(h, LOCK_EX | LOCK_NB), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_B, F_RDLCK, 0, TO_EOF, FUSE_LK_FLOCK), -EAGAIN);
+	close(h);
+	teardown_t(t);
+}
+
+static void lock_flock_vs_posix(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	int64_t n, f1, f2;
+
+	(void)state;
+	lk_file(t, &n, &f1, &f2);
+	/* As in one Linux kernel: BSD and POSIX locks do not meet. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_B, F_WRLCK, 0, TO_EOF, 0), 0);
+	/* BSD locks meet each other: exclusive against shared, shared together. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_B, F_RDLCK, 0, TO_EOF, FUSE_LK_FLOCK), -EAGAIN);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_RDLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_B, F_RDLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_C, F_WRLCK, 0, TO_EOF, FUSE_LK_FLOCK), -EAGAIN);
+	teardown_t(t);
+}
+
+static void lock_wait_then_grant(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_lk_done d[4];
+	uint64_t waiter;
+	int64_t n, f1, f2;
+
+	(void)state;
+	lk_file(t, &n, &f1, &f2);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, TO_EOF, 0), 0);
+	/* SETLKW on a held range waits: no reply is written. */
+	assert_int_equal(lk(t, FUSE_SETLKW, n, f2, OWNER_B, F_WRLCK, 0, 9, 0), FUSE_WAIT);
+	waiter = t->unique;
+	assert_int_equal(t->s.wait_unique, waiter);
+	assert_int_equal(fuse_lk_waiting(&t->s), 1);
+	assert_int_equal(fuse_lk_poll(&t->s, d, 4), 0);
+	/* Other requests go on meanwhile. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_C, F_WRLCK, 0, 0, 0), -EAGAIN);
+	/* Granted on the unlock, and then held. A free range is granted at once. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_UNLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(fuse_lk_poll(&t->s, d, 4), 1);
+	assert_int_equal(d[0].unique, waiter);
+	assert_int_equal(d[0].error, 0);
+	assert_int_equal(fuse_lk_waiting(&t->s), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_RDLCK, 5, 5, 0), -EAGAIN);
+	assert_int_equal(lk(t, FUSE_SETLKW, n, f1, OWNER_A, F_RDLCK, 10, 20, 0), 0);
+	/* flock waits the same way. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	assert_int_equal(lk(t, FUSE_SETLKW, n, f2, OWNER_B, F_WRLCK, 0, TO_EOF, FUSE_LK_FLOCK), FUSE_WAIT);
+	waiter = t->unique;
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_UNLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	assert_int_equal(fuse_lk_poll(&t->s, d, 4), 1);
+	assert_int_equal(d[0].unique, waiter);
+	assert_int_equal(d[0].error, 0);
+	teardown_t(t);
+}
+
+static void lock_interrupt(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_interrupt_in in = { 0 };
+	struct fuse_lk_done d[4];
+	int64_t n, f1, f2;
+
+	(void)state;
+	lk_file(t, &n, &f1, &f2);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLKW, n, f2, OWNER_B, F_WRLCK, 0, 9, 0), FUSE_WAIT);
+	in.unique = t->unique;
+	/* An INTERRUPT for something else changes nothing; it has no reply. */
+	in.unique += 1000;
+	assert_int_equal(call(t, FUSE_INTERRUPT, 0, &in, sizeof(in)), 0);
+	assert_int_equal(t->ret, 0);
+	assert_int_equal(fuse_lk_poll(&t->s, d, 4), 0);
+	in.unique -= 1000;
+	assert_int_equal(call(t, FUSE_INTERRUPT, 0, &in, sizeof(in)), 0);
+	assert_int_equal(t->ret, 0);
+	assert_int_equal(fuse_lk_poll(&t->s, d, 4), 1);
+	assert_int_equal(d[0].unique, in.unique);
+	assert_int_equal(d[0].error, -EINTR);
+	assert_int_equal(fuse_lk_waiting(&t->s), 0);
+	/* The interrupted owner holds nothing. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_UNLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_C, F_WRLCK, 0, TO_EOF, 0), 0);
+	/* All at once (a snapshot): every waiter ends EINTR. */
+	assert_int_equal(lk(t, FUSE_SETLKW, n, f2, OWNER_B, F_WRLCK, 0, 9, 0), FUSE_WAIT);
+	assert_int_equal(lk(t, FUSE_SETLKW, n, f2, OWNER_A, F_RDLCK, 0, 9, 0), FUSE_WAIT);
+	fuse_lk_interrupt_all(&t->s);
+	assert_int_equal(fuse_lk_poll(&t->s, d, 4), 2);
+	assert_int_equal(d[0].error, -EINTR);
+	assert_int_equal(d[1].error, -EINTR);
+	teardown_t(t);
+}
+
+static void lock_release(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_flush_in fl = { .lock_owner = OWNER_A };
+	struct fuse_release_in rl = { .release_flags = FUSE_RELEASE_FLOCK_UNLOCK, .lock_owner = OWNER_B };
+	struct fuse_forget_in fg = { .nlookup = 1 };
+	struct fuse_lk_done d[4];
+	int64_t n, f1, f2, f3;
+	int h;
+
+	(void)state;
+	lk_file(t, &n, &f1, &f2);
+	h = host_fd(t);
+	/* FLUSH (a close by owner A) drops A's POSIX locks, not its flock
+	 * nor another owner's. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, 9, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_C, F_WRLCK, 20, 29, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	fl.fh = (uint64_t)f1;
+	assert_int_equal(call(t, FUSE_FLUSH, n, &fl, sizeof(fl)), 0);
+	assert_int_equal(host_getlk(h, F_WRLCK, 0, 10), F_UNLCK);
+	assert_int_equal(host_getlk(h, F_WRLCK, 20, 10), F_WRLCK);
+	assert_int_equal(flock(h, LOCK_SH | LOCK_NB), -1);
+	/* RELEASE with FLOCK_UNLOCK drops that owner's flock. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_UNLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_B, F_WRLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	assert_int_equal(flock(h, LOCK_SH | LOCK_NB), -1);
+	rl.fh = (uint64_t)f2;
+	assert_int_equal(call(t, FUSE_RELEASE, n, &rl, sizeof(rl)), 0);
+	assert_int_equal(flock(h, LOCK_SH | LOCK_NB), 0);
+	assert_int_equal(flock(h, LOCK_UN), 0);
+	/* The last FORGET of the inode drops every lock on it. */
+	assert_int_equal(host_getlk(h, F_WRLCK, 20, 10), F_WRLCK);
+	rl = (struct fuse_release_in){ .fh = (uint64_t)f1 };
+	assert_int_equal(call(t, FUSE_RELEASE, n, &rl, sizeof(rl)), 0);
+	assert_int_equal(host_getlk(h, F_WRLCK, 20, 10), F_WRLCK);
+	assert_int_equal(call(t, FUSE_FORGET, n, &fg, sizeof(fg)), 0);
+	assert_int_equal(host_getlk(h, F_WRLCK, 20, 10), F_UNLCK);
+	/* DESTROY (and a device reset) drop locks and waiters. */
+	n = lookup(t, 1, "f", NULL);
+	f3 = do_open(t, (uint64_t)n, O_RDWR);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f3, OWNER_A, F_WRLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLKW, n, f3, OWNER_B, F_WRLCK, 0, TO_EOF, 0), FUSE_WAIT);
+	assert_int_equal(call(t, FUSE_DESTROY, 0, NULL, 0), 0);
+	assert_int_equal(fuse_lk_waiting(&t->s), 0);
+	assert_int_equal(fuse_lk_poll(&t->s, d, 4), 0);
+	assert_int_equal(host_getlk(h, F_WRLCK, 0, 0), F_UNLCK);
+	close(h);
+	teardown_t(t);
+}
+
+static void lock_snapshot_and_destroy(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct sbuf b;
+	struct srd r;
+	int64_t n, f1, f2;
+	int h;
+
+	(void)state;
+	lk_file(t, &n, &f1, &f2);
+	h = host_fd(t);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_B, F_WRLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	/* A restored server (a clone) claims none of the locks. */
+	sb_init(&b);
+	fuse_save(&t->s, &b);
+	assert_int_equal(b.err, 0);
+	sr_init(&r, b.p, b.len);
+	assert_int_equal(fuse_restore(&t->s, &r), 0);
+	sb_free(&b);
+	assert_int_equal(host_getlk(h, F_WRLCK, 0, 0), F_UNLCK);
+	assert_int_equal(flock(h, LOCK_EX | LOCK_NB), 0);
+	assert_int_equal(flock(h, LOCK_UN), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_C, F_WRLCK, 0, TO_EOF, 0), 0);
+	/* The VMM stopping (destroy) lets go of everything. */
+	fuse_server_destroy(&t->s);
+	assert_int_equal(host_getlk(h, F_WRLCK, 0, 0), F_UNLCK);
+	assert_int_equal(fuse_server_init(&t->s, &(struct fuse_params){ .path = t->dir, .tag = "t" }), 0);
+	close(h);
+	teardown_t(t);
+}
+
+static void lock_bounds(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	struct fuse_lk_done d[FUSE_LK_WAITERS_MAX];
+	int64_t n, f1, f2, dfh;
+	uint32_t i;
+
+	(void)state;
+	lk_file(t, &n, &f1, &f2);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, TO_EOF, 0), 0);
+	/* Waiters: FUSE_LK_WAITERS_MAX, then ENOLCK, never more memory. */
+	for (i = 0; i < FUSE_LK_WAITERS_MAX; i++)
+		assert_int_equal(lk(t, FUSE_SETLKW, n, f2, 0x1000 + i, F_RDLCK, 0, 0, 0), FUSE_WAIT);
+	assert_int_equal(lk(t, FUSE_SETLKW, n, f2, 0x2000, F_RDLCK, 0, 0, 0), -ENOLCK);
+	assert_int_equal(fuse_lk_waiting(&t->s), FUSE_LK_WAITERS_MAX);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_UNLCK, 0, TO_EOF, 0), 0);
+	assert_int_equal(fuse_lk_poll(&t->s, d, FUSE_LK_WAITERS_MAX), FUSE_LK_WAITERS_MAX);
+	/* Lock descriptors: FUSE_LOCKS_MAX owners, then ENOLCK; a FLUSH
+	 * gives one back. */
+	for (i = 0; i < FUSE_LOCKS_MAX; i++)
+		if (lk(t, FUSE_SETLK, n, f1, 0x10000 + i, F_RDLCK, i, i, 0))
+			break;
+	/* The waiters' owners still hold theirs; A let go of the whole file:
+	 * its descriptor went with it. */
+	assert_int_equal(i, FUSE_LOCKS_MAX - FUSE_LK_WAITERS_MAX);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, 0x30000, F_RDLCK, 0, 0, 0), -ENOLCK);
+	assert_int_equal(call(t, FUSE_FLUSH, n, &(struct fuse_flush_in){ .fh = (uint64_t)f1, .lock_owner = 0x10000 },
+			      sizeof(struct fuse_flush_in)), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, 0x30000, F_RDLCK, 0, 0, 0), 0);
+	/* Guest mistakes: errno replies. */
+	assert_int_equal(lk(t, FUSE_SETLK, n, 999, OWNER_A, F_RDLCK, 0, 0, 0), -EBADF);
+	assert_int_equal(lk(t, FUSE_SETLK, 1, f1, OWNER_A, F_RDLCK, 0, 0, 0), -EBADF); /* fh of another inode */
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, 77, 0, 0, 0), -EINVAL);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_RDLCK, 9, 3, 0), -EINVAL);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_RDLCK, 0, TO_EOF + 1, 0), -EINVAL);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_RDLCK, 0, 0, 0x80), -EINVAL);
+	assert_int_equal(lk(t, FUSE_GETLK, n, f1, OWNER_A, F_UNLCK, 0, 0, 0), -EINVAL);
+	assert_int_equal(lk(t, FUSE_GETLK, n, f1, OWNER_A, F_RDLCK, 0, TO_EOF, FUSE_LK_FLOCK), -EINVAL);
+	assert_int_equal(call(t, FUSE_SETLKW, n, "short", 6), -EINVAL);
+	assert_int_equal(call(t, FUSE_INTERRUPT, 0, "x", 2), 0); /* no reply, whatever it holds */
+	dfh = call(t, FUSE_OPENDIR, 1, &(struct fuse_open_in){ 0 }, sizeof(struct fuse_open_in));
+	assert_int_equal(dfh, 0);
+	dfh = (int64_t)((struct fuse_open_out *)payload(t))->fh;
+	assert_int_equal(lk(t, FUSE_SETLK, 1, dfh, OWNER_A, F_RDLCK, 0, 0, 0), -EBADF);
+	teardown_t(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1126,6 +1490,14 @@ int main(void)
 		cmocka_unit_test(no_setuid_by_create),
 		cmocka_unit_test(write_clears_setuid),
 		cmocka_unit_test(xattr_namespaces),
+		cmocka_unit_test(lock_grant_and_conflict),
+		cmocka_unit_test(lock_host_process),
+		cmocka_unit_test(lock_flock_vs_posix),
+		cmocka_unit_test(lock_wait_then_grant),
+		cmocka_unit_test(lock_interrupt),
+		cmocka_unit_test(lock_release),
+		cmocka_unit_test(lock_snapshot_and_destroy),
+		cmocka_unit_test(lock_bounds),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
