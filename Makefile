@@ -255,6 +255,14 @@ $(BUILD)/guest/lockcount: tests/e2e/lockcount.c
 	@$(if $(Q),echo "  MUSLCC  $<")
 	$(Q)$(MUSL_CC) -std=c11 $(WARN) -I. $(GNU) -O2 -static -s -o $@ $<
 
+# tests/e2e/drives.sh's SQLite writer, copied onto the drive: static against
+# Debian's libsqlite3.a (glibc; no musl build of SQLite is packaged). It
+# loads no extensions, so glibc's static dlopen warning does not apply.
+$(BUILD)/guest/sqlitecount: tests/e2e/sqlitecount.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) -std=c11 $(WARN) -O2 -static -s -o $@ $< -lsqlite3 -lm -lpthread -ldl 2> $@.log || { cat $@.log; exit 1; }
+
 TEST_TOOLS := $(BUILD)/guest/blkbench $(BUILD)/guest/vsock_test
 $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init $(TEST_TOOLS) $(BUILD)/tools/mkcpio $(BUILD)/guest/busybox.applets
 	@$(if $(Q),echo "  CPIO    $@")
@@ -541,7 +549,8 @@ api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 E2E_EGRESS_PACKAGES    := curl,python3-requests,git,ca-certificates
 E2E_WORKLOADS_PACKAGES := python3,iproute2,nftables,iptables,squashfs-tools
 e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
-     $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init $(BUILD)/vmm.1 $(BUILD)/guest/lockcount
+     $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init $(BUILD)/vmm.1 $(BUILD)/guest/lockcount \
+     $(BUILD)/guest/sqlitecount
 	$(call kvm_where,e2e,e2e)
 	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh egress $(E2E_EGRESS_PACKAGES) $(BUILD)/vmm $(BUILD)/egress-clients.ext4)
 	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh workloads $(E2E_WORKLOADS_PACKAGES) $(BUILD)/vmm $(BUILD)/workloads.ext4)

@@ -26,6 +26,7 @@ pkgs=(
 	gnuplot-nox       # bench/report's plots (and tests/cli/bench_report.py, which draws them)
 	buildah           # tests: buildah bud builds the same tree as vmm image build (tests/cli/dockerfile.sh)
 	containernetworking-plugins iptables # tests: podman run -p over CNI bridge+portmap (tests/e2e/oci.sh)
+	libsqlite3-dev    # tests: a static SQLite writer, two sandboxes on one drive (tests/e2e/sqlitecount.c)
 )
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against
