@@ -218,7 +218,7 @@ $(BUILD)/initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl
 # The default root image: the same busybox userland and init on ext4, for
 # booting from virtio-blk (root=/dev/vda). mkfs.ext4 -d needs no root.
 ROOTFS_MIB ?= 64
-$(BUILD)/rootfs.ext4: boot/rootfs/init boot/mkrootfs.sh $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init
+$(BUILD)/rootfs.ext4: boot/rootfs/init boot/mkrootfs.sh vmm/wire/api.h $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init
 	@$(if $(Q),echo "  EXT4    $@")
 	$(Q)boot/mkrootfs.sh $(BUSYBOX) $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init boot/rootfs/init $(ROOTFS_MIB) $@
 

@@ -14,6 +14,15 @@ ln -s busybox "$stage/bin/sh"
 install -m 0755 "$vmmctl" "$stage/sbin/vmmctl"
 install -m 0755 "$guest_init" "$stage/sbin/init"
 install -m 0755 "$selftest" "$stage/sbin/vmm-selftest"
+# guest-init's own tools (vmm/wire/api.h, GUEST_TOOL_NAMES) where busybox
+# lacks them, as `vmm image build` links them in images: Debian's
+# busybox-static has no nohup, flock or script.
+tools=$(sed -n 's/^#define GUEST_TOOL_NAMES //p' "$(dirname "$0")/../vmm/wire/api.h" | tr -d '",')
+[ -n "$tools" ] || { echo "mkrootfs.sh: no GUEST_TOOL_NAMES in vmm/wire/api.h" >&2; exit 1; }
+have=$("$busybox" --list 2> /dev/null || true)
+for t in $tools; do
+	grep -qx "$t" <<< "$have" || ln -s /sbin/init "$stage/bin/$t"
+done
 echo sandbox > "$stage/etc/hostname"
 rm -f "$out.tmp"
 truncate -s "${size}M" "$out.tmp"
