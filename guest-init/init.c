@@ -43,6 +43,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -581,6 +582,16 @@ static void start_procs(struct init *in)
 	in->api.procs_fd = chan;
 }
 
+/* In a forked API child of a host test server (--serve-unix): it dies with
+ * the server, as the procs server does (procs_start), so that killing the
+ * server leaves no child holding the caller's files or locks. PID 1's
+ * children need nothing: the VM ends with it. */
+static void die_with_server(const struct init *in, pid_t server)
+{
+	if (!in->pid1 && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != server))
+		_exit(0);
+}
+
 /* Forks the spare worker when there is none: at once when the last one
  * took a connection (one fork per connection, and a snapshot taken
  * while that connection is served still finds a spare), except while a
@@ -592,7 +603,7 @@ static void start_procs(struct init *in)
 static void spare_start(struct init *in, int sfd)
 {
 	int pfd[2];
-	pid_t p;
+	pid_t p, server;
 
 	if (in->spare_pid || in->first_pid || in->listen_fd < 0)
 		return;
@@ -600,6 +611,7 @@ static void spare_start(struct init *in, int sfd)
 		notice_state(in, NOTICE_SETTLED); /* none is coming: nothing to wait for */
 		return;
 	}
+	server = getpid();
 	p = fork();
 	if (p < 0) {
 		close(pfd[0]);
@@ -610,6 +622,7 @@ static void spare_start(struct init *in, int sfd)
 	if (p == 0) {
 		sigset_t none;
 
+		die_with_server(in, server);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		close(pfd[0]);
@@ -766,7 +779,7 @@ static void serve_loop(struct init *in)
 			struct sockaddr_storage peer;
 			socklen_t plen = sizeof(peer);
 			int c = accept4(in->listen_fd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
-			pid_t h;
+			pid_t h, server;
 
 			if (c < 0)
 				continue;
@@ -775,6 +788,7 @@ static void serve_loop(struct init *in)
 				close(c);
 				continue;
 			}
+			server = getpid();
 			h = fork();
 			if (h > 0 && in->restored) {
 				in->first_pid = h; /* no spare in the snapshot: this one first */
@@ -783,6 +797,7 @@ static void serve_loop(struct init *in)
 			if (h == 0) {
 				sigset_t none;
 
+				die_with_server(in, server);
 				sigemptyset(&none);
 				sigprocmask(SIG_SETMASK, &none, NULL);
 				close(in->listen_fd);

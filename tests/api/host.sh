@@ -2,7 +2,7 @@
 # Runs tests/api/api_test.py, cp_test.py and mcp_test.py against the host build of
 # guest-init serving on a Unix socket (no VM): the API's behaviour in seconds.
 #   host.sh VMM GUEST_INIT
-# HOST_TESTS="mcp mcp_conc" runs only those (names: api cp mcp mcp_e2e mcp_conc spare nohup).
+# HOST_TESTS="mcp mcp_conc" runs only those (names: api cp mcp mcp_e2e mcp_conc spare nohup orphans).
 set -u
 want() { [ -z "${HOST_TESTS:-}" ] || [[ " $HOST_TESTS " == *" $1 "* ]]; }
 vmm=$1
@@ -72,4 +72,24 @@ if want mcp_e2e; then VMM_API_PORT=0 timeout 300 python3 "$(dirname "$0")/mcp_e2
 if want mcp_conc; then timeout 600 python3 "$(dirname "$0")/mcp_conc_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1; fi
 # guest-init's spare worker (a server of its own: it counts children)
 if want spare; then timeout 120 python3 "$(dirname "$0")/spare_test.py" "$gi" || rc=1; fi
+# The server killed alone (not its group): its forked API children (the
+# spare worker, connection handlers) die with it, as they would with the
+# VM, instead of serving a dead server's socket on.
+if want orphans; then
+	VMM_API_TOKEN=t setsid "$gi" --serve-unix "$tmp/lone.sock" > /dev/null 2>&1 &
+	lone=$!
+	for _ in $(seq 50); do [ -S "$tmp/lone.sock" ] && break; sleep 0.1; done
+	# The server, its process manager and its idle spare worker.
+	for _ in $(seq 50); do [ "$(pgrep -f -c -- "--serve-unix $tmp/lone.sock")" -ge 3 ] && break; sleep 0.1; done
+	before=$(pgrep -f -c -- "--serve-unix $tmp/lone.sock")
+	{ kill -KILL "$lone"; wait "$lone"; } 2> /dev/null
+	for _ in $(seq 50); do pgrep -f -- "--serve-unix $tmp/lone.sock" > /dev/null || break; sleep 0.1; done
+	left=$(pgrep -f -- "--serve-unix $tmp/lone.sock" | grep -vx "$lone" | tr '\n' ' ')
+	if [ "$before" -ge 3 ] && [ -z "$left" ]; then
+		echo "ok   orphans: the server killed alone, none of its $((before - 1)) forked children outlives it"
+	else
+		echo "FAIL orphans: $before processes before the kill, left: ${left:-none}"
+		rc=1
+	fi
+fi
 exit $rc
