@@ -261,7 +261,7 @@ $(BUILD)/guest/lockcount: tests/e2e/lockcount.c
 $(BUILD)/guest/sqlitecount: tests/e2e/sqlitecount.c
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) -std=c11 $(WARN) -O2 -static -s -o $@ $< -lsqlite3 -lm -lpthread -ldl 2> $@.log || { cat $@.log; exit 1; }
+	$(Q)$(CC) -std=c11 $(WARN) $(GNU) -O2 -static -s -o $@ $< -lsqlite3 -lm -lpthread -ldl 2> $@.log || { cat $@.log; exit 1; }
 
 TEST_TOOLS := $(BUILD)/guest/blkbench $(BUILD)/guest/vsock_test
 $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/vmmctl $(BUILD)/guest/guest-init $(TEST_TOOLS) $(BUILD)/tools/mkcpio $(BUILD)/guest/busybox.applets

@@ -17,12 +17,16 @@
  * two guests' page caches can give (https://sqlite.org/wal.html: "WAL does
  * not work over a network filesystem"); so in "wal" mode each connection
  * sets locking_mode=EXCLUSIVE first, which keeps the index in the
- * process's heap, and opens the database for each transaction so that the
- * other sandbox gets turns. Exits 0, or 1 with SQLite's message. */
+ * process's heap, and opens the database anew every WAL_TURN transactions
+ * so that the other sandbox gets turns. Exits 0, or 1 with SQLite's message. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#define WAL_TURN 3 /* transactions per connection in "wal" mode */
+#define BUSY_RETRIES 5000 /* at 20 ms: 100 s of another writer's turns */
 
 static int fail(sqlite3 *db, const char *what)
 {
@@ -42,9 +46,15 @@ static sqlite3 *open_db(const char *path, const char *mode)
 		return NULL;
 	}
 	sqlite3_busy_timeout(db, 60000);
-	if (wal && sqlite3_exec(db, "PRAGMA locking_mode=EXCLUSIVE", NULL, NULL, NULL) != SQLITE_OK) {
-		fail(db, "locking_mode");
-		return NULL;
+	if (wal) {
+		int keep = 1; /* the -wal file stays between connections: no
+			       * new file and header for each one */
+
+		sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &keep);
+		if (sqlite3_exec(db, "PRAGMA locking_mode=EXCLUSIVE", NULL, NULL, NULL) != SQLITE_OK) {
+			fail(db, "locking_mode");
+			return NULL;
+		}
 	}
 	return db;
 }
@@ -95,12 +105,24 @@ static int insert(const char *path, const char *mode, const char *who, int n)
 
 	if (strspn(who, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(who))
 		return fprintf(stderr, "sqlitecount: WHO: letters, digits and '-' only\n"), 1;
-	for (int i = 0; i < n; i++) {
+	for (int i = 0, busy = 0; i < n; i++) {
 		if (!db && !(db = open_db(path, mode)))
 			return 1;
-		if (one(db, who, i) < 0)
-			return fail(db, "transaction");
-		if (wal) { /* give the other writer its turn */
+		if (one(db, who, i) < 0) {
+			/* SQLite returns SQLITE_BUSY at once, without its busy
+			 * handler, where waiting could deadlock (a connection
+			 * taking a WAL database's exclusive lock while another
+			 * holds it): the application retries, from a new
+			 * connection. */
+			if (sqlite3_errcode(db) != SQLITE_BUSY || ++busy > BUSY_RETRIES)
+				return fail(db, "transaction");
+			sqlite3_close(db);
+			db = NULL;
+			nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+			i--;
+			continue;
+		}
+		if (wal && i % WAL_TURN == WAL_TURN - 1) { /* give the other writer its turn */
 			if (sqlite3_close(db) != SQLITE_OK)
 				return fail(db, "close");
 			db = NULL;
