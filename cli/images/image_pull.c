@@ -119,6 +119,8 @@ static int make_image(struct plan *p, const char *name, const struct oci_limits 
 	im = image_job_info(j);
 	im->mem_mib = d->mem_mib;
 	im->cpus = d->cpus;
+	if (image_drives_set(im, d->drives, msg, sizeof(msg)))
+		goto fail;
 	stagefd = open(image_job_stage(j), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (stagefd < 0) {
 		snprintf(msg, sizeof(msg), "%s: %s", image_job_stage(j), strerror(errno));
@@ -894,8 +896,10 @@ int image_export_main(int argc, char **argv)
 		goto out;
 	if (image_defaults(&im, d)) {
 		memset(d, 0, sizeof(*d));
-		d->workdir = d->user = "";
+		d->workdir = d->user = d->drives = "";
 	}
+	if (!d->drives[0])
+		d->drives = im.drives;
 	if (!d->mem_mib)
 		d->mem_mib = im.mem_mib;
 	if (!d->cpus)
