@@ -249,7 +249,7 @@ static void pull_usage(FILE *out)
 		"[REGISTRY/]REPOSITORY[:TAG][@DIGEST]; no registry means docker.io.\n"
 		"Blobs are checked against their digests and kept in ~/.cache/vmm/blobs\n"
 		"($VMM_CACHE/blobs). The image's Env, WorkingDir, Entrypoint/Cmd and labels\n"
-		"vmm.mem/vmm.cpus become the defaults of its sandboxes.\n"
+		"vmm.mem/vmm.cpus/vmm.drives become the defaults of its sandboxes.\n"
 		"  --creds-file FILE    credentials: a docker config.json, or USER:PASSWORD\n"
 		"                       (default: ~/.docker/config.json)\n"
 		"  --ca-file FILE       trust the registry's CA (default: the system's)\n"
