@@ -41,7 +41,7 @@ sq=$(dirname "$vmm")/guest/sqlitecount
 [ -x "$sq" ] && cp "$sq" "$VMM_DRIVE_DIR/work/data/sqlitecount"
 if d_start alice --drive work && d_start bob --drive work:/shared; then
 	ok "drives: two sandboxes on one drive booted"
-else bad "drives: boot: $(tail -3 "$tmp/alice.err" "$tmp/bob.err")"; fi
+else bad "drives: boot: $(tail -n 3 "$tmp/alice.err" "$tmp/bob.err")"; fi
 if [ "$(dx alice 'echo from-alice > /drives/work/note; cat /drives/work/note')" = from-alice ] &&
 	[ "$(dx bob 'cat /shared/note')" = from-alice ]; then
 	ok "drives: a file alice writes bob reads (at /drives/work and /shared)"
@@ -73,7 +73,7 @@ if [ -x "$sq" ]; then
 		if [ "$got" = "integrity=ok rows=$want counter=$want" ] &&
 			[ "$("$ddata/sqlitecount" check "$ddata/$mode.db")" = "$got" ]; then
 			ok "drives: SQLite ($mode journal) from two sandboxes$([ $mode = delete ] && echo ' and the host') at once: $got"
-		else bad "drives: SQLite ($mode): '$got' (want $want rows) $(tail -2 "$tmp/sq-a.out" "$tmp/sq-b.out")"; fi
+		else bad "drives: SQLite ($mode): '$got' (want $want rows) $(tail -n 2 "$tmp/sq-a.out" "$tmp/sq-b.out")"; fi
 	done
 	dx alice 'rm -f /drives/work/*.db* /drives/work/sqlitecount' > /dev/null # through the VMM: its byte count stays exact
 else bad "drives: $sq not built (make e2e builds it)"; fi
