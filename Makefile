@@ -335,7 +335,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
-               test_run_restore test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk
+               test_run_restore test_run_drives test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk
 test_gm_SRCS      := vmm/base/gm.c vmm/base/log.c
 test_uffd_SRCS    := vmm/base/uffd.c vmm/base/gm.c vmm/base/log.c tests/uffd/uffd_serve.c vmm/wire/json.c
 test_tar_SRCS     := vmm/wire/tar.c
@@ -361,6 +361,8 @@ test_vm_SRCS      := $(CORE_SRCS)
 test_snapshot_SRCS := $(CORE_SRCS)
 test_standby_SRCS := $(CORE_SRCS)
 test_run_restore_SRCS := cli/launch/run_restore.c cli/util/util.c $(CORE_SRCS)
+test_run_drives_SRCS := cli/launch/run_drives.c cli/launch/run_restore.c $(CLI_DRIVE_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_UTIL_SRCS) \
+                        $(CORE_SRCS)
 test_run_opts_SRCS := cli/launch/run_opts.c cli/launch/publish.c cli/sandbox/api_client.c cli/launch/jail.c cli/util/util.c $(CORE_SRCS)
 test_drive_SRCS := $(CLI_DRIVE_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_UTIL_SRCS) $(CORE_SRCS)
 test_http_SRCS    := $(CORE_SRCS)

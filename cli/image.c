@@ -58,6 +58,8 @@ static void image_json(struct json_writer *w, const struct image_info *im, int l
 	else
 		jw_int(w, (int64_t)(((im->size + (1 << 20) - 1) >> 20) > IMAGE_DISK_DEFAULT_MIB
 					    ? (im->size + (1 << 20) - 1) >> 20 : IMAGE_DISK_DEFAULT_MIB));
+	jw_key(w, "drives"); /* mounted by its sandboxes (vmm image build --drive) */
+	jw_str(w, im->drives);
 	jw_key(w, "source");
 	jw_str(w, im->source);
 	jw_key(w, "inputs");

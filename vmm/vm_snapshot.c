@@ -202,6 +202,16 @@ static void visit_conf(struct sio *io, struct snap_conf *c)
 	}
 	if (io->r && (c->has_entropy > 1 || c->has_balloon > 1))
 		sr_fail(io->r, "entropy or balloon flag out of range");
+	/* Where each shared drive is mounted in the guest (a clone's record
+	 * names it: docs/snapshot.md): written since drives have names; a
+	 * snapshot from before ends here. */
+	if (io->r && io->r->off >= io->r->sect_end)
+		return;
+	for (i = 0; i < c->nr_fs; i++) {
+		io_str(io, c->fs[i].at, sizeof(c->fs[i].at));
+		if (io->r && c->fs[i].at[0] && !fs_guest_path_valid(c->fs[i].at))
+			sr_fail(io->r, "a shared drive's guest directory is invalid");
+	}
 }
 
 static void visit_host(struct sio *io, struct snap_conf *c)
@@ -1078,6 +1088,7 @@ int snap_fill_conf(struct vm *vm, struct snap_conf *conf, const char *copy_dir, 
 			snprintf(f->path, sizeof(f->path), "%s", o->path);
 		f->ro = (uint8_t)o->ro;
 		f->cache = (uint8_t)o->cache;
+		snprintf(f->at, sizeof(f->at), "%s", o->at ? o->at : "");
 	}
 	host_cpu(conf->vendor, &conf->cpu_sig);
 	r = vm->nr_vcpus ? ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0) : 0;

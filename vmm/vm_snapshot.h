@@ -37,6 +37,8 @@ struct snap_fs {
 	char tag[VIRTIO_FS_TAG_LEN];
 	char path[PATH_MAX];  /* the shared directory (clones share it, never copied) */
 	uint8_t ro, cache;
+	char at[128];         /* where guest-init mounted it ("" : /mnt/TAG, or
+				 a snapshot from before this was recorded) */
 };
 
 /* The config part of a snapshot: what a restore needs to rebuild the VM. */

@@ -161,6 +161,13 @@ int dfb_stage_from_config(struct stage *s, const char *json)
 		if (dfb_sv_setkv(&s->labels, l))
 			goto out;
 	}
+	if (d->drives[0]) {
+		char l[1100];
+
+		snprintf(l, sizeof(l), "vmm.drives=%s", d->drives);
+		if (dfb_sv_setkv(&s->labels, l))
+			goto out;
+	}
 	r = 0;
 out:
 	free(d);

@@ -428,17 +428,21 @@ int image_dockerfile_main(int argc, char **argv)
 		char from[PATH_MAX + 4];
 		const char *cp[] = { "cp", "-a", "--reflink=auto", "--", from, image_job_stage(j), NULL };
 		const char *msg = NULL;
+		char bad[160];
 
 		if (d && !oci_defaults_parse(res.config, strlen(res.config), d)) {
 			image_job_info(j)->mem_mib = d->mem_mib;
 			image_job_info(j)->cpus = d->cpus;
+			if (image_drives_set(image_job_info(j), d->drives, bad, sizeof(bad)))
+				msg = bad;
 		}
 		free(d);
 		image_job_step(j, "copying the built tree");
 		snprintf(from, sizeof(from), "%s/.", res.tree);
-		if (cli_run_tool(cp, 0))
+		/* a bad label: FAILED with it, nothing copied */
+		if (!msg && cli_run_tool(cp, 0))
 			msg = "copying the built tree failed";
-		else if (write_text(image_job_info(j)->dir, "config.json", res.config))
+		else if (!msg && write_text(image_job_info(j)->dir, "config.json", res.config))
 			msg = "writing config.json failed";
 		r = image_job_finish(j, msg) ? 1 : 0;
 	}

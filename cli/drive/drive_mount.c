@@ -3,7 +3,6 @@
  * running sandboxes use a drive (their records' "drives"). */
 #include "cli/drive/drive.h"
 #include "cli/sandbox/sandbox.h"
-#include "devices/virtio_fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,34 +45,13 @@ void drive_users(const char *name, char *buf, size_t len)
 		free(names);
 }
 
-/* Splits "NAME[:GUESTDIR][:ro]". 0 or -EINVAL. */
-static int split_arg(const char *arg, char *name, size_t nlen, char *at, size_t alen, int *ro)
-{
-	char tmp[256], *parts[3], *save = NULL, *p;
-	int n = 0;
-
-	if (snprintf(tmp, sizeof(tmp), "%s", arg) >= (int)sizeof(tmp))
-		return -EINVAL;
-	for (p = strtok_r(tmp, ":", &save); p && n < 3; p = strtok_r(NULL, ":", &save))
-		parts[n++] = p;
-	if (!n || p || snprintf(name, nlen, "%s", parts[0]) >= (int)nlen)
-		return -EINVAL;
-	*ro = n > 1 && !strcmp(parts[n - 1], "ro");
-	snprintf(at, alen, "/drives/%s", name);
-	if (n - *ro == 2 && snprintf(at, alen, "%s", parts[1]) >= (int)alen)
-		return -EINVAL;
-	if (n - *ro > 2 || !fs_guest_path_valid(at))
-		return -EINVAL;
-	return 0;
-}
-
 int drive_mount_opt(const char *arg, const char *who, char *fs, size_t fslen, char *why, size_t len)
 {
 	char name[DRIVE_NAME_MAX + 2], at[128], users[512];
 	struct drive d;
 	int ro, r;
 
-	if (split_arg(arg, name, sizeof(name), at, sizeof(at), &ro) || !drive_name_ok(name)) {
+	if (sandbox_drive_arg(arg, name, sizeof(name), at, sizeof(at), &ro) || !drive_name_ok(name)) {
 		snprintf(why, len, "--drive %s: NAME[:/GUEST/DIR][:ro]", arg);
 		return -EINVAL;
 	}

@@ -235,6 +235,8 @@ static void inputs_hash(struct build *b, const char *guest_init)
 	h = fnv(h, &b->im.cpus, sizeof(b->im.cpus));
 	if (b->im.disk_mib) /* hashed only when given: older images' inputs stay the same */
 		h = fnv(h, &b->im.disk_mib, sizeof(b->im.disk_mib));
+	if (b->im.drives[0]) /* the same */
+		h = fnv(h, b->im.drives, strlen(b->im.drives));
 	snprintf(b->im.inputs, sizeof(b->im.inputs), "%016llx", (unsigned long long)h);
 }
 
@@ -474,7 +476,8 @@ static void build_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: vmm image build NAME SOURCE [--file SRC:DEST]... [--mem MiB] [--cpus N]\n"
-		"                       [--size SIZE] [--disk-size SIZE] [--if-changed] [-q]\n"
+		"                       [--size SIZE] [--disk-size SIZE] [--drive NAME[:DIR][:ro]]...\n"
+		"                       [--if-changed] [-q]\n"
 		"       vmm image build -f DOCKERFILE -t NAME [CONTEXT]   (vmm image build -f --help)\n"
 		"SOURCE is one of\n"
 		"  --from-dir DIR       a root filesystem tree\n"
@@ -488,6 +491,9 @@ static void build_usage(FILE *out)
 		"                       need plus room)\n"
 		"  --disk-size SIZE     a sandbox's root disk by default (8G; default 4G, or\n"
 		"                       the image's size if larger): sparse, grown at start\n"
+		"  --drive NAME[:/GUEST/DIR][:ro]\n"
+		"                       a drive (vmm drive) its sandboxes mount, as vmm run\n"
+		"                       --drive; the run's own --drive NAME wins\n"
 		"  --if-changed         do nothing if the newest built version has the same\n"
 		"                       inputs (sources, files, options)\n"
 		"  -q, --quiet          no progress lines\n"
@@ -543,6 +549,15 @@ static int build_option(struct build *b, const char *a, const char *val, int *ns
 	} else if (!strcmp(a, "--size")) {
 		if (cli_parse_mib(val, &b->size_mib) || b->size_mib < 8) {
 			fprintf(stderr, "vmm image build: --size %s: a size such as 512M or 2G\n", val);
+			return CLI_EXIT_USAGE;
+		}
+	} else if (!strcmp(a, "--drive")) {
+		int r = image_drive_add(b->im.drives, sizeof(b->im.drives), val);
+
+		if (r) {
+			fprintf(stderr, "vmm image build: --drive %s: %s\n", val,
+				r == -EEXIST ? "that drive is named twice"
+				: r == -E2BIG ? "at most 8 drives" : "NAME[:/GUEST/DIR][:ro]");
 			return CLI_EXIT_USAGE;
 		}
 	} else if (!strcmp(a, "--disk-size")) {

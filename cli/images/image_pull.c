@@ -119,6 +119,8 @@ static int make_image(struct plan *p, const char *name, const struct oci_limits 
 	im = image_job_info(j);
 	im->mem_mib = d->mem_mib;
 	im->cpus = d->cpus;
+	if (image_drives_set(im, d->drives, msg, sizeof(msg)))
+		goto fail;
 	stagefd = open(image_job_stage(j), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (stagefd < 0) {
 		snprintf(msg, sizeof(msg), "%s: %s", image_job_stage(j), strerror(errno));
@@ -247,7 +249,7 @@ static void pull_usage(FILE *out)
 		"[REGISTRY/]REPOSITORY[:TAG][@DIGEST]; no registry means docker.io.\n"
 		"Blobs are checked against their digests and kept in ~/.cache/vmm/blobs\n"
 		"($VMM_CACHE/blobs). The image's Env, WorkingDir, Entrypoint/Cmd and labels\n"
-		"vmm.mem/vmm.cpus become the defaults of its sandboxes.\n"
+		"vmm.mem/vmm.cpus/vmm.drives become the defaults of its sandboxes.\n"
 		"  --creds-file FILE    credentials: a docker config.json, or USER:PASSWORD\n"
 		"                       (default: ~/.docker/config.json)\n"
 		"  --ca-file FILE       trust the registry's CA (default: the system's)\n"
@@ -894,8 +896,10 @@ int image_export_main(int argc, char **argv)
 		goto out;
 	if (image_defaults(&im, d)) {
 		memset(d, 0, sizeof(*d));
-		d->workdir = d->user = "";
+		d->workdir = d->user = d->drives = "";
 	}
+	if (!d->drives[0])
+		d->drives = im.drives;
 	if (!d->mem_mib)
 		d->mem_mib = im.mem_mib;
 	if (!d->cpus)

@@ -130,6 +130,8 @@ int image_load(const char *name, unsigned version, struct image_info *im)
 		im->cpus = (unsigned)v;
 	if (!json_get_int(j, "disk_mib", &v) && v > 0)
 		im->disk_mib = (unsigned long long)v;
+	if (!json_get_str(j, "drives", &s))
+		snprintf(im->drives, sizeof(im->drives), "%s", s);
 	if (!json_get_str(j, "source", &s))
 		snprintf(im->source, sizeof(im->source), "%s", s);
 	if (!json_get_str(j, "inputs", &s))
@@ -171,6 +173,10 @@ int image_save(const struct image_info *im)
 	if (im->disk_mib) {
 		jw_key(&w, "disk_mib");
 		jw_int(&w, (int64_t)im->disk_mib);
+	}
+	if (im->drives[0]) {
+		jw_key(&w, "drives");
+		jw_str(&w, im->drives);
 	}
 	jw_key(&w, "source");
 	jw_str(&w, im->source);
@@ -380,6 +386,50 @@ int image_in_use(const char *name, unsigned version)
 	return used;
 }
 
+int image_drive_add(char *list, size_t len, const char *spec)
+{
+	char name[64], at[128], have[64], hat[128], tmp[512], *p, *save = NULL;
+	size_t n = strlen(list);
+	int ro, hro, count = 0;
+
+	if (sandbox_drive_arg(spec, name, sizeof(name), at, sizeof(at), &ro))
+		return -EINVAL;
+	snprintf(tmp, sizeof(tmp), "%s", list);
+	for (p = strtok_r(tmp, ",", &save); p; p = strtok_r(NULL, ",", &save), count++)
+		if (!sandbox_drive_arg(p, have, sizeof(have), hat, sizeof(hat), &hro) && !strcmp(have, name))
+			return -EEXIST;
+	if (count >= IMAGE_MAX_DRIVES)
+		return -E2BIG;
+	if (snprintf(list + n, len - n, "%s%s", n ? "," : "", spec) >= (int)(len - n)) {
+		list[n] = '\0';
+		return -E2BIG;
+	}
+	return 0;
+}
+
+int image_drives_set(struct image_info *im, const char *label, char *err, size_t len)
+{
+	char tmp[1024], *p, *save = NULL;
+	int r;
+
+	im->drives[0] = '\0';
+	if (!label || !label[0])
+		return 0;
+	if (snprintf(tmp, sizeof(tmp), "%s", label) >= (int)sizeof(tmp)) {
+		snprintf(err, len, "label vmm.drives is too long");
+		return -EINVAL;
+	}
+	for (p = strtok_r(tmp, ",", &save); p; p = strtok_r(NULL, ",", &save))
+		if ((r = image_drive_add(im->drives, sizeof(im->drives), p))) {
+			snprintf(err, len, "label vmm.drives: '%.60s': %s", p,
+				 r == -EEXIST ? "that drive is named twice"
+				 : r == -E2BIG ? "at most 8 drives" : "not NAME[:/GUEST/DIR][:ro]");
+			im->drives[0] = '\0';
+			return -EINVAL;
+		}
+	return 0;
+}
+
 /* ---- vmm run --image ----------------------------------------------------- */
 
 /* Options a restore of a warm snapshot can honour; anything else means a
@@ -404,6 +454,35 @@ static int opt_is(const char *a, const char *opt, int *inline_arg)
 		return 1;
 	}
 	return 0;
+}
+
+/* The image's drives as --drive options into v[*k...], but for one the
+ * run names itself (its own --drive NAME wins, whatever its DIR or :ro).
+ * Each is checked as the run's own are: the allow list, before boot. */
+static void image_drive_args(const struct image_info *im, int dashdash, char **argv, char **v, int *k)
+{
+	char list[sizeof(im->drives)], *p, *save = NULL;
+	int i, inl;
+
+	snprintf(list, sizeof(list), "%s", im->drives);
+	for (p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		char name[64], at[128], own[64];
+		int ro, mine = 0;
+
+		if (sandbox_drive_arg(p, name, sizeof(name), at, sizeof(at), &ro))
+			continue; /* image.json edited by hand: run's check says so */
+		for (i = 1; i < dashdash && !mine; i++) {
+			const char *a = NULL;
+
+			if (opt_is(argv[i], "--drive", &inl))
+				a = inl ? argv[i] + 8 : i + 1 < dashdash ? argv[i + 1] : NULL;
+			mine = a && !sandbox_drive_arg(a, own, sizeof(own), at, sizeof(at), &ro) && !strcmp(own, name);
+		}
+		if (!mine) {
+			v[(*k)++] = "--drive";
+			v[(*k)++] = strdup(p);
+		}
+	}
 }
 
 int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *restore)
@@ -456,7 +535,8 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 	if (image_resolve(ref, &im))
 		return -ENOENT;
 	snprintf(refbuf, sizeof(refbuf), "%s:%u", im.name, im.version);
-	if (image_default_kernel(kernel, sizeof(kernel)))
+	/* a warm snapshot has none of the image's drives: a cold boot */
+	if (image_default_kernel(kernel, sizeof(kernel)) || im.drives[0])
 		warm = 0;
 	if (warm && image_warm_dir(&im, kernel, wdir, sizeof(wdir)))
 		warm = 0;
@@ -495,7 +575,7 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 		}
 	} else
 		oci_plan_exec(NULL, NULL, NULL, NULL, plan);
-	v = calloc((size_t)argc + 24 + 2 * plan->nenv + plan->argc, sizeof(*v));
+	v = calloc((size_t)argc + 24 + 2 * IMAGE_MAX_DRIVES + 2 * plan->nenv + plan->argc, sizeof(*v));
 	if (!v) {
 		free(d);
 		free(plan);
@@ -523,6 +603,7 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 			v[k++] = "--disk-size";
 			v[k++] = strdup(num[2]);
 		}
+		image_drive_args(&im, dashdash, argv, v, &k);
 	}
 	v[k++] = "--image-ref";
 	v[k++] = strdup(refbuf);

@@ -28,12 +28,25 @@ struct image_info {
 	long long created;        /* Unix seconds */
 	unsigned mem_mib, cpus;   /* defaults for sandboxes (0: vmm's) */
 	unsigned long long disk_mib; /* a sandbox's root disk (0: IMAGE_DISK_DEFAULT_MIB) */
+	char drives[512];         /* drives its sandboxes mount: "NAME[:DIR][:ro],..." or "" */
 	char source[512];         /* "dir:PATH", "tar:FILE", "debian:SUITE+PKGS", "busybox:PATH" */
 	char inputs[32];          /* hash of the build inputs (hex) */
 	char error[512];          /* FAILED: why */
 	char dir[PATH_MAX];       /* STORE/NAME/VERSION */
 	char rootfs[PATH_MAX + 16];
 };
+
+/* The drives an image names for its sandboxes (vmm image build --drive):
+ * at most a VM's shared folders. */
+#define IMAGE_MAX_DRIVES 8
+/* Appends the drive spec "NAME[:/GUEST/DIR][:ro]" to list
+ * (comma-separated, as image.json's "drives"). 0, -EINVAL (not a drive
+ * spec), -EEXIST (the name is there) or -E2BIG. */
+int image_drive_add(char *list, size_t len, const char *spec);
+/* The label vmm.drives ("NAME[:DIR][:ro],...", of a pulled, imported or
+ * Dockerfile-built image) as im's drives, each checked. 0, or -EINVAL
+ * with a message in err. */
+int image_drives_set(struct image_info *im, const char *label, char *err, size_t len);
 
 /* A sandbox's root disk when neither `vmm run --disk-size` nor the image
  * (`vmm image build --disk-size`) says: room for what agents install,

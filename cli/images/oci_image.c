@@ -487,7 +487,7 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 	const struct json *ports, *labels, *e;
 	int r;
 
-	d->workdir = d->user = "";
+	d->workdir = d->user = d->drives = "";
 	if (!c || c->type == JSON_NULL)
 		return 0;
 	if (c->type != JSON_OBJ)
@@ -537,6 +537,8 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 				return oci_seterr(err, errlen, -EINVAL, "label vmm.cpus '%.20s' is not 1..64", s);
 			d->cpus = (unsigned)c2;
 		}
+		if (!(d->drives = str_or_empty(d, labels, "vmm.drives")))
+			return oci_seterr(err, errlen, -EINVAL, "label vmm.drives is too long");
 		if (!json_get_str(labels, "vmm.idle-timeout", &s)) {
 			if (cli_parse_duration(s, &t) || t <= 0)
 				return oci_seterr(err, errlen, -EINVAL, "label vmm.idle-timeout '%.20s' is not a duration", s);
@@ -598,7 +600,7 @@ int oci_defaults_parse(const char *json, size_t len, struct oci_defaults *d)
 	int r;
 
 	memset(d, 0, sizeof(*d));
-	d->workdir = d->user = "";
+	d->workdir = d->user = d->drives = "";
 	if ((r = doc_parse(&doc, json, len, NULL, 0)))
 		return r;
 	r = defaults_from(d, doc.root, NULL, 0);
@@ -649,6 +651,10 @@ int oci_defaults_json(const struct oci_defaults *d, char *buf, size_t len)
 		snprintf(num, sizeof(num), "%u", d->cpus);
 		jw_key(&w, "vmm.cpus");
 		jw_str(&w, num);
+	}
+	if (d->drives && d->drives[0]) {
+		jw_key(&w, "vmm.drives");
+		jw_str(&w, d->drives);
 	}
 	if (d->idle_timeout_s) {
 		snprintf(num, sizeof(num), "%llds", d->idle_timeout_s);

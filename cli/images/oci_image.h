@@ -110,6 +110,8 @@ struct oci_defaults {
 	unsigned ports[OCI_MAX_PORTS]; /* ExposedPorts, TCP only */
 	unsigned nports;
 	unsigned mem_mib, cpus;     /* labels vmm.mem, vmm.cpus (0: unset) */
+	const char *drives;         /* label vmm.drives, "NAME[:DIR][:ro],..." ("" unset;
+				       checked where an image takes it: image_drives_set) */
 	long long idle_timeout_s;   /* label vmm.idle-timeout (0: unset) */
 	char pool[32768];
 	size_t used;

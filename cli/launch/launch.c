@@ -10,6 +10,7 @@
 #include "cli/launch/run_helper.h"
 #include "cli/launch/run_jail.h"
 #include "cli/launch/run_opts.h"
+#include "cli/launch/run_drives.h"
 #include "cli/launch/run_restore.h"
 #include "cli/egress/egress.h"
 #include "cli/launch/jail.h"
@@ -327,6 +328,20 @@ static int launch_init(struct launch *L, int restore, int check_only, int api)
 	return 0;
 }
 
+/* The snapshot's named drives as the clone's (run_drives.h). 0, or 1
+ * with L->status set after the message. */
+static int launch_snap_drives(struct launch *L)
+{
+	char why[512];
+	int r = restore_drives(L->snap, &L->o, why, sizeof(why));
+
+	if (!r)
+		return 0;
+	fprintf(stderr, "vmm: %s\n", why);
+	L->status = r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
+	return 1;
+}
+
 /* The options, the snapshot they name, and vmm create's check. 0 to go
  * on; else 1 with L->status the answer. */
 static int launch_options(struct launch *L, int argc, char **argv)
@@ -339,6 +354,10 @@ static int launch_options(struct launch *L, int argc, char **argv)
 			return 1;
 		}
 		L->have_snap = 1;
+		/* its drives: the allow list for the clone's name, before
+		 * anything runs (a refusal stops here, as vmm run's does) */
+		if (launch_snap_drives(L))
+			return 1;
 	}
 	if ((L->status = run_opts_check(&L->o, argc, argv)))
 		return 1;

@@ -1,6 +1,7 @@
 /* The Firecracker-compatible side of starting a sandbox (run_fc.h). */
 #include "cli/launch/run_fc.h"
 #include "cli/util/util.h"
+#include "cli/launch/run_drives.h"
 #include "cli/launch/run_opts.h"
 #include "cli/sandbox/sandbox.h"
 #include "devices/mmds.h"
@@ -293,6 +294,9 @@ int run_fc_serve_configure(struct control *ctl, struct run_opts *o, const struct
 	}
 	if (o->fc.max_payload)
 		ctl->max_body = o->fc.max_payload;
+	/* PUT /fs {"drive": NAME}: the store's drives, for this sandbox */
+	ctl->api->drive_resolve = run_fc_drive;
+	ctl->api->drive_ctx = o;
 	/* Firecracker's --log-path and friends: as PUT /logger, first. */
 	if ((o->fc.log_path || o->fc.level || o->fc.show_level || o->fc.show_origin) &&
 	    fcapi_set_logger(ctl->api, o->fc.log_path, o->fc.level, o->fc.show_level, o->fc.show_origin, why, sizeof(why))) {
@@ -336,11 +340,15 @@ int run_fc_serve_configure(struct control *ctl, struct run_opts *o, const struct
 				memcpy(uds, cfg->vsock.uds, sizeof(uds));
 				if (fc_load_overrides(ctl->api, snap, o->net_over, &o->nr_net_over, cfg, why,
 						      sizeof(why)) == 0) {
-					if (!ctl->api->load_uffd[0] ||
-					    fc_load_uffd(ctl->api, snap, ub, why, sizeof(why)) == 0)
+					/* its named drives: allowed for this sandbox? */
+					if (restore_drives(snap, o, why, sizeof(why)) == 0 &&
+					    (!ctl->api->load_uffd[0] ||
+					     fc_load_uffd(ctl->api, snap, ub, why, sizeof(why)) == 0))
 						break;
 					/* as before this load: another may follow */
 					o->nr_net_over = 0;
+					while (o->nr_over_fs)
+						fs_options_free(&o->over_fs[--o->nr_over_fs]);
 					memcpy(cfg->vsock.uds, uds, sizeof(uds));
 				}
 				snapshot_close(snap);
@@ -350,6 +358,7 @@ int run_fc_serve_configure(struct control *ctl, struct run_opts *o, const struct
 					 ctl->api->load_dir, strerror(-r));
 			}
 		} else if (fcapi_vm_config(ctl->api, cfg, why, sizeof(why)) == 0) {
+			run_fc_drives_text(ctl->api, o);
 			if (!o->nr_pub || cfg->has_vsock)
 				break;
 			snprintf(why, sizeof(why), "--publish needs a vsock device: PUT /vsock first");

@@ -121,7 +121,8 @@ int restore_nets(struct vm_config *cfg, const struct snapshot *s, const struct n
 }
 
 /* restore: the snapshot's shared drives, in its order, each on the
- * directory it had or the one an override (--fs tag=T,path=P) names. */
+ * directory it had or the one an override (--fs tag=T,path=P, or a
+ * drive's from restore_drives, with its limit and count) names. */
 int restore_fs(struct vm_config *cfg, const struct snapshot *s, struct fs_options *over, unsigned nr_over)
 {
 	unsigned i, j;
@@ -139,17 +140,24 @@ int restore_fs(struct vm_config *cfg, const struct snapshot *s, struct fs_option
 	for (i = 0; i < s->conf.nr_fs; i++) {
 		const struct snap_fs *f = &s->conf.fs[i];
 		struct fs_options *o = &cfg->fs[i];
-		const char *path = f->path;
+		const struct fs_options *ov = NULL;
+		const char *at;
 
 		for (j = 0; j < nr_over; j++)
 			if (!strcmp(f->tag, over[j].tag))
-				path = over[j].path;
+				ov = &over[j];
 		snprintf(o->tag, sizeof(o->tag), "%s", f->tag);
 		o->ro = f->ro;
 		o->cache = (enum fuse_cache)f->cache;
-		o->path = strdup(path);
+		o->path = strdup(ov ? ov->path : f->path);
 		if (!o->path)
 			return -ENOMEM;
+		/* where the guest has it (the clone's own snapshot keeps it);
+		 * a drive's size limit and shared count (run_drives.h) */
+		at = ov && ov->at ? ov->at : f->at[0] ? f->at : NULL;
+		if ((at && !(o->at = strdup(at))) || (ov && ov->usage && !(o->usage = strdup(ov->usage))))
+			return -ENOMEM;
+		o->limit = o->usage ? ov->limit : 0;
 	}
 	return 0;
 }

@@ -37,8 +37,9 @@ int restore_token(const struct snap_conf *c, const char *given, char *tok, size_
 int restore_nets(struct vm_config *cfg, const struct snapshot *s, const struct net_options *over,
 		 const int *mac_given, unsigned nr_over, char spec[][API_NET_SPEC], unsigned *nr_spec);
 /* The snapshot's shared drives into cfg, in its order, each on the
- * directory it had or the one an override (--fs tag=T,path=P) names.
- * 0, -EINVAL (an override names no drive: logged) or -ENOMEM. */
+ * directory it had or the one an override (--fs tag=T,path=P; a named
+ * drive's from restore_drives, with its limit=/usage=) names, where the
+ * guest mounted it kept. 0, -EINVAL (an override names no drive: logged) or -ENOMEM. */
 int restore_fs(struct vm_config *cfg, const struct snapshot *s, struct fs_options *over, unsigned nr_over);
 /* The snapshot's disks into cfg for this clone. An override (--disk
  * path=F[,id=ID]) is used as is (its path taken from over); a read-only

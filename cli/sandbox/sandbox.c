@@ -7,6 +7,7 @@
 #include "vmm/wire/proto.h"
 #include "vmm/api/control.h"
 #include "vmm/base/log.h"
+#include "devices/virtio_fs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -67,6 +68,28 @@ int sandbox_name_ok(const char *name)
 			return 0;
 	}
 	return 1;
+}
+
+int sandbox_drive_arg(const char *arg, char *name, size_t nlen, char *at, size_t alen, int *ro)
+{
+	char tmp[256], *parts[3], *save = NULL, *p;
+	int n = 0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s", arg) >= (int)sizeof(tmp))
+		return -EINVAL;
+	for (p = strtok_r(tmp, ":", &save); p && n < 3; p = strtok_r(NULL, ":", &save))
+		parts[n++] = p;
+	if (!n || p || strlen(parts[0]) >= VIRTIO_FS_TAG_LEN || !sandbox_name_ok(parts[0]) ||
+	    snprintf(name, nlen, "%s", parts[0]) >= (int)nlen)
+		return -EINVAL;
+	*ro = n > 1 && !strcmp(parts[n - 1], "ro");
+	if (snprintf(at, alen, "/drives/%s", name) >= (int)alen)
+		return -EINVAL;
+	if (n - *ro == 2 && snprintf(at, alen, "%s", parts[1]) >= (int)alen)
+		return -EINVAL;
+	if (n - *ro > 2 || !fs_guest_path_valid(at))
+		return -EINVAL;
+	return 0;
 }
 
 static int paths(struct sandbox *sb, const char *root, const char *name)

@@ -48,6 +48,12 @@ int sandbox_root(char *buf, size_t len);
 int sandbox_write_file(const char *dir, const char *name, const void *data, size_t n);
 /* Valid: 1..64 of [A-Za-z0-9_.-], not starting with '.' or '-'. */
 int sandbox_name_ok(const char *name);
+/* A drive as `--drive` names it (cli/drive/drive.h): "NAME[:/GUEST/DIR][:ro]"
+ * split into its name (1..35 of sandbox_name_ok's: it is the virtio-fs tag
+ * too), where the guest mounts it (default /drives/NAME; a directory
+ * guest-init can mount at) and read-only or not. 0 or -EINVAL. Checked
+ * wherever a drive is named: run, the API, an image's defaults. */
+int sandbox_drive_arg(const char *arg, char *name, size_t nlen, char *at, size_t alen, int *ro);
 /* Creates the folder for `name` (NULL: a generated "sb-XXXXXXXX").
  * Refuses a name in use, saying whether its VMM still runs. With adopt,
  * takes over the folder `vmm create` left for `vmm start`. 0 or -errno

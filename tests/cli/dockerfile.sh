@@ -130,6 +130,21 @@ if [ $n = 0 ] && grep -q 'Bad1: step 2/2 (line 2) COPY: nothere: not found in th
 	ok "bad input: one line with the step and line, no image version"
 else bad "bad input: $(cat e1 e2 e3 e4 | tr '\n' ' ')"; fi
 
+# LABEL vmm.drives: the image's drives (docs/images.md), checked; an image
+# built FROM it has them too.
+printf 'FROM scratch\nLABEL vmm.drives=work:/w,docs:ro\nCOPY a.txt /a\n' > ctx/Drives
+printf 'FROM drv\nCOPY a.txt /b\n' > ctx/Drives2
+printf 'FROM scratch\nLABEL vmm.drives=../x\nCOPY a.txt /a\n' > ctx/DrivesBad
+if run 0 image build -f ctx/Drives -t drv ctx && run 0 image inspect drv &&
+	[ "$(python3 -c "import json; print(json.load(open('$tmp/out'))['drives'])")" = work:/w,docs:ro ] &&
+	run 0 image build -f ctx/Drives2 -t drv2 ctx && run 0 image inspect drv2 &&
+	[ "$(python3 -c "import json; print(json.load(open('$tmp/out'))['drives'])")" = work:/w,docs:ro ]; then
+	ok "LABEL vmm.drives: the image's drives, and those of an image built FROM it"
+else bad "LABEL vmm.drives: $(tr '\n' ' ' < "$tmp/err") $(cat "$tmp/out")"; fi
+if run 1 image build -f ctx/DrivesBad -t drvbad ctx && grep -q "label vmm.drives: '../x'" "$tmp/err"; then
+	ok "LABEL vmm.drives with a bad drive: the version fails, naming it"
+else bad "bad vmm.drives: $(tr '\n' ' ' < "$tmp/err")"; fi
+
 # COPY --from= an image of the store and a stage, with the real resolver
 # (it writes the image's config through its pointer: --from=IMAGE and a
 # stage naming itself crashed with status 139).

@@ -59,6 +59,65 @@ if run 1 run --kernel "$kernel" --name alice --drive nosuch -- true && grep -q "
 if run 1 create --name eve --drive work && grep -q "does not allow" "$tmp/err"; then
 	ok "create: refused too"; else bad "create refusal"; fi
 
+# The Firecracker-style API (vmm serve, before boot: no KVM needed): PUT
+# /fs {"drive": NAME} is checked against the allow list for the --id.
+# put_fs ID BODY: "STATUS fault_message" of PUT /fs/w on ID's socket.
+put_fs() {
+	python3 - "$tmp/$1.sock" "$2" <<'PY'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+body = sys.argv[2].encode()
+s.sendall(b"PUT /fs/w HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+head, _, payload = data.partition(b"\r\n\r\n")
+print(head.split()[1].decode(), json.loads(payload)["fault_message"] if payload.strip() else "")
+PY
+}
+serve_api() {
+	"$vmm" --api-sock "$tmp/$1.sock" --id "$1" --console none < /dev/null > "$tmp/$1.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do [ -S "$tmp/$1.sock" ] && break; sleep 0.05; done
+}
+serve_api eve
+serve_api alice
+if [ "$(put_fs eve '{"drive":"work"}')" = "400 drive work does not allow sandbox eve (not on its allow list; vmm drive allow work eve)" ]; then
+	ok "API: PUT /fs with a drive the list refuses: 400, the run's message"; else bad "API refusal: $(put_fs eve '{"drive":"work"}')"; fi
+if [ "$(put_fs alice '{"drive":"work","mount_point":"/work"}')" = "204 " ]; then
+	ok "API: an allowed sandbox's PUT /fs with a drive"; else bad "API drive: $(put_fs alice '{"drive":"work"}')"; fi
+if put_fs alice '{"drive":"nosuch"}' | grep -q "^400 no drive nosuch"; then ok "API: an unknown drive named"; else bad "API unknown drive"; fi
+
+# Image defaults: an image names drives its sandboxes mount (vmm image
+# build --drive); vmm run --image checks them as its own, and its own
+# --drive of the same name wins.
+if command -v mkfs.ext4 > /dev/null && command -v debugfs > /dev/null; then
+	export VMM_IMAGE_DIR=$tmp/images VMM_LIB_DIR=$tmp/lib
+	mkdir -p "$tmp/lib/guest" && printf '#!/bin/sh\n' > "$tmp/lib/guest/guest-init"
+	printf '#!/bin/sh\n[ "$1" = --list ] && printf "sh\\n"\n' > "$tmp/bb"
+	chmod +x "$tmp/bb"
+	run 0 drive allow work bob:ro || bad "allow bob:ro"
+	if run 0 image build img --busybox "$tmp/bb" --drive work:/w -q && run 0 image inspect img &&
+		[ "$(json 'd["drives"]')" = work:/w ]; then ok "image build --drive: recorded"; else bad "image build --drive"; fi
+	if run 2 image build img2 --busybox "$tmp/bb" --drive work --drive work:/x -q &&
+		run 2 image build img2 --busybox "$tmp/bb" --drive 'a/b' -q; then
+		ok "image build --drive: a name twice, a bad name refused"; else bad "image build --drive checks"; fi
+	if run 1 run --image img --kernel "$kernel" --name eve -- true && grep -q "drive work does not allow sandbox eve" "$tmp/err"; then
+		ok "run --image: the image's drive checked for the sandbox"; else bad "image drive refusal"; fi
+	if run 1 run --image img --kernel "$kernel" --name bob -- true && grep -q "read-only" "$tmp/err"; then
+		ok "run --image: the image's rw drive refused on a read-only rule"; else bad "image drive ro rule"; fi
+	if run 1 run --image img --kernel "$kernel" --name bob --drive work:/w:ro -- true && ! grep -q "drive work" "$tmp/err"; then
+		ok "run --image: the run's own --drive of that name wins"; else bad "image drive override"; fi
+	if run 1 run --image img --kernel "$kernel" --name alice -- true && ! grep -q "drive work" "$tmp/err"; then
+		ok "run --image: an allowed sandbox gets past the image's drive"; else bad "image drive allowed"; fi
+else
+	skipped "image defaults: needs mkfs.ext4 and debugfs (e2fsprogs)"
+fi
+
 if run 0 drive rm mine && [ -f "$tmp/mine/f" ] && [ ! -e "$tmp/drives/mine" ]; then
 	ok "rm: a --path folder is kept"; else bad "rm --path"; fi
 if run 0 drive rm work && [ ! -e "$tmp/drives/work" ]; then ok "rm: the store's folder goes"; else bad "rm"; fi

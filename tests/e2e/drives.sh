@@ -2,8 +2,9 @@
 # Drives end to end (docs/cli.md "Drives", docs/virtio-fs.md): two
 # sandboxes on one drive, a file one writes read by the other; a sandbox
 # not on the drive's list refused before boot; writes past the drive's
-# size limit get ENOSPC in the guest, the VMM unaffected; the drive and
-# its files outlive both sandboxes. Sourced by run.sh (its ok/bad, $vmm,
+# size limit get ENOSPC in the guest, the VMM unaffected; a snapshot of a
+# sandbox restored as a clone gets the drive back (allow list, limit,
+# inspect); the drive and its files outlive both sandboxes. Sourced by run.sh (its ok/bad, $vmm,
 # $kernel, $rootfs, $tmp), or run alone:
 #   tests/e2e/drives.sh VMM KERNEL ROOTFS
 if [ -z "${tmp:-}" ]; then
@@ -40,7 +41,7 @@ sq=$(dirname "$vmm")/guest/sqlitecount
 [ -x "$sq" ] && cp "$sq" "$VMM_DRIVE_DIR/work/data/sqlitecount"
 if d_start alice --drive work && d_start bob --drive work:/shared; then
 	ok "drives: two sandboxes on one drive booted"
-else bad "drives: boot: $(tail -3 "$tmp/alice.err" "$tmp/bob.err")"; fi
+else bad "drives: boot: $(tail -n 3 "$tmp/alice.err" "$tmp/bob.err")"; fi
 if [ "$(dx alice 'echo from-alice > /drives/work/note; cat /drives/work/note')" = from-alice ] &&
 	[ "$(dx bob 'cat /shared/note')" = from-alice ]; then
 	ok "drives: a file alice writes bob reads (at /drives/work and /shared)"
@@ -105,6 +106,32 @@ else bad "drives: eve: $(cat "$tmp/eve.err")"; fi
 if ! "$vmm" drive rm work > /dev/null 2> "$tmp/rm.err" && grep -q "in use by alice,bob" "$tmp/rm.err" &&
 	[ -f "$VMM_DRIVE_DIR/work/data/note" ]; then ok "drives: rm refused while sandboxes use the drive"
 else bad "drives: rm in use: $(cat "$tmp/rm.err")"; fi
+# A snapshot of alice restored as a new sandbox: its drive is the drive
+# again, checked for the clone's name before anything runs, with the size
+# limit and the shared count (docs/snapshot.md, "Drives").
+d_ready() { for _ in $(seq 480); do timeout 20 "$vmm" exec "$1" -- true > /dev/null 2>&1 && return 0; sleep 0.5; done; return 1; }
+if timeout 600 "$vmm" snapshot alice "$tmp/snap-alice" > /dev/null 2> "$tmp/snap.err" &&
+	! timeout 120 "$vmm" restore -d "$tmp/snap-alice" --name dave > /dev/null 2> "$tmp/dave.err" &&
+	grep -q "drive work does not allow sandbox dave" "$tmp/dave.err" && ! "$vmm" ls | grep -q '^dave '; then
+	ok "drives: a clone the drive's list does not name refused before anything runs"
+else bad "drives: clone refusal: $(cat "$tmp/snap.err" "$tmp/dave.err")"; fi
+"$vmm" drive allow work clone > /dev/null 2>&1
+if timeout 1200 "$vmm" restore -d "$tmp/snap-alice" --name clone < /dev/null > "$tmp/clone.out" 2> "$tmp/clone.err" &&
+	d_ready clone && [ "$(dx clone 'cat /drives/work/note')" = from-alice ]; then
+	ok "drives: a restored clone of alice sees the drive's files"
+else bad "drives: clone: $(tail -3 "$tmp/clone.err")"; fi
+out=$(dx clone 'dd if=/dev/zero of=/drives/work/d bs=1M count=9 2>&1; echo rc=$?; rm -f /drives/work/d')
+if [[ "$out" == *"No space left"* ]] && [[ "$out" != *rc=0* ]] && [ "$(dx alice 'echo still-alive')" = still-alive ]; then
+	ok "drives: the clone's write past the drive's limit gets ENOSPC"
+else bad "drives: clone limit: $out"; fi
+if "$vmm" drive inspect work > "$tmp/insp" && python3 -c "
+import json; d = json.load(open('$tmp/insp')); assert sorted(d['used_by']) == ['alice', 'bob', 'clone'], d" &&
+	"$vmm" inspect clone | grep -q '"drives":"work:/drives/work"'; then
+	ok "drives: inspect shows the clone on the drive"
+else bad "drives: clone inspect: $(cat "$tmp/insp")"; fi
+d_stop clone
+rm -rf "$tmp/snap-alice"
+
 d_stop alice
 d_stop bob
 "$vmm" drive allow work carol > /dev/null 2>&1

@@ -50,7 +50,20 @@ struct fcapi_fs {
 	char tag[VIRTIO_FS_TAG_LEN];
 	char path[PATH_MAX];
 	int ro;
+	/* A named drive (PUT /fs/ID {"drive": NAME}; docs/cli.md, "Drives"):
+	 * "" for a host directory. The resolver fills path, limit, usage
+	 * and at (mount_point, else its default). */
+	char drive[VIRTIO_FS_TAG_LEN];
+	char at[128];           /* where guest-init mounts it, "" : /mnt/TAG */
+	uint64_t limit;         /* the drive's size limit in bytes, 0: none */
+	char usage[PATH_MAX];   /* the drive's shared byte count (with limit) */
 };
+
+/* Resolves a named drive for this sandbox (the launcher's: vmm/api knows
+ * no drive store): checks that the drive allows it (fs->ro: read-only)
+ * and fills fs's path, limit, usage and at. 0, or -errno with why (the
+ * same message `vmm run --drive` gives). */
+typedef int fcapi_drive_fn(void *ctx, struct fcapi_fs *fs, char *why, size_t len);
 
 /* PUT /logger (or --log-path ...): where vmm's log lines go. */
 struct fcapi_logger {
@@ -165,6 +178,8 @@ struct fcapi {
 	struct fcapi_counters n, n_last; /* n_last: as of the last line */
 	struct fcapi_dev_totals dev_last;
 	struct mmds mmds;       /* the metadata store (PUT /mmds; devices/mmds.h) */
+	fcapi_drive_fn *drive_resolve; /* PUT /fs's "drive" (NULL: refused) */
+	void *drive_ctx;
 };
 
 #define FCAPI_METRICS_PERIOD_MS 60000

@@ -188,59 +188,93 @@ int fcapi_put_vsock(struct fcapi *a, const struct json *b, struct why *w)
 	return 0;
 }
 
+/* PUT /fs's "drive": a named drive, resolved (and its allow list checked)
+ * by the launcher before it is stored. */
+static int fs_drive(struct fcapi *a, const struct json *b, struct fcapi_fs *s, struct why *w)
+{
+	const char *drive = fcapi_get_str(b, "drive"), *at = fcapi_get_str(b, "mount_point");
+	char why[512];
+
+	if (fcapi_has(b, "path_on_host"))
+		return fcapi_fail(w, "give 'path_on_host' or 'drive', not both");
+	if (at && !fs_guest_path_valid(at))
+		return fcapi_fail(w, "'mount_point' must be an absolute guest directory (at most 100 of A-Z a-z 0-9 . _ - /)");
+	if (!a->drive_resolve)
+		return fcapi_fail(w, "'drive': this VMM has no drive store (vmm serve has)");
+	snprintf(s->drive, sizeof(s->drive), "%s", drive);
+	snprintf(s->at, sizeof(s->at), "%s", at ? at : "");
+	why[0] = '\0';
+	if (a->drive_resolve(a->drive_ctx, s, why, sizeof(why)))
+		return fcapi_fail(w, "%s", why[0] ? why : "drive refused");
+	return 0;
+}
+
+/* PUT /fs/ID: a host directory (tag, path_on_host) or a named drive
+ * (drive, mount_point; the tag is the drive's name unless given). */
 int fcapi_put_fs(struct fcapi *a, const struct json *b, const char *path_id, struct why *w)
 {
 	static const struct field f[] = {
 		{ "fs_id", F_STR, 0, NULL },
-		{ "tag", F_STR, 1, NULL },
-		{ "path_on_host", F_STR, 1, NULL },
+		{ "tag", F_STR, 0, NULL },
+		{ "path_on_host", F_STR, 0, NULL },
 		{ "read_only", F_BOOL, 0, NULL },
+		{ "drive", F_STR, 0, NULL },
+		{ "mount_point", F_STR, 0, NULL },
 	};
+	struct fcapi_config *c = &a->cfg;
+	struct fcapi_fs s, *slot = NULL;
 	const char *id, *tag, *path;
 	struct stat st;
-	int r;
+	unsigned i;
+	int r, drive;
 
-	if ((r = fcapi_check_fields(b, f, 4, w)) || (r = fcapi_pre_boot(a, w)))
+	if ((r = fcapi_check_fields(b, f, 6, w)) || (r = fcapi_pre_boot(a, w)))
 		return r;
+	drive = fcapi_has(b, "drive");
 	id = fcapi_get_str(b, "fs_id");
 	tag = fcapi_get_str(b, "tag");
 	path = fcapi_get_str(b, "path_on_host");
+	if (!drive && (!tag || !path)) /* serde's words for a missing field */
+		return fcapi_deser_fail(w, b->end, "missing field `%s`", !tag ? "tag" : "path_on_host");
+	if (!drive && fcapi_has(b, "mount_point"))
+		return fcapi_fail(w, "'mount_point' is for a 'drive'");
 	if (!id && !path_id)
 		return fcapi_fail(w, "missing required field 'fs_id'");
 	if ((r = fcapi_check_id(path_id, id ? id : path_id, "fs_id", 63, w)))
 		return r;
+	if (drive && !fs_tag_valid(fcapi_get_str(b, "drive")))
+		return fcapi_fail(w, "'drive' must be a drive's name (vmm drive ls)");
+	if (drive && !tag)
+		tag = fcapi_get_str(b, "drive");
 	if (!fs_tag_valid(tag))
 		return fcapi_fail(w, "'tag' must be 1 to %d of A-Z a-z 0-9 . _ - (and not . or ..)", VIRTIO_FS_TAG_LEN - 1);
-	if (path[0] != '/')
-		return fcapi_fail(w, "'path_on_host' must be an absolute path");
-	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-		return fcapi_fail(w, "'path_on_host' %.200s: not a directory", path);
-	{
-		struct fcapi_config *c = &a->cfg;
-		struct fcapi_fs *s = NULL;
-		unsigned i;
-
-		id = id ? id : path_id;
-		if (strlen(path) >= sizeof(s->path))
-			return fcapi_fail(w, "'path_on_host' is too long");
-		for (i = 0; i < c->nr_fs; i++) {
-			if (!strcmp(c->fs[i].id, id))
-				s = &c->fs[i];
-			else if (!strcmp(c->fs[i].tag, tag))
-				return fcapi_fail(w, "tag %s is taken by shared directory %s", tag, c->fs[i].id);
-		}
-		if (!s) {
-			if (c->nr_fs == FCAPI_MAX_FS)
-				return fcapi_fail(w, "at most %d shared directories", FCAPI_MAX_FS);
-			s = &c->fs[c->nr_fs++];
-		}
-		snprintf(s->id, sizeof(s->id), "%s", id);
-		snprintf(s->tag, sizeof(s->tag), "%s", tag);
-		snprintf(s->path, sizeof(s->path), "%s", path);
-		s->ro = fcapi_get_bool(b, "read_only", 0);
-		c->touched = 1;
-		return 0;
+	id = id ? id : path_id;
+	for (i = 0; i < c->nr_fs; i++) {
+		if (!strcmp(c->fs[i].id, id))
+			slot = &c->fs[i];
+		else if (!strcmp(c->fs[i].tag, tag))
+			return fcapi_fail(w, "tag %s is taken by shared directory %s", tag, c->fs[i].id);
 	}
+	if (!slot && c->nr_fs == FCAPI_MAX_FS)
+		return fcapi_fail(w, "at most %d shared directories", FCAPI_MAX_FS);
+	memset(&s, 0, sizeof(s));
+	snprintf(s.id, sizeof(s.id), "%s", id);
+	snprintf(s.tag, sizeof(s.tag), "%s", tag);
+	s.ro = fcapi_get_bool(b, "read_only", 0);
+	if (drive) {
+		if ((r = fs_drive(a, b, &s, w)))
+			return r;
+	} else {
+		if (path[0] != '/')
+			return fcapi_fail(w, "'path_on_host' must be an absolute path");
+		if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+			return fcapi_fail(w, "'path_on_host' %.200s: not a directory", path);
+		if ((r = fcapi_copy_str(s.path, sizeof(s.path), path, "path_on_host", w)))
+			return r;
+	}
+	*(slot ? slot : &c->fs[c->nr_fs++]) = s;
+	c->touched = 1;
+	return 0;
 }
 
 /* ---- PATCH on a running VM ----------------------------------------------------- */

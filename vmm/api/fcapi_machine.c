@@ -325,6 +325,13 @@ int fcapi_vm_config(const struct fcapi *a, struct vm_config *cfg, char *why, siz
 		o->ro = c->fs[i].ro;
 		o->cache = FUSE_CACHE_NONE;
 		cfg->nr_fs = i + 1;
+		/* a named drive: where it is mounted, its size limit and count */
+		if ((c->fs[i].at[0] && !(o->at = strdup(c->fs[i].at))) ||
+		    (c->fs[i].limit && !(o->usage = strdup(c->fs[i].usage)))) {
+			snprintf(why, n, "out of memory");
+			return -ENOMEM;
+		}
+		o->limit = c->fs[i].usage[0] ? c->fs[i].limit : 0;
 	}
 	fcapi_dev_vm_config(a, cfg);
 	return 0;

@@ -514,8 +514,15 @@ size_t fcapi_vm_config_json(const struct fcapi *a, char *out, size_t cap)
 			jw_str(&w, c->fs[i].id);
 			jw_key(&w, "tag");
 			jw_str(&w, c->fs[i].tag);
-			jw_key(&w, "path_on_host");
-			jw_str(&w, c->fs[i].path);
+			if (c->fs[i].drive[0]) { /* a config file of this checks the drive again */
+				jw_key(&w, "drive");
+				jw_str(&w, c->fs[i].drive);
+				jw_key(&w, "mount_point");
+				jw_str(&w, c->fs[i].at);
+			} else {
+				jw_key(&w, "path_on_host");
+				jw_str(&w, c->fs[i].path);
+			}
 			jw_key(&w, "read_only");
 			jw_bool(&w, c->fs[i].ro);
 			jw_obj_end(&w);

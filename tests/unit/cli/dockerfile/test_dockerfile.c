@@ -745,7 +745,8 @@ static void test_stage_config(void **state)
 	static const char base[] =
 		"{\"Env\":[\"A=1\",\"PATH=/opt/bin\"],\"Cmd\":[\"sh\",\"-c\",\"echo hi\"],"
 		"\"Entrypoint\":[\"/init\"],\"WorkingDir\":\"/srv\",\"User\":\"app\","
-		"\"ExposedPorts\":{\"8080/tcp\":{}},\"Labels\":{\"vmm.mem\":\"512\",\"vmm.cpus\":\"2\"}}";
+		"\"ExposedPorts\":{\"8080/tcp\":{}},\"Labels\":{\"vmm.mem\":\"512\",\"vmm.cpus\":\"2\","
+		"\"vmm.drives\":\"work:/w\"}}";
 	struct stage s;
 	struct oci_defaults *d = calloc(1, sizeof(*d));
 	char *json = NULL;
@@ -780,6 +781,7 @@ static void test_stage_config(void **state)
 	assert_int_equal(d->ports[0], 8080);
 	assert_int_equal(d->mem_mib, 512);
 	assert_int_equal(d->cpus, 2);
+	assert_string_equal(d->drives, "work:/w"); /* an image built FROM it mounts them too */
 	free(json);
 	dfb_stage_free(&s);
 

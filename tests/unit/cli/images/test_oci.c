@@ -46,7 +46,7 @@ static const char config_fixture[] =
 	"{\"architecture\":\"amd64\",\"config\":{\"Env\":[\"PATH=/usr/local/bin:/usr/bin\",\"LANG=C.UTF-8\"],"
 	"\"Entrypoint\":[\"python3\"],\"Cmd\":[\"-m\",\"http.server\"],\"WorkingDir\":\"/app\",\"User\":\"app\","
 	"\"ExposedPorts\":{\"8000/tcp\":{},\"53/udp\":{}},\"Labels\":{\"vmm.mem\":\"1G\",\"vmm.cpus\":\"2\","
-	"\"vmm.idle-timeout\":\"10m\",\"other\":\"x\"}},\"created\":\"2024-01-01T00:00:00Z\",\"os\":\"linux\","
+	"\"vmm.idle-timeout\":\"10m\",\"vmm.drives\":\"work:/w,docs:ro\",\"other\":\"x\"}},\"created\":\"2024-01-01T00:00:00Z\",\"os\":\"linux\","
 	"\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"" D2 "\",\"" D3 "\"]}}";
 
 static void test_refs(void **state)
@@ -161,6 +161,7 @@ static void test_config_and_plan(void **state)
 	assert_int_equal(d->mem_mib, 1024);
 	assert_int_equal(d->cpus, 2);
 	assert_int_equal(d->idle_timeout_s, 600);
+	assert_string_equal(d->drives, "work:/w,docs:ro"); /* checked where an image takes it */
 	/* round trip through config.json */
 	assert_int_equal(oci_defaults_json(d, json, sizeof(json)), 0);
 	assert_int_equal(oci_defaults_parse(json, strlen(json), back), 0);
@@ -168,6 +169,7 @@ static void test_config_and_plan(void **state)
 	assert_string_equal(back->cmd[1], "http.server");
 	assert_int_equal(back->mem_mib, 1024);
 	assert_int_equal(back->idle_timeout_s, 600);
+	assert_string_equal(back->drives, "work:/w,docs:ro");
 	/* no command: Entrypoint + Cmd, the image's env, cwd and user */
 	oci_plan_exec(back, NULL, NULL, NULL, p);
 	assert_int_equal(p->argc, 3);

@@ -618,6 +618,82 @@ static void route_vm_config(void **state)
 		fs_options_free(&cfg.fs[--cfg.nr_fs]);
 }
 
+/* The launcher's drive resolver, made up: drive "work" allows only sandbox
+ * "alice", read-write, with a 1 MiB limit; anything else is refused in
+ * drive_allowed's words. */
+static int fake_resolve(void *ctx, struct fcapi_fs *fs, char *why, size_t len)
+{
+	const char *who = ctx;
+
+	if (strcmp(fs->drive, "work")) {
+		snprintf(why, len, "no drive %s (vmm drive create %s)", fs->drive, fs->drive);
+		return -ENOENT;
+	}
+	if (strcmp(who, "alice")) {
+		snprintf(why, len, "drive work does not allow sandbox %s (not on its allow list; vmm drive allow work %s)",
+			 who, who);
+		return -EACCES;
+	}
+	snprintf(fs->path, sizeof(fs->path), "/srv/drives/work/data");
+	if (!fs->at[0])
+		snprintf(fs->at, sizeof(fs->at), "/drives/work");
+	fs->limit = 1 << 20;
+	snprintf(fs->usage, sizeof(fs->usage), "/srv/drives/work/usage");
+	return 0;
+}
+
+/* PUT /fs {"drive": NAME}: through the launcher's resolver (the allow list
+ * refuses with a 400 in Firecracker's style, nothing stored), the drive's
+ * folder, limit and count reach the VM's options, GET /vm/config names the
+ * drive, not its folder. */
+static void route_fs_drive(void **state)
+{
+	struct vm_config cfg;
+	char why[128];
+
+	(void)state;
+	fcapi_init(&api, "drives");
+	expect_fault(400, "PUT", "/fs/w", "{\"drive\":\"work\"}", "no drive store");
+	api.drive_resolve = fake_resolve;
+	api.drive_ctx = (void *)"eve";
+	expect_fault(400, "PUT", "/fs/w", "{\"drive\":\"work\"}", "drive work does not allow sandbox eve");
+	assert_int_equal(api.cfg.nr_fs, 0);
+	api.drive_ctx = (void *)"alice";
+	expect_fault(400, "PUT", "/fs/w", "{\"drive\":\"nosuch\"}", "no drive nosuch");
+	expect_fault(400, "PUT", "/fs/w", "{\"drive\":\"work\",\"path_on_host\":\"/tmp\"}", "not both");
+	expect_fault(400, "PUT", "/fs/w", "{\"drive\":\"a/b\"}", "'drive'");
+	expect_fault(400, "PUT", "/fs/w", "{\"drive\":\"work\",\"mount_point\":\"rel\"}", "mount_point");
+	expect_fault(400, "PUT", "/fs/w", "{\"drive\":\"work\",\"mount_point\":\"/a/../b\"}", "mount_point");
+	expect_fault(400, "PUT", "/fs/w", "{\"tag\":\"t\",\"path_on_host\":\"/tmp\",\"mount_point\":\"/x\"}",
+		     "for a 'drive'");
+	expect_fault(400, "PUT", "/fs/w", "{\"drive\":\"work\",\"size\":1}", "unknown field `size`");
+	assert_int_equal(api.cfg.nr_fs, 0);
+	/* the tag is the drive's name unless given */
+	assert_int_equal(req("PUT", "/fs/w", "{\"drive\":\"work\",\"mount_point\":\"/work\"}"), 204);
+	assert_int_equal(api.cfg.nr_fs, 1);
+	assert_string_equal(api.cfg.fs[0].tag, "work");
+	assert_string_equal(api.cfg.fs[0].at, "/work");
+	expect_fault(400, "PUT", "/fs/other", "{\"drive\":\"work\"}", "tag work is taken");
+	assert_int_equal(req("PUT", "/fs/share", "{\"tag\":\"share\",\"path_on_host\":\"/tmp\"}"), 204);
+	assert_int_equal(req("GET", "/vm/config", NULL), 200);
+	assert_non_null(strstr(out, "{\"fs_id\":\"w\",\"tag\":\"work\",\"drive\":\"work\",\"mount_point\":\"/work\""));
+	assert_null(strstr(out, "/srv/drives"));
+	assert_int_equal(req("PUT", "/boot-source", "{\"kernel_image_path\":\"/bin/sh\"}"), 204);
+	memset(&cfg, 0, sizeof(cfg));
+	assert_int_equal(fcapi_vm_config(&api, &cfg, why, sizeof(why)), 0);
+	assert_int_equal(cfg.nr_fs, 2);
+	assert_string_equal(cfg.fs[0].path, "/srv/drives/work/data");
+	assert_string_equal(cfg.fs[0].at, "/work");
+	assert_int_equal(cfg.fs[0].limit, 1 << 20);
+	assert_string_equal(cfg.fs[0].usage, "/srv/drives/work/usage");
+	/* a host folder has none of that */
+	assert_null(cfg.fs[1].at);
+	assert_null(cfg.fs[1].usage);
+	assert_int_equal(cfg.fs[1].limit, 0);
+	while (cfg.nr_fs)
+		fs_options_free(&cfg.fs[--cfg.nr_fs]);
+}
+
 /* Firecracker's static templates by name: the masks stand in the custom
  * template's slot, GET names them, and the start is refused on a host of
  * the other vendor in Firecracker's words (C3/T2/T2S/T2CL Intel, T2A AMD). */
@@ -1166,6 +1242,7 @@ int main(void)
 		cmocka_unit_test(route_logger_metrics),
 		cmocka_unit_test(config_file),
 		cmocka_unit_test(route_entropy_balloon),
+		cmocka_unit_test(route_fs_drive),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
