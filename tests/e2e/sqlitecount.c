@@ -122,10 +122,14 @@ static int insert(const char *path, const char *mode, const char *who, int n)
 			i--;
 			continue;
 		}
-		if (wal && i % WAL_TURN == WAL_TURN - 1) { /* give the other writer its turn */
+		if (wal && i % WAL_TURN == WAL_TURN - 1) {
+			/* Give the other writer its turn: it polls the lock
+			 * (SQLite's busy handler, or the retry above), so a
+			 * writer that reopened at once would keep it. */
 			if (sqlite3_close(db) != SQLITE_OK)
 				return fail(db, "close");
 			db = NULL;
+			nanosleep(&(struct timespec){ .tv_nsec = 150 * 1000 * 1000 }, NULL);
 		}
 	}
 	return db && sqlite3_close(db) != SQLITE_OK ? fail(db, "close") : 0;
