@@ -2,6 +2,7 @@
  * store (create once, load, save, remove; a second create of a name
  * refused), the usage walk and count, and what --drive mounts. */
 #include "cli/drive/drive.h"
+#include "cli/sandbox/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +34,75 @@ static void names(void **state)
 	assert_true(drive_name_ok("abcdefghijabcdefghijabcdefghijabcde"));   /* 35 */
 }
 
+/* Label rules: parsed with their own colon, and the order of decision
+ * (drive.h): own name rule, then label rules (read-only wins among
+ * them), then "*". */
+static void label_rules(void **state)
+{
+	struct drive d = { .name = "shared" };
+	struct drive_rule r;
+	char why[256], text[SANDBOX_LABELS_TEXT] = "";
+
+	(void)state;
+	assert_int_equal(drive_rule_parse("label:team=a", &r), 0);
+	assert_string_equal(r.who, "label:team=a");
+	assert_false(r.ro);
+	assert_int_equal(drive_rule_parse("label:team=a:ro", &r), 0);
+	assert_string_equal(r.who, "label:team=a");
+	assert_true(r.ro);
+	assert_int_equal(drive_rule_parse("label:k/x=", &r), 0); /* an empty value is a value */
+	assert_int_equal(drive_rule_parse("label:team", &r), -EINVAL);
+	assert_int_equal(drive_rule_parse("label:=a", &r), -EINVAL);
+	assert_int_equal(drive_rule_parse("label:t=a,b", &r), -EINVAL);
+	assert_int_equal(drive_rule_parse("label:t=a:rx", &r), -EINVAL);
+	/* labels: checked, a key set twice keeps the last value, bounded */
+	assert_true(sandbox_label_ok("team=a"));
+	assert_false(sandbox_label_ok("/x=a"));
+	assert_false(sandbox_label_ok("x=a/b"));
+	assert_int_equal(sandbox_labels_add(text, sizeof(text), "team=a"), 0);
+	assert_int_equal(sandbox_labels_add(text, sizeof(text), "role=review"), 0);
+	assert_int_equal(sandbox_labels_add(text, sizeof(text), "team=b"), 0);
+	assert_string_equal(text, "role=review,team=b");
+	assert_true(sandbox_has_label(text, "team=b"));
+	assert_false(sandbox_has_label(text, "team=a"));
+	assert_false(sandbox_has_label(text, "team=bb"));
+	assert_false(sandbox_has_label(text, "eam=b"));
+	for (int i = 0; i < SANDBOX_LABELS_MAX - 2; i++) {
+		char kv[16];
+
+		snprintf(kv, sizeof(kv), "k%d=v", i);
+		assert_int_equal(sandbox_labels_add(text, sizeof(text), kv), 0);
+	}
+	assert_int_equal(sandbox_labels_add(text, sizeof(text), "one=more"), -E2BIG);
+	assert_int_equal(sandbox_labels_add(text, sizeof(text), "team=c"), 0); /* a change is not one more */
+
+	/* a label rule lets a sandbox of that label in, by no name */
+	assert_int_equal(drive_rule_parse("label:team=a", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_allowed(&d, "eve", "team=a", 0, why, sizeof(why)), 0);
+	assert_int_equal(drive_allowed(&d, NULL, "x=1,team=a", 0, why, sizeof(why)), 0);
+	assert_int_equal(drive_allowed(&d, "eve", "team=b", 1, why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_allowed(&d, "eve", NULL, 1, why, sizeof(why)), -EACCES);
+	/* two matching label rules: read-only wins, in either order */
+	assert_int_equal(drive_rule_parse("label:role=review:ro", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_allowed(&d, "eve", "team=a,role=review", 0, why, sizeof(why)), -EACCES);
+	assert_non_null(strstr(why, "rule label:role=review:ro"));
+	assert_int_equal(drive_allowed(&d, "eve", "team=a,role=review", 1, why, sizeof(why)), 0);
+	assert_int_equal(drive_deny(&d, "label:team=a"), 0);
+	assert_int_equal(drive_allow(&d, &(struct drive_rule){ .who = "label:team=a" }), 0); /* now after */
+	assert_int_equal(drive_allowed(&d, "eve", "team=a,role=review", 0, why, sizeof(why)), -EACCES);
+	/* the own name rule wins over label rules */
+	assert_int_equal(drive_rule_parse("eve:rw", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_allowed(&d, "eve", "team=a,role=review", 0, why, sizeof(why)), 0);
+	/* label rules win over "*" (rw for the rest, ro for reviewers) */
+	assert_int_equal(drive_rule_parse("*", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_allowed(&d, "bob", "role=review", 0, why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_allowed(&d, "bob", "other=1", 0, why, sizeof(why)), 0);
+}
+
 static void rules_and_decision(void **state)
 {
 	struct drive d = { .name = "shared" };
@@ -49,30 +119,30 @@ static void rules_and_decision(void **state)
 	assert_int_equal(drive_rule_parse("../x", &r), -EINVAL);
 	assert_int_equal(drive_rule_parse(":ro", &r), -EINVAL);
 	/* empty: nobody */
-	assert_int_equal(drive_allowed(&d, "alice", 0, why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_allowed(&d, "alice", NULL, 0, why, sizeof(why)), -EACCES);
 	assert_non_null(strstr(why, "shared"));
 	assert_non_null(strstr(why, "empty"));
 	assert_int_equal(drive_rule_parse("alice", &r), 0);
 	assert_int_equal(drive_allow(&d, &r), 0);
 	assert_int_equal(drive_rule_parse("bob:ro", &r), 0);
 	assert_int_equal(drive_allow(&d, &r), 0);
-	assert_int_equal(drive_allowed(&d, "alice", 0, why, sizeof(why)), 0);
-	assert_int_equal(drive_allowed(&d, "bob", 1, why, sizeof(why)), 0);
-	assert_int_equal(drive_allowed(&d, "bob", 0, why, sizeof(why)), -EACCES); /* rw asked, ro given */
+	assert_int_equal(drive_allowed(&d, "alice", NULL, 0, why, sizeof(why)), 0);
+	assert_int_equal(drive_allowed(&d, "bob", NULL, 1, why, sizeof(why)), 0);
+	assert_int_equal(drive_allowed(&d, "bob", NULL, 0, why, sizeof(why)), -EACCES); /* rw asked, ro given */
 	assert_non_null(strstr(why, "read-only"));
-	assert_int_equal(drive_allowed(&d, "eve", 1, why, sizeof(why)), -EACCES);
-	assert_int_equal(drive_allowed(&d, NULL, 1, why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_allowed(&d, "eve", NULL, 1, why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_allowed(&d, NULL, NULL, 1, why, sizeof(why)), -EACCES);
 	/* "*" read-only for the rest; a name's own rule wins over it */
 	assert_int_equal(drive_rule_parse("*:ro", &r), 0);
 	assert_int_equal(drive_allow(&d, &r), 0);
-	assert_int_equal(drive_allowed(&d, "eve", 1, why, sizeof(why)), 0);
-	assert_int_equal(drive_allowed(&d, "eve", 0, why, sizeof(why)), -EACCES);
-	assert_int_equal(drive_allowed(&d, "alice", 0, why, sizeof(why)), 0);
+	assert_int_equal(drive_allowed(&d, "eve", NULL, 1, why, sizeof(why)), 0);
+	assert_int_equal(drive_allowed(&d, "eve", NULL, 0, why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_allowed(&d, "alice", NULL, 0, why, sizeof(why)), 0);
 	/* allow again changes the rule; deny removes it */
 	assert_int_equal(drive_rule_parse("alice:ro", &r), 0);
 	assert_int_equal(drive_allow(&d, &r), 0);
 	assert_int_equal(d.nr_allow, 3);
-	assert_int_equal(drive_allowed(&d, "alice", 0, why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_allowed(&d, "alice", NULL, 0, why, sizeof(why)), -EACCES);
 	assert_int_equal(drive_deny(&d, "alice"), 0);
 	assert_int_equal(drive_deny(&d, "alice"), -ENOENT);
 	assert_int_equal(d.nr_allow, 2);
@@ -91,6 +161,8 @@ static void store_round_trip(void **state)
 	d.size = 1 << 20;
 	assert_int_equal(drive_rule_parse("alice:ro", &r), 0);
 	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_rule_parse("label:team/x=a.b:ro", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
 	assert_int_equal(drive_create(&d, why, sizeof(why)), 0);
 	assert_true(d.own);
 	/* the same name again: refused, the first untouched */
@@ -103,9 +175,11 @@ static void store_round_trip(void **state)
 	assert_int_equal(drive_load("work", &e), 0);
 	assert_string_equal(e.path, d.path);
 	assert_int_equal(e.size, 1 << 20);
-	assert_int_equal(e.nr_allow, 1);
+	assert_int_equal(e.nr_allow, 2);
 	assert_string_equal(e.allow[0].who, "alice");
 	assert_true(e.allow[0].ro);
+	assert_string_equal(e.allow[1].who, "label:team/x=a.b");
+	assert_true(e.allow[1].ro);
 	/* usage: a file of 64 KiB in the folder is counted */
 	snprintf(p, sizeof(p), "%s/f", d.path);
 	fd = open(p, O_WRONLY | O_CREAT, 0600);
@@ -145,17 +219,24 @@ static void mount_option(void **state)
 	assert_int_equal(drive_rule_parse("alice", &r), 0);
 	assert_int_equal(drive_allow(&d, &r), 0);
 	assert_int_equal(drive_create(&d, why, sizeof(why)), 0);
-	assert_int_equal(drive_mount_opt("m", "alice", fs, sizeof(fs), why, sizeof(why)), 0);
+	assert_int_equal(drive_mount_opt("m", "alice", NULL, fs, sizeof(fs), why, sizeof(why)), 0);
 	assert_non_null(strstr(fs, "tag=m,"));
 	assert_non_null(strstr(fs, ",at=/drives/m,"));
 	assert_non_null(strstr(fs, ",limit=4194304,usage="));
-	assert_int_equal(drive_mount_opt("m:/work:ro", "alice", fs, sizeof(fs), why, sizeof(why)), 0);
+	assert_int_equal(drive_mount_opt("m:/work:ro", "alice", NULL, fs, sizeof(fs), why, sizeof(why)), 0);
 	assert_non_null(strstr(fs, ",ro,at=/work,"));
-	assert_int_equal(drive_mount_opt("m:/a/../etc", "alice", fs, sizeof(fs), why, sizeof(why)), -EINVAL);
-	assert_int_equal(drive_mount_opt("m:rel", "alice", fs, sizeof(fs), why, sizeof(why)), -EINVAL);
-	assert_int_equal(drive_mount_opt("m", "eve", fs, sizeof(fs), why, sizeof(why)), -EACCES);
+	assert_int_equal(drive_mount_opt("m:/a/../etc", "alice", NULL, fs, sizeof(fs), why, sizeof(why)), -EINVAL);
+	assert_int_equal(drive_mount_opt("m:rel", "alice", NULL, fs, sizeof(fs), why, sizeof(why)), -EINVAL);
+	assert_int_equal(drive_mount_opt("m", "eve", NULL, fs, sizeof(fs), why, sizeof(why)), -EACCES);
 	assert_non_null(strstr(why, "drive m"));
-	assert_int_equal(drive_mount_opt("none", "alice", fs, sizeof(fs), why, sizeof(why)), -ENOENT);
+	/* by label: read-only for team=a, so rw is refused naming the rule */
+	assert_int_equal(drive_rule_parse("label:team=a:ro", &r), 0);
+	assert_int_equal(drive_allow(&d, &r), 0);
+	assert_int_equal(drive_save(&d), 0);
+	assert_int_equal(drive_mount_opt("m:ro", "eve", "team=a", fs, sizeof(fs), why, sizeof(why)), 0);
+	assert_int_equal(drive_mount_opt("m", "eve", "team=a", fs, sizeof(fs), why, sizeof(why)), -EACCES);
+	assert_non_null(strstr(why, "rule label:team=a:ro"));
+	assert_int_equal(drive_mount_opt("none", "alice", NULL, fs, sizeof(fs), why, sizeof(why)), -ENOENT);
 	assert_int_equal(drive_remove(&d), 0);
 }
 
@@ -188,6 +269,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(names),
 		cmocka_unit_test(rules_and_decision),
+		cmocka_unit_test(label_rules),
 		cmocka_unit_test(store_round_trip),
 		cmocka_unit_test(mount_option),
 	};
