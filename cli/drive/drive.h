@@ -19,6 +19,9 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "devices/fuse/fuse.h"
 
 #define DRIVE_NAME_MAX 35  /* it is the virtio-fs tag too */
 #define DRIVE_ALLOW_MAX 32
@@ -78,5 +81,37 @@ void drive_users(const char *name, char *buf, size_t len);
  * ("tag=NAME,path=DIR[,ro],at=GUESTDIR[,limit=N,usage=FILE]"). 0, or
  * -errno with why (naming the drive and the rule). */
 int drive_mount_opt(const char *arg, const char *who, const char *labels, char *fs, size_t fslen, char *why, size_t len);
+
+/* ---- drive_files.c: a drive's files served on the host (the MCP
+ * endpoint's drive scopes, docs/mcp.md). rel: a path relative to the
+ * drive's folder ("" its root), never leaving it: each walk is
+ * openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) from root, and -EXDEV
+ * (or -ELOOP) is what a link out of the drive gets. ---- */
+struct drive_files {
+	int root;                  /* O_PATH fd of the drive's folder */
+	struct fuse_budget budget; /* its shared count mapped (a size limit), or used NULL */
+};
+struct drive_dirent {
+	char *name; /* malloc'd */
+	char type;  /* 'f', 'd', 'l' or '?' */
+	long long size;
+};
+int drive_files_open(const struct drive *d, struct drive_files *f);
+void drive_files_close(struct drive_files *f);
+/* openat2 beneath root. An fd, or -errno. */
+int drive_open_beneath(int root, const char *rel, int flags, mode_t mode);
+/* At most max bytes of a regular file from off into *data (malloc'd,
+ * NUL-terminated); *size, *mode (may be NULL) from its stat. nofollow: a
+ * symbolic link as the last component is refused (-ELOOP). */
+int drive_file_read(const struct drive_files *f, const char *rel, uint64_t off, size_t max, int nofollow, char **data,
+		    size_t *len, uint64_t *size, int64_t *mode);
+/* A directory's entries, the first max into ents (the caller's array),
+ * *total all of them. */
+int drive_file_list(const struct drive_files *f, const char *rel, size_t max, struct drive_dirent *ents, size_t *n,
+		    size_t *total);
+/* Replaces rel with data, atomically (a new file renamed over it); mode <
+ * 0: 0644; parents: missing directories made. -ENOSPC past the size
+ * limit, nothing changed. */
+int drive_file_write(struct drive_files *f, const char *rel, const void *data, size_t len, int64_t mode, int parents);
 
 #endif

@@ -240,6 +240,94 @@ static void mount_option(void **state)
 	assert_int_equal(drive_remove(&d), 0);
 }
 
+/* The host-side file access (drive_files.c): reads, listings and writes
+ * stay beneath the drive whatever links a guest planted, and writes keep
+ * the shared count exact. */
+static void files_beneath(void **state)
+{
+	struct drive d;
+	struct drive_files f;
+	struct drive_dirent ents[8];
+	char why[256], p[PATH_MAX + 32], *data, big[600 * 1024];
+	size_t len, n, total, i;
+	uint64_t size;
+	int64_t mode, before;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	snprintf(d.name, sizeof(d.name), "fb");
+	d.size = 1 << 20;
+	assert_int_equal(drive_create(&d, why, sizeof(why)), 0);
+	assert_int_equal(drive_files_open(&d, &f), 0);
+	assert_int_equal(drive_file_write(&f, "a/b/c.txt", "hello", 5, 0600, 1), 0);
+	assert_int_equal(drive_file_read(&f, "a/b/c.txt", 0, 100, 0, &data, &len, &size, &mode), 0);
+	assert_int_equal(len, 5);
+	assert_memory_equal(data, "hello", 5);
+	assert_int_equal(mode, 0600);
+	free(data);
+	assert_int_equal(drive_file_write(&f, "x/y", "z", 1, -1, 0), -ENOENT); /* no parents made */
+	assert_int_equal(drive_file_write(&f, "a/", "z", 1, -1, 0), -EISDIR);
+	/* links a guest could plant: to /, to .., to /proc's magic link, absolute */
+	snprintf(p, sizeof(p), "%s/root", d.path);
+	assert_int_equal(symlink("/", p), 0);
+	snprintf(p, sizeof(p), "%s/a/up", d.path);
+	assert_int_equal(symlink("../..", p), 0);
+	snprintf(p, sizeof(p), "%s/magic", d.path);
+	assert_int_equal(symlink("/proc/self/root", p), 0);
+	snprintf(p, sizeof(p), "%s/in", d.path);
+	assert_int_equal(symlink("a/b", p), 0);
+	assert_int_equal(drive_file_read(&f, "root/etc/passwd", 0, 100, 0, &data, &len, &size, NULL), -EXDEV);
+	assert_int_equal(drive_file_read(&f, "a/up/fb/drive", 0, 100, 0, &data, &len, &size, NULL), -EXDEV);
+	assert_int_equal(drive_file_read(&f, "../drive", 0, 100, 0, &data, &len, &size, NULL), -EXDEV);
+	assert_int_equal(drive_file_read(&f, "/etc/passwd", 0, 100, 0, &data, &len, &size, NULL), -EXDEV);
+	assert_true(drive_file_read(&f, "magic/etc/passwd", 0, 100, 0, &data, &len, &size, NULL) < 0);
+	assert_int_equal(drive_file_list(&f, "root", 8, ents, &n, &total), -EXDEV);
+	assert_int_equal(drive_file_list(&f, "a/up", 8, ents, &n, &total), -EXDEV);
+	assert_int_equal(drive_file_write(&f, "root/tmp/test_drive_escape", "x", 1, -1, 1), -EXDEV);
+	assert_int_equal(access("/tmp/test_drive_escape", F_OK), -1);
+	assert_int_equal(drive_file_write(&f, "a/up/escape", "x", 1, -1, 0), -EXDEV);
+	/* a link that stays inside is followed, unless nofollow */
+	assert_int_equal(drive_file_read(&f, "in/c.txt", 0, 100, 0, &data, &len, &size, NULL), 0);
+	free(data);
+	snprintf(p, sizeof(p), "%s/lnk", d.path);
+	assert_int_equal(symlink("a/b/c.txt", p), 0);
+	assert_int_equal(drive_file_read(&f, "lnk", 0, 100, 1, &data, &len, &size, NULL), -ELOOP);
+	/* a FIFO is never opened (it would block) */
+	snprintf(p, sizeof(p), "%s/fifo", d.path);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	assert_int_equal(drive_file_read(&f, "fifo", 0, 100, 0, &data, &len, &size, NULL), -EINVAL);
+	assert_int_equal(drive_file_list(&f, "", 8, ents, &n, &total), 0);
+	assert_int_equal(total, 6); /* a root magic in lnk fifo */
+	assert_int_equal(n, 6);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(ents[i].name, "a"))
+			assert_int_equal(ents[i].type, 'd');
+		if (!strcmp(ents[i].name, "root"))
+			assert_int_equal(ents[i].type, 'l');
+		free(ents[i].name);
+	}
+	assert_int_equal(drive_file_list(&f, "", 2, ents, &n, &total), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(total, 6);
+	free(ents[0].name);
+	free(ents[1].name);
+	/* the budget: counted, refused past the limit, given back on replace */
+	memset(big, 'x', sizeof(big));
+	before = *f.budget.used;
+	assert_int_equal(drive_file_write(&f, "big1", big, 512 * 1024, -1, 0), 0);
+	assert_true(*f.budget.used >= before + 512 * 1024);
+	assert_int_equal(*f.budget.used, drive_walk_usage(d.path));
+	assert_int_equal(drive_file_write(&f, "big2", big, sizeof(big), -1, 0), -ENOSPC);
+	assert_int_equal(drive_file_read(&f, "big2", 0, 1, 0, &data, &len, &size, NULL), -ENOENT);
+	assert_int_equal(*f.budget.used, drive_walk_usage(d.path)); /* the refused temporary file is gone */
+	assert_int_equal(drive_file_write(&f, "big1", "small", 5, -1, 0), 0);
+	assert_int_equal(*f.budget.used, drive_walk_usage(d.path));
+	assert_int_equal(drive_file_write(&f, "big2", big, sizeof(big), -1, 0), 0);
+	assert_int_equal(*f.budget.used, drive_walk_usage(d.path));
+	drive_files_close(&f);
+	assert_int_equal(drive_remove(&d), 0);
+}
+
 static int setup(void **state)
 {
 	static char env[PATH_MAX], senv[PATH_MAX];
@@ -272,6 +360,7 @@ int main(void)
 		cmocka_unit_test(label_rules),
 		cmocka_unit_test(store_round_trip),
 		cmocka_unit_test(mount_option),
+		cmocka_unit_test(files_beneath),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
