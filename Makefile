@@ -363,7 +363,7 @@ test_standby_SRCS := $(CORE_SRCS)
 test_run_restore_SRCS := cli/launch/run_restore.c cli/util/util.c $(CORE_SRCS)
 test_run_drives_SRCS := cli/launch/run_drives.c cli/launch/run_restore.c $(CLI_DRIVE_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_UTIL_SRCS) \
                         $(CORE_SRCS)
-test_run_opts_SRCS := cli/launch/run_opts.c cli/launch/publish.c cli/sandbox/api_client.c cli/launch/jail.c cli/util/util.c $(CORE_SRCS)
+test_run_opts_SRCS := cli/launch/run_opts.c cli/sandbox/labels.c cli/launch/publish.c cli/sandbox/api_client.c cli/launch/jail.c cli/util/util.c $(CORE_SRCS)
 test_drive_SRCS := $(CLI_DRIVE_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_UTIL_SRCS) $(CORE_SRCS)
 test_http_SRCS    := $(CORE_SRCS)
 test_virtqueue_SRCS := devices/virtqueue.c vmm/base/gm.c vmm/base/log.c
@@ -397,7 +397,7 @@ test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_state.c cli/sandbox/api_c
 test_dockerfile_SRCS := cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
 test_dockerfile_LIBS := $(TLS_LIBS)
 test_mcp_SRCS     := cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/mcp/mcp.c cli/mcp/mcp_tools.c cli/mcp/mcp_api.c \
-                     cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c vmm/wire/json.c vmm/wire/proto.c
+                     cli/mcp/mcp_drive.c $(CLI_DRIVE_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_UTIL_SRCS) $(CORE_SRCS)
 test_mcp_LIBS     := $(TLS_LIBS)
 
 # tests/unit/ mirrors the folders: tests/unit/FOLDER/TEST.c tests FOLDER.
@@ -631,8 +631,8 @@ fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile/dockerfile.
 fuzz_dockerfile_LIBS  := $(TLS_LIBS)
 fuzz_tar_SRCS         := tests/fuzz/fuzz_tar.c vmm/wire/tar.c
 fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/mcp/mcp.c cli/mcp/mcp_tools.c \
-                         cli/mcp/mcp_api.c cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/log.c vmm/base/tty.c vmm/wire/json.c \
-                         vmm/wire/proto.c
+                         cli/mcp/mcp_api.c cli/mcp/mcp_drive.c cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/log.c \
+                         vmm/base/tty.c vmm/wire/json.c vmm/wire/proto.c
 fuzz_mcp_LIBS         := $(TLS_LIBS)
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: $$($$*_SRCS)

@@ -23,7 +23,9 @@ static void drive_usage(FILE *out)
 		"       vmm drive deny NAME WHO\n\n"
 		"A drive is a named shared folder that outlives every sandbox; mount it with\n"
 		"vmm run --drive NAME[:/GUEST/DIR][:ro] (default /drives/NAME). WHO is a sandbox\n"
-		"name or * (any sandbox); a new drive allows nobody until allowed. --size bounds\n"
+		"name, label:KEY=VALUE (sandboxes run with --label KEY=VALUE) or * (any sandbox);\n"
+		"a sandbox's own name rule decides first, then its label rules (read-only if\n"
+		"any matching one is), then *. A new drive allows nobody until allowed. --size bounds\n"
 		"what its files take (in MiB, or 8M, 1G; writes past it get ENOSPC in the guest). --path\n"
 		"shares a folder of yours (never deleted by rm); otherwise the drive's folder is\n"
 		"in vmm's store and rm deletes it. Changes to the list apply to the next mount.\n");
@@ -58,7 +60,7 @@ static int do_create(int argc, char **argv)
 				return drive_err("--path %s", argv[i], -errno);
 		} else if (!strcmp(argv[i], "--allow") && i + 1 < argc) {
 			if (drive_rule_parse(argv[++i], &rule) || drive_allow(&d, &rule))
-				return cli_usage_error("drive", "--allow '%s': a sandbox name or *, then :ro or :rw", argv[i]);
+				return cli_usage_error("drive", "--allow '%s': a sandbox name, label:KEY=VALUE or *, then :ro or :rw", argv[i]);
 		} else if (argv[i][0] != '-' && !d.name[0] && strlen(argv[i]) < sizeof(d.name)) {
 			snprintf(d.name, sizeof(d.name), "%s", argv[i]);
 		} else {
@@ -187,7 +189,7 @@ static int do_allow(int argc, char **argv, int allow)
 	if ((r = drive_load(argv[2], &d)))
 		return drive_err("no drive %s", argv[2], r);
 	if (allow && (drive_rule_parse(argv[3], &rule) || drive_allow(&d, &rule)))
-		return cli_usage_error("drive", "allow '%s': a sandbox name or *, then :ro or :rw", argv[3]);
+		return cli_usage_error("drive", "allow '%s': a sandbox name, label:KEY=VALUE or *, then :ro or :rw", argv[3]);
 	if (!allow && drive_deny(&d, argv[3]))
 		return drive_err("drive %s has no rule for that sandbox", argv[2], 0);
 	if ((r = drive_save(&d)))

@@ -18,7 +18,7 @@ static int inspect_main(int argc, char **argv)
 {
 	struct sandbox_status st;
 	struct json_writer w;
-	char buf[8192];
+	char buf[16384];
 
 	if (argc == 2 && !strcmp(argv[1], "--help")) {
 		inspect_usage(stdout);

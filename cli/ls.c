@@ -11,12 +11,16 @@
 
 static void ls_usage(FILE *out)
 {
-	fprintf(out, "usage: vmm ls [-a] [-q | --json | --format TEMPLATE]   (also: vmm ps)\n\n"
+	fprintf(out, "usage: vmm ls [-a] [--filter label=KEY=VALUE]... [-q | --json | --format TEMPLATE]\n"
+		     "       (also: vmm ps)\n\n"
 		     "Lists the sandboxes: name, state (running, paused, starting, created,\n"
 		     "exited, dead: its VMM is gone without a word, it crashed or was killed),\n"
 		     "PID, vCPUs, memory, age, and the time left when it has a --ttl. Every\n"
 		     "sandbox is listed, exited and dead ones too (-a, --all: the same, for\n"
 		     "docker's habit). 'vmm prune' removes the exited, dead and expired ones.\n\n"
+		     "      --filter label=KEY=VALUE\n"
+		     "                       only sandboxes with that label (vmm run --label);\n"
+		     "                       several filters: all of them\n"
 		     "  -q, --quiet          names only, one a line\n"
 		     "      --json           a JSON array (the fields of vmm inspect)\n"
 		     "      --format T       one line per sandbox from T, where {{.Name}},\n"
@@ -125,6 +129,21 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st)
 	jw_str(w, st->image);
 	jw_key(w, "drives");
 	jw_str(w, st->drives);
+	jw_key(w, "labels");
+	jw_obj(w);
+	for (const char *p = st->labels; *p; p += strcspn(p, ","), p += *p == ',') {
+		char kv[SANDBOX_LABEL_KEY_MAX + SANDBOX_LABEL_VALUE_MAX + 2];
+		size_t n = strcspn(p, ",");
+
+		if (n >= sizeof(kv) || !memchr(p, '=', n))
+			continue;
+		memcpy(kv, p, n);
+		kv[n] = '\0';
+		*strchr(kv, '=') = '\0';
+		jw_key(w, kv);
+		jw_str(w, kv + strlen(kv) + 1);
+	}
+	jw_obj_end(w);
 	jw_key(w, "dir");
 	jw_str(w, st->sb.dir);
 	jw_key(w, "control_socket");
@@ -145,10 +164,20 @@ void cli_status_json(struct json_writer *w, const struct sandbox_status *st)
 	jw_obj_end(w);
 }
 
+static int labels_match(const char *labels, const char *const *filters, int nf)
+{
+	int i;
+
+	for (i = 0; i < nf; i++)
+		if (!sandbox_has_label(labels, filters[i]))
+			return 0;
+	return 1;
+}
+
 static int ls_main(int argc, char **argv)
 {
-	int json = 0, quiet = 0, n, i;
-	const char *format = NULL, *verb = argv[0];
+	int json = 0, quiet = 0, n, i, nf = 0, shown = 0;
+	const char *format = NULL, *verb = argv[0], *filters[SANDBOX_LABELS_MAX];
 	char **names;
 	long long now = (long long)time(NULL);
 
@@ -165,11 +194,17 @@ static int ls_main(int argc, char **argv)
 			format = argv[++i];
 		else if (!strncmp(argv[i], "--format=", 9))
 			format = argv[i] + 9;
-		else if (!strcmp(argv[i], "--help")) {
+		else if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
+			const char *f = argv[++i];
+
+			if (strncmp(f, "label=", 6) || !sandbox_label_ok(f + 6) || nf == SANDBOX_LABELS_MAX)
+				return cli_usage_error(verb, "--filter '%s': label=KEY=VALUE (at most 16)", f);
+			filters[nf++] = f + 6;
+		} else if (!strcmp(argv[i], "--help")) {
 			ls_usage(stdout);
 			return 0;
 		} else
-			return cli_bad_arg(verb, argv[i], "--format");
+			return cli_bad_arg(verb, argv[i], "--format --filter");
 	}
 	if (json + quiet + !!format > 1)
 		return cli_usage_error(verb, "-q, --json and --format go alone");
@@ -188,18 +223,18 @@ static int ls_main(int argc, char **argv)
 		struct sandbox_status st;
 		char age[16] = "-", left[16] = "-", mem[16] = "-", pid[16] = "-";
 
-		if (sandbox_status(names[i], &st) == 0) {
+		if (sandbox_status(names[i], &st) == 0 && labels_match(st.labels, filters, nf)) {
 			if (quiet) {
 				printf("%s\n", st.sb.name);
 			} else if (format) {
 				format_line(&st, format);
 			} else if (json) {
-				char buf[8192];
+				char buf[16384];
 				struct json_writer w;
 
 				jw_init(&w, buf, sizeof(buf));
 				cli_status_json(&w, &st);
-				printf("%s%s", i ? "," : "", jw_done(&w) ? buf : "{}");
+				printf("%s%s", shown++ ? "," : "", jw_done(&w) ? buf : "{}");
 			} else {
 				if (st.created)
 					cli_human_duration(now - st.created, age, sizeof(age));

@@ -23,7 +23,9 @@ static void token_usage(FILE *out)
 		"  --ttl DURATION   how long it is valid: 90s, 30m, 2h, 7d (default 24h; at most\n"
 		"                   366d; 0: never expires)\n"
 		"  --scope SCOPES   comma-separated: exec, files:read, files:write, processes,\n"
-		"                   mcp, or all (default all)\n\n"
+		"                   mcp, all (default all), and drive:NAME or drive:NAME:ro\n"
+		"                   (the file tools on this sandbox's mount of drive NAME only,\n"
+		"                   served on the host; with mcp, at most 8)\n\n"
 		"These tokens do not open the sandbox's raw API (vsock port 1024): that keeps\n"
 		"the sandbox's own boot token, which never leaves the host's sandbox folder.\n");
 }
@@ -43,8 +45,9 @@ static int create(int argc, char **argv)
 {
 	long long ttl = 24 * 3600, now = (long long)time(NULL);
 	unsigned scopes = TOKEN_SCOPE_ALL;
+	struct token_drives drives = { .n = 0 };
 	const char *name = NULL;
-	char tok[TOKEN_LEN + 1], why[160], sc[96];
+	char tok[TOKEN_LEN + 1], why[160], sc[TOKEN_SCOPES_TEXT_MAX];
 	struct token_rec *recs = NULL, rec;
 	size_t n = 0;
 	int i, json = 0, lk, r;
@@ -61,8 +64,12 @@ static int create(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			}
 		} else if (!strcmp(argv[i], "--scope") && i + 1 < argc) {
-			if (token_parse_scopes(argv[++i], &scopes, why, sizeof(why))) {
+			if (token_parse_scopes(argv[++i], &scopes, &drives, why, sizeof(why))) {
 				fprintf(stderr, "vmm token: --scope: %s\n", why);
+				return CLI_EXIT_USAGE;
+			}
+			if (drives.n && !(scopes & TOKEN_SCOPE_MCP)) {
+				fprintf(stderr, "vmm token: --scope: drive scopes are served by the MCP endpoint: add mcp\n");
 				return CLI_EXIT_USAGE;
 			}
 		} else if (!strcmp(argv[i], "--json")) {
@@ -92,7 +99,7 @@ static int create(int argc, char **argv)
 			if (!recs[k].expires || recs[k].expires > now)
 				recs[live++] = recs[k];
 		n = live;
-		r = n >= TOKEN_MAX_PER_SANDBOX ? -ENOSPC : token_generate(tok, &rec, now, ttl, scopes);
+		r = n >= TOKEN_MAX_PER_SANDBOX ? -ENOSPC : token_generate(tok, &rec, now, ttl, scopes, &drives);
 		grown = r ? NULL : realloc(recs, (n + 1) * sizeof(*recs));
 		if (!r && !grown)
 			r = -ENOMEM;
@@ -108,7 +115,7 @@ static int create(int argc, char **argv)
 		fprintf(stderr, "vmm token: %s: %s\n", name, r == -ENOSPC ? "too many tokens (256): rm some" : strerror(-r));
 		return CLI_EXIT_ERROR;
 	}
-	token_scopes_str(scopes, sc, sizeof(sc));
+	token_scopes_str(scopes, &drives, sc, sizeof(sc));
 	if (json)
 		printf("{\"id\":\"%s\",\"token\":\"%s\",\"scopes\":\"%s\",\"expires\":%lld}\n", rec.id, tok, sc,
 		       rec.expires);
@@ -155,9 +162,9 @@ static int list(int argc, char **argv)
 	else
 		printf("%-14s %-10s %-10s %s\n", "ID", "CREATED", "EXPIRES", "SCOPES");
 	for (k = 0; k < n; k++) {
-		char sc[96], age[32], left[32] = "never";
+		char sc[TOKEN_SCOPES_TEXT_MAX], age[32], left[32] = "never";
 
-		token_scopes_str(recs[k].scopes, sc, sizeof(sc));
+		token_scopes_str(recs[k].scopes, &recs[k].drives, sc, sizeof(sc));
 		if (json) {
 			printf("%s{\"id\":\"%s\",\"created\":%lld,\"expires\":%lld,\"expired\":%s,\"scopes\":\"%s\"}",
 			       k ? "," : "", recs[k].id, recs[k].created, recs[k].expires,

@@ -314,34 +314,23 @@ static const struct virtio_dev_ops fs_ops = {
  * maps shared, so each one's writes count against the one limit. */
 static void fs_unmap_usage(struct virtio_fs *f)
 {
-	if (f->usage_map)
-		munmap(f->usage_map, sizeof(int64_t));
+	struct fuse_budget b = { .used = f->usage_map };
+
+	fuse_budget_unmap(&b);
 	f->usage_map = NULL;
 }
 
 static int fs_map_usage(struct virtio_fs *f, const struct fs_options *o)
 {
-	struct stat st;
-	void *m;
-	int fd, r = 0;
+	struct fuse_budget b;
+	int r;
 
 	if (!o->usage)
 		return 0;
-	fd = open(o->usage, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		r = -errno;
-	else if (fstat(fd, &st) < 0)
-		r = -errno;
-	else if (!S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof(int64_t))
-		r = -EINVAL;
-	else if ((m = mmap(NULL, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
-		r = -errno;
-	else
-		f->usage_map = m;
-	if (fd >= 0)
-		close(fd);
-	if (r)
+	if ((r = fuse_budget_map(&b, o->usage, o->limit)))
 		log_err("--fs %s: usage file %s: %s", o->tag, o->usage, strerror(-r));
+	else
+		f->usage_map = b.used;
 	return r;
 }
 

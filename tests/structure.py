@@ -49,7 +49,7 @@ LAYERS = {
     'cli/sandbox': VMM_ALL + ['cli/util'],
     'cli/egress': VMM_ALL + ['cli/util', 'cli/sandbox'],
     'cli/images': VMM_ALL + ['cli/util', 'cli/sandbox'],
-    'cli/mcp': VMM_ALL + ['cli/util', 'cli/sandbox'],
+    'cli/mcp': VMM_ALL + ['cli/util', 'cli/sandbox', 'cli/drive'],
     'cli/oci': VMM_ALL + ['cli/util', 'cli/sandbox'],
     'cli/drive': VMM_ALL + ['cli/util', 'cli/sandbox'],
     'cli/launch': VMM_ALL + ['cli/util', 'cli/sandbox', 'cli/egress', 'cli/images', 'cli/drive'],

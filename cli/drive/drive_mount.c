@@ -45,7 +45,7 @@ void drive_users(const char *name, char *buf, size_t len)
 		free(names);
 }
 
-int drive_mount_opt(const char *arg, const char *who, char *fs, size_t fslen, char *why, size_t len)
+int drive_mount_opt(const char *arg, const char *who, const char *labels, char *fs, size_t fslen, char *why, size_t len)
 {
 	char name[DRIVE_NAME_MAX + 2], at[128], users[512];
 	struct drive d;
@@ -59,7 +59,7 @@ int drive_mount_opt(const char *arg, const char *who, char *fs, size_t fslen, ch
 		snprintf(why, len, "no drive %s (vmm drive create %s)", name, name);
 		return r;
 	}
-	if ((r = drive_allowed(&d, who, ro, why, len)))
+	if ((r = drive_allowed(&d, who, labels, ro, why, len)))
 		return r;
 	/* The count starts from the folder as it is when no sandbox holds
 	 * the drive (what the host changed meanwhile is counted). */

@@ -52,43 +52,60 @@ int drive_root(char *buf, size_t len)
 
 int drive_rule_parse(const char *s, struct drive_rule *r)
 {
-	const char *colon = strchr(s, ':');
-	size_t n = colon ? (size_t)(colon - s) : strlen(s);
+	const char *colon = strrchr(s, ':');
+	size_t n;
 
 	memset(r, 0, sizeof(*r));
+	/* "label:KEY=VALUE" holds a colon of its own: the mode is the last one */
 	if (colon && strcmp(colon, ":ro") && strcmp(colon, ":rw"))
-		return -EINVAL;
+		colon = NULL;
+	n = colon ? (size_t)(colon - s) : strlen(s);
 	if (n == 0 || n >= sizeof(r->who))
 		return -EINVAL;
 	memcpy(r->who, s, n);
-	if (strcmp(r->who, "*") && !sandbox_name_ok(r->who))
+	if (!strncmp(r->who, DRIVE_RULE_LABEL, strlen(DRIVE_RULE_LABEL))) {
+		if (!sandbox_label_ok(r->who + strlen(DRIVE_RULE_LABEL)))
+			return -EINVAL;
+	} else if (strcmp(r->who, "*") && !sandbox_name_ok(r->who)) {
 		return -EINVAL;
+	}
 	r->ro = colon && !strcmp(colon, ":ro");
 	return 0;
 }
 
-int drive_allowed(const struct drive *d, const char *who, int ro, char *why, size_t len)
+/* The rule that decides for who/labels (drive.h): NULL if none does. */
+static const struct drive_rule *deciding_rule(const struct drive *d, const char *who, const char *labels)
 {
-	const struct drive_rule *any = NULL, *mine = NULL;
+	const struct drive_rule *any = NULL, *mine = NULL, *label = NULL, *r;
+	size_t lp = strlen(DRIVE_RULE_LABEL);
 	unsigned i;
 
 	for (i = 0; i < d->nr_allow; i++) {
-		if (!strcmp(d->allow[i].who, "*"))
-			any = &d->allow[i];
-		else if (who && !strcmp(d->allow[i].who, who))
-			mine = &d->allow[i];
+		r = &d->allow[i];
+		if (!strcmp(r->who, "*"))
+			any = r;
+		else if (!strncmp(r->who, DRIVE_RULE_LABEL, lp)) {
+			if (sandbox_has_label(labels, r->who + lp) && (!label || (r->ro && !label->ro)))
+				label = r;
+		} else if (who && !strcmp(r->who, who))
+			mine = r;
 	}
-	if (!mine)
-		mine = any;
-	if (!mine) {
+	return mine ? mine : label ? label : any;
+}
+
+int drive_allowed(const struct drive *d, const char *who, const char *labels, int ro, char *why, size_t len)
+{
+	const struct drive_rule *rule = deciding_rule(d, who, labels);
+
+	if (!rule) {
 		snprintf(why, len, "drive %s does not allow sandbox %s (%s; vmm drive allow %s %s)", d->name,
 			 who ? who : "without a --name", d->nr_allow ? "not on its allow list" : "its allow list is empty",
 			 d->name, who ? who : "NAME");
 		return -EACCES;
 	}
-	if (mine->ro && !ro) {
+	if (rule->ro && !ro) {
 		snprintf(why, len, "drive %s allows sandbox %s read-only (rule %s:ro): mount it with :ro", d->name,
-			 who ? who : "*", mine->who);
+			 who ? who : "*", rule->who);
 		return -EACCES;
 	}
 	return 0;
@@ -147,7 +164,7 @@ static int record_text(const struct drive *d, char *buf, size_t len)
 
 int drive_save(const struct drive *d)
 {
-	char text[PATH_MAX + DRIVE_ALLOW_MAX * 80], lock[PATH_MAX + 8];
+	char text[PATH_MAX + DRIVE_ALLOW_MAX * 160], lock[PATH_MAX + 8];
 	int fd, r;
 
 	if ((r = record_text(d, text, sizeof(text))))
@@ -163,7 +180,7 @@ int drive_save(const struct drive *d)
 
 int drive_load(const char *name, struct drive *d)
 {
-	char text[PATH_MAX + DRIVE_ALLOW_MAX * 80], p[PATH_MAX + 8], *line, *save = NULL;
+	char text[PATH_MAX + DRIVE_ALLOW_MAX * 160], p[PATH_MAX + 8], *line, *save = NULL;
 	int r;
 
 	memset(d, 0, sizeof(*d));

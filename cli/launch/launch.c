@@ -391,6 +391,9 @@ static int launch_folder(struct launch *L)
 		}
 		L->was_created = was->created;
 		L->was_expires = was->expires;
+		/* a resume keeps the record's labels unless given anew */
+		if (!L->o.labels_text[0])
+			snprintf(L->o.labels_text, sizeof(L->o.labels_text), "%s", was->labels);
 		free(was);
 	}
 	if (sandbox_create(&L->sb, L->o.name, L->o.in_place ? SANDBOX_ADOPT_STANDBY : L->o.adopt) ||
@@ -668,6 +671,7 @@ static int launch_announce(struct launch *L)
 		.net = L->net_text,
 		.image = L->o.image_ref,
 		.drives = L->o.drives_text,
+		.labels = L->o.labels_text,
 		.created = L->was_created,
 		.expires = L->was_expires,
 	};

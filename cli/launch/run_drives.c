@@ -21,9 +21,10 @@ static void note_drive(struct run_opts *o, const char *name, const char *at, int
 		 ro ? ":ro" : "");
 }
 
-/* drive_mount_opt for "NAME[:AT][:ro]", parsed into f. 0 or -errno (why). */
-static int mount_drive(const char *name, const char *at, int ro, const char *who, struct fs_options *f, char *why,
-		       size_t len)
+/* drive_mount_opt for "NAME[:AT][:ro]" as sandbox o (its name and labels
+ * meet the allow list), parsed into f. 0 or -errno (why). */
+static int mount_drive(const char *name, const char *at, int ro, const struct run_opts *o, struct fs_options *f,
+		       char *why, size_t len)
 {
 	char arg[256], opt[PATH_MAX * 2 + 256];
 	const char *bad = "";
@@ -33,7 +34,7 @@ static int mount_drive(const char *name, const char *at, int ro, const char *who
 		snprintf(why, len, "drive %s: the guest directory is too long", name);
 		return -EINVAL;
 	}
-	if ((r = drive_mount_opt(arg, who, opt, sizeof(opt), why, len)))
+	if ((r = drive_mount_opt(arg, o->name, o->labels_text, opt, sizeof(opt), why, len)))
 		return r;
 	if ((r = fs_options_parse(opt, f, &bad))) {
 		snprintf(why, len, "drive %s: %s", name, bad);
@@ -48,7 +49,7 @@ int run_fc_drive(void *ctx, struct fcapi_fs *fs, char *why, size_t len)
 	struct fs_options f;
 	int r;
 
-	if ((r = mount_drive(fs->drive, fs->at, fs->ro, o->name, &f, why, len)))
+	if ((r = mount_drive(fs->drive, fs->at, fs->ro, o, &f, why, len)))
 		return r;
 	if (strlen(f.path) >= sizeof(fs->path) || (f.usage && strlen(f.usage) >= sizeof(fs->usage)) ||
 	    (f.at && strlen(f.at) >= sizeof(fs->at))) {
@@ -117,7 +118,7 @@ int restore_drives(const struct snapshot *s, struct run_opts *o, char *why, size
 			snprintf(at, sizeof(at), "%s", f->at);
 		else
 			snprintf(at, sizeof(at), "/drives/%s", f->tag);
-		if ((r = mount_drive(f->tag, at, f->ro, o->name, &o->over_fs[o->nr_over_fs], why, len))) {
+		if ((r = mount_drive(f->tag, at, f->ro, o, &o->over_fs[o->nr_over_fs], why, len))) {
 			while (o->nr_over_fs > given)
 				fs_options_free(&o->over_fs[--o->nr_over_fs]);
 			return r;

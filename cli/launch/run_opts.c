@@ -19,7 +19,7 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_TTL, OPT_PUBLISH, OPT_ADOPT, OPT_NET, OPT_IMAGE_ROOT, OPT_IMAGE_REF, OPT_FS, OPT_API_SOCK,
        OPT_CONFIG_FILE, OPT_EGRESS, OPT_NO_SECCOMP, OPT_JAIL, OPT_JAIL_UID, OPT_JAIL_GID, OPT_LIMIT_CPU,
        OPT_LIMIT_MEM, OPT_LIMIT_PIDS, OPT_JAIL_NETNS, OPT_CONSOLE_LOG_SIZE, OPT_IMAGE_ENV, OPT_IMAGE_CWD, OPT_IMAGE_USER,
-       OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY, OPT_IDLE_TIMEOUT, OPT_IDLE_TTL, OPT_IN_PLACE, OPT_DISK_SIZE, OPT_DRIVE,
+       OPT_ENTROPY, OPT_BALLOON, OPT_TRACK_DIRTY, OPT_IDLE_TIMEOUT, OPT_IDLE_TTL, OPT_IN_PLACE, OPT_DISK_SIZE, OPT_DRIVE, OPT_LABEL,
        /* Firecracker's command line (vmm serve): */
        OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
        OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
@@ -304,7 +304,20 @@ static int opt_drive(const struct run_arg *a)
 	return 0;
 }
 
-/* The --drive options, once --name is known: each drive's allow list
+static int opt_label(const struct run_arg *a)
+{
+	struct run_opts *o = a->o;
+	int r = sandbox_labels_add(o->labels_text, sizeof(o->labels_text), a->arg);
+
+	if (r == -E2BIG)
+		return run_bad_usage("--label: at most %s labels", "16");
+	if (r)
+		return run_bad_usage("--label '%s': KEY=VALUE, KEY 1-63 of A-Z a-z 0-9 _ . - / (starting with a "
+				     "letter or digit), VALUE 0-63 of A-Z a-z 0-9 _ . -", a->arg);
+	return 0;
+}
+
+/* The --drive options, once --name and the labels are known: each drive's allow list
  * checked (a refusal stops the run before anything boots, exit 1), then
  * mounted as an --fs drive tagged with its name (cli/drive/drive.h). */
 static int run_drives(struct run_opts *o, struct vm_config *cfg)
@@ -320,7 +333,7 @@ static int run_drives(struct run_opts *o, struct vm_config *cfg)
 
 		if (cfg->nr_fs == VM_MAX_FS)
 			return run_bad_usage("--drive: at most %s shared drives with --fs", "8");
-		if ((r = drive_mount_opt(o->drive_args[i], o->name, fs, sizeof(fs), why, sizeof(why)))) {
+		if ((r = drive_mount_opt(o->drive_args[i], o->name, o->labels_text, fs, sizeof(fs), why, sizeof(why)))) {
 			fprintf(stderr, "vmm: %s\n", why);
 			return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
 		}
@@ -575,6 +588,7 @@ static const struct run_opt run_table[] = {
 	{ "net", ARG, OPT_NET, RO_NOT_SERVE, opt_net, 0 },
 	{ "fs", ARG, OPT_FS, RO_NOT_SERVE, opt_fs, 0 },
 	{ "drive", ARG, OPT_DRIVE, SHAPE, opt_drive, 0 },
+	{ "label", ARG, OPT_LABEL, 0, opt_label, 0 },
 	{ "tty", NOARG, 't', RO_NOT_SERVE, set_opt_flag, O_(cmd.tty) },
 	{ "token", ARG, OPT_TOKEN, 0, opt_token, 0 },
 	{ "ready-timeout", ARG, OPT_READY, RO_NOT_SERVE, opt_ready, 0 },

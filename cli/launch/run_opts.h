@@ -77,6 +77,8 @@ struct run_opts {
 	const char *drive_args[VM_MAX_FS];
 	unsigned nr_drive_args;
 	char drives_text[1024];
+	/* --label KEY=VALUE (cli/sandbox/sandbox.h): "KEY=VALUE,..." */
+	char labels_text[SANDBOX_LABELS_TEXT];
 };
 
 /* Defaults into o (restore, api: the verb's; pub: PUBLISH_MAX entries). */

@@ -8,6 +8,7 @@
 #include "cli/mcp/jsonrpc.h"
 #include "cli/mcp/jsonschema.h"
 #include "cli/mcp/mcp_tools.h"
+#include "cli/drive/drive.h"
 #include "cli/mcp/mcp_tokens.h"
 #include "vmm/wire/proto.h"
 
@@ -88,6 +89,17 @@ static void write_result(struct json_writer *w, const struct mcp_result *r)
 	jw_obj_end(w);
 }
 
+/* Could one of the token's drive scopes allow t (on some path)? */
+static int drive_may(const struct mcp_server *s, const struct mcp_tool *t)
+{
+	unsigned i;
+
+	for (i = 0; t->drive_ok && i < s->drives.n; i++)
+		if (t->drive_ok == MCP_DRIVE_READ || !s->drives.d[i].ro)
+			return 1;
+	return 0;
+}
+
 static void tools_list(struct mcp_server *s, struct json_writer *w, const char *id)
 {
 	size_t i;
@@ -99,7 +111,7 @@ static void tools_list(struct mcp_server *s, struct json_writer *w, const char *
 	for (i = 0; i < mcp_nr_tools; i++) {
 		const struct mcp_tool *t = &mcp_tools[i];
 
-		if ((s->scopes & t->scope) != t->scope)
+		if ((s->scopes & t->scope) != t->scope && !drive_may(s, t))
 			continue; /* the token cannot call it: not offered */
 		jw_obj(w);
 		jw_key(w, "name");
@@ -134,6 +146,21 @@ struct outbuf {
 	size_t cap;
 };
 
+/* The refusal of a call the token's scopes do not allow (HTTP: 403). why:
+ * what a drive scope's check said, or "". Returns 0. */
+static int forbid(struct json_writer *w, const char *id, const struct mcp_tool *t, const char *why,
+		  struct mcp_reply *out)
+{
+	char sc[96], msg[1024], data[6 * sizeof(msg) + 64];
+
+	token_scopes_str(t->scope, NULL, sc, sizeof(sc));
+	snprintf(msg, sizeof(msg), "the access token does not allow %s (it needs the scope %s%s)%s%s", t->name, sc,
+		 t->drive_ok ? ", or a drive scope naming the path's drive" : "", why[0] ? ": " : "", why);
+	error_reply(w, id, JSONRPC_FORBIDDEN, msg, data_why(data, sizeof(data), "required_scope", sc));
+	out->forbidden = 1;
+	return 0;
+}
+
 static int tools_call(struct mcp_server *s, const struct jsonrpc_msg *m, struct json_writer *w, struct outbuf *ob,
 		      struct mcp_reply *out)
 {
@@ -146,8 +173,11 @@ static int tools_call(struct mcp_server *s, const struct jsonrpc_msg *m, struct 
 	struct mcp_result res = { 0 };
 	const struct json *schema, *args;
 	const struct mcp_tool *t;
+	struct mcp_call call = { .a = &s->addr };
+	struct drive_files df;
+	char rel[PATH_MAX];
 	const char *name;
-	int r;
+	int r, on_drive;
 
 	schema = json_parse(call_schema, strlen(call_schema), &ar, &(const char *){ NULL });
 	if (!m->params || jsonschema_check(schema, m->params, "params", why, sizeof(why))) {
@@ -161,15 +191,11 @@ static int tools_call(struct mcp_server *s, const struct jsonrpc_msg *m, struct 
 		error_reply(w, m->id, JSONRPC_INVALID_PARAMS, msg, NULL);
 		return 0;
 	}
-	if ((s->scopes & t->scope) != t->scope) {
-		char sc[96];
-
-		token_scopes_str(t->scope, sc, sizeof(sc));
-		snprintf(msg, sizeof(msg), "the access token does not allow %s (it needs the scope %s)", t->name, sc);
-		error_reply(w, m->id, JSONRPC_FORBIDDEN, msg, data_why(data, sizeof(data), "required_scope", sc));
-		out->forbidden = 1;
-		return 0;
-	}
+	/* without the tool's scope, a drive scope may still allow it on a
+	 * path of its drive: decided once the arguments are checked */
+	on_drive = (s->scopes & t->scope) != t->scope;
+	if (on_drive && !drive_may(s, t))
+		return forbid(w, m->id, t, "", out);
 	args = json_get(m->params, "arguments");
 	if (!args)
 		args = &(const struct json){ .type = JSON_OBJ };
@@ -183,7 +209,20 @@ static int tools_call(struct mcp_server *s, const struct jsonrpc_msg *m, struct 
 		error_reply(w, m->id, JSONRPC_INVALID_PARAMS, msg, data_why(data, sizeof(data), "argument_error", why));
 		return 0;
 	}
-	r = t->run(&s->addr, args, &res);
+	if (on_drive) {
+		r = mcp_drive_target(s, t, args, &df, rel, sizeof(rel), why, sizeof(why));
+		if (r == -EACCES)
+			return forbid(w, m->id, t, why, out);
+		if (r) {
+			error_reply(w, m->id, JSONRPC_INTERNAL_ERROR, why, NULL);
+			return 0;
+		}
+		call.drive = &df;
+		call.rel = rel;
+	}
+	r = t->run(&call, args, &res);
+	if (on_drive)
+		drive_files_close(&df);
 	if (r) {
 		snprintf(msg, sizeof(msg), "%s failed: %s", t->name, strerror(-r));
 		error_reply(w, m->id, JSONRPC_INTERNAL_ERROR, msg, NULL);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "cli/sandbox/sandbox.h"
+#include "cli/mcp/mcp_tokens.h"
 
 #define MCP_PROTOCOL_LATEST "2025-06-18"
 #define MCP_MESSAGE_MAX (8u << 20) /* one message, either way */
@@ -16,6 +17,7 @@ struct mcp_server {
 	struct sandbox_addr addr; /* the sandbox API, with its own (boot) token */
 	const char *name;         /* the sandbox as named on the command line */
 	unsigned scopes;          /* TOKEN_SCOPE_* the caller may use (stdio: all) */
+	struct token_drives drives; /* and its drive scopes (cli/mcp/mcp_drive.c) */
 	int initialized;          /* initialize answered */
 	char protocol[16];        /* the revision agreed on */
 };
@@ -55,6 +57,25 @@ struct mcp_http_opts {
 /* Serves streamable HTTP until SIGINT/SIGTERM, each connection on a
  * thread of its own. 0 or -errno. */
 int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o);
+
+/* ---- mcp_drive.c: drive scopes ---- */
+struct mcp_tool;
+struct json;
+struct drive_files;
+/* Which drive a path is on, from the sandbox's mounts ("NAME:DIR[:ro],...",
+ * its record) and the token's drive scopes: 0 with the drive's name and
+ * the path relative to its folder in rel; -EACCES (why says) when the path
+ * is on no drive the token names, has a "..", or (write) the drive is
+ * read-only for the token or in the sandbox. Pure. */
+int mcp_drive_match(const char *mounts, const struct token_drives *td, const char *path, int write, char *name,
+		    size_t nlen, char *rel, size_t rlen, char *why, size_t wlen);
+/* For tool t, which the token's scope bits do not allow: args' path on a
+ * drive the token names (mcp_drive_match on the sandbox's record), the
+ * drive opened for serving it on the host (f; drive_files_close it). 0;
+ * -EACCES: out of the token's scope (HTTP 403); another -errno: the drive
+ * cannot be served (why says). */
+int mcp_drive_target(const struct mcp_server *s, const struct mcp_tool *t, const struct json *args,
+		     struct drive_files *f, char *rel, size_t rlen, char *why, size_t wlen);
 
 /* The rest of the subsystem's interface. */
 #include "cli/mcp/mcp_tokens.h"

@@ -251,7 +251,8 @@ static int answered(int r)
 
 /* The bearer token: 0 with its id and scopes, or an answer sent (<0 to
  * close the connection, 1 to go on with it). */
-static int check_token(struct conn *c, const char *head, size_t head_len, int ka, char *tid, unsigned *scopes)
+static int check_token(struct conn *c, const char *head, size_t head_len, int ka, char *tid, unsigned *scopes,
+		       struct token_drives *drives)
 {
 	struct http_server *hs = c->hs;
 	char val[1024], extra[512];
@@ -276,6 +277,7 @@ static int check_token(struct conn *c, const char *head, size_t head_len, int ka
 	if (v == TOKEN_OK) {
 		memcpy(tid, rec->id, TOKEN_ID_LEN + 1);
 		*scopes = rec->scopes;
+		*drives = rec->drives;
 		free(recs);
 		return 0;
 	}
@@ -328,7 +330,7 @@ static int serve_request(struct conn *c, const char *head, size_t head_len, cons
 	r = http_header(head, head_len, "Origin", val, sizeof(val));
 	if (r != -ENOENT && (r || !origin_ok(val, hs->o->origins)))
 		return send_error(c, 403, NULL, JSONRPC_INVALID_REQUEST, "Origin not allowed", ka);
-	r = check_token(c, head, head_len, ka, tid, &st.scopes);
+	r = check_token(c, head, head_len, ka, tid, &st.scopes, &st.drives);
 	if (r)
 		return r < 0 ? r : 0;
 	pthread_mutex_lock(&hs->lock);
@@ -345,10 +347,12 @@ static int serve_request(struct conn *c, const char *head, size_t head_len, cons
 		/* another token's session is nobody's for this caller */
 		if (sess && !strcmp(sess->token_id, tid)) {
 			unsigned scopes = st.scopes;
+			struct token_drives drives = st.drives;
 
 			sess->last_used = (long long)time(NULL);
 			st = sess->st;
-			st.scopes = scopes;
+			st.scopes = scopes; /* the token's as read now */
+			st.drives = drives;
 			memcpy(sid, sess->id, sizeof(sid));
 		}
 		pthread_mutex_unlock(&hs->lock);
@@ -387,6 +391,7 @@ static int serve_request(struct conn *c, const char *head, size_t head_len, cons
 					  "Mcp-Session-Id required: send initialize first", ka);
 		if (what == 1) {
 			unsigned scopes = st.scopes;
+			struct token_drives drives = st.drives;
 
 			pthread_mutex_lock(&hs->lock);
 			sess = session_new(hs, tid);
@@ -399,6 +404,7 @@ static int serve_request(struct conn *c, const char *head, size_t head_len, cons
 			if (!sess)
 				return send_error(c, 500, NULL, JSONRPC_INTERNAL_ERROR, "no session", ka);
 			st.scopes = scopes;
+			st.drives = drives;
 			opened = 1;
 		}
 	}

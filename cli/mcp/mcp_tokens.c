@@ -14,6 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* One line of the file: id, hash, two times, scopes. */
+#define TOKEN_LINE_MAX (TOKEN_ID_LEN + 66 + 2 * 22 + TOKEN_SCOPES_TEXT_MAX + 8)
+
 static const struct {
 	const char *name;
 	unsigned bit;
@@ -37,9 +40,58 @@ unsigned token_scope_bit(const char *name)
 	return 0;
 }
 
-int token_parse_scopes(const char *s, unsigned *mask, char *why, size_t whylen)
+const struct token_drive *token_drive_find(const struct token_drives *drives, const char *name)
 {
-	char name[32];
+	unsigned i;
+
+	for (i = 0; drives && i < drives->n; i++)
+		if (!strcmp(drives->d[i].name, name))
+			return &drives->d[i];
+	return NULL;
+}
+
+/* "drive:NAME" or "drive:NAME:ro" (name: the text after "drive:") into drives. */
+static int parse_drive_scope(const char *name, struct token_drives *drives, char *why, size_t whylen)
+{
+	struct token_drive td = { .ro = 0 };
+	size_t n = strlen(name), i;
+
+	if (n > 3 && !strcmp(name + n - 3, ":ro")) {
+		td.ro = 1;
+		n -= 3;
+	}
+	/* a drive name (cli/drive/drive.h): 1..35 of [A-Za-z0-9_.-], not
+	 * starting with '.' or '-' */
+	if (!n || n > TOKEN_DRIVE_NAME_MAX || name[0] == '.' || name[0] == '-') {
+		snprintf(why, whylen, "drive scope \"drive:%s\": drive:NAME or drive:NAME:ro", name);
+		return -EINVAL;
+	}
+	for (i = 0; i < n; i++) {
+		char c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+		      c == '_' || c == '-')) {
+			snprintf(why, whylen, "drive scope \"drive:%s\": not a drive name", name);
+			return -EINVAL;
+		}
+	}
+	memcpy(td.name, name, n);
+	if (token_drive_find(drives, td.name)) {
+		snprintf(why, whylen, "drive %s named twice", td.name);
+		return -EINVAL;
+	}
+	if (drives->n == TOKEN_DRIVES_MAX) {
+		snprintf(why, whylen, "more than %d drive scopes", TOKEN_DRIVES_MAX);
+		return -EINVAL;
+	}
+	drives->d[drives->n++] = td;
+	return 0;
+}
+
+int token_parse_scopes(const char *s, unsigned *mask, struct token_drives *drives, char *why, size_t whylen)
+{
+	struct token_drives dv = { .n = 0 };
+	char name[64];
 	unsigned m = 0;
 
 	while (*s) {
@@ -52,28 +104,35 @@ int token_parse_scopes(const char *s, unsigned *mask, char *why, size_t whylen)
 		}
 		memcpy(name, s, n);
 		name[n] = '\0';
-		bit = !strcmp(name, "all") ? TOKEN_SCOPE_ALL : token_scope_bit(name);
-		if (!bit) {
-			snprintf(why, whylen, "unknown scope \"%s\" (exec, files:read, files:write, processes, mcp, all)",
-				 name);
-			return -EINVAL;
+		if (drives && !strncmp(name, "drive:", 6)) {
+			if (parse_drive_scope(name + 6, &dv, why, whylen))
+				return -EINVAL;
+		} else {
+			bit = !strcmp(name, "all") ? TOKEN_SCOPE_ALL : token_scope_bit(name);
+			if (!bit) {
+				snprintf(why, whylen, "unknown scope \"%s\" (exec, files:read, files:write, processes, mcp, "
+						      "all%s)", name, drives ? ", drive:NAME[:ro]" : "");
+				return -EINVAL;
+			}
+			m |= bit;
 		}
-		m |= bit;
 		s += n;
 		if (*s == ',' && !*++s) {
 			snprintf(why, whylen, "a trailing comma");
 			return -EINVAL;
 		}
 	}
-	if (!m) {
+	if (!m && !dv.n) {
 		snprintf(why, whylen, "no scope given");
 		return -EINVAL;
 	}
 	*mask = m;
+	if (drives)
+		*drives = dv;
 	return 0;
 }
 
-void token_scopes_str(unsigned mask, char *buf, size_t len)
+void token_scopes_str(unsigned mask, const struct token_drives *drives, char *buf, size_t len)
 {
 	size_t i, n = 0;
 
@@ -82,6 +141,9 @@ void token_scopes_str(unsigned mask, char *buf, size_t len)
 	for (i = 0; i < NR_SCOPES; i++)
 		if (mask & scope_names[i].bit && n < len)
 			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", scope_names[i].name);
+	for (i = 0; drives && i < drives->n && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%sdrive:%s%s", n ? "," : "", drives->d[i].name,
+				      drives->d[i].ro ? ":ro" : "");
 }
 
 void token_hash(const char *token, unsigned char out[32])
@@ -134,12 +196,14 @@ static int all_hex(const char *s, size_t n)
 	return 1;
 }
 
-int token_generate(char *tok, struct token_rec *rec, long long now, long long ttl_s, unsigned scopes)
+int token_generate(char *tok, struct token_rec *rec, long long now, long long ttl_s, unsigned scopes,
+		   const struct token_drives *drives)
 {
 	unsigned char rnd[TOKEN_ID_LEN / 2 + TOKEN_SECRET_LEN / 2];
 	char idhex[TOKEN_ID_LEN + 1], sechex[TOKEN_SECRET_LEN + 1];
 
-	if (ttl_s < 0 || ttl_s > TOKEN_MAX_TTL_S || !scopes || scopes & ~(unsigned)TOKEN_SCOPE_ALL)
+	if (ttl_s < 0 || ttl_s > TOKEN_MAX_TTL_S || (!scopes && !(drives && drives->n)) ||
+	    scopes & ~(unsigned)TOKEN_SCOPE_ALL || (drives && drives->n > TOKEN_DRIVES_MAX))
 		return -EINVAL;
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return -EIO;
@@ -154,33 +218,36 @@ int token_generate(char *tok, struct token_rec *rec, long long now, long long tt
 	rec->created = now;
 	rec->expires = ttl_s ? now + ttl_s : 0;
 	rec->scopes = scopes;
+	if (drives)
+		rec->drives = *drives;
 	return 0;
 }
 
 int token_format_line(const struct token_rec *rec, char *buf, size_t len)
 {
-	char h[65], sc[96];
+	char h[65], sc[TOKEN_SCOPES_TEXT_MAX];
 	int n;
 
 	hex(rec->hash, sizeof(rec->hash), h);
-	token_scopes_str(rec->scopes, sc, sizeof(sc));
+	token_scopes_str(rec->scopes, &rec->drives, sc, sizeof(sc));
 	n = snprintf(buf, len, "%s %s %lld %lld %s\n", rec->id, h, rec->created, rec->expires, sc);
 	return n < 0 || (size_t)n >= len ? -EINVAL : 0;
 }
 
 int token_parse_line(const char *line, size_t len, struct token_rec *rec)
 {
-	char buf[256], id[TOKEN_ID_LEN + 2], h[66], sc[128], why[128];
+	char buf[TOKEN_LINE_MAX], id[TOKEN_ID_LEN + 2], h[66], sc[TOKEN_SCOPES_TEXT_MAX + 2], why[128];
 
 	if (len == 0 || len >= sizeof(buf))
 		return -EINVAL;
 	memcpy(buf, line, len);
 	buf[len] = '\0';
 	memset(rec, 0, sizeof(*rec));
-	if (sscanf(buf, "%13s %65s %lld %lld %127s", id, h, &rec->created, &rec->expires, sc) != 5 ||
+	_Static_assert(TOKEN_SCOPES_TEXT_MAX + 1 == 425, "the width below");
+	if (sscanf(buf, "%13s %65s %lld %lld %425s", id, h, &rec->created, &rec->expires, sc) != 5 ||
 	    strlen(id) != TOKEN_ID_LEN || !all_hex(id, TOKEN_ID_LEN) || strlen(h) != 64 ||
 	    unhex(h, 32, rec->hash) || rec->created < 0 || rec->expires < 0 ||
-	    token_parse_scopes(sc, &rec->scopes, why, sizeof(why)))
+	    strlen(sc) > TOKEN_SCOPES_TEXT_MAX || token_parse_scopes(sc, &rec->scopes, &rec->drives, why, sizeof(why)))
 		return -EINVAL;
 	memcpy(rec->id, id, TOKEN_ID_LEN + 1);
 	return 0;
@@ -231,7 +298,7 @@ const char *token_verdict_str(enum token_verdict v)
 /* ---- the file ---------------------------------------------------------------- */
 
 #define TOKENS_FILE "tokens"
-#define TOKENS_FILE_MAX (TOKEN_MAX_PER_SANDBOX * 256 + 256)
+#define TOKENS_FILE_MAX (TOKEN_MAX_PER_SANDBOX * TOKEN_LINE_MAX + 256)
 
 int token_load(const char *dir, struct token_rec **recs, size_t *n)
 {
@@ -295,7 +362,7 @@ out:
 
 int token_save(const char *dir, const struct token_rec *recs, size_t n)
 {
-	char path[4096], tmp[4096], line[256];
+	char path[4096], tmp[4096], line[TOKEN_LINE_MAX];
 	int fd, r = 0;
 	size_t i;
 	FILE *f;

@@ -19,6 +19,24 @@ enum token_scope {
 	TOKEN_SCOPE_ALL = (1u << 5) - 1,
 };
 
+/* Drive scopes (docs/mcp.md, "Access tokens"): "drive:NAME" (read-write)
+ * or "drive:NAME:ro" lets the file tools work on the sandbox's mount of
+ * drive NAME only, served on the host beneath the drive's folder. Names,
+ * not bits: up to TOKEN_DRIVES_MAX per token, each a drive name
+ * (cli/drive/drive.h, at most 35 characters). */
+#define TOKEN_DRIVES_MAX 8
+#define TOKEN_DRIVE_NAME_MAX 35
+struct token_drive {
+	char name[TOKEN_DRIVE_NAME_MAX + 1];
+	int ro;
+};
+struct token_drives {
+	unsigned n;
+	struct token_drive d[TOKEN_DRIVES_MAX];
+};
+/* The longest scope list a token can have, as text. */
+#define TOKEN_SCOPES_TEXT_MAX (64 + TOKEN_DRIVES_MAX * (TOKEN_DRIVE_NAME_MAX + 10))
+
 #define TOKEN_ID_LEN 12
 #define TOKEN_SECRET_LEN 64
 #define TOKEN_LEN (4 + TOKEN_ID_LEN + 1 + TOKEN_SECRET_LEN) /* "vmt_" ID "_" SECRET */
@@ -30,20 +48,25 @@ struct token_rec {
 	unsigned char hash[32]; /* SHA-256 of the whole token text */
 	long long created, expires; /* Unix seconds; expires 0: never */
 	unsigned scopes;
+	struct token_drives drives;
 };
 
-/* "exec,files:read,..." (or "all") into a mask. 0 or -EINVAL (why says
- * which name is unknown). */
-int token_parse_scopes(const char *s, unsigned *mask, char *why, size_t whylen);
-/* The mask as "exec,files:read,...". */
-void token_scopes_str(unsigned mask, char *buf, size_t len);
+/* "exec,files:read,drive:NAME[:ro],..." (or "all": every bit, no drive)
+ * into a mask and drive scopes (drives NULL: none accepted). At least one
+ * scope; a drive at most once. 0 or -EINVAL (why says which is wrong). */
+int token_parse_scopes(const char *s, unsigned *mask, struct token_drives *drives, char *why, size_t whylen);
+/* The mask and drives (may be NULL) as "exec,files:read,...,drive:NAME:ro". */
+void token_scopes_str(unsigned mask, const struct token_drives *drives, char *buf, size_t len);
+/* The drive scope naming NAME, or NULL. */
+const struct token_drive *token_drive_find(const struct token_drives *drives, const char *name);
 /* The scope a name stands for (one of the above), 0 if none. */
 unsigned token_scope_bit(const char *name);
 
 void token_hash(const char *token, unsigned char out[32]);
 /* A new random token (tok: at least TOKEN_LEN + 1 bytes) and its record.
  * ttl_s 0: never expires. 0 or -errno. */
-int token_generate(char *tok, struct token_rec *rec, long long now, long long ttl_s, unsigned scopes);
+int token_generate(char *tok, struct token_rec *rec, long long now, long long ttl_s, unsigned scopes,
+		   const struct token_drives *drives);
 
 /* One line of the file, and back. 0 or -EINVAL. */
 int token_parse_line(const char *line, size_t len, struct token_rec *rec);
@@ -56,7 +79,7 @@ enum token_verdict {
 	TOKEN_OUT_OF_SCOPE,
 };
 /* Checks `token` against recs[0..n) at time `now` for every scope in
- * `need`. The hash is compared in constant time. *which (if not NULL) is
+ * `need` (drive scopes are the caller's: cli/mcp/mcp_drive.c). The hash is compared in constant time. *which (if not NULL) is
  * the matching record whatever the verdict but UNKNOWN. */
 enum token_verdict token_check(const struct token_rec *recs, size_t n, const char *token, long long now,
 			       unsigned need, const struct token_rec **which);

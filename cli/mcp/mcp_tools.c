@@ -4,6 +4,7 @@
 #include "cli/mcp/mcp_tools.h"
 #include "cli/mcp/mcp_api.h"
 #include "cli/mcp/mcp_tokens.h"
+#include "cli/drive/drive.h"
 #include "vmm/wire/json.h"
 #include "vmm/wire/proto.h"
 
@@ -239,8 +240,9 @@ out:
 	return r;
 }
 
-static int tool_exec(const struct sandbox_addr *a, const struct json *args, struct mcp_result *res)
+static int tool_exec(const struct mcp_call *c, const struct json *args, struct mcp_result *res)
 {
+	const struct sandbox_addr *a = c->a;
 	const char *argv[] = { "/bin/sh", "-c", arg_str(args, "command", ""), NULL };
 
 	return exec_common(a, args, res, argv, (uint64_t)arg_int(args, "timeout_s", 60) * 1000,
@@ -249,8 +251,9 @@ static int tool_exec(const struct sandbox_addr *a, const struct json *args, stru
 
 /* ---- detached processes ------------------------------------------------------ */
 
-static int tool_start_process(const struct sandbox_addr *a, const struct json *args, struct mcp_result *res)
+static int tool_start_process(const struct mcp_call *c, const struct json *args, struct mcp_result *res)
 {
+	const struct sandbox_addr *a = c->a;
 	const char *argv[] = { "/bin/sh", "-c", arg_str(args, "command", ""), NULL };
 	const char *envv[65];
 	struct exec_opts o = { .argv = argv, .cwd = arg_str(args, "cwd", NULL), .detach = 1,
@@ -287,8 +290,9 @@ static int tool_start_process(const struct sandbox_addr *a, const struct json *a
 	return 0;
 }
 
-static int tool_process_output(const struct sandbox_addr *a, const struct json *args, struct mcp_result *res)
+static int tool_process_output(const struct mcp_call *c, const struct json *args, struct mcp_result *res)
 {
+	const struct sandbox_addr *a = c->a;
 	char sel[96], err[512], status[160], *text = NULL;
 	struct mcp_logs l = { .sel = arg_process(args, sel, sizeof(sel)) };
 	size_t max = (size_t)arg_int(args, "max_bytes", 65536);
@@ -337,8 +341,9 @@ out:
 	return r;
 }
 
-static int tool_kill_process(const struct sandbox_addr *a, const struct json *args, struct mcp_result *res)
+static int tool_kill_process(const struct mcp_call *c, const struct json *args, struct mcp_result *res)
 {
+	const struct sandbox_addr *a = c->a;
 	static const struct { const char *name; int sig; } sigs[] = {
 		{ "TERM", SIGTERM }, { "KILL", SIGKILL }, { "INT", SIGINT }, { "HUP", SIGHUP },
 		{ "QUIT", SIGQUIT }, { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 },
@@ -371,7 +376,48 @@ static int tool_kill_process(const struct sandbox_addr *a, const struct json *ar
 
 /* ---- files ---------------------------------------------------------------- */
 
-static int tool_read_file(const struct sandbox_addr *a, const struct json *args, struct mcp_result *res)
+/* What a drive-side failure says (the guest's come with their own text). */
+static const char *drive_strerror(int r)
+{
+	if (r == -EXDEV)
+		return "it leads out of the drive (a symbolic link to outside it); refused";
+	if (r == -ELOOP)
+		return "a symbolic link, not a regular file";
+	if (r == -EINVAL)
+		return "not a regular file";
+	if (r == -ENOSPC)
+		return "the drive's size limit is reached (No space left on device); nothing changed";
+	return strerror(-r);
+}
+
+/* A file's bytes, through the guest or beneath the drive (c->drive). */
+static int file_read(const struct mcp_call *c, const char *path, uint64_t off, size_t max, int nofollow, char **data,
+		     size_t *len, uint64_t *size, int64_t *mode, int64_t *uid, int64_t *gid, char *err, size_t errlen)
+{
+	int r;
+
+	if (!c->drive)
+		return mcp_api_read(c->a, path, off, max, data, len, size, mode, uid, gid, err, errlen);
+	if (uid)
+		*uid = *gid = -1;
+	if ((r = drive_file_read(c->drive, c->rel, off, max, nofollow, data, len, size, mode)))
+		snprintf(err, errlen, "%s", drive_strerror(r));
+	return r;
+}
+
+static int file_write(const struct mcp_call *c, const char *path, const void *data, size_t len, int64_t mode,
+		      int parents, int64_t uid, int64_t gid, char *err, size_t errlen)
+{
+	int r;
+
+	if (!c->drive)
+		return mcp_api_write(c->a, path, data, len, mode, parents, uid, gid, err, errlen);
+	if ((r = drive_file_write(c->drive, c->rel, data, len, mode, parents)))
+		snprintf(err, errlen, "%s", drive_strerror(r));
+	return r;
+}
+
+static int tool_read_file(const struct mcp_call *c, const struct json *args, struct mcp_result *res)
 {
 	const char *path = arg_str(args, "path", "");
 	uint64_t off = (uint64_t)arg_int(args, "offset", 0), size = 0;
@@ -380,7 +426,7 @@ static int tool_read_file(const struct sandbox_addr *a, const struct json *args,
 	char err[512], *data;
 	int64_t mode;
 
-	if (mcp_api_read(a, path, off, max, &data, &len, &size, &mode, NULL, NULL, err, sizeof(err)))
+	if (file_read(c, path, off, max, 0, &data, &len, &size, &mode, NULL, NULL, err, sizeof(err)))
 		return mcp_tool_fail(res, "%s: %s", path, err);
 	if (b64) {
 		char *enc = malloc(4 * ((len + 2) / 3) + 1);
@@ -411,7 +457,7 @@ static int tool_read_file(const struct sandbox_addr *a, const struct json *args,
 	return 0;
 }
 
-static int tool_write_file(const struct sandbox_addr *a, const struct json *args, struct mcp_result *res)
+static int tool_write_file(const struct mcp_call *c, const struct json *args, struct mcp_result *res)
 {
 	const char *path = arg_str(args, "path", ""), *content = arg_str(args, "content", "");
 	size_t len = arg_strlen(args, "content");
@@ -439,8 +485,8 @@ static int tool_write_file(const struct sandbox_addr *a, const struct json *args
 		content = dec;
 		len = (size_t)n;
 	}
-	r = mcp_api_write(a, path, content, len, arg_int(args, "mode", -1), arg_bool(args, "create_dirs", 1), -1, -1,
-			  err, sizeof(err));
+	r = file_write(c, path, content, len, arg_int(args, "mode", -1), arg_bool(args, "create_dirs", 1), -1, -1, err,
+		       sizeof(err));
 	free(dec);
 	if (r)
 		return mcp_tool_fail(res, "%s: %s", path, err);
@@ -450,7 +496,35 @@ static int tool_write_file(const struct sandbox_addr *a, const struct json *args
 	return set_text(res, text, strlen(text));
 }
 
-static int tool_edit_file(const struct sandbox_addr *a, const struct json *args, struct mcp_result *res)
+/* edit_file's check through the guest: the write replaces what is at path,
+ * so a symbolic link there (which would become a file) is refused. 0 or
+ * a failure set in res (1). */
+static int edit_target_ok(const struct mcp_call *c, const char *path, struct mcp_result *res)
+{
+	char fields[8192], st[4096], arena_buf[4096], err[512];
+	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
+	const char *type = "";
+	struct json_writer w;
+
+	if (c->drive)
+		return 0; /* beneath the drive: the read below refuses a link (nofollow) */
+	jw_init(&w, fields, sizeof(fields));
+	jw_key(&w, "op");
+	jw_str(&w, "stat");
+	jw_key(&w, "path");
+	jw_str(&w, path);
+	if (!jw_done(&w))
+		return !mcp_tool_fail(res, "path: too long");
+	if (mcp_api_call(c->a, 1, fields, st, sizeof(st), err, sizeof(err)))
+		return !mcp_tool_fail(res, "%s: %s", path, err);
+	json_get_str(json_parse(st, strlen(st), &ar, &(const char *){ NULL }), "type", &type);
+	if (strcmp(type, "file"))
+		return !mcp_tool_fail(res, "%s: a %s, not a regular file%s; nothing changed", path, type,
+				      !strcmp(type, "symlink") ? " (edit the file it points to)" : "");
+	return 0;
+}
+
+static int tool_edit_file(const struct mcp_call *c, const struct json *args, struct mcp_result *res)
 {
 	const char *path = arg_str(args, "path", ""), *old = arg_str(args, "old_string", ""),
 		   *new = arg_str(args, "new_string", "");
@@ -463,29 +537,9 @@ static int tool_edit_file(const struct sandbox_addr *a, const struct json *args,
 
 	if (ol == nl && !memcmp(old, new, ol))
 		return mcp_tool_fail(res, "old_string and new_string are the same: nothing to do");
-	{
-		/* The write replaces what is at path: a symbolic link there would
-		 * become a file, so it is refused (the read follows it). */
-		char fields[8192], st[4096], arena_buf[4096];
-		struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
-		const char *type = "";
-		struct json_writer w;
-
-		jw_init(&w, fields, sizeof(fields));
-		jw_key(&w, "op");
-		jw_str(&w, "stat");
-		jw_key(&w, "path");
-		jw_str(&w, path);
-		if (!jw_done(&w))
-			return mcp_tool_fail(res, "path: too long");
-		if (mcp_api_call(a, 1, fields, st, sizeof(st), err, sizeof(err)))
-			return mcp_tool_fail(res, "%s: %s", path, err);
-		json_get_str(json_parse(st, strlen(st), &ar, &(const char *){ NULL }), "type", &type);
-		if (strcmp(type, "file"))
-			return mcp_tool_fail(res, "%s: a %s, not a regular file%s; nothing changed", path, type,
-					     !strcmp(type, "symlink") ? " (edit the file it points to)" : "");
-	}
-	if (mcp_api_read(a, path, 0, EDIT_MAX, &data, &len, &size, &mode, &uid, &gid, err, sizeof(err)))
+	if (edit_target_ok(c, path, res))
+		return 0;
+	if (file_read(c, path, 0, EDIT_MAX, 1, &data, &len, &size, &mode, &uid, &gid, err, sizeof(err)))
 		return mcp_tool_fail(res, "%s: %s", path, err);
 	if (size > EDIT_MAX || len < size) {
 		free(data);
@@ -528,7 +582,7 @@ static int tool_edit_file(const struct sandbox_addr *a, const struct json *args,
 	free(data);
 	/* The same mode and owner as before: the API's write replaces the
 	 * file with a new one. */
-	r = mcp_api_write(a, path, out, outlen, mode >= 0 ? (mode & 07777) : -1, 0, uid, gid, err, sizeof(err));
+	r = file_write(c, path, out, outlen, mode >= 0 ? (mode & 07777) : -1, 0, uid, gid, err, sizeof(err));
 	free(out);
 	if (r)
 		return mcp_tool_fail(res, "%s: %s", path, err);
@@ -539,28 +593,22 @@ static int tool_edit_file(const struct sandbox_addr *a, const struct json *args,
 	return set_text(res, text, strlen(text));
 }
 
-struct dir_ent {
-	char *name;
-	char type;
-	long long size;
-};
-
 static int ent_cmp(const void *x, const void *y)
 {
-	return strcmp(((const struct dir_ent *)x)->name, ((const struct dir_ent *)y)->name);
+	return strcmp(((const struct drive_dirent *)x)->name, ((const struct drive_dirent *)y)->name);
 }
 
-static int tool_list_dir(const struct sandbox_addr *a, const struct json *args, struct mcp_result *res)
+/* The guest's listing of path (API "list", in frames) into ents[0..max):
+ * 0 with *n kept and *total seen, -errno, or 1 with a failure set in res. */
+static int list_guest(const struct sandbox_addr *a, const char *path, size_t max, struct drive_dirent *ents,
+		      size_t *n, size_t *total, struct mcp_result *res)
 {
-	const char *path = arg_str(args, "path", "");
-	size_t max = (size_t)arg_int(args, "max_entries", 1000), n = 0, total = 0, i, tl = 0, cap;
-	char fields[8192], *buf = malloc(FRAME_MAX + 1), *arena = malloc(FRAME_MAX * 3), *text = NULL;
-	struct dir_ent *ents = calloc(max, sizeof(*ents));
+	char fields[8192], *buf = malloc(FRAME_MAX + 1), *arena = malloc(FRAME_MAX * 3);
 	struct api_error e;
 	struct json_writer w;
 	int fd = -1, r = 0, more = 1;
 
-	if (!buf || !arena || !ents) {
+	if (!buf || !arena) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -571,7 +619,7 @@ static int tool_list_dir(const struct sandbox_addr *a, const struct json *args, 
 	jw_str(&w, path);
 	fd = api_open(a, jw_done(&w) ? fields : "");
 	if (fd < 0) {
-		mcp_tool_fail(res, "cannot reach the sandbox API: %s", strerror(-fd));
+		r = !mcp_tool_fail(res, "cannot reach the sandbox API: %s", strerror(-fd));
 		goto out;
 	}
 	while (more) {
@@ -584,41 +632,51 @@ static int tool_list_dir(const struct sandbox_addr *a, const struct json *args, 
 				mcp_tool_fail(res, "%s: %s (%s)", path, e.message[0] ? e.message : strerror(e.eno), e.name);
 			else
 				mcp_tool_fail(res, "%s: the sandbox closed the connection", path);
+			r = 1;
 			goto out;
 		}
 		j = json_parse(buf, strlen(buf), &ar, &(const char *){ NULL });
 		list = j ? json_get(j, "entries") : NULL;
 		if (!list || list->type != JSON_ARR || json_get_bool(j, "more", &more)) {
-			mcp_tool_fail(res, "%s: a malformed listing", path);
+			r = !mcp_tool_fail(res, "%s: a malformed listing", path);
 			goto out;
 		}
-		for (x = list->u.kids.first; x; x = x->next, total++) {
+		for (x = list->u.kids.first; x; x = x->next, ++*total) {
 			const char *name = NULL, *type = "?";
 			int64_t size = 0;
 
-			if (n == max || json_get_str(x, "name", &name))
+			if (*n == max || json_get_str(x, "name", &name))
 				continue;
 			json_get_str(x, "type", &type);
 			json_get_int(x, "size", &size);
-			ents[n].name = strdup(name);
-			if (!ents[n].name) {
+			if (!(ents[*n].name = strdup(name))) {
 				r = -ENOMEM;
 				goto out;
 			}
-			ents[n].type = !strcmp(type, "dir") ? 'd' : !strcmp(type, "symlink") ? 'l' : !strcmp(type, "file") ? 'f' : '?';
-			ents[n].size = size;
-			n++;
+			ents[*n].type = !strcmp(type, "dir") ? 'd' : !strcmp(type, "symlink") ? 'l' : !strcmp(type, "file") ? 'f' : '?';
+			ents[*n].size = size;
+			++*n;
 		}
 	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	free(arena);
+	return r;
+}
+
+/* The listing's text: "name/", "name@", "name<TAB>size", sorted. */
+static int list_text(struct drive_dirent *ents, size_t n, size_t total, struct mcp_result *res)
+{
+	size_t i, tl = 0, cap = 64;
+	char *text;
+
 	qsort(ents, n, sizeof(*ents), ent_cmp);
-	cap = 64;
 	for (i = 0; i < n; i++)
 		cap += strlen(ents[i].name) + 32;
-	text = malloc(cap);
-	if (!text) {
-		r = -ENOMEM;
-		goto out;
-	}
+	if (!(text = malloc(cap)))
+		return -ENOMEM;
 	text[0] = '\0';
 	for (i = 0; i < n; i++) {
 		if (ents[i].type == 'f')
@@ -628,23 +686,37 @@ static int tool_list_dir(const struct sandbox_addr *a, const struct json *args, 
 					       ents[i].type == 'd' ? "/" : ents[i].type == 'l' ? "@" : "");
 	}
 	set_text(res, text, tl);
-	text = NULL;
 	if (total > n)
 		snprintf(res->note, sizeof(res->note), "[%zu of %zu entries shown; raise max_entries to see more]", n,
 			 total);
 	else if (!n)
 		snprintf(res->note, sizeof(res->note), "[the directory is empty]");
 	snprintf(res->structured, sizeof(res->structured), "{\"entries\":%zu,\"total\":%zu}", n, total);
-out:
-	if (fd >= 0)
-		close(fd);
-	for (i = 0; ents && i < n; i++)
+	return 0;
+}
+
+static int tool_list_dir(const struct mcp_call *c, const struct json *args, struct mcp_result *res)
+{
+	const char *path = arg_str(args, "path", "");
+	size_t max = (size_t)arg_int(args, "max_entries", 1000), n = 0, total = 0, i;
+	struct drive_dirent *ents = calloc(max, sizeof(*ents));
+	int r;
+
+	if (!ents)
+		return -ENOMEM;
+	if (c->drive) {
+		r = drive_file_list(c->drive, c->rel, max, ents, &n, &total);
+		if (r && r != -ENOMEM)
+			r = !mcp_tool_fail(res, "%s: %s", path, drive_strerror(r));
+	} else {
+		r = list_guest(c->a, path, max, ents, &n, &total, res);
+	}
+	if (!r)
+		r = list_text(ents, n, total, res);
+	for (i = 0; i < n; i++)
 		free(ents[i].name);
 	free(ents);
-	free(buf);
-	free(arena);
-	free(text);
-	return r;
+	return r < 0 ? r : 0;
 }
 
 /* search_files runs find (and grep) in the sandbox: the arguments go in
@@ -662,8 +734,9 @@ static const char search_script[] =
 	"  while IFS= read -r f; do grep -nH $gi -E -e \"$re\" -- \"$f\" 2>/dev/null; done\n"
 	"fi | cut -c1-400 | head -n \"$max\"\n";
 
-static int tool_search_files(const struct sandbox_addr *a, const struct json *args, struct mcp_result *res)
+static int tool_search_files(const struct mcp_call *c, const struct json *args, struct mcp_result *res)
 {
+	const struct sandbox_addr *a = c->a;
 	int64_t max = arg_int(args, "max_results", 200);
 	char maxs[24];
 	const char *argv[] = {
@@ -778,6 +851,7 @@ const struct mcp_tool mcp_tools[] = {
 			  "\"required\":[\"path\"],\"additionalProperties\":false}",
 		.scope = TOKEN_SCOPE_FILES_READ,
 		.read_only = 1,
+		.drive_ok = MCP_DRIVE_READ,
 		.run = tool_read_file,
 	},
 	{
@@ -794,6 +868,7 @@ const struct mcp_tool mcp_tools[] = {
 			  "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}",
 		.scope = TOKEN_SCOPE_FILES_WRITE,
 		.destructive = 1,
+		.drive_ok = MCP_DRIVE_WRITE,
 		.run = tool_write_file,
 	},
 	{
@@ -808,6 +883,7 @@ const struct mcp_tool mcp_tools[] = {
 			  "\"required\":[\"path\",\"old_string\",\"new_string\"],\"additionalProperties\":false}",
 		.scope = TOKEN_SCOPE_FILES_WRITE,
 		.destructive = 1,
+		.drive_ok = MCP_DRIVE_WRITE,
 		.run = tool_edit_file,
 	},
 	{
@@ -820,6 +896,7 @@ const struct mcp_tool mcp_tools[] = {
 			  "\"required\":[\"path\"],\"additionalProperties\":false}",
 		.scope = TOKEN_SCOPE_FILES_READ,
 		.read_only = 1,
+		.drive_ok = MCP_DRIVE_READ,
 		.run = tool_list_dir,
 	},
 	{

@@ -9,6 +9,16 @@
 
 struct json;
 struct sandbox_addr;
+struct drive_files;
+
+/* Where a tool works: through the sandbox API (drive NULL), or, for a
+ * call a drive scope allows (cli/mcp/mcp_drive.c), on the host beneath the
+ * drive's folder at rel (the tool's path relative to the drive). */
+struct mcp_call {
+	const struct sandbox_addr *a;
+	struct drive_files *drive;
+	const char *rel;
+};
 
 /* What a tool answers: content text blocks (the first is the main one:
  * output, a file's text; the second a note on truncation), and a small
@@ -29,8 +39,12 @@ struct mcp_tool {
 	const char *schema; /* the inputSchema, JSON text */
 	unsigned scope;     /* TOKEN_SCOPE_* it needs */
 	int read_only, destructive;
-	int (*run)(const struct sandbox_addr *a, const struct json *args, struct mcp_result *res);
+	int drive_ok;       /* a drive scope allows it on the drive (MCP_DRIVE_*), or 0 */
+	int (*run)(const struct mcp_call *c, const struct json *args, struct mcp_result *res);
 };
+
+#define MCP_DRIVE_READ 1  /* drive:NAME or drive:NAME:ro */
+#define MCP_DRIVE_WRITE 2 /* drive:NAME only */
 
 extern const struct mcp_tool mcp_tools[];
 extern const size_t mcp_nr_tools;

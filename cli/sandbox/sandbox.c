@@ -289,7 +289,7 @@ int sandbox_make_rw(struct sandbox *sb)
 
 int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_info *info)
 {
-	char cfg[PATH_MAX + 2048];
+	char cfg[PATH_MAX + 8192];
 	struct json_writer w;
 	int r;
 
@@ -321,6 +321,8 @@ int sandbox_publish(struct sandbox *sb, const char *token, const struct sandbox_
 	jw_str(&w, info->image ? info->image : "");
 	jw_key(&w, "drives");
 	jw_str(&w, info->drives ? info->drives : "");
+	jw_key(&w, "labels");
+	jw_str(&w, info->labels ? info->labels : "");
 	jw_obj_end(&w);
 	if (!jw_done(&w))
 		return -E2BIG;
@@ -425,7 +427,7 @@ static int read_small(const char *dir, const char *name, char *buf, size_t len)
 
 int sandbox_status(const char *name, struct sandbox_status *st)
 {
-	char buf[8192], arena_buf[16384], reply[1024];
+	char buf[16384], arena_buf[32768], reply[1024];
 	struct json_arena a = { .buf = arena_buf, .size = sizeof(arena_buf) };
 	const struct json *j;
 	const char *err, *str;
@@ -458,6 +460,8 @@ int sandbox_status(const char *name, struct sandbox_status *st)
 			snprintf(st->image, sizeof(st->image), "%s", str);
 		if (!json_get_str(j, "drives", &str))
 			snprintf(st->drives, sizeof(st->drives), "%s", str);
+		if (!json_get_str(j, "labels", &str))
+			snprintf(st->labels, sizeof(st->labels), "%s", str);
 	}
 	if (read_small(st->sb.dir, "created", buf, sizeof(buf)) == 0) {
 		st->state = SB_CREATED;

@@ -54,6 +54,20 @@ int sandbox_name_ok(const char *name);
  * guest-init can mount at) and read-only or not. 0 or -EINVAL. Checked
  * wherever a drive is named: run, the API, an image's defaults. */
 int sandbox_drive_arg(const char *arg, char *name, size_t nlen, char *at, size_t alen, int *ro);
+/* Labels (`vmm run --label KEY=VALUE`, docs/cli.md "Labels"): KEY is 1..63
+ * of [A-Za-z0-9_.-/] starting with a letter or digit, VALUE 0..63 of
+ * [A-Za-z0-9_.-]; at most SANDBOX_LABELS_MAX per sandbox. A list is kept
+ * as "KEY=VALUE,..." (no character of either is a ',' or '='). */
+#define SANDBOX_LABEL_KEY_MAX 63
+#define SANDBOX_LABEL_VALUE_MAX 63
+#define SANDBOX_LABELS_MAX 16
+#define SANDBOX_LABELS_TEXT (SANDBOX_LABELS_MAX * (SANDBOX_LABEL_KEY_MAX + SANDBOX_LABEL_VALUE_MAX + 2))
+int sandbox_label_ok(const char *kv);
+/* Adds kv to the list text (a KEY already there gets the new VALUE). 0,
+ * -EINVAL (not KEY=VALUE) or -E2BIG (past SANDBOX_LABELS_MAX). */
+int sandbox_labels_add(char *text, size_t len, const char *kv);
+/* Does the list hold exactly this KEY=VALUE? */
+int sandbox_has_label(const char *labels, const char *kv);
 /* Creates the folder for `name` (NULL: a generated "sb-XXXXXXXX").
  * Refuses a name in use, saying whether its VMM still runs. With adopt,
  * takes over the folder `vmm create` left for `vmm start`. 0 or -errno
@@ -74,6 +88,7 @@ struct sandbox_info {
 	const char *net;      /* "TAP=MAC[/ADDR/PREFIX],..." or "" */
 	const char *image;    /* "NAME:VERSION" it started from, or "" */
 	const char *drives;   /* "NAME:GUESTDIR[:ro],..." (--drive) or "" */
+	const char *labels;   /* "KEY=VALUE,..." (--label) or "" */
 	long long created, expires; /* a resume keeps the record's (Unix s); 0: now, ttl_s */
 };
 /* --jail: makes dir/jail-rw (root's until jail_drop hands it over) and
@@ -111,6 +126,7 @@ struct sandbox_status {
 	char net[512];
 	char image[80];
 	char drives[1024];
+	char labels[SANDBOX_LABELS_TEXT];
 };
 int sandbox_status(const char *name, struct sandbox_status *st);
 /* Stops a running sandbox: through the guest (the API's shutdown) and

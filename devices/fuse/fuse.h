@@ -55,6 +55,33 @@ struct fuse_budget {
 	uint64_t limit;
 };
 
+struct stat;
+/* The count is a drive's `usage` file (8 bytes) mapped shared: 0, or
+ * -errno (b untouched). Unmap: used back to NULL. */
+int fuse_budget_map(struct fuse_budget *b, const char *usage_path, uint64_t limit);
+void fuse_budget_unmap(struct fuse_budget *b);
+/* What one WRITE, FALLOCATE or truncate reserved, to settle after it. The
+ * FUSE server and the MCP endpoint's writes on a drive (cli/mcp) both
+ * account through these, so every writer keeps the one count exact. */
+struct fuse_reservation {
+	int64_t before;   /* the file's bytes before; -1: nothing to settle */
+	int64_t reserved;
+};
+/* The bytes a request of len at off on a file in state st may add (whole:
+ * all of len, as for fallocate). */
+int64_t fuse_budget_need(const struct stat *st, uint64_t off, uint64_t len, int whole);
+/* Reserves them on the regular file fd: 0, or -ENOSPC past the limit
+ * (nothing reserved). */
+int fuse_budget_take(struct fuse_budget *b, int fd, uint64_t off, uint64_t len, int whole,
+		     struct fuse_reservation *res);
+/* After the request (done or failed): the file's real change replaces the
+ * reservation. */
+void fuse_budget_settle(struct fuse_budget *b, int fd, const struct fuse_reservation *res);
+/* The bytes removing dirfd/name would free (its last link), to give back
+ * once it is gone. */
+int64_t fuse_budget_freed(const struct fuse_budget *b, int dirfd, const char *name);
+void fuse_budget_give_back(struct fuse_budget *b, int64_t bytes);
+
 struct fuse_inode {
 	int fd;            /* O_PATH; -1: stale (vanished across a restore) */
 	uint8_t used;

@@ -200,9 +200,9 @@ int fuse_op_setattr(struct req *q)
 			return -EFBIG;
 		if (fd < 0 && (fd = fuse_reopen(s, n, O_WRONLY)) < 0)
 			return fd;
-		if (!(r = fpriv_kill(s->proc_fd, fd)) && !(r = fuse_budget_take(s, fd, 0, 0, 0, &res))) {
+		if (!(r = fpriv_kill(s->proc_fd, fd)) && !(r = fuse_budget_take(&s->budget, fd, 0, 0, 0, &res))) {
 			r = ftruncate(fd, (off_t)a->size) < 0 ? -errno : 0;
-			fuse_budget_settle(s, fd, &res); /* a truncate down gives back */
+			fuse_budget_settle(&s->budget, fd, &res); /* a truncate down gives back */
 		}
 		if (!h)
 			close(fd);

@@ -19,7 +19,36 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+int fuse_budget_map(struct fuse_budget *b, const char *usage_path, uint64_t limit)
+{
+	struct stat st;
+	void *m;
+	int fd = open(usage_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		r = -errno;
+	else if (!S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof(int64_t))
+		r = -EINVAL;
+	else if ((m = mmap(NULL, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+		r = -errno;
+	else
+		*b = (struct fuse_budget){ .used = m, .limit = limit };
+	close(fd);
+	return r;
+}
+
+void fuse_budget_unmap(struct fuse_budget *b)
+{
+	if (b->used)
+		munmap(b->used, sizeof(int64_t));
+	b->used = NULL;
+}
 
 static int64_t blocks_of(int fd)
 {
@@ -41,7 +70,7 @@ int64_t fuse_budget_need(const struct stat *st, uint64_t off, uint64_t len, int 
 	return end > size ? (int64_t)(end - size) : 0;
 }
 
-int fuse_budget_take(struct fuse_server *s, int fd, uint64_t off, uint64_t len, int whole,
+int fuse_budget_take(struct fuse_budget *b, int fd, uint64_t off, uint64_t len, int whole,
 		     struct fuse_reservation *res)
 {
 	struct stat st;
@@ -49,15 +78,15 @@ int fuse_budget_take(struct fuse_server *s, int fd, uint64_t off, uint64_t len, 
 
 	res->before = -1;
 	res->reserved = 0;
-	if (!s->budget.used)
+	if (!b->used)
 		return 0;
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if (!S_ISREG(st.st_mode))
 		return 0;
 	need = fuse_budget_need(&st, off, len, whole);
-	if (need > 0 && __atomic_add_fetch(s->budget.used, need, __ATOMIC_SEQ_CST) > (int64_t)s->budget.limit) {
-		__atomic_sub_fetch(s->budget.used, need, __ATOMIC_SEQ_CST);
+	if (need > 0 && __atomic_add_fetch(b->used, need, __ATOMIC_SEQ_CST) > (int64_t)b->limit) {
+		__atomic_sub_fetch(b->used, need, __ATOMIC_SEQ_CST);
 		return -ENOSPC;
 	}
 	res->before = (int64_t)st.st_blocks * 512;
@@ -65,23 +94,23 @@ int fuse_budget_take(struct fuse_server *s, int fd, uint64_t off, uint64_t len, 
 	return 0;
 }
 
-void fuse_budget_settle(struct fuse_server *s, int fd, const struct fuse_reservation *res)
+void fuse_budget_settle(struct fuse_budget *b, int fd, const struct fuse_reservation *res)
 {
 	int64_t after;
 
-	if (!s->budget.used || res->before < 0)
+	if (!b->used || res->before < 0)
 		return;
 	after = blocks_of(fd);
 	if (after < 0)
 		after = res->before; /* cannot tell: keep what was there */
-	__atomic_add_fetch(s->budget.used, after - res->before - res->reserved, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(b->used, after - res->before - res->reserved, __ATOMIC_SEQ_CST);
 }
 
-int64_t fuse_budget_freed(const struct fuse_server *s, int dirfd, const char *name)
+int64_t fuse_budget_freed(const struct fuse_budget *b, int dirfd, const char *name)
 {
 	struct stat st;
 
-	if (!s->budget.used || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+	if (!b->used || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return 0;
 	/* Another name keeps a linked file's blocks. */
 	if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
@@ -89,8 +118,8 @@ int64_t fuse_budget_freed(const struct fuse_server *s, int dirfd, const char *na
 	return (int64_t)st.st_blocks * 512;
 }
 
-void fuse_budget_give_back(struct fuse_server *s, int64_t bytes)
+void fuse_budget_give_back(struct fuse_budget *b, int64_t bytes)
 {
-	if (s->budget.used && bytes > 0)
-		__atomic_sub_fetch(s->budget.used, bytes, __ATOMIC_SEQ_CST);
+	if (b->used && bytes > 0)
+		__atomic_sub_fetch(b->used, bytes, __ATOMIC_SEQ_CST);
 }

@@ -110,10 +110,10 @@ int fuse_op_unlink(struct req *q, int dir)
 
 	if ((r = fuse_take_new_name(&p, &left, &name)) || (r = fuse_ino_get(q->s, q->h.nodeid, &d)))
 		return r;
-	freed = dir ? 0 : fuse_budget_freed(q->s, d->fd, name);
+	freed = dir ? 0 : fuse_budget_freed(&q->s->budget, d->fd, name);
 	if (unlinkat(d->fd, name, dir ? AT_REMOVEDIR : 0) < 0)
 		return -errno;
-	fuse_budget_give_back(q->s, freed);
+	fuse_budget_give_back(&q->s->budget, freed);
 	return 0;
 }
 
@@ -144,14 +144,14 @@ static int do_rename(struct req *q, uint64_t newdir, uint32_t flags, const uint8
 	if ((r = fuse_ino_get(q->s, q->h.nodeid, &od)) || (r = fuse_ino_get(q->s, newdir, &nd)))
 		return r;
 	/* A rename over a file frees it (an exchange keeps both). */
-	freed = flags & RENAME_EXCHANGE ? 0 : fuse_budget_freed(q->s, nd->fd, newname);
+	freed = flags & RENAME_EXCHANGE ? 0 : fuse_budget_freed(&q->s->budget, nd->fd, newname);
 	if (flags)
 		r = renameat2(od->fd, oldname, nd->fd, newname, flags);
 	else
 		r = renameat(od->fd, oldname, nd->fd, newname);
 	if (r < 0)
 		return -errno;
-	fuse_budget_give_back(q->s, freed);
+	fuse_budget_give_back(&q->s->budget, freed);
 	renamed(q->s, newdir, newname);
 	if (flags & RENAME_EXCHANGE)
 		renamed(q->s, q->h.nodeid, oldname);

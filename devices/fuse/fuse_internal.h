@@ -103,26 +103,7 @@ void fuse_fill_entry(const struct fuse_server *s, uint64_t nodeid, const struct 
 /* LOOKUP-like: resolves name in parent and replies with an entry. */
 int fuse_entry_reply(struct req *q, uint64_t parent, const char *name);
 
-/* ---- fuse_budget.c: a drive's size limit (struct fuse_budget) ---- */
-
-/* What one WRITE, FALLOCATE or truncate reserved, to settle after it. */
-struct fuse_reservation {
-	int64_t before;   /* the file's bytes before; -1: nothing to settle */
-	int64_t reserved;
-};
-/* The bytes a request of len at off on a file in state st may add (whole:
- * all of len, as for fallocate). */
-int64_t fuse_budget_need(const struct stat *st, uint64_t off, uint64_t len, int whole);
-/* Reserves them: 0, or -ENOSPC past the limit (nothing reserved). */
-int fuse_budget_take(struct fuse_server *s, int fd, uint64_t off, uint64_t len, int whole,
-		     struct fuse_reservation *res);
-/* After the request (done or failed): the file's real change replaces the
- * reservation. */
-void fuse_budget_settle(struct fuse_server *s, int fd, const struct fuse_reservation *res);
-/* The bytes removing dirfd/name would free (its last link), to give back
- * once it is gone. */
-int64_t fuse_budget_freed(const struct fuse_server *s, int dirfd, const char *name);
-void fuse_budget_give_back(struct fuse_server *s, int64_t bytes);
+/* ---- fuse_budget.c: a drive's size limit (fuse.h, struct fuse_budget) ---- */
 
 /* ---- the operations: 0 with the reply's payload ready, or -errno
  * (READ: 1, its data already in place) ---- */

@@ -217,13 +217,13 @@ int fuse_op_write(struct req *q)
 	if (k < 0)
 		return -EINVAL;
 	/* Before the data lands, as the kernel's file_remove_privs. */
-	if ((r = fpriv_kill(s->proc_fd, h->fd)) || (r = fuse_budget_take(s, h->fd, w.offset, w.size, 0, &res)))
+	if ((r = fpriv_kill(s->proc_fd, h->fd)) || (r = fuse_budget_take(&s->budget, h->fd, w.offset, w.size, 0, &res)))
 		return r;
 	do
 		n = pwritev(h->fd, iov, k, (off_t)w.offset);
 	while (n < 0 && errno == EINTR);
 	r = n < 0 ? -errno : 0;
-	fuse_budget_settle(s, h->fd, &res);
+	fuse_budget_settle(&s->budget, h->fd, &res);
 	if (r)
 		return r;
 	memset(&out, 0, sizeof(out));
@@ -290,10 +290,10 @@ int fuse_op_fallocate(struct req *q)
 		return -EINVAL;
 	/* A punched hole or zeroed range adds nothing; an allocation all of it. */
 	if ((r = fpriv_kill(q->s->proc_fd, h->fd)) ||
-	    (r = fuse_budget_take(q->s, h->fd, f->offset, f->mode & FALLOC_FL_PUNCH_HOLE ? 0 : f->length, 1, &res)))
+	    (r = fuse_budget_take(&q->s->budget, h->fd, f->offset, f->mode & FALLOC_FL_PUNCH_HOLE ? 0 : f->length, 1, &res)))
 		return r;
 	r = fallocate(h->fd, (int)f->mode, (off_t)f->offset, (off_t)f->length) < 0 ? -errno : 0;
-	fuse_budget_settle(q->s, h->fd, &res);
+	fuse_budget_settle(&q->s->budget, h->fd, &res);
 	return r;
 }
 

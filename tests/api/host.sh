@@ -2,7 +2,7 @@
 # Runs tests/api/api_test.py, cp_test.py and mcp_test.py against the host build of
 # guest-init serving on a Unix socket (no VM): the API's behaviour in seconds.
 #   host.sh VMM GUEST_INIT
-# HOST_TESTS="mcp mcp_conc" runs only those (names: api cp mcp mcp_e2e mcp_conc spare nohup orphans).
+# HOST_TESTS="mcp mcp_conc" runs only those (names: api cp mcp mcp_drive mcp_e2e mcp_conc spare nohup orphans).
 set -u
 want() { [ -z "${HOST_TESTS:-}" ] || [[ " $HOST_TESTS " == *" $1 "* ]]; }
 vmm=$1
@@ -38,6 +38,8 @@ st=$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f20)
 read -r dev ino < <(stat -L -c '%d %i' "/proc/$pid/exe")
 echo "$pid $st $dev $ino" > "$tmp/state/mcp-sb/process"
 if want mcp; then timeout 600 python3 "$(dirname "$0")/mcp_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1; fi
+# drive scopes: the file tools on a drive's mount, served on the host
+if want mcp_drive; then timeout 300 python3 "$(dirname "$0")/mcp_drive_test.py" "$vmm" "$tmp/state" mcp-sb || rc=1; fi
 # A nohup job outlives the exec that started it (issue 38), with this
 # guest-init as nohup (tools.h) and nothing else on the PATH: through
 # pipes, and on the exec's terminal (-t), whose hang-up it ignores.

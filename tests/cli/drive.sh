@@ -118,6 +118,40 @@ else
 	skipped "image defaults: needs mkfs.ext4 and debugfs (e2fsprogs)"
 fi
 
+# Labels: rules naming a label, the decision's order (own name, labels
+# with read-only winning, then *), and the labels a sandbox's record keeps.
+if run 0 drive create team --allow label:team=a --allow 'label:role=review:ro' --allow 'zed:rw' &&
+	run 0 drive inspect team &&
+	[ "$(json '[(a["who"], a["ro"]) for a in d["allow"]]')" = \
+		"[('label:team=a', False), ('label:role=review', True), ('zed', False)]" ]; then
+	ok "create --allow label:KEY=VALUE[:ro]"; else bad "label rules"; cat "$tmp/out" "$tmp/err"; fi
+if run 2 drive allow team 'label:team' && run 2 run --kernel "$kernel" --label 'a b=c' -- true &&
+	grep -q -- "--label 'a b=c'" "$tmp/err"; then ok "labels and label rules checked"; else bad "label syntax"; fi
+if run 1 run --kernel "$kernel" --name x --label team=a --drive team -- true && ! grep -q "does not allow" "$tmp/err" &&
+	! grep -q "read-only" "$tmp/err"; then ok "run: a label rule lets a sandbox in"; else bad "label allowed"; fi
+if run 1 run --kernel "$kernel" --name x --label team=a --label role=review --drive team -- true &&
+	grep -q "read-only (rule label:role=review:ro)" "$tmp/err"; then
+	ok "run: of two label rules read-only wins, named"; else bad "ro label"; cat "$tmp/err"; fi
+if run 1 run --kernel "$kernel" --name zed --label role=review --drive team -- true && ! grep -q "read-only" "$tmp/err"; then
+	ok "run: the own name rule wins over label rules"; else bad "name over label"; fi
+if run 1 run --kernel "$kernel" --name y --label team=b --drive team -- true && grep -q "does not allow sandbox y" "$tmp/err"; then
+	ok "run: another label's sandbox refused"; else bad "label refusal"; fi
+if run 0 drive deny team label:team=a && run 1 run --kernel "$kernel" --name x --label team=a --drive team -- true &&
+	grep -q "does not allow" "$tmp/err"; then ok "deny label:KEY=VALUE"; else bad "deny label"; fi
+mkdir -m 700 "$VMM_STATE_DIR/lab1" "$VMM_STATE_DIR/lab2"
+for s in lab1 lab2; do
+	echo tok > "$VMM_STATE_DIR/$s/token"
+	lab=team=a; [ $s = lab2 ] && lab=team=b
+	echo "{\"name\":\"$s\",\"kind\":\"run\",\"cpus\":1,\"mem_mib\":64,\"created\":1,\"labels\":\"$lab,x/y=1\"}" \
+		> "$VMM_STATE_DIR/$s/config.json"
+	printf '0\ndone\n' > "$VMM_STATE_DIR/$s/exit"
+done
+if run 0 ls --json && [ "$(json '[x["labels"] for x in d]')" = "[{'team': 'a', 'x/y': '1'}, {'team': 'b', 'x/y': '1'}]" ] &&
+	run 0 ls -q --filter label=team=b && [ "$(cat "$tmp/out")" = lab2 ] &&
+	run 0 ls -q --filter label=x/y=1 --filter label=team=a && [ "$(cat "$tmp/out")" = lab1 ] &&
+	run 0 ls --json --filter label=team=c && [ "$(cat "$tmp/out")" = "[]" ] && run 2 ls --filter team=a; then
+	ok "ls --json shows labels, --filter label=KEY=VALUE"; else bad "ls labels"; cat "$tmp/out" "$tmp/err"; fi
+
 if run 0 drive rm mine && [ -f "$tmp/mine/f" ] && [ ! -e "$tmp/drives/mine" ]; then
 	ok "rm: a --path folder is kept"; else bad "rm --path"; fi
 if run 0 drive rm work && [ ! -e "$tmp/drives/work" ]; then ok "rm: the store's folder goes"; else bad "rm"; fi

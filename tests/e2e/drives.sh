@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Drives end to end (docs/cli.md "Drives", docs/virtio-fs.md): two
-# sandboxes on one drive, a file one writes read by the other; a sandbox
+# sandboxes on one drive (one allowed by name, one by a label rule), a
+# file one writes read by the other; a token scoped to the drive reads and
+# writes it through `vmm mcp --listen`, served on the host; a sandbox
 # not on the drive's list refused before boot; writes past the drive's
 # size limit get ENOSPC in the guest, the VMM unaffected; a snapshot of a
 # sandbox restored as a clone gets the drive back (allow list, limit,
@@ -34,13 +36,13 @@ d_start() { # d_start NAME DRIVE-ARGS...: a detached sandbox, ready for exec
 }
 d_stop() { timeout 120 "$vmm" stop "$1" > /dev/null 2>&1; timeout 60 "$vmm" rm "$1" > /dev/null 2>&1; }
 
-"$vmm" drive create work --size 8M --allow alice --allow bob > /dev/null 2>&1
+"$vmm" drive create work --size 8M --allow alice --allow label:team=review > /dev/null 2>&1
 # The SQLite writer below, put there before the first mount so that the
 # drive's byte count (rebuilt then) includes it.
 sq=$(dirname "$vmm")/guest/sqlitecount
 [ -x "$sq" ] && cp "$sq" "$VMM_DRIVE_DIR/work/data/sqlitecount"
-if d_start alice --drive work && d_start bob --drive work:/shared; then
-	ok "drives: two sandboxes on one drive booted"
+if d_start alice --drive work && d_start bob --label team=review --drive work:/shared; then
+	ok "drives: two sandboxes on one drive booted (bob by its label)"
 else bad "drives: boot: $(tail -n 3 "$tmp/alice.err" "$tmp/bob.err")"; fi
 if [ "$(dx alice 'echo from-alice > /drives/work/note; cat /drives/work/note')" = from-alice ] &&
 	[ "$(dx bob 'cat /shared/note')" = from-alice ]; then
@@ -51,6 +53,47 @@ import json; d = json.load(open('$tmp/insp')); assert sorted(d['used_by']) == ['
 	"$vmm" inspect alice | grep -q '"drives":"work:/drives/work"'; then
 	ok "drives: inspect shows who uses the drive, and the sandbox's drives"
 else bad "drives: inspect: $(cat "$tmp/insp")"; fi
+
+# A token scoped to the drive (docs/mcp.md, "Access tokens"): the file
+# tools on alice's /drives/work only, served on the host; bob sees what it
+# wrote at once, and a path off the drive is refused.
+tok=$("$vmm" token create --scope mcp,drive:work alice 2> "$tmp/tok.err")
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$vmm" mcp alice --listen "127.0.0.1:$port" > /dev/null 2> "$tmp/mcp.err" & mcppid=$!
+mcp_out=$(timeout 120 python3 - "$port" "$tok" << 'PY' 2>&1
+import http.client, json, sys, time
+port, tok = int(sys.argv[1]), sys.argv[2]
+sess = None
+def rpc(i, method, params):
+    global sess
+    for _ in range(100):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                 "Authorization": "Bearer " + tok}
+            if sess:
+                h["Mcp-Session-Id"] = sess
+            c.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}), h)
+            r = c.getresponse()
+            sess = sess or r.getheader("Mcp-Session-Id")
+            return r.status, json.loads(r.read())
+        except ConnectionRefusedError:
+            time.sleep(0.1)
+rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}})
+s, b = rpc(2, "tools/call", {"name": "read_file", "arguments": {"path": "/drives/work/note"}})
+print("read", s, b["result"]["content"][0]["text"].strip())
+s, b = rpc(3, "tools/call", {"name": "write_file", "arguments": {"path": "/drives/work/mcp/from-mcp", "content": "via-mcp\n"}})
+print("write", s, b["result"]["isError"])
+s, b = rpc(4, "tools/call", {"name": "read_file", "arguments": {"path": "/etc/hostname"}})
+print("off-drive", s, b["error"]["code"])
+PY
+)
+kill "$mcppid" 2> /dev/null; wait "$mcppid" 2> /dev/null
+if [ "$mcp_out" = "$(printf 'read 200 from-alice\nwrite 200 False\noff-drive 403 -32001')" ] &&
+	[ "$(dx bob 'cat /shared/mcp/from-mcp')" = via-mcp ]; then
+	ok "drives: a drive-scoped token reads and writes the drive over MCP (host side), bob sees it; off the drive: 403"
+else bad "drives: mcp drive scope: $mcp_out $(cat "$tmp/tok.err" "$tmp/mcp.err" | tail -3)"; fi
+dx alice 'rm -r /drives/work/mcp' > /dev/null
 
 # SQLite from both sandboxes at once (and the host, in rollback mode): each
 # transaction inserts a row and adds one to a counter it has read, so both

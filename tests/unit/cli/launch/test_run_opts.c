@@ -27,11 +27,12 @@ int standby_listen_fd(const char *spec)
 }
 
 /* cli/drive's decision (tested in tests/unit/cli/drive/): here drive "d"
- * allows only sandbox "alice", so the test sees run_opts ask with the
- * --name given anywhere on the line. */
-int drive_mount_opt(const char *arg, const char *who, char *fs, size_t fslen, char *why, size_t len)
+ * allows only sandbox "alice" and the label team=a, so the test sees
+ * run_opts ask with the --name and --label given anywhere on the line. */
+int drive_mount_opt(const char *arg, const char *who, const char *labels, char *fs, size_t fslen, char *why,
+		    size_t len)
 {
-	if (strcmp(arg, "d") || !who || strcmp(who, "alice")) {
+	if (strcmp(arg, "d") || ((!who || strcmp(who, "alice")) && !sandbox_has_label(labels, "team=a"))) {
 		snprintf(why, len, "drive %s does not allow sandbox %s", arg, who ? who : "(none)");
 		return -EACCES;
 	}
@@ -131,6 +132,15 @@ static void run_drives(void **state)
 				   sizeof(err)), CLI_EXIT_ERROR);
 	assert_non_null(strstr(err, "drive d does not allow sandbox eve"));
 	assert_int_equal(f->cfg.nr_fs, 0);
+	/* a label given after --drive decides too; labels are kept */
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--drive", "d", "--label", "team=a", "--label", "x/y=1")), 0);
+	assert_int_equal(f->cfg.nr_fs, 1);
+	assert_string_equal(f->o.labels_text, "team=a,x/y=1");
+	assert_int_equal(parse_err(f, 0, 0, ARGV("run", "--label", "team=b", "--drive", "d"), err, sizeof(err)),
+			 CLI_EXIT_ERROR);
+	assert_int_equal(parse_err(f, 0, 0, ARGV("run", "--label", "team"), err, sizeof(err)), CLI_EXIT_USAGE);
+	assert_non_null(strstr(err, "--label 'team'"));
+	assert_int_equal(parse_err(f, 0, 0, ARGV("run", "--label", "a=b,c"), err, sizeof(err)), CLI_EXIT_USAGE);
 	/* restore takes no drives (the snapshot's shape) */
 	assert_int_equal(parse_err(f, 1, 0, ARGV("restore", "--drive", "d", "snap"), err, sizeof(err)), CLI_EXIT_USAGE);
 }

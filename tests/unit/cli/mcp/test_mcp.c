@@ -393,41 +393,136 @@ static void token_scopes(void **state)
 	char why[160], buf[96];
 
 	(void)state;
-	assert_int_equal(token_parse_scopes("exec,files:read", &m, why, sizeof(why)), 0);
+	assert_int_equal(token_parse_scopes("exec,files:read", &m, NULL, why, sizeof(why)), 0);
 	assert_int_equal(m, TOKEN_SCOPE_EXEC | TOKEN_SCOPE_FILES_READ);
-	assert_int_equal(token_parse_scopes("all", &m, why, sizeof(why)), 0);
+	assert_int_equal(token_parse_scopes("all", &m, NULL, why, sizeof(why)), 0);
 	assert_int_equal(m, TOKEN_SCOPE_ALL);
-	token_scopes_str(TOKEN_SCOPE_ALL, buf, sizeof(buf));
+	token_scopes_str(TOKEN_SCOPE_ALL, NULL, buf, sizeof(buf));
 	assert_string_equal(buf, "exec,files:read,files:write,processes,mcp");
-	assert_int_equal(token_parse_scopes("exec,root", &m, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("exec,root", &m, NULL, why, sizeof(why)), -EINVAL);
 	assert_non_null(strstr(why, "root"));
-	assert_int_equal(token_parse_scopes("", &m, why, sizeof(why)), -EINVAL);
-	assert_int_equal(token_parse_scopes("exec,", &m, why, sizeof(why)), -EINVAL);
-	assert_int_equal(token_parse_scopes(",exec", &m, why, sizeof(why)), -EINVAL);
-	assert_int_equal(token_parse_scopes("files", &m, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("", &m, NULL, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("exec,", &m, NULL, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes(",exec", &m, NULL, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("files", &m, NULL, why, sizeof(why)), -EINVAL);
+	/* without a place for them, drive scopes are unknown names */
+	assert_int_equal(token_parse_scopes("mcp,drive:x", &m, NULL, why, sizeof(why)), -EINVAL);
+}
+
+/* Drive scopes: names (bounded), parsed and formatted round trip. */
+static void token_drive_scopes(void **state)
+{
+	struct token_drives d;
+	unsigned m;
+	char why[160], buf[TOKEN_SCOPES_TEXT_MAX], many[1024];
+	size_t k = 0;
+	int i;
+
+	(void)state;
+	assert_int_equal(token_parse_scopes("mcp,drive:shared,drive:logs:ro", &m, &d, why, sizeof(why)), 0);
+	assert_int_equal(m, TOKEN_SCOPE_MCP);
+	assert_int_equal(d.n, 2);
+	assert_string_equal(d.d[0].name, "shared");
+	assert_false(d.d[0].ro);
+	assert_string_equal(d.d[1].name, "logs");
+	assert_true(d.d[1].ro);
+	assert_non_null(token_drive_find(&d, "logs"));
+	assert_null(token_drive_find(&d, "log"));
+	token_scopes_str(m, &d, buf, sizeof(buf));
+	assert_string_equal(buf, "mcp,drive:shared,drive:logs:ro");
+	assert_int_equal(token_parse_scopes("drive:a.b-c_9", &m, &d, why, sizeof(why)), 0); /* drives alone parse */
+	assert_int_equal(m, 0);
+	assert_int_equal(d.n, 1);
+	assert_int_equal(token_parse_scopes("drive:", &m, &d, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("drive::ro", &m, &d, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("drive:../x", &m, &d, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("drive:.x", &m, &d, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("drive:a:rw", &m, &d, why, sizeof(why)), -EINVAL);
+	assert_int_equal(token_parse_scopes("drive:abcdefghijabcdefghijabcdefghijabcdef", &m, &d, why, sizeof(why)),
+			 -EINVAL); /* 36 */
+	assert_int_equal(token_parse_scopes("drive:x,drive:x:ro", &m, &d, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "twice"));
+	for (i = 0; i <= TOKEN_DRIVES_MAX; i++)
+		k += (size_t)snprintf(many + k, sizeof(many) - k, "%sdrive:abcdefghijabcdefghijabcdefghij%02d:ro",
+				      i ? "," : "", i);
+	assert_int_equal(token_parse_scopes(many, &m, &d, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "more than 8"));
+	/* the longest list there can be fits the file's line, and reads back */
+	many[strlen(many) - strlen(",drive:abcdefghijabcdefghijabcdefghij08:ro")] = '\0';
+	{
+		char tok[TOKEN_LEN + 1], line[1024];
+		struct token_rec rec, back;
+
+		assert_int_equal(token_parse_scopes(many, &m, &d, why, sizeof(why)), 0);
+		assert_int_equal(d.n, TOKEN_DRIVES_MAX);
+		assert_int_equal(token_generate(tok, &rec, 7, 0, TOKEN_SCOPE_ALL, &d), 0);
+		assert_int_equal(token_format_line(&rec, line, sizeof(line)), 0);
+		assert_int_equal(token_parse_line(line, strlen(line) - 1, &back), 0);
+		assert_memory_equal(&back, &rec, sizeof(rec));
+		assert_int_equal(back.drives.n, TOKEN_DRIVES_MAX);
+	}
+}
+
+/* Which drive a path is on (mcp_drive.c), from the record's mounts. */
+static void drive_path_match(void **state)
+{
+	struct token_drives d;
+	unsigned m;
+	char why[256], name[64], rel[256];
+	const char *mounts = "shared:/drives/shared,logs:/var/log/app:ro,inner:/drives/shared/inner";
+
+	(void)state;
+	assert_int_equal(token_parse_scopes("mcp,drive:shared,drive:logs", &m, &d, why, sizeof(why)), 0);
+#define MATCH(path, w) mcp_drive_match(mounts, &d, path, w, name, sizeof(name), rel, sizeof(rel), why, sizeof(why))
+	assert_int_equal(MATCH("/drives/shared/a/b.txt", 1), 0);
+	assert_string_equal(name, "shared");
+	assert_string_equal(rel, "a/b.txt");
+	assert_int_equal(MATCH("//drives/./shared//a/", 0), 0);
+	assert_string_equal(rel, "a");
+	assert_int_equal(MATCH("/drives/shared", 0), 0);
+	assert_string_equal(rel, "");
+	/* outside every mount, a lookalike prefix, "..", relative */
+	assert_int_equal(MATCH("/etc/passwd", 0), -EACCES);
+	assert_non_null(strstr(why, "no drive"));
+	assert_int_equal(MATCH("/drives/sharedx/f", 0), -EACCES);
+	assert_int_equal(MATCH("/drives/shared/../../etc/passwd", 0), -EACCES);
+	assert_int_equal(MATCH("/drives/shared/a/..", 0), -EACCES);
+	assert_int_equal(MATCH("drives/shared/f", 0), -EACCES);
+	/* a nested mount of a drive the token does not name wins over its parent */
+	assert_int_equal(MATCH("/drives/shared/inner/f", 0), -EACCES);
+	assert_non_null(strstr(why, "drive inner"));
+	/* read-only: in the sandbox (mounted :ro), or for the token */
+	assert_int_equal(MATCH("/var/log/app/x", 0), 0);
+	assert_int_equal(MATCH("/var/log/app/x", 1), -EACCES);
+	assert_non_null(strstr(why, "mounted :ro"));
+	assert_int_equal(token_parse_scopes("mcp,drive:shared:ro", &m, &d, why, sizeof(why)), 0);
+	assert_int_equal(MATCH("/drives/shared/a", 0), 0);
+	assert_int_equal(MATCH("/drives/shared/a", 1), -EACCES);
+	assert_non_null(strstr(why, "drive:NAME:ro"));
+#undef MATCH
 }
 
 static void token_lifecycle(void **state)
 {
-	char tok[TOKEN_LEN + 1], tok2[TOKEN_LEN + 1], line[256], bad[TOKEN_LEN + 1];
+	char tok[TOKEN_LEN + 1], tok2[TOKEN_LEN + 1], line[1024], bad[TOKEN_LEN + 1];
 	struct token_rec recs[2], back;
 	const struct token_rec *which;
 	unsigned char h[32];
 
 	(void)state;
-	assert_int_equal(token_generate(tok, &recs[0], 1000, 3600, TOKEN_SCOPE_MCP | TOKEN_SCOPE_FILES_READ), 0);
+	assert_int_equal(token_generate(tok, &recs[0], 1000, 3600, TOKEN_SCOPE_MCP | TOKEN_SCOPE_FILES_READ, NULL), 0);
 	assert_int_equal(strlen(tok), TOKEN_LEN);
 	assert_memory_equal(tok, "vmt_", 4);
 	assert_memory_equal(tok + 4, recs[0].id, TOKEN_ID_LEN);
 	token_hash(tok, h);
 	assert_memory_equal(h, recs[0].hash, 32);
 	assert_int_equal(recs[0].expires, 4600);
-	assert_int_equal(token_generate(tok2, &recs[1], 1000, 0, TOKEN_SCOPE_ALL), 0);
+	assert_int_equal(token_generate(tok2, &recs[1], 1000, 0, TOKEN_SCOPE_ALL, NULL), 0);
 	assert_int_equal(recs[1].expires, 0);
 	assert_string_not_equal(tok, tok2);
-	assert_int_equal(token_generate(tok2, &back, 1000, -1, TOKEN_SCOPE_ALL), -EINVAL);
-	assert_int_equal(token_generate(tok2, &back, 1000, 10, 0), -EINVAL);
-	assert_int_equal(token_generate(tok2, &back, 1000, 10, 1u << 20), -EINVAL);
+	assert_int_equal(token_generate(tok2, &back, 1000, -1, TOKEN_SCOPE_ALL, NULL), -EINVAL);
+	assert_int_equal(token_generate(tok2, &back, 1000, 10, 0, NULL), -EINVAL);
+	assert_int_equal(token_generate(tok2, &back, 1000, 10, 1u << 20, NULL), -EINVAL);
 
 	/* the stored line: only the hash, and it reads back the same */
 	assert_int_equal(token_format_line(&recs[0], line, sizeof(line)), 0);
@@ -474,7 +569,7 @@ static void token_file(void **state)
 	assert_int_equal(token_load(dir, &got, &n), 0); /* none yet */
 	assert_int_equal(n, 0);
 	for (i = 0; i < 3; i++)
-		assert_int_equal(token_generate(tok, &recs[i], 5, i * 100, TOKEN_SCOPE_ALL), 0);
+		assert_int_equal(token_generate(tok, &recs[i], 5, i * 100, TOKEN_SCOPE_ALL, NULL), 0);
 	assert_int_equal(token_save(dir, recs, 3), 0);
 	assert_int_equal(token_load(dir, &got, &n), 0);
 	assert_int_equal(n, 3);
@@ -539,6 +634,7 @@ int main(void)
 		cmocka_unit_test(tool_schemas),      cmocka_unit_test(protocol), cmocka_unit_test(errors_quote_request),
 		cmocka_unit_test(capture_head_tail), cmocka_unit_test(token_scopes),
 		cmocka_unit_test(token_lifecycle),   cmocka_unit_test(token_file),
+		cmocka_unit_test(token_drive_scopes), cmocka_unit_test(drive_path_match),
 		cmocka_unit_test(http_headers),      cmocka_unit_test(http_body_limit),
 	};
 

@@ -40,12 +40,12 @@ static int budget_write(struct fuse_server *s, int fd, uint64_t off, size_t len)
 
 	assert_non_null(buf);
 	memset(buf, 'x', len);
-	if ((r = fuse_budget_take(s, fd, off, len, 0, &res))) {
+	if ((r = fuse_budget_take(&s->budget, fd, off, len, 0, &res))) {
 		free(buf);
 		return r;
 	}
 	r = pwrite(fd, buf, len, (off_t)off) == (ssize_t)len ? 0 : -errno;
-	fuse_budget_settle(s, fd, &res);
+	fuse_budget_settle(&s->budget, fd, &res);
 	free(buf);
 	return r;
 }
@@ -104,16 +104,16 @@ static void unlink_and_truncate_give_back(void **state)
 	assert_int_equal(budget_write(&s, fd, 512 * 1024, 600 * 1024), -ENOSPC);
 	before = used;
 	/* a truncate down settles to the smaller file */
-	assert_int_equal(fuse_budget_take(&s, fd, 0, 0, 0, &res), 0);
+	assert_int_equal(fuse_budget_take(&s.budget, fd, 0, 0, 0, &res), 0);
 	assert_int_equal(ftruncate(fd, 4096), 0);
-	fuse_budget_settle(&s, fd, &res);
+	fuse_budget_settle(&s.budget, fd, &res);
 	assert_true(used < before && used <= 8192);
 	/* now the big write fits */
 	assert_int_equal(budget_write(&s, fd, 0, 600 * 1024), 0);
 	close(fd);
 	dfd = open(dir, O_PATH | O_DIRECTORY);
-	assert_true(fuse_budget_freed(&s, dfd, "c") >= 600 * 1024);
-	fuse_budget_give_back(&s, fuse_budget_freed(&s, dfd, "c"));
+	assert_true(fuse_budget_freed(&s.budget, dfd, "c") >= 600 * 1024);
+	fuse_budget_give_back(&s.budget, fuse_budget_freed(&s.budget, dfd, "c"));
 	assert_int_equal(unlinkat(dfd, "c", 0), 0);
 	assert_true(used <= 8192);
 	close(dfd);
