@@ -146,7 +146,7 @@ for s in lab1 lab2; do
 		> "$VMM_STATE_DIR/$s/config.json"
 	printf '0\ndone\n' > "$VMM_STATE_DIR/$s/exit"
 done
-if run 0 ls --json && [ "$(json '[x["labels"] for x in d]')" = "[{'team': 'a', 'x/y': '1'}, {'team': 'b', 'x/y': '1'}]" ] &&
+if run 0 ls --json && [ "$(json '[x["labels"] for x in d if x["name"].startswith("lab")]')" = "[{'team': 'a', 'x/y': '1'}, {'team': 'b', 'x/y': '1'}]" ] &&
 	run 0 ls -q --filter label=team=b && [ "$(cat "$tmp/out")" = lab2 ] &&
 	run 0 ls -q --filter label=x/y=1 --filter label=team=a && [ "$(cat "$tmp/out")" = lab1 ] &&
 	run 0 ls --json --filter label=team=c && [ "$(cat "$tmp/out")" = "[]" ] && run 2 ls --filter team=a; then
