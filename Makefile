@@ -116,7 +116,7 @@ HOT_SRCS := cli/main.c cli/run.c cli/launch/run_opts.c cli/launch/launch.c cli/l
             vmm/api/fcapi_obs.c vmm/base/unixsock.c vmm/wire/json.c vmm/wire/proto.c \
             boot/bootparams.c boot/elf.c boot/bzimage.c \
             devices/serial.c devices/legacy.c devices/i8042.c devices/virtqueue.c devices/virtio_mmio.c \
-            devices/virtio_blk.c devices/virtio_vsock.c devices/virtio_fs.c $(FUSE_SRCS) \
+            devices/virtio_blk.c devices/virtio_vsock.c devices/virtio_fs.c devices/virtio_fs_names.c $(FUSE_SRCS) \
             cli/launch/run_restore.c vmm/vm_pause.c vmm/base/uffd.c cli/util/tlsexec.c cli/launch/run_fc.c cli/sandbox/sandbox_standby.c cli/launch/jail.c \
             devices/mmds.c cli/images/image_store.c cli/restore.c vmm/vm_snapshot.c vmm/base/snapfmt.c
 ifneq ($(filter-out $(CORE_SRCS) $(CLI_SRCS),$(HOT_SRCS)),)
@@ -381,7 +381,7 @@ test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
 test_fuse_SRCS    := $(FUSE_SRCS) vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
 test_fuse_budget_SRCS := $(test_fuse_SRCS)
-test_virtio_fs_SRCS := devices/virtio_fs.c $(FUSE_SRCS) vmm/seccomp.c $(test_virtio_mmio_SRCS)
+test_virtio_fs_SRCS := devices/virtio_fs.c devices/virtio_fs_names.c $(FUSE_SRCS) vmm/seccomp.c $(test_virtio_mmio_SRCS)
 test_egress_SRCS  := cli/egress/egress_http.c vmm/wire/json.c
 test_egress_tls_SRCS := cli/egress/egress_http.c cli/egress/egress_tunnel.c vmm/base/http.c cli/egress/egress_tls.c vmm/base/log.c vmm/wire/json.c
 test_egress_tls_LIBS := $(TLS_LIBS)
@@ -612,7 +612,8 @@ fuzz_blk_request_SRCS := tests/fuzz/fuzz_blk_request.c devices/virtio_blk.c devi
 fuzz_api_request_SRCS := tests/fuzz/fuzz_api_request.c $(GUEST_API_SRCS)
 fuzz_vsock_SRCS       := tests/fuzz/fuzz_vsock.c devices/virtio_vsock.c vmm/base/unixsock.c devices/virtio_mmio.c vmm/base/ratelimit.c \
                          devices/virtqueue.c vmm/base/evloop.c vmm/base/gm.c vmm/base/log.c vmm/base/kvm.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
-fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/base/http.c $(FCAPI_SRCS) vmm/cputmpl.c devices/mmds.c vmm/wire/json.c vmm/base/log.c vmm/cpuid.c
+fuzz_http_SRCS        := tests/fuzz/fuzz_http.c vmm/base/http.c $(FCAPI_SRCS) vmm/cputmpl.c devices/mmds.c vmm/wire/json.c vmm/base/log.c vmm/cpuid.c \
+                         devices/virtio_fs_names.c
 fuzz_devices_SRCS     := tests/fuzz/fuzz_devices.c devices/virtio_rng.c devices/virtio_balloon.c devices/virtio_mmio.c \
                          vmm/base/ratelimit.c devices/virtqueue.c vmm/base/evloop.c vmm/base/gm.c vmm/base/log.c vmm/base/kvm.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
 fuzz_net_SRCS         := tests/fuzz/fuzz_net.c devices/virtio_net.c devices/tap.c devices/mmds.c devices/mmds_net.c vmm/wire/json.c devices/virtio_mmio.c \

@@ -25,42 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int fs_tag_valid(const char *tag)
-{
-	size_t i, n = strlen(tag);
-
-	if (n == 0 || n >= VIRTIO_FS_TAG_LEN || !strcmp(tag, ".") || !strcmp(tag, ".."))
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = tag[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return 0;
-	}
-	return 1;
-}
-
-int fs_guest_path_valid(const char *p)
-{
-	size_t i, n = strlen(p);
-
-	if (n < 2 || n > 100 || p[0] != '/' || strstr(p, "//") || p[n - 1] == '/')
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = p[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-' || c == '/'))
-			return 0;
-		/* a part that is "." or ".." */
-		if (c == '.' && p[i - 1] == '/' &&
-		    (p[i + 1] == '/' || !p[i + 1] || (p[i + 1] == '.' && (p[i + 2] == '/' || !p[i + 2]))))
-			return 0;
-	}
-	return 1;
-}
-
 /* One owned string option: replaces what it held. 0 or -ENOMEM. */
 static int fs_set_str(char **dst, const char *v)
 {
