@@ -116,7 +116,7 @@ nfs_server() {
 	timeout 30 exportfs -i -o $o "127.0.0.1:$exp" && timeout 30 exportfs -i -o $o "$cli_b:$exp" || return 1
 	rpc.mountd -F -N 2 -N 3 > "$tmp/mountd.log" 2>&1 &
 	mountd=$!
-	timeout 60 rpc.nfsd -N 2 -N 3 -V 4 -U 4 > "$tmp/nfsd.log" 2>&1 || return 1
+	timeout 60 rpc.nfsd -N 3 -V 4 -U 4 > "$tmp/nfsd.log" 2>&1 || return 1
 	# The default mount: hard, NFSv4.2, locks sent to the server.
 	timeout 120 mount -t nfs4 -o vers=4.2 127.0.0.1:/ "$m1" || return 1
 	# The second client: its own network namespace and host name, so its own
@@ -181,7 +181,8 @@ else bad "drives-nfs: the server's clients: '$names'"; fi
 # ---- counters: two sandboxes and "host b", each under the lock -------------
 if [ -x "$lc" ]; then
 	echo 0 > "$d/cnt-flock"
-	fl='i=0; while [ $i -lt 40 ]; do flock DIR/cnt-flock.lock sh -c "n=\$(cat DIR/cnt-flock); echo \$((n+1)) > DIR/cnt-flock"; i=$((i+1)); done; echo done'
+	# (lockcount flock: the base image's busybox has no flock applet)
+	fl='i=0; while [ $i -lt 40 ]; do DIR/lockcount flock DIR/cnt-flock.lock sh -c "n=\$(cat DIR/cnt-flock); echo \$((n+1)) > DIR/cnt-flock"; i=$((i+1)); done; echo done'
 	dx alice "${fl//DIR//drives/nfsw}" > "$tmp/lk-a.out" & lka=$!
 	dx bob "${fl//DIR//shared}" > "$tmp/lk-b.out" & lkb=$!
 	for _ in $(seq 40); do
@@ -190,7 +191,7 @@ if [ -x "$lc" ]; then
 	wait $lka $lkb
 	n=$(hx cat "$b/cnt-flock")
 	if [ "$n" = 120 ]; then ok "drives-nfs: flock counter from two sandboxes and the second NFS client, 40 each: $n of 120"
-	else bad "drives-nfs: flock counter $n of 120 ($(tail -2 "$tmp/lk-a.out" "$tmp/lk-b.out"))"; fi
+	else bad "drives-nfs: flock counter $n of 120 ($(tail -n 2 "$tmp/lk-a.out" "$tmp/lk-b.out"))"; fi
 
 	dx alice '/drives/nfsw/lockcount count /drives/nfsw/cnt-fcntl 60 && echo done' > "$tmp/lk-a.out" & lka=$!
 	dx bob '/shared/lockcount count /shared/cnt-fcntl 60 && echo done' > "$tmp/lk-b.out" & lkb=$!
@@ -198,7 +199,7 @@ if [ -x "$lc" ]; then
 	wait $lka $lkb
 	n=$(hx cat "$b/cnt-fcntl")
 	if [ "$n" = 180 ]; then ok "drives-nfs: fcntl counter from two sandboxes and the second NFS client, 60 each: $n of 180"
-	else bad "drives-nfs: fcntl counter $n of 180 ($(tail -2 "$tmp/lk-a.out" "$tmp/lk-b.out"))"; fi
+	else bad "drives-nfs: fcntl counter $n of 180 ($(tail -n 2 "$tmp/lk-a.out" "$tmp/lk-b.out"))"; fi
 else bad "drives-nfs: $lc not built (make e2e builds it)"; fi
 
 # ---- SQLite, rollback journal, from both sandboxes and "host b" -------------
@@ -211,7 +212,7 @@ if [ -x "$sq" ]; then
 	got=$(dx bob '/shared/sqlitecount check /shared/r.db')
 	if [ "$got" = "integrity=ok rows=120 counter=120" ] && [ "$(hx "$b/sqlitecount" check "$b/r.db")" = "$got" ]; then
 		ok "drives-nfs: SQLite (rollback journal) from two sandboxes and the second NFS client at once: $got"
-	else bad "drives-nfs: SQLite: '$got' (want 120 rows) $(tail -2 "$tmp/sq-a.out" "$tmp/sq-b.out" "$tmp/sq-h.out")"; fi
+	else bad "drives-nfs: SQLite: '$got' (want 120 rows) $(tail -n 2 "$tmp/sq-a.out" "$tmp/sq-b.out" "$tmp/sq-h.out")"; fi
 else bad "drives-nfs: $sq not built (make e2e builds it)"; fi
 
 # ---- what flock is on NFS ----------------------------------------------------
@@ -220,19 +221,19 @@ else bad "drives-nfs: $sq not built (make e2e builds it)"; fi
 # never meet) a flock and an fcntl lock on one file conflict: across
 # sandboxes, with the other client, and within one sandbox.
 if [ -x "$lc" ]; then
-	dx alice '(flock /drives/nfsw/fl sleep 30) < /dev/null > /dev/null 2>&1 &
+	dx alice '(/drives/nfsw/lockcount flock /drives/nfsw/fl sleep 30) < /dev/null > /dev/null 2>&1 &
 		(/drives/nfsw/lockcount hold /drives/nfsw/fc 30) < /dev/null > /dev/null 2>&1 & true' > /dev/null
 	for _ in $(seq 120); do
 		! hx flock -n "$b/fl" true && [ "$(hx "$b/lockcount" probe "$b/fc")" = locked ] && break
 		sleep 0.5
 	done
-	out=$(dx bob '/shared/lockcount probe /shared/fl; flock -n /shared/fc true && echo flock-got || echo flock-refused')
+	out=$(dx bob '/shared/lockcount probe /shared/fl; /shared/lockcount flockprobe /shared/fc')
 	hb=$(hx "$b/lockcount" probe "$b/fl")
 	if [ "$out" = "locked
-flock-refused" ] && [ "$hb" = locked ]; then
+locked" ] && [ "$hb" = locked ]; then
 		ok "drives-nfs: flock and fcntl locks meet on NFS: alice's flock is an fcntl conflict for bob and for the second client, alice's fcntl lock refuses bob's flock"
 	else bad "drives-nfs: flock vs fcntl: bob saw '$out', the second client's fcntl probe of the flocked file '$hb'"; fi
-	one=$(dx bob 'flock /shared/one /shared/lockcount probe /shared/one')
+	one=$(dx bob '/shared/lockcount flock /shared/one /shared/lockcount probe /shared/one')
 	if [ "$one" = locked ]; then
 		ok "drives-nfs: within one sandbox too: a process under flock(1) finds the file fcntl-locked (on a local drive: free)"
 	else bad "drives-nfs: flock then fcntl in one sandbox: '$one'"; fi
