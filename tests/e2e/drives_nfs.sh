@@ -219,7 +219,7 @@ else bad "drives-nfs: $sq not built (make e2e builds it)"; fi
 # Linux's NFS client sends a flock as a whole-file POSIX lock owned by the
 # open file, so on NFS (unlike on a local file system, where the two kinds
 # never meet) a flock and an fcntl lock on one file conflict: across
-# sandboxes, with the other client, and within one sandbox.
+# sandboxes and with the other client.
 if [ -x "$lc" ]; then
 	dx alice '(/drives/nfsw/lockcount flock /drives/nfsw/fl sleep 30) < /dev/null > /dev/null 2>&1 &
 		(/drives/nfsw/lockcount hold /drives/nfsw/fc 30) < /dev/null > /dev/null 2>&1 & true' > /dev/null
@@ -233,10 +233,13 @@ if [ -x "$lc" ]; then
 locked" ] && [ "$hb" = locked ]; then
 		ok "drives-nfs: flock and fcntl locks meet on NFS: alice's flock is an fcntl conflict for bob and for the second client, alice's fcntl lock refuses bob's flock"
 	else bad "drives-nfs: flock vs fcntl: bob saw '$out', the second client's fcntl probe of the flocked file '$hb'"; fi
+	# Within one sandbox, what a process under a flock finds with F_GETLK:
+	# seen 'free' (the two did not meet) although they met between
+	# sandboxes on the same mount; reported, not asserted (docs/virtio-fs.md:
+	# whether the host's NFS client sends a lock to the server or keeps it
+	# locally decides).
 	one=$(dx bob '/shared/lockcount flock /shared/one /shared/lockcount probe /shared/one')
-	if [ "$one" = locked ]; then
-		ok "drives-nfs: within one sandbox too: a process under flock(1) finds the file fcntl-locked (on a local drive: free)"
-	else bad "drives-nfs: flock then fcntl in one sandbox: '$one'"; fi
+	echo "     drives-nfs: within one sandbox, a process under flock probes the file with fcntl: ${one:-?}"
 	# Round trips, reported beside the host's own on the same mount.
 	gpair=$(dx alice '/drives/nfsw/lockcount pair /drives/nfsw/rtt 50')
 	hpair=$(hx "$d/lockcount" pair "$d/rtt" 200)
