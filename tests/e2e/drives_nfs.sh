@@ -30,6 +30,7 @@ for c in rpc.nfsd rpc.mountd exportfs mount.nfs4 unshare nsenter ip flock mkfs.e
 	command -v $c > /dev/null || skip "no $c (apt-get install nfs-kernel-server; boot/deps.sh)"
 done
 if [ "${VMM_NFS_NS:-}" != 1 ]; then
+	shopt -s execfail
 	VMM_NFS_NS=1 exec unshare -m --propagation private bash "$0" "$@"
 	skip "unshare -m failed"
 fi
@@ -53,7 +54,7 @@ mkdir -p -m 700 "$VMM_STATE_DIR"
 nfs=$(mktemp -d /tmp/vmm-nfs.XXXXXX)
 exp=$nfs/export m1=$nfs/m1 m2=$nfs/m2
 mkdir -p "$exp" "$m1" "$m2"
-ns=vmm-e2e-nfsb
+ns="vmm-e2e-nfsb"
 srv_b=10.213.0.1 cli_b=10.213.0.2
 mountd=
 
@@ -148,12 +149,12 @@ fi
 dx() { T=300 run_in "$1" sh -c "$2" 2>&1; }
 hx() { timeout 300 "$@"; } # a host command on a mount: never waits forever
 d_start() { # d_start NAME DRIVE-ARGS...: a detached sandbox, ready for exec
-	local n=$1 i
+	local n=$1
 	shift
 	cp "$rootfs" "$tmp/$n-root.img"
 	timeout 1200 "$vmm" run -d --name "$n" --kernel "$kernel" --mem 256 --disk "path=$tmp/$n-root.img,root" \
 		--console "file:$tmp/$n.console" "$@" < /dev/null > "$tmp/$n.out" 2> "$tmp/$n.err" || return 1
-	for i in $(seq 480); do
+	for _ in $(seq 480); do
 		timeout 20 "$vmm" exec "$n" -- true > /dev/null 2>&1 && return 0
 		sleep 0.5
 	done
