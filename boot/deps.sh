@@ -27,6 +27,7 @@ pkgs=(
 	buildah           # tests: buildah bud builds the same tree as vmm image build (tests/cli/dockerfile.sh)
 	containernetworking-plugins iptables # tests: podman run -p over CNI bridge+portmap (tests/e2e/oci.sh)
 	libsqlite3-dev    # tests: a static SQLite writer, two sandboxes on one drive (tests/e2e/sqlitecount.c)
+	nfs-kernel-server # tests: a drive on NFSv4, exported and mounted on loopback (tests/e2e/drives_nfs.sh)
 )
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against

@@ -14,12 +14,19 @@
  *                                  one turn in microseconds
  *   lockcount pair FILE N          N uncontended lock/unlock pairs; prints
  *                                  the mean time of one in microseconds
+ *   lockcount flock FILE CMD...    runs CMD under an exclusive flock(2) of
+ *                                  FILE, as util-linux flock(1) does (the
+ *                                  base image's busybox has no flock)
+ *   lockcount flockprobe FILE      "locked" if a flock(LOCK_EX|LOCK_NB) of
+ *                                  FILE is refused, "free"
  * Exits 0, or 1 with a message. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,6 +109,28 @@ static int pingpong(int fd, long parity, long n)
 	return 0;
 }
 
+/* CMD under an exclusive flock of fd; exits with CMD's status. */
+static int under_flock(int fd, char **cmd)
+{
+	int st;
+	pid_t pid;
+
+	while (flock(fd, LOCK_EX) < 0)
+		if (errno != EINTR)
+			return die("flock");
+	pid = fork();
+	if (pid < 0)
+		return die("fork");
+	if (pid == 0) {
+		execvp(cmd[0], cmd);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return die("waitpid");
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
@@ -110,7 +139,7 @@ int main(int argc, char **argv)
 	int fd;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: lockcount count|hold|probe|pingpong|pair FILE [ARGS]\n");
+		fprintf(stderr, "usage: lockcount count|hold|probe|pingpong|pair|flock|flockprobe FILE [ARGS]\n");
 		return 1;
 	}
 	fd = open(argv[2], O_RDWR | O_CREAT, 0644);
@@ -125,6 +154,13 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		sleep((unsigned)atoi(argv[3]));
 		return 0;
+	}
+	if (!strcmp(argv[1], "flock") && argc >= 4)
+		return under_flock(fd, argv + 3);
+	if (!strcmp(argv[1], "flockprobe")) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return printf("free\n"), 0;
+		return printf(errno == EWOULDBLOCK ? "locked\n" : "inconsistent\n"), 0;
 	}
 	if (!strcmp(argv[1], "probe")) {
 		if (fcntl(fd, F_GETLK, &fl) < 0)

@@ -29,7 +29,7 @@ fi
 emulating=0
 [ -d /sys/module/kvm_pvm ] && emulating=1
 # VMM_E2E_ONLY="jail net": only those parts (boots lifecycle egress jail
-# fcapi fs drives net images devloop workloads readme); the gold snapshot (snapshot.sh) always, as the
+# fcapi fs drives drives-nfs net images devloop workloads readme); the gold snapshot (snapshot.sh) always, as the
 # parts restore it. For a targeted rerun; CI runs them all.
 # Each part that runs says when it starts (seconds since the tier began),
 # so a CI log shows where the time goes.
@@ -149,6 +149,19 @@ echo "---- e2e: gold snapshot at ${SECONDS} s"
 ! e2e_part fs || . "$(dirname "$0")/fs.sh"
 # Boots: drives, two sandboxes on one named drive (tests/e2e/drives.sh).
 ! e2e_part drives || . "$(dirname "$0")/drives.sh"
+# A drive on NFSv4, exported and mounted on this machine, in a mount
+# namespace of its own (tests/e2e/drives_nfs.sh): its checks counted here.
+if e2e_part drives-nfs; then
+	while IFS= read -r line; do
+		case $line in
+		"ok   "*) ok "${line#ok   }" ;;
+		"FAIL "*) bad "${line#FAIL }" ;;
+		"e2e drives-nfs:"*) nfs_end=$line ;;
+		*) echo "$line" ;;
+		esac
+	done < <(timeout -k 60 1800 bash "$(dirname "$0")/drives_nfs.sh" "$vmm" "$kernel" "$rootfs" 2>&1)
+	[ -n "${nfs_end:-}" ] || bad "drives-nfs: ended early (timed out or killed)"
+fi
 # Boot 6: virtio-net in a network namespace (tests/e2e/net.sh).
 ! e2e_part net || . "$(dirname "$0")/net.sh"
 # Boots 7-9: sandbox images, cold and warm (tests/e2e/images.sh).
