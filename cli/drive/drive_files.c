@@ -76,7 +76,12 @@ static int open_regular(const struct drive_files *f, const char *rel, int nofoll
 
 	if (p < 0)
 		return p;
-	if (fstat(p, st) < 0 || !S_ISREG(st->st_mode)) {
+	if (fstat(p, st) < 0) {
+		fd = -errno;
+		close(p);
+		return fd;
+	}
+	if (!S_ISREG(st->st_mode)) {
 		fd = S_ISLNK(st->st_mode) ? -ELOOP : S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL;
 		close(p);
 		return fd;
@@ -264,7 +269,10 @@ int drive_file_write(struct drive_files *f, const char *rel, const void *data, s
 		return -EIO;
 	}
 	snprintf(tmp, sizeof(tmp), ".vmm-write.%016llx", rnd);
-	r = write_new(f, dirfd, tmp, data, len, mode < 0 ? 0644 : (mode_t)(mode & 07777));
+	/* no setuid, setgid or sticky bit on the host, as the FUSE server
+	 * refuses them to guests (docs/virtio-fs.md, "Ownership"): the file
+	 * belongs to whoever runs the endpoint, root perhaps */
+	r = write_new(f, dirfd, tmp, data, len, mode < 0 ? 0644 : (mode_t)(mode & 0777));
 	if (!r) {
 		/* the file replaced gives its blocks back once the new one is in */
 		freed = fuse_budget_freed(&f->budget, dirfd, base);

@@ -265,6 +265,11 @@ static void files_beneath(void **state)
 	assert_memory_equal(data, "hello", 5);
 	assert_int_equal(mode, 0600);
 	free(data);
+	/* no setuid/setgid/sticky on the host file, whatever the call asks */
+	assert_int_equal(drive_file_write(&f, "a/suid", "x", 1, 07755, 0), 0);
+	assert_int_equal(drive_file_read(&f, "a/suid", 0, 100, 0, &data, &len, &size, &mode), 0);
+	assert_int_equal(mode, 0755);
+	free(data);
 	assert_int_equal(drive_file_write(&f, "x/y", "z", 1, -1, 0), -ENOENT); /* no parents made */
 	assert_int_equal(drive_file_write(&f, "a/", "z", 1, -1, 0), -EISDIR);
 	/* links a guest could plant: to /, to .., to /proc's magic link, absolute */
