@@ -20,21 +20,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+from testlib import Tally
+
+T = Tally()
+check = T.check
 
 vmm, sock, token = sys.argv[1], sys.argv[2], sys.argv[3]
-passed = failed = 0
 env = dict(os.environ, VMM_API_PORT="0", VMM_TOKEN=token)
 os.umask(0o022)
-
-
-def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {name}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}", flush=True)
 
 
 def cp(src, dst, timeout=300, opts=()):
@@ -260,8 +253,7 @@ def main():
 
         habits(d)
         tar_streams(d)
-    print(f"cp: {passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    T.finish("cp")
 
 
 def tar_hdr(name, type_=b"0", size=0, link=b""):

@@ -19,30 +19,15 @@ import sys
 import tempfile
 import threading
 import time
+from testlib import Tally, free_port
+
+T = Tally()
+check = T.check
 
 vmm, state, name = sys.argv[1], sys.argv[2], sys.argv[3]
 env = dict(os.environ, VMM_STATE_DIR=state, VMM_API_PORT="0")
 env.pop("VMM_TOKEN", None)
-passed = failed = 0
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "conc", "version": "1"}}
-
-
-def check(what, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}: {detail}", flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def serve(*opts):
@@ -391,5 +376,4 @@ with tempfile.TemporaryDirectory(prefix="vmm-mcpc-") as work:
     crowd(tok)
     timeouts(tok)
     shutdown(tok, work)
-print(f"mcp-conc: {passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+T.finish("mcp-conc")

@@ -17,27 +17,19 @@ Prints ok/FAIL lines and "mcp-drive: N passed, M failed"."""
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
+from testlib import Tally, free_port
+
+T = Tally()
+check = T.check
 
 vmm, state, name = sys.argv[1], sys.argv[2], sys.argv[3]
 work = tempfile.mkdtemp(prefix="mcp-drive.")
 env = dict(os.environ, VMM_STATE_DIR=state, VMM_API_PORT="0", VMM_DRIVE_DIR=f"{work}/drives")
 env.pop("VMM_TOKEN", None)
-passed = failed = 0
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-
-
-def check(what, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}: {detail}", flush=True)
 
 
 def vmm_run(args):
@@ -71,14 +63,6 @@ class Http:
 
     def call(self, tool, args):
         return self.request("tools/call", {"name": tool, "arguments": args})
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def token(scopes):
@@ -197,8 +181,7 @@ def main():
         srv.wait(timeout=30)
         os.unlink(cfg)
         subprocess.run(["rm", "-rf", work])
-    print(f"mcp-drive: {passed} passed, {failed} failed", flush=True)
-    sys.exit(1 if failed else 0)
+    T.finish("mcp-drive")
 
 
 main()

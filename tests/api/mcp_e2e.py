@@ -14,7 +14,6 @@ the caller set it, 1024 by default), not mcp_test.py's host-only 0.
 Prints ok/FAIL lines and "mcp-e2e: N passed, M failed"."""
 import os
 import subprocess
-import sys
 import time
 
 import mcp_test as m
@@ -82,5 +81,4 @@ def http_session():
 
 stdio_session()
 http_session()
-print(f"mcp-e2e: {m.passed} passed, {m.failed} failed")
-sys.exit(1 if m.failed else 0)
+m.T.finish("mcp-e2e")

@@ -11,27 +11,19 @@ Prints ok/FAIL lines and "mcp: N passed, M failed"."""
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+from testlib import Tally, free_port
+
+T = Tally()
+check = T.check
 
 vmm = vmm_path = sys.argv[1]
 state, name = sys.argv[2], sys.argv[3]
 env = dict(os.environ, VMM_STATE_DIR=state, VMM_API_PORT="0")
 env.pop("VMM_TOKEN", None)
-passed = failed = 0
-
-
-def check(what, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok   {what}", flush=True)
-    else:
-        failed += 1
-        print(f"FAIL {what}: {detail}", flush=True)
 
 
 class Stdio:
@@ -260,14 +252,6 @@ class Http:
         return self.request("tools/call", {"name": tool, "arguments": args})
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def http_checks(work):
     r = vmm_run(["token", "create", "--ttl", "1h", "--scope", "mcp,files:read", name])
     tok_read = r.stdout.decode().strip()
@@ -386,5 +370,4 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="vmm-mcp-") as work:
         stdio_checks(work)
         http_checks(work)
-    print(f"mcp: {passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    T.finish("mcp")
