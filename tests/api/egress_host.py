@@ -19,6 +19,7 @@ import threading
 import time
 
 import requests
+from testlib import free_port
 
 vmm = os.path.abspath(sys.argv[1])
 here = os.path.dirname(os.path.abspath(__file__))
@@ -37,14 +38,6 @@ def ok(cond, what, detail=""):
     else:
         failed += 1
         print("FAIL " + what + (": " + str(detail) if detail != "" else ""))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def sh(*args, **kw):
