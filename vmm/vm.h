@@ -202,6 +202,7 @@ struct vm {
 
 	_Atomic int exit_reason;
 	int exit_signo;
+	int exit_sender;          /* the pid that sent that stop signal (0: the kernel) */
 	char exit_msg[256];
 	int exit_efd;            /* written once when exit_reason is set */
 

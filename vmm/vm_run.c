@@ -352,6 +352,7 @@ static void run_signal(struct vm *vm, int sfd)
 		if (si.ssi_signo == VM_INTERRUPT_SIGNAL)
 			si.ssi_signo = SIGINT;
 		vm->exit_signo = (int)si.ssi_signo;
+		vm->exit_sender = (int)si.ssi_pid;
 		vm_request_exit(vm, VM_EXIT_SIGNAL, "stopped by signal %s", strsignal((int)si.ssi_signo));
 	}
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* How often a restored guest's API is probed when no ready notice comes
@@ -212,6 +213,28 @@ int helper_start(struct vm *vm, struct helper *h, pid_t *child)
 	return 0;
 }
 
+/* Reaps the helper if it has ended. One that stopped the VM itself (its
+ * seccomp handler, or the command's end asking for a shutdown) sends the
+ * SIGTERM and then exits: it gets up to 2 s to do so, so that its status
+ * is read rather than replaced by the SIGKILL. Returns 1 once reaped. */
+static int helper_reap(const struct vm *vm, pid_t child, int *st)
+{
+	const struct timespec tick = { 0, 1000000 };
+	int waits = vm->exit_sender == child ? 2000 : 0;
+
+	for (;;) {
+		pid_t r = waitpid(child, st, WNOHANG);
+
+		if (r == child)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return 1; /* not ours to wait for any more */
+		if (waits-- <= 0)
+			return 0;
+		nanosleep(&tick, NULL);
+	}
+}
+
 /* Runs the VM; with a command, its status is the command's. */
 int helper_run_vm(struct vm *vm, struct helper *h, pid_t child)
 {
@@ -227,7 +250,7 @@ int helper_run_vm(struct vm *vm, struct helper *h, pid_t child)
 	/* The guest is gone: the helper has nothing left to do, and one in the
 	 * middle of the command would wait for a guest that never answers
 	 * (it forwards a SIGTERM to the command): SIGKILL. */
-	if (child > 0 && waitpid(child, &st, WNOHANG) == 0) {
+	if (child > 0 && !helper_reap(vm, child, &st)) {
 		kill(child, SIGKILL);
 		waitpid(child, &st, 0);
 	}
