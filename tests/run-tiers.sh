@@ -4,14 +4,26 @@
 # and ends with a summary: every tier with its counts, summed from the
 # "NAME: N passed, N failed" lines its own runners print (each listed
 # under it), and FAIL where a count failed or make did.
-#   MAKE=make tests/run-tiers.sh RESULTS TIER...
+#   MAKE=make tests/run-tiers.sh RESULTS [--beside "TIER..."] TIER...
+# --beside names tiers that need no VM (the host's own tests, fuzzing): of
+# those asked for, they run one after another in a second lane beside the
+# others, whose VM (tests/vmhost, one vCPU) leaves one of the host's cores
+# idle. The caller has built what both lanes share first; a side tier's
+# output goes to its log and is printed once the main lane is done.
 # Exit status: 0 if every tier passed, 1 otherwise.
 set -uo pipefail
-[ $# -ge 2 ] || { echo "usage: $0 RESULTS TIER..." >&2; exit 2; }
+usage() { echo "usage: $0 RESULTS [--beside \"TIER...\"] TIER..." >&2; exit 2; }
+[ $# -ge 2 ] || usage
 results=$1
 shift
+beside=
+if [ "$1" = --beside ]; then
+	[ $# -ge 3 ] || usage
+	beside=" $2 "
+	shift 2
+fi
 mkdir -p "$results"
-rm -f "$results"/*.log
+rm -f "$results"/*.log "$results"/*.sum
 
 # The count lines of a tier's log: at the start of a line (a guest's own
 # lines and sub-runs' come indented or prefixed), not a check's own
@@ -35,15 +47,17 @@ failures() {
 	' | cut -c1-200 | head -40
 }
 
-failed_tiers=0
-summary=()
-for t in "$@"; do
-	echo "  TIER    $t"
-	t0=$SECONDS
-	${MAKE:-make} --no-print-directory "$t" 2>&1 | tee "$results/$t.log"
-	st=${PIPESTATUS[0]}
-	pass=0
-	fail=0
+# Runs one tier and leaves its summary lines in RESULTS/TIER.sum (the
+# first line "ok" or "FAIL"). TEE=1: its output on stdout too.
+run_tier() {
+	local t=$1 t0=$SECONDS st pass=0 fail=0 lines verdict what why p f
+	if [ "${TEE:-1}" = 1 ]; then
+		${MAKE:-make} --no-print-directory "$t" 2>&1 | tee "$results/$t.log"
+		st=${PIPESTATUS[0]}
+	else
+		${MAKE:-make} --no-print-directory "$t" > "$results/$t.log" 2>&1
+		st=$?
+	fi
 	lines=$(counts "$results/$t.log")
 	while read -r p f; do
 		pass=$((pass + p))
@@ -54,20 +68,56 @@ for t in "$@"; do
 	[ -n "$lines" ] || what="no counts printed"
 	if [ "$st" != 0 ] || [ "$fail" != 0 ]; then
 		verdict=FAIL
-		failed_tiers=$((failed_tiers + 1))
 		[ "$st" != 0 ] && what="$what; make's status $st"
 	fi
-	summary+=("$(printf '  %-4s  %-18s %s (%d s)' "$verdict" "$t" "$what" $((SECONDS - t0)))")
-	[ -n "$lines" ] && summary+=("$(echo "$lines" | sed 's/^/              | /')")
-	# A failing tier's own FAIL lines (and a fuzzer's crash report), so
-	# that the summary, the part of a CI log that is kept, says what failed.
-	if [ "$verdict" = FAIL ]; then
-		why=$(failures "$results/$t.log")
-		[ -n "$why" ] && summary+=("$(echo "$why" | sed 's/^/              ! /')")
-	fi
+	{
+		echo "$verdict"
+		printf '  %-4s  %-18s %s (%d s)\n' "$verdict" "$t" "$what" $((SECONDS - t0))
+		[ -n "$lines" ] && echo "$lines" | sed 's/^/              | /'
+		# A failing tier's own FAIL lines (and a fuzzer's crash report), so
+		# that the summary, the part of a CI log that is kept, says what failed.
+		if [ "$verdict" = FAIL ]; then
+			why=$(failures "$results/$t.log")
+			[ -n "$why" ] && echo "$why" | sed 's/^/              ! /'
+		fi
+	} > "$results/$t.sum"
+}
+
+main=() side=()
+for t in "$@"; do
+	case $beside in *" $t "*) side+=("$t") ;; *) main+=("$t") ;; esac
+done
+t_all=$SECONDS
+side_pid=
+if [ ${#side[@]} -gt 0 ]; then
+	echo "  BESIDE  ${side[*]} (no VM: in a second lane, output in $results/TIER.log)"
+	# An interrupted run stops both lanes (the side one is in this
+	# process group).
+	trap 'trap - INT TERM; kill 0; exit 130' INT TERM
+	(for t in "${side[@]}"; do TEE=0 run_tier "$t"; done) < /dev/null &
+	side_pid=$!
+fi
+for t in ${main[@]+"${main[@]}"}; do
+	echo "  TIER    $t"
+	run_tier "$t"
+done
+if [ -n "$side_pid" ]; then
+	wait "$side_pid"
+	for t in "${side[@]}"; do
+		echo "  TIER    $t (beside)"
+		cat "$results/$t.log"
+	done
+fi
+
+failed_tiers=0
+summary=()
+for t in "$@"; do
+	[ -f "$results/$t.sum" ] || printf 'FAIL\n  FAIL  %s: no result\n' "$t" > "$results/$t.sum"
+	[ "$(head -1 "$results/$t.sum")" = ok ] || failed_tiers=$((failed_tiers + 1))
+	summary+=("$(tail -n +2 "$results/$t.sum")")
 done
 
 echo
-echo "  SUMMARY $# tiers, $failed_tiers failed (each tier's output: $results/TIER.log)"
+echo "  SUMMARY $# tiers, $failed_tiers failed in $((SECONDS - t_all)) s (each tier's output: $results/TIER.log)"
 printf '%s\n' "${summary[@]}"
 [ "$failed_tiers" = 0 ]
