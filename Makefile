@@ -585,18 +585,24 @@ e2e-standby: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 # each with its counts (tests/run-tiers.sh; outputs in build/test-results);
 # TEST_TIERS="cli-test e2e-lib-test" runs fewer; structure
 # (tests/structure.py, the layer rule) is the last.
-TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-dockerfile e2e-standby asan fuzz structure
+TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-dockerfile e2e-standby asan-unit asan-vm fuzz structure
 # Tiers that boot no VM: where the VM tiers run in the vmhost VM (one
 # vCPU, so one of the host's cores idle) they run beside them, in a second
 # lane, after what both lanes use is built (TEST_BESIDE= runs all in turn).
-TEST_BESIDE ?= $(if $(call kvmrun,e2e),api-test egress-host-test e2e-lib-test cli-test oci-image-test kernel-config fuzz structure)
+TEST_BESIDE ?= $(if $(call kvmrun,e2e),api-test egress-host-test e2e-lib-test cli-test oci-image-test kernel-config asan-unit fuzz structure)
 test: deps
-	$(if $(TEST_BESIDE),$(Q)$(MAKE) -s --no-print-directory $(BUILD)/vmm $(BUILD)/tools/guest-init $(BUILD)/guest/guest-init $(BUILD)/kernel/vmlinux)
+	$(if $(TEST_BESIDE),$(Q)$(MAKE) -s -j2 --no-print-directory $(BUILD)/vmm $(BUILD)/tools/guest-init $(BUILD)/guest/guest-init \
+		$(BUILD)/kernel/vmlinux $(BUILD)/asan/bin/vmm guests)
 	$(Q)FUZZ_SECONDS=$(or $(TEST_FUZZ_SECONDS),10) MAKE='$(MAKE)' tests/run-tiers.sh $(BUILD)/test-results \
 		$(if $(TEST_BESIDE),--beside "$(TEST_BESIDE)") $(TEST_TIERS)
 
-asan: $(ASAN_UNIT_BINS) $(BUILD)/asan/bin/vmm $(BUILD)/tools/uffd_handler guests
+# asan-unit: the unit tests on the host (no VM); asan-vm: those that boot
+# VMs, the test guests and the Firecracker API.
+.PHONY: asan-unit asan-vm
+asan: asan-unit asan-vm
+asan-unit: $(ASAN_UNIT_BINS) guests
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 tests/run-unit.sh $(ASAN_UNIT_BINS)
+asan-vm: $(patsubst %,$(BUILD)/asan/tests/%,$(KVM_UNIT_TESTS)) $(BUILD)/asan/bin/vmm $(BUILD)/tools/uffd_handler guests
 ifneq ($(call kvmrun,unit),)
 	$(call kvm_where,ASan unit tests that boot VMs,unit)
 	$(Q)VMM_TEST_GUESTS=$(BUILD)/guests ASAN_OPTIONS=detect_leaks=1 $(call kvmrun,unit) tests/run-unit.sh \
