@@ -3,7 +3,7 @@
  * input byte picks the size of the pieces the rest is fed in (archives
  * arrive in frames of any size). After each input: nothing was written
  * outside the destination (a sibling directory stays empty) and no
- * temporary ".vmm-tar-PID-SEQ" file is left behind once tar_x_free ran; then the
+ * temporary ".vmm-tar-ID-SEQ" file is left behind once tar_x_free ran; then the
  * destination is emptied for the next input. Limits are small so the
  * fuzzer reaches them. */
 #include <dirent.h>
@@ -22,17 +22,18 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len);
 
 static int leftover;
+static char tmp_prefix[64];
 
-/* 1 if name is one of the extractor's temporaries (".vmm-tar-PID-SEQ",
- * vmm/wire/tar.c x_tmpname, with this process's PID). An archive may
- * name its own entries ".vmm-tar-..." (the fuzzer made a directory
- * ".vmm-tar-58.630372713" through a pax path): those are not leftovers. */
+/* 1 if name is one of this extraction's temporaries (".vmm-tar-ID-SEQ",
+ * vmm/wire/tar.c x_tmpname, ID random per extraction). An archive may name
+ * its own entries ".vmm-tar-..." (the fuzzer made ".vmm-tar-58.630372713"
+ * through a pax path, and ".vmm-tar-PID-SEQ" back when ID was the PID):
+ * those are not leftovers, and it cannot guess ID. */
 static int is_temporary(const char *name)
 {
-	char pre[32];
-	size_t n = (size_t)snprintf(pre, sizeof(pre), ".vmm-tar-%d-", (int)getpid());
+	size_t n = strlen(tmp_prefix);
 
-	if (strncmp(name, pre, n) || !name[n])
+	if (strncmp(name, tmp_prefix, n) || !name[n])
 		return 0;
 	return strspn(name + n, "0123456789") == strlen(name + n);
 }
@@ -85,6 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	if (fd < 0)
 		abort();
 	tar_x_init(&x, fd, &lim);
+	snprintf(tmp_prefix, sizeof(tmp_prefix), ".vmm-tar-%s-", x.tmpid);
 	for (off = 0; off < len && !r; off += chunk)
 		r = tar_x_feed(&x, data + off, len - off < chunk ? len - off : chunk);
 	if (!r)

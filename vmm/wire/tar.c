@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -663,6 +664,21 @@ struct tar_dirfix {
 	int64_t mtime, uid, gid;
 };
 
+/* The random part of this extraction's temporary names. GRND_NONBLOCK: the
+ * guest's init extracts early in boot, before the pool may be ready; then
+ * the PID, the time and an address still differ between extractions. */
+static void x_tmpid(struct tar_x *x)
+{
+	uint64_t r = 0;
+	struct timespec ts;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		r = ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)x;
+	}
+	snprintf(x->tmpid, sizeof(x->tmpid), "%d-%016llx", (int)getpid(), (unsigned long long)r);
+}
+
 void tar_x_init(struct tar_x *x, int dst, const struct tar_limits *lim)
 {
 	memset(x, 0, sizeof(*x));
@@ -674,6 +690,7 @@ void tar_x_init(struct tar_x *x, int dst, const struct tar_limits *lim)
 	if (!x->lim.max_entries)
 		x->lim.max_entries = TAR_ENTRIES_DEFAULT;
 	x->fd = x->parent = x->cfd = -1;
+	x_tmpid(x);
 }
 
 static int x_fail(struct tar_x *x, int e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -777,7 +794,7 @@ static const char *split_last(const char *path, char *dir, size_t len)
 /* A temporary name in parent, created by make(). */
 static int x_tmpname(struct tar_x *x)
 {
-	snprintf(x->tmp, sizeof(x->tmp), ".vmm-tar-%d-%u", (int)getpid(), x->seq++);
+	snprintf(x->tmp, sizeof(x->tmp), ".vmm-tar-%s-%u", x->tmpid, x->seq++);
 	return 0;
 }
 

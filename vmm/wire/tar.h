@@ -97,7 +97,11 @@ struct tar_x {
 	int cfd;
 	struct tar_dirfix *dirs;
 	size_t ndirs, dirs_cap;
-	unsigned seq;           /* temporary names */
+	/* temporary names: ".vmm-tar-" tmpid "-" seq, where tmpid is random per
+	 * extraction, so an archive cannot name (and so collide with or plant)
+	 * the extractor's temporaries */
+	char tmpid[24];
+	unsigned seq;
 };
 
 /* dst: the destination directory's fd (kept open by the caller). */

@@ -451,6 +451,40 @@ static void test_numbers_and_names(void **state)
 	assert_int_equal(tar_name_check("a/..b", 8, &d), 0);
 }
 
+/* An archive that names the extractor's temporaries as they used to be
+ * (".vmm-tar-PID-SEQ", PID guessable) plants a file and a symbolic link at
+ * the names the next entries would have used: every entry still lands,
+ * as the names it gave, and no temporary is left. */
+static void test_planted_temporaries(void **state)
+{
+	struct mem m = { 0 };
+	char *dir = mktmp(), name[64], path[PATH_MAX], err[400], buf[8] = { 0 };
+	FILE *f;
+
+	(void)state;
+	snprintf(name, sizeof(name), ".vmm-tar-%d-1", (int)getpid());
+	hdr(&m, name, '0', 3, NULL, 0);
+	data(&m, "one", 3);
+	snprintf(name, sizeof(name), ".vmm-tar-%d-2", (int)getpid());
+	hdr(&m, name, '2', 0, "/etc/passwd", 0);
+	hdr(&m, "a", '0', 3, NULL, 0);
+	data(&m, "aaa", 3);
+	hdr(&m, "b", '0', 3, NULL, 0);
+	data(&m, "bbb", 3);
+	end(&m);
+	assert_int_equal(extract(&m, dir, 512, err, sizeof(err), NULL), 0);
+	assert_int_equal(count_entries(dir), 4);
+	snprintf(path, sizeof(path), "%s/b", dir);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_int_equal(fread(buf, 1, 7, f), 3);
+	fclose(f);
+	assert_string_equal(buf, "bbb");
+	rmrf(dir);
+	free(dir);
+	free(m.b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -458,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_pax_and_gnu_names),
 		cmocka_unit_test(test_hostile),
 		cmocka_unit_test(test_numbers_and_names),
+		cmocka_unit_test(test_planted_temporaries),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
