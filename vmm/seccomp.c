@@ -88,6 +88,7 @@ static const short fs_calls[] = {
 	__NR_dup, __NR_dup3, __NR_prlimit64, __NR_getrlimit, __NR_setrlimit,
 	__NR_copy_file_range, __NR_geteuid, __NR_getegid,
 	__NR_flock, /* a guest's flock(): fuse_lock.c (its OFD locks are fcntl) */
+	__NR_fadvise64, /* a lock granted on a network file system drops the cache: fuse_lock.c */
 };
 
 /* The main thread: the console and signals, the control socket, pause
