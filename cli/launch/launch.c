@@ -529,6 +529,15 @@ static int launch_boot_config(struct launch *L)
 			cfg->vsock.uds[0] = '\0';
 		}
 		cfg->has_vsock = 1;
+		/* Memory the guest frees goes back to the host: a balloon
+		 * that asks for nothing, with free page reporting (virtio
+		 * 1.2, 5.5.6.7: the driver hands free blocks to the device,
+		 * which gives them back with madvise). A guest without the
+		 * driver never sees it used. */
+		if (!cfg->has_balloon && !o->no_balloon) {
+			cfg->has_balloon = 1;
+			cfg->balloon = (struct balloon_options){ .deflate_on_oom = 1, .free_page_reporting = 1 };
+		}
 	}
 	if (o->token)
 		snprintf(L->token_buf, sizeof(L->token_buf), "%s", o->token);

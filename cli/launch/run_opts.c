@@ -376,9 +376,15 @@ static int opt_balloon(const struct run_arg *a)
 {
 	const char *why = "";
 
+	if (!strcmp(a->arg, "off")) {
+		a->o->no_balloon = 1;
+		a->cfg->has_balloon = 0;
+		return 0;
+	}
 	if (balloon_options_parse(a->arg, &a->cfg->balloon, &why))
 		return device_bad("balloon", a->arg, why);
 	a->cfg->has_balloon = 1;
+	a->o->no_balloon = 0;
 	return 0;
 }
 

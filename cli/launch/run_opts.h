@@ -45,6 +45,7 @@ struct run_opts {
 	int level_set;                  /* -q, -v or --level */
 	int quiet;                      /* -q */
 	int vsock_given;
+	int no_balloon;          /* --balloon off: not even the default one */
 	const char *dump_cpuid, *name, *token;
 	unsigned long long mib;         /* --mem */
 	unsigned long ready_s;          /* --ready-timeout */
