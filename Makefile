@@ -337,7 +337,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
                test_run_restore test_run_drives test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk
 test_gm_SRCS      := vmm/base/gm.c vmm/base/log.c
-test_uffd_SRCS    := vmm/base/uffd.c vmm/base/gm.c vmm/base/log.c tests/uffd/uffd_serve.c vmm/wire/json.c
+test_uffd_SRCS    := vmm/base/uffd.c vmm/base/unixsock.c vmm/base/gm.c vmm/base/log.c tests/uffd/uffd_serve.c vmm/wire/json.c
 test_tar_SRCS     := vmm/wire/tar.c
 test_applets_SRCS := guest-init/applets.c vmm/wire/proto.c
 test_tools_SRCS   := guest-init/tools.c vmm/wire/proto.c
@@ -376,7 +376,7 @@ test_virtio_rng_SRCS := devices/virtio_rng.c $(test_virtio_mmio_SRCS)
 test_virtio_balloon_SRCS := devices/virtio_balloon.c $(test_virtio_mmio_SRCS)
 test_seccomp_SRCS := vmm/seccomp.c
 test_jail_SRCS    := cli/launch/jail.c cli/util/util.c vmm/base/log.c
-test_progress_SRCS := cli/util/progress.c cli/launch/boot_status.c cli/sandbox/cp_files.c cli/sandbox/cp_tar.c vmm/wire/tar.c cli/sandbox/api_client.c vmm/base/tty.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
+test_progress_SRCS := cli/util/progress.c cli/launch/boot_status.c cli/sandbox/cp_files.c cli/sandbox/cp_tar.c vmm/wire/tar.c cli/sandbox/api_client.c vmm/base/unixsock.c vmm/base/tty.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
 test_fuse_SRCS    := $(FUSE_SRCS) vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
@@ -392,7 +392,7 @@ test_oci_spec_SRCS := cli/oci/oci_spec.c cli/oci/oci_state.c cli/util/util.c vmm
 test_oci_net_SRCS := cli/oci/oci_net.c
 test_rdump_SRCS := cli/images/rdump.c cli/util/util.c vmm/base/log.c
 test_oci_hooks_SRCS := cli/oci/oci_hooks.c cli/oci/oci_spec.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
-test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_state.c cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
+test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_state.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
                        vmm/wire/json.c vmm/wire/proto.c
 test_dockerfile_SRCS := cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
 test_dockerfile_LIBS := $(TLS_LIBS)
@@ -644,7 +644,7 @@ fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile/dockerfile.
 fuzz_dockerfile_LIBS  := $(TLS_LIBS)
 fuzz_tar_SRCS         := tests/fuzz/fuzz_tar.c vmm/wire/tar.c
 fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/mcp/mcp.c cli/mcp/mcp_tools.c \
-                         cli/mcp/mcp_api.c cli/mcp/mcp_drive.c cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/log.c \
+                         cli/mcp/mcp_api.c cli/mcp/mcp_drive.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/log.c \
                          vmm/base/tty.c vmm/wire/json.c vmm/wire/proto.c
 fuzz_mcp_LIBS         := $(TLS_LIBS)
 .SECONDEXPANSION:
