@@ -17,8 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "vmm/base/unixsock.h"
@@ -230,6 +233,43 @@ static void long_basename_refused(void **state)
 	assert_int_equal(unix_connect("", 0), -EINVAL);
 }
 
+/* Without /proc (a jail that mounts none): a long path is refused with
+ * -ENAMETOOLONG (and its message), a short one still works. In a child
+ * with a mount namespace of its own and a tmpfs over /proc. */
+static void no_proc_refuses_long_paths(void **state)
+{
+	struct dir *d = *state;
+	char p[512];
+	pid_t pid;
+	int st;
+
+	long_path(d, 200, p, sizeof(p));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int l;
+
+		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount("tmpfs", "/proc", "tmpfs", 0, NULL) < 0)
+			_exit(77); /* not root, or no mount namespaces here */
+		if (unix_listen(p, 4, 0, "test") != -ENAMETOOLONG)
+			_exit(1);
+		if (unix_connect(p, 0) != -ENAMETOOLONG)
+			_exit(2);
+		l = unix_listen(d->sock, 4, 0, "test");
+		if (l < 0)
+			_exit(3);
+		if (unix_connect(d->sock, 0) < 0)
+			_exit(4);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77)
+		skip();
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -239,6 +279,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(non_socket_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(every_length, setup, teardown),
 		cmocka_unit_test_setup_teardown(long_basename_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(no_proc_refuses_long_paths, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
