@@ -437,7 +437,8 @@ endif
 # that boot Linux on an emulating host. Measured in the VM (one vCPU) in
 # CI's run on a 2-core host: unit 1 min, guests 2, fcapi 2, e2e 28 (all
 # parts, 216 checks); with two vCPUs, oci 5, dockerfile and standby a few
-# each. Name fewer with
+# each; cri under 1 (43 checks, 43-50 s with one vCPU, the VM's boot
+# included). Name fewer with
 # VMHOST_TIERS="unit guests", parts of e2e with VMM_E2E_ONLY="lifecycle
 # jail" (tests/vmhost/README.md). VMHOST=on sends every tier. Each run is
 # cut off after its tier's limit below (VMHOST_TIMEOUT overrides them
@@ -593,7 +594,7 @@ e2e-standby: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 # each with its counts (tests/run-tiers.sh; outputs in build/test-results);
 # TEST_TIERS="cli-test e2e-lib-test" runs fewer; structure
 # (tests/structure.py, the layer rule) is the last.
-TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-dockerfile e2e-standby asan-unit asan-vm fuzz structure
+TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-cri e2e-dockerfile e2e-standby asan-unit asan-vm fuzz structure
 # Tiers that boot no VM: where the VM tiers run in the vmhost VM (one
 # vCPU, so one of the host's cores idle) they run beside them, in a second
 # lane, after what both lanes use is built (TEST_BESIDE= runs all in turn).

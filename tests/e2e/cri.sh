@@ -145,8 +145,8 @@ for h in $HANDLERS; do
 		--image localhost/bb:1 --logs "$T/logs" --vmm "$B/vmm" --root "$root" --report "$T/fig-$h.json" \
 		> "$T/flow-$h" 2>&1
 	cat "$T/flow-$h"
-	p=$(sed -n 's/^cri [a-z]*: \([0-9]*\) passed.*/\1/p' "$T/flow-$h")
-	f=$(sed -n 's/^cri [a-z]*: [0-9]* passed, \([0-9]*\) failed.*/\1/p' "$T/flow-$h")
+	p=$(sed -n 's/^-- cri [a-z]*: \([0-9]*\) passed.*/\1/p' "$T/flow-$h")
+	f=$(sed -n 's/^-- cri [a-z]*: [0-9]* passed, \([0-9]*\) failed.*/\1/p' "$T/flow-$h")
 	pass=$((pass + ${p:-0}))
 	fail=$((fail + ${f:-1}))
 	if [ "${f:-1}" != 0 ]; then
