@@ -35,7 +35,7 @@ $PY -c 'import grpc, grpc_tools' 2> /dev/null || skip_all "no python3-grpcio/pyt
 BUSYBOX=$(command -v busybox) || skip_all "no busybox"
 
 T=$(mktemp -d /tmp/vmm-cri.XXXXXX)
-ctd_pid=
+ctd_pid= cni_tmpfs=
 cleanup() {
 	local p
 	[ -n "$ctd_pid" ] && kill "$ctd_pid" 2> /dev/null && wait "$ctd_pid" 2> /dev/null
@@ -46,6 +46,8 @@ cleanup() {
 	for p in $(awk -v t="$T" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
 		umount -l "$p" 2> /dev/null
 	done
+	ip link del vmmcri0 2> /dev/null
+	[ -n "$cni_tmpfs" ] && umount /var/lib/cni 2> /dev/null
 	rm -rf "$T" 2> /dev/null
 }
 trap cleanup EXIT
@@ -62,8 +64,9 @@ fi
 # ---- images: a busybox root, as a workload image and as the pause image -------
 mkdir -p "$T/rootfs/bin" "$T/rootfs/proc" "$T/rootfs/sys" "$T/rootfs/dev" "$T/rootfs/etc" "$T/rootfs/tmp"
 cp "$BUSYBOX" "$T/rootfs/bin/busybox"
-for a in sh echo cat ls uname sleep true false id hostname mount; do ln -s busybox "$T/rootfs/bin/$a"; done
+for a in sh echo cat ls uname sleep true false id hostname mount httpd wget; do ln -s busybox "$T/rootfs/bin/$a"; done
 echo 'root:x:0:0:root:/root:/bin/sh' > "$T/rootfs/etc/passwd"
+mkdir -p "$T/rootfs/www" && echo hello-from-the-pod > "$T/rootfs/www/index.html"
 tar -C "$T/rootfs" -cf "$T/layer.tar" .
 # oci_archive NAME REF CONFIG_JSON_WITHOUT_ROOTFS: an OCI image layout tar
 oci_archive() (
@@ -87,6 +90,26 @@ oci_archive pause localhost/pause:1 \
 
 # ---- a private containerd with the two handlers ---------------------------------
 mkdir -p "$T/cni" "$T/logs"
+# A CNI network for the second pod (bridge + host-local), when the plugins
+# are there; CNI caches results in /var/lib/cni (read-only under
+# tests/vmhost: a tmpfs on it then, as tests/e2e/oci.sh does).
+cni=
+if [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && command -v wget > /dev/null; then
+	if ! touch /var/lib/cni/.vmm-w 2> /dev/null && [ -d /var/lib/cni ]; then
+		mount -t tmpfs tmpfs /var/lib/cni && cni_tmpfs=1
+	fi
+	rm -f /var/lib/cni/.vmm-w
+	cat > "$T/cni/10-vmmcri.conflist" << EOF
+{"cniVersion":"0.4.0","name":"vmmcri","plugins":[
+ {"type":"bridge","bridge":"vmmcri0","isGateway":true,"ipMasq":false,"hairpinMode":true,
+  "ipam":{"type":"host-local","routes":[{"dst":"0.0.0.0/0"}],"dataDir":"$T/cni-ipam",
+   "ranges":[[{"subnet":"10.89.9.0/24","gateway":"10.89.9.1"}]]}}]}
+EOF
+	cni=vmmcri0
+else
+	echo "skip: a pod on a CNI bridge: no CNI bridge/host-local plugins or wget"
+	skip=$((skip + 1))
+fi
 cat > "$T/config.toml" << EOF
 version = 2
 root = "$T/root"
@@ -143,7 +166,7 @@ for h in $HANDLERS; do
 	[ "$h" = vmm ] || root=/run/containerd/runc
 	$PY "$HERE/cri_client.py" flow --stubs "$T/stubs" --socket "$T/ctd.sock" --handler "$h" \
 		--image localhost/bb:1 --logs "$T/logs" --vmm "$B/vmm" --root "$root" --report "$T/fig-$h.json" \
-		> "$T/flow-$h" 2>&1
+		${cni:+--cni "$cni"} > "$T/flow-$h" 2>&1
 	cat "$T/flow-$h"
 	p=$(sed -n 's/^-- cri [a-z]*: \([0-9]*\) passed.*/\1/p' "$T/flow-$h")
 	f=$(sed -n 's/^-- cri [a-z]*: [0-9]* passed, \([0-9]*\) failed.*/\1/p' "$T/flow-$h")

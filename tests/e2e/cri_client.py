@@ -18,7 +18,10 @@ ExecSync (output, stderr, exit codes, the container's env, the kernel),
 logs in the CRI format, a container that exits on its own (exit code,
 reason), StopContainer/RemoveContainer, StopPodSandbox/RemovePodSandbox,
 then checks that nothing of the pod is left: no VMM process (--vmm), no
-mount naming its IDs, no TAP, no state folder under --root. It prints
+mount naming its IDs, no TAP, no state folder under --root. With --cni,
+a second pod on the CNI network containerd is configured with: its
+container serves HTTP on port 8080 and the pod's IP answers from the
+host (outside the pod); then the same checks that nothing is left. It prints
 "ok ..." / "FAIL ..." lines and writes its figures (RunPodSandbox to a
 running container, ExecSync latency, the pod's memory) as JSON to --report.
 """
@@ -256,6 +259,52 @@ class Flow:
         finally:
             self.teardown(pod, ids, vmm_before, taps_before)
 
+    def cni_pod(self):
+        """A pod on the CNI bridge: its IP serves the container's port to the host."""
+        pb, a = self.pb, self.a
+        vmm_before, taps_before = len(self.vmm_pids()), self.taps()
+        links_before = set(os.listdir("/sys/class/net"))
+        logdir = os.path.join(a.logs, a.handler + "-cni")
+        os.makedirs(logdir, exist_ok=True)
+        pod_cfg = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name="cni-" + a.handler, uid=uuid.uuid4().hex, namespace="vmm-test"),
+            hostname="cni-" + a.handler, log_directory=logdir,
+            linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(
+                namespace_options=pb.NamespaceOption(network=pb.POD, pid=pb.CONTAINER, ipc=pb.POD))))
+        try:
+            pod = self.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_cfg, runtime_handler=a.handler),
+                                        timeout=600).pod_sandbox_id
+        except self.grpc.RpcError as e:
+            self.bad("CNI pod: RunPodSandbox: %s" % e.details())
+            return
+        ids = [pod]
+        try:
+            ip = self.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=pod)).status.network.ip
+            self.check(ip != "", "CNI pod: RunPodSandbox, the pod's IP %s" % ip)
+            cfg = self.container_config("web", ["httpd", "-f", "-p", "8080", "-h", "/www"], "web.log")
+            c = self.rt.CreateContainer(pb.CreateContainerRequest(pod_sandbox_id=pod, config=cfg,
+                                                                  sandbox_config=pod_cfg), timeout=600).container_id
+            ids.append(c)
+            self.rt.StartContainer(pb.StartContainerRequest(container_id=c), timeout=600)
+            got, end = "", time.time() + 60
+            while time.time() < end:
+                r = subprocess.run(["wget", "-qO-", "-T", "5", "http://%s:8080/" % ip], capture_output=True,
+                                   text=True)
+                got = r.stdout.strip()
+                if got:
+                    break
+                time.sleep(0.5)
+            self.check(got == "hello-from-the-pod", "CNI pod: the host reaches the container's port at %s:8080" % ip,
+                       repr(got))
+            self.rt.StopContainer(pb.StopContainerRequest(container_id=c, timeout=10), timeout=120)
+            self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c))
+        except self.grpc.RpcError as e:
+            self.bad("CNI pod: %s" % e.details())
+        finally:
+            self.teardown(pod, ids, vmm_before, taps_before, "CNI pod: ")
+            extra = sorted(set(os.listdir("/sys/class/net")) - links_before - {a.cni})
+            self.check(not extra, "CNI pod: no interface left on the host", " ".join(extra))
+
     def pod_flow(self, pod, pod_cfg, ids, t0):
         pb = self.pb
         cfg = self.container_config("main", ["sh", "-c", "trap 'exit 0' TERM; echo started; echo to-stderr >&2; "
@@ -346,29 +395,29 @@ class Flow:
         left = [x.id for x in self.rt.ListContainers(pb.ListContainersRequest()).containers if x.id in (c, c2)]
         self.check(not left, "RemoveContainer: gone from ListContainers")
 
-    def teardown(self, pod, ids, vmm_before, taps_before):
+    def teardown(self, pod, ids, vmm_before, taps_before, what=""):
         pb = self.pb
         try:
             self.rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=pod), timeout=300)
             self.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=pod), timeout=300)
-            self.ok("StopPodSandbox, RemovePodSandbox")
+            self.ok(what + "StopPodSandbox, RemovePodSandbox")
         except self.grpc.RpcError as e:
-            self.bad("StopPodSandbox/RemovePodSandbox: %s" % e.details())
+            self.bad(what + "StopPodSandbox/RemovePodSandbox: %s" % e.details())
         pods = [p.id for p in self.rt.ListPodSandbox(pb.ListPodSandboxRequest()).items]
-        self.check(pod not in pods, "the pod is gone from ListPodSandbox")
+        self.check(pod not in pods, what + "the pod is gone from ListPodSandbox")
         end = time.time() + 30
         while len(self.vmm_pids()) > vmm_before and time.time() < end:
             time.sleep(0.2)
         left = len(self.vmm_pids()) - vmm_before
-        self.check(left <= 0, "no VMM process left", "%d left" % left)
+        self.check(left <= 0, what + "no VMM process left", "%d left" % left)
         m = self.mounts_naming(ids)
-        self.check(not m, "no mount of the pod left", " ".join(m[:3]))
+        self.check(not m, what + "no mount of the pod left", " ".join(m[:3]))
         t = [x for x in self.taps() if x not in taps_before]
-        self.check(not t, "no TAP left", " ".join(t))
+        self.check(not t, what + "no TAP left", " ".join(t))
         if self.a.root:
             st = [os.path.join(d, i) for d in (self.a.root, os.path.join(self.a.root, "k8s.io")) for i in ids
                   if os.path.exists(os.path.join(d, i))]
-            self.check(not st, "no state folder left under %s" % self.a.root, " ".join(st))
+            self.check(not st, what + "no state folder left under %s" % self.a.root, " ".join(st))
 
 
 def main():
@@ -386,14 +435,17 @@ def main():
     f.add_argument("--vmm", default="")
     f.add_argument("--root", default="")
     f.add_argument("--report", default="")
+    f.add_argument("--cni", default="", metavar="BRIDGE",
+                   help="a second pod on the CNI network, whose bridge (it stays) is BRIDGE")
     a = ap.parse_args()
     if a.cmd == "gen":
         return generate(a.proto, a.out)
     fl = Flow(a)
-    try:
-        fl.run()
-    except Exception as e:  # a call that failed outright: one FAIL, the counts still printed
-        fl.bad("%s: %s" % (type(e).__name__, getattr(e, "details", lambda: str(e))()))
+    for step in [fl.run] + ([fl.cni_pod] if a.cni else []):
+        try:
+            step()
+        except Exception as e:  # a call that failed outright: one FAIL, the counts still printed
+            fl.bad("%s: %s" % (type(e).__name__, getattr(e, "details", lambda: str(e))()))
     if a.report:
         with open(a.report, "w") as f:
             json.dump(fl.fig, f)
