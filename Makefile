@@ -336,7 +336,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
                test_run_restore test_run_drives test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk
-test_gm_SRCS      := vmm/base/gm.c vmm/base/log.c
+test_gm_SRCS      := vmm/base/gm.c vmm/base/log.c vmm/base/dirty.c
 test_uffd_SRCS    := vmm/base/uffd.c vmm/base/unixsock.c vmm/base/gm.c vmm/base/log.c tests/uffd/uffd_serve.c vmm/wire/json.c
 test_tar_SRCS     := vmm/wire/tar.c
 test_applets_SRCS := guest-init/applets.c vmm/wire/proto.c

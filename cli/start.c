@@ -22,7 +22,7 @@ static void start_usage(FILE *out)
 
 static int start_main(int argc, char **argv)
 {
-	static char buf[65536];
+	char buf[65536]; /* the recorded options; the verb runs on the main thread's stack */
 	char *args[START_MAX_ARGS + 8];
 	struct sandbox_status st;
 	char p[PATH_MAX + 16];

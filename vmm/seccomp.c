@@ -88,6 +88,7 @@ static const short fs_calls[] = {
 	__NR_dup, __NR_dup3, __NR_prlimit64, __NR_getrlimit, __NR_setrlimit,
 	__NR_copy_file_range, __NR_geteuid, __NR_getegid,
 	__NR_flock, /* a guest's flock(): fuse_lock.c (its OFD locks are fcntl) */
+	__NR_fadvise64, /* a lock granted on a network file system drops the cache: fuse_lock.c */
 };
 
 /* The main thread: the console and signals, the control socket, pause
@@ -99,6 +100,7 @@ static const short main_calls[] = {
 	__NR_openat, __NR_open, __NR_unlink, __NR_unlinkat, __NR_mkdir, __NR_mkdirat,
 	__NR_rmdir, __NR_rename, __NR_renameat, __NR_renameat2, __NR_ftruncate,
 	__NR_symlink, __NR_symlinkat, /* PUT /snapshot/create: mem_file_path links to the memory */
+	__NR_link, __NR_linkat, /* a clone's standby links the snapshot it came from (vm_standby.c) */
 	__NR_fallocate, __NR_fsync, __NR_fdatasync, __NR_lseek, __NR_pread64,
 	__NR_pwrite64, __NR_preadv, __NR_pwritev, __NR_newfstatat, __NR_statx,
 	__NR_stat, __NR_lstat, __NR_access, __NR_faccessat, __NR_faccessat2,

@@ -211,6 +211,13 @@ struct vm {
 	char snap_dir[4096];     /* the snapshot the bitmap counts from (the last
 				    one written or restored), "" if none */
 	uint8_t snap_id[16];     /* its ID (vmm/base/snapfmt_diff.h) */
+	/* A restore from a snapshot's memory file (not uffd): the full
+	 * snapshot whose file guest RAM maps MAP_PRIVATE (a diff's chain
+	 * bottom), for the whole run. Pages that differ from it are the
+	 * mapping's private ones (gm_private_pages): a diff on it needs no
+	 * tracking. "" otherwise. */
+	char mem_base_dir[4096];
+	uint8_t mem_base_id[16];
 
 	_Atomic uint64_t first_run_ns; /* first KVM_RUN, since cfg.t0_ns */
 	_Atomic uint64_t marker_ns;    /* boot marker, since cfg.t0_ns */

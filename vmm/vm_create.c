@@ -50,7 +50,7 @@ static int snapshot_memory(struct vm *vm, const struct vm_config *cfg)
 		return 0;
 	}
 	/* A full snapshot's memory file, or a diff's chain merged. */
-	return snap_map_memory(&vm->gm, cfg->restore);
+	return snap_map_memory(&vm->gm, cfg->restore, vm->mem_base_dir, vm->mem_base_id);
 }
 
 /* The guest booted long ago: its state comes from the snapshot, checked

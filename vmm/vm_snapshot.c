@@ -1151,7 +1151,7 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 {
 	char tmp[PATH_MAX], p[PATH_MAX];
 	struct snap_ident ident;
-	struct dirty taken = { 0 };
+	struct dirty taken = { 0 }, mapped = { 0 };
 	struct snap_conf *conf;
 	struct snap_stats sst = { 0 };
 	struct stat st;
@@ -1165,6 +1165,10 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 	 * none of this VM's locks and nothing retries its wait. */
 	quiesce_fs(vm);
 	memset(&ident, 0, sizeof(ident));
+	if (o->mapped_diff && !vm->mem_base_dir[0]) {
+		log_err("snapshot: guest memory is not a mapping of a snapshot's file: no base for a diff");
+		return -EINVAL;
+	}
 	if (o->diff && !vm->gm.dirty.w) {
 		log_err("snapshot: a diff snapshot needs dirty-page tracking (start the VM with --track-dirty, "
 			"or track_dirty_pages in the Firecracker API)");
@@ -1183,7 +1187,7 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 		return -ENAMETOOLONG;
 	if ((r = snapid_new(ident.id)))
 		return r;
-	ident.kind = o->diff ? SNAP_KIND_DIFF : SNAP_KIND_FULL;
+	ident.kind = o->diff || o->mapped_diff ? SNAP_KIND_DIFF : SNAP_KIND_FULL;
 	if (vm->gm.dirty.w) {
 		/* Every page written since the last snapshot: KVM's log, then
 		 * ours, taken whole (given back if this snapshot fails). */
@@ -1215,7 +1219,12 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 		r = -errno;
 		goto fail;
 	}
-	if (o->diff) {
+	if (o->mapped_diff) {
+		if (!(r = gm_private_pages(&vm->gm, &mapped))) {
+			r = snapmem_write_pages(vm->gm.map, vm->gm.total, &mapped, fd, &sst.mem_written);
+			sst.pages = dirty_count(&mapped);
+		}
+	} else if (o->diff) {
 		r = snapmem_write_pages(vm->gm.map, vm->gm.total, &taken, fd, &sst.mem_written);
 		sst.pages = dirty_count(&taken);
 	} else {
@@ -1226,7 +1235,7 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 		r = -errno;
 	if (!r && fstat(fd, &st) == 0)
 		sst.mem_alloc = (uint64_t)st.st_blocks * 512;
-	if (!o->diff)
+	if (!o->diff && !o->mapped_diff)
 		sst.mem_written = sst.mem_alloc;
 	close(fd);
 	if (r) {
@@ -1236,7 +1245,11 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 
 	if ((r = snap_fill_conf(vm, conf, o->disks_in_place ? NULL : tmp, "")))
 		goto fail;
-	if (o->diff) {
+	if (o->mapped_diff) {
+		snprintf(ident.base_dir, sizeof(ident.base_dir), "%s", o->base_path ? o->base_path : vm->mem_base_dir);
+		memcpy(ident.base_id, vm->mem_base_id, SNAP_ID_LEN);
+		ident.pages = mapped; /* borrowed for the section */
+	} else if (o->diff) {
 		snprintf(ident.base_dir, sizeof(ident.base_dir), "%s", vm->snap_dir);
 		memcpy(ident.base_id, vm->snap_id, SNAP_ID_LEN);
 		ident.pages = taken; /* borrowed for the section */
@@ -1279,12 +1292,14 @@ int vm_snapshot_ex(struct vm *vm, const char *dir, const struct snap_opts *o, st
 	sb_free(&b);
 	free(conf);
 	dirty_free(&taken);
+	dirty_free(&mapped);
 	return 0;
 
 fail:
 	remove_partial(tmp);
 	sb_free(&b);
 	free(conf);
+	dirty_free(&mapped);
 out_taken:
 	if (taken.w)
 		(void)dirty_merge(&vm->gm.dirty, &taken); /* nothing lost: the next try has them */

@@ -116,6 +116,11 @@ struct snap_opts {
 				  (the Firecracker API writes beside), or NULL */
 	int disks_in_place;    /* writable disks recorded by path, not copied
 				  (vm_snapshot_in_place) */
+	int mapped_diff;       /* a diff on vm->mem_base_dir (the snapshot guest
+				  RAM maps): the pages that differ from its file
+				  (gm_private_pages), no tracking needed */
+	const char *base_path; /* mapped_diff: record the base as found here (a
+				  folder of links to it), or NULL */
 };
 struct snap_stats {
 	uint64_t mem_alloc;    /* the memory file's allocated bytes */
@@ -136,8 +141,10 @@ int vm_dirty_harvest(struct vm *vm) __attribute__((warn_unused_result));
 /* Maps a snapshot's guest memory for a restore: a full snapshot's file
  * MAP_PRIVATE; for a diff, its chain down to a full snapshot (each base's
  * ID checked), that one mapped and every diff's pages read over it,
- * oldest first. 0 or -errno, logged. */
-int snap_map_memory(struct gm *gm, const struct snapshot *s) __attribute__((warn_unused_result));
+ * oldest first. base_dir/base_id get the full snapshot mapped (the
+ * chain's bottom: vm->mem_base_dir). 0 or -errno, logged. */
+int snap_map_memory(struct gm *gm, const struct snapshot *s, char base_dir[PATH_MAX], uint8_t base_id[SNAP_ID_LEN])
+	__attribute__((warn_unused_result));
 /* Flattens DIFF onto its base into a full snapshot at OUT (which must not
  * exist), or in place when OUT is NULL or DIFF. BASE, if not NULL, is
  * where DIFF's base is now (its ID must be the one DIFF recorded); else

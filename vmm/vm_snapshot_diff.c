@@ -112,7 +112,7 @@ static int open_memory(const struct snapshot *s, int flags)
 	return open(p, flags | O_CLOEXEC | O_NOFOLLOW);
 }
 
-int snap_map_memory(struct gm *gm, const struct snapshot *s)
+int snap_map_memory(struct gm *gm, const struct snapshot *s, char base_dir[PATH_MAX], uint8_t base_id[SNAP_ID_LEN])
 {
 	struct gm_region regions[GM_MAX_REGIONS];
 	struct snapshot *chain[SNAP_MAX_CHAIN];
@@ -148,6 +148,8 @@ int snap_map_memory(struct gm *gm, const struct snapshot *s)
 	}
 	if (n > 1)
 		log_info("snapshot %s: a diff on %s (%u in the chain)", s->dir, chain[n - 1]->dir, n);
+	snprintf(base_dir, PATH_MAX, "%s", chain[n - 1]->dir);
+	memcpy(base_id, chain[n - 1]->ident.id, SNAP_ID_LEN);
 out:
 	close_chain(chain, n);
 	return r;

@@ -268,12 +268,138 @@ static int write_diff(struct vm *vm, const char *dir, struct standby_stats *out)
 	return 0;
 }
 
+/* ---- a diff on the snapshot the RAM maps ---- */
+
+/* sbdir/standby.base-ID for the mapped snapshot's ID. */
+static int base_name(const struct vm *vm, const char *sbdir, char *out, size_t len)
+{
+	char name[sizeof(STANDBY_BASE) + 17];
+	unsigned i;
+
+	snprintf(name, sizeof(name), STANDBY_BASE);
+	for (i = 0; i < 8; i++)
+		snprintf(name + sizeof(STANDBY_BASE) - 1 + 2 * i, 3, "%02x", vm->mem_base_id[i]);
+	return join(out, len, sbdir, name);
+}
+
+/* The mapped snapshot's state and memory files, hard-linked into
+ * sbdir/standby.base-ID (made once: a sandbox woken from a diff standby
+ * maps that folder itself). Links cost no space and keep the files when
+ * the snapshot is moved or removed; it is never changed in place (only a
+ * standby state is, and a standby state is never a clone's source).
+ * out: the folder's real path. 0 or -errno (-EXDEV: not one file system). */
+static int base_links(const struct vm *vm, const char *sbdir, char *out)
+{
+	static const char *const files[] = { SNAP_STATE_FILE, SNAP_MEMORY_FILE };
+	char base[PATH_MAX], tmp[PATH_MAX + 8], from[PATH_MAX], to[PATH_MAX + 16];
+	uint8_t id[SNAP_ID_LEN];
+	unsigned i;
+	int r;
+
+	if ((r = base_name(vm, sbdir, base, sizeof(base))))
+		return r;
+	if (snap_state_id(base, id) == 0 && !memcmp(id, vm->mem_base_id, SNAP_ID_LEN))
+		return realpath(base, out) ? 0 : -errno;
+	remove_flat(base); /* a damaged one */
+	snprintf(tmp, sizeof(tmp), "%s.new", base);
+	remove_flat(tmp);
+	if (mkdir(tmp, 0700) < 0)
+		return -errno;
+	for (i = 0; i < 2; i++) {
+		if ((r = join(from, sizeof(from), vm->mem_base_dir, files[i])))
+			goto fail;
+		snprintf(to, sizeof(to), "%s/%s", tmp, files[i]);
+		if (link(from, to) < 0) {
+			r = -errno;
+			goto fail;
+		}
+	}
+	/* the files linked are the ones the RAM maps: same ID */
+	if (snap_state_id(tmp, id) || memcmp(id, vm->mem_base_id, SNAP_ID_LEN)) {
+		r = -ESTALE;
+		goto fail;
+	}
+	if ((r = snap_fsync_dir(tmp)))
+		goto fail;
+	if (rename(tmp, base) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	(void)snap_fsync_dir(sbdir);
+	return realpath(base, out) ? 0 : -errno;
+fail:
+	remove_flat(tmp);
+	return r;
+}
+
+/* After a commit: the base folders the committed state does not name. */
+static void drop_bases(const char *sbdir, const char *keep)
+{
+	DIR *d = opendir(sbdir);
+	struct dirent *e;
+	char p[PATH_MAX], real[PATH_MAX];
+
+	if (!d)
+		return;
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, STANDBY_BASE, sizeof(STANDBY_BASE) - 1) &&
+		    !join(p, sizeof(p), sbdir, e->d_name) &&
+		    (!keep || !realpath(p, real) || strcmp(real, keep)))
+			remove_flat(p);
+	closedir(d);
+}
+
+struct mapped_write {
+	struct vm *vm;
+	const char *base;
+	struct snap_stats st;
+};
+
+static int write_mapped(void *ctx, const char *dir)
+{
+	struct mapped_write *m = ctx;
+	struct snap_opts o = { .mapped_diff = 1, .disks_in_place = 1, .base_path = m->base };
+
+	return vm_snapshot_ex(m->vm, dir, &o, &m->st);
+}
+
+/* A clone's suspend: 1 if it wrote the diff on its mapped snapshot, 0 if
+ * that does not apply here (*why says why: the full write follows), or
+ * -errno if writing failed (the sandbox runs on). */
+static int suspend_mapped(struct vm *vm, struct standby_stats *out)
+{
+	char own[PATH_MAX], real[PATH_MAX], base[PATH_MAX];
+	struct mapped_write m = { .vm = vm, .base = base };
+	struct standby_writer w = { .write = write_mapped, .ctx = &m, .crash_at = -1 };
+	int r;
+
+	if (!vm->mem_base_dir[0])
+		return 0; /* booted, or restored through a page-fault handler */
+	if (!join(own, sizeof(own), vm->cfg.standby_dir, STANDBY_DIR) && realpath(own, real) &&
+	    !strcmp(real, vm->mem_base_dir))
+		return 0; /* it maps its own full standby state: the in-place diff */
+	if ((r = base_links(vm, vm->cfg.standby_dir, base))) {
+		out->full_why = r == -EXDEV ? "the snapshot it came from is on another file system"
+					    : "its snapshot could not be linked into the folder";
+		log_info("standby: no diff on %s: %s", vm->mem_base_dir, strerror(-r));
+		return 0;
+	}
+	if ((r = standby_commit(vm->cfg.standby_dir, &w)))
+		return r;
+	drop_bases(vm->cfg.standby_dir, base);
+	out->diff = 1;
+	out->pages = m.st.pages;
+	out->bytes = m.st.mem_written;
+	return 1;
+}
+
 int standby_suspend(struct vm *vm, struct standby_stats *out, char *why, size_t why_len)
 {
 	struct full_write ctx = { .vm = vm };
 	struct standby_writer w = { .write = write_full, .ctx = &ctx, .crash_at = -1 };
 	struct standby_stats none = { 0 };
 	int was_paused = vm->paused, full, r;
+	const char *plan_why = NULL;
 	uint64_t t0 = log_now_ns();
 	char dir[PATH_MAX];
 
@@ -290,10 +416,20 @@ int standby_suspend(struct vm *vm, struct standby_stats *out, char *why, size_t 
 							      : "the VM is stopping");
 		return r;
 	}
+	/* A clone: the pages that differ from the snapshot it maps. */
+	if ((r = suspend_mapped(vm, out)) < 0) {
+		snprintf(why, why_len, "writing the state to %s/" STANDBY_DIR " failed: %s (the sandbox "
+			 "runs on; nothing was left behind)", vm->cfg.standby_dir, strerror(-r));
+		goto fail;
+	}
+	if (r > 0)
+		goto done;
 	/* The second and later suspends of a resumed sandbox: only the pages
 	 * dirtied since its resume, into standby/ in place. */
 	full = standby_plan(vm->cfg.standby_dir, vm->gm.dirty.w != NULL, vm->snap_dir, vm->snap_id,
-			    &out->full_why) == STANDBY_FULL;
+			    &plan_why) == STANDBY_FULL;
+	if (!out->full_why)
+		out->full_why = plan_why; /* else why the clone's diff was not taken */
 	if (!full) {
 		if (!(r = join(dir, sizeof(dir), vm->cfg.standby_dir, STANDBY_DIR)))
 			r = write_diff(vm, dir, out);
@@ -315,7 +451,9 @@ int standby_suspend(struct vm *vm, struct standby_stats *out, char *why, size_t 
 			goto fail;
 		}
 		out->bytes = ctx.bytes;
+		drop_bases(vm->cfg.standby_dir, NULL);
 	}
+done:
 	out->ms = (log_now_ns() - t0) / 1000000;
 	vm_request_exit(vm, VM_EXIT_STANDBY, "on standby (state in %s/" STANDBY_DIR ")", vm->cfg.standby_dir);
 	return 0;

@@ -32,10 +32,16 @@
  * the guest left them), never the old state on newer disks. The marker
  * holds the state's ID, not its inode: a copied folder keeps it.
  *
- * Which write a suspend does (standby_plan): the in-place diff when this
- * run resumed from this very state (dirty tracking on, vm->snap_dir this
- * folder's standby/, vm->snap_id its state's ID); the full write otherwise
- * (the first suspend, tracking off, a base that changed: -ESTALE). */
+ * Which write a suspend does: for a sandbox whose RAM maps another
+ * snapshot's memory file (a clone, or one woken from a diff standby), a
+ * diff on that snapshot of the pages that differ from its file (found in
+ * the mapping, no tracking: gm_private_pages), its base linked into the
+ * folder as `standby.base-ID` so that it outlives the snapshot it came
+ * from; that needs the folder and the snapshot on one file system. Else
+ * (standby_plan) the in-place diff when this run resumed from this very
+ * state (dirty tracking on, vm->snap_dir this folder's standby/,
+ * vm->snap_id its state's ID); the full write otherwise (the first suspend,
+ * tracking off, a base that changed: -ESTALE). */
 #ifndef VMM_STANDBY_H
 #define VMM_STANDBY_H
 
@@ -45,6 +51,10 @@
 #define STANDBY_DIR "standby"
 #define STANDBY_NEW "standby.new"
 #define STANDBY_CONSUMED "state.consumed" /* in standby/: the ID a resume took */
+/* "standby.base-ID": links to the state and memory files of the snapshot a
+ * clone's RAM maps (its ID's first 8 bytes in hex), the base a diff standby
+ * names. */
+#define STANDBY_BASE "standby.base-"
 
 enum standby_step {
 	STANDBY_STEP_CLEAN,   /* before 1 */

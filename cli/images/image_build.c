@@ -291,12 +291,13 @@ static int listed(const char *list, const char *name)
  * lacks: /bin/NAME -> IMAGE_INIT. Debian's busybox-static has no nohup,
  * flock or script; a busybox built with them keeps its own. When
  * `busybox --list` cannot run on this host, every tool is linked. */
+#define LIST_MAX (64 * 1024) /* busybox --list: about 3 KiB for 400 applets */
+
 static int link_tools(struct build *b)
 {
-	static char list[64 * 1024];
 	static const char *const tools[] = { GUEST_TOOL_NAMES };
-	char path[PATH_MAX + 32];
-	int known = busybox_list(b, list, sizeof(list)) == 0;
+	char path[PATH_MAX + 32], *list = malloc(LIST_MAX);
+	int known = list && busybox_list(b, list, LIST_MAX) == 0, r = 0;
 	unsigned i;
 
 	if (!known && b->logfd >= 0)
@@ -305,12 +306,15 @@ static int link_tools(struct build *b)
 		if (known && listed(list, tools[i]))
 			continue;
 		snprintf(path, sizeof(path), "%s/bin/%s", b->stage, tools[i]);
-		if (symlink(IMAGE_INIT, path) < 0 && errno != EEXIST)
-			return fail(b, "symlink %s: %s", path, strerror(errno));
+		if (symlink(IMAGE_INIT, path) < 0 && errno != EEXIST) {
+			r = fail(b, "symlink %s: %s", path, strerror(errno));
+			break;
+		}
 		if (b->logfd >= 0)
 			dprintf(b->logfd, "/bin/%s -> " IMAGE_INIT " (guest-init's own)\n", tools[i]);
 	}
-	return 0;
+	free(list);
+	return r;
 }
 
 static int populate(struct build *b)

@@ -85,18 +85,18 @@ static int write_file_at(const char *dir, const char *name, const char *text)
 
 static int make_image(struct plan *p, const char *name, const struct oci_limits *lim, int quiet)
 {
-	static char diff[OCI_MAX_LAYERS][OCI_DIGEST_MAX];
+	char (*diff)[OCI_DIGEST_MAX] = calloc(OCI_MAX_LAYERS, OCI_DIGEST_MAX);
+	char (*chains)[OCI_DIGEST_MAX] = calloc(OCI_MAX_LAYERS, OCI_DIGEST_MAX);
 	struct oci_defaults *d = calloc(1, sizeof(*d));
 	char err[600], msg[800], *dj = NULL;
 	struct image_job *j = NULL;
 	struct image_info *im;
-	static char chains[OCI_MAX_LAYERS][OCI_DIGEST_MAX];
 	char ucache[4096];
 	unsigned ndiff = 0, i, first = 0;
 	uint64_t unpacked = 0; /* bytes the layers decompressed to so far (the per-image cap) */
 	int stagefd = -1, r;
 
-	if (!d || !(dj = malloc(65536))) {
+	if (!diff || !chains || !d || !(dj = malloc(65536))) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -128,12 +128,11 @@ static int make_image(struct plan *p, const char *name, const struct oci_limits 
 	}
 	/* The deepest stack of these layers already unpacked (unpack_cache.h). */
 	{
-		static char chain[OCI_MAX_LAYERS][OCI_DIGEST_MAX];
 		int k = 0;
 
-		unpack_chain_ids(diff, p->nlayers, chain);
+		unpack_chain_ids(diff, p->nlayers, chains);
 		if (!unpack_cache_dir(ucache, sizeof(ucache)))
-			k = unpack_cache_restore(ucache, chain, p->nlayers, image_job_stage(j));
+			k = unpack_cache_restore(ucache, chains, p->nlayers, image_job_stage(j));
 		else
 			ucache[0] = '\0';
 		if (k < 0) {
@@ -147,7 +146,6 @@ static int make_image(struct plan *p, const char *name, const struct oci_limits 
 			image_job_step(j, what);
 		}
 		first = (unsigned)k;
-		memcpy(chains, chain, sizeof(chain));
 	}
 	for (i = first; i < p->nlayers; i++) {
 		char what[160], path[4200];
@@ -211,6 +209,8 @@ out:
 		close(stagefd);
 	free(d);
 	free(dj);
+	free(diff);
+	free(chains);
 	return r;
 }
 

@@ -254,7 +254,7 @@ static const char *crash_signal(int64_t sig)
 
 static int exit_from_json(const char *text, size_t len)
 {
-	static char arena_buf[4096];
+	char arena_buf[4096];
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
 	const char *jerr;
 	const struct json *j = json_parse(text, len, &ar, &jerr);

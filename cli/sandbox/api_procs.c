@@ -169,7 +169,7 @@ static void print_events(const char *text, size_t len, int json, struct watch_bu
 		json_get_str(e, "to", &to);
 		json_get_bool(e, "dir", &dir);
 		if (json) {
-			static char line[3 * 4096 + 256];
+			char line[3 * 4096 + 256];
 			struct json_writer w;
 
 			jw_init(&w, line, sizeof(line));

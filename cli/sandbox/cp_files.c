@@ -130,7 +130,7 @@ static int remote_op(const struct sandbox_addr *a, const char *fields, const cha
 static int remote_stat(const struct sandbox_addr *a, const char *path, int follow, char *type, size_t tlen,
 		       int64_t *mode)
 {
-	static char arena_buf[8192];
+	char arena_buf[8192];
 	char fields[PATH_MAX + 96], res[1024];
 	struct json_writer w;
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
@@ -623,7 +623,7 @@ static int get_file(const struct sandbox_addr *a, const char *remote, int dfd, c
  * this copy never follows a link below the destination. */
 static int get_link(const struct sandbox_addr *a, const char *remote, int dfd, const char *name)
 {
-	static char arena_buf[2 * PATH_MAX + 1024];
+	char arena_buf[2 * PATH_MAX + 1024];
 	char fields[PATH_MAX + 64], res[2 * PATH_MAX + 64], tmp[64];
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
 	struct json_writer w;

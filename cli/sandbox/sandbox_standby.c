@@ -169,7 +169,7 @@ static int open_lock(const struct sandbox *sb)
 
 int standby_restore(const struct sandbox *sb)
 {
-	static char buf[8192];
+	char buf[8192];
 	char *args[STANDBY_MAX_ARGS + 12], state[PATH_MAX + 16], p[PATH_MAX + 32], err[512];
 	int nargs = 0, fd, st;
 	ssize_t n = 0;
@@ -395,7 +395,7 @@ int standby_keeper_main(int argc, char **argv)
 		snprintf(pth, sizeof(pth), "%s/" STANDBY_ARGS, st.sb.dir);
 		/* --idle-ttl from the recorded options */
 		{
-			static char a[8192];
+			char a[8192];
 			int fd = open(pth, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 			ssize_t len = fd >= 0 ? read(fd, a, sizeof(a) - 1) : -1;
 			size_t off = 0;

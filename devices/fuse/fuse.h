@@ -110,6 +110,7 @@ struct fuse_lock {
 	int fd;
 	uint8_t used;
 	uint8_t flock;     /* flock() rather than OFD byte-range locks */
+	uint8_t remote;    /* on a network file system: fuse_fs_remote() */
 	uint64_t nodeid, owner;
 };
 
@@ -189,6 +190,9 @@ int64_t fuse_handle(struct fuse_server *s, const struct iovec *in, int nin,
 /* Retries every waiting SETLKW (non-blocking, on the host): fills up to
  * `max` outcomes (granted, failed, interrupted by FUSE_INTERRUPT) and
  * returns how many; those waiters are gone. */
+/* 1 if a statfs f_type names a network file system (NFS, SMB/CIFS,
+ * Ceph), whose host cache a granted lock drops (fuse_lock.c). */
+int fuse_fs_remote(unsigned long f_type);
 unsigned fuse_lk_poll(struct fuse_server *s, struct fuse_lk_done *out, unsigned max);
 /* Every waiting SETLKW ends with EINTR at the next fuse_lk_poll(). */
 void fuse_lk_interrupt_all(struct fuse_server *s);

@@ -8,7 +8,11 @@
 # short --idle-timeout and vmm exec wakes it; two concurrent execs share
 # one restore; a connection to a published port wakes it; the second
 # suspend (after a resume) writes only the dirty pages, far fewer bytes
-# than the first; kill -9 of the VMM during that diff write (at a step
+# than the first (a booted sandbox); a clone's suspends write only the
+# pages that differ from the snapshot it came from, far fewer than that
+# snapshot's memory, and it wakes with that snapshot moved away (its base
+# is linked into the sandbox's folder); kill -9 of the VMM during an
+# in-place diff write (at a step
 # before its commit, and at one after), then resume: after the commit the
 # new state, its counter going on; before it nothing to resume (the state
 # the sandbox last resumed from was consumed then: never restored on the
@@ -89,17 +93,53 @@ if timeout 300 "$vmm" suspend sa > /dev/null 2>&1 && [ "$(state sa)" = standby ]
 	ok "second suspend, and vmm exec wakes it transparently"
 else bad "second suspend / exec wake: state $(state sa)"; fi
 
-# ---- the second suspend writes only the dirty pages --------------------------
+# ---- what each suspend writes ------------------------------------------------
 # The VMM's log line per suspend: "suspended: N ms paused, K KiB written,
 # full (why)" or "..., diff of M pages".
 suspends() { grep -o 'suspended: [0-9]* ms paused, [0-9]* KiB written, [a-z]*[ a-z]*[0-9]*' "$VMM_STATE_DIR/$1/vmm.log"; }
 kib() { suspends "$1" | sed -n "${2}p" | sed 's/.* \([0-9]*\) KiB written.*/\1/'; }
+# A clone: both suspends are diffs on the gold snapshot it maps.
 l1=$(suspends sa | sed -n 1p)
 l2=$(suspends sa | sed -n 2p)
 k1=$(kib sa 1)
 k2=$(kib sa 2)
-echo "     1st suspend: $l1"
-echo "     2nd suspend: $l2"
+gold_kib=$(( $(stat -c %b "$tmp/gold/memory") / 2 ))
+echo "     clone, 1st suspend: $l1"
+echo "     clone, 2nd suspend: $l2 (the gold snapshot's memory: $gold_kib KiB)"
+case "$l1/$l2" in
+*diff\ of*/*diff\ of*)
+	if [ -n "$k1" ] && [ -n "$k2" ] && [ $((k1 * 4)) -lt "$gold_kib" ] && [ $((k2 * 4)) -lt "$gold_kib" ]; then
+		ok "a clone's suspends write only what differs from its snapshot: $k1 and $k2 KiB against $gold_kib KiB"
+	else bad "a clone's suspends wrote $k1 and $k2 KiB, its snapshot's memory is $gold_kib KiB: not far fewer"; fi ;;
+*) bad "a clone's suspend kinds: 1st '$l1', 2nd '$l2' (want two diffs on its snapshot)" ;;
+esac
+# The snapshot it came from moved away: the clone on standby still wakes.
+if timeout 300 "$vmm" suspend sa > /dev/null 2>&1 && ls -d "$VMM_STATE_DIR"/sa/standby.base-* > /dev/null 2>&1 &&
+	mv "$tmp/gold" "$tmp/gold.away"; then
+	got=$(x sa cat /root/mark.txt)
+	mv "$tmp/gold.away" "$tmp/gold"
+	if [ "$got" = before ] && [ "$(state sa)" = running ]; then
+		ok "a clone on standby wakes with its snapshot moved away (linked into its folder)"
+	else bad "wake without the gold snapshot: got '$got', state $(state sa): $(tail -3 "$VMM_STATE_DIR/sa/vmm.log")"; fi
+else bad "3rd suspend of the clone: state $(state sa), $(ls "$VMM_STATE_DIR/sa" | tr '\n' ' ')"; fi
+# A booted sandbox: the full state first, then the in-place diff of the
+# pages dirtied since its resume.
+boot_sandbox() { # NAME: booted from a copy of the root image
+	cp "$rootfs" "$tmp/$1-root.img"
+	timeout 900 "$vmm" run -d --name "$1" --kernel "$kernel" --mem 256 \
+		--disk "path=$tmp/$1-root.img,root" > /dev/null 2> "$tmp/$1.err" || bad "boot $1: $(tail -2 "$tmp/$1.err")"
+}
+boot_sandbox sf
+x sf true
+timeout 300 "$vmm" suspend sf > /dev/null 2>&1 || bad "sf: 1st suspend failed"
+x sf true
+timeout 300 "$vmm" suspend sf > /dev/null 2>&1 || bad "sf: 2nd suspend failed"
+l1=$(suspends sf | sed -n 1p)
+l2=$(suspends sf | sed -n 2p)
+k1=$(kib sf 1)
+k2=$(kib sf 2)
+echo "     booted, 1st suspend: $l1"
+echo "     booted, 2nd suspend: $l2"
 case "$l1/$l2" in
 *full*/*diff\ of*)
 	if [ -n "$k1" ] && [ -n "$k2" ] && [ $((k2 * 4)) -lt "$k1" ]; then
@@ -107,8 +147,10 @@ case "$l1/$l2" in
 	else bad "the 2nd suspend wrote $k2 KiB, the 1st $k1 KiB: not far fewer"; fi ;;
 *) bad "suspend kinds: 1st '$l1', 2nd '$l2' (want full, then diff)" ;;
 esac
+"$vmm" rm -f sf > /dev/null 2>&1
 
-# ---- kill -9 during the diff write, then resume ------------------------------
+# ---- kill -9 during the in-place diff write, then resume --------------------
+# (booted sandboxes: a clone's suspends are diffs on its snapshot instead)
 # VMM_TEST_STANDBY_KILL=N: the VMM raises SIGKILL right after in-place step
 # N (vmm/base/snapfmt_diff.h: 1 state.new written, not committed; 3 committed, half
 # the pages in the memory file). The variable reaches the VMM through the
@@ -116,8 +158,7 @@ esac
 kill_case() { # NAME STEP
 	local n=$1 step=$2 c0 pid0 c1 c2 pid1 restores
 	export VMM_TEST_STANDBY_KILL=$step
-	timeout 600 "$vmm" restore -d "$tmp/gold" --name "$n" > /dev/null 2> "$tmp/$n.err" ||
-		bad "restore $n: $(tail -2 "$tmp/$n.err")"
+	boot_sandbox "$n"
 	x "$n" sh -c '(i=0; while :; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done) < /dev/null > /dev/null 2>&1 &
 		echo $! > /tmp/counter.pid; sleep 1' > /dev/null 2>&1
 	timeout 300 "$vmm" suspend "$n" > /dev/null 2>&1 || bad "$n: 1st suspend failed"

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -325,4 +326,52 @@ int gm_dump(const struct gm *gm, int fd)
 	if (ftruncate(fd, (off_t)gm->total) < 0)
 		return -errno;
 	return 0;
+}
+
+/* /proc/self/pagemap (Documentation/admin-guide/mm/pagemap.rst): one
+ * 64-bit entry per virtual page; bit 63 present, 62 swapped, 61 a file
+ * page or shared anonymous. The flags are readable without privileges
+ * (only the frame number is hidden). */
+#define PM_PRESENT (1ull << 63)
+#define PM_SWAPPED (1ull << 62)
+#define PM_FILE (1ull << 61)
+
+int gm_private_pages(const struct gm *gm, struct dirty *out)
+{
+	enum { BATCH = 4096 };
+	uint64_t *e = NULL, pages = gm->total / GM_PAGE_SIZE, p = 0;
+	int fd = -1, r;
+
+	if (!gm->map || gm->fd < 0 || !gm->private_map)
+		return -EINVAL;
+	if ((r = dirty_init(out, pages)))
+		return r;
+	e = malloc(BATCH * sizeof(*e));
+	fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (!e || fd < 0) {
+		r = !e ? -ENOMEM : -errno;
+		goto out;
+	}
+	while (p < pages) {
+		uint64_t n = pages - p < BATCH ? pages - p : BATCH, i;
+		off_t at = (off_t)(((uintptr_t)gm->map / GM_PAGE_SIZE + p) * sizeof(*e));
+		ssize_t got = pread(fd, e, n * sizeof(*e), at);
+
+		if (got < (ssize_t)sizeof(*e)) {
+			r = got < 0 ? -errno : -EIO;
+			goto out;
+		}
+		n = (uint64_t)got / sizeof(*e);
+		for (i = 0; i < n; i++)
+			if ((e[i] & (PM_PRESENT | PM_SWAPPED)) && !(e[i] & PM_FILE))
+				dirty_mark(out, (p + i) * GM_PAGE_SIZE, GM_PAGE_SIZE);
+		p += n;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(e);
+	if (r)
+		dirty_free(out);
+	return r;
 }

@@ -60,6 +60,14 @@ int gm_open_file(struct gm *gm, const char *path, const struct gm_region *region
 int gm_create_anon(struct gm *gm, const struct gm_region *regions, unsigned nr)
 	__attribute__((warn_unused_result));
 void gm_destroy(struct gm *gm);
+/* The pages of a file mapping (gm_open_file) that no longer hold the
+ * file's content: written since the mapping was made, by the guest, KVM
+ * or the VMM (each write to a MAP_PRIVATE page copies it into an anonymous
+ * page), read from /proc/self/pagemap (present or swapped, and not a file
+ * page). Every other page reads as the file. *out (dirty.h, one bit per
+ * page by file offset) is initialised here. No dirty-page tracking is
+ * needed. 0 or -errno; -EINVAL for memory that is not a file mapping. */
+int gm_private_pages(const struct gm *gm, struct dirty *out) __attribute__((warn_unused_result));
 
 /* Host pointer for [gpa, gpa+len), or NULL if any byte of it is not RAM.
  * A pointer the caller writes through must be marked (gm_ptr_w or

@@ -1174,6 +1174,36 @@ static short host_getlk(int fd, short type, off_t start, off_t len)
 	return fl.l_type;
 }
 
+/* Which file systems get their cache dropped at a grant: the network ones
+ * by statfs type (CIFS's magic arrives sign-extended in a long on some
+ * libcs), never a local one; a lock on this test's local folder is not
+ * marked remote. */
+static void lock_remote_fs(void **state)
+{
+	struct t *t = setup_init(0, 0);
+	int64_t n, f1, f2;
+	unsigned i;
+
+	(void)state;
+	assert_int_equal(fuse_fs_remote(0x6969), 1);                     /* NFS */
+	assert_int_equal(fuse_fs_remote(0xFF534D42ul), 1);               /* CIFS */
+	assert_int_equal(fuse_fs_remote((unsigned long)(long)(int)0xFE534D42u), 1); /* SMB2 */
+	assert_int_equal(fuse_fs_remote(0x517B), 1);                     /* SMB */
+	assert_int_equal(fuse_fs_remote(0x00C36400), 1);                 /* Ceph */
+	assert_int_equal(fuse_fs_remote(0xEF53), 0);                     /* ext2/3/4 */
+	assert_int_equal(fuse_fs_remote(0x01021994), 0);                 /* tmpfs */
+	assert_int_equal(fuse_fs_remote(0x9123683E), 0);                 /* btrfs */
+	assert_int_equal(fuse_fs_remote(0x58465342), 0);                 /* xfs */
+	lk_file(t, &n, &f1, &f2);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f1, OWNER_A, F_WRLCK, 0, 99, 0), 0);
+	assert_int_equal(lk(t, FUSE_SETLK, n, f2, OWNER_B, F_RDLCK, 0, TO_EOF, FUSE_LK_FLOCK), 0);
+	for (i = 0; i < FUSE_LOCKS_MAX; i++)
+		if (t->s.locks[i].used)
+			assert_int_equal(t->s.locks[i].remote, 0);
+	assert_int_equal(lock_owners(t), 2);
+	teardown_t(t);
+}
+
 static void lock_grant_and_conflict(void **state)
 {
 	struct t *t = setup_init(0, 0);
@@ -1491,6 +1521,7 @@ int main(void)
 		cmocka_unit_test(write_clears_setuid),
 		cmocka_unit_test(xattr_namespaces),
 		cmocka_unit_test(lock_grant_and_conflict),
+		cmocka_unit_test(lock_remote_fs),
 		cmocka_unit_test(lock_host_process),
 		cmocka_unit_test(lock_flock_vs_posix),
 		cmocka_unit_test(lock_wait_then_grant),

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,6 +182,49 @@ static void dump_sparse_and_private_map(void **state)
 	unlink(path);
 }
 
+/* The pages of a snapshot's mapping that differ from its file: written
+ * ones only (read, untouched and given back ones read as the file); a
+ * shared memfd mapping has no file to differ from. */
+static void private_pages(void **state)
+{
+	struct gm *gm = *state, back;
+	char path[] = "/tmp/vmm-test-gm-XXXXXX";
+	int fd = mkstemp(path);
+	struct dirty d;
+	volatile uint8_t sink;
+	uint8_t *p;
+
+	assert_true(fd >= 0);
+	memset(gm->map, 0, gm->total);
+	memcpy(gm_ptr(gm, 4096, 5), "hello", 5);
+	assert_int_equal(gm_dump(gm, fd), 0);
+	assert_int_equal(gm_private_pages(gm, &d), -EINVAL);
+	assert_int_equal(gm_open_file(&back, path, gm->r, gm->nr), 0);
+	assert_int_equal(gm_private_pages(&back, &d), 0);
+	assert_int_equal(dirty_count(&d), 0);
+	dirty_free(&d);
+	sink = *(volatile uint8_t *)gm_ptr(&back, 4096, 1);  /* read: still the file's page */
+	sink = *(volatile uint8_t *)gm_ptr(&back, 12288, 1); /* a hole, read */
+	(void)sink;
+	memcpy(gm_ptr(&back, 8192, 1), "x", 1);               /* file offset page 2 */
+	memcpy(gm_ptr(&back, 1 * MiB + 4096, 1), "y", 1);     /* region 2: file page 17 */
+	p = gm_ptr(&back, 1 * MiB + 8192, 1);                  /* page 18, then given back */
+	*p = 1;
+	assert_int_equal(gm_private_pages(&back, &d), 0);
+	assert_int_equal(dirty_count(&d), 3);
+	assert_true(dirty_test(&d, 2) && dirty_test(&d, 17) && dirty_test(&d, 18));
+	dirty_free(&d);
+	assert_int_equal(madvise(p, 4096, MADV_DONTNEED), 0);
+	assert_int_equal(gm_private_pages(&back, &d), 0);
+	assert_int_equal(dirty_count(&d), 2);
+	assert_false(dirty_test(&d, 18));
+	assert_int_equal(*p, 0); /* the file's content again */
+	dirty_free(&d);
+	gm_destroy(&back);
+	close(fd);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -192,6 +236,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(ptr_overflow, two_regions, destroy_gm),
 		cmocka_unit_test_setup_teardown(read_write, two_regions, destroy_gm),
 		cmocka_unit_test_setup_teardown(dump_sparse_and_private_map, two_regions, destroy_gm),
+		cmocka_unit_test_setup_teardown(private_pages, two_regions, destroy_gm),
 	};
 
 	return cmocka_run_group_tests_name("gm", tests, NULL, NULL);
