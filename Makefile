@@ -332,12 +332,12 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_fuse_budget test_drive test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
-              test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_proxy \
+              test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_rootfs test_oci_proxy \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
                test_run_restore test_run_drives test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk
 test_gm_SRCS      := vmm/base/gm.c vmm/base/log.c vmm/base/dirty.c
-test_uffd_SRCS    := vmm/base/uffd.c vmm/base/gm.c vmm/base/log.c tests/uffd/uffd_serve.c vmm/wire/json.c
+test_uffd_SRCS    := vmm/base/uffd.c vmm/base/unixsock.c vmm/base/gm.c vmm/base/log.c tests/uffd/uffd_serve.c vmm/wire/json.c
 test_tar_SRCS     := vmm/wire/tar.c
 test_applets_SRCS := guest-init/applets.c vmm/wire/proto.c
 test_tools_SRCS   := guest-init/tools.c vmm/wire/proto.c
@@ -376,7 +376,7 @@ test_virtio_rng_SRCS := devices/virtio_rng.c $(test_virtio_mmio_SRCS)
 test_virtio_balloon_SRCS := devices/virtio_balloon.c $(test_virtio_mmio_SRCS)
 test_seccomp_SRCS := vmm/seccomp.c
 test_jail_SRCS    := cli/launch/jail.c cli/util/util.c vmm/base/log.c
-test_progress_SRCS := cli/util/progress.c cli/launch/boot_status.c cli/sandbox/cp_files.c cli/sandbox/cp_tar.c vmm/wire/tar.c cli/sandbox/api_client.c vmm/base/tty.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
+test_progress_SRCS := cli/util/progress.c cli/launch/boot_status.c cli/sandbox/cp_files.c cli/sandbox/cp_tar.c vmm/wire/tar.c cli/sandbox/api_client.c vmm/base/unixsock.c vmm/base/tty.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 test_api_SRCS     := $(GUEST_API_SRCS)
 test_api_v2_SRCS  := $(GUEST_API_SRCS)
 test_fuse_SRCS    := $(FUSE_SRCS) vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
@@ -392,7 +392,8 @@ test_oci_spec_SRCS := cli/oci/oci_spec.c cli/oci/oci_state.c cli/util/util.c vmm
 test_oci_net_SRCS := cli/oci/oci_net.c
 test_rdump_SRCS := cli/images/rdump.c cli/util/util.c vmm/base/log.c
 test_oci_hooks_SRCS := cli/oci/oci_hooks.c cli/oci/oci_spec.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
-test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_state.c cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
+test_oci_rootfs_SRCS := cli/oci/oci_rootfs.c
+test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_state.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
                        vmm/wire/json.c vmm/wire/proto.c
 test_dockerfile_SRCS := cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
 test_dockerfile_LIBS := $(TLS_LIBS)
@@ -436,20 +437,22 @@ endif
 # that boot Linux on an emulating host. Measured in the VM (one vCPU) in
 # CI's run on a 2-core host: unit 1 min, guests 2, fcapi 2, e2e 28 (all
 # parts, 216 checks); with two vCPUs, oci 5, dockerfile and standby a few
-# each. Name fewer with
+# each; cri about 1 (61 checks, 52-67 s with one vCPU, the VM's boot
+# included). Name fewer with
 # VMHOST_TIERS="unit guests", parts of e2e with VMM_E2E_ONLY="lifecycle
 # jail" (tests/vmhost/README.md). VMHOST=on sends every tier. Each run is
 # cut off after its tier's limit below (VMHOST_TIMEOUT overrides them
 # all), and a VM whose kernel hangs is started again once (run.sh).
 ifneq ($(wildcard /dev/kvm),)
-VMHOST_TIERS ?= e2e oci dockerfile standby
+VMHOST_TIERS ?= e2e oci cri dockerfile standby
 else
-VMHOST_TIERS ?= unit fcapi guests e2e oci dockerfile standby
+VMHOST_TIERS ?= unit fcapi guests e2e oci cri dockerfile standby
 endif
 VMHOST_TIMEOUT_unit       ?= 600
 VMHOST_TIMEOUT_guests     ?= 900
 VMHOST_TIMEOUT_fcapi      ?= 900
 VMHOST_TIMEOUT_oci        ?= 1200
+VMHOST_TIMEOUT_cri        ?= 1200
 VMHOST_TIMEOUT_dockerfile ?= 1200
 VMHOST_TIMEOUT_standby    ?= 1200
 VMHOST_TIMEOUT_e2e        ?= 2700
@@ -563,7 +566,7 @@ e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-in
 # The end-to-end tiers that boot their own guests, each its own VM run in
 # the nested-KVM harness: vmm oci under containerd and Podman (tier oci),
 # Dockerfile builds with RUN steps (dockerfile), standby (standby).
-.PHONY: e2e-oci e2e-dockerfile e2e-standby
+.PHONY: e2e-oci e2e-cri e2e-dockerfile e2e-standby
 # In the QEMU VM the host's / is read-only: CNI's cache directory, which
 # podman makes on its first use, must exist on the host for the test to
 # put a tmpfs on it (tests/e2e/oci.sh), even on a host that never ran podman.
@@ -571,6 +574,13 @@ e2e-oci: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramf
 	$(call kvm_where,vmm oci with containerd and Podman,oci)
 	$(if $(call kvmrun,oci),$(Q)mkdir -p /var/lib/cni 2> /dev/null || true)
 	$(Q)$(call kvmrun,oci) tests/e2e/oci.sh $(BUILD)
+# A pod through the CRI as kubelet drives one (tier cri): a private
+# containerd with a vmm and a runc handler, a client generated at test
+# time from ../shared/specs/cri-api/api.proto (VMM_SPECS: its folder).
+e2e-cri: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4
+	$(call kvm_where,a pod through the CRI (containerd's CRI plugin; vmm and runc handlers),cri)
+	$(if $(call kvmrun,cri),$(Q)mkdir -p /var/lib/cni 2> /dev/null || true)
+	$(Q)$(call kvmrun,cri) tests/e2e/cri.sh $(BUILD)
 e2e-dockerfile: $(BUILD)/vmm $(BUILD)/guest/guest-init $(BUILD)/kernel/vmlinux
 	$(call kvm_where,Dockerfile builds,dockerfile)
 	$(Q)$(call kvmrun,dockerfile) tests/e2e/dockerfile.sh $(BUILD)/vmm $(BUILD)/guest/guest-init $(BUSYBOX)
@@ -585,7 +595,7 @@ e2e-standby: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 # each with its counts (tests/run-tiers.sh; outputs in build/test-results);
 # TEST_TIERS="cli-test e2e-lib-test" runs fewer; structure
 # (tests/structure.py, the layer rule) is the last.
-TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-dockerfile e2e-standby asan-unit asan-vm fuzz structure
+TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-cri e2e-dockerfile e2e-standby asan-unit asan-vm fuzz structure
 # Tiers that boot no VM: where the VM tiers run in the vmhost VM (one
 # vCPU, so one of the host's cores idle) they run beside them, in a second
 # lane, after what both lanes use is built (TEST_BESIDE= runs all in turn).
@@ -644,7 +654,7 @@ fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile/dockerfile.
 fuzz_dockerfile_LIBS  := $(TLS_LIBS)
 fuzz_tar_SRCS         := tests/fuzz/fuzz_tar.c vmm/wire/tar.c
 fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/mcp/mcp.c cli/mcp/mcp_tools.c \
-                         cli/mcp/mcp_api.c cli/mcp/mcp_drive.c cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/log.c \
+                         cli/mcp/mcp_api.c cli/mcp/mcp_drive.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/log.c \
                          vmm/base/tty.c vmm/wire/json.c vmm/wire/proto.c
 fuzz_mcp_LIBS         := $(TLS_LIBS)
 .SECONDEXPANSION:

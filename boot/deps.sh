@@ -23,6 +23,7 @@ pkgs=(
 	zlib1g-dev libzstd-dev # vmm image pull/import: gzip and zstd layers
 	docker-registry skopeo umoci # tests: a registry, image archives, images to push
 	containerd podman runc # tests: vmm oci under real engines (tests/e2e/oci.sh)
+	python3-grpcio python3-grpc-tools # tests: a CRI client generated at test time from the CRI api.proto (tests/e2e/cri.sh)
 	gnuplot-nox       # bench/report's plots (and tests/cli/bench_report.py, which draws them)
 	buildah           # tests: buildah bud builds the same tree as vmm image build (tests/cli/dockerfile.sh)
 	containernetworking-plugins iptables # tests: podman run -p over CNI bridge+portmap (tests/e2e/oci.sh)

@@ -133,9 +133,9 @@ int vsock_options_parse(const char *s, struct vsock_options *o, const char **why
 			have_cid = 1;
 		} else if (!strcmp(key, "uds") && v && *v) {
 			/* Room for "_<port>" after the path, for guest-initiated
-			 * connections. */
-			if (strlen(v) > 95) {
-				*why = "uds path too long for a Unix socket";
+			 * connections; any length otherwise (vmm/base/unixsock.h). */
+			if (strlen(v) >= sizeof(o->uds) - 12) {
+				*why = "uds path too long";
 				r = -EINVAL;
 				break;
 			}
@@ -478,18 +478,16 @@ static void rx_payload(struct vsock_conn *c, struct vq_reader *r, uint32_t len)
 static void guest_connect(struct vsock_dev *v, uint32_t host_port, uint32_t guest_port,
 			  const struct virtio_vsock_hdr *h)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[sizeof(v->opt.uds) + 12];
 	struct vsock_conn *c;
 	int fd;
 
 	/* vsock_options_parse() left room for "_<port>". */
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.95s_%u", v->opt.uds, host_port);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	snprintf(path, sizeof(path), "%s_%u", v->opt.uds, host_port);
+	fd = unix_connect_at(v->dir_fd, path, SOCK_NONBLOCK);
+	if (fd < 0) {
 		log_debug("vsock: guest port %u -> host port %u refused (%s): %s", guest_port, host_port,
-			  sa.sun_path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+			  path, strerror(-fd));
 		queue_rst(v, host_port, guest_port);
 		return;
 	}
@@ -1066,9 +1064,16 @@ int virtio_vsock_init(struct vsock_dev *v, const struct vsock_options *o, int vm
 	v->rl = rl;
 	v->next_port = VSOCK_HOST_PORT_FIRST;
 	v->config.guest_cid = htole64(o->cid);
+	v->dir_fd = unix_dir_open(o->uds);
+	if (v->dir_fd < 0) {
+		log_err("--vsock uds %s: its folder: %s", o->uds, strerror(-v->dir_fd));
+		return v->dir_fd;
+	}
 	v->listen_fd = unix_listen(o->uds, 128, 0, "--vsock uds");
-	if (v->listen_fd < 0)
-		return v->listen_fd;
+	if (v->listen_fd < 0) {
+		r = v->listen_fd;
+		goto err_dir;
+	}
 	r = virtio_mmio_init(&v->vdev, &vsock_ops, "virtio-vsock", vm_fd, gm, base, irq, features,
 			     (uint8_t *)&v->config, sizeof(v->config));
 	if (r)
@@ -1089,6 +1094,9 @@ err_dev:
 err_listen:
 	close(v->listen_fd);
 	unlink(o->uds);
+err_dir:
+	close(v->dir_fd);
+	v->dir_fd = -1;
 	return r;
 }
 
@@ -1102,4 +1110,7 @@ void virtio_vsock_destroy(struct vsock_dev *v)
 		unlink(v->opt.uds);
 	}
 	v->listen_fd = -1;
+	if (v->dir_fd >= 0)
+		close(v->dir_fd);
+	v->dir_fd = -1;
 }

@@ -13,8 +13,8 @@
 #define DEVICES_VIRTIO_VSOCK_H
 
 #include <stdatomic.h>
+#include <limits.h>
 #include <stdint.h>
-#include <sys/un.h>
 
 #include "devices/virtio_mmio.h"
 
@@ -72,7 +72,9 @@ enum vsock_verdict vsock_check(const struct virtio_vsock_hdr *h, uint64_t payloa
 
 struct vsock_options {
 	uint64_t cid;
-	char uds[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	/* Any length (vmm/base/unixsock.h); "_<port>" is appended for the
+	 * listeners of guest-initiated connections, so room is left for it. */
+	char uds[PATH_MAX];
 };
 /* Parses "cid=N,uds=PATH". 0 or -EINVAL (why set). */
 int vsock_options_parse(const char *s, struct vsock_options *o, const char **why);
@@ -84,6 +86,10 @@ struct vsock_dev {
 	struct vsock_options opt;
 	struct { uint64_t guest_cid; } __attribute__((packed)) config;
 	int listen_fd;
+	/* An O_PATH descriptor of uds's folder: the device loop, whose filter
+	 * allows no open, connects through it to a "uds_PORT" too long for
+	 * sun_path (vmm/base/unixsock.h). */
+	int dir_fd;
 	struct evloop_source listen_src;
 	struct vsock_conn *conns[VSOCK_MAX_CONNS];
 	unsigned nr_conns;

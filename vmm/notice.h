@@ -9,6 +9,7 @@
 #ifndef VMM_NOTICE_H
 #define VMM_NOTICE_H
 
+#include <limits.h>
 #include <poll.h>
 #include <stddef.h>
 
@@ -17,7 +18,7 @@
 struct notice {
 	int listen_fd;   /* -1: none */
 	int conn_fd;     /* the guest's notice connection, -1: none */
-	char path[108];  /* what listen_fd is bound to, unlinked at close */
+	char path[PATH_MAX]; /* what listen_fd is bound to (any length), unlinked at close */
 	char line[16];   /* what the connection sent so far */
 	size_t len;      /* of line; sizeof(READY_NOTICE) - 1 once complete */
 	char state;      /* NOTICE_SETTLED or _PENDING as last said, 0: not said */

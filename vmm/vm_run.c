@@ -8,6 +8,7 @@
 #include "vmm/base/thread.h"
 #include "vmm/vm_standby.h"
 #include "vmm/base/log.h"
+#include "vmm/base/unixsock.h"
 #include "vmm/vcpu.h"
 #include "vmm/gprof.h"
 #include "vmm/sched_slice.h"
@@ -25,7 +26,6 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -467,21 +467,20 @@ enum vm_exit_reason vm_run(struct vm *vm)
 /* ---- Ctrl-Alt-Del ---- */
 
 struct guest_shutdown {
-	char uds[108];
+	char uds[PATH_MAX];
 	char req[512];
 };
 
 static void *guest_shutdown_thread(void *arg)
 {
 	struct guest_shutdown *g = arg;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = 30 };
 	char line[64];
 	size_t n = 0;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Started by the main thread, whose filter it keeps (open allowed). */
+	int fd = unix_connect(g->uds, 0);
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", g->uds);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	if (fd < 0)
 		goto out;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	/* The vsock handshake (docs/vsock.md), then one API request. */

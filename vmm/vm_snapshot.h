@@ -62,7 +62,7 @@ struct snap_conf {
 	struct snap_disk disks[VM_MAX_DISKS];
 	uint32_t has_vsock;
 	uint64_t cid;
-	char uds[108];
+	char uds[PATH_MAX]; /* vsock_options.uds: any length */
 	uint32_t nr_nets;
 	struct snap_net nets[VM_MAX_NETS];
 	uint32_t nr_fs;

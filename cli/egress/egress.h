@@ -39,8 +39,8 @@ struct egress {
 	unsigned rate;           /* the policy's requests per second, 0: none */
 	_Atomic unsigned max_conns;
 	char sandbox[64];
-	char path[108];          /* the listening Unix socket */
-	char ctl_path[108];      /* the control socket (EGRESS_CTL_SOCK); "": next to the log */
+	char path[PATH_MAX];     /* the listening Unix socket (any length: vmm/base/unixsock.h) */
+	char ctl_path[PATH_MAX]; /* the control socket (EGRESS_CTL_SOCK); "": next to the log */
 	int fd, log_fd, ctl_fd;
 	pthread_t thread;
 	int started;

@@ -21,6 +21,7 @@
 #include "vmm/vm_snapshot.h"
 #include "vmm/seccomp.h"
 #include "vmm/base/uffd.h"
+#include "vmm/base/unixsock.h"
 #include "vmm/wire/proto.h"
 #include "vmm/base/log.h"
 #include "vmm/vm.h"
@@ -723,6 +724,19 @@ static int launch_services(struct launch *L)
 
 	L->api_addr.uds = cfg->vsock.uds;
 	L->api_addr.token = L->token_buf;
+	/* A socket path too long for sun_path: the publish threads and the
+	 * helper reach it through its folder, opened now (their filters
+	 * allow no open). */
+	if (cfg->has_vsock && !unix_path_fits(cfg->vsock.uds)) {
+		int d = unix_dir_open(cfg->vsock.uds);
+
+		if (d < 0) {
+			log_err("the vsock socket's folder %s: %s", cfg->vsock.uds, strerror(-d));
+			L->status = CLI_EXIT_ERROR;
+			return 1;
+		}
+		L->api_addr.uds_dir = d;
+	}
 	if (L->eg && !o->jail.enabled) { /* jailed: the companion process runs it */
 		if (!cfg->has_vsock || egress_start(L->eg, cfg->vsock.uds, L->egress_log)) {
 			if (!cfg->has_vsock)
@@ -952,6 +966,8 @@ out_publish:
 		publish_stop(&L.pub[i]);
 	if (L.eg && !L.o.jail.enabled)
 		egress_stop(L.eg);
+	if (L.api_addr.uds_dir > 0)
+		close(L.api_addr.uds_dir);
 out_destroy:
 	if (L.ctl.api && L.ctl.api->pending != FCAPI_NONE)
 		control_finish(&L.ctl, NULL, "the microVM could not be started (the VMM's log says why)");

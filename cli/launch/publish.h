@@ -23,7 +23,7 @@ struct publish {
 	pthread_t thread;
 	int started;
 	struct sandbox_addr api_copy; /* its strings below: no pointer into the caller */
-	char uds[108];
+	char uds[PATH_MAX];
 	char token[160];
 	const struct sandbox_addr *api;
 	_Atomic unsigned conns;

@@ -6,6 +6,7 @@
 #include "cli/util/util.h"
 #include "cli/oci/oci_state.h"
 #include "cli/oci/oci_vm.h"
+#include "vmm/base/unixsock.h"
 #include "vmm/wire/proto.h"
 
 #include <errno.h>
@@ -75,7 +76,6 @@ int oci_process_fields(const struct oci_process *p, int detach_init, char *buf, 
  * (SCM_RIGHTS, as runc does); the slave is returned. -errno on failure. */
 int oci_console_setup(const char *sock, unsigned rows, unsigned cols)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 	char name[] = "/dev/ptmx";
 	struct iovec iov = { name, sizeof(name) - 1 };
@@ -104,14 +104,11 @@ int oci_console_setup(const char *sock, unsigned rows, unsigned cols)
 			tcsetattr(slave, TCSANOW, &t);
 		}
 	}
-	if (strlen(sock) >= sizeof(sa.sun_path)) {
-		errno = ENAMETOOLONG;
+	/* The engine's socket, at a path of any length (vmm/base/unixsock.h). */
+	if ((s = unix_connect(sock, 0)) < 0) {
+		errno = -s;
 		goto err;
 	}
-	strcpy(sa.sun_path, sock);
-	if ((s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-	    connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		goto err;
 	cm = CMSG_FIRSTHDR(&msg);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;

@@ -2,6 +2,7 @@
  * booting, finding and removing the VM, the mounts and commands run in
  * the guest, the network namespace's veth. */
 #include "cli/oci/oci_vm.h"
+#include "cli/oci/oci_rootfs.h"
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
 #include "cli/oci/oci_state.h"
@@ -396,6 +397,9 @@ int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *
 	unsigned n = 0, i, ncpu = 1;
 	int r;
 
+	/* a read-only root's mount targets, which the guest cannot make */
+	if (oci_rootfs_targets(s, err, sizeof(err)))
+		return oci_fail(c, "%s: %s", id, err);
 	args[n++] = "vmm";
 	args[n++] = "run";
 	args[n++] = "-d";

@@ -1,6 +1,7 @@
 /* The sandbox API's host client (cli/sandbox/api_client.h, docs/api.md). */
 #include "cli/sandbox/api_client.h"
 #include "vmm/base/tty.h"
+#include "vmm/base/unixsock.h"
 #include "vmm/vm.h" /* VM_INTERRUPT_SIGNAL */
 #include "vmm/wire/json.h"
 #include "vmm/wire/proto.h"
@@ -27,20 +28,10 @@
 
 static int connect_uds(const struct sandbox_addr *a)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd, e;
+	int fd = unix_connect_at(a->uds_dir > 0 ? a->uds_dir : -1, a->uds, 0);
 
-	if (strlen(a->uds) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", a->uds);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		e = -errno;
-		close(fd);
-		return e;
-	}
+		return fd;
 	if (a->port) {
 		struct timeval tv = { .tv_sec = 30 }, none = { 0 };
 		char line[64];

@@ -11,7 +11,12 @@
 #include "vmm/wire/json.h"
 
 struct sandbox_addr {
-	const char *uds;     /* the sandbox's vsock Unix socket */
+	const char *uds;     /* the sandbox's vsock Unix socket (any length) */
+	int uds_dir;         /* > 0: an O_PATH descriptor of uds's folder, to reach
+				a path too long for sun_path from a thread whose
+				seccomp filter allows no open (the publish
+				threads, the run helper: vmm/base/unixsock.h);
+				0: opened when needed */
 	unsigned port;       /* guest API port (1024); 0: no CONNECT handshake */
 	const char *token;   /* access token, or NULL */
 	int cancel_fd;       /* > 0: an fd that turns readable when a long call

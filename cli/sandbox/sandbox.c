@@ -99,7 +99,7 @@ static int paths(struct sandbox *sb, const char *root, const char *name)
 	    snprintf(sb->control, sizeof(sb->control), "%s/control.sock", sb->dir) >=
 		    (int)sizeof(sb->control) ||
 	    snprintf(sb->vsock, sizeof(sb->vsock), "%s/vsock.sock", sb->dir) >= (int)sizeof(sb->vsock)) {
-		log_err("the state directory path %s is too long for Unix sockets", root);
+		log_err("the state directory path %s is too long", root);
 		return -ENAMETOOLONG;
 	}
 	return 0;

@@ -19,8 +19,10 @@
 struct sandbox {
 	char name[SANDBOX_NAME_MAX + 1];
 	char dir[PATH_MAX];
-	char control[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char vsock[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	/* The sockets' paths: any length (vmm/base/unixsock.h reaches one too
+	 * long for sun_path through its folder). */
+	char control[PATH_MAX];
+	char vsock[PATH_MAX];
 	char rw[PATH_MAX + 16]; /* where the VMM itself writes once it runs (exit,
 			      synced, console.log): dir, or for a jailed VMM
 			      dir/jail-rw, the only part its uid owns */

@@ -4,6 +4,7 @@
 # their runtime. Needs /dev/kvm (tests/vmhost/run.sh provides one) and
 # root; each engine part skips, saying so, when its tools are missing.
 #   tests/e2e/oci.sh [BUILD_DIR]
+# VMM_E2E_ONLY="long ctr": only those parts (hand netns ctr podman long).
 set -u
 B=$(cd "${1:-build}" && pwd)
 OCI=$B/vmm-oci
@@ -12,6 +13,7 @@ pass=0 fail=0 skip=0
 ok() { echo "ok: $*"; pass=$((pass + 1)); }
 bad() { echo "FAILED: $*"; fail=$((fail + 1)); }
 skipped() { echo "skipped: $*"; skip=$((skip + 1)); }
+part() { [ -z "${VMM_E2E_ONLY:-}" ] || [[ " $VMM_E2E_ONLY " == *" $1 "* ]]; }
 ctd_pid= httpd_pid= NS=vmmoci$$ cni_tmpfs=
 cleanup() {
 	[ -n "$ctd_pid" ] && kill "$ctd_pid" 2> /dev/null
@@ -40,13 +42,37 @@ tar -C "$T/rootfs" -cf "$T/layer.tar" .
 
 # ---- the runtime by hand ---------------------------------------------------
 R=$T/state
+# A root as long as docs/kubernetes.md's and an ID as long as Kubernetes'
+# (64 hex digits): the sockets of <root>/<ns>/<id>/vm pass sun_path's 108
+# bytes (issue 39), reached through their folder (vmm/base/unixsock.h).
+LR=$T/run/containerd/vmm-oci
+HEX=$(printf '%064x' 39)
 mkdir -p "$T/bundle"
-cat > "$T/bundle/config.json" << EOF
+if part hand || part long; then
+	cat > "$T/bundle/config.json" << EOF
 {"ociVersion":"1.0.2","root":{"path":"$T/rootfs"},"hostname":"oci-test",
  "process":{"args":["sh","-c","echo out-\$(hostname); echo err >&2; uname -r; exit 7"],"cwd":"/","env":["PATH=/bin"],
   "user":{"uid":0,"gid":0}},
  "mounts":[{"destination":"/proc","type":"proc","source":"proc"}]}
 EOF
+fi
+if part long; then
+	# by hand: create, start, the output, delete
+	if "$OCI" --root "$LR/k8s.io" create --bundle "$T/bundle" --pid-file "$T/lpid" "$HEX" > "$T/lout" 2> "$T/lerr"; then
+		"$OCI" --root "$LR/k8s.io" start "$HEX" || bad "start under the long root"
+		pid=$(cat "$T/lpid")
+		for _ in $(seq 1 600); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+		grep -q "out-oci-test" "$T/lout" && ok "create/start a 64-hex ID under $LR/k8s.io: output" ||
+			bad "long root output: $(cat "$T/lout" "$T/lerr")"
+		st=$("$OCI" --root "$LR/k8s.io" state "$HEX")
+		case $st in *'"exitStatus":7'*) ok "long root: state exitStatus 7" ;; *) bad "long root state: $st" ;; esac
+		"$OCI" --root "$LR/k8s.io" delete "$HEX" && [ ! -e "$LR/k8s.io/$HEX" ] && ok "long root: delete leaves nothing" ||
+			bad "long root delete: $(ls -R "$LR/k8s.io" | head)"
+	else
+		bad "create under the long root: $(cat "$T/lerr")"
+	fi
+fi
+if part hand; then
 if "$OCI" --root "$R" create --bundle "$T/bundle" --pid-file "$T/pid" c1 > "$T/out" 2> "$T/err"; then
 	ok "create"
 	st=$("$OCI" --root "$R" state c1)
@@ -72,6 +98,7 @@ if "$OCI" --root "$R" create --bundle "$T/bundle" --pid-file "$T/pid" c1 > "$T/o
 else
 	bad "create: $(cat "$T/err")"
 fi
+fi
 
 # ---- a network namespace as CNI leaves it; hooks; signals -----------------
 # ip netns + a veth pair with addresses (what CNI's bridge plugin makes,
@@ -91,7 +118,9 @@ nbconf() { # ARGS_JSON CREATE_RUNTIME_HOOK
  "linux":{"namespaces":[{"type":"pid"},{"type":"mount"},{"type":"network","path":"/run/netns/$NS"}]}}
 EOF
 }
-if command -v ip > /dev/null && command -v tc > /dev/null && ip netns add "$NS" 2> /dev/null; then
+if ! part netns; then
+	:
+elif command -v ip > /dev/null && command -v tc > /dev/null && ip netns add "$NS" 2> /dev/null; then
 	ip link add vo-h type veth peer name vo-c netns "$NS" &&
 		ip addr add 10.99.0.1/24 dev vo-h && ip link set vo-h up &&
 		ip -n "$NS" link set lo up && ip -n "$NS" addr add 10.99.0.2/24 dev vo-c &&
@@ -163,7 +192,9 @@ else
 fi
 
 # ---- containerd ------------------------------------------------------------
-if command -v containerd > /dev/null && command -v ctr > /dev/null; then
+if ! part ctr && ! part long; then
+	:
+elif command -v containerd > /dev/null && command -v ctr > /dev/null; then
 	C=$T/ctd
 	mkdir -p "$C"
 	containerd --root "$C/root" --state "$C/state" --address "$C/sock" > "$C/log" 2>&1 &
@@ -185,7 +216,26 @@ if command -v containerd > /dev/null && command -v ctr > /dev/null; then
 	)
 	ctr -a "$C/sock" image import --base-name localhost/bb "$T/img.tar" > /dev/null 2>&1 ||
 		ctr -a "$C/sock" image import "$T/img.tar" > "$C/import" 2>&1
-	if ctr -a "$C/sock" image ls -q | grep -q localhost/bb; then
+	if ctr -a "$C/sock" image ls -q | grep -q localhost/bb && part long; then
+		mkdir -p "$LR"
+		out=$(timeout 300 ctr -a "$C/sock" run --rm --runc-binary "$OCI" --runc-root "$LR" localhost/bb:1 "$HEX" echo hi 2>&1)
+		[ "$out" = hi ] && ok "ctr run, a 64-hex ID under $LR (socket paths of $((${#LR} + 92)) bytes)" ||
+			bad "ctr run with a long root: $out"
+		timeout 300 ctr -a "$C/sock" run -d --runc-binary "$OCI" --runc-root "$LR" localhost/bb:1 "$HEX" sleep 600 > /dev/null 2>&1
+		out=$(timeout 120 ctr -a "$C/sock" task exec --exec-id e1 "$HEX" sh -c 'echo exec-ok; exit 5' 2>&1)
+		rc=$?
+		[ "$out" = exec-ok ] && [ "$rc" = 5 ] && ok "ctr task exec under the long root: output and status 5" ||
+			bad "ctr task exec under the long root: '$out' status $rc"
+		ctr -a "$C/sock" task kill "$HEX" 2> /dev/null
+		for _ in $(seq 1 300); do ctr -a "$C/sock" task ls 2> /dev/null | grep -q "^$HEX .*STOPPED" && break; sleep 0.2; done
+		ctr -a "$C/sock" task rm "$HEX" > /dev/null 2>&1
+		ctr -a "$C/sock" container rm "$HEX" > /dev/null 2>&1
+		left=$(find "$LR" -mindepth 2 2> /dev/null)
+		[ -z "$left" ] && ok "the long root: stop and remove leave nothing" || bad "left under the long root: $left"
+	fi
+	if ! part ctr; then
+		:
+	elif ctr -a "$C/sock" image ls -q | grep -q localhost/bb; then
 		out=$(timeout 300 ctr -a "$C/sock" run --rm --runc-binary "$OCI" localhost/bb:1 t1 echo hi 2>&1)
 		[ "$out" = hi ] && ok "ctr run echo hi" || bad "ctr run: $out"
 		timeout 300 ctr -a "$C/sock" run --rm --runc-binary "$OCI" localhost/bb:1 t2 sh -c 'exit 3' > /dev/null 2>&1
@@ -238,7 +288,9 @@ else
 fi
 
 # ---- Podman ----------------------------------------------------------------
-if command -v podman > /dev/null && command -v conmon > /dev/null; then
+if ! part podman; then
+	:
+elif command -v podman > /dev/null && command -v conmon > /dev/null; then
 	P=(podman --root "$T/pod/root" --runroot "$T/pod/run" --storage-driver vfs --runtime "$OCI" --cgroup-manager cgroupfs
 		--events-backend none)
 	"${P[@]}" import "$T/layer.tar" localhost/bb:1 > /dev/null 2>&1 || tar -C "$T/rootfs" -c . | "${P[@]}" import - localhost/bb:1 > /dev/null

@@ -753,22 +753,12 @@ void control_finish(struct control *c, struct vm *vm, const char *fault)
 
 int control_call(const char *path, const char *req, char *out, size_t outlen, int timeout_ms)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
 	ssize_t n;
-	int fd, r;
+	int fd = unix_connect(path, 0), r;
 
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
+		return fd;
 	r = write_all(fd, req, strlen(req), deadline);
 	if (!r)
 		r = write_all(fd, "\n", 1, deadline);

@@ -15,6 +15,7 @@
 #ifndef VMM_CONTROL_H
 #define VMM_CONTROL_H
 
+#include <limits.h>
 #include <poll.h>
 #include <stdint.h>
 #include <sys/un.h>
@@ -49,7 +50,7 @@ struct control_conn {
 struct control {
 	int open;               /* control_open() succeeded, not closed yet */
 	int lfd[CONTROL_MAX_LISTEN];
-	char lpath[CONTROL_MAX_LISTEN][sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char lpath[CONTROL_MAX_LISTEN][PATH_MAX]; /* any length: vmm/base/unixsock.h */
 	unsigned nr_listen;
 	const char *name;       /* the sandbox's name, for "info" and GET / */
 	struct fcapi *api;      /* the HTTP API's state (heap) */

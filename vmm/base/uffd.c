@@ -1,6 +1,7 @@
 /* Guest memory served by a page-fault handler (vmm/base/uffd.h). */
 #include "vmm/base/uffd.h"
 #include "vmm/base/log.h"
+#include "vmm/base/unixsock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +12,6 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #ifndef USERFAULTFD_IOC_NEW /* linux/userfaultfd.h before 6.1 */
@@ -148,23 +148,7 @@ int uffd_send_handshake(int sock, const char *msg, size_t len, int fd)
 
 static int uffd_connect(const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int s, e;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		return -errno;
-	while (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		if (errno == EINTR)
-			continue;
-		e = -errno;
-		close(s);
-		return e;
-	}
-	return s;
+	return unix_connect(path, 0); /* any length (vmm/base/unixsock.h) */
 }
 
 /* "<what>: <strerror> (os error N)", as Rust prints an io::Error. */

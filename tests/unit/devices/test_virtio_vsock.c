@@ -12,12 +12,15 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "devices/virtio_vsock.h"
+#include "vmm/base/unixsock.h"
 #include "vmm/seccomp.h"
 #include "tests/unit/virtio_driver.h"
 #include "tests/unit/vq_builder.h"
@@ -88,11 +91,12 @@ struct fx {
 	struct vqb rx, tx, ev;
 	struct vsock_dev v;
 	char dir[64], uds[96];
+	char deep[256], long_uds[320]; /* setup_long: a folder past sun_path's 108 bytes */
 };
 
 #define F_VS ((1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_F_EVENT_IDX) | (1ull << VIRTIO_F_INDIRECT_DESC))
 
-static int setup(void **state)
+static int setup_in(void **state, int deep)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 	struct vsock_options o = { .cid = GCID };
@@ -106,7 +110,16 @@ static int setup(void **state)
 	if (!mkdtemp(f->dir))
 		return -1;
 	snprintf(f->uds, sizeof(f->uds), "%s/v.sock", f->dir);
-	snprintf(o.uds, sizeof(o.uds), "%s", f->uds);
+	if (deep) {
+		/* "<dir>/<150 d>/v.sock": ~190 bytes, as a Kubernetes container's
+		 * state folder under a long root (vmm/base/unixsock.h) */
+		snprintf(f->deep, sizeof(f->deep), "%s/%0150d", f->dir, 0);
+		memset(f->deep + strlen(f->dir) + 1, 'd', 150);
+		if (mkdir(f->deep, 0700) < 0)
+			return -1;
+		snprintf(f->long_uds, sizeof(f->long_uds), "%s/v.sock", f->deep);
+	}
+	snprintf(o.uds, sizeof(o.uds), "%s", deep ? f->long_uds : f->uds);
 	if (virtio_vsock_init(&f->v, &o, -1, &f->rx.gm, 0xd0000000, 5))
 		return -1;
 	c[0] = vqb_config(&f->rx);
@@ -118,12 +131,24 @@ static int setup(void **state)
 	return 0;
 }
 
+static int setup(void **state)
+{
+	return setup_in(state, 0);
+}
+
+static int setup_long(void **state)
+{
+	return setup_in(state, 1);
+}
+
 static int teardown(void **state)
 {
 	struct fx *f = *state;
 
 	virtio_vsock_destroy(&f->v);
 	vqb_destroy(&f->rx);
+	if (f->deep[0])
+		rmdir(f->deep);
 	rmdir(f->dir);
 	free(f);
 	return 0;
@@ -245,25 +270,29 @@ static int recv_pkt(struct fx *f, uint16_t *seen, struct virtio_vsock_hdr *h, ui
 	return 0;
 }
 
+/* The device's socket path (the long one under setup_long). */
+static const char *uds_of(const struct fx *f)
+{
+	return f->deep[0] ? f->long_uds : f->uds;
+}
+
 static int host_listener(struct fx *f, unsigned port)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char p[400];
+	int fd;
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s_%u", f->uds, port);
+	snprintf(p, sizeof(p), "%s_%u", uds_of(f), port);
+	fd = unix_listen(p, 8, 0, "test listener");
 	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(fcntl(fd, F_SETFL, 0), 0); /* blocking accept() */
 	return fd;
 }
 
 static int host_client(struct fx *f)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = unix_connect(uds_of(f), 0);
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", f->uds);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_true(fd >= 0);
 	return fd;
 }
 
@@ -1083,6 +1112,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(guest_connect_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_refusals_logged_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_initiated, setup, teardown),
+		/* a socket path past sun_path's 108 bytes, both directions */
+		cmocka_unit_test_setup_teardown(guest_initiated, setup_long, teardown),
+		cmocka_unit_test_setup_teardown(host_initiated, setup_long, teardown),
+		cmocka_unit_test_setup_teardown(guest_connect_refused, setup_long, teardown),
 		cmocka_unit_test_setup_teardown(host_ports_unique, setup, teardown),
 		cmocka_unit_test_setup_teardown(host_connect_guest_refuses, setup, teardown),
 		cmocka_unit_test_setup_teardown(credit_exhaustion_and_recovery, setup, teardown),

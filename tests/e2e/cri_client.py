@@ -1,0 +1,458 @@
+#!/usr/bin/python3
+"""A small CRI client, as kubelet speaks to containerd (tests/e2e/cri.sh).
+
+Its gRPC stubs are generated at test time from the CRI's own api.proto
+(kubernetes/cri-api, pkg/apis/runtime/v1/api.proto; a copy in
+../shared/specs/cri-api, or $VMM_SPECS/cri-api) with Debian's
+python3-grpc-tools into a temporary folder: nothing generated is kept.
+Debian 12's protoc is older than the file: the field options it does not
+know ([debug_redact = true]) are stripped from a copy first.
+
+  cri_client.py gen DIR                      generate the stubs into DIR
+  cri_client.py flow --stubs DIR --socket SOCK --handler NAME --image REF
+                [--logs DIR] [--vmm BINARY] [--root DIR] [--report FILE]
+
+flow drives one pod through the CRI (runtime.v1): RunPodSandbox (a pod on
+the host's network), CreateContainer/StartContainer, ContainerStatus,
+ExecSync (output, stderr, exit codes, the container's env, the kernel),
+logs in the CRI format, a container that exits on its own (exit code,
+reason), StopContainer/RemoveContainer, StopPodSandbox/RemovePodSandbox,
+then checks that nothing of the pod is left: no VMM process (--vmm), no
+mount naming its IDs, no TAP, no state folder under --root. With --cni,
+a second pod on the CNI network containerd is configured with: its
+container serves HTTP on port 8080 and the pod's IP answers from the
+host (outside the pod); then the same checks that nothing is left. It prints
+"ok ..." / "FAIL ..." lines and writes its figures (RunPodSandbox to a
+running container, ExecSync latency, the pod's memory) as JSON to --report.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+
+# ---- the stubs ---------------------------------------------------------------
+
+def generate(proto, out):
+    """protoc the CRI proto into out/ (api_pb2.py, api_pb2_grpc.py)."""
+    text = open(proto).read()
+    os.makedirs(out, exist_ok=True)
+    for _ in range(10):
+        tmp = tempfile.mkdtemp(prefix="cri-proto.")
+        try:
+            with open(os.path.join(tmp, "api.proto"), "w") as f:
+                f.write(text)
+            r = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", tmp,
+                                "--python_out=" + out, "--grpc_python_out=" + out,
+                                os.path.join(tmp, "api.proto")],
+                               capture_output=True, text=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if r.returncode == 0:
+            return 0
+        # 'Option "debug_redact" unknown.': strip that field option, again
+        m = re.search(r'Option "([A-Za-z_][A-Za-z0-9_.]*)" unknown', r.stderr)
+        if not m:
+            sys.stderr.write(r.stderr)
+            return 1
+        opt = re.escape(m.group(1))
+        text = re.sub(r"\s*\[\s*" + opt + r"\s*=\s*[^\],]+\]", "", text)
+        text = re.sub(r"(\[[^\]]*?),?\s*" + opt + r"\s*=\s*[^\],]+", r"\1", text)
+    return 1
+
+
+# ---- the flow ------------------------------------------------------------------
+
+class Flow:
+    def __init__(self, a):
+        sys.path.insert(0, a.stubs)
+        import grpc
+        import api_pb2
+        import api_pb2_grpc
+        self.pb = api_pb2
+        self.grpc = grpc
+        ch = grpc.insecure_channel("unix://" + a.socket)
+        self.rt = api_pb2_grpc.RuntimeServiceStub(ch)
+        self.img = api_pb2_grpc.ImageServiceStub(ch)
+        self.a = a
+        self.passed = 0
+        self.failed = 0
+        self.fig = {"handler": a.handler}
+
+    def ok(self, what):
+        self.passed += 1
+        print("ok   %s: %s" % (self.a.handler, what), flush=True)
+
+    def bad(self, what):
+        self.failed += 1
+        print("FAIL %s: %s" % (self.a.handler, what), flush=True)
+
+    def check(self, cond, what, why=""):
+        if cond:
+            self.ok(what)
+        else:
+            self.bad(what + (" (%s)" % why if why else ""))
+        return cond
+
+    # -- host-side views of what a pod leaves ----------------------------
+    def vm_count(self):
+        """VMs: vmm processes started as "vmm run" whose parent is not one
+        (a VMM's helper child shares its command line)."""
+        pids = set(self.vmm_pids())
+        runs = set()
+        for p in pids:
+            try:
+                cmd = open("/proc/%d/cmdline" % p, "rb").read().split(b"\0")
+                if len(cmd) > 1 and cmd[1] == b"run":
+                    runs.add(p)
+            except OSError:
+                pass
+        n = 0
+        for p in runs:
+            try:
+                with open("/proc/%d/stat" % p) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            n += ppid not in runs
+        return n
+
+    def vmm_pids(self):
+        """Processes running the vmm binary (vmm-oci is a link to it)."""
+        if not self.a.vmm:
+            return []
+        want = os.path.realpath(self.a.vmm)
+        pids = []
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                if os.path.realpath("/proc/%s/exe" % p) == want:
+                    pids.append(int(p))
+            except OSError:
+                pass
+        return pids
+
+    @staticmethod
+    def taps():
+        return sorted(n for n in os.listdir("/sys/class/net")
+                      if os.path.exists("/sys/class/net/%s/tun_flags" % n))
+
+    @staticmethod
+    def mounts_naming(ids):
+        with open("/proc/self/mountinfo") as f:
+            return [l.split()[4] for l in f if any(i in l for i in ids)]
+
+    @staticmethod
+    def tree_pss_kib(root_pids):
+        """PSS (KiB) of root_pids and all their descendants."""
+        kids = {}
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % p) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(p))
+            except (OSError, IndexError, ValueError):
+                pass
+        seen, todo, total = set(), list(root_pids), 0
+        while todo:
+            p = todo.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            todo.extend(kids.get(p, []))
+            try:
+                with open("/proc/%d/smaps_rollup" % p) as f:
+                    for l in f:
+                        if l.startswith("Pss:"):
+                            total += int(l.split()[1])
+            except OSError:
+                pass
+        return total, len(seen)
+
+    @staticmethod
+    def shims_of(sandbox_id):
+        out = []
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                cmd = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if cmd and cmd[0].endswith(b"containerd-shim-runc-v2") and sandbox_id.encode() in cmd:
+                out.append(int(p))
+        return out
+
+    # -- CRI calls ---------------------------------------------------------
+    def status(self, cid):
+        return self.rt.ContainerStatus(self.pb.ContainerStatusRequest(container_id=cid)).status
+
+    def wait_state(self, cid, state, timeout):
+        end = time.time() + timeout
+        st = self.status(cid)
+        while st.state != state and time.time() < end:
+            time.sleep(0.2)
+            st = self.status(cid)
+        return st
+
+    def exec_sync(self, cid, cmd, timeout=60):
+        return self.rt.ExecSync(self.pb.ExecSyncRequest(container_id=cid, cmd=cmd, timeout=timeout),
+                                timeout=timeout + 30)
+
+    def kv_value(self, text):
+        """KeyValue.value: a string in most versions of the proto, bytes in some."""
+        f = self.pb.KeyValue.DESCRIPTOR.fields_by_name["value"]
+        return text.encode() if f.type == f.TYPE_BYTES else text
+
+    def container_config(self, name, cmd, log):
+        pb = self.pb
+        return pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name=name),
+            image=pb.ImageSpec(image=self.a.image),
+            command=cmd,
+            envs=[pb.KeyValue(key="CRI_TEST", value=self.kv_value("from-the-cri"))],
+            log_path=log,
+            linux=pb.LinuxContainerConfig())
+
+    def run(self):
+        pb, a = self.pb, self.a
+        v = self.rt.Version(pb.VersionRequest())
+        self.check(v.runtime_api_version == "v1", "Version: %s %s, CRI %s" %
+                   (v.runtime_name, v.runtime_version, v.runtime_api_version))
+        st = self.img.ImageStatus(pb.ImageStatusRequest(image=pb.ImageSpec(image=a.image)))
+        if not self.check(st.image.id != "", "ImageStatus: %s is there (%s)" % (a.image, st.image.id[:19])):
+            return
+        vmm_before = len(self.vmm_pids())
+        taps_before = self.taps()
+        uid = uuid.uuid4().hex
+        logdir = os.path.join(a.logs, a.handler)
+        os.makedirs(logdir, exist_ok=True)
+        pod_cfg = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name="cri-" + a.handler, uid=uid, namespace="vmm-test", attempt=0),
+            # no hostname: a pod on the host's network shares its UTS namespace
+            log_directory=logdir,
+            linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(
+                namespace_options=pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD))))
+        t0 = time.monotonic()
+        try:
+            pod = self.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_cfg, runtime_handler=a.handler),
+                                        timeout=600).pod_sandbox_id
+        except self.grpc.RpcError as e:
+            self.bad("RunPodSandbox: %s" % e.details())
+            return
+        t_pod = time.monotonic()
+        self.ok("RunPodSandbox: %s... in %.2f s" % (pod[:12], t_pod - t0))
+        self.fig["run_pod_sandbox_s"] = round(t_pod - t0, 2)
+        ids = [pod]
+        try:
+            self.pod_flow(pod, pod_cfg, ids, t0)
+        finally:
+            self.teardown(pod, ids, vmm_before, taps_before)
+
+    def cni_pod(self):
+        """A pod on the CNI bridge: its IP serves the container's port to the host."""
+        pb, a = self.pb, self.a
+        vmm_before, taps_before = len(self.vmm_pids()), self.taps()
+        links_before = set(os.listdir("/sys/class/net"))
+        logdir = os.path.join(a.logs, a.handler + "-cni")
+        os.makedirs(logdir, exist_ok=True)
+        pod_cfg = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name="cni-" + a.handler, uid=uuid.uuid4().hex, namespace="vmm-test"),
+            hostname="cni-" + a.handler, log_directory=logdir,
+            linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(
+                namespace_options=pb.NamespaceOption(network=pb.POD, pid=pb.CONTAINER, ipc=pb.POD))))
+        try:
+            pod = self.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_cfg, runtime_handler=a.handler),
+                                        timeout=600).pod_sandbox_id
+        except self.grpc.RpcError as e:
+            self.bad("CNI pod: RunPodSandbox: %s" % e.details())
+            return
+        ids = [pod]
+        try:
+            ip = self.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=pod)).status.network.ip
+            self.check(ip != "", "CNI pod: RunPodSandbox, the pod's IP %s" % ip)
+            cfg = self.container_config("web", ["httpd", "-f", "-p", "8080", "-h", "/www"], "web.log")
+            c = self.rt.CreateContainer(pb.CreateContainerRequest(pod_sandbox_id=pod, config=cfg,
+                                                                  sandbox_config=pod_cfg), timeout=600).container_id
+            ids.append(c)
+            self.rt.StartContainer(pb.StartContainerRequest(container_id=c), timeout=600)
+            got, end = "", time.time() + 60
+            while time.time() < end:
+                r = subprocess.run(["wget", "-qO-", "-T", "5", "http://%s:8080/" % ip], capture_output=True,
+                                   text=True)
+                got = r.stdout.strip()
+                if got:
+                    break
+                time.sleep(0.5)
+            self.check(got == "hello-from-the-pod", "CNI pod: the host reaches the container's port at %s:8080" % ip,
+                       repr(got))
+            self.rt.StopContainer(pb.StopContainerRequest(container_id=c, timeout=10), timeout=120)
+            self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c))
+        except self.grpc.RpcError as e:
+            self.bad("CNI pod: %s" % e.details())
+        finally:
+            self.teardown(pod, ids, vmm_before, taps_before, "CNI pod: ")
+            extra = sorted(set(os.listdir("/sys/class/net")) - links_before - {a.cni})
+            self.check(not extra, "CNI pod: no interface left on the host", " ".join(extra))
+
+    def pod_flow(self, pod, pod_cfg, ids, t0):
+        pb = self.pb
+        cfg = self.container_config("main", ["sh", "-c", "trap 'exit 0' TERM; echo started; echo to-stderr >&2; "
+                                                    "while :; do sleep 600 & wait; done"], "main.log")
+        t1 = time.monotonic()
+        c = self.rt.CreateContainer(pb.CreateContainerRequest(pod_sandbox_id=pod, config=cfg,
+                                                              sandbox_config=pod_cfg), timeout=600).container_id
+        ids.append(c)
+        t2 = time.monotonic()
+        self.rt.StartContainer(pb.StartContainerRequest(container_id=c), timeout=600)
+        t3 = time.monotonic()
+        st = self.wait_state(c, pb.CONTAINER_RUNNING, 60)
+        t4 = time.monotonic()
+        if not self.check(st.state == pb.CONTAINER_RUNNING, "CreateContainer %.2f s, StartContainer %.2f s: running"
+                          % (t2 - t1, t3 - t2), pb.ContainerState.Name(st.state)):
+            return
+        self.fig.update(create_container_s=round(t2 - t1, 2), start_container_s=round(t3 - t2, 2),
+                        pod_to_running_s=round(t4 - t0, 2))
+        print("     %s: RunPodSandbox to a running container: %.2f s" % (self.a.handler, t4 - t0))
+        self.check(st.started_at > 0 and st.image.image != "" and st.log_path.endswith("main.log"),
+                   "ContainerStatus: started_at, image %s, log_path" % st.image.image)
+        # ExecSync: output, stderr, status, env, kernel
+        r = self.exec_sync(c, ["sh", "-c", "echo exec-out; echo exec-err >&2; exit 3"])
+        self.check(r.stdout == b"exec-out\n" and r.stderr == b"exec-err\n" and r.exit_code == 3,
+                   "ExecSync: stdout, stderr, exit code 3", repr((r.stdout, r.stderr, r.exit_code)))
+        r = self.exec_sync(c, ["sh", "-c", "echo $CRI_TEST"])
+        self.check(r.stdout == b"from-the-cri\n" and r.exit_code == 0, "ExecSync: the container's env",
+                   repr(r.stdout))
+        r = self.exec_sync(c, ["uname", "-r"])
+        kern = r.stdout.decode().strip()
+        host = os.uname().release
+        if self.a.handler == "runc":
+            self.check(kern == host, "ExecSync: uname -r is the host's (%s)" % kern, kern)
+        else:
+            self.check(kern != "" and kern != host, "ExecSync: uname -r is the guest's %s (host %s)" % (kern, host),
+                       kern)
+        # a missing command: a non-zero exit code (vmm: 127, as a shell
+        # says) or an error from the call (runc cannot exec it)
+        try:
+            r = self.exec_sync(c, ["no-such-command"])
+            self.check(r.exit_code != 0, "ExecSync: a missing command fails (exit code %d)" % r.exit_code)
+        except self.grpc.RpcError as e:
+            self.ok("ExecSync: a missing command fails (%s)" % e.details()[-60:])
+        lat = []
+        for _ in range(5):
+            s = time.monotonic()
+            self.exec_sync(c, ["true"])
+            lat.append(time.monotonic() - s)
+        self.fig["exec_sync_ms"] = round(statistics.median(lat) * 1000, 1)
+        print("     %s: ExecSync latency (true, median of 5): %.1f ms" % (self.a.handler, self.fig["exec_sync_ms"]))
+        # the pod's memory: its shim's process tree (shim, pause, the container, or their VMMs)
+        shims = self.shims_of(pod)
+        kib, n = self.tree_pss_kib(shims)
+        self.fig["pod_pss_mib"] = round(kib / 1024, 1)
+        self.fig["pod_processes"] = n
+        self.fig["vmm_processes"] = len(self.vmm_pids())
+        self.fig["vms"] = self.vm_count()
+        print("     %s: the pod's memory (PSS of its shim's tree, %d processes): %.1f MiB; "
+              "processes of the vmm binary: %d, VMs: %d"
+              % (self.a.handler, n, kib / 1024, self.fig["vmm_processes"], self.fig["vms"]))
+        self.check(kib > 0, "the pod's processes found (%d under %d shim(s))" % (n, len(shims)))
+        # logs in the CRI format: "TIMESTAMP STREAM TAG MESSAGE"
+        path = os.path.join(pod_cfg.log_directory, "main.log")
+        lines = open(path).read().splitlines() if os.path.exists(path) else []
+        fmt = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d) (stdout|stderr) [FP] ")
+        self.check(any(re.match(fmt.pattern + "started$", l) and " stdout " in l for l in lines) and
+                   any(" stderr F to-stderr" in l for l in lines) and all(fmt.match(l) for l in lines),
+                   "logs in the CRI format (%d lines)" % len(lines), repr(lines[:3]))
+        # a container that exits on its own: exit code, reason
+        cfg2 = self.container_config("exits", ["sh", "-c", "echo bye; exit 3"], "exits.log")
+        c2 = self.rt.CreateContainer(pb.CreateContainerRequest(pod_sandbox_id=pod, config=cfg2,
+                                                               sandbox_config=pod_cfg), timeout=600).container_id
+        ids.append(c2)
+        self.rt.StartContainer(pb.StartContainerRequest(container_id=c2), timeout=600)
+        st = self.wait_state(c2, pb.CONTAINER_EXITED, 120)
+        self.check(st.state == pb.CONTAINER_EXITED and st.exit_code == 3 and st.reason == "Error" and
+                   st.finished_at >= st.started_at > 0,
+                   "a container that exits: EXITED, exit code 3, reason Error",
+                   "%s %d %s" % (pb.ContainerState.Name(st.state), st.exit_code, st.reason))
+        self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c2))
+        # stop and remove the main container
+        s = time.monotonic()
+        self.rt.StopContainer(pb.StopContainerRequest(container_id=c, timeout=10), timeout=120)
+        st = self.status(c)
+        self.check(st.state == pb.CONTAINER_EXITED, "StopContainer: EXITED in %.2f s (exit code %d, %s)" %
+                   (time.monotonic() - s, st.exit_code, st.reason), pb.ContainerState.Name(st.state))
+        self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c))
+        left = [x.id for x in self.rt.ListContainers(pb.ListContainersRequest()).containers if x.id in (c, c2)]
+        self.check(not left, "RemoveContainer: gone from ListContainers")
+
+    def teardown(self, pod, ids, vmm_before, taps_before, what=""):
+        pb = self.pb
+        try:
+            self.rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=pod), timeout=300)
+            self.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=pod), timeout=300)
+            self.ok(what + "StopPodSandbox, RemovePodSandbox")
+        except self.grpc.RpcError as e:
+            self.bad(what + "StopPodSandbox/RemovePodSandbox: %s" % e.details())
+        pods = [p.id for p in self.rt.ListPodSandbox(pb.ListPodSandboxRequest()).items]
+        self.check(pod not in pods, what + "the pod is gone from ListPodSandbox")
+        end = time.time() + 30
+        while len(self.vmm_pids()) > vmm_before and time.time() < end:
+            time.sleep(0.2)
+        left = len(self.vmm_pids()) - vmm_before
+        self.check(left <= 0, what + "no VMM process left", "%d left" % left)
+        m = self.mounts_naming(ids)
+        self.check(not m, what + "no mount of the pod left", " ".join(m[:3]))
+        t = [x for x in self.taps() if x not in taps_before]
+        self.check(not t, what + "no TAP left", " ".join(t))
+        if self.a.root:
+            st = [os.path.join(d, i) for d in (self.a.root, os.path.join(self.a.root, "k8s.io")) for i in ids
+                  if os.path.exists(os.path.join(d, i))]
+            self.check(not st, what + "no state folder left under %s" % self.a.root, " ".join(st))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("gen")
+    g.add_argument("out")
+    g.add_argument("--proto", required=True)
+    f = sub.add_parser("flow")
+    f.add_argument("--stubs", required=True)
+    f.add_argument("--socket", required=True)
+    f.add_argument("--handler", required=True)
+    f.add_argument("--image", required=True)
+    f.add_argument("--logs", default=tempfile.gettempdir())
+    f.add_argument("--vmm", default="")
+    f.add_argument("--root", default="")
+    f.add_argument("--report", default="")
+    f.add_argument("--cni", default="", metavar="BRIDGE",
+                   help="a second pod on the CNI network, whose bridge (it stays) is BRIDGE")
+    a = ap.parse_args()
+    if a.cmd == "gen":
+        return generate(a.proto, a.out)
+    fl = Flow(a)
+    for step in [fl.run] + ([fl.cni_pod] if a.cni else []):
+        try:
+            step()
+        except Exception as e:  # a call that failed outright: one FAIL, the counts still printed
+            fl.bad("%s: %s" % (type(e).__name__, getattr(e, "details", lambda: str(e))()))
+    if a.report:
+        with open(a.report, "w") as f:
+            json.dump(fl.fig, f)
+    # not at the start of a line: the tier's total (cri.sh) is what make test counts
+    print("-- cri %s: %d passed, %d failed" % (a.handler, fl.passed, fl.failed))
+    return 1 if fl.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
