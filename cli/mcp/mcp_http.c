@@ -19,6 +19,7 @@
 #include "cli/mcp/mcp.h"
 #include "cli/mcp/jsonrpc.h"
 #include "cli/mcp/mcp_tokens.h"
+#include "cli/util/util.h"
 #include "vmm/wire/proto.h"
 #include "vmm/base/http.h"
 #include "vmm/base/log.h"
@@ -37,7 +38,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -674,70 +674,10 @@ static void conns_stop(struct http_server *hs)
 			pthread_join(hs->conns[i].th, NULL);
 }
 
-static int is_loopback(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-	if (sa->sa_family == AF_INET6)
-		return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-	return 0;
-}
-
-static int listen_on(const char *spec, int allow_remote)
-{
-	char host[256];
-	const char *port = NULL, *colon = strrchr(spec, ':');
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV }, *ai;
-	int fd, one = 1, r;
-
-	if (!colon && *spec && strspn(spec, "0123456789") == strlen(spec)) {
-		/* a port alone: loopback */
-		snprintf(host, sizeof(host), "127.0.0.1");
-		port = spec;
-		goto resolve;
-	}
-	if (!colon || (size_t)(colon - spec) >= sizeof(host)) {
-		log_err("mcp: --listen wants ADDRESS:PORT (127.0.0.1:8080, [::1]:8080)");
-		return -EINVAL;
-	}
-	memcpy(host, spec, (size_t)(colon - spec));
-	host[colon - spec] = '\0';
-	port = colon + 1;
-	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-		memmove(host, host + 1, strlen(host));
-		host[strlen(host) - 1] = '\0';
-	}
-resolve:
-	r = getaddrinfo(host, port, &hints, &ai);
-	if (r) {
-		log_err("mcp: --listen %s: %s (a numeric address and port)", spec, gai_strerror(r));
-		return -EINVAL;
-	}
-	if (!is_loopback(ai->ai_addr) && !allow_remote) {
-		log_err("mcp: %s is not a loopback address: add --allow-remote to serve it (tokens travel in "
-			"clear over plain HTTP: put TLS in front)", host);
-		freeaddrinfo(ai);
-		return -EPERM;
-	}
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 16) < 0) {
-		r = -errno;
-		log_err("mcp: --listen %s: %s", spec, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		freeaddrinfo(ai);
-		return r;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
 int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 {
 	struct http_server *hs = calloc(1, sizeof(*hs));
 	pthread_attr_t attr;
-	sigset_t sigs;
 	int lfd = -1, sfd = -1, r = 0;
 
 	if (!hs)
@@ -764,36 +704,19 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 	/* the stop pipe's read end is every call's cancel_fd (> 0: see api_client.h) */
 	hs->proto = *s;
 	hs->proto.addr.cancel_fd = hs->stop[0];
-	lfd = listen_on(o->listen, o->allow_remote);
+	lfd = cli_listen_tcp("mcp", o->listen, o->allow_remote);
 	if (lfd < 0) {
 		r = lfd;
 		goto out;
 	}
-	/* Blocked before the first thread starts, so every thread inherits
-	 * the mask and the signals reach only the signalfd. */
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	sigprocmask(SIG_BLOCK, &sigs, NULL);
-	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	/* before the first thread starts: every thread inherits the mask */
+	sfd = cli_stop_signals();
 	{
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		char a[INET6_ADDRSTRLEN] = "?";
-		unsigned port = 0;
+		char a[INET6_ADDRSTRLEN + 16] = "?";
 
-		getsockname(lfd, (struct sockaddr *)&ss, &sl);
-		if (ss.ss_family == AF_INET) {
-			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, a, sizeof(a));
-			port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-		} else if (ss.ss_family == AF_INET6) {
-			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, a, sizeof(a));
-			port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-		}
+		cli_listen_addr(lfd, a, sizeof(a));
 		/* one line on stderr that scripts (and the tests) can wait for */
-		fprintf(stderr, "vmm mcp: serving sandbox %s on http://%s%s%s:%u/mcp (at most %u connections)\n",
-			s->name, ss.ss_family == AF_INET6 ? "[" : "", a, ss.ss_family == AF_INET6 ? "]" : "", port,
+		fprintf(stderr, "vmm mcp: serving sandbox %s on http://%s/mcp (at most %u connections)\n", s->name, a,
 			hs->max_conns);
 	}
 	for (;;) {

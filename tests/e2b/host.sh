@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The E2B tier's part that needs no VM: `vmm e2b serve` in front of the
+# host build of guest-init (tests/api/host.sh's sandbox folder: its vsock
+# socket is guest-init --serve-unix's), checked with curl against
+# openapi.yml's schemas and E2B's error answers, then the official SDK's
+# commands, files and control calls (tests/e2b/sdk_test.mjs host).
+#   host.sh VMM GUEST_INIT
+# Prints ok/FAIL lines and "e2b-host: N ok, M failed".
+set -u
+vmm=$(realpath "$1")
+gi=$(realpath "$2")
+here=$(cd "$(dirname "$0")" && pwd)
+specs=${VMM_SPECS:-$here/../../../shared/specs}
+tmp=$(mktemp -d)
+ok=0 fail=0
+res() { if [ "$1" = 0 ]; then echo "ok   $2"; ok=$((ok + 1)); else echo "FAIL $2${3:+: $3}"; fail=$((fail + 1)); fi; }
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -- -"$p" 2> /dev/null; kill "$p" 2> /dev/null; done
+	wait 2> /dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+export VMM_STATE_DIR=$tmp/state VMM_API_PORT=0
+mkdir -m 700 "$tmp/state" "$tmp/state/e2b-host" "$tmp/work"
+VMM_API_TOKEN=host-e2b-token setsid "$gi" --serve-unix "$tmp/api.sock" > "$tmp/gi.log" 2>&1 &
+gipid=$!
+pids+=("$gipid")
+for _ in $(seq 50); do [ -S "$tmp/api.sock" ] && break; sleep 0.1; done
+sb=$tmp/state/e2b-host
+ln -s "$tmp/api.sock" "$sb/vsock.sock"
+( umask 077; printf host-e2b-token > "$sb/token" )
+st=$(sed 's/^.*) //' "/proc/$gipid/stat" | cut -d' ' -f20)
+read -r dev ino < <(stat -L -c '%d %i' "/proc/$gipid/exe")
+echo "$gipid $st $dev $ino" > "$sb/process"
+# The record `vmm e2b serve` keeps of a sandbox it started, with an envd
+# access token `vmm token` makes (the scopes the gateway's have).
+tok=$("$vmm" token create e2b-host --scope exec,files:read,files:write,processes)
+now=$(date +%s)
+printf '{"templateID":"base","startedAt":%s,"endAt":%s,"autoPause":false,"token":"%s","metadata":{"k":"v"},"envVars":{"SBX_ENV":"from-create"}}' \
+	"$now" $((now + 3600)) "$tok" > "$sb/e2b.json"
+key=$("$vmm" e2b key create)
+res $? "vmm e2b key create"
+[ "$(stat -c %a "$tmp/state/.e2b")" = 700 ] && [ "$(stat -c %a "$tmp/state/.e2b/tokens")" = 600 ]
+res $? "the keys are owner-only (.e2b 0700, its tokens 0600)"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+setsid "$vmm" e2b serve --listen "127.0.0.1:$port" > "$tmp/gw.log" 2>&1 &
+pids+=("$!")
+for _ in $(seq 100); do grep -q "serving the E2B API" "$tmp/gw.log" && break; sleep 0.1; done
+url=http://127.0.0.1:$port
+export E2B_API_URL=$url E2B_SANDBOX_URL=$url E2B_API_KEY=$key
+# ---- curl: keys, errors, schemas ----
+code=$(curl -s -o "$tmp/out" -w '%{http_code}' "$url/v2/sandboxes")
+[ "$code" = 401 ] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["code"]==401 and d["message"]' "$tmp/out"
+res $? "no API key: 401 with E2B's Error body" "$code $(cat "$tmp/out")"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-API-KEY: vmt_x_y" "$url/v2/sandboxes")
+res $([ "$code" = 401 ]; echo $?) "a wrong API key: 401" "$code"
+code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "X-API-KEY: $key" "$url/sandboxes/nope")
+res $([ "$code" = 404 ]; echo $?) "a missing sandbox: 404" "$code"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-API-KEY: $key" -H "E2b-Sandbox-Id: e2b-host" "$url/files?path=/etc/hostname")
+res $([ "$code" = 401 ]; echo $?) "envd without X-Access-Token: 401" "$code"
+code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: e2b-host" -H "X-Access-Token: $tok" "$url/files?path=$tmp/nothing")
+res $([ "$code" = 404 ]; echo $?) "envd: a missing file is 404" "$code"
+# a chunked upload (Transfer-Encoding: chunked, as a streamed body comes)
+printf 'chunked body' | curl -s -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: e2b-host" -H "X-Access-Token: $tok" \
+	-H 'Transfer-Encoding: chunked' -H 'Content-Type: application/octet-stream' --data-binary @- \
+	"$url/files?path=$tmp/work/chunked.txt" > "$tmp/code"
+[ "$(cat "$tmp/code")" = 200 ] && [ "$(cat "$tmp/work/chunked.txt")" = "chunked body" ]
+res $? "envd: a chunked upload" "$(cat "$tmp/code") $(cat "$tmp/out")"
+rm -f "$tmp/work/chunked.txt"
+# Connect: a unary error's status and body, an unsupported binary call
+code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: e2b-host" -H "X-Access-Token: $tok" \
+	-H 'Content-Type: application/json' -d "{\"path\":\"$tmp/nothing\"}" "$url/filesystem.Filesystem/Stat")
+[ "$code" = 404 ] && grep -q '"code":"not_found"' "$tmp/out"
+res $? "Connect: Stat of a missing path is not_found (404)" "$code $(cat "$tmp/out")"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: e2b-host" -H "X-Access-Token: $tok" \
+	-H 'Content-Type: application/proto' --data-binary x "$url/filesystem.Filesystem/Stat")
+res $([ "$code" = 415 ]; echo $?) "Connect: binary protobuf is refused (415)" "$code"
+# schemas: the answers against openapi.yml
+curl -s -H "X-API-KEY: $key" "$url/v2/sandboxes" > "$tmp/list.json"
+curl -s -H "X-API-KEY: $key" "$url/sandboxes/e2b-host" > "$tmp/detail.json"
+curl -s -X POST -H "X-API-KEY: $key" -H 'Content-Type: application/json' -d '{"timeout":300}' \
+	"$url/v2/sandboxes/e2b-host/connect" > "$tmp/connect.json"
+curl -s -H "X-API-KEY: $key" "$url/sandboxes/nope" > "$tmp/error.json"
+if [ -f "$specs/e2b/openapi.yml" ]; then
+	python3 "$here/schema_check.py" "$specs/e2b/openapi.yml" \
+		"$tmp/list.json:array:ListedSandbox" "$tmp/detail.json:SandboxDetail" \
+		"$tmp/connect.json:Sandbox" "$tmp/error.json:Error"
+	res $? "the control plane's answers match openapi.yml (ListedSandbox, SandboxDetail, Sandbox, Error)"
+else
+	echo "skip schema checks: no $specs/e2b/openapi.yml (set VMM_SPECS)"
+fi
+# ---- the SDK ----
+if sdk=$("$here/sdk.sh"); then
+	E2B_SDK_DIR=$sdk timeout 300 node "$here/sdk_test.mjs" host e2b-host "$tmp/work" | tee "$tmp/sdk.out"
+	sok=$(sed -n 's/^e2b-sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\1/p' "$tmp/sdk.out")
+	sfail=$(sed -n 's/^e2b-sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\2/p' "$tmp/sdk.out")
+	ok=$((ok + ${sok:-0}))
+	fail=$((fail + ${sfail:-1}))
+else
+	echo "FAIL the E2B SDK could not be installed (tests/e2b/sdk.sh)"
+	fail=$((fail + 1))
+fi
+[ "$fail" = 0 ] || { echo "--- gateway log"; tail -20 "$tmp/gw.log"; }
+echo "e2b-host: $ok ok, $fail failed"
+[ "$fail" = 0 ]

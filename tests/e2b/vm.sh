@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The E2B tier's VM part: `vmm e2b serve` starting real sandboxes from the
+# base image (built here, warmed: Sandbox.create restores its snapshot),
+# driven by the official SDK (tests/e2b/sdk_test.mjs vm): create, commands,
+# files, watch, setTimeout, list, pause then connect, a second sandbox,
+# kill. Then the figure beside it: `vmm run -d --image base` + `vmm exec`
+# to the first output, in the same run. Where there is no /dev/kvm, make
+# runs it in the QEMU TCG VM (tests/vmhost): its figures are the harness's.
+#   vm.sh VMM [BUSYBOX]
+# Prints ok/FAIL lines and "e2b-vm: N ok, M failed".
+set -u
+vmm=$(realpath "$1")
+busybox=${2:-/bin/busybox}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+ok=0 fail=0
+res() { if [ "$1" = 0 ]; then echo "ok   $2"; ok=$((ok + 1)); else echo "FAIL $2${3:+: $3}"; fail=$((fail + 1)); fi; }
+export VMM_STATE_DIR=$tmp/state VMM_IMAGE_DIR=$tmp/images
+gw=
+cleanup() {
+	[ -n "$gw" ] && kill "$gw" 2> /dev/null
+	for n in $("$vmm" ls -q 2> /dev/null); do "$vmm" rm -f "$n" > /dev/null 2>&1; done
+	wait 2> /dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+if [ ! -r /dev/kvm ] || [ ! -w /dev/kvm ]; then
+	echo "skip all: /dev/kvm is not usable on this host"
+	echo "e2b-vm: 0 ok, 0 failed"
+	exit 0
+fi
+if ! sdk=$("$here/sdk.sh"); then
+	echo "FAIL the E2B SDK is not installed (tests/e2b/sdk.sh)"
+	exit 1
+fi
+now_ms() { date +%s%3N; }
+t=$(now_ms)
+timeout 600 "$vmm" image build base --busybox "$busybox" -q > /dev/null 2> "$tmp/build.err" &&
+	timeout 900 "$vmm" image warm base > /dev/null 2> "$tmp/warm.err"
+res $? "the base image, built and warmed ($(( $(now_ms) - t )) ms)" "$(tail -n 3 "$tmp/build.err" "$tmp/warm.err")"
+key=$("$vmm" e2b key create)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$vmm" e2b serve --listen "127.0.0.1:$port" > "$tmp/gw.log" 2>&1 &
+gw=$!
+for _ in $(seq 100); do grep -q "serving the E2B API" "$tmp/gw.log" && break; sleep 0.1; done
+url=http://127.0.0.1:$port
+E2B_API_URL=$url E2B_SANDBOX_URL=$url E2B_API_KEY=$key E2B_SDK_DIR=$sdk timeout 1500 \
+	node "$here/sdk_test.mjs" vm | tee "$tmp/sdk.out"
+sok=$(sed -n 's/^e2b-sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\1/p' "$tmp/sdk.out")
+sfail=$(sed -n 's/^e2b-sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\2/p' "$tmp/sdk.out")
+ok=$((ok + ${sok:-0}))
+fail=$((fail + ${sfail:-1}))
+# The same start through the CLI, now, from the same warm image.
+t=$(now_ms)
+if "$vmm" run -d --name cli-fig --image base > /dev/null 2> "$tmp/run.err" &&
+	[ "$("$vmm" exec cli-fig -- echo first)" = first ]; then
+	echo "figure: vmm run -d --image base + vmm exec to the first output: $(( $(now_ms) - t )) ms"
+	res 0 "vmm run -d + vmm exec beside it"
+else
+	res 1 "vmm run -d + vmm exec beside it" "$(tail -3 "$tmp/run.err")"
+fi
+[ "$fail" = 0 ] || { echo "--- gateway log"; tail -30 "$tmp/gw.log"; }
+echo "e2b-vm: $ok ok, $fail failed"
+[ "$fail" = 0 ]
