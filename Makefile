@@ -635,7 +635,7 @@ endif
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
                 fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci fuzz_mcp fuzz_devices fuzz_mmds \
-                fuzz_dockerfile fuzz_tar
+                fuzz_dockerfile fuzz_tar fuzz_e2b
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/base/gm.c vmm/base/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/base/gm.c vmm/base/log.c
@@ -663,6 +663,8 @@ fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile/dockerfile.
                          cli/util/util.c vmm/base/log.c vmm/wire/json.c
 fuzz_dockerfile_LIBS  := $(TLS_LIBS)
 fuzz_tar_SRCS         := tests/fuzz/fuzz_tar.c vmm/wire/tar.c
+fuzz_e2b_SRCS         := tests/fuzz/fuzz_e2b.c $(E2B_PURE_SRCS)
+fuzz_e2b_LIBS         := -lcrypto
 fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/mcp/mcp.c cli/mcp/mcp_tools.c \
                          cli/mcp/mcp_api.c cli/mcp/mcp_drive.c cli/sandbox/api_client.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/log.c \
                          vmm/base/tty.c vmm/wire/json.c vmm/wire/proto.c
