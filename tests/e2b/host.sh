@@ -5,7 +5,7 @@
 # openapi.yml's schemas and E2B's error answers, then the official SDK's
 # commands, files and control calls (tests/e2b/sdk_test.mjs host).
 #   host.sh VMM GUEST_INIT
-# Prints ok/FAIL lines and "e2b-host: N ok, M failed".
+# Prints ok/FAIL lines and "e2b-host: N passed, M failed".
 set -u
 vmm=$(realpath "$1")
 gi=$(realpath "$2")
@@ -93,8 +93,8 @@ fi
 # ---- the SDK ----
 if sdk=$("$here/sdk.sh"); then
 	E2B_SDK_DIR=$sdk timeout 300 node "$here/sdk_test.mjs" host e2b-host "$tmp/work" | tee "$tmp/sdk.out"
-	sok=$(sed -n 's/^e2b-sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\1/p' "$tmp/sdk.out")
-	sfail=$(sed -n 's/^e2b-sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\2/p' "$tmp/sdk.out")
+	sok=$(sed -n 's/^  sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\1/p' "$tmp/sdk.out")
+	sfail=$(sed -n 's/^  sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\2/p' "$tmp/sdk.out")
 	ok=$((ok + ${sok:-0}))
 	fail=$((fail + ${sfail:-1}))
 else
@@ -102,5 +102,5 @@ else
 	fail=$((fail + 1))
 fi
 [ "$fail" = 0 ] || { echo "--- gateway log"; tail -20 "$tmp/gw.log"; }
-echo "e2b-host: $ok ok, $fail failed"
+echo "e2b-host: $ok passed, $fail failed"
 [ "$fail" = 0 ]
