@@ -12,6 +12,7 @@
 #include "vmm/base/log.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,36 @@
 
 #define E2B_TIMEOUT_DEFAULT 15          /* openapi.yml NewSandbox.timeout */
 #define E2B_TIMEOUT_MAX (24 * 3600)     /* E2B's longest */
+
+/* ---- vmm's verbs, run as tools ---- */
+
+/* In the child before the exec: the gateway blocks SIGINT and SIGTERM
+ * (its signalfd) and ignores SIGPIPE, and a child inherits both; vmm
+ * run's VMM and helpers must get them as usual (a helper stopped with a
+ * blocked SIGTERM was waited for, then killed: seconds on every create). */
+static int default_signals(void *arg)
+{
+	sigset_t none;
+
+	(void)arg;
+	sigemptyset(&none);
+	signal(SIGPIPE, SIG_DFL);
+	return sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* vmm ARGV... (argv[0] is set here); its exit status. */
+static int run_vmm(const struct e2b_server *srv, const char **argv)
+{
+	argv[0] = srv->o->vmm_path;
+	return cli_run_tool_in(argv, 1, default_signals, NULL);
+}
+
+int e2b_vmm(const struct e2b_server *srv, const char *verb, const char *id)
+{
+	const char *argv[] = { NULL, verb, id, NULL };
+
+	return run_vmm(srv, argv);
+}
 
 /* ---- the record ---- */
 
@@ -257,7 +288,7 @@ static int create(struct e2b_conn *c, const struct e2b_req *r)
 	struct e2b_rec rec = { 0 };
 	struct sandbox sb;
 	const char *tmpl;
-	long long timeout;
+	long long timeout, t0;
 	int k, ap = 0;
 
 	if (!b || b->type != JSON_OBJ)
@@ -278,17 +309,18 @@ static int create(struct e2b_conn *c, const struct e2b_req *r)
 					      "(vmm drives are: docs/e2b.md)");
 	if (new_id(id, sizeof(id)))
 		return e2b_send_error(c, 500, "no random ID");
+	t0 = cli_mono_ms();
 	{
-		const char *argv[] = { c->srv->o->vmm_path, "run", "-d", "--name", id, "--image", tmpl,
-				       "--label", "e2b=1", NULL };
+		const char *argv[] = { NULL, "run", "-d", "--name", id, "--image", tmpl, "--label", "e2b=1", NULL };
 
-		k = cli_run_tool(argv, 1);
+		k = run_vmm(c->srv, argv);
 	}
 	if (k != 0 || sandbox_lookup(&sb, id)) {
 		log_warn("e2b: vmm run -d --image %s (sandbox %s) failed: status %d", tmpl, id, k);
 		return e2b_send_error(c, 400, "template \"%s\": the sandbox did not start (is it a vmm image? "
 					      "vmm image ls); the gateway's log says why", tmpl);
 	}
+	log_debug("e2b: %s: vmm run -d --image %s took %lld ms", id, tmpl, cli_mono_ms() - t0);
 	snprintf(rec.template_id, sizeof(rec.template_id), "%s", tmpl);
 	rec.started = (long long)time(NULL);
 	rec.end = rec.started + timeout;
@@ -306,6 +338,7 @@ static int create(struct e2b_conn *c, const struct e2b_req *r)
 
 		jw_init(&w, out, sizeof(out));
 		sandbox_json(&w, id, &rec);
+		log_debug("e2b: %s: created in %lld ms", id, cli_mono_ms() - t0);
 		return e2b_send_json(c, 201, &w);
 	}
 }
@@ -398,13 +431,11 @@ static int pause_sandbox(struct e2b_conn *c, const char *id)
 {
 	struct sandbox_status st;
 	struct e2b_rec rec;
-	const char *argv[] = { c->srv->o->vmm_path, "suspend", id, NULL };
-
 	if (lookup(id, &st, &rec))
 		return not_found(c, id);
 	if (st.state == SB_STANDBY)
 		return e2b_send_error(c, 409, "sandbox %s is already paused", id);
-	if (cli_run_tool(argv, 1) != 0)
+	if (e2b_vmm(c->srv, "suspend", id) != 0)
 		return e2b_send_error(c, 500, "sandbox %s: the suspend failed (the gateway's log says why)", id);
 	return e2b_send(c, 204, NULL, NULL, 0, NULL);
 }
@@ -428,7 +459,7 @@ static int connect_sandbox(struct e2b_conn *c, const struct e2b_req *r, const ch
 	if (resume && st.state != SB_STANDBY)
 		return e2b_send_error(c, 409, "sandbox %s is not paused", id);
 	if (st.state == SB_STANDBY) {
-		if (standby_wake(id))
+		if (e2b_vmm(c->srv, "resume", id) && (sandbox_status(id, &st) || st.state != SB_RUNNING))
 			return e2b_send_error(c, 500, "sandbox %s: the resume failed (the gateway's log says why)", id);
 		woke = 1;
 	}
@@ -544,10 +575,8 @@ void e2b_reap(struct e2b_server *srv)
 		due = lookup(names[i], &st, &rec) == 0 && st.state != SB_STANDBY && rec.end && now >= rec.end;
 		pthread_mutex_unlock(&srv->lock);
 		if (due && rec.auto_pause) {
-			const char *argv[] = { srv->o->vmm_path, "suspend", names[i], NULL };
-
 			log_info("e2b: sandbox %s timed out: paused", names[i]);
-			cli_run_tool(argv, 1);
+			e2b_vmm(srv, "suspend", names[i]);
 		} else if (due) {
 			log_info("e2b: sandbox %s timed out: killed", names[i]);
 			if (sandbox_stop(&st, 0) == 0)

@@ -213,6 +213,12 @@ int e2b_envd(struct e2b_conn *c, const struct e2b_req *r)
 		k = 0;
 		goto out;
 	}
+	/* auto-resume: woken as `vmm resume` does (with default signals) */
+	if (st.state == SB_STANDBY && e2b_vmm(c->srv, "resume", id) &&
+	    (sandbox_status(id, &st) || st.state != SB_RUNNING)) { /* (or another call woke it) */
+		k = e2b_send_error(c, 502, "The sandbox %s is paused and could not be resumed", id);
+		goto out;
+	}
 	e->addr.port = cli_api_port();
 	if (sandbox_api_addr(id, 0, &e->sb, &e->addr)) {
 		k = e2b_send_error(c, 502, "The sandbox %s is not running", id);

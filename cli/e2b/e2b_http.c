@@ -123,14 +123,6 @@ int e2b_client_gone(const struct e2b_conn *c)
 	return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR));
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One request: routed, answered. 0 to go on, < 0 to close. */
 static int serve_one(struct e2b_conn *c, const struct e2b_req *r)
 {
@@ -151,7 +143,7 @@ static void serve_conn(struct e2b_conn *c)
 {
 	size_t cap = 65536, len = 0, max = HTTP_MAX_HEADER + 2 * (size_t)E2B_BODY_MAX;
 	char *buf = malloc(cap);
-	long long deadline = mono_ms() + E2B_IDLE_MS;
+	long long deadline = cli_mono_ms() + E2B_IDLE_MS;
 
 	while (buf) {
 		struct e2b_req r;
@@ -170,7 +162,7 @@ static void serve_conn(struct e2b_conn *c)
 				break;
 			memmove(buf, buf + n, len - (size_t)n);
 			len -= (size_t)n;
-			deadline = mono_ms() + (len ? E2B_REQUEST_MS : E2B_IDLE_MS);
+			deadline = cli_mono_ms() + (len ? E2B_REQUEST_MS : E2B_IDLE_MS);
 			continue;
 		}
 		if (r.expect_continue && write_all(c, "HTTP/1.1 100 Continue\r\n\r\n", 25))
@@ -186,14 +178,14 @@ static void serve_conn(struct e2b_conn *c)
 				break;
 			buf = nb;
 		}
-		left = deadline - mono_ms();
+		left = deadline - cli_mono_ms();
 		if (left <= 0 || poll(p, 2, (int)left) <= 0 || p[1].revents)
 			break;
 		k = recv(c->fd, buf + len, cap - len, 0);
 		if (k <= 0)
 			break;
 		if (!len)
-			deadline = mono_ms() + E2B_REQUEST_MS;
+			deadline = cli_mono_ms() + E2B_REQUEST_MS;
 		len += (size_t)k;
 	}
 	free(buf);

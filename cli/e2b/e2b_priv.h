@@ -112,6 +112,9 @@ struct e2b_start {
  * strings point into the parsed tree (its arena). */
 int e2b_start_parse(const struct json *root, struct e2b_start *s, const char **why);
 void e2b_start_free(struct e2b_start *s);
+/* PTY {"size":{"rows","cols"}} (1..65535 each; 24x80 where absent). 0 or
+ * -EINVAL (not an object). */
+int e2b_pty_size(const struct json *pty, unsigned *rows, unsigned *cols);
 /* A ProcessSelector ({"pid":N} or {"tag":T}) under root's key `process`:
  * *pid (0: by tag) or *tag. 0 or -EINVAL. */
 int e2b_selector(const struct json *root, uint32_t *pid, const char **tag);
@@ -184,6 +187,8 @@ int e2b_rec_read(const char *dir, struct e2b_rec *rec);
 int e2b_rec_write(const char *dir, const struct e2b_rec *rec);
 /* Routes a control plane request. 0 or -EPIPE. */
 int e2b_control(struct e2b_conn *c, const struct e2b_req *r);
+/* Runs `vmm VERB ID` (suspend, resume) with default signals. Its status. */
+int e2b_vmm(const struct e2b_server *srv, const char *verb, const char *id);
 /* The timeout reaper's round: sandboxes past their end are killed, or
  * paused (autoPause). */
 void e2b_reap(struct e2b_server *srv);

@@ -9,6 +9,7 @@
  * The exit code is envd's: the command's, or -1 with "signal: killed"
  * when a signal ended it, so the SDK raises CommandExitError for both. */
 #include "cli/e2b/e2b_priv.h"
+#include "cli/util/util.h"
 #include "vmm/wire/proto.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,8 +67,9 @@ static int start_detached(struct e2b_envd *e, const struct e2b_start *s, const c
 {
 	char *env[E2B_ENVS_MAX * 2 + 1], cwd[PATH_MAX], fields[65536], out[1024], arena_buf[4096];
 	struct json_arena a = { arena_buf, sizeof(arena_buf), 0 };
+	/* a terminal takes input (SendInput's pty bytes) whatever stdin says */
 	struct exec_opts o = { .argv = argv, .user = user[0] ? user : NULL, .detach = 1, .tag = s->tag,
-			       .stdin_pass = s->stdin_open };
+			       .stdin_pass = s->stdin_open || s->pty };
 	unsigned n = build_env(e, s, env, E2B_ENVS_MAX * 2), i;
 	const struct json *res;
 	const char *jerr;
@@ -129,11 +132,8 @@ static int follow(struct e2b_envd *e, int64_t id, uint64_t off_out, uint64_t off
 		size_t len;
 
 		if (deadline_ms) {
-			struct timespec ts;
-			long long now;
+			long long now = cli_mono_ms();
 
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 			if (now >= deadline_ms) {
 				k = e2b_rpc_stream_end(e, "deadline_exceeded", "the call's timeout passed");
 				goto out;
@@ -202,13 +202,11 @@ out:
 static long long call_deadline(const struct e2b_req *r)
 {
 	char v[32];
-	struct timespec ts;
 	long long ms;
 
 	if (e2b_req_header(r, "Connect-Timeout-Ms", v, sizeof(v)) || (ms = atoll(v)) <= 0)
 		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + ms;
+	return cli_mono_ms() + ms;
 }
 
 static int start(struct e2b_envd *e, const struct json *req)
@@ -379,20 +377,47 @@ static int send_signal(struct e2b_envd *e, const struct json *req)
 	return e2b_send(e->c, 200, "application/json", "{}", 2, NULL);
 }
 
-/* SendInput and CloseStdin: an attach that writes and leaves. */
-static int input(struct e2b_envd *e, const struct json *req, int close_stdin)
+enum input_kind { INPUT_DATA, INPUT_CLOSE, INPUT_RESIZE };
+
+/* After an attacher's frame: our end half-closed, the attach read (its
+ * output dropped) until guest-init closes it, which it does once it has
+ * read our end's EOF, so only after it handed the input to the process
+ * (it reads no further frame while input is pending: guest-init/procs.c).
+ * Closing at once could drop input not yet written. At most 2 s. */
+static void linger(int fd)
+{
+	char buf[4096];
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	shutdown(fd, SHUT_WR);
+	while (poll(&p, 1, 2000) > 0 && read(fd, buf, sizeof(buf)) > 0) {
+	}
+}
+
+/* SendInput, CloseStdin and Update (a terminal's size): an attach that
+ * writes one frame and leaves. */
+static int input(struct e2b_envd *e, const struct json *req, enum input_kind kind)
 {
 	const struct json *in = json_get(req, "input");
 	char fields[128], res[2048], err[512], *data = NULL;
 	const char *b64 = NULL;
 	struct api_error ae;
+	uint8_t size[4];
 	long n = 0;
 	int64_t id;
 	int fd, r;
 
 	if ((r = select_id(e, req, &id, err, sizeof(err))))
 		return e2b_rpc_error(e, connect_errno_code(r), "%s", err);
-	if (!close_stdin) {
+	if (kind == INPUT_RESIZE) {
+		unsigned rows, cols;
+
+		if (e2b_pty_size(json_get(req, "pty"), &rows, &cols))
+			return e2b_rpc_error(e, "invalid_argument", "pty: the new size");
+		/* RESIZE: u16 rows, u16 cols, little-endian (docs/api.md) */
+		size[0] = (uint8_t)rows, size[1] = (uint8_t)(rows >> 8);
+		size[2] = (uint8_t)cols, size[3] = (uint8_t)(cols >> 8);
+	} else if (kind == INPUT_DATA) {
 		if (!in || (json_get_str(in, "stdin", &b64) && json_get_str(in, "pty", &b64)))
 			return e2b_rpc_error(e, "invalid_argument", "input: stdin or pty bytes");
 		data = malloc(strlen(b64) / 4 * 3 + 3);
@@ -406,7 +431,11 @@ static int input(struct e2b_envd *e, const struct json *req, int close_stdin)
 	fd = api_open_v(&e->addr, 2, fields);
 	r = fd < 0 ? -1 : api_result(fd, res, sizeof(res), &ae);
 	if (r == 0)
-		r = close_stdin ? frame_write(fd, F_STDIN_EOF, NULL, 0) : frame_write(fd, F_STDIN, data, (size_t)n);
+		r = kind == INPUT_CLOSE	   ? frame_write(fd, F_STDIN_EOF, NULL, 0)
+		    : kind == INPUT_RESIZE ? frame_write(fd, F_RESIZE, size, sizeof(size))
+					   : frame_write(fd, F_STDIN, data, (size_t)n);
+	if (r == 0)
+		linger(fd);
 	if (fd >= 0)
 		close(fd);
 	free(data);
@@ -447,9 +476,11 @@ int e2b_process(struct e2b_envd *e, const char *method, const struct json *req)
 	if (!strcmp(method, "SendSignal"))
 		return send_signal(e, req);
 	if (!strcmp(method, "SendInput"))
-		return input(e, req, 0);
+		return input(e, req, INPUT_DATA);
 	if (!strcmp(method, "CloseStdin"))
-		return input(e, req, 1);
+		return input(e, req, INPUT_CLOSE);
+	if (!strcmp(method, "Update"))
+		return input(e, req, INPUT_RESIZE);
 	if (!strcmp(method, "Connect"))
 		return reconnect(e, req);
 	return e2b_rpc_error(e, "unimplemented", "process.Process/%s is not served by vmm's E2B gateway", method);

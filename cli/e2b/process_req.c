@@ -75,6 +75,21 @@ static int parse_config(const struct json *p, struct e2b_start *s, const char **
 	return 0;
 }
 
+int e2b_pty_size(const struct json *pty, unsigned *rows, unsigned *cols)
+{
+	const struct json *size = pty ? json_get(pty, "size") : NULL;
+	uint32_t v;
+
+	*rows = 24, *cols = 80;
+	if (!pty || pty->type != JSON_OBJ)
+		return -EINVAL;
+	if (size && get_u32(size, "rows", &v) == 0 && v && v < 65536)
+		*rows = v;
+	if (size && get_u32(size, "cols", &v) == 0 && v && v < 65536)
+		*cols = v;
+	return 0;
+}
+
 int e2b_start_parse(const struct json *root, struct e2b_start *s, const char **why)
 {
 	const struct json *p = root ? json_get(root, "process") : NULL, *pty;
@@ -95,18 +110,10 @@ int e2b_start_parse(const struct json *root, struct e2b_start *s, const char **w
 	if (json_get(root, "stdin") && json_get_bool(root, "stdin", &s->stdin_open))
 		r = -EINVAL, *why = "stdin: a boolean";
 	pty = json_get(root, "pty");
-	if (!r && pty && pty->type == JSON_OBJ) {
-		const struct json *size = json_get(pty, "size");
-		uint32_t v;
-
+	if (!r && pty && pty->type != JSON_NULL) {
 		s->pty = 1;
-		s->rows = 24, s->cols = 80;
-		if (size && get_u32(size, "rows", &v) == 0 && v && v < 65536)
-			s->rows = v;
-		if (size && get_u32(size, "cols", &v) == 0 && v && v < 65536)
-			s->cols = v;
-	} else if (!r && pty && pty->type != JSON_NULL) {
-		r = -EINVAL, *why = "pty: a PTY object";
+		if (e2b_pty_size(pty, &s->rows, &s->cols))
+			r = -EINVAL, *why = "pty: a PTY object";
 	}
 	if (r)
 		e2b_start_free(s);

@@ -87,21 +87,13 @@ struct http_server {
 /* ---- one connection's I/O: the socket is non-blocking; every wait is a
  * poll on it and on the server's stop pipe, against a deadline ---------- */
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* 1: fd is ready for `events`; 0: the deadline passed; -1: shutdown (or
  * the connection failed). */
 static int conn_wait(const struct conn *c, short events, long long deadline)
 {
 	for (;;) {
 		struct pollfd p[2] = { { .fd = c->fd, .events = events }, { .fd = c->hs->stop[0], .events = POLLIN } };
-		long long left = deadline - mono_ms();
+		long long left = deadline - cli_mono_ms();
 		int n;
 
 		if (left <= 0)
@@ -120,7 +112,7 @@ static int conn_wait(const struct conn *c, short events, long long deadline)
  * its answer does not hold the connection past it). */
 static int conn_write(const struct conn *c, const void *buf, size_t len)
 {
-	long long deadline = mono_ms() + 1000LL * c->hs->request_s;
+	long long deadline = cli_mono_ms() + 1000LL * c->hs->request_s;
 	const char *p = buf;
 
 	while (len) {
@@ -438,7 +430,7 @@ static void serve_conn(struct conn *c)
 	struct http_server *hs = c->hs;
 	size_t cap = 16384, max = HTTP_MAX_HEADER + MCP_MESSAGE_MAX, len = 0;
 	char *buf = malloc(cap);
-	long long deadline = mono_ms() + 1000LL * hs->idle_s;
+	long long deadline = cli_mono_ms() + 1000LL * hs->idle_s;
 	int started = 0; /* a request's first byte arrived: its deadline runs */
 
 	if (!buf)
@@ -461,13 +453,13 @@ static void serve_conn(struct conn *c)
 			if (serve_request(c, buf, head_len, &req) || !req.keep_alive)
 				break;
 			pthread_mutex_lock(&hs->lock);
-			c->since = mono_ms();
+			c->since = cli_mono_ms();
 			pthread_mutex_unlock(&hs->lock);
 			memmove(buf, buf + n, len - (size_t)n);
 			len -= (size_t)n;
 			/* the next request: idle until its first byte */
 			started = len > 0;
-			deadline = mono_ms() + 1000LL * (started ? hs->request_s : hs->idle_s);
+			deadline = cli_mono_ms() + 1000LL * (started ? hs->request_s : hs->idle_s);
 			continue;
 		}
 		if (req.expect_continue && conn_write(c, "HTTP/1.1 100 Continue\r\n\r\n", 25))
@@ -487,7 +479,7 @@ static void serve_conn(struct conn *c)
 		if (k > 0) {
 			if (!started) {
 				started = 1;
-				deadline = mono_ms() + 1000LL * hs->request_s;
+				deadline = cli_mono_ms() + 1000LL * hs->request_s;
 			}
 			len += (size_t)k;
 			continue;
@@ -596,7 +588,7 @@ static void refuse_busy(struct http_server *hs, int fd)
 			oldest = i;
 	if (i == MCP_HTTP_LINGER) /* all taken: the oldest goes */
 		linger_close(hs, i = oldest);
-	now = mono_ms();
+	now = cli_mono_ms();
 	hs->linger_fd[i] = fd;
 	hs->linger_end[i] = now + MCP_HTTP_LINGER_MS;
 	linger_drain(hs, i, now);
@@ -645,7 +637,7 @@ static void conn_start(struct http_server *hs, int fd, const pthread_attr_t *att
 	}
 	for (i = 0; hs->conns[i].used; i++) {
 	}
-	hs->conns[i] = (struct conn){ .hs = hs, .fd = fd, .used = 1, .since = mono_ms() };
+	hs->conns[i] = (struct conn){ .hs = hs, .fd = fd, .used = 1, .since = cli_mono_ms() };
 	r = pthread_create(&hs->conns[i].th, attr, conn_main, &hs->conns[i]);
 	if (r) {
 		log_err("mcp: a connection's thread: %s", strerror(r));
@@ -722,7 +714,7 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 	for (;;) {
 		struct pollfd p[2 + MCP_HTTP_LINGER] = { { .fd = lfd, .events = POLLIN },
 							  { .fd = sfd, .events = POLLIN } };
-		long long now = mono_ms(), wait = -1;
+		long long now = cli_mono_ms(), wait = -1;
 		unsigned i;
 		int c;
 
@@ -739,7 +731,7 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 		}
 		if (p[1].revents)
 			break; /* SIGINT/SIGTERM: done */
-		now = mono_ms();
+		now = cli_mono_ms();
 		for (i = 0; i < MCP_HTTP_LINGER; i++)
 			if (hs->linger_fd[i] >= 0 && (p[2 + i].revents || now >= hs->linger_end[i]))
 				linger_drain(hs, i, now);

@@ -21,6 +21,9 @@ int cli_needs_tls(int argc, char *const *argv);
  * -errno, with what it tried in `path`. */
 int cli_exec_tls(char *const *argv, char *path, size_t len);
 
+/* CLOCK_MONOTONIC in milliseconds (deadlines, durations). */
+long long cli_mono_ms(void);
+
 /* Exit statuses of the CLI itself (the guest's are in docs/exit-status.md). */
 #define CLI_EXIT_ERROR 1
 #define CLI_EXIT_USAGE 2

@@ -95,6 +95,23 @@ async function commands(sbx) {
   })
 }
 
+async function pty(sbx) {
+  await part('pty', async () => {
+    let out = ''
+    const dec = new TextDecoder()
+    const enc = (t) => new TextEncoder().encode(t)
+    const t = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d) }, timeoutMs: 0 })
+    check('pty.create: a pid', typeof t.pid === 'number' && t.pid > 0, t.pid)
+    await sbx.pty.sendInput(t.pid, enc('stty size; echo pty-$((6*7))\n'))
+    check('pty.sendInput: the shell runs it', await until(() => out.includes('pty-42')), JSON.stringify(out))
+    check('pty: its size', out.includes('24 80'), JSON.stringify(out))
+    await sbx.pty.resize(t.pid, { cols: 100, rows: 30 })
+    await sbx.pty.sendInput(t.pid, enc('stty size\n'))
+    check('pty.resize', await until(() => out.includes('30 100')), JSON.stringify(out))
+    check('pty.kill', (await sbx.pty.kill(t.pid)) === true)
+  })
+}
+
 async function files(sbx, dir) {
   await part('files', async () => {
     const info = await sbx.files.write(`${dir}/a.txt`, 'hello file')
@@ -212,6 +229,7 @@ async function lifecycle(sbx) {
 if (mode === 'host') {
   const sbx = await Sandbox.connect(process.argv[3])
   await commands(sbx)
+  await pty(sbx)
   await files(sbx, process.argv[4])
   await control(sbx)
 } else if (mode === 'vm') {
@@ -228,6 +246,7 @@ if (mode === 'host') {
   })
   if (sbx) {
     await commands(sbx)
+    await pty(sbx)
     await files(sbx, '/root/e2b-test')
     await control(sbx)
     await lifecycle(sbx)
