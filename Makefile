@@ -401,7 +401,7 @@ test_dockerfile_LIBS := $(TLS_LIBS)
 test_mcp_SRCS     := cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/mcp/mcp.c cli/mcp/mcp_tools.c cli/mcp/mcp_api.c \
                      cli/mcp/mcp_drive.c $(CLI_DRIVE_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_UTIL_SRCS) $(CORE_SRCS)
 test_mcp_LIBS     := $(TLS_LIBS)
-E2B_PURE_SRCS     := cli/e2b/chunked.c cli/e2b/connect.c cli/e2b/multipart.c cli/e2b/e2b_req.c cli/e2b/process_req.c \
+E2B_PURE_SRCS     := cli/e2b/chunked.c cli/e2b/connect.c cli/e2b/multipart.c cli/e2b/e2b_req.c cli/e2b/process_req.c cli/e2b/e2b_proto.c \
                      vmm/base/http.c vmm/wire/json.c
 test_e2b_SRCS     := $(E2B_PURE_SRCS)
 test_e2b_LIBS     := -lcrypto

@@ -58,7 +58,26 @@ int e2b_rpc_stream_begin(struct e2b_envd *e)
 	if (e->begun)
 		return 0;
 	e->begun = 1;
-	return e2b_stream_begin(e->c, 200, "application/connect+json");
+	return e2b_stream_begin(e->c, 200, e->binary ? "application/connect+proto" : "application/connect+json");
+}
+
+/* w's JSON as the call's response message in binary (malloc'd *out). */
+static long to_binary(struct e2b_envd *e, struct json_writer *w, uint8_t **out)
+{
+	size_t asz = 2 * w->len + 65536, cap = w->len + 64;
+	struct json_arena a = { malloc(asz), asz, 0 };
+	const struct json *j;
+	const char *err;
+	long n = -ENOMEM;
+
+	*out = malloc(cap);
+	j = a.buf && *out ? json_parse(w->buf, w->len, &a, &err) : NULL;
+	if (j)
+		n = e2b_pb_from_json(e->binary, j, *out, cap);
+	else if (a.buf && *out)
+		n = -EINVAL;
+	free(a.buf);
+	return n;
 }
 
 /* One envelope (flags, then text[0..len)) as one chunk. */
@@ -78,11 +97,20 @@ static int envelope(struct e2b_envd *e, uint8_t flags, const char *text, size_t 
 
 int e2b_rpc_stream_msg(struct e2b_envd *e, struct json_writer *w)
 {
+	uint8_t *bin = NULL;
+	long n;
+	int r;
+
 	if (!jw_done(w))
 		return -E2BIG;
 	if (e2b_rpc_stream_begin(e))
 		return -EPIPE;
-	return envelope(e, 0, w->buf, w->len);
+	if (!e->binary)
+		return envelope(e, 0, w->buf, w->len);
+	n = to_binary(e, w, &bin);
+	r = n < 0 ? (int)n : envelope(e, 0, (const char *)bin, (size_t)n);
+	free(bin);
+	return r;
 }
 
 int e2b_rpc_stream_end(struct e2b_envd *e, const char *code, const char *msg)
@@ -112,9 +140,26 @@ int e2b_rpc_error(struct e2b_envd *e, const char *code, const char *fmt, ...)
 
 int e2b_rpc_reply(struct e2b_envd *e, struct json_writer *w)
 {
+	uint8_t *bin = NULL;
+	long n;
+	int r;
+
 	if (!jw_done(w))
 		return e2b_rpc_error(e, "resource_exhausted", "the answer is too large");
-	return e2b_send(e->c, 200, "application/json", w->buf, w->len, NULL);
+	if (!e->binary)
+		return e2b_send(e->c, 200, "application/json", w->buf, w->len, NULL);
+	n = to_binary(e, w, &bin);
+	r = n < 0 ? e2b_rpc_error(e, "internal", "the answer does not encode: %s", strerror((int)-n))
+		  : e2b_send(e->c, 200, "application/proto", bin, (size_t)n, NULL);
+	free(bin);
+	return r;
+}
+
+int e2b_rpc_empty(struct e2b_envd *e)
+{
+	if (e->binary)
+		return e2b_send(e->c, 200, "application/proto", NULL, 0, NULL);
+	return e2b_send(e->c, 200, "application/json", "{}", 2, NULL);
 }
 
 int e2b_abs_path(const char *in, char *out, size_t len)
@@ -132,45 +177,82 @@ int e2b_abs_path(const char *in, char *out, size_t len)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+/* The request message as JSON text: as sent, or transcoded from binary
+ * (*json malloc'd then). */
+static int request_json(struct e2b_envd *e, const struct pb_msg *req, const char *text, size_t len, char **json,
+			size_t *jlen)
+{
+	struct json_writer w;
+	size_t cap = 4 * len + 4096;
+	int r;
+
+	*json = NULL;
+	if (!e->binary) {
+		*jlen = len;
+		return 0;
+	}
+	if (!(*json = malloc(cap)))
+		return -ENOMEM;
+	jw_init(&w, *json, cap);
+	r = e2b_pb_to_json(req, (const uint8_t *)text, len, &w);
+	if (!r && !jw_done(&w))
+		r = -E2BIG;
+	*jlen = w.len;
+	return r;
+}
+
 /* A Connect call: its message as JSON, then the service's method. */
 static int rpc(struct e2b_envd *e, const char *service, const char *method)
 {
 	const struct e2b_req *r = e->r;
 	struct json_arena a = { malloc(RPC_MSG_MAX), RPC_MSG_MAX, 0 };
-	const char *text = r->body ? r->body : "{}", *err;
-	size_t len = r->body ? r->body_len : 2;
-	const struct json *root;
-	char ct[128] = "";
-	int k;
+	const char *text = r->body ? r->body : "", *err = "";
+	size_t len = r->body ? r->body_len : 0, jlen = 0;
+	const struct pb_msg *req = NULL, *resp = NULL;
+	const struct json *root = NULL;
+	char ct[128] = "", *json = NULL, *codec;
+	int k, known = e2b_pb_method(service, method, &req, &resp) == 0;
 
 	if (!a.buf)
 		return e2b_send_error(e->c, 500, "out of memory");
 	e2b_req_header(r, "Content-Type", ct, sizeof(ct));
-	if (!strncasecmp(ct, "application/connect+json", 24)) {
+	e->stream = !strncasecmp(ct, "application/connect+", 20);
+	codec = ct + (e->stream ? 20 : strncasecmp(ct, "application/", 12) ? 0 : 12);
+	codec[strcspn(codec, "; ")] = '\0';
+	if (strcasecmp(codec, "json") && strcasecmp(codec, "proto")) {
+		free(a.buf);
+		return e2b_send(e->c, 415, NULL, NULL, 0,
+				"Accept-Post: application/json, application/proto, application/connect+json, "
+				"application/connect+proto\r\n");
+	}
+	if (!strcasecmp(codec, "proto") && known)
+		e->binary = resp;
+	if (e->stream) {
 		const uint8_t *msg;
 		uint8_t flags;
 		size_t mlen;
-		long n = connect_envelope((const uint8_t *)r->body, r->body_len, RPC_MSG_MAX, &flags, &msg, &mlen);
+		long n = connect_envelope((const uint8_t *)text, len, RPC_MSG_MAX, &flags, &msg, &mlen);
 
-		e->stream = 1;
-		if (n <= 0 || (size_t)n != r->body_len || (flags & CONNECT_FLAG_END)) {
+		if (n <= 0 || (size_t)n != len || (flags & CONNECT_FLAG_END)) {
 			free(a.buf);
 			return e2b_rpc_error(e, "invalid_argument", "one enveloped request message expected");
 		}
 		text = (const char *)msg;
 		len = mlen;
-	} else if (strncasecmp(ct, "application/json", 16)) {
-		free(a.buf);
-		return e2b_send(e->c, 415, NULL, NULL, 0, "Accept-Post: application/json, application/connect+json\r\n");
 	}
-	root = json_parse(len ? text : "{}", len ? len : 2, &a, &err);
-	if (!root || root->type != JSON_OBJ) {
-		k = e2b_rpc_error(e, "invalid_argument", "the request message: %s", root ? "not an object" : err);
-	} else if (!strcmp(service, "process.Process")) {
+	k = request_json(e, req, text, len, &json, &jlen);
+	if (!k)
+		root = json_parse(json ? json : jlen ? text : "{}", jlen ? jlen : 2, &a, &err);
+	if (!known)
+		k = e2b_rpc_error(e, "unimplemented", "%s/%s is not served by vmm's E2B gateway", service, method);
+	else if (!root || root->type != JSON_OBJ)
+		k = e2b_rpc_error(e, "invalid_argument", "the request message: %s",
+				  k ? strerror(-k) : root ? "not an object" : err);
+	else if (!strcmp(service, "process.Process"))
 		k = e2b_process(e, method, root);
-	} else {
+	else
 		k = e2b_fs(e, method, root);
-	}
+	free(json);
 	free(a.buf);
 	return k;
 }

@@ -193,7 +193,7 @@ static int remove_path(struct e2b_envd *e, const struct json *req)
 		return 0;
 	if ((r = path_op(e, "remove", path, "\"recursive\":true", NULL, err, sizeof(err))))
 		return e2b_rpc_error(e, connect_errno_code(r), "%s: %s", path, err);
-	return e2b_send(e->c, 200, "application/json", "{}", 2, NULL);
+	return e2b_rpc_empty(e);
 }
 
 /* The entries of dir (the API's list, page by page) into w, and those of

@@ -130,6 +130,15 @@ void e2b_event_keepalive(struct json_writer *w);
  * as envd reports it). */
 void e2b_event_end(struct json_writer *w, int exit_code, int signal);
 
+/* ---- e2b_proto.c: binary protobuf, transcoded to and from the JSON ---- */
+struct pb_msg;
+/* The request and response messages of service/method. 0 or -ENOENT. */
+int e2b_pb_method(const char *service, const char *method, const struct pb_msg **req, const struct pb_msg **resp);
+/* A binary message as its JSON into w. 0, -EPROTO (malformed), -E2BIG. */
+int e2b_pb_to_json(const struct pb_msg *m, const uint8_t *b, size_t len, struct json_writer *w);
+/* A JSON message as binary into out: its length, or -EINVAL, -E2BIG. */
+long e2b_pb_from_json(const struct pb_msg *m, const struct json *j, uint8_t *out, size_t cap);
+
 /* ---- the server ---- */
 struct e2b_server {
 	const struct e2b_serve_opts *o;
@@ -200,8 +209,9 @@ struct e2b_envd {
 	struct sandbox sb;
 	struct sandbox_addr addr;
 	struct e2b_rec rec;
-	int stream; /* a server-streaming call (application/connect+json) */
+	int stream; /* a server-streaming call (application/connect+json or +proto) */
 	int begun;  /* its 200 and head are sent */
+	const struct pb_msg *binary; /* binary protobuf: the response message (else NULL: JSON) */
 };
 /* Routes an envd request (E2b-Sandbox-Id). 0 or -EPIPE. */
 int e2b_envd(struct e2b_conn *c, const struct e2b_req *r);
@@ -216,8 +226,10 @@ void e2b_op_fields(struct json_writer *w, char *buf, size_t len, const char *op,
 /* A Connect error for a failed call: unary (status from the code) or, if
  * the stream is open, its end-stream message. */
 int e2b_rpc_error(struct e2b_envd *e, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* A unary Connect answer: w's JSON with 200. */
+/* A unary Connect answer: w's JSON (binary: transcoded) with 200. */
 int e2b_rpc_reply(struct e2b_envd *e, struct json_writer *w);
+/* The empty message as a unary answer. */
+int e2b_rpc_empty(struct e2b_envd *e);
 /* Streams: the open (200, application/connect+json), one message, the
  * end (code NULL: success). */
 int e2b_rpc_stream_begin(struct e2b_envd *e);

@@ -374,7 +374,7 @@ static int send_signal(struct e2b_envd *e, const struct json *req)
 	snprintf(fields, sizeof(fields), "\"op\":\"signal\",\"id\":%lld,\"signal\":%d", (long long)id, sig);
 	if ((r = e2b_api_call(&e->addr, 2, fields, out, sizeof(out), err, sizeof(err))))
 		return e2b_rpc_error(e, connect_errno_code(r), "process %lld: %s", (long long)id, err);
-	return e2b_send(e->c, 200, "application/json", "{}", 2, NULL);
+	return e2b_rpc_empty(e);
 }
 
 enum input_kind { INPUT_DATA, INPUT_CLOSE, INPUT_RESIZE };
@@ -443,7 +443,7 @@ static int input(struct e2b_envd *e, const struct json *req, enum input_kind kin
 		return e2b_rpc_error(e, connect_errno_code(ae.eno), "process %lld: %s", (long long)id, ae.message);
 	if (r)
 		return e2b_rpc_error(e, "unavailable", "process %lld: the sandbox API failed", (long long)id);
-	return e2b_send(e->c, 200, "application/json", "{}", 2, NULL);
+	return e2b_rpc_empty(e);
 }
 
 /* Connect: the process's output, then its end. */

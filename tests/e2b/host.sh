@@ -73,9 +73,20 @@ code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: e2b-host" -H 
 	-H 'Content-Type: application/json' -d "{\"path\":\"$tmp/nothing\"}" "$url/filesystem.Filesystem/Stat")
 [ "$code" = 404 ] && grep -q '"code":"not_found"' "$tmp/out"
 res $? "Connect: Stat of a missing path is not_found (404)" "$code $(cat "$tmp/out")"
+# binary protobuf (the Python SDK's codec): StatRequest{path=1} by hand
+printf '\x0a\x0b/etc/passwd' > "$tmp/stat.bin"
+code=$(curl -s -o "$tmp/out" -w '%{http_code} %{content_type}' -H "E2b-Sandbox-Id: e2b-host" -H "X-Access-Token: $tok" \
+	-H 'Content-Type: application/proto' --data-binary @"$tmp/stat.bin" "$url/filesystem.Filesystem/Stat")
+[ "$code" = "200 application/proto" ] && head -c 8 "$tmp/out" | od -An -c | tr -d ' \n' | grep -q '^\\n'
+res $? "Connect binary: Stat answers a binary StatResponse" "$code"
+printf '\x0a\x08/nothing' > "$tmp/stat.bin"
+code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: e2b-host" -H "X-Access-Token: $tok" \
+	-H 'Content-Type: application/proto' --data-binary @"$tmp/stat.bin" "$url/filesystem.Filesystem/Stat")
+[ "$code" = 404 ] && grep -q '"code":"not_found"' "$tmp/out"
+res $? "Connect binary: an error is JSON with its status (not_found, 404)" "$code $(cat "$tmp/out")"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: e2b-host" -H "X-Access-Token: $tok" \
-	-H 'Content-Type: application/proto' --data-binary x "$url/filesystem.Filesystem/Stat")
-res $([ "$code" = 415 ]; echo $?) "Connect: binary protobuf is refused (415)" "$code"
+	-H 'Content-Type: application/xml' --data-binary x "$url/filesystem.Filesystem/Stat")
+res $([ "$code" = 415 ]; echo $?) "Connect: another codec is refused (415)" "$code"
 # schemas: the answers against openapi.yml
 curl -s -H "X-API-KEY: $key" "$url/v2/sandboxes" > "$tmp/list.json"
 curl -s -H "X-API-KEY: $key" "$url/sandboxes/e2b-host" > "$tmp/detail.json"
@@ -91,12 +102,19 @@ else
 	echo "skip schema checks: no $specs/e2b/openapi.yml (set VMM_SPECS)"
 fi
 # ---- the SDK ----
+# the SDK as it is (Connect's JSON), then with its transport on binary
+# protobuf (E2B_TEST_BINARY: the Python SDK's codec)
 if sdk=$("$here/sdk.sh"); then
-	E2B_SDK_DIR=$sdk timeout 300 node "$here/sdk_test.mjs" host e2b-host "$tmp/work" | tee "$tmp/sdk.out"
-	sok=$(sed -n 's/^  sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\1/p' "$tmp/sdk.out")
-	sfail=$(sed -n 's/^  sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\2/p' "$tmp/sdk.out")
-	ok=$((ok + ${sok:-0}))
-	fail=$((fail + ${sfail:-1}))
+	for codec in json binary; do
+		echo "--- the SDK, Connect $codec"
+		rm -rf "$tmp/work" && mkdir "$tmp/work"
+		E2B_TEST_BINARY=$([ $codec = binary ] && echo 1) E2B_SDK_DIR=$sdk timeout 300 \
+			node "$here/sdk_test.mjs" host e2b-host "$tmp/work" | tee "$tmp/sdk.out"
+		sok=$(sed -n 's/^  sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\1/p' "$tmp/sdk.out")
+		sfail=$(sed -n 's/^  sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\2/p' "$tmp/sdk.out")
+		ok=$((ok + ${sok:-0}))
+		fail=$((fail + ${sfail:-1}))
+	done
 else
 	echo "FAIL the E2B SDK could not be installed (tests/e2b/sdk.sh)"
 	fail=$((fail + 1))

@@ -9,7 +9,26 @@
 // Prints "ok   ..." / "FAIL ..." lines and "  sdk: N ok, M failed" (the
 // caller adds them to its own count);
 // exits 1 on a failure. E2B_TEST_ONLY=a,b runs only those parts.
-import { createRequire } from 'node:module'
+import Module, { createRequire } from 'node:module'
+
+// E2B_TEST_BINARY=1: the SDK's Connect transport speaks binary protobuf
+// (application/proto, connect+proto: what the Python SDK sends), not the
+// JSON the JavaScript SDK chooses, with everything else as it is.
+let binaryTransports = 0
+if (process.env.E2B_TEST_BINARY) {
+  const load = Module._load
+  Module._load = function (request, ...rest) {
+    const m = load.call(this, request, ...rest)
+    if (request !== '@connectrpc/connect-web') return m
+    return {
+      ...m,
+      createConnectTransport: (o) => {
+        binaryTransports++
+        return m.createConnectTransport({ ...o, useBinaryFormat: true })
+      },
+    }
+  }
+}
 
 // the SDK where tests/e2b/sdk.sh installed it (E2B_SDK_DIR)
 const require = createRequire(`${process.env.E2B_SDK_DIR}/package.json`)
@@ -52,6 +71,7 @@ async function until(fn, ms = 10000) {
 }
 
 async function commands(sbx) {
+  if (process.env.E2B_TEST_BINARY) check('the SDK\'s transport is on binary protobuf', binaryTransports > 0)
   await part('commands', async () => {
     const r = await sbx.commands.run('echo hello; echo oops >&2')
     check('commands.run: stdout', r.stdout === 'hello\n', JSON.stringify(r.stdout))

@@ -3,8 +3,11 @@
  * chunked bodies decoded in place, each request's query decoded); 1: a
  * Connect envelope stream and each message as process.Process JSON
  * (StartRequest, a selector, a signal); 2: a multipart/form-data body
- * (the rest after a boundary line); 3: base64 both ways. Every parse
- * stays within the input; nothing is sent anywhere. */
+ * (the rest after a boundary line); 3: base64 both ways; 4: binary
+ * protobuf as one method's request and response (the next byte picks
+ * it), transcoded to JSON and, when that parses, back to binary, whose
+ * JSON must be the same. Every parse stays within the input; nothing is
+ * sent anywhere. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -82,6 +85,46 @@ static void multipart(const char *p, size_t len)
 			abort();
 }
 
+static void protobuf(const uint8_t *p, size_t len)
+{
+	static const char *const m[][2] = {
+		{ "process.Process", "Start" },	       { "process.Process", "List" },
+		{ "process.Process", "SendSignal" },   { "process.Process", "SendInput" },
+		{ "process.Process", "Update" },       { "filesystem.Filesystem", "ListDir" },
+		{ "filesystem.Filesystem", "Stat" },   { "filesystem.Filesystem", "WatchDir" },
+	};
+	_Alignas(16) static char arena_buf[1 << 18];
+	static char j1[1 << 17], j2[1 << 17];
+	static uint8_t bin[1 << 17];
+	const struct pb_msg *msgs[2];
+	unsigned k;
+
+	if (!len)
+		return;
+	if (e2b_pb_method(m[p[0] % 8][0], m[p[0] % 8][1], &msgs[0], &msgs[1]))
+		abort();
+	for (k = 0; k < 2; k++) {
+		struct json_arena a = { arena_buf, sizeof(arena_buf), 0 };
+		struct json_writer w;
+		const struct json *j;
+		const char *err;
+		long n;
+
+		jw_init(&w, j1, sizeof(j1));
+		if (e2b_pb_to_json(msgs[k], p + 1, len - 1, &w) || !jw_done(&w))
+			continue;
+		j = json_parse(j1, w.len, &a, &err);
+		if (!j)
+			abort(); /* the writer's JSON always parses */
+		n = e2b_pb_from_json(msgs[k], j, bin, sizeof(bin));
+		if (n < 0)
+			continue; /* e.g. a timestamp out of range */
+		jw_init(&w, j2, sizeof(j2));
+		if (e2b_pb_to_json(msgs[k], bin, (size_t)n, &w) || !jw_done(&w) || strcmp(j1, j2))
+			abort(); /* binary -> JSON -> binary -> JSON is stable */
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *copy;
@@ -92,7 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!copy)
 		return 0;
 	memcpy(copy, data + 1, size - 1);
-	switch (data[0] % 4) {
+	switch (data[0] % 5) {
 	case 0:
 		requests(copy, size - 1);
 		break;
@@ -101,6 +144,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 2:
 		multipart(copy, size - 1);
+		break;
+	case 4:
+		protobuf(data + 1, size - 1);
 		break;
 	default: {
 		char *enc = malloc(4 * (size / 3 + 2));

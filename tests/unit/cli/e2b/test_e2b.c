@@ -1,7 +1,8 @@
 /* The E2B gateway's pure parts (cli/e2b/e2b_priv.h): chunked bodies, the
  * Connect envelope and error mapping, multipart/form-data, a request
  * read from a buffer (query, chunked rewrite, refusals), the query's
- * percent-decoding, base64, and process.Process's JSON messages. */
+ * percent-decoding, base64, process.Process's JSON messages, and binary
+ * protobuf transcoded to and from that JSON. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -296,12 +297,73 @@ static void selectors_and_events(void **state)
 	assert_string_equal(jw_done(&w), "{\"event\":{\"end\":{\"exitCode\":0,\"exited\":true,\"status\":\"exit status 0\"}}}");
 }
 
+/* Binary protobuf to the JSON mapping and back, by the tables. */
+static void protobuf(void **state)
+{
+	const struct pb_msg *req, *resp;
+	/* StartRequest{process{cmd "sh", args ["-c","echo"], envs {A:1}},
+	 * pty{size{cols 80 rows 24}}, tag "t", stdin true} */
+	static const uint8_t start[] = { 0x0a, 0x16, 0x0a, 0x02, 's', 'h', 0x12, 0x02, '-', 'c', 0x12, 0x04, 'e', 'c',
+					 'h', 'o', 0x1a, 0x06, 0x0a, 0x01, 'A', 0x12, 0x01, '1', 0x12, 0x06, 0x0a,
+					 0x04, 0x08, 0x50, 0x10, 0x18, 0x1a, 0x01, 't', 0x20, 0x01 };
+	char b[1024];
+	uint8_t out[1024];
+	struct json_writer w;
+	long n;
+
+	(void)state;
+	assert_int_equal(e2b_pb_method("process.Process", "Start", &req, &resp), 0);
+	assert_int_equal(e2b_pb_method("process.Process", "Nope", &req, &resp), -ENOENT);
+	assert_int_equal(e2b_pb_method("process.Proces", "Start", &req, &resp), -ENOENT);
+	jw_init(&w, b, sizeof(b));
+	assert_int_equal(e2b_pb_to_json(req, start, sizeof(start), &w), 0);
+	assert_string_equal(jw_done(&w), "{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"echo\"],\"envs\":{\"A\":\"1\"}},"
+					 "\"pty\":{\"size\":{\"cols\":80,\"rows\":24}},\"tag\":\"t\",\"stdin\":true}");
+	/* and back: the same bytes (fields in number order) */
+	n = e2b_pb_from_json(req, parse(b), out, sizeof(out));
+	assert_int_equal(n, sizeof(start));
+	assert_memory_equal(out, start, sizeof(start));
+	/* responses: an end event (sint32 zigzag), data as bytes */
+	n = e2b_pb_from_json(resp, parse("{\"event\":{\"end\":{\"exitCode\":-1,\"exited\":false,\"status\":\"s\"}}}"),
+			     out, sizeof(out));
+	assert_int_equal(n, 11);
+	assert_memory_equal(out, "\x0a\x09\x1a\x07\x08\x01\x10\x00\x1a\x01s", 11);
+	n = e2b_pb_from_json(resp, parse("{\"event\":{\"data\":{\"stdout\":\"aGkK\"}}}"), out, sizeof(out));
+	assert_int_equal(n, 9);
+	assert_memory_equal(out, "\x0a\x07\x12\x05\x0a\x03hi\n", 9);
+	/* an EntryInfo: enum by name, int64 from a string, a Timestamp */
+	assert_int_equal(e2b_pb_method("filesystem.Filesystem", "Stat", &req, &resp), 0);
+	n = e2b_pb_from_json(resp, parse("{\"entry\":{\"name\":\"a\",\"type\":\"FILE_TYPE_DIRECTORY\",\"size\":\"300\","
+					 "\"modifiedTime\":\"1970-01-01T00:01:40Z\"}}"),
+			     out, sizeof(out));
+	assert_true(n > 0);
+	jw_init(&w, b, sizeof(b));
+	assert_int_equal(e2b_pb_to_json(resp, out, (size_t)n, &w), 0);
+	assert_string_equal(jw_done(&w), "{\"entry\":{\"name\":\"a\",\"type\":\"FILE_TYPE_DIRECTORY\",\"size\":\"300\","
+					 "\"modifiedTime\":\"1970-01-01T00:01:40Z\"}}");
+	/* malformed binary: a length past the end, a bad wire type */
+	jw_init(&w, b, sizeof(b));
+	assert_int_equal(e2b_pb_to_json(req, (const uint8_t *)"\x0a\x09/x", 4, &w), -EPROTO);
+	jw_init(&w, b, sizeof(b));
+	assert_int_equal(e2b_pb_to_json(req, (const uint8_t *)"\x08\x01", 2, &w), -EPROTO); /* path as a varint */
+	/* unknown fields are skipped; an empty message is {} */
+	jw_init(&w, b, sizeof(b));
+	assert_int_equal(e2b_pb_to_json(req, (const uint8_t *)"\x78\x05\x0a\x01/", 5, &w), 0);
+	assert_string_equal(jw_done(&w), "{\"path\":\"/\"}");
+	jw_init(&w, b, sizeof(b));
+	assert_int_equal(e2b_pb_to_json(req, NULL, 0, &w), 0);
+	assert_string_equal(jw_done(&w), "{}");
+	/* too small an output */
+	assert_int_equal(e2b_pb_from_json(req, parse("{\"path\":\"/a/long/path\"}"), out, 4), -E2BIG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(chunked),	  cmocka_unit_test(connect_framing), cmocka_unit_test(connect_bodies),
 		cmocka_unit_test(multipart),	  cmocka_unit_test(request),	     cmocka_unit_test(base64),
 		cmocka_unit_test(start_request), cmocka_unit_test(selectors_and_events),
+		cmocka_unit_test(protobuf),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
