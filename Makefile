@@ -605,7 +605,7 @@ e2b-test: $(BUILD)/vmm $(BUILD)/vmm-tls $(BUILD)/tools/guest-init $(BUILD)/guest
 # each with its counts (tests/run-tiers.sh; outputs in build/test-results);
 # TEST_TIERS="cli-test e2e-lib-test" runs fewer; structure
 # (tests/structure.py, the layer rule) is the last.
-TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-dockerfile e2e-standby asan-unit asan-vm fuzz structure
+TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-dockerfile e2e-standby e2b-test asan-unit asan-vm fuzz structure
 # Tiers that boot no VM: where the VM tiers run in the vmhost VM (one
 # vCPU, so one of the host's cores idle) they run beside them, in a second
 # lane, after what both lanes use is built (TEST_BESIDE= runs all in turn).

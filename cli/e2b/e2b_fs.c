@@ -306,7 +306,18 @@ static int write_temp(const char *p)
 	return b[0] == '.' && strstr(b, ".vmm-");
 }
 
-static int fs_event(struct e2b_envd *e, const char *name, const char *type)
+void e2b_fs_event_json(struct json_writer *w, const char *name, const char *type)
+{
+	jw_obj(w);
+	jw_key(w, "name");
+	jw_str(w, name);
+	jw_key(w, "type");
+	jw_str(w, type);
+	jw_obj_end(w);
+}
+
+/* A WatchDirResponse's filesystem event on the stream. */
+static int fs_event(void *ctx, const char *name, const char *type)
 {
 	char buf[PATH_MAX + 256];
 	struct json_writer w;
@@ -314,20 +325,16 @@ static int fs_event(struct e2b_envd *e, const char *name, const char *type)
 	jw_init(&w, buf, sizeof(buf));
 	jw_obj(&w);
 	jw_key(&w, "filesystem");
-	jw_obj(&w);
-	jw_key(&w, "name");
-	jw_str(&w, name);
-	jw_key(&w, "type");
-	jw_str(&w, type);
+	e2b_fs_event_json(&w, name, type);
 	jw_obj_end(&w);
-	jw_obj_end(&w);
-	return e2b_rpc_stream_msg(e, &w);
+	return e2b_rpc_stream_msg(ctx, &w);
 }
 
 /* One EVENT frame's events as FilesystemEvents. A write lands as the
  * API's temporary renamed over the file: that rename is the file's
  * EVENT_TYPE_WRITE, and the temporary's own events are not shown. */
-static int watch_events(struct e2b_envd *e, const char *root, const char *text, size_t len)
+int e2b_watch_events(const char *root, const char *text, size_t len, int (*emit)(void *, const char *, const char *),
+		     void *e)
 {
 	size_t sz = 1u << 20;
 	struct json_arena a = { malloc(sz), sz, 0 };
@@ -344,28 +351,58 @@ static int watch_events(struct e2b_envd *e, const char *root, const char *text, 
 		json_get_str(k, "path", &p);
 		json_get_str(k, "to", &to);
 		if (!strcmp(t, "rename") && to && write_temp(p))
-			r = fs_event(e, rel(root, to), "EVENT_TYPE_WRITE");
+			r = emit(e, rel(root, to), "EVENT_TYPE_WRITE");
 		else if (write_temp(p))
 			continue;
 		else if (!strcmp(t, "create"))
-			r = fs_event(e, rel(root, p), "EVENT_TYPE_CREATE");
+			r = emit(e, rel(root, p), "EVENT_TYPE_CREATE");
 		else if (!strcmp(t, "modify"))
-			r = fs_event(e, rel(root, p), "EVENT_TYPE_WRITE");
+			r = emit(e, rel(root, p), "EVENT_TYPE_WRITE");
 		else if (!strcmp(t, "delete"))
-			r = fs_event(e, rel(root, p), "EVENT_TYPE_REMOVE");
+			r = emit(e, rel(root, p), "EVENT_TYPE_REMOVE");
 		else if (!strcmp(t, "rename")) {
-			r = fs_event(e, rel(root, p), "EVENT_TYPE_RENAME");
+			r = emit(e, rel(root, p), "EVENT_TYPE_RENAME");
 			if (!r && to)
-				r = fs_event(e, rel(root, to), "EVENT_TYPE_CREATE");
+				r = emit(e, rel(root, to), "EVENT_TYPE_CREATE");
 		}
 	}
 	free(a.buf);
 	return r;
 }
 
+int e2b_watch_open(struct e2b_envd *e, const char *path, int recursive)
+{
+	char fields[PATH_MAX + 128], res[1024];
+	struct json_writer w;
+	struct api_error ae;
+	int fd, r;
+
+	e2b_op_fields(&w, fields, sizeof(fields), "watch", path);
+	jw_key(&w, "recursive");
+	jw_bool(&w, recursive);
+	jw_key(&w, "coalesce_ms");
+	jw_int(&w, 20);
+	if (!jw_done(&w)) {
+		e2b_rpc_error(e, "invalid_argument", "path: too long");
+		return -ENAMETOOLONG;
+	}
+	fd = api_open_v(&e->addr, 2, fields);
+	if (fd < 0) {
+		e2b_rpc_error(e, "unavailable", "the sandbox API: %s", strerror(-fd));
+		return fd;
+	}
+	if ((r = api_result(fd, res, sizeof(res), &ae))) {
+		close(fd);
+		e2b_rpc_error(e, r == -1 ? connect_errno_code(ae.eno) : "unavailable", "%s: %s", path,
+			      r == -1 ? ae.message : "the sandbox API failed");
+		return r == -1 ? -ae.eno : -EPIPE;
+	}
+	return fd;
+}
+
 static int watch_dir(struct e2b_envd *e, const struct json *req)
 {
-	char path[PATH_MAX], fields[PATH_MAX + 128], res[1024], *buf = NULL;
+	char path[PATH_MAX], res[1024], *buf = NULL;
 	struct json_writer w;
 	struct api_error ae;
 	int rec = 0, fd, r;
@@ -375,21 +412,8 @@ static int watch_dir(struct e2b_envd *e, const struct json *req)
 	if (req_path(e, req, "path", path, sizeof(path)))
 		return 0;
 	json_get_bool(req, "recursive", &rec);
-	e2b_op_fields(&w, fields, sizeof(fields), "watch", path);
-	jw_key(&w, "recursive");
-	jw_bool(&w, rec);
-	jw_key(&w, "coalesce_ms");
-	jw_int(&w, 20);
-	if (!jw_done(&w))
-		return e2b_rpc_error(e, "invalid_argument", "path: too long");
-	fd = api_open_v(&e->addr, 2, fields);
-	if (fd < 0)
-		return e2b_rpc_error(e, "unavailable", "the sandbox API: %s", strerror(-fd));
-	if ((r = api_result(fd, res, sizeof(res), &ae))) {
-		close(fd);
-		return e2b_rpc_error(e, r == -1 ? connect_errno_code(ae.eno) : "unavailable", "%s: %s", path,
-				     r == -1 ? ae.message : "the sandbox API failed");
-	}
+	if ((fd = e2b_watch_open(e, path, rec)) < 0)
+		return 0;
 	jw_init(&w, res, sizeof(res));
 	jw_raw(&w, "{\"start\":{}}");
 	if (!(buf = malloc(FRAME_MAX + 1)) || e2b_rpc_stream_msg(e, &w)) {
@@ -419,7 +443,7 @@ static int watch_dir(struct e2b_envd *e, const struct json *req)
 			r = e2b_rpc_stream_end(e, "unavailable", "the sandbox API closed the watch");
 			break;
 		}
-		if (type == F_EVENT && (r = watch_events(e, path, buf, len)))
+		if (type == F_EVENT && (r = e2b_watch_events(path, buf, len, fs_event, e)))
 			break;
 		if (type == F_ERROR) {
 			buf[len] = '\0';
@@ -453,5 +477,7 @@ int e2b_fs(struct e2b_envd *e, const char *method, const struct json *req)
 		return remove_path(e, req);
 	if (!strcmp(method, "WatchDir"))
 		return watch_dir(e, req);
+	if (!strcmp(method, "CreateWatcher") || !strcmp(method, "GetWatcherEvents") || !strcmp(method, "RemoveWatcher"))
+		return e2b_watcher(e, method, req);
 	return e2b_rpc_error(e, "unimplemented", "filesystem.Filesystem/%s is not served by vmm's E2B gateway", method);
 }

@@ -306,6 +306,7 @@ int e2b_serve(const struct e2b_serve_opts *o)
 		r = r ? r : -errno;
 	if (have_reaper)
 		pthread_join(reaper, NULL);
+	e2b_watchers_free(&srv);
 out:
 	if (sfd >= 0)
 		close(sfd);

@@ -140,12 +140,15 @@ int e2b_pb_to_json(const struct pb_msg *m, const uint8_t *b, size_t len, struct 
 long e2b_pb_from_json(const struct pb_msg *m, const struct json *j, uint8_t *out, size_t cap);
 
 /* ---- the server ---- */
+#define E2B_WATCHERS 64
+struct e2b_watcher;
 struct e2b_server {
 	const struct e2b_serve_opts *o;
 	char keys_dir[PATH_MAX + 16];
 	pthread_mutex_t lock; /* records, the connection count */
 	unsigned conns;
 	int stop[2];          /* readable once the server stops */
+	struct e2b_watcher *watchers[E2B_WATCHERS]; /* CreateWatcher's (under lock) */
 };
 
 /* One connection. */
@@ -242,6 +245,19 @@ int e2b_abs_path(const char *in, char *out, size_t len);
 int e2b_process(struct e2b_envd *e, const char *method, const struct json *req);
 /* e2b_fs.c: filesystem.Filesystem/<method>. */
 int e2b_fs(struct e2b_envd *e, const char *method, const struct json *req);
+/* e2b_fs.c, for the watchers: the API watch of path opened (its RESULT
+ * read): the fd, or -errno with the Connect error sent. */
+int e2b_watch_open(struct e2b_envd *e, const char *path, int recursive);
+/* One EVENT frame's events as (name relative to root, EventType name)
+ * through emit; the first non-zero emit ends it and is returned. */
+int e2b_watch_events(const char *root, const char *text, size_t len, int (*emit)(void *, const char *, const char *),
+		     void *ctx);
+/* A FilesystemEvent {"name","type"} into w. */
+void e2b_fs_event_json(struct json_writer *w, const char *name, const char *type);
+/* e2b_watch.c: CreateWatcher, GetWatcherEvents, RemoveWatcher. */
+int e2b_watcher(struct e2b_envd *e, const char *method, const struct json *req);
+/* The server's end: every watcher stopped. */
+void e2b_watchers_free(struct e2b_server *srv);
 /* e2b_files.c: GET and POST /files (envd.yaml). */
 int e2b_files(struct e2b_envd *e);
 

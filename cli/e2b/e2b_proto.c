@@ -88,6 +88,9 @@ MSG(pb_fs_event, { .num = 1, .json = "name", .type = PB_STRING }, { .num = 2, .j
 MSG(pb_watch_resp, { .num = 1, .json = "start", .type = PB_MSG, .msg = &pb_empty }, { .num = 2, .json = "filesystem", .type = PB_MSG, .msg = &pb_fs_event },
     { .num = 3, .json = "keepalive", .type = PB_MSG, .msg = &pb_empty });
 
+MSG(pb_watcher_req, { .num = 1, .json = "watcherId", .type = PB_STRING });
+MSG(pb_events_resp, { .num = 1, .json = "events", .type = PB_MSG, .repeated = 1, .msg = &pb_fs_event });
+
 static const struct {
 	const char *path; /* service/method */
 	const struct pb_msg *req, *resp;
@@ -105,6 +108,9 @@ static const struct {
 	{ "filesystem.Filesystem/ListDir", &pb_listdir_req, &pb_listdir_resp },
 	{ "filesystem.Filesystem/Remove", &pb_path_req, &pb_empty },
 	{ "filesystem.Filesystem/WatchDir", &pb_watch_req, &pb_watch_resp },
+	{ "filesystem.Filesystem/CreateWatcher", &pb_watch_req, &pb_watcher_req },
+	{ "filesystem.Filesystem/GetWatcherEvents", &pb_watcher_req, &pb_events_resp },
+	{ "filesystem.Filesystem/RemoveWatcher", &pb_watcher_req, &pb_empty },
 };
 
 int e2b_pb_method(const char *service, const char *method, const struct pb_msg **req, const struct pb_msg **resp)

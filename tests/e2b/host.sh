@@ -87,6 +87,30 @@ res $? "Connect binary: an error is JSON with its status (not_found, 404)" "$cod
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: e2b-host" -H "X-Access-Token: $tok" \
 	-H 'Content-Type: application/xml' --data-binary x "$url/filesystem.Filesystem/Stat")
 res $([ "$code" = 415 ]; echo $?) "Connect: another codec is refused (415)" "$code"
+# polled watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher: the
+# Python SDK's synchronous watch_dir)
+mkdir "$tmp/wdir"
+rpc() { curl -s -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: e2b-host" -H "X-Access-Token: $tok" \
+	-H 'Content-Type: application/json' -d "$2" "$url/filesystem.Filesystem/$1"; }
+code=$(rpc CreateWatcher "{\"path\":\"$tmp/wdir\"}")
+wid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["watcherId"])' "$tmp/out" 2> /dev/null)
+res $([ "$code" = 200 ] && [ -n "$wid" ]; echo $?) "CreateWatcher: an ID" "$code $(cat "$tmp/out")"
+printf x | curl -s -o /dev/null -H "E2b-Sandbox-Id: e2b-host" -H "X-Access-Token: $tok" \
+	-H 'Content-Type: application/octet-stream' --data-binary @- "$url/files?path=$tmp/wdir/polled.txt"
+for _ in $(seq 50); do
+	rpc GetWatcherEvents "{\"watcherId\":\"$wid\"}" > "$tmp/code"
+	cat "$tmp/out" >> "$tmp/events"
+	grep -q polled.txt "$tmp/out" && break
+	sleep 0.1
+done
+grep -q '"name":"polled.txt","type":"EVENT_TYPE_WRITE"' "$tmp/events"
+res $? "GetWatcherEvents: the write" "$(cat "$tmp/events")"
+rpc GetWatcherEvents "{\"watcherId\":\"$wid\"}" > /dev/null
+grep -q '^{"events":\[\]}$' "$tmp/out"
+res $? "GetWatcherEvents: emptied by the poll" "$(cat "$tmp/out")"
+code=$(rpc RemoveWatcher "{\"watcherId\":\"$wid\"}")
+code2=$(rpc GetWatcherEvents "{\"watcherId\":\"$wid\"}")
+res $([ "$code" = 200 ] && [ "$code2" = 404 ]; echo $?) "RemoveWatcher: then it is gone (404)" "$code $code2"
 # schemas: the answers against openapi.yml
 curl -s -H "X-API-KEY: $key" "$url/v2/sandboxes" > "$tmp/list.json"
 curl -s -H "X-API-KEY: $key" "$url/sandboxes/e2b-host" > "$tmp/detail.json"

@@ -55,7 +55,7 @@ cli_figure() {
 cli_figure before
 key=$("$vmm" e2b key create)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$vmm" e2b serve --listen "127.0.0.1:$port" > "$tmp/gw.log" 2>&1 &
+VMM_LOG=debug "$vmm" e2b serve --listen "127.0.0.1:$port" > "$tmp/gw.log" 2>&1 &
 gw=$!
 for _ in $(seq 100); do grep -q "serving the E2B API" "$tmp/gw.log" && break; sleep 0.1; done
 url=http://127.0.0.1:$port
@@ -66,6 +66,8 @@ sfail=$(sed -n 's/^  sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\2/p' "$tmp/sdk.out"
 ok=$((ok + ${sok:-0}))
 fail=$((fail + ${sfail:-1}))
 cli_figure after
+# the gateway's side of each create (vmm run -d, then the record)
+sed -n 's/^.*debug: e2b: \(i[a-z0-9]*\): created in \([0-9]*\) ms$/figure: the gateway created \1 in \2 ms/p' "$tmp/gw.log"
 [ "$fail" = 0 ] || { echo "--- gateway log"; tail -30 "$tmp/gw.log"; }
 echo "e2b-vm: $ok passed, $fail failed"
 [ "$fail" = 0 ]
