@@ -280,13 +280,40 @@ static int template_ok(const char *t)
 	       t[0] != '-' && t[0] != '.';
 }
 
+/* A new E2B sandbox from what `argv` starts (vmm run -d or restore -d,
+ * argv[4] its name): its token and record (a copy of *like's template,
+ * metadata and envVars), then *rec filled. 0 or -errno (then nothing of
+ * it is left). */
+static int start_sandbox(struct e2b_server *srv, const char **argv, const char *id, const struct e2b_rec *like,
+			 long long timeout, int auto_pause, struct e2b_rec *rec)
+{
+	struct sandbox sb;
+	int k = run_vmm(srv, argv);
+
+	if (k != 0 || sandbox_lookup(&sb, id)) {
+		log_warn("e2b: vmm %s for sandbox %s failed: status %d", argv[1], id, k);
+		return -EIO;
+	}
+	*rec = *like;
+	rec->started = (long long)time(NULL);
+	rec->end = rec->started + timeout;
+	rec->auto_pause = auto_pause;
+	if ((k = e2b_token_issue(sb.dir, rec->token, sizeof(rec->token))) || (k = e2b_rec_write(sb.dir, rec))) {
+		struct sandbox_status st;
+
+		if (sandbox_status(id, &st) == 0 && sandbox_stop(&st, 0) == 0)
+			sandbox_delete(&st.sb);
+		return k;
+	}
+	return 0;
+}
+
 static int create(struct e2b_conn *c, const struct e2b_req *r)
 {
 	char arena_buf[65536], id[32];
 	struct json_arena a = { arena_buf, sizeof(arena_buf), 0 };
 	const struct json *b = body_json(r, &a), *vm;
-	struct e2b_rec rec = { 0 };
-	struct sandbox sb;
+	struct e2b_rec rec, like = { 0 };
 	const char *tmpl;
 	long long timeout, t0;
 	int k, ap = 0;
@@ -297,11 +324,12 @@ static int create(struct e2b_conn *c, const struct e2b_req *r)
 		return e2b_send_error(c, 400, "templateID: the name of a vmm image (base, NAME or NAME:VERSION)");
 	if (get_secs(b, "timeout", E2B_TIMEOUT_DEFAULT, &timeout))
 		return e2b_send_error(c, 400, "timeout: seconds");
-	if (json_get(b, "autoPause") && json_get_bool(b, "autoPause", &ap) && json_get(b, "autoPause")->type != JSON_NULL)
+	vm = json_get(b, "autoPause");
+	if (vm && vm->type != JSON_NULL && json_get_bool(b, "autoPause", &ap))
 		return e2b_send_error(c, 400, "autoPause: a boolean");
-	if (copy_strmap(json_get(b, "metadata"), rec.metadata, sizeof(rec.metadata)))
+	if (copy_strmap(json_get(b, "metadata"), like.metadata, sizeof(like.metadata)))
 		return e2b_send_error(c, 400, "metadata: an object of strings");
-	if (copy_strmap(json_get(b, "envVars"), rec.envs, sizeof(rec.envs)))
+	if (copy_strmap(json_get(b, "envVars"), like.envs, sizeof(like.envs)))
 		return e2b_send_error(c, 400, "envVars: an object of strings");
 	vm = json_get(b, "volumeMounts");
 	if (vm && vm->type == JSON_ARR && vm->u.kids.count)
@@ -310,30 +338,19 @@ static int create(struct e2b_conn *c, const struct e2b_req *r)
 	if (new_id(id, sizeof(id)))
 		return e2b_send_error(c, 500, "no random ID");
 	t0 = cli_mono_ms();
+	snprintf(like.template_id, sizeof(like.template_id), "%s", tmpl);
 	{
 		/* no --label: an option a warm restore cannot honour makes it a
 		 * cold boot (cli/images/image_store.c, warm_ok): 3x slower */
 		const char *argv[] = { NULL, "run", "-d", "--name", id, "--image", tmpl, NULL };
 
-		k = run_vmm(c->srv, argv);
+		k = start_sandbox(c->srv, argv, id, &like, timeout, ap, &rec);
 	}
-	if (k != 0 || sandbox_lookup(&sb, id)) {
-		log_warn("e2b: vmm run -d --image %s (sandbox %s) failed: status %d", tmpl, id, k);
+	if (k == -EIO)
 		return e2b_send_error(c, 400, "template \"%s\": the sandbox did not start (is it a vmm image? "
 					      "vmm image ls); the gateway's log says why", tmpl);
-	}
-	log_debug("e2b: %s: vmm run -d --image %s took %lld ms", id, tmpl, cli_mono_ms() - t0);
-	snprintf(rec.template_id, sizeof(rec.template_id), "%s", tmpl);
-	rec.started = (long long)time(NULL);
-	rec.end = rec.started + timeout;
-	rec.auto_pause = ap;
-	if ((k = e2b_token_issue(sb.dir, rec.token, sizeof(rec.token))) || (k = e2b_rec_write(sb.dir, &rec))) {
-		struct sandbox_status st;
-
-		if (sandbox_status(id, &st) == 0 && sandbox_stop(&st, 0) == 0)
-			sandbox_delete(&st.sb);
+	if (k)
 		return e2b_send_error(c, 500, "sandbox %s: its record: %s", id, strerror(-k));
-	}
 	{
 		char out[4096];
 		struct json_writer w;
@@ -343,6 +360,70 @@ static int create(struct e2b_conn *c, const struct e2b_req *r)
 		log_debug("e2b: %s: created in %lld ms", id, cli_mono_ms() - t0);
 		return e2b_send_json(c, 201, &w);
 	}
+}
+
+/* fork: the sandbox snapshotted in place (vmm snapshot: paused a moment,
+ * then running on), and count clones restored from it (vmm restore -d),
+ * each its own E2B sandbox with the source's template, metadata and
+ * envVars. The snapshot stays in the state directory's .e2b/snapshots
+ * while the gateway's state does (clones map its memory). */
+static int fork_sandbox(struct e2b_conn *c, const struct e2b_req *r, const char *src)
+{
+	char arena_buf[4096], dir[PATH_MAX + 64], *out;
+	struct json_arena a = { arena_buf, sizeof(arena_buf), 0 };
+	const struct json *b = body_json(r, &a);
+	size_t cap = 1 << 16;
+	struct sandbox_status st;
+	struct e2b_rec rec, like;
+	struct json_writer w;
+	long long timeout, count;
+	char snap_id[32];
+	int i, k;
+
+	if (lookup(src, &st, &like))
+		return not_found(c, src);
+	if (st.state != SB_RUNNING)
+		return e2b_send_error(c, 409, "sandbox %s is not running", src);
+	if (!b || get_secs(b, "timeout", E2B_TIMEOUT_DEFAULT, &timeout) || get_secs(b, "count", 1, &count) ||
+	    count < 1 || count > 16)
+		return e2b_send_error(c, 400, "timeout: seconds; count: 1 to 16");
+	if (new_id(snap_id, sizeof(snap_id)) || (size_t)snprintf(dir, sizeof(dir), "%s/snapshots", c->srv->keys_dir) >=
+							  sizeof(dir) || cli_mkdir_p(dir, 0700))
+		return e2b_send_error(c, 500, "no folder for the snapshot");
+	snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/%s-%s", src, snap_id);
+	{
+		const char *argv[] = { NULL, "snapshot", src, dir, NULL };
+
+		if (run_vmm(c->srv, argv))
+			return e2b_send_error(c, 500, "sandbox %s: the snapshot failed (the gateway's log says why)", src);
+	}
+	if (!(out = malloc(cap)))
+		return e2b_send_error(c, 500, "out of memory");
+	jw_init(&w, out, cap);
+	jw_arr(&w);
+	for (i = 0; i < count; i++) {
+		char id[32];
+		const char *argv[] = { NULL, "restore", dir, "-d", "--name", id, NULL };
+
+		jw_obj(&w);
+		if (new_id(id, sizeof(id)) || (k = start_sandbox(c->srv, argv, id, &like, timeout, like.auto_pause, &rec))) {
+			jw_key(&w, "error");
+			jw_obj(&w);
+			jw_key(&w, "code");
+			jw_int(&w, 500);
+			jw_key(&w, "message");
+			jw_str(&w, "the clone did not start (the gateway's log says why)");
+			jw_obj_end(&w);
+		} else {
+			jw_key(&w, "sandbox");
+			sandbox_json(&w, id, &rec);
+		}
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	k = e2b_send_json(c, 201, &w);
+	free(out);
+	return k;
 }
 
 /* Does the record's metadata hold every pair of `filter` ("k=v&k2=v2",
@@ -557,8 +638,16 @@ int e2b_control(struct e2b_conn *c, const struct e2b_req *r)
 		return pause_sandbox(c, id);
 	if (!strcmp(m, "POST") && (!strcmp(rest, "/connect") || !strcmp(rest, "/resume")))
 		return connect_sandbox(c, r, id, !strcmp(rest, "/resume"));
-	if (!strcmp(m, "GET") && !strcmp(rest, "/metrics"))
-		return e2b_send(c, 200, "application/json", "[]", 2, NULL);
+	if (!strcmp(m, "POST") && !strcmp(rest, "/fork"))
+		return fork_sandbox(c, r, id);
+	if (!strcmp(m, "GET") && !strcmp(rest, "/metrics")) {
+		struct sandbox_status st;
+		struct e2b_rec rec;
+
+		if (lookup(id, &st, &rec))
+			return not_found(c, id);
+		return e2b_metrics(c, id, &st);
+	}
 	return e2b_send_error(c, 501, "%s %s is not served by vmm's E2B gateway (docs/e2b.md)", m, r->path);
 }
 

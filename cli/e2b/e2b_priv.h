@@ -199,6 +199,9 @@ int e2b_rec_read(const char *dir, struct e2b_rec *rec);
 int e2b_rec_write(const char *dir, const struct e2b_rec *rec);
 /* Routes a control plane request. 0 or -EPIPE. */
 int e2b_control(struct e2b_conn *c, const struct e2b_req *r);
+/* e2b_metrics.c: GET /sandboxes/{id}/metrics of a running or paused
+ * sandbox. 0 or -EPIPE. */
+int e2b_metrics(struct e2b_conn *c, const char *id, const struct sandbox_status *st);
 /* Runs `vmm VERB ID` (suspend, resume) with default signals. Its status. */
 int e2b_vmm(const struct e2b_server *srv, const char *verb, const char *id);
 /* The timeout reaper's round: sandboxes past their end are killed, or
