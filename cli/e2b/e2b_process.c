@@ -446,25 +446,65 @@ static int input(struct e2b_envd *e, const struct json *req, enum input_kind kin
 	return e2b_rpc_empty(e);
 }
 
-/* Connect: the process's output, then its end. */
+/* Where process id's streams end now (the API's list), and whether it
+ * runs. 0, -ESRCH (not listed) or -errno. */
+static int proc_ends(struct e2b_envd *e, int64_t id, uint64_t *out_end, uint64_t *err_end, int *running, char *err,
+		     size_t errlen)
+{
+	struct json_arena a = { malloc(8u << 20), 8u << 20, 0 };
+	const struct json *root, *p, *l;
+	char *text = NULL;
+	int r = a.buf ? processes(e, &text, &a, &root, err, errlen) : -ENOMEM;
+
+	if (!r) {
+		r = -ESRCH;
+		snprintf(err, errlen, "process %lld: no such process", (long long)id);
+		l = json_get(root, "processes");
+		for (p = l && l->type == JSON_ARR ? l->u.kids.first : NULL; p && r; p = p->next) {
+			const struct json *so = json_get(p, "stdout"), *se = json_get(p, "stderr");
+			const char *st = "";
+			int64_t pid, o = 0, x = 0;
+
+			if (json_get_int(p, "id", &pid) || pid != id)
+				continue;
+			json_get_str(p, "state", &st);
+			if (so)
+				json_get_int(so, "end", &o);
+			if (se)
+				json_get_int(se, "end", &x);
+			*out_end = (uint64_t)o;
+			*err_end = (uint64_t)x;
+			*running = !strcmp(st, "running");
+			r = 0;
+		}
+	}
+	free(text);
+	free(a.buf);
+	return r;
+}
+
+/* Connect: the process's output from now on (envd replays nothing), then
+ * its end. */
 static int reconnect(struct e2b_envd *e, const struct json *req)
 {
 	char err[512], ev[128];
 	struct json_writer w;
+	uint64_t o = 0, x = 0;
 	int64_t id;
-	int r;
+	int r, running = 0;
 
 	if (!e->stream)
 		return e2b_rpc_error(e, "unimplemented", "Connect is a server-streaming call");
-	if ((r = select_id(e, req, &id, err, sizeof(err))))
+	if ((r = select_id(e, req, &id, err, sizeof(err))) ||
+	    (r = proc_ends(e, id, &o, &x, &running, err, sizeof(err))))
 		return e2b_rpc_error(e, connect_errno_code(r), "%s", err);
+	if (!running)
+		return e2b_rpc_error(e, "not_found", "process %lld has exited", (long long)id);
 	jw_init(&w, ev, sizeof(ev));
 	e2b_event_start(&w, (uint32_t)id);
 	if (e2b_rpc_stream_msg(e, &w))
 		return -EPIPE;
-	/* what the ring kept is sent again (envd sends only what comes after
-	 * the call: docs/e2b.md, "Differences") */
-	return follow(e, id, 0, 0, 0, call_deadline(e->r));
+	return follow(e, id, o, x, 0, call_deadline(e->r));
 }
 
 int e2b_process(struct e2b_envd *e, const char *method, const struct json *req)

@@ -100,6 +100,11 @@ async function commands(sbx) {
     const procs = await sbx.commands.list()
     check('commands.list: the background command', procs.some((p) => p.pid === h.pid), JSON.stringify(procs))
     check('background: its output read', await until(() => h.stdout.includes('tick\ntick\n')), JSON.stringify(h.stdout))
+    await sleep(600)
+    const again = await sbx.commands.connect(h.pid, { timeoutMs: 0 })
+    check('commands.connect: the output from then on',
+      await until(() => again.stdout.includes('tick')) && again.stdout.length < h.stdout.length,
+      `${again.stdout.length} < ${h.stdout.length}`)
     check('commands.kill: killed', (await sbx.commands.kill(h.pid)) === true)
     let ended
     try {
