@@ -146,7 +146,7 @@ static void serve_conn(struct e2b_conn *c)
 	long long deadline = cli_mono_ms() + E2B_IDLE_MS;
 
 	while (buf) {
-		struct e2b_req r;
+		struct e2b_req r = { 0 }; /* with nothing read yet, no 100 Continue is due */
 		long n = len ? e2b_req_parse(buf, len, E2B_BODY_MAX, &r) : 0;
 		struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN }, { .fd = c->srv->stop[0], .events = POLLIN } };
 		long long left;
