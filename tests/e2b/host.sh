@@ -26,6 +26,7 @@ mkdir -m 700 "$tmp/state" "$tmp/state/e2b-host" "$tmp/work"
 VMM_API_TOKEN=host-e2b-token setsid "$gi" --serve-unix "$tmp/api.sock" > "$tmp/gi.log" 2>&1 &
 gipid=$!
 pids+=("$gipid")
+disown "$gipid" # the reaper kills it (the timeout check): no "Killed" line
 for _ in $(seq 50); do [ -S "$tmp/api.sock" ] && break; sleep 0.1; done
 sb=$tmp/state/e2b-host
 ln -s "$tmp/api.sock" "$sb/vsock.sock"
@@ -143,6 +144,17 @@ else
 	echo "FAIL the E2B SDK could not be installed (tests/e2b/sdk.sh)"
 	fail=$((fail + 1))
 fi
+# the timeout: once its end has passed, the gateway's reaper kills the
+# sandbox (here: its stand-in VMM, this guest-init) and removes it
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "X-API-KEY: $key" -H 'Content-Type: application/json' \
+	-d '{"timeout":1}' "$url/sandboxes/e2b-host/timeout")
+gone=1
+for _ in $(seq 50); do
+	[ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-API-KEY: $key" "$url/sandboxes/e2b-host")" = 404 ] &&
+		[ ! -e "$sb" ] && { gone=0; break; }
+	sleep 0.2
+done
+res $([ "$code" = 204 ] && [ $gone = 0 ]; echo $?) "the timeout: the sandbox is killed and removed past its end" "$code"
 [ "$fail" = 0 ] || { echo "--- gateway log"; tail -20 "$tmp/gw.log"; }
 echo "e2b-host: $ok passed, $fail failed"
 [ "$fail" = 0 ]
