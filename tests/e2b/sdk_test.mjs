@@ -229,6 +229,16 @@ async function lifecycle(sbx) {
     check('connect: the background process is still there', procs.some((p) => p.pid === h.pid), JSON.stringify(procs))
     await again.commands.kill(h.pid)
   })
+  await part('autopause', async () => {
+    const ap = await Sandbox.create('base', { timeoutMs: 5000, lifecycle: { onTimeout: 'pause' } })
+    await ap.files.write('/root/ap.txt', 'before the timeout')
+    const paused = await until(async () => (await Sandbox.getInfo(ap.sandboxId)).state === 'paused', 90000)
+    check('lifecycle onTimeout pause: paused at its timeout', paused)
+    const back = await Sandbox.connect(ap.sandboxId)
+    check('lifecycle onTimeout pause: connect resumes it, its file kept',
+      (await back.files.read('/root/ap.txt')) === 'before the timeout')
+    await back.kill()
+  })
   await part('fork', async () => {
     await sbx.files.write('/root/forked.txt', 'from the parent')
     const t0 = performance.now()
