@@ -11,7 +11,7 @@
 static void e2b_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: vmm e2b serve [--listen ADDR:PORT] [--allow-remote]\n"
+		"usage: vmm e2b serve [--listen ADDR:PORT] [--allow-remote] [--run-arg OPTION]...\n"
 		"       vmm e2b key create\n\n"
 		"serve answers E2B's API (the control plane and each sandbox's envd) so that\n"
 		"agents written for E2B's SDKs run on this host's vmm sandboxes, with\n"
@@ -20,7 +20,11 @@ static void e2b_usage(FILE *out)
 		"Templates are vmm images (base, NAME[:VERSION]); see docs/e2b.md.\n\n"
 		"  --listen ADDR:PORT  where to serve (default " E2B_DEFAULT_LISTEN "; a PORT alone is\n"
 		"                      127.0.0.1:PORT)\n"
-		"  --allow-remote      allow a non-loopback address (plain HTTP: put TLS in front)\n\n"
+		"  --allow-remote      allow a non-loopback address (plain HTTP: put TLS in front)\n"
+		"  --run-arg OPTION    an option for each sandbox's vmm run -d (repeatable, at most 16:\n"
+		"                      --run-arg=--egress-policy=FILE gives them HTTPS through the\n"
+		"                      egress proxy; an option a warm restore cannot honour makes each\n"
+		"                      start a boot of the image)\n\n"
 		"key create prints a new API key; only its hash is kept (state directory, .e2b).\n");
 }
 
@@ -28,6 +32,8 @@ static int e2b_main(int argc, char **argv)
 {
 	struct e2b_serve_opts o = { .listen = E2B_DEFAULT_LISTEN };
 	char vmm[PATH_MAX + 8], dir[PATH_MAX];
+	const char *run_args[E2B_RUN_ARGS_MAX + 1];
+	unsigned nra = 0;
 	int i;
 
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -53,9 +59,15 @@ static int e2b_main(int argc, char **argv)
 			o.listen = argv[i] + 9;
 		else if (!strcmp(argv[i], "--allow-remote"))
 			o.allow_remote = 1;
-		else
-			return cli_bad_arg("e2b", argv[i], "--listen");
+		else if ((!strcmp(argv[i], "--run-arg") && i + 1 < argc) || !strncmp(argv[i], "--run-arg=", 10)) {
+			if (nra == E2B_RUN_ARGS_MAX)
+				return cli_usage_error("e2b", "at most %d --run-arg", E2B_RUN_ARGS_MAX);
+			run_args[nra++] = argv[i][9] == '=' ? argv[i] + 10 : argv[++i];
+		} else
+			return cli_bad_arg("e2b", argv[i], "--listen --run-arg");
 	}
+	run_args[nra] = NULL;
+	o.run_args = run_args;
 	/* Sandboxes start through the lean vmm beside this binary (vmm-tls
 	 * hands nothing to it: it is the whole CLI, but slower to start). */
 	if (cli_exe_dir(dir, sizeof(dir)) == 0) {

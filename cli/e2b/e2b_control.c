@@ -342,8 +342,14 @@ static int create(struct e2b_conn *c, const struct e2b_req *r)
 	{
 		/* no --label: an option a warm restore cannot honour makes it a
 		 * cold boot (cli/images/image_store.c, warm_ok): 3x slower */
-		const char *argv[] = { NULL, "run", "-d", "--name", id, "--image", tmpl, NULL };
+		const char *argv[8 + E2B_RUN_ARGS_MAX] = { NULL, "run", "-d", "--name", id, "--image", tmpl };
+		const char *const *ra = c->srv->o->run_args;
+		unsigned n = 7;
 
+		/* the operator's --run-arg options (an --egress-policy, --mem) */
+		while (ra && *ra && n < 7 + E2B_RUN_ARGS_MAX)
+			argv[n++] = *ra++;
+		argv[n] = NULL;
 		k = start_sandbox(c->srv, argv, id, &like, timeout, ap, &rec);
 	}
 	if (k == -EIO)

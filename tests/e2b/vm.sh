@@ -55,7 +55,8 @@ cli_figure() {
 cli_figure before
 key=$("$vmm" e2b key create)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-VMM_LOG=debug "$vmm" e2b serve --listen "127.0.0.1:$port" > "$tmp/gw.log" 2>&1 &
+# --run-arg: an option each vmm run -d gets (--ttl: one a warm restore honours)
+VMM_LOG=debug "$vmm" e2b serve --listen "127.0.0.1:$port" --run-arg=--ttl=3h > "$tmp/gw.log" 2>&1 &
 gw=$!
 for _ in $(seq 100); do grep -q "serving the E2B API" "$tmp/gw.log" && break; sleep 0.1; done
 url=http://127.0.0.1:$port
@@ -66,6 +67,15 @@ sfail=$(sed -n 's/^  sdk: \([0-9]*\) ok, \([0-9]*\) failed$/\2/p' "$tmp/sdk.out"
 ok=$((ok + ${sok:-0}))
 fail=$((fail + ${sfail:-1}))
 cli_figure after
+# a create with curl: the gateway's --run-arg reached vmm run (its TTL),
+# and DELETE removes it
+id=$(curl -s -X POST -H "X-API-KEY: $key" -H 'Content-Type: application/json' -d '{"templateID":"base","timeout":60}' \
+	"$url/v2/sandboxes" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sandboxID"])' 2> /dev/null)
+ttl=$("$vmm" inspect "$id" 2> /dev/null | python3 -c 'import json,sys,time; d=json.load(sys.stdin); d=d[0] if isinstance(d,list) else d; print(int(d["expires"]-time.time()))' 2> /dev/null)
+code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "X-API-KEY: $key" "$url/sandboxes/$id")
+res $([ -n "$id" ] && [ "${ttl:-0}" -gt 10000 ] && [ "${ttl:-0}" -le 10800 ] && [ "$code" = 204 ] &&
+	! "$vmm" inspect "$id" > /dev/null 2>&1; echo $?) "--run-arg reaches each vmm run -d (--ttl 3h); DELETE removes the sandbox" \
+	"id=$id ttl=$ttl delete=$code"
 # the gateway's side of each create (vmm run -d, then the record)
 sed -n 's/^.*debug: e2b: \(i[a-z0-9]*\): created in \([0-9]*\) ms$/figure: the gateway created \1 in \2 ms/p' "$tmp/gw.log"
 [ "$fail" = 0 ] || { echo "--- gateway log"; tail -30 "$tmp/gw.log"; }
