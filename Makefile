@@ -58,9 +58,10 @@ CLI_MCP_SRCS        := $(wildcard cli/mcp/*.c)
 CLI_OCI_SRCS        := $(wildcard cli/oci/*.c)
 CLI_LAUNCH_SRCS     := $(wildcard cli/launch/*.c)
 CLI_DRIVE_SRCS      := $(wildcard cli/drive/*.c)
+CLI_E2B_SRCS        := $(wildcard cli/e2b/*.c)
 CLI_VERB_SRCS       := $(filter-out cli/tls.c cli/notls.c,$(wildcard cli/*.c))
 CLI_SRCS  := $(CLI_VERB_SRCS) $(CLI_UTIL_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_EGRESS_SRCS) $(CLI_IMAGES_SRCS) \
-             $(CLI_DOCKERFILE_SRCS) $(CLI_MCP_SRCS) $(CLI_OCI_SRCS) $(CLI_LAUNCH_SRCS) $(CLI_DRIVE_SRCS)
+             $(CLI_DOCKERFILE_SRCS) $(CLI_MCP_SRCS) $(CLI_OCI_SRCS) $(CLI_LAUNCH_SRCS) $(CLI_DRIVE_SRCS) $(CLI_E2B_SRCS)
 # The egress proxy speaks TLS to upstreams (cli/egress/egress_proxy.c), vmm image pull
 # speaks the registry API (libcurl) and unpacks gzip and zstd layers: only
 # vmm-tls links these. `vmm` is the rest and hands command lines that need
@@ -68,9 +69,9 @@ CLI_SRCS  := $(CLI_VERB_SRCS) $(CLI_UTIL_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_EGRESS_
 # libraries and 54,000 relocations to every start. The whole egress, MCP
 # and Dockerfile subsystems are vmm-tls's: the lean vmm calls none of them.
 TLS_LIBS  := -lssl -lcrypto -lcurl -lz -lzstd
-TLS_CLI_SRCS := $(CLI_EGRESS_SRCS) $(CLI_MCP_SRCS) $(CLI_DOCKERFILE_SRCS) cli/egress_cmd.c cli/mcp_cmd.c cli/token.c \
+TLS_CLI_SRCS := $(CLI_EGRESS_SRCS) $(CLI_MCP_SRCS) $(CLI_E2B_SRCS) $(CLI_DOCKERFILE_SRCS) cli/egress_cmd.c cli/mcp_cmd.c cli/e2b_cmd.c cli/token.c \
              cli/images/registry.c cli/images/oci_unpack.c cli/images/oci_digest.c cli/images/image_pull.c \
-             cli/images/image_build.c cli/images/unpack_cache.c
+             cli/images/image_build.c cli/images/unpack_cache.c cli/util/listen.c
 LEAN_CLI_SRCS := $(filter-out $(TLS_CLI_SRCS),$(CLI_SRCS)) cli/notls.c
 
 # Kernel variant: hosts whose KVM emulates guest ring 0 (kvm_pvm) need the
@@ -335,7 +336,8 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_rootfs test_oci_proxy \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
-               test_run_restore test_run_drives test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk
+               test_run_restore test_run_drives test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk \
+               test_e2b
 test_gm_SRCS      := vmm/base/gm.c vmm/base/log.c vmm/base/dirty.c
 test_uffd_SRCS    := vmm/base/uffd.c vmm/base/unixsock.c vmm/base/gm.c vmm/base/log.c tests/uffd/uffd_serve.c vmm/wire/json.c
 test_tar_SRCS     := vmm/wire/tar.c
@@ -400,6 +402,10 @@ test_dockerfile_LIBS := $(TLS_LIBS)
 test_mcp_SRCS     := cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/mcp/mcp.c cli/mcp/mcp_tools.c cli/mcp/mcp_api.c \
                      cli/mcp/mcp_drive.c $(CLI_DRIVE_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_UTIL_SRCS) $(CORE_SRCS)
 test_mcp_LIBS     := $(TLS_LIBS)
+E2B_PURE_SRCS     := cli/e2b/chunked.c cli/e2b/connect.c cli/e2b/multipart.c cli/e2b/e2b_req.c cli/e2b/process_req.c cli/e2b/e2b_proto.c \
+                     vmm/base/http.c vmm/wire/json.c
+test_e2b_SRCS     := $(E2B_PURE_SRCS)
+test_e2b_LIBS     := -lcrypto
 
 # tests/unit/ mirrors the folders: tests/unit/FOLDER/TEST.c tests FOLDER.
 unit_src = $(firstword $(wildcard tests/unit/*/$(1).c tests/unit/*/*/$(1).c))
@@ -444,9 +450,9 @@ endif
 # cut off after its tier's limit below (VMHOST_TIMEOUT overrides them
 # all), and a VM whose kernel hangs is started again once (run.sh).
 ifneq ($(wildcard /dev/kvm),)
-VMHOST_TIERS ?= e2e oci cri dockerfile standby
+VMHOST_TIERS ?= e2e oci cri dockerfile standby e2b
 else
-VMHOST_TIERS ?= unit fcapi guests e2e oci cri dockerfile standby
+VMHOST_TIERS ?= unit fcapi guests e2e oci cri dockerfile standby e2b
 endif
 VMHOST_TIMEOUT_unit       ?= 600
 VMHOST_TIMEOUT_guests     ?= 900
@@ -455,6 +461,7 @@ VMHOST_TIMEOUT_oci        ?= 1200
 VMHOST_TIMEOUT_cri        ?= 1200
 VMHOST_TIMEOUT_dockerfile ?= 1200
 VMHOST_TIMEOUT_standby    ?= 1200
+VMHOST_TIMEOUT_e2b        ?= 1800
 VMHOST_TIMEOUT_e2e        ?= 2700
 kvmrun = $(if $(or $(filter on,$(VMHOST)),$(filter $(1) all,$(VMHOST_TIERS))),$(if $(KVMRUN),VMHOST_TIMEOUT=$(or $(VMHOST_TIMEOUT),$(VMHOST_TIMEOUT_$(1)),1800) $(KVMRUN)))
 # Says, once per tier, where it runs: $(call kvm_where,WHAT,TIER).
@@ -588,6 +595,19 @@ e2e-standby: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 	$(call kvm_where,standby,standby)
 	$(Q)$(call kvmrun,standby) tests/e2e/standby.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 
+# The E2B gateway (vmm e2b serve, docs/e2b.md) under the official E2B
+# JavaScript SDK (npm e2b, installed into the cache by tests/e2b/sdk.sh):
+# its host part against the host build of guest-init (no VM: curl, the
+# answers against ../shared/specs/e2b/openapi.yml, the SDK's commands and
+# files), then its VM part (tests/e2b/vm.sh: Sandbox.create('base') and
+# the lifecycle, in the QEMU TCG VM where there is no usable /dev/kvm).
+.PHONY: e2b-test
+e2b-test: $(BUILD)/vmm $(BUILD)/vmm-tls $(BUILD)/tools/guest-init $(BUILD)/guest/guest-init $(BUILD)/kernel/vmlinux
+	$(Q)tests/e2b/sdk.sh > /dev/null
+	$(Q)tests/e2b/host.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
+	$(call kvm_where,the E2B SDK on sandboxes,e2b)
+	$(Q)$(call kvmrun,e2b) tests/e2b/vm.sh $(BUILD)/vmm $(BUSYBOX)
+
 # The whole suite: unit tests, the host tiers, test guests and Linux
 # end-to-end, then the same unit tests and guests under ASan+UBSan, then
 # each fuzz target for FUZZ_SECONDS (10 here; `make fuzz` alone defaults
@@ -595,7 +615,7 @@ e2e-standby: $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/rootfs.ext4
 # each with its counts (tests/run-tiers.sh; outputs in build/test-results);
 # TEST_TIERS="cli-test e2e-lib-test" runs fewer; structure
 # (tests/structure.py, the layer rule) is the last.
-TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-cri e2e-dockerfile e2e-standby asan-unit asan-vm fuzz structure
+TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e-cri e2e-dockerfile e2e-standby e2b-test asan-unit asan-vm fuzz structure
 # Tiers that boot no VM: where the VM tiers run in the vmhost VM (one
 # vCPU, so one of the host's cores idle) they run beside them, in a second
 # lane, after what both lanes use is built (TEST_BESIDE= runs all in turn).
@@ -625,7 +645,7 @@ endif
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
                 fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci fuzz_mcp fuzz_devices fuzz_mmds \
-                fuzz_dockerfile fuzz_tar
+                fuzz_dockerfile fuzz_tar fuzz_e2b
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/base/gm.c vmm/base/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/base/gm.c vmm/base/log.c
@@ -653,6 +673,8 @@ fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile/dockerfile.
                          cli/util/util.c vmm/base/log.c vmm/wire/json.c
 fuzz_dockerfile_LIBS  := $(TLS_LIBS)
 fuzz_tar_SRCS         := tests/fuzz/fuzz_tar.c vmm/wire/tar.c
+fuzz_e2b_SRCS         := tests/fuzz/fuzz_e2b.c $(E2B_PURE_SRCS)
+fuzz_e2b_LIBS         := -lcrypto
 fuzz_mcp_SRCS         := tests/fuzz/fuzz_mcp.c cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c cli/mcp/mcp.c cli/mcp/mcp_tools.c \
                          cli/mcp/mcp_api.c cli/mcp/mcp_drive.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/log.c \
                          vmm/base/tty.c vmm/wire/json.c vmm/wire/proto.c

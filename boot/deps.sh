@@ -29,7 +29,14 @@ pkgs=(
 	containernetworking-plugins iptables # tests: podman run -p over CNI bridge+portmap (tests/e2e/oci.sh)
 	libsqlite3-dev    # tests: a static SQLite writer, two sandboxes on one drive (tests/e2e/sqlitecount.c)
 	nfs-kernel-server # tests: a drive on NFSv4, exported and mounted on loopback (tests/e2e/drives_nfs.sh)
+	python3-yaml      # tests: the E2B gateway's answers against openapi.yml (tests/e2b/schema_check.py)
 )
+# tests: the official E2B SDK (npm e2b) against vmm e2b serve (tests/e2b);
+# by command, not package: a node from elsewhere (NodeSource's carries its
+# own npm) must not be replaced by Debian's
+if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
+	pkgs+=(nodejs npm)
+fi
 if [ "${1:-}" = --bench ]; then
 	pkgs+=(qemu-system-x86) # the peer bench/boot compares against
 elif [ ! -e /dev/kvm ] || [ -d /sys/module/kvm_pvm ]; then

@@ -30,6 +30,7 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_watch,
 	&cli_verb_mcp,
 	&cli_verb_token,
+	&cli_verb_e2b,
 	&cli_verb_drive,
 	&cli_verb_ls,
 	&cli_verb_ps,

@@ -36,6 +36,7 @@ static void forward_usage(FILE *out)
 const struct cli_verb cli_verb_egress = { "egress", CLI_SUMMARY_EGRESS, forward_main, forward_usage };
 const struct cli_verb cli_verb_mcp = { "mcp", CLI_SUMMARY_MCP, forward_main, forward_usage };
 const struct cli_verb cli_verb_token = { "token", CLI_SUMMARY_TOKEN, forward_main, forward_usage };
+const struct cli_verb cli_verb_e2b = { "e2b", CLI_SUMMARY_E2B, forward_main, forward_usage };
 
 int egress_load(struct egress *e, const char *policy_file, const char *sandbox)
 {

@@ -48,9 +48,8 @@ static int create(int argc, char **argv)
 	struct token_drives drives = { .n = 0 };
 	const char *name = NULL;
 	char tok[TOKEN_LEN + 1], why[160], sc[TOKEN_SCOPES_TEXT_MAX];
-	struct token_rec *recs = NULL, rec;
-	size_t n = 0;
-	int i, json = 0, lk, r;
+	struct token_rec rec;
+	int i, json = 0, r;
 	struct sandbox sb;
 
 	for (i = 1; i < argc; i++) {
@@ -84,33 +83,7 @@ static int create(int argc, char **argv)
 		return cli_usage_error("token", "expected SANDBOX");
 	if (lookup(name, &sb))
 		return CLI_EXIT_ERROR;
-	lk = token_lock(sb.dir);
-	if (lk < 0) {
-		fprintf(stderr, "vmm token: %s: %s\n", sb.dir, strerror(-lk));
-		return CLI_EXIT_ERROR;
-	}
-	r = token_load(sb.dir, &recs, &n);
-	if (!r) {
-		struct token_rec *grown;
-		size_t k, live = 0;
-
-		/* expired tokens are dropped as we go */
-		for (k = 0; k < n; k++)
-			if (!recs[k].expires || recs[k].expires > now)
-				recs[live++] = recs[k];
-		n = live;
-		r = n >= TOKEN_MAX_PER_SANDBOX ? -ENOSPC : token_generate(tok, &rec, now, ttl, scopes, &drives);
-		grown = r ? NULL : realloc(recs, (n + 1) * sizeof(*recs));
-		if (!r && !grown)
-			r = -ENOMEM;
-		if (!r) {
-			recs = grown;
-			recs[n++] = rec;
-			r = token_save(sb.dir, recs, n);
-		}
-	}
-	token_unlock(lk);
-	free(recs);
+	r = token_add(sb.dir, now, ttl, scopes, &drives, tok, &rec);
 	if (r) {
 		fprintf(stderr, "vmm token: %s: %s\n", name, r == -ENOSPC ? "too many tokens (256): rm some" : strerror(-r));
 		return CLI_EXIT_ERROR;

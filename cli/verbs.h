@@ -10,6 +10,7 @@
  * shared with the lean binary's forwarders (cli/notls.c). */
 #define CLI_SUMMARY_EGRESS "change or show a sandbox's egress policy; the proxy on its own"
 #define CLI_SUMMARY_MCP "serve a sandbox's tools as an MCP server (stdio or HTTP)"
+#define CLI_SUMMARY_E2B "serve E2B's API (its SDKs) on vmm sandboxes; API keys"
 #define CLI_SUMMARY_TOKEN "create, list and revoke a sandbox's access tokens"
 
 struct cli_verb {
@@ -45,6 +46,7 @@ extern const struct cli_verb cli_verb_watch;
 extern const struct cli_verb cli_verb_egress;
 extern const struct cli_verb cli_verb_mcp;
 extern const struct cli_verb cli_verb_token;
+extern const struct cli_verb cli_verb_e2b;
 extern const struct cli_verb cli_verb_oci;
 extern const struct cli_verb cli_verb_drive;
 /* vmm oci, also run as vmm-oci (argv[0]'s name): argv[0] is the verb. */

@@ -54,8 +54,9 @@ LAYERS = {
     'cli/drive': VMM_ALL + ['cli/util', 'cli/sandbox'],
     'cli/launch': VMM_ALL + ['cli/util', 'cli/sandbox', 'cli/egress', 'cli/images', 'cli/drive'],
     'cli/dockerfile': VMM_ALL + ['cli/util', 'cli/sandbox', 'cli/images', 'cli/launch'],
+    'cli/e2b': VMM_ALL + ['cli/util', 'cli/sandbox', 'cli/mcp', 'cli/drive'],
     'cli': VMM_ALL + ['cli/util', 'cli/sandbox', 'cli/egress', 'cli/images', 'cli/mcp', 'cli/oci',
-                      'cli/launch', 'cli/dockerfile', 'cli/drive'],
+                      'cli/launch', 'cli/dockerfile', 'cli/drive', 'cli/e2b'],
 }
 # The one header of each cli subsystem that files outside it may include.
 PUBLIC = {
@@ -68,6 +69,7 @@ PUBLIC = {
     'cli/oci': 'cli/oci/oci.h',
     'cli/launch': 'cli/launch/launch.h',
     'cli/drive': 'cli/drive/drive.h',
+    'cli/e2b': 'cli/e2b/e2b.h',
 }
 # cli/*.c files that are no verb but a binary's entry: the verb table
 # (main.c) and vmm-tls's side of the two binaries (tls.c).

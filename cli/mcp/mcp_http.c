@@ -19,6 +19,7 @@
 #include "cli/mcp/mcp.h"
 #include "cli/mcp/jsonrpc.h"
 #include "cli/mcp/mcp_tokens.h"
+#include "cli/util/util.h"
 #include "vmm/wire/proto.h"
 #include "vmm/base/http.h"
 #include "vmm/base/log.h"
@@ -37,7 +38,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,21 +87,13 @@ struct http_server {
 /* ---- one connection's I/O: the socket is non-blocking; every wait is a
  * poll on it and on the server's stop pipe, against a deadline ---------- */
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* 1: fd is ready for `events`; 0: the deadline passed; -1: shutdown (or
  * the connection failed). */
 static int conn_wait(const struct conn *c, short events, long long deadline)
 {
 	for (;;) {
 		struct pollfd p[2] = { { .fd = c->fd, .events = events }, { .fd = c->hs->stop[0], .events = POLLIN } };
-		long long left = deadline - mono_ms();
+		long long left = deadline - cli_mono_ms();
 		int n;
 
 		if (left <= 0)
@@ -120,7 +112,7 @@ static int conn_wait(const struct conn *c, short events, long long deadline)
  * its answer does not hold the connection past it). */
 static int conn_write(const struct conn *c, const void *buf, size_t len)
 {
-	long long deadline = mono_ms() + 1000LL * c->hs->request_s;
+	long long deadline = cli_mono_ms() + 1000LL * c->hs->request_s;
 	const char *p = buf;
 
 	while (len) {
@@ -438,7 +430,7 @@ static void serve_conn(struct conn *c)
 	struct http_server *hs = c->hs;
 	size_t cap = 16384, max = HTTP_MAX_HEADER + MCP_MESSAGE_MAX, len = 0;
 	char *buf = malloc(cap);
-	long long deadline = mono_ms() + 1000LL * hs->idle_s;
+	long long deadline = cli_mono_ms() + 1000LL * hs->idle_s;
 	int started = 0; /* a request's first byte arrived: its deadline runs */
 
 	if (!buf)
@@ -461,13 +453,13 @@ static void serve_conn(struct conn *c)
 			if (serve_request(c, buf, head_len, &req) || !req.keep_alive)
 				break;
 			pthread_mutex_lock(&hs->lock);
-			c->since = mono_ms();
+			c->since = cli_mono_ms();
 			pthread_mutex_unlock(&hs->lock);
 			memmove(buf, buf + n, len - (size_t)n);
 			len -= (size_t)n;
 			/* the next request: idle until its first byte */
 			started = len > 0;
-			deadline = mono_ms() + 1000LL * (started ? hs->request_s : hs->idle_s);
+			deadline = cli_mono_ms() + 1000LL * (started ? hs->request_s : hs->idle_s);
 			continue;
 		}
 		if (req.expect_continue && conn_write(c, "HTTP/1.1 100 Continue\r\n\r\n", 25))
@@ -487,7 +479,7 @@ static void serve_conn(struct conn *c)
 		if (k > 0) {
 			if (!started) {
 				started = 1;
-				deadline = mono_ms() + 1000LL * hs->request_s;
+				deadline = cli_mono_ms() + 1000LL * hs->request_s;
 			}
 			len += (size_t)k;
 			continue;
@@ -596,7 +588,7 @@ static void refuse_busy(struct http_server *hs, int fd)
 			oldest = i;
 	if (i == MCP_HTTP_LINGER) /* all taken: the oldest goes */
 		linger_close(hs, i = oldest);
-	now = mono_ms();
+	now = cli_mono_ms();
 	hs->linger_fd[i] = fd;
 	hs->linger_end[i] = now + MCP_HTTP_LINGER_MS;
 	linger_drain(hs, i, now);
@@ -645,7 +637,7 @@ static void conn_start(struct http_server *hs, int fd, const pthread_attr_t *att
 	}
 	for (i = 0; hs->conns[i].used; i++) {
 	}
-	hs->conns[i] = (struct conn){ .hs = hs, .fd = fd, .used = 1, .since = mono_ms() };
+	hs->conns[i] = (struct conn){ .hs = hs, .fd = fd, .used = 1, .since = cli_mono_ms() };
 	r = pthread_create(&hs->conns[i].th, attr, conn_main, &hs->conns[i]);
 	if (r) {
 		log_err("mcp: a connection's thread: %s", strerror(r));
@@ -674,70 +666,10 @@ static void conns_stop(struct http_server *hs)
 			pthread_join(hs->conns[i].th, NULL);
 }
 
-static int is_loopback(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-	if (sa->sa_family == AF_INET6)
-		return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
-	return 0;
-}
-
-static int listen_on(const char *spec, int allow_remote)
-{
-	char host[256];
-	const char *port = NULL, *colon = strrchr(spec, ':');
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV }, *ai;
-	int fd, one = 1, r;
-
-	if (!colon && *spec && strspn(spec, "0123456789") == strlen(spec)) {
-		/* a port alone: loopback */
-		snprintf(host, sizeof(host), "127.0.0.1");
-		port = spec;
-		goto resolve;
-	}
-	if (!colon || (size_t)(colon - spec) >= sizeof(host)) {
-		log_err("mcp: --listen wants ADDRESS:PORT (127.0.0.1:8080, [::1]:8080)");
-		return -EINVAL;
-	}
-	memcpy(host, spec, (size_t)(colon - spec));
-	host[colon - spec] = '\0';
-	port = colon + 1;
-	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-		memmove(host, host + 1, strlen(host));
-		host[strlen(host) - 1] = '\0';
-	}
-resolve:
-	r = getaddrinfo(host, port, &hints, &ai);
-	if (r) {
-		log_err("mcp: --listen %s: %s (a numeric address and port)", spec, gai_strerror(r));
-		return -EINVAL;
-	}
-	if (!is_loopback(ai->ai_addr) && !allow_remote) {
-		log_err("mcp: %s is not a loopback address: add --allow-remote to serve it (tokens travel in "
-			"clear over plain HTTP: put TLS in front)", host);
-		freeaddrinfo(ai);
-		return -EPERM;
-	}
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 16) < 0) {
-		r = -errno;
-		log_err("mcp: --listen %s: %s", spec, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		freeaddrinfo(ai);
-		return r;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
 int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 {
 	struct http_server *hs = calloc(1, sizeof(*hs));
 	pthread_attr_t attr;
-	sigset_t sigs;
 	int lfd = -1, sfd = -1, r = 0;
 
 	if (!hs)
@@ -764,42 +696,25 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 	/* the stop pipe's read end is every call's cancel_fd (> 0: see api_client.h) */
 	hs->proto = *s;
 	hs->proto.addr.cancel_fd = hs->stop[0];
-	lfd = listen_on(o->listen, o->allow_remote);
+	lfd = cli_listen_tcp("mcp", o->listen, o->allow_remote);
 	if (lfd < 0) {
 		r = lfd;
 		goto out;
 	}
-	/* Blocked before the first thread starts, so every thread inherits
-	 * the mask and the signals reach only the signalfd. */
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	sigprocmask(SIG_BLOCK, &sigs, NULL);
-	sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	/* before the first thread starts: every thread inherits the mask */
+	sfd = cli_stop_signals();
 	{
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		char a[INET6_ADDRSTRLEN] = "?";
-		unsigned port = 0;
+		char a[INET6_ADDRSTRLEN + 16] = "?";
 
-		getsockname(lfd, (struct sockaddr *)&ss, &sl);
-		if (ss.ss_family == AF_INET) {
-			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, a, sizeof(a));
-			port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-		} else if (ss.ss_family == AF_INET6) {
-			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, a, sizeof(a));
-			port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-		}
+		cli_listen_addr(lfd, a, sizeof(a));
 		/* one line on stderr that scripts (and the tests) can wait for */
-		fprintf(stderr, "vmm mcp: serving sandbox %s on http://%s%s%s:%u/mcp (at most %u connections)\n",
-			s->name, ss.ss_family == AF_INET6 ? "[" : "", a, ss.ss_family == AF_INET6 ? "]" : "", port,
+		fprintf(stderr, "vmm mcp: serving sandbox %s on http://%s/mcp (at most %u connections)\n", s->name, a,
 			hs->max_conns);
 	}
 	for (;;) {
 		struct pollfd p[2 + MCP_HTTP_LINGER] = { { .fd = lfd, .events = POLLIN },
 							  { .fd = sfd, .events = POLLIN } };
-		long long now = mono_ms(), wait = -1;
+		long long now = cli_mono_ms(), wait = -1;
 		unsigned i;
 		int c;
 
@@ -816,7 +731,7 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 		}
 		if (p[1].revents)
 			break; /* SIGINT/SIGTERM: done */
-		now = mono_ms();
+		now = cli_mono_ms();
 		for (i = 0; i < MCP_HTTP_LINGER; i++)
 			if (hs->linger_fd[i] >= 0 && (p[2 + i].revents || now >= hs->linger_end[i]))
 				linger_drain(hs, i, now);

@@ -418,3 +418,37 @@ void token_unlock(int fd)
 	if (fd >= 0)
 		close(fd);
 }
+
+int token_add(const char *dir, long long now, long long ttl_s, unsigned scopes, const struct token_drives *drives,
+	      char *tok, struct token_rec *rec)
+{
+	struct token_rec *recs = NULL, *grown;
+	size_t n = 0, k, live = 0;
+	int lk = token_lock(dir), r;
+
+	if (lk < 0)
+		return lk;
+	r = token_load(dir, &recs, &n);
+	if (r)
+		goto out;
+	/* expired tokens are dropped as we go */
+	for (k = 0; k < n; k++)
+		if (!recs[k].expires || recs[k].expires > now)
+			recs[live++] = recs[k];
+	n = live;
+	r = n >= TOKEN_MAX_PER_SANDBOX ? -ENOSPC : token_generate(tok, rec, now, ttl_s, scopes, drives);
+	if (r)
+		goto out;
+	grown = realloc(recs, (n + 1) * sizeof(*recs));
+	if (!grown) {
+		r = -ENOMEM;
+		goto out;
+	}
+	recs = grown;
+	recs[n++] = *rec;
+	r = token_save(dir, recs, n);
+out:
+	token_unlock(lk);
+	free(recs);
+	return r;
+}

@@ -94,5 +94,10 @@ int token_save(const char *dir, const struct token_rec *recs, size_t n);
  * fd to pass to token_unlock, or -errno. */
 int token_lock(const char *dir);
 void token_unlock(int fd);
+/* A new token in dir's file, under its lock (the expired ones dropped):
+ * token_generate's, appended and saved. 0, -ENOSPC (TOKEN_MAX_PER_SANDBOX
+ * live ones) or -errno. */
+int token_add(const char *dir, long long now, long long ttl_s, unsigned scopes, const struct token_drives *drives,
+	      char *tok, struct token_rec *rec);
 
 #endif

@@ -10,7 +10,7 @@
 
 int cli_needs_tls(int argc, char *const *argv)
 {
-	static const char *const verbs[] = { "egress", "mcp", "token", "image" };
+	static const char *const verbs[] = { "egress", "mcp", "token", "image", "e2b" };
 	static const char *const opts[] = { "--egress", "--image" };
 	int i;
 	size_t k;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 int cli_parse_duration(const char *s, long long *secs)
@@ -463,4 +464,12 @@ int cli_run_tool_ok(const char *const *argv, int quiet)
 	int r = cli_run_tool(argv, quiet);
 
 	return r < 0 ? r : r ? -EIO : 0;
+}
+
+long long cli_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

@@ -14,12 +14,15 @@
  * brings: 54,000 relocations at every start); `vmm-tls`, next to it, is
  * the whole CLI with them. 1 in the lean one (cli/notls.c), 0 in vmm-tls. */
 extern const int cli_lean;
-/* Does this command line need vmm-tls: the egress, mcp, token and image
+/* Does this command line need vmm-tls: the egress, mcp, token, image and e2b
  * verbs, or an --egress-... or --image option before "--"? */
 int cli_needs_tls(int argc, char *const *argv);
 /* Runs vmm-tls (next to this binary) with argv. Returns only on failure,
  * -errno, with what it tried in `path`. */
 int cli_exec_tls(char *const *argv, char *path, size_t len);
+
+/* CLOCK_MONOTONIC in milliseconds (deadlines, durations). */
+long long cli_mono_ms(void);
 
 /* Exit statuses of the CLI itself (the guest's are in docs/exit-status.md). */
 #define CLI_EXIT_ERROR 1
@@ -95,6 +98,20 @@ int cli_exe_dir(char *buf, size_t len);
  * build/vmm) if they are there; else BINDIR/../lib/vmm (make install).
  * `looked` (if looked_len) says where it looked, for messages. 0 or -errno. */
 int cli_lib_dir(char *buf, size_t len, char *looked, size_t looked_len);
+
+struct sockaddr;
+/* Is sa a loopback address (127/8, ::1)? */
+int cli_sockaddr_loopback(const struct sockaddr *sa);
+/* A listening TCP socket for --listen SPEC ("ADDR:PORT", "[V6]:PORT" or a
+ * PORT alone: 127.0.0.1), numeric only; a non-loopback address only with
+ * allow_remote. `who` prefixes the messages. The fd or -errno (logged). */
+int cli_listen_tcp(const char *who, const char *spec, int allow_remote);
+/* For a server's main loop: SIGPIPE ignored, SIGINT and SIGTERM blocked
+ * (call it before the first thread starts, so every thread inherits the
+ * mask) and read from the signalfd it returns (or -errno). */
+int cli_stop_signals(void);
+/* The address fd listens on as "127.0.0.1:PORT" or "[::1]:PORT". */
+int cli_listen_addr(int fd, char *buf, size_t len);
 
 /* The rest of the subsystem's interface. */
 #include "cli/util/progress.h"
