@@ -99,9 +99,18 @@ static void cleanup(const struct oci_ctx *c, const char *id)
 {
 	char dir[PATH_MAX];
 
+	int r;
+
 	oci_vm_remove(c, id);
-	if (!oci_state_dir(c->root, id, dir, sizeof(dir)))
-		cli_rm_tree(dir);
+	if (oci_state_dir(c->root, id, dir, sizeof(dir)))
+		return;
+	/* once more after a moment: a VMM that was stopping may have
+	 * written one last file there */
+	if ((r = cli_rm_tree(dir)) && r != -ENOENT) {
+		usleep(200 * 1000);
+		if ((r = cli_rm_tree(dir)) && r != -ENOENT)
+			(void)oci_fail(c, "%s: removing %s: %s", id, dir, strerror(-r));
+	}
 }
 
 /* Runs the hooks of kind k with the state as status says. */

@@ -182,7 +182,11 @@ void oci_vm_remove(const struct oci_ctx *c, const char *id)
 	char *const args[] = { (char *)"vmm", (char *)"rm", (char *)"-f", (char *)OCI_VM_NAME, NULL };
 	char err[512], p[PATH_MAX + 8], text[PATH_MAX + IF_NAMESIZE + 4], *nl;
 
-	vmm_cmd(c, id, args, err, sizeof(err));
+	/* A VM already gone (it went with the init) is no error; any
+	 * other failure is said, since whatever called us goes on to
+	 * remove the folder the VMM may still be running from. */
+	if (vmm_cmd(c, id, args, err, sizeof(err)) && !strstr(err, "no sandbox named"))
+		(void)oci_fail(c, "%s: removing its VM: %s", id, err[0] ? err : "vmm rm -f failed");
 	/* the TAP went with the VMM; the veth's half of the redirect stays
 	 * until we take it away */
 	if (net_file(c, id, p, sizeof(p)) || cli_read_text(p, text, sizeof(text)))

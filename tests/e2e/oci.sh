@@ -169,7 +169,7 @@ EOF
 		"$OCI" --root "$R" delete --force n2
 	else
 		grep -q createRuntime "$T/herr" && [ ! -e "$R/n2" ] && ok "a failing createRuntime hook: error, nothing left" ||
-			bad "failing hook: $(cat "$T/herr"); $(ls "$R" 2> /dev/null)"
+			bad "failing hook: $(cat "$T/herr"); left: $(find "$R/n2" 2> /dev/null | head -20 | tr '\n' ' ')"
 	fi
 	# SIGTERM straight to the init proxy reaches the process
 	nbconf '["sh","-c","trap \"echo got-term; exit 9\" TERM; echo ready; while :; do sleep 1; done"]' /bin/true

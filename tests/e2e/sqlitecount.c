@@ -24,9 +24,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define WAL_TURN 3 /* transactions per connection in "wal" mode */
-#define BUSY_RETRIES 5000 /* at 20 ms: 100 s of another writer's turns */
+#define BUSY_RETRIES 2000 /* a few minutes of another writer's turns */
+
+/* How long to wait before retry number k (1, 2, ...): a random time up to
+ * 10 ms doubled per retry in a row, capped at 160 ms. Random, because two
+ * writers that collide and then wait equal times collide again: both open,
+ * both take the shared lock, neither can have the exclusive one, and
+ * (seen in the TCG harness) they repeat that in step until they give up. */
+static void backoff(unsigned k, unsigned *seed)
+{
+	unsigned ceil_ms = 10u << (k < 4 ? k : 4);
+	long ms = 1 + (long)(rand_r(seed) % ceil_ms);
+
+	nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000 * 1000 }, NULL);
+}
 
 static int fail(sqlite3 *db, const char *what)
 {
@@ -101,11 +115,12 @@ static int one(sqlite3 *db, const char *who, int n)
 static int insert(const char *path, const char *mode, const char *who, int n)
 {
 	int wal = strcmp(mode, "wal") == 0;
+	unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid() << 8 ^ (unsigned)who[0];
 	sqlite3 *db = NULL;
 
 	if (strspn(who, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(who))
 		return fprintf(stderr, "sqlitecount: WHO: letters, digits and '-' only\n"), 1;
-	for (int i = 0, busy = 0; i < n; i++) {
+	for (int i = 0, busy = 0, inarow = 0; i < n; i++) {
 		if (!db && !(db = open_db(path, mode)))
 			return 1;
 		if (one(db, who, i) < 0) {
@@ -118,10 +133,11 @@ static int insert(const char *path, const char *mode, const char *who, int n)
 				return fail(db, "transaction");
 			sqlite3_close(db);
 			db = NULL;
-			nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+			backoff((unsigned)++inarow, &seed);
 			i--;
 			continue;
 		}
+		inarow = 0;
 		if (wal && i % WAL_TURN == WAL_TURN - 1) {
 			/* Give the other writer its turn: it polls the lock
 			 * (SQLite's busy handler, or the retry above), so a

@@ -14,10 +14,12 @@
 # (seconds, 3600), VMHOST_BOOT_TIMEOUT (300) and VMHOST_FREEZE_TIMEOUT
 # (180): a VM that does not reach the command or stops its heartbeat,
 # started again VMHOST_RETRIES times (1), VMHOST_CACHE
-# (~/.cache/vmm/vmhost), VMHOST_VERBOSE=1 (the VM's kernel log on stderr).
+# ($VMM_CACHE/vmhost, VMM_CACHE as vmm picks it: ~/.cache/vmm/vmhost),
+# VMHOST_LOCK (VMHOST_CACHE/vmhost.lock: one VM at a time), VMHOST_VERBOSE=1
+# (the VM's kernel log on stderr).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${VMHOST_CACHE:-$HOME/.cache/vmm/vmhost}
+cache=${VMHOST_CACHE:-${VMM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vmm}/vmhost}
 qemu=qemu-system-x86_64
 
 die() { echo "vmhost: $*" >&2; exit 125; }
@@ -199,10 +201,12 @@ append+=" ${VMHOST_APPEND:-}"
 # One VM at a time on this host: two TCG VMs on a small machine starve
 # each other (soft lockups in the VM's kernel were seen). A second run
 # waits here for the first, whoever started it (fd 9 stays open, so the
-# lock is held until this script ends).
-exec 9>> "$cache/vmhost.lock"
+# lock is held until this script ends). VMHOST_LOCK names another lock
+# file, for runs with caches of their own on one host.
+lock=${VMHOST_LOCK:-$cache/vmhost.lock}
+exec 9>> "$lock"
 if ! flock -n 9; then
-	echo "  VMHOST  waiting for another VM run on this host to end ($cache/vmhost.lock)" >&2
+	echo "  VMHOST  waiting for another VM run on this host to end ($lock)" >&2
 	flock 9
 fi
 set +e
