@@ -11,7 +11,10 @@
 #include "cli/util/util.h"
 #include "vmm/base/log.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,8 +343,8 @@ static int create(struct e2b_conn *c, const struct e2b_req *r)
 	t0 = cli_mono_ms();
 	snprintf(like.template_id, sizeof(like.template_id), "%s", tmpl);
 	{
-		/* no --label: an option a warm restore cannot honour makes it a
-		 * cold boot (cli/images/image_store.c, warm_ok): 3x slower */
+		/* only options a warm restore honours (cli/images/image_store.c,
+		 * warm_ok): any other makes it a cold boot, 3x slower */
 		const char *argv[8 + E2B_RUN_ARGS_MAX] = { NULL, "run", "-d", "--name", id, "--image", tmpl };
 		const char *const *ra = c->srv->o->run_args;
 		unsigned n = 7;
@@ -368,23 +371,37 @@ static int create(struct e2b_conn *c, const struct e2b_req *r)
 	}
 }
 
+/* Counts a fork in progress (+1) or done (-1): the sweep leaves the
+ * snapshots alone meanwhile, as the newest has no clone yet. */
+static void fork_hold(struct e2b_server *srv, int d)
+{
+	pthread_mutex_lock(&srv->lock);
+	srv->forking += (unsigned)d;
+	if (d > 0)
+		srv->forks++;
+	pthread_mutex_unlock(&srv->lock);
+}
+
+static int fork_clones(struct e2b_conn *c, const char *src, const char *dir, int count, long long timeout,
+		       const struct e2b_rec *like);
+
 /* fork: the sandbox snapshotted in place (vmm snapshot: paused a moment,
  * then running on), and count clones restored from it (vmm restore -d),
  * each its own E2B sandbox with the source's template, metadata and
  * envVars. The snapshot stays in the state directory's .e2b/snapshots
- * while the gateway's state does (clones map its memory). */
+ * while a sandbox restored from it lives (clones map its memory; one on
+ * standby links it): the reaper removes it after the last
+ * (sweep_fork_snapshots), so repeated forks do not fill the disk. */
 static int fork_sandbox(struct e2b_conn *c, const struct e2b_req *r, const char *src)
 {
-	char arena_buf[4096], dir[PATH_MAX + 64], *out;
+	char arena_buf[4096], dir[PATH_MAX + 64];
 	struct json_arena a = { arena_buf, sizeof(arena_buf), 0 };
 	const struct json *b = body_json(r, &a);
-	size_t cap = 1 << 16;
 	struct sandbox_status st;
-	struct e2b_rec rec, like;
-	struct json_writer w;
+	struct e2b_rec like;
 	long long timeout, count;
 	char snap_id[32];
-	int i, k;
+	int k;
 
 	if (lookup(src, &st, &like))
 		return not_found(c, src);
@@ -397,6 +414,22 @@ static int fork_sandbox(struct e2b_conn *c, const struct e2b_req *r, const char 
 							  sizeof(dir) || cli_mkdir_p(dir, 0700))
 		return e2b_send_error(c, 500, "no folder for the snapshot");
 	snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/%s-%s", src, snap_id);
+	fork_hold(c->srv, 1);
+	k = fork_clones(c, src, dir, (int)count, timeout, &like);
+	fork_hold(c->srv, -1);
+	return k;
+}
+
+/* fork_sandbox's snapshot and clones, while the sweep waits. */
+static int fork_clones(struct e2b_conn *c, const char *src, const char *dir, int count, long long timeout,
+		       const struct e2b_rec *like)
+{
+	size_t cap = 1 << 16;
+	struct e2b_rec rec;
+	struct json_writer w;
+	char *out;
+	int i, k;
+
 	{
 		const char *argv[] = { NULL, "snapshot", src, dir, NULL };
 
@@ -412,7 +445,7 @@ static int fork_sandbox(struct e2b_conn *c, const struct e2b_req *r, const char 
 		const char *argv[] = { NULL, "restore", dir, "-d", "--name", id, NULL };
 
 		jw_obj(&w);
-		if (new_id(id, sizeof(id)) || (k = start_sandbox(c->srv, argv, id, &like, timeout, like.auto_pause, &rec))) {
+		if (new_id(id, sizeof(id)) || (k = start_sandbox(c->srv, argv, id, like, timeout, like->auto_pause, &rec))) {
 			jw_key(&w, "error");
 			jw_obj(&w);
 			jw_key(&w, "code");
@@ -657,20 +690,87 @@ int e2b_control(struct e2b_conn *c, const struct e2b_req *r)
 	return e2b_send_error(c, 501, "%s %s is not served by vmm's E2B gateway (docs/e2b.md)", m, r->path);
 }
 
+/* Is path one of the n sources (compared as real paths)? */
+static int is_source(const char *path, char (*sources)[PATH_MAX], int n)
+{
+	char real[PATH_MAX];
+
+	if (!realpath(path, real))
+		return 1; /* not to be judged: kept */
+	for (int i = 0; i < n; i++)
+		if (!strcmp(real, sources[i]))
+			return 1;
+	return 0;
+}
+
+/* No fork under way, and none begun since the count `forks` was read
+ * (before the sandboxes were listed: a clone started since then may be
+ * missing from the list). */
+static int forks_quiet(struct e2b_server *srv, unsigned forks)
+{
+	int quiet;
+
+	pthread_mutex_lock(&srv->lock);
+	quiet = !srv->forking && srv->forks == forks;
+	pthread_mutex_unlock(&srv->lock);
+	return quiet;
+}
+
+/* Removes each fork snapshot (.e2b/snapshots/SRC-ID) that none of the n
+ * sandboxes listed was restored from, while forks stay quiet. */
+static void sweep_fork_snapshots(struct e2b_server *srv, unsigned forks, char (*sources)[PATH_MAX], int n)
+{
+	char dir[sizeof(srv->keys_dir) + 16], p[sizeof(dir) + 256];
+	struct dirent *e;
+	DIR *d;
+
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/snapshots", srv->keys_dir) >= sizeof(dir) || !(d = opendir(dir)))
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || (size_t)snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) >= sizeof(p))
+			continue;
+		if (!forks_quiet(srv, forks))
+			break;
+		if (is_source(p, sources, n))
+			continue;
+		if (cli_rm_tree(p))
+			log_warn("e2b: cannot remove the fork snapshot %s", p);
+		else
+			log_info("e2b: fork snapshot %s removed: no sandbox comes from it now", e->d_name);
+	}
+	closedir(d);
+}
+
 void e2b_reap(struct e2b_server *srv)
 {
 	long long now = (long long)time(NULL);
-	char **names = NULL;
-	int n = sandbox_list(&names), i;
+	char **names = NULL, (*sources)[PATH_MAX];
+	int n, i, nsrc = 0, unknown = 0;
+	unsigned forks;
 
+	/* read before the list: the sweep stops if a fork begins */
+	pthread_mutex_lock(&srv->lock);
+	forks = srv->forks;
+	pthread_mutex_unlock(&srv->lock);
+	n = sandbox_list(&names);
+	sources = n > 0 ? calloc((size_t)n, sizeof(*sources)) : NULL;
 	for (i = 0; i < n; i++) {
 		struct sandbox_status st;
 		struct e2b_rec rec;
-		int due;
+		int due, found;
 
 		pthread_mutex_lock(&srv->lock);
-		due = lookup(names[i], &st, &rec) == 0 && st.state != SB_STANDBY && rec.end && now >= rec.end;
+		found = lookup(names[i], &st, &rec) == 0;
+		due = found && st.state != SB_STANDBY && rec.end && now >= rec.end;
 		pthread_mutex_unlock(&srv->lock);
+		/* any sandbox's source counts, the gateway's or not; one whose
+		 * record cannot be read now (being written) stops the sweep */
+		if (!found && sandbox_status(names[i], &st))
+			unknown++;
+		else if (!st.kind[0])
+			unknown++;
+		else if (sources && st.source[0] && realpath(st.source, sources[nsrc]))
+			nsrc++;
 		if (due && rec.auto_pause) {
 			log_info("e2b: sandbox %s timed out: paused", names[i]);
 			e2b_vmm(srv, "suspend", names[i]);
@@ -682,4 +782,8 @@ void e2b_reap(struct e2b_server *srv)
 		free(names[i]);
 	}
 	free(names);
+	/* n < 0: the list failed, and nothing is known to be unused */
+	if (n >= 0 && !unknown && (sources || n == 0))
+		sweep_fork_snapshots(srv, forks, sources, nsrc);
+	free(sources);
 }

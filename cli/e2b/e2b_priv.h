@@ -147,6 +147,8 @@ struct e2b_server {
 	char keys_dir[PATH_MAX + 16];
 	pthread_mutex_t lock; /* records, the connection count */
 	unsigned conns;
+	unsigned forking;     /* forks between their snapshot and clones (under lock) */
+	unsigned forks;       /* forks begun (under lock) */
 	int stop[2];          /* readable once the server stops */
 	struct e2b_watcher *watchers[E2B_WATCHERS]; /* CreateWatcher's (under lock) */
 };
@@ -205,7 +207,7 @@ int e2b_metrics(struct e2b_conn *c, const char *id, const struct sandbox_status 
 /* Runs `vmm VERB ID` (suspend, resume) with default signals. Its status. */
 int e2b_vmm(const struct e2b_server *srv, const char *verb, const char *id);
 /* The timeout reaper's round: sandboxes past their end are killed, or
- * paused (autoPause). */
+ * paused (autoPause); fork snapshots no sandbox came from are removed. */
 void e2b_reap(struct e2b_server *srv);
 
 /* An envd call's target. */

@@ -10,6 +10,7 @@
 // caller adds them to its own count);
 // exits 1 on a failure. E2B_TEST_ONLY=a,b runs only those parts.
 import Module, { createRequire } from 'node:module'
+import fs from 'node:fs'
 
 // E2B_TEST_BINARY=1: the SDK's Connect transport speaks binary protobuf
 // (application/proto, connect+proto: what the Python SDK sends), not the
@@ -254,7 +255,19 @@ async function lifecycle(sbx) {
     check('fork(): the parent runs on', (await sbx.commands.run('echo on')).stdout === 'on\n')
     const list = await Sandbox.list().nextItems()
     check('fork(): the clone is listed', list.some((s) => s.sandboxId === f.sandboxId))
+    // the fork's snapshot lives as long as a sandbox restored from it:
+    // kept through the reaper's rounds (one a second), removed after
+    const snaps = `${process.env.VMM_STATE_DIR}/.e2b/snapshots`
+    const held = () => (fs.existsSync(snaps) ? fs.readdirSync(snaps) : [])
+    await new Promise((resolve) => setTimeout(resolve, 2500))
+    check('fork(): its snapshot is kept while the clone lives', held().length === 1, held().join(' '))
     await f.kill()
+    let left = held()
+    for (let i = 0; i < 100 && left.length; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      left = held()
+    }
+    check('fork(): its snapshot is removed once the clone is gone', left.length === 0, left.join(' '))
   })
   await part('second', async () => {
     const t0 = performance.now()
