@@ -439,7 +439,7 @@ int image_drives_set(struct image_info *im, const char *label, char *err, size_t
 static const struct { const char *opt; int arg; } warm_ok[] = {
 	{ "--name", 1 }, { "-d", 0 }, { "--detach", 0 }, { "--adopt", 0 }, { "--ttl", 1 }, { "--publish", 1 },
 	{ "--console", 1 }, { "-t", 0 }, { "--tty", 0 }, { "--ready-timeout", 1 }, { "-q", 0 },
-	{ "--quiet", 0 }, { "-v", 0 }, { "--verbose", 0 },
+	{ "--quiet", 0 }, { "-v", 0 }, { "--verbose", 0 }, { "--label", 1 },
 };
 
 static int opt_is(const char *a, const char *opt, int *inline_arg)

@@ -67,10 +67,11 @@ else grep -q "used by sandbox im1" "$tmp/irm.err" && ok "images: rm of an image 
 if T=900 iv image warm tree > /dev/null 2> "$tmp/iw.err" && iv image inspect tree | grep -q '"warm":true'; then
 	ok "images: image warm keeps a snapshot with tree:2"
 else bad "images: warm: $(cat "$tmp/iw.err")"; fi
-if out=$(iv run -d --name im2 --image tree 2> "$tmp/im2.err") && [ "$out" = im2 ] &&
+# With --label too (a restore records labels as a boot does).
+if out=$(iv run -d --name im2 --label team=blue --image tree 2> "$tmp/im2.err") && [ "$out" = im2 ] &&
 	iv inspect im2 | grep -q '"kind":"restore"' && grep -q "warm snapshot" "$tmp/im2.err" &&
-	[ "$(iv exec im2 -- cat /etc/marker)" = from-the-tree ]; then
-	ok "images: run --image on a warm image starts by restore and the API answers"
+	iv inspect im2 | grep -q '"team":"blue"' && [ "$(iv exec im2 -- cat /etc/marker)" = from-the-tree ]; then
+	ok "images: run --image --label on a warm image starts by restore, labelled, and the API answers"
 else bad "images: warm run: $out $(cat "$tmp/im2.err")"; fi
 # create --image X then start: from the warm snapshot too (start ran
 # 'run -d --adopt', and --adopt made it cold-boot).
