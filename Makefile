@@ -170,8 +170,10 @@ $(BUILD)/asan/bin/vmm: $(call objs,asan,$(CORE_SRCS) $(CLI_SRCS) cli/tls.c)
 	$(Q)$(CC) $(CFLAGS) $(ASAN_FLAGS) -o $@ $^ $(TLS_LIBS) $(LDLIBS)
 
 # ---- guest kernel, initramfs, guest tools --------------------------------
+# The cache as vmm picks it (VMM_CACHE, else XDG_CACHE_HOME/vmm, else
+# ~/.cache/vmm): passed here, as build.sh is one of the cache key's inputs.
 $(BUILD)/kernel/vmlinux: $(KERNEL_INPUTS)
-	$(Q)boot/kernel/build.sh $(KERNEL_VARIANT) $(BUILD)/kernel
+	$(Q)VMM_CACHE="$${VMM_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/vmm}" boot/kernel/build.sh $(KERNEL_VARIANT) $(BUILD)/kernel
 	@touch $@
 
 MUSL_CC ?= musl-gcc

@@ -6,8 +6,7 @@
 # VARIANT is "hw" (unpatched, for hardware KVM) or "emulating" (for hosts
 # whose KVM emulates guest ring 0, e.g. kvm_pvm: adds patches-emulating/).
 # Source: Debian's linux-source-6.12 package. The result is cached in
-# $VMM_CACHE/kernel/KEY (VMM_CACHE: $XDG_CACHE_HOME/vmm, ~/.cache/vmm, as
-# vmm itself picks it) where KEY hashes the source package
+# ${VMM_CACHE:-~/.cache/vmm}/kernel/KEY where KEY hashes the source package
 # version, config.fragment, the variant's patches and this script, so a
 # rebuild happens only when one of them changes. OUTDIR gets vmlinux,
 # bzImage and config (copies, so the build tree stays self-contained).
@@ -17,7 +16,7 @@ variant=${1:?usage: build.sh hw|emulating OUTDIR}
 outdir=${2:?usage: build.sh hw|emulating OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 tarball=/usr/src/linux-source-6.12.tar.xz
-cache=${VMM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vmm}/kernel
+cache=${VMM_CACHE:-$HOME/.cache/vmm}/kernel
 
 case "$variant" in
 hw) patches=() ;;
