@@ -343,6 +343,18 @@ int cli_proc_stat(pid_t pid, char *state, unsigned long long *start)
 	return 0;
 }
 
+int cli_seterr(char *err, size_t errlen, int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return r;
+}
+
 int cli_usage_error(const char *verb, const char *fmt, ...)
 {
 	va_list ap;

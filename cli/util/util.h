@@ -28,6 +28,12 @@ long long cli_mono_ms(void);
 #define CLI_EXIT_ERROR 1
 #define CLI_EXIT_USAGE 2
 
+/* The one way a subsystem under cli/ hands an error up (docs/ARCHITECTURE.md,
+ * "Errors"): the message, one line without "vmm VERB: " or a newline, goes
+ * into err[errlen] (if err and errlen) and r, 0 or -errno, comes back; the
+ * verb prints it. No subsystem writes to stderr itself. */
+int cli_seterr(char *err, size_t errlen, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 /* A usage mistake in one line: "vmm VERB: MESSAGE (see 'vmm VERB --help')".
  * Returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
