@@ -476,7 +476,7 @@ static int oci_kill(const struct oci_ctx *c, int argc, char **argv)
 		return kill(st.pid, sig) < 0 ? oci_fail(c, "kill %d: %s", (int)st.pid, strerror(errno)) : 0;
 	}
 	snprintf(fields, sizeof(fields), "\"op\":\"signal\",\"tag\":\"init\",\"signal\":%d", sig);
-	if (oci_vm_addr(c, id, &sb, &a) || api_call2(&a, fields, "kill", out, sizeof(out))) {
+	if (oci_vm_addr(c, id, &sb, &a) || api_call2(&a, fields, "kill", out, sizeof(out), NULL, 0)) {
 		/* the VM is gone or the process ended meanwhile: the proxy */
 		if (kill(st.pid, sig == SIGKILL ? SIGKILL : SIGTERM) < 0)
 			return oci_fail(c, "container not running");
@@ -551,7 +551,7 @@ out:
 static int oci_exec(const struct oci_ctx *c, int argc, char **argv)
 {
 	const char *id = NULL, *procfile = NULL, *pid_file = NULL, *console = NULL, *v;
-	char why[512], *fields = NULL, *text = NULL;
+	char why[512], err[600], *fields = NULL, *text = NULL;
 	int i, r, lock, detach = 0, tty = 0, slave = -1;
 	struct oci_spec *s = calloc(1, sizeof(*s));
 	struct oci_process *p;
@@ -650,9 +650,11 @@ static int oci_exec(const struct oci_ctx *c, int argc, char **argv)
 		goto out;
 	}
 	if (!detach) {
-		r = oci_exec_proxy(&a, fields, p, slave);
+		r = oci_exec_proxy(&a, fields, p, slave, err, sizeof(err));
 		if (r == -EHOSTUNREACH)
 			r = oci_fail(c, "%s: cannot reach its VM", id);
+		else if (err[0])
+			oci_fail(c, "%s: %s", id, err);
 		r = r < 0 ? CLI_EXIT_ERROR : r;
 		goto out;
 	}
@@ -661,7 +663,9 @@ static int oci_exec(const struct oci_ctx *c, int argc, char **argv)
 	if (pid == 0) {
 		if (slave < 0)
 			setsid();
-		r = oci_exec_proxy(&a, fields, p, slave);
+		r = oci_exec_proxy(&a, fields, p, slave, err, sizeof(err));
+		if (err[0])
+			oci_fail(c, "%s: %s", id, err);
 		_exit(r < 0 ? 1 : r);
 	}
 	if (slave >= 0)

@@ -140,7 +140,7 @@ int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, c
 	boot_status_show(&bs, restored ? BOOT_RESTORING : BOOT_BOOTING, log_now_ns());
 	/* The token is published with the pid; wait for both, then the API. */
 	while (log_now_ns() < end) {
-		char tok[160] = "", p[PATH_MAX + 32];
+		char tok[160] = "", p[PATH_MAX + 32], err[600];
 		struct pollfd rp = { .fd = ready[0], .events = POLLIN };
 		int told = 0;
 		FILE *f;
@@ -195,15 +195,15 @@ int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, c
 		 * follows (it was a second guest connection, and a fork there:
 		 * 224 ms of a 380 ms restore -d on an emulating host). */
 		snprintf(p, sizeof(p), "%s/synced", sb->rw);
-		if (tok[0] && (restored ? access(p, F_OK) == 0 : api_wait_ready(&a, 0) == 0)) {
+		if (tok[0] && (restored ? access(p, F_OK) == 0 : api_wait_ready(&a, 0, NULL, 0) == 0)) {
 			int64_t id = 0;
 
 			boot_status_show(&bs, BOOT_API_READY, log_now_ns());
 			boot_status_done(&bs);
 			/* run -d -- CMD: CMD as the sandbox's detached process
 			 * (API v2), tagged "main" for vmm attach/logs/kill */
-			if (dcmd && api_start_id(&a, dcmd, &id)) {
-				log_err("sandbox %s: its command did not start: stopped and removed", sb->name);
+			if (dcmd && api_start_id(&a, dcmd, &id, err, sizeof(err))) {
+				log_err("sandbox %s: its command did not start (%s): stopped and removed", sb->name, err);
 				detach_abandon(pid, sb, &stops);
 				return CLI_EXIT_ERROR;
 			}

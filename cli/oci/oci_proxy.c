@@ -185,7 +185,7 @@ static void block_forwarded(void)
 /* The init proxy's work after start: the status to exit with. */
 static int run_init(const struct oci_ctx *c, const char *id, const struct oci_process *p)
 {
-	char *fields = malloc(OCI_FIELDS_MAX), out[512];
+	char *fields = malloc(OCI_FIELDS_MAX), out[512], err[600];
 	struct sandbox_addr a;
 	struct sandbox sb;
 	struct api_error e;
@@ -209,7 +209,9 @@ static int run_init(const struct oci_ctx *c, const char *id, const struct oci_pr
 		fprintf(stderr, "vmm oci: %s: %s\n", p->args[0], r == -1 ? e.message : "the VM went away");
 		return e.eno == ENOENT || e.eno == EACCES ? (e.eno == ENOENT ? 127 : 126) : 1;
 	}
-	r = api_attach_forward(&a, "init", p->terminal);
+	r = api_attach_forward(&a, "init", p->terminal, err, sizeof(err));
+	if (err[0])
+		oci_fail(c, "%s: %s", id, err);
 	return r < 0 ? 1 : r;
 }
 
@@ -236,7 +238,8 @@ int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_pro
 	return r;
 }
 
-int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struct oci_process *p, int slave)
+int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struct oci_process *p, int slave,
+		   char *err, size_t errlen)
 {
 	struct exec_opts o = { .tty = p->terminal, .stdin_pass = 1, .forward_usr = 1 };
 	int fd;
@@ -246,6 +249,6 @@ int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struc
 		oci_console_attach(slave);
 	fd = api_open(a, fields);
 	if (fd < 0)
-		return -EHOSTUNREACH;
-	return api_session(fd, &o, p->args[0]);
+		return cli_seterr(err, errlen, -EHOSTUNREACH, "%s", "");
+	return api_session(fd, &o, p->args[0], err, errlen);
 }

@@ -37,7 +37,8 @@ int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_pro
 /* An exec's proxy: slave (>= 0) as its terminal, then the exec request
  * fields on a, followed to its end. The exit status; -EHOSTUNREACH
  * when the VM cannot be reached, another -errno when the session
- * breaks. */
-int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struct oci_process *p, int slave);
+ * breaks. err: why, or a note on the process's end ("" when none). */
+int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struct oci_process *p, int slave,
+		   char *err, size_t errlen);
 
 #endif

@@ -505,11 +505,11 @@ int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oc
  * the process as root outside the container's root: refuse it. */
 int oci_guest_capable(const struct oci_ctx *c, const char *id, const struct sandbox_addr *a)
 {
-	char out[1024];
+	char out[1024], err[600];
 	const char *f;
 
-	if (api_call2(a, "\"op\":\"health\"", "health", out, sizeof(out)))
-		return oci_fail(c, "%s: the VM's guest-init does not answer", id);
+	if (api_call2(a, "\"op\":\"health\"", "health", out, sizeof(out), err, sizeof(err)))
+		return oci_fail(c, "%s: the VM's guest-init does not answer (%s)", id, err);
 	f = strstr(out, "\"features\"");
 	if (!f || !strstr(f, "\"container\""))
 		return oci_fail(c, "%s: the VM's guest-init is too old for containers (no \"container\" feature: it would "

@@ -184,7 +184,7 @@ static void exec_proxy_forwards_signals(void **state)
 
 		dup2(nul, 0);
 		dup2(nul, 1);
-		_exit(oci_exec_proxy(&a, "\"op\":\"exec\"", &p, -1) & 0xff);
+		_exit(oci_exec_proxy(&a, "\"op\":\"exec\"", &p, -1, NULL, 0) & 0xff);
 	}
 	conn = accept(l, NULL, NULL);
 	assert_true(conn >= 0);
