@@ -355,15 +355,35 @@ int cli_seterr(char *err, size_t errlen, int r, const char *fmt, ...)
 	return r;
 }
 
-int cli_usage_error(const char *verb, const char *fmt, ...)
+static void usage_vmsg(char *err, size_t errlen, const char *verb, const char *fmt, va_list ap)
+{
+	int n = vsnprintf(err, errlen, fmt, ap);
+
+	if (n >= 0 && (size_t)n < errlen)
+		snprintf(err + n, errlen - (size_t)n, " (see 'vmm %s --help')", verb);
+}
+
+int cli_usage_msg(char *err, size_t errlen, const char *verb, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "vmm %s: ", verb);
+	if (err && errlen) {
+		va_start(ap, fmt);
+		usage_vmsg(err, errlen, verb, fmt, ap);
+		va_end(ap);
+	}
+	return CLI_EXIT_USAGE;
+}
+
+int cli_usage_error(const char *verb, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	usage_vmsg(msg, sizeof(msg), verb, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, " (see 'vmm %s --help')\n", verb);
+	fprintf(stderr, "vmm %s: %s\n", verb, msg);
 	return CLI_EXIT_USAGE;
 }
 
@@ -401,17 +421,26 @@ int cli_getopt(int argc, char **argv, const char *sopts, const struct option *lo
 	return opt;
 }
 
-int cli_bad_arg(const char *verb, const char *arg, const char *valued)
+int cli_bad_arg_msg(char *err, size_t errlen, const char *verb, const char *arg, const char *valued)
 {
 	size_t n = strlen(arg);
 	const char *p;
 
 	for (p = valued; p && arg[0] == '-' && (p = strstr(p, arg)); p += n)
 		if ((p == valued || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
-			return cli_usage_error(verb, "option '%s' needs a value", arg);
+			return cli_usage_msg(err, errlen, verb, "option '%s' needs a value", arg);
 	if (arg[0] == '-' && arg[1])
-		return cli_usage_error(verb, "unknown option '%s'", arg);
-	return cli_usage_error(verb, "unexpected argument '%s'", arg);
+		return cli_usage_msg(err, errlen, verb, "unknown option '%s'", arg);
+	return cli_usage_msg(err, errlen, verb, "unexpected argument '%s'", arg);
+}
+
+int cli_bad_arg(const char *verb, const char *arg, const char *valued)
+{
+	char msg[1024];
+
+	cli_bad_arg_msg(msg, sizeof(msg), verb, arg, valued);
+	fprintf(stderr, "vmm %s: %s\n", verb, msg);
+	return CLI_EXIT_USAGE;
 }
 
 int cli_cache_file(const char *name, char *buf, size_t len)
