@@ -375,20 +375,10 @@ int cli_usage_msg(char *err, size_t errlen, const char *verb, const char *fmt, .
 	return CLI_EXIT_USAGE;
 }
 
-int cli_usage_error(const char *verb, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	usage_vmsg(msg, sizeof(msg), verb, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "vmm %s: %s\n", verb, msg);
-	return CLI_EXIT_USAGE;
-}
 
 /* The option getopt_long stopped at: "--name" (up to any '=') or "-c". */
-static int bad_option(const char *verb, char **argv, const char *sopts, const struct option *lopts)
+static int bad_option(char *err, size_t errlen, const char *verb, char **argv, const char *sopts,
+		      const struct option *lopts)
 {
 	const char *arg = argv[optind - 1], *p;
 	size_t n;
@@ -397,25 +387,26 @@ static int bad_option(const char *verb, char **argv, const char *sopts, const st
 		n = strcspn(arg + 2, "=");
 		for (; lopts && lopts->name; lopts++)
 			if (strlen(lopts->name) == n && !strncmp(lopts->name, arg + 2, n))
-				return cli_usage_error(verb, lopts->has_arg == required_argument ?
+				return cli_usage_msg(err, errlen, verb, lopts->has_arg == required_argument ?
 							     "option '--%.*s' needs a value" :
 							     "option '--%.*s' takes no value", (int)n, arg + 2);
-		return cli_usage_error(verb, "unknown option '--%.*s'", (int)n, arg + 2);
+		return cli_usage_msg(err, errlen, verb, "unknown option '--%.*s'", (int)n, arg + 2);
 	}
 	p = strchr(sopts, optopt);
 	if (p && optopt != ':' && optopt != '+' && p[1] == ':')
-		return cli_usage_error(verb, "option '-%c' needs a value", optopt);
-	return cli_usage_error(verb, "unknown option '-%c'", optopt);
+		return cli_usage_msg(err, errlen, verb, "option '-%c' needs a value", optopt);
+	return cli_usage_msg(err, errlen, verb, "unknown option '-%c'", optopt);
 }
 
-int cli_getopt(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb)
+int cli_getopt_msg(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb, char *err,
+		   size_t errlen)
 {
 	int opt;
 
 	opterr = 0; /* getopt's own message is replaced by ours, one line */
 	opt = getopt_long(argc, argv, sopts, lopts, NULL);
 	if (opt == '?' || opt == ':') {
-		bad_option(verb, argv, sopts, lopts);
+		bad_option(err, errlen, verb, argv, sopts, lopts);
 		return '?';
 	}
 	return opt;
@@ -432,15 +423,6 @@ int cli_bad_arg_msg(char *err, size_t errlen, const char *verb, const char *arg,
 	if (arg[0] == '-' && arg[1])
 		return cli_usage_msg(err, errlen, verb, "unknown option '%s'", arg);
 	return cli_usage_msg(err, errlen, verb, "unexpected argument '%s'", arg);
-}
-
-int cli_bad_arg(const char *verb, const char *arg, const char *valued)
-{
-	char msg[1024];
-
-	cli_bad_arg_msg(msg, sizeof(msg), verb, arg, valued);
-	fprintf(stderr, "vmm %s: %s\n", verb, msg);
-	return CLI_EXIT_USAGE;
 }
 
 int cli_cache_file(const char *name, char *buf, size_t len)
