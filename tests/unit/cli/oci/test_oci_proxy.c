@@ -36,11 +36,6 @@ void oci_vm_remove(const struct oci_ctx *c, const char *id)
 {
 	(void)c, (void)id;
 }
-int oci_fail(const struct oci_ctx *c, const char *fmt, ...)
-{
-	(void)c, (void)fmt;
-	return 1;
-}
 void oci_info(const struct oci_ctx *c, const char *fmt, ...)
 {
 	(void)c, (void)fmt;
