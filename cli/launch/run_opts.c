@@ -28,10 +28,7 @@ int run_bad_usage(struct run_opts *o, const char *fmt, const char *arg)
 {
 	char msg[sizeof(o->err) - 64];
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 	snprintf(msg, sizeof(msg), fmt, arg);
-#pragma GCC diagnostic pop
 	return cli_seterr(o->err, sizeof(o->err), CLI_EXIT_USAGE, "%s (see 'vmm run --help' or 'vmm restore --help')",
 			  msg);
 }
