@@ -84,8 +84,9 @@ ENTRY = {'cli/main.c', 'cli/tls.c'}
 # blanked before matching, so a message that quotes a call is no hit).
 STDIO = re.compile(r'''(?x)
    \b(?:fprintf|vfprintf|fputs|fputc|putc|fwrite)\s*\((?:[^;]*?,)?\s*(?:stderr|stdout)\s*[,)]
- | \b(?:printf|vprintf|puts|putchar|perror)\s*\(
- | \b(?:dprintf|write)\s*\(\s*(?:STDERR_FILENO|STDOUT_FILENO|1|2)\s*,
+ | \b(?:printf|vprintf|puts|putchar|perror|psignal|psiginfo)\s*\(
+ | \b(?:err|errx|verr|verrx|warn|warnx|vwarn|vwarnx|error|error_at_line)\s*\(
+ | \b(?:dprintf|write|write_full)\s*\(\s*(?:STDERR_FILENO|STDOUT_FILENO|1|2)\s*,
 ''')
 # The files of cli/*/ that may write to stderr/stdout, each with how many
 # lines do and why. The count is exact: one more, or one fewer, fails (a
@@ -329,6 +330,7 @@ def self_test():
         ('cli/images/bad3.c', '/* x */\nvoid f(void)\n{\n\tfputs("x",\n\t      stderr);\n}\n', 'writes to stderr'),
         ('cli/images/bad4.c', '/* x */\nvoid f(void)\n{\n\tprintf("%d", 1);\n}\n', 'writes to stderr'),
         ('cli/images/bad5.c', '/* x */\nvoid f(void)\n{\n\tdprintf(STDERR_FILENO, "x");\n}\n', 'writes to stderr'),
+        ('cli/images/bad6.c', '/* x */\nvoid f(void)\n{\n\twarnx("x");\n}\n', 'writes to stderr'),
     ]
     for path, text, want in cases:
         errs = check_file(path, text, exists)
