@@ -21,6 +21,7 @@ static void attach_usage(FILE *out)
 
 static int attach_main(int argc, char **argv)
 {
+	char err[600] = "";
 	struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
 	const char *pos[2] = { NULL, NULL };
 	int i, n = 0, in = 0, tty = 0, token_given = 0, r;
@@ -43,7 +44,9 @@ static int attach_main(int argc, char **argv)
 		return cli_usage_error("attach", "expected SANDBOX ID");
 	if (sandbox_api_addr(pos[0], token_given, &sb, &a))
 		return CLI_EXIT_ERROR;
-	r = api_attach(&a, pos[1], in, tty);
+	r = api_attach(&a, pos[1], in, tty, err, sizeof(err));
+	if (err[0])
+		fprintf(stderr, "vmm: %s\n", err);
 	return r < 0 ? CLI_EXIT_ERROR : r;
 }
 

@@ -5,6 +5,7 @@
 #include "vmm/base/log.h"
 #include "vmm/wire/proto.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,15 @@ static int relative_remote(const char *spec)
 	return colon && colon[1] != '/' && sandbox_named(spec, (size_t)(colon - spec)) && lstat(spec, &st) < 0;
 }
 
+/* The copy's end: why it failed, if it did. */
+static int cp_done(int r, const struct cp_opts *o)
+{
+	if (!r)
+		return 0;
+	fprintf(stderr, "vmm cp: %s\n", o->err[0] ? o->err : strerror(r < 0 ? -r : EIO));
+	return CLI_EXIT_ERROR;
+}
+
 static int cp_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -137,16 +147,16 @@ static int cp_main(int argc, char **argv)
 			return CLI_EXIT_ERROR;
 		}
 		if (!strcmp(src, "-")) {
-			r = cp_tar_stdin(&a, path);
+			r = cp_tar_stdin(&a, path, STDIN_FILENO, &o);
 		} else {
 			char stripped[PATH_MAX];
 
 			cp_base(path, base, sizeof(base), &content);
 			strip_content(path, stripped, sizeof(stripped));
-			r = cp_tar_stdout(&a, stripped, content || !base[0] ? "." : base, o.follow);
+			r = cp_tar_stdout(&a, stripped, content || !base[0] ? "." : base, o.follow, STDOUT_FILENO, &o);
 		}
 		free(spec);
-		return r ? CLI_EXIT_ERROR : 0;
+		return cp_done(r, &o);
 	}
 	for (int i = 0; i < 2; i++) {
 		if (relative_remote(argv[optind + i])) {
@@ -191,7 +201,7 @@ static int cp_main(int argc, char **argv)
 		snprintf(line, sizeof(line), "vmm cp: %s copied, %s/s\n", b, rate);
 		fputs(line, stderr);
 	}
-	return r ? CLI_EXIT_ERROR : 0;
+	return cp_done(r, &o);
 }
 
 const struct cli_verb cli_verb_cp = {

@@ -78,6 +78,7 @@ static int e2b_main(int argc, char **argv)
 		snprintf(vmm, sizeof(vmm), "/proc/self/exe");
 	}
 	o.vmm_path = vmm;
+	o.notice = stderr;
 	return e2b_serve(&o) ? CLI_EXIT_ERROR : 0;
 }
 

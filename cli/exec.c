@@ -104,6 +104,7 @@ static void keep_awake(const char *name, const char *tag)
 
 static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 {
+	char err[600] = "";
 	static const struct option opts[] = {
 		{ "tty", no_argument, NULL, 't' },
 		{ "no-stdin", no_argument, NULL, 'n' },
@@ -125,6 +126,7 @@ static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 	unsigned nenv = 0;
 	int opt, r, token_given = 0, interactive = 0, cmd, keep_alive = 0;
 	char tag[40];
+	int64_t id = 0;
 	struct sandbox sb;
 
 	optind = 1;
@@ -218,13 +220,18 @@ static int exec_run(int argc, char **argv, struct oci_exec_plan *plan)
 			snprintf(tag, sizeof(tag), "keepalive-%08x", rnd);
 			o.tag = tag;
 		}
-		if (api_start(&a, &o) < 0)
+		if (api_start_id(&a, &o, &id, err, sizeof(err)) < 0) {
+			fprintf(stderr, "vmm: %s\n", err);
 			return CLI_EXIT_ERROR;
+		}
+		printf("%lld\n", (long long)id);
 		if (keep_alive)
 			keep_awake(argv[optind], o.tag);
 		return 0;
 	}
-	r = api_exec(&a, &o);
+	r = api_exec(&a, &o, err, sizeof(err));
+	if (err[0])
+		fprintf(stderr, "vmm: %s\n", err);
 	return r < 0 ? CLI_EXIT_ERROR : r;
 }
 

@@ -210,7 +210,7 @@ static int remove_tree(const char *dir)
 
 static int rm_image(const char *ref, int force)
 {
-	char name[IMAGE_NAME_MAX + 1], store[PATH_MAX], p[PATH_MAX + 64];
+	char name[IMAGE_NAME_MAX + 1], store[PATH_MAX], p[PATH_MAX + 64], who[300];
 	unsigned version, *v;
 	int n, i, r = 0;
 
@@ -226,7 +226,8 @@ static int rm_image(const char *ref, int force)
 	for (i = 0; i < n; i++) {
 		if (version && v[i] != version)
 			continue;
-		if (!force && image_in_use(name, v[i])) {
+		if (!force && image_in_use(name, v[i], who, sizeof(who))) {
+			fprintf(stderr, "vmm image: %s\n", who);
 			fprintf(stderr, "vmm image rm: refused; stop and remove the sandbox first, or use -f\n");
 			free(v);
 			return CLI_EXIT_ERROR;
@@ -295,6 +296,20 @@ static void image_usage(FILE *out)
 		"(docs/images.md).\n");
 }
 
+/* build, warm, pull, import, export: the subsystem does the work and says
+ * how it went into o (images.h); the verb prints what failed. */
+static int image_cmd(int (*cmd)(int, char **, struct image_out *), int argc, char **argv)
+{
+	struct image_out o = { .progress = stderr, .result = stdout };
+	int r;
+
+	r = cmd(argc - 1, argv + 1, &o);
+	fflush(stdout);
+	if (r && o.err[0])
+		fprintf(stderr, "vmm image %s: %s\n", argv[1], o.err);
+	return r;
+}
+
 static int image_main(int argc, char **argv)
 {
 	const char *sub = argc > 1 ? argv[1] : "";
@@ -304,17 +319,17 @@ static int image_main(int argc, char **argv)
 		/* -f Dockerfile: the Dockerfile builder's (image_dockerfile.c) */
 		for (i = 2; i < argc; i++)
 			if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--dockerfile"))
-				return image_dockerfile_main(argc - 1, argv + 1);
-		return image_build_main(argc - 1, argv + 1);
+				return image_cmd(image_dockerfile_main, argc, argv);
+		return image_cmd(image_build_main, argc, argv);
 	}
 	if (!strcmp(sub, "warm"))
-		return image_warm_main(argc - 1, argv + 1);
+		return image_cmd(image_warm_main, argc, argv);
 	if (!strcmp(sub, "pull"))
-		return image_pull_main(argc - 1, argv + 1);
+		return image_cmd(image_pull_main, argc, argv);
 	if (!strcmp(sub, "import"))
-		return image_import_main(argc - 1, argv + 1);
+		return image_cmd(image_import_main, argc, argv);
 	if (!strcmp(sub, "export"))
-		return image_export_main(argc - 1, argv + 1);
+		return image_cmd(image_export_main, argc, argv);
 	if (!strcmp(sub, "ls")) {
 		for (i = 2; i < argc; i++) {
 			if (strcmp(argv[i], "--json"))

@@ -40,6 +40,7 @@ static int parse_signal(const char *s)
 
 static int kill_main(int argc, char **argv)
 {
+	char err[600] = "";
 	struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
 	const char *pos[2] = { NULL, NULL };
 	char fields[256], out[256];
@@ -76,7 +77,11 @@ static int kill_main(int argc, char **argv)
 	}
 	jw_key(&w, "signal");
 	jw_int(&w, sig);
-	return api_call2(&a, jw_done(&w) ? fields : "", "kill", out, sizeof(out)) ? CLI_EXIT_ERROR : 0;
+	if (api_call2(&a, jw_done(&w) ? fields : "", "kill", out, sizeof(out), err, sizeof(err))) {
+		fprintf(stderr, "vmm: %s\n", err);
+		return CLI_EXIT_ERROR;
+	}
+	return 0;
 }
 
 const struct cli_verb cli_verb_kill = {

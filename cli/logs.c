@@ -138,11 +138,14 @@ static int logs_main(int argc, char **argv)
 	if (proc) {
 		struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
 		struct sandbox sb;
+		char err[600];
 		int r;
 
 		if (sandbox_api_addr(name, 0, &sb, &a))
 			return CLI_EXIT_ERROR;
-		r = api_logs(&a, proc, follow);
+		r = api_logs(&a, proc, follow, err, sizeof(err));
+		if (err[0])
+			fprintf(stderr, "vmm: %s\n", err);
 		return r < 0 ? CLI_EXIT_ERROR : follow ? r : 0;
 	}
 	if (sandbox_status(name, &st))

@@ -9,6 +9,7 @@
 #include "vmm/vm_snapshot.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,6 +51,42 @@ static const struct cli_verb *const verbs[] = {
 	&cli_verb_oci,
 };
 #define NR_VERBS (sizeof(verbs) / sizeof(verbs[0]))
+
+/* ---- the verbs' printers of a usage mistake (verbs.h) ---- */
+
+int cli_usage_error(const char *verb, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		msg[0] = '\0';
+	fprintf(stderr, "vmm %s: %s (see 'vmm %s --help')\n", verb, msg, verb);
+	return CLI_EXIT_USAGE;
+}
+
+int cli_getopt(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb)
+{
+	char err[512];
+	int opt = cli_getopt_msg(argc, argv, sopts, lopts, verb, err, sizeof(err));
+
+	if (opt == '?')
+		fprintf(stderr, "vmm %s: %s\n", verb, err);
+	return opt;
+}
+
+int cli_bad_arg(const char *verb, const char *arg, const char *valued)
+{
+	char err[1024];
+
+	cli_bad_arg_msg(err, sizeof(err), verb, arg, valued);
+	fprintf(stderr, "vmm %s: %s\n", verb, err);
+	return CLI_EXIT_USAGE;
+}
 
 static void usage(FILE *out)
 {

@@ -117,6 +117,7 @@ static int mcp_main(int argc, char **argv)
 	origins[norig] = NULL;
 	ho.origins = origins;
 	ho.sandbox_dir = sb.dir;
+	ho.notice = stderr;
 	r = mcp_serve_http(&s, &ho);
 	return r ? CLI_EXIT_ERROR : 0;
 }

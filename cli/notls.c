@@ -72,38 +72,38 @@ void egress_release(struct egress *e)
 	(void)e;
 }
 
-int image_build_main(int argc, char **argv)
+int image_build_main(int argc, char **argv, struct image_out *out)
 {
-	(void)argc, (void)argv;
+	(void)argc, (void)argv, (void)out;
 	return unreachable("vmm image build") ? CLI_EXIT_ERROR : 0;
 }
 
-int image_dockerfile_main(int argc, char **argv)
+int image_dockerfile_main(int argc, char **argv, struct image_out *out)
 {
-	(void)argc, (void)argv;
+	(void)argc, (void)argv, (void)out;
 	return unreachable("vmm image build -f") ? CLI_EXIT_ERROR : 0;
 }
 
-int image_pull_main(int argc, char **argv)
+int image_pull_main(int argc, char **argv, struct image_out *out)
 {
-	(void)argc, (void)argv;
+	(void)argc, (void)argv, (void)out;
 	return unreachable("vmm image pull") ? CLI_EXIT_ERROR : 0;
 }
 
-int image_warm_main(int argc, char **argv)
+int image_warm_main(int argc, char **argv, struct image_out *out)
 {
-	(void)argc, (void)argv;
+	(void)argc, (void)argv, (void)out;
 	return unreachable("vmm image warm") ? CLI_EXIT_ERROR : 0;
 }
 
-int image_import_main(int argc, char **argv)
+int image_import_main(int argc, char **argv, struct image_out *out)
 {
-	(void)argc, (void)argv;
+	(void)argc, (void)argv, (void)out;
 	return unreachable("vmm image import") ? CLI_EXIT_ERROR : 0;
 }
 
-int image_export_main(int argc, char **argv)
+int image_export_main(int argc, char **argv, struct image_out *out)
 {
-	(void)argc, (void)argv;
+	(void)argc, (void)argv, (void)out;
 	return unreachable("vmm image export") ? CLI_EXIT_ERROR : 0;
 }

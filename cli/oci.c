@@ -33,6 +33,24 @@
 #define VMM_VERSION "0.0.0-dev"
 #endif
 
+/* An error of the runtime, as runc says one: on stderr ("vmm oci: MSG")
+ * and in --log (oci_log_line: runc's JSON lines with --log-format json,
+ * which containerd reads back). Returns CLI_EXIT_ERROR. The subsystem
+ * (cli/oci/) hands its errors up; this verb says them. */
+static int oci_fail(const struct oci_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int oci_fail(const struct oci_ctx *c, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "vmm oci: %s\n", msg);
+	oci_log_line(c, "error", msg);
+	return CLI_EXIT_ERROR;
+}
+
 /* ---- options ------------------------------------------------------------- */
 
 /* runc's flags come as --flag V, --flag=V, and Go's -flag V. Is argv[*i]
@@ -136,10 +154,35 @@ static int hooks(const struct oci_ctx *c, const struct oci_spec *s, enum oci_hoo
 	return 0;
 }
 
+/* create's child: the container's init proxy (oci_init_proxy), on the
+ * console or in a session of its own, in the container's network
+ * namespace as runc's init is; it exits with the process's status. */
+static void init_proxy_child(const struct oci_ctx *c, const char *id, const struct oci_spec *s, const char *fifo,
+			     int lock, int slave, int nsfd) __attribute__((noreturn));
+static void init_proxy_child(const struct oci_ctx *c, const char *id, const struct oci_spec *s, const char *fifo,
+			     int lock, int slave, int nsfd)
+{
+	char why[1536];
+	int r;
+
+	if (lock >= 0)
+		close(lock);
+	if (slave >= 0)
+		oci_console_attach(slave);
+	else
+		setsid();
+	if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
+		_exit(oci_fail(c, "%s: joining %s: %s", id, s->netns, strerror(errno)));
+	r = oci_init_proxy(c, id, &s->process, fifo, why, sizeof(why));
+	if (why[0])
+		oci_fail(c, "%s", why);
+	_exit(r);
+}
+
 static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 {
 	const char *bundle = NULL, *pid_file = NULL, *console = NULL, *id = NULL, *v;
-	char cwd[PATH_MAX], why[512], dir[PATH_MAX], fifo[PATH_MAX + 16], err[2048];
+	char cwd[PATH_MAX], why[1536], dir[PATH_MAX], fifo[PATH_MAX + 16], err[2048];
 	static char shares[16][PATH_MAX];
 	int share_of[OCI_MAX_MOUNTS], i, r, lock = -1, slave = -1, made = 0;
 	struct oci_spec *s = calloc(1, sizeof(*s));
@@ -241,16 +284,19 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 		r = oci_fail(c, "out of memory");
 		goto out;
 	}
-	if ((r = oci_net_prepare(c, s, &net, netopt_buf, sizeof(netopt_buf), &netopt, &nsfd)))
+	if ((r = oci_net_prepare(c, s, &net, netopt_buf, sizeof(netopt_buf), &netopt, &nsfd, why, sizeof(why))) ||
+	    (r = oci_vm_boot(c, id, s, shares, nshares, netopt, nsfd, why, sizeof(why)))) {
+		r = oci_fail(c, "%s", why);
 		goto out;
-	if ((r = oci_vm_boot(c, id, s, shares, nshares, netopt, nsfd)))
-		goto out;
+	}
 	if (oci_vm_addr(c, id, &sb, &a)) {
 		r = oci_fail(c, "%s: the VM started but cannot be found", id);
 		goto out;
 	}
-	if ((r = oci_guest_capable(c, id, &a)))
+	if ((r = oci_guest_capable(id, &a, why, sizeof(why)))) {
+		r = oci_fail(c, "%s", why);
 		goto out;
+	}
 	if (netopt && oci_net_connect(s->netns, &net, why, sizeof(why))) {
 		r = oci_fail(c, "%s: connecting the VM to %s in %s: %s", id, net.ifname, s->netns, why);
 		goto out;
@@ -281,18 +327,8 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 		r = oci_fail(c, "fork: %s", strerror(errno));
 		goto out;
 	}
-	if (pid == 0) {
-		if (lock >= 0)
-			close(lock);
-		if (slave >= 0)
-			oci_console_attach(slave);
-		else
-			setsid();
-		/* in the container's network namespace, as runc's init is */
-		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
-			_exit(oci_fail(c, "%s: joining %s: %s", id, s->netns, strerror(errno)));
-		_exit(oci_init_proxy(c, id, &s->process, fifo));
-	}
+	if (pid == 0)
+		init_proxy_child(c, id, s, fifo, lock, slave, nsfd);
 	if (slave >= 0)
 		close(slave);
 	st.pid = pid;
@@ -485,7 +521,7 @@ static int oci_kill(const struct oci_ctx *c, int argc, char **argv)
 		return kill(st.pid, sig) < 0 ? oci_fail(c, "kill %d: %s", (int)st.pid, strerror(errno)) : 0;
 	}
 	snprintf(fields, sizeof(fields), "\"op\":\"signal\",\"tag\":\"init\",\"signal\":%d", sig);
-	if (oci_vm_addr(c, id, &sb, &a) || api_call2(&a, fields, "kill", out, sizeof(out))) {
+	if (oci_vm_addr(c, id, &sb, &a) || api_call2(&a, fields, "kill", out, sizeof(out), NULL, 0)) {
 		/* the VM is gone or the process ended meanwhile: the proxy */
 		if (kill(st.pid, sig == SIGKILL ? SIGKILL : SIGTERM) < 0)
 			return oci_fail(c, "container not running");
@@ -560,7 +596,7 @@ out:
 static int oci_exec(const struct oci_ctx *c, int argc, char **argv)
 {
 	const char *id = NULL, *procfile = NULL, *pid_file = NULL, *console = NULL, *v;
-	char why[512], *fields = NULL, *text = NULL;
+	char why[512], err[600], *fields = NULL, *text = NULL;
 	int i, r, lock, detach = 0, tty = 0, slave = -1;
 	struct oci_spec *s = calloc(1, sizeof(*s));
 	struct oci_process *p;
@@ -659,9 +695,11 @@ static int oci_exec(const struct oci_ctx *c, int argc, char **argv)
 		goto out;
 	}
 	if (!detach) {
-		r = oci_exec_proxy(&a, fields, p, slave);
+		r = oci_exec_proxy(&a, fields, p, slave, err, sizeof(err));
 		if (r == -EHOSTUNREACH)
 			r = oci_fail(c, "%s: cannot reach its VM", id);
+		else if (err[0])
+			oci_fail(c, "%s: %s", id, err);
 		r = r < 0 ? CLI_EXIT_ERROR : r;
 		goto out;
 	}
@@ -670,7 +708,9 @@ static int oci_exec(const struct oci_ctx *c, int argc, char **argv)
 	if (pid == 0) {
 		if (slave < 0)
 			setsid();
-		r = oci_exec_proxy(&a, fields, p, slave);
+		r = oci_exec_proxy(&a, fields, p, slave, err, sizeof(err));
+		if (err[0])
+			oci_fail(c, "%s: %s", id, err);
 		_exit(r < 0 ? 1 : r);
 	}
 	if (slave >= 0)

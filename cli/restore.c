@@ -64,7 +64,12 @@ static void restore_usage(FILE *out)
 
 static int restore_main(int argc, char **argv)
 {
-	return launch_sandbox(argc, argv, 1, 0, 0);
+	struct launch_out out = { .result = stdout, .diag = stderr };
+	int r = launch_sandbox(argc, argv, 1, 0, 0, &out);
+
+	if (out.err[0])
+		fprintf(stderr, "vmm: %s\n", out.err);
+	return r;
 }
 
 const struct cli_verb cli_verb_restore = {

@@ -135,15 +135,28 @@ static void run_usage(FILE *out)
 /* vmm run --image: the arguments rewritten by image_run_args(). */
 static int with_image(int argc, char **argv, int check_only)
 {
-	char **v = NULL;
+	char **v = NULL, note[512], err[1024];
 	int n = 0, restore = 0, r;
 
-	if (image_run_args(argc, argv, &v, &n, &restore))
+	r = image_run_args(argc, argv, &v, &n, &restore, note, sizeof(note), err, sizeof(err));
+	if (note[0])
+		fprintf(stderr, "note: %s\n", note);
+	if (r) {
+		if (err[0])
+			fprintf(stderr, "vmm run: %s\n", err);
 		return CLI_EXIT_ERROR;
-	if (!v)
-		return launch_sandbox(argc, argv, 0, check_only, 0);
-	r = launch_sandbox(n, v, restore, check_only, 0);
-	free(v); /* its strings live as long as the process needs them */
+	}
+	{
+		struct launch_out out = { .result = stdout, .diag = stderr };
+
+		if (!v)
+			r = launch_sandbox(argc, argv, 0, check_only, 0, &out);
+		else
+			r = launch_sandbox(n, v, restore, check_only, 0, &out);
+		free(v); /* its strings live as long as the process needs them */
+		if (out.err[0])
+			fprintf(stderr, "vmm: %s\n", out.err);
+	}
 	return r;
 }
 

@@ -32,7 +32,12 @@ static void serve_usage(FILE *out)
 
 int serve_run(int argc, char **argv)
 {
-	return launch_sandbox(argc, argv, 0, 0, 1);
+	struct launch_out out = { .result = stdout, .diag = stderr };
+	int r = launch_sandbox(argc, argv, 0, 0, 1, &out);
+
+	if (out.err[0])
+		fprintf(stderr, "vmm: %s\n", out.err);
+	return r;
 }
 
 const struct cli_verb cli_verb_serve = {

@@ -38,6 +38,7 @@ struct top_bufs {
 
 static int top_run(int argc, char **argv, struct top_bufs *b)
 {
+	char err[600] = "";
 	char *out = b->out;
 	struct json_arena ar = { b->arena, sizeof(b->arena), 0 };
 	struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
@@ -62,8 +63,10 @@ static int top_run(int argc, char **argv, struct top_bufs *b)
 		return cli_usage_error("top", "expected SANDBOX");
 	if (sandbox_api_addr(name, token_given, &sb, &a))
 		return CLI_EXIT_ERROR;
-	if (api_call2(&a, "\"op\":\"processes\"", "top", out, sizeof(b->out)))
+	if (api_call2(&a, "\"op\":\"processes\"", "top", out, sizeof(b->out), err, sizeof(err))) {
+		fprintf(stderr, "vmm: %s\n", err);
 		return CLI_EXIT_ERROR;
+	}
 	if (json) {
 		printf("%s\n", out);
 		return 0;

@@ -13,6 +13,19 @@
 #define CLI_SUMMARY_E2B "serve E2B's API (its SDKs) on vmm sandboxes; API keys"
 #define CLI_SUMMARY_TOKEN "create, list and revoke a sandbox's access tokens"
 
+/* A usage mistake in one line on stderr: "vmm VERB: MESSAGE (see 'vmm VERB
+ * --help')"; returns CLI_EXIT_USAGE (cli/main.c; the subsystems format the
+ * same line with cli/util's cli_usage_msg and hand it up). */
+int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct option;
+/* getopt_long that says an unknown option or a missing value with
+ * cli_usage_error's line (getopt's own messages off), then returns '?'. */
+int cli_getopt(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb);
+/* A hand-parsed verb's argument it does not take, said as cli_usage_error
+ * does: one of `valued` (its options that take a value, space-separated;
+ * may be NULL) missing its value, an unknown option, or an extra word. */
+int cli_bad_arg(const char *verb, const char *arg, const char *valued);
+
 struct cli_verb {
 	const char *name;
 	const char *summary;

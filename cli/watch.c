@@ -19,6 +19,7 @@ static void watch_usage(FILE *out)
 
 static int watch_main(int argc, char **argv)
 {
+	char err[600] = "";
 	struct sandbox_addr a = { .port = cli_api_port(), .token = getenv("VMM_TOKEN") };
 	const char *pos[2] = { NULL, NULL };
 	int i, n = 0, rec = 0, json = 0, token_given = 0;
@@ -42,7 +43,11 @@ static int watch_main(int argc, char **argv)
 	}
 	if (sandbox_api_addr(pos[0], token_given, &sb, &a))
 		return CLI_EXIT_ERROR;
-	return api_watch(&a, pos[1], rec, json) < 0 ? CLI_EXIT_ERROR : 0;
+	if (api_watch(&a, pos[1], rec, json, stdout, err, sizeof(err)) < 0) {
+		fprintf(stderr, "vmm: %s\n", err);
+		return CLI_EXIT_ERROR;
+	}
+	return 0;
 }
 
 const struct cli_verb cli_verb_watch = {

@@ -14,7 +14,13 @@ Fails on:
   - a .c or .h file that does not open with a comment saying what it is;
   - a .c file directly in cli/ that is not a verb (defines no
     `const struct cli_verb cli_verb_...`) nor one of the binaries' entry
-    files (ENTRY).
+    files (ENTRY);
+  - a file in a cli subsystem folder (cli/*/) that writes to stderr or
+    stdout itself (fprintf(stderr, ...), printf, puts, perror, fputs(...,
+    stderr), write(STDERR_FILENO, ...), ...): subsystems return 0/-errno
+    and a message (cli_seterr), the verb prints it. The exceptions, where
+    what is written is the product or no caller is left to hand an error
+    to, are counted one by one in STDIO_ALLOW.
 It also prints the folder circles the includes make (there should be none).
 
   tests/structure.py            check the tree (run from its root)
@@ -74,6 +80,31 @@ PUBLIC = {
 # cli/*.c files that are no verb but a binary's entry: the verb table
 # (main.c) and vmm-tls's side of the two binaries (tls.c).
 ENTRY = {'cli/main.c', 'cli/tls.c'}
+# Writing to stderr/stdout directly (comments and string literals are
+# blanked before matching, so a message that quotes a call is no hit).
+STDIO = re.compile(r'''(?x)
+   \b(?:fprintf|vfprintf|fputs|fputc|putc|fwrite)\s*\((?:[^;]*?,)?\s*(?:stderr|stdout)\s*[,)]
+ | \b(?:printf|vprintf|puts|putchar|perror|psignal|psiginfo)\s*\(
+ | \b(?:err|errx|verr|verrx|warn|warnx|vwarn|vwarnx|error|error_at_line)\s*\(
+ | \b(?:dprintf|write|write_full)\s*\(\s*(?:STDERR_FILENO|STDOUT_FILENO|1|2)\s*,
+''')
+# The files of cli/*/ that may write to stderr/stdout, each with how many
+# lines do and why. The count is exact: one more, or one fewer, fails (a
+# stale entry is removed, a new write goes through the verb).
+STDIO_ALLOW = {
+    # The forked helper of `vmm run -- CMD` runs the command (api_exec) and
+    # exits with its status: no caller is left to hand api_exec's note to
+    # ("the command crashed in the guest: SIGSEGV ..."), and its stderr is
+    # the user's, where vmm exec prints the same line.
+    'cli/launch/run_helper.c': (1, 'the end of vmm run -- CMD'),
+    # A forked child that could not exec its tool says why on its own stderr
+    # (the build log, or the pipe its parent reads) and exits 127, as a
+    # shell does: it has no caller, only an exit status.
+    'cli/images/image_build.c': (1, 'a child that could not exec'),
+    'cli/oci/oci_hooks.c': (1, 'a hook that could not exec: its stderr is the pipe oci_hooks reads'),
+    'cli/oci/oci_net.c': (1, 'ip(8) not found: its stderr is the pipe the parent reads'),
+    'cli/oci/oci_vm.c': (1, 'the VMM child that could not join the netns: the pipe vmm_cmd_ns reads'),
+}
 # Headers generated into the build tree (-I$(BUILD)/gen).
 GENERATED = {'syscall_names.h'}
 SOURCE_DIRS = ('vmm/', 'devices/', 'boot/', 'guest-init/', 'cli/', 'tests/', 'bench/')
@@ -146,6 +177,53 @@ def opens_with_comment(text):
     return False
 
 
+def blank_literals(text):
+    """text with comments and string and character literals blanked
+    (newlines kept, so line numbers stay)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith('/*', i) or text.startswith('//', i):
+            j = text.find('*/', i + 2) + 2 if c == '/' and text[i + 1] == '*' else text.find('\n', i)
+            j = n if j < 2 or j > n else j
+            out.append(re.sub(r'[^\n]', ' ', text[i:j]))
+            i = j
+        elif c in '"\'':
+            j = i + 1
+            while j < n and text[j] != c and text[j] != '\n':
+                j += 2 if text[j] == '\\' else 1
+            out.append(c + ' ' * (j - i - 1) + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return ''.join(out)
+
+
+def stdio_lines(text):
+    """The lines where a write to stderr/stdout starts (a call may span lines)."""
+    t = blank_literals(text)
+    return sorted({t.count('\n', 0, m.start()) + 1 for m in STDIO.finditer(t)})
+
+
+def check_stdio(path, text, allow=None):
+    """A cli subsystem's file writing to stderr/stdout itself."""
+    if not re.fullmatch(r'cli/[^/]+/.+\.[ch]', path):
+        return []
+    if allow is None:
+        allow = STDIO_ALLOW
+    lines = stdio_lines(text)
+    want = allow.get(path, (0, ''))[0]
+    if len(lines) > want:
+        where = ', '.join(str(n) for n in lines)
+        return [f'{path}:{lines[0]}: writes to stderr/stdout itself on line(s) {where} ({want} allowed): '
+                'return -errno and a message (cli_seterr) for the verb to print, or take a FILE * from it']
+    if len(lines) < want:
+        return [f'{path}: STDIO_ALLOW counts {want} lines writing to stderr/stdout, '
+                f'it has {len(lines)}: lower the count']
+    return []
+
+
 def is_verb_file(path, text):
     return path in ENTRY or 'const struct cli_verb cli_verb_' in text
 
@@ -156,6 +234,7 @@ def check_file(path, text, exists):
         if not opens_with_comment(text):
             errs.append(f'{path}: does not open with a comment saying what it is')
         errs += check_includes(path, text, exists)
+        errs += check_stdio(path, text)
     if path.endswith('.c') and not path.startswith(('tests/', 'bench/')):
         for name, n, line in long_functions(path, text):
             errs.append(f'{path}:{line}: {name} is {n} lines (at most {MAX_FUNC}: split it into named steps)')
@@ -224,7 +303,8 @@ def check_tree():
     if errs:
         print(f'structure: {len(errs)} problem(s) (tests/structure.py; the rules: docs/ARCHITECTURE.md)')
         return 1
-    print('structure: layers, includes, function lengths, opening comments and cli/ verbs ok')
+    print('structure: layers, includes, function lengths, opening comments, cli/ verbs and '
+          'subsystems that do not print ok')
     return 0
 
 
@@ -245,6 +325,12 @@ def self_test():
                                                                             'does not open with a comment')),
         ('vmm/bad3.c', '/* x */\nstatic int f(void)\n{\n' + long_body + '\n}\n', 'f is 202 lines'),
         ('cli/helper.c', '/* x */\nint helper(void);\n', 'not a verb'),
+        ('cli/images/bad.c', '/* x */\nvoid f(void)\n{\n\tfprintf(stderr, "x\\n");\n}\n', 'writes to stderr'),
+        ('cli/images/bad2.c', '/* x */\nvoid f(void)\n{\n\tperror("x");\n}\n', 'writes to stderr'),
+        ('cli/images/bad3.c', '/* x */\nvoid f(void)\n{\n\tfputs("x",\n\t      stderr);\n}\n', 'writes to stderr'),
+        ('cli/images/bad4.c', '/* x */\nvoid f(void)\n{\n\tprintf("%d", 1);\n}\n', 'writes to stderr'),
+        ('cli/images/bad5.c', '/* x */\nvoid f(void)\n{\n\tdprintf(STDERR_FILENO, "x");\n}\n', 'writes to stderr'),
+        ('cli/images/bad6.c', '/* x */\nvoid f(void)\n{\n\twarnx("x");\n}\n', 'writes to stderr'),
     ]
     for path, text, want in cases:
         errs = check_file(path, text, exists)
@@ -256,6 +342,22 @@ def self_test():
     errs = check_file(good[0], good[1], exists)
     if errs:
         print(f'structure self-test: a good file failed: {errs}')
+        ok = False
+    # Quoting a call in a message or a comment is no hit; writing to a
+    # FILE * the verb passed is not either; an allowed count is exact.
+    quiet = ('/* fprintf(stderr, ...) */\nint f(FILE *o, char *e)\n{\n\tfprintf(o, "x");\n'
+             '\treturn cli_seterr(e, 9, -1, "printf(\\"%s\\"", "perror(");\n}\n')
+    if check_stdio('cli/images/good.c', quiet):
+        print(f'structure self-test: a file that does not print failed: {check_stdio("cli/images/good.c", quiet)}')
+        ok = False
+    two = '/* x */\nvoid f(void)\n{\n\tputs("a");\n\tputs("b");\n}\n'
+    if (check_stdio('cli/x/a.c', two, {'cli/x/a.c': (2, '')}) or
+            not check_stdio('cli/x/a.c', two, {'cli/x/a.c': (1, '')}) or
+            not check_stdio('cli/x/a.c', two, {'cli/x/a.c': (3, '')})):
+        print('structure self-test: STDIO_ALLOW counts are not exact')
+        ok = False
+    if check_stdio('cli/verb.c', two):
+        print('structure self-test: a verb (cli/*.c) may print')
         ok = False
     if folder_circles({'a': {'b'}, 'b': {'a'}, 'c': {'a'}}) != [['a', 'b']]:
         print('structure self-test: the circle a <-> b was not found')

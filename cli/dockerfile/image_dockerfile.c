@@ -26,6 +26,7 @@ struct real {
 	char self[PATH_MAX];
 	unsigned mem_mib;
 	int quiet;
+	FILE *progress; /* the verb's stderr, or NULL (-q) */
 };
 
 /* A vmm image version by its reference, quietly (NULL: not one). */
@@ -71,7 +72,8 @@ static int real_resolve(void *ctx, const char *ref, char *id, size_t idlen, char
 			const char *pull[] = { rl->self, "image", "pull", ref, "--name", name, NULL };
 			int r;
 
-			fprintf(stderr, "pulling %s as vmm image %s\n", ref, name);
+			if (rl->progress)
+				fprintf(rl->progress, "pulling %s as vmm image %s\n", ref, name);
 			if ((r = cli_run_tool(pull, 0)) || find_image(name, &im)) {
 				snprintf(err, errlen, "%s: not a vmm image, and vmm image pull failed (status %d)", ref, r);
 				return -ENOENT;
@@ -211,7 +213,8 @@ static int real_run(void *ctx, const char *dir, const struct dfb_run *run, char 
 	for (unsigned a = 0; run->argv[a]; a++)
 		argv[k++] = run->argv[a];
 	argv[k] = NULL;
-	fflush(stderr);
+	if (rl->progress)
+		fflush(rl->progress); /* before the command's own output */
 	if ((st = cli_run_tool(argv, 0))) {
 		snprintf(err, errlen, "the command exited with status %d", st);
 		r = -EIO;
@@ -292,7 +295,7 @@ static int write_text(const char *dir, const char *name, const char *text)
 	return r;
 }
 
-int image_dockerfile_main(int argc, char **argv)
+int image_dockerfile_main(int argc, char **argv, struct image_out *out)
 {
 	const char *file = NULL, *context = ".", *name = NULL, *target = NULL;
 	const char **args = calloc((size_t)argc + 1, sizeof(*args));
@@ -313,7 +316,7 @@ int image_dockerfile_main(int argc, char **argv)
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "--help")) {
-			usage(stdout);
+			usage(out->result);
 			free(args);
 			return 0;
 		} else if (!strcmp(a, "--no-cache")) {
@@ -328,11 +331,11 @@ int image_dockerfile_main(int argc, char **argv)
 				ctx_given = 1;
 			} else {
 				free(args);
-				return cli_usage_error("image build", "%s: one CONTEXT only", a);
+				return cli_usage_msg(out->err, sizeof(out->err), "image build", "%s: one CONTEXT only", a);
 			}
 		} else if (!val) {
 			free(args);
-			return cli_usage_error("image build", "%s: unknown option, or its value is missing", a);
+			return cli_usage_msg(out->err, sizeof(out->err), "image build", "%s: unknown option, or its value is missing", a);
 		} else {
 			i++;
 			if (!strcmp(a, "-f") || !strcmp(a, "--dockerfile"))
@@ -358,26 +361,26 @@ int image_dockerfile_main(int argc, char **argv)
 
 				if (cli_parse_mib(val, &m) || m < 64 || m > (1ull << 20)) {
 					free(args);
-					return cli_usage_error("image build", "--run-mem %s: MiB (64 or more)", val);
+					return cli_usage_msg(out->err, sizeof(out->err), "image build", "--run-mem %s: MiB (64 or more)", val);
 				}
 				rl.mem_mib = (unsigned)m;
 			} else {
 				free(args);
-				return cli_usage_error("image build", "%s: unknown option", a);
+				return cli_usage_msg(out->err, sizeof(out->err), "image build", "%s: unknown option", a);
 			}
 		}
 	}
 	if (!name) {
 		free(args);
-		return cli_usage_error("image build", "-f needs a name for the image: -t NAME");
+		return cli_usage_msg(out->err, sizeof(out->err), "image build", "-f needs a name for the image: -t NAME");
 	}
 	if (name && strchr(name, ':')) {
 		free(args);
-		return cli_usage_error("image build", "-t %s: a name only (versions are numbered)", name);
+		return cli_usage_msg(out->err, sizeof(out->err), "image build", "-t %s: a name only (versions are numbered)", name);
 	}
 	if (!image_name_ok(name)) {
 		free(args);
-		return cli_usage_error("image build", "'%s': names are 1-%d of a-z 0-9 . _ - (not 'latest')", name,
+		return cli_usage_msg(out->err, sizeof(out->err), "image build", "'%s': names are 1-%d of a-z 0-9 . _ - (not 'latest')", name,
 				       IMAGE_NAME_MAX);
 	}
 	if (!file) {
@@ -388,16 +391,16 @@ int image_dockerfile_main(int argc, char **argv)
 	rl.self[n > 0 ? n : 0] = '\0';
 	r = 1;
 	if (oci_read_file(AT_FDCWD, file, 4 << 20, &text, &len)) {
-		fprintf(stderr, "vmm image build: %s: %s\n", file, strerror(errno ? errno : ENOENT));
+		cli_seterr(out->err, sizeof(out->err), 0, "%s: %s", file, strerror(errno ? errno : ENOENT));
 		goto out;
 	}
 	if (df_parse(text, len, &df, err, sizeof(err))) {
-		fprintf(stderr, "vmm image build: %s: %s\n", file, err);
+		cli_seterr(out->err, sizeof(out->err), 0, "%s: %s", file, err);
 		goto out;
 	}
 	parsed = 1;
 	if (oci_cache_dir(cache, sizeof(cache))) {
-		fprintf(stderr, "vmm image build: no cache directory ($VMM_CACHE or $HOME)\n");
+		cli_seterr(out->err, sizeof(out->err), 0, "no cache directory ($VMM_CACHE or $HOME)");
 		goto out;
 	}
 	snprintf(cache + strlen(cache) - 5, sizeof(cache) - strlen(cache) + 5, "build");
@@ -405,23 +408,24 @@ int image_dockerfile_main(int argc, char **argv)
 	o.build_args = args;
 	o.target = target;
 	o.cache = cache;
-	o.progress = rl.quiet ? NULL : stderr;
+	rl.progress = rl.quiet ? NULL : out->progress;
+	o.progress = rl.progress;
 	{
 		struct stat st;
 
 		if (stat(context, &st) < 0 || !S_ISDIR(st.st_mode)) {
-			fprintf(stderr, "vmm image build: %s: the build context must be a directory\n", context);
+			cli_seterr(out->err, sizeof(out->err), 0, "%s: the build context must be a directory", context);
 			goto out;
 		}
 	}
 	if (dfb_build(&df, &o, &real_ops, &rl, &res, err, sizeof(err))) {
-		fprintf(stderr, "vmm image build: %s: %s\n", file, err);
+		cli_seterr(out->err, sizeof(out->err), 0, "%s: %s", file, err);
 		goto out;
 	}
-	if (!rl.quiet)
-		fprintf(stderr, "%u steps, %u cached, %u RUN steps run\n", res.steps, res.cached, res.runs);
+	if (rl.progress)
+		fprintf(rl.progress, "%u steps, %u cached, %u RUN steps run\n", res.steps, res.cached, res.runs);
 	snprintf(src, sizeof(src), "dockerfile:%.500s", file);
-	if (image_job_begin(&j, name, src, 2, rl.quiet))
+	if (image_job_begin(&j, name, src, 2, rl.quiet, out))
 		goto out;
 	{
 		struct oci_defaults *d = calloc(1, sizeof(*d));

@@ -11,12 +11,15 @@
 #define CLI_E2B_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 struct e2b_serve_opts {
 	const char *listen;   /* "127.0.0.1:PORT", "[::1]:PORT" or a PORT */
 	int allow_remote;     /* a non-loopback address is allowed */
 	const char *vmm_path; /* the vmm binary that starts sandboxes (vmm run -d) */
 	const char *const *run_args; /* more options for each vmm run -d (NULL-terminated), or NULL */
+	FILE *notice;         /* the "serving ... on http://ADDR" line scripts wait for (the verb's
+				 stderr), or NULL */
 };
 #define E2B_RUN_ARGS_MAX 16
 #define E2B_DEFAULT_LISTEN "127.0.0.1:3049"

@@ -283,8 +283,12 @@ int e2b_serve(const struct e2b_serve_opts *o)
 	if (pthread_create(&reaper, NULL, reaper_main, &srv) == 0)
 		have_reaper = 1;
 	cli_listen_addr(lfd, addr, sizeof(addr));
-	/* one line on stderr that scripts (and the tests) can wait for */
-	fprintf(stderr, "vmm e2b: serving the E2B API on http://%s (E2B_API_URL and E2B_SANDBOX_URL)\n", addr);
+	/* one line (the verb's stderr) that scripts (and the tests) can wait for */
+	if (o->notice) {
+		fprintf(o->notice, "vmm e2b: serving the E2B API on http://%s (E2B_API_URL and E2B_SANDBOX_URL)\n",
+			addr);
+		fflush(o->notice);
+	}
 	for (;;) {
 		struct pollfd p[2] = { { .fd = lfd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
 		int c;

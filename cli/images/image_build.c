@@ -39,7 +39,11 @@ struct build {
 	int logfd;
 	double t0;
 	unsigned step, steps;
+	struct image_out *out;  /* progress, result and error (images.h) */
 };
+
+/* Why the build failed, into b->out->err; returns status. */
+#define BERR(b, status, ...) cli_seterr((b)->out->err, sizeof((b)->out->err), (status), __VA_ARGS__)
 
 static double now_s(void)
 {
@@ -52,8 +56,8 @@ static double now_s(void)
 static void step(struct build *b, const char *what)
 {
 	b->step++;
-	if (!b->quiet)
-		fprintf(stderr, "[%u/%u] %-44s (%5.1f s)\n", b->step, b->steps, what, now_s() - b->t0);
+	if (!b->quiet && b->out->progress)
+		fprintf(b->out->progress, "[%u/%u] %-44s (%5.1f s)\n", b->step, b->steps, what, now_s() - b->t0);
 }
 
 /* Starts argv (exe, or argv[0] on $PATH when NULL) with stdin on
@@ -529,16 +533,14 @@ static int build_option(struct build *b, const char *a, const char *val, int *ns
 
 		if (b->nr_files == MAX_FILES || !colon || colon == val || colon[1] != '/' ||
 		    strstr(colon, "/../") || !strcmp(colon + strlen(colon) - 3, "/..")) {
-			fprintf(stderr, "vmm image build: --file %s: SRC:DEST with DEST absolute, no '..'\n", val);
-			return CLI_EXIT_USAGE;
+			return BERR(b, CLI_EXIT_USAGE, "--file %s: SRC:DEST with DEST absolute, no '..'", val);
 		}
 		b->files[b->nr_files++] = val;
 	} else if (!strcmp(a, "--mem")) {
 		unsigned long long m;
 
 		if (cli_parse_mib(val, &m) || m < 32 || m > (1ull << 20)) {
-			fprintf(stderr, "vmm image build: --mem %s: MiB (32 or more)\n", val);
-			return CLI_EXIT_USAGE;
+			return BERR(b, CLI_EXIT_USAGE, "--mem %s: MiB (32 or more)", val);
 		}
 		b->im.mem_mib = (unsigned)m;
 	} else if (!strcmp(a, "--cpus")) {
@@ -546,47 +548,44 @@ static int build_option(struct build *b, const char *a, const char *val, int *ns
 		unsigned long c = strtoul(val, &end, 10);
 
 		if (*end || c < 1 || c > 64) {
-			fprintf(stderr, "vmm image build: --cpus %s: 1..64\n", val);
-			return CLI_EXIT_USAGE;
+			return BERR(b, CLI_EXIT_USAGE, "--cpus %s: 1..64", val);
 		}
 		b->im.cpus = (unsigned)c;
 	} else if (!strcmp(a, "--size")) {
 		if (cli_parse_mib(val, &b->size_mib) || b->size_mib < 8) {
-			fprintf(stderr, "vmm image build: --size %s: a size such as 512M or 2G\n", val);
-			return CLI_EXIT_USAGE;
+			return BERR(b, CLI_EXIT_USAGE, "--size %s: a size such as 512M or 2G", val);
 		}
 	} else if (!strcmp(a, "--drive")) {
 		int r = image_drive_add(b->im.drives, sizeof(b->im.drives), val);
 
 		if (r) {
-			fprintf(stderr, "vmm image build: --drive %s: %s\n", val,
+			return BERR(b, CLI_EXIT_USAGE, "--drive %s: %s", val,
 				r == -EEXIST ? "that drive is named twice"
 				: r == -E2BIG ? "at most 8 drives" : "NAME[:/GUEST/DIR][:ro]");
-			return CLI_EXIT_USAGE;
 		}
 	} else if (!strcmp(a, "--disk-size")) {
 		if (cli_parse_mib(val, &b->im.disk_mib) || b->im.disk_mib < 8 || b->im.disk_mib > (1ull << 24)) {
-			fprintf(stderr, "vmm image build: --disk-size %s: a size such as 4G or 16G (at most 16T)\n", val);
-			return CLI_EXIT_USAGE;
+			return BERR(b, CLI_EXIT_USAGE, "--disk-size %s: a size such as 4G or 16G (at most 16T)", val);
 		}
 	} else
-		return cli_bad_arg("image build", a, NULL);
+		return cli_bad_arg_msg(b->out->err, sizeof(b->out->err), "image build", a, NULL);
 	return BUILD_GO_ON;
 }
 
 /* The command line into b: BUILD_GO_ON or the exit status. */
-static int build_parse(struct build *b, int argc, char **argv)
+static int build_parse(struct build *b, int argc, char **argv, struct image_out *out)
 {
 	int i, r, nsrc = 0;
 
 	memset(b, 0, sizeof(*b));
+	b->out = out;
 	b->logfd = -1;
 	b->mirror = "http://deb.debian.org/debian";
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "--help")) {
-			build_usage(stdout);
+			build_usage(b->out->result);
 			return 0;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
 			b->quiet = 1;
@@ -596,24 +595,22 @@ static int build_parse(struct build *b, int argc, char **argv)
 			continue;
 		} else if (a[0] != '-' && !b->im.name[0]) {
 			if (!image_name_ok(a)) {
-				fprintf(stderr, "vmm image build: '%s': names are 1-%d of a-z 0-9 . _ - (not 'latest')\n",
+				return BERR(b, CLI_EXIT_USAGE, "'%s': names are 1-%d of a-z 0-9 . _ - (not 'latest')",
 					a, IMAGE_NAME_MAX);
-				return CLI_EXIT_USAGE;
 			}
 			snprintf(b->im.name, sizeof(b->im.name), "%s", a);
 			continue;
 		}
 		if (!val)
-			return cli_usage_error("image build", "%s: unknown option, or its value is missing", a);
+			return cli_usage_msg(b->out->err, sizeof(b->out->err), "image build",
+					     "%s: unknown option, or its value is missing", a);
 		i++;
 		if ((r = build_option(b, a, val, &nsrc)) != BUILD_GO_ON)
 			return r;
 	}
-	if (!b->im.name[0] || nsrc != 1) {
-		fprintf(stderr, "vmm image build: give NAME and exactly one of --from-dir, --from-tar, "
-				"--debian, --busybox (vmm image build --help)\n");
-		return CLI_EXIT_USAGE;
-	}
+	if (!b->im.name[0] || nsrc != 1)
+		return BERR(b, CLI_EXIT_USAGE, "give NAME and exactly one of --from-dir, --from-tar, --debian, --busybox "
+			    "(vmm image build --help)");
 	return BUILD_GO_ON;
 }
 
@@ -624,25 +621,20 @@ static int build_check(struct build *b, char *guest_init, size_t len)
 	char exe[PATH_MAX];
 
 	if (b->debian && geteuid() != 0) {
-		fprintf(stderr, "vmm image build: --debian needs root (debootstrap)\n");
-		return CLI_EXIT_USAGE;
+		return BERR(b, CLI_EXIT_USAGE, "--debian needs root (debootstrap)");
 	}
 	if (b->debian && access("/usr/sbin/debootstrap", X_OK)) {
-		fprintf(stderr, "vmm image build: --debian needs debootstrap (make deps, or apt install debootstrap)\n");
-		return CLI_EXIT_ERROR;
+		return BERR(b, CLI_EXIT_ERROR, "--debian needs debootstrap (make deps, or apt install debootstrap)");
 	}
 	if (b->from_dir && access(b->from_dir, R_OK | X_OK)) {
-		fprintf(stderr, "vmm image build: --from-dir %s: %s\n", b->from_dir, strerror(errno));
-		return CLI_EXIT_USAGE;
+		return BERR(b, CLI_EXIT_USAGE, "--from-dir %s: %s", b->from_dir, strerror(errno));
 	}
 	if ((b->from_tar && access(b->from_tar, R_OK)) || (b->busybox && access(b->busybox, R_OK))) {
-		fprintf(stderr, "vmm image build: %s: %s\n", b->from_tar ? b->from_tar : b->busybox, strerror(errno));
-		return CLI_EXIT_USAGE;
+		return BERR(b, CLI_EXIT_USAGE, "%s: %s", b->from_tar ? b->from_tar : b->busybox, strerror(errno));
 	}
 	if (cli_lib_dir(exe, sizeof(exe), NULL, 0) ||
 	    snprintf(guest_init, len, "%s/guest/guest-init", exe) >= (int)len || access(guest_init, R_OK)) {
-		fprintf(stderr, "vmm image build: guest-init not found (%s): make install, or run make in vmm's source tree\n", guest_init);
-		return CLI_EXIT_ERROR;
+		return BERR(b, CLI_EXIT_ERROR, "guest-init not found (%s): make install, or run make in vmm's source tree", guest_init);
 	}
 	if (b->from_dir)
 		snprintf(b->im.source, sizeof(b->im.source), "dir:%s", b->from_dir);
@@ -668,9 +660,9 @@ static int build_up_to_date(const struct build *b, const unsigned *v, int n)
 
 		if (image_load(b->im.name, v[i], &old) == 0 && old.status == IMG_BUILT) {
 			if (!strcmp(old.inputs, b->im.inputs)) {
-				if (!b->quiet)
-					fprintf(stderr, "vmm image build: %s:%u is up to date\n", b->im.name, v[i]);
-				printf("%s:%u\n", b->im.name, v[i]);
+				if (!b->quiet && b->out->progress)
+					fprintf(b->out->progress, "vmm image build: %s:%u is up to date\n", b->im.name, v[i]);
+				fprintf(b->out->result, "%s:%u\n", b->im.name, v[i]);
 				return 0;
 			}
 			break;
@@ -688,33 +680,28 @@ static int build_new_version(struct build *b, const char *store, unsigned next)
 	int r;
 
 	snprintf(dir, sizeof(dir), "%s/%s", store, b->im.name);
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		fprintf(stderr, "vmm image build: %s: %s\n", dir, strerror(errno));
-		return CLI_EXIT_ERROR;
-	}
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return BERR(b, CLI_EXIT_ERROR, "%s: %s", dir, strerror(errno));
 	for (;; next++) {
 		snprintf(dir, sizeof(dir), "%s/%s/%u", store, b->im.name, next);
 		if (mkdir(dir, 0755) == 0)
 			break;
 		if (errno != EEXIST) {
-			fprintf(stderr, "vmm image build: %s: %s\n", dir, strerror(errno));
-			return CLI_EXIT_ERROR;
+			return BERR(b, CLI_EXIT_ERROR, "%s: %s", dir, strerror(errno));
 		}
 	}
 	b->im.version = next;
 	b->im.status = IMG_BUILDING;
 	b->im.created = (long long)time(NULL);
 	if (strlen(dir) >= sizeof(b->im.dir) - 16) {
-		fprintf(stderr, "vmm image build: %s: path too long\n", dir);
-		return CLI_EXIT_ERROR;
+		return BERR(b, CLI_EXIT_ERROR, "%s: path too long", dir);
 	}
 	snprintf(b->im.dir, sizeof(b->im.dir), "%.4000s", dir);
 	snprintf(b->im.rootfs, sizeof(b->im.rootfs), "%.4000s/rootfs.ext4", dir);
 	stage_paths(b, dir);
 	snprintf(b->log, sizeof(b->log), "%.4000s/build.log", dir);
 	if ((r = image_save(&b->im))) {
-		fprintf(stderr, "vmm image build: writing %s/image.json: %s\n", dir, strerror(-r));
-		return CLI_EXIT_ERROR;
+		return BERR(b, CLI_EXIT_ERROR, "writing %s/image.json: %s", dir, strerror(-r));
 	}
 	return BUILD_GO_ON;
 }
@@ -754,8 +741,7 @@ static int build_record(struct build *b, int r)
 		b->im.status = IMG_FAILED;
 		b->im.size = 0;
 		image_save(&b->im);
-		fprintf(stderr, "vmm image build: %s:%u FAILED: %s (log: %s)\n", b->im.name, b->im.version,
-			b->im.error, b->log);
+		BERR(b, 0, "%s:%u FAILED: %s (log: %s)", b->im.name, b->im.version, b->im.error, b->log);
 		if (b->logfd >= 0)
 			close(b->logfd);
 		return CLI_EXIT_ERROR;
@@ -765,32 +751,31 @@ static int build_record(struct build *b, int r)
 	b->im.status = IMG_BUILT;
 	if ((r = image_save(&b->im))) {
 		unlink(b->im.rootfs);
-		fprintf(stderr, "vmm image build: recording %s:%u: %s\n", b->im.name, b->im.version, strerror(-r));
-		return CLI_EXIT_ERROR;
+		return BERR(b, CLI_EXIT_ERROR, "recording %s:%u: %s", b->im.name, b->im.version, strerror(-r));
 	}
 	image_update_latest(b->im.name);
-	if (!b->quiet)
-		fprintf(stderr, "built %s:%u (%llu MiB) in %.1f s\n", b->im.name, b->im.version,
+	if (!b->quiet && b->out->progress)
+		fprintf(b->out->progress, "built %s:%u (%llu MiB) in %.1f s\n", b->im.name, b->im.version,
 			(unsigned long long)(b->im.size >> 20), now_s() - b->t0);
-	printf("%s:%u\n", b->im.name, b->im.version);
+	fprintf(b->out->result, "%s:%u\n", b->im.name, b->im.version);
 	return 0;
 }
 
-int image_build_main(int argc, char **argv)
+int image_build_main(int argc, char **argv, struct image_out *out)
 {
 	struct build b;
 	char store[PATH_MAX], guest_init[PATH_MAX + 32];
 	unsigned *v, next;
 	int n, r;
 
-	if ((r = build_parse(&b, argc, argv)) != BUILD_GO_ON ||
+	if ((r = build_parse(&b, argc, argv, out)) != BUILD_GO_ON ||
 	    (r = build_check(&b, guest_init, sizeof(guest_init))) != BUILD_GO_ON)
 		return r;
 	if (image_store(store, sizeof(store)))
-		return CLI_EXIT_ERROR;
+		return CLI_EXIT_ERROR; /* it logged why */
 	n = image_versions(b.im.name, &v);
 	if (n < 0)
-		return CLI_EXIT_ERROR;
+		return BERR(&b, CLI_EXIT_ERROR, "%s: %s", b.im.name, strerror(-n));
 	if (b.if_changed && (r = build_up_to_date(&b, v, n)) != BUILD_GO_ON) {
 		free(v);
 		return r;
@@ -802,8 +787,8 @@ int image_build_main(int argc, char **argv)
 	b.logfd = open(b.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	b.t0 = now_s();
 	b.steps = 4 + (b.nr_files ? 1 : 0);
-	if (!b.quiet)
-		fprintf(stderr, "building %s:%u from %s\n", b.im.name, b.im.version, b.im.source);
+	if (!b.quiet && out->progress)
+		fprintf(out->progress, "building %s:%u from %s\n", b.im.name, b.im.version, b.im.source);
 	return build_record(&b, build_steps(&b, guest_init));
 }
 
@@ -814,16 +799,18 @@ struct image_job {
 	char guest_init[PATH_MAX + 32];
 };
 
-int image_job_begin(struct image_job **out, const char *name, const char *source, unsigned steps, int quiet)
+int image_job_begin(struct image_job **jp, const char *name, const char *source, unsigned steps, int quiet,
+		    struct image_out *out)
 {
 	struct image_job *j = calloc(1, sizeof(*j));
 	char store[PATH_MAX], dir[PATH_MAX + 64], exe[PATH_MAX];
 	unsigned *v, next;
-	int n;
+	int n, r = 0;
 
-	*out = NULL;
+	*jp = NULL;
 	if (!j)
-		return -ENOMEM;
+		return cli_seterr(out->err, sizeof(out->err), -ENOMEM, "%s", strerror(ENOMEM));
+	j->b.out = out;
 	j->b.logfd = -1;
 	j->b.quiet = quiet;
 	snprintf(j->b.im.name, sizeof(j->b.im.name), "%s", name);
@@ -831,11 +818,13 @@ int image_job_begin(struct image_job **out, const char *name, const char *source
 	if (cli_lib_dir(exe, sizeof(exe), NULL, 0) ||
 	    snprintf(j->guest_init, sizeof(j->guest_init), "%s/guest/guest-init", exe) >= (int)sizeof(j->guest_init) ||
 	    access(j->guest_init, R_OK)) {
-		log_err("guest-init not found (%s): make install, or run make in vmm's source tree", j->guest_init);
+		BERR(&j->b, 0, "guest-init not found (%s): make install, or run make in vmm's source tree", j->guest_init);
 		free(j);
 		return -ENOENT;
 	}
-	if (image_store(store, sizeof(store)) || (n = image_versions(name, &v)) < 0) {
+	if (image_store(store, sizeof(store)) || (r = n = image_versions(name, &v)) < 0) {
+		if (r < 0)
+			BERR(&j->b, 0, "%s: %s", name, strerror(-r));
 		free(j);
 		return -EIO;
 	}
@@ -843,7 +832,7 @@ int image_job_begin(struct image_job **out, const char *name, const char *source
 	free(v);
 	snprintf(dir, sizeof(dir), "%s/%s", store, name);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		log_err("%s: %s", dir, strerror(errno));
+		BERR(&j->b, 0, "%s: %s", dir, strerror(errno));
 		free(j);
 		return -EIO;
 	}
@@ -851,13 +840,14 @@ int image_job_begin(struct image_job **out, const char *name, const char *source
 	for (;; next++) {
 		snprintf(dir, sizeof(dir), "%s/%s/%u", store, name, next);
 		if (strlen(dir) >= sizeof(j->b.im.dir) - 16) {
+			BERR(&j->b, 0, "%s: %s", dir, strerror(ENAMETOOLONG));
 			free(j);
 			return -ENAMETOOLONG;
 		}
 		if (mkdir(dir, 0755) == 0)
 			break;
 		if (errno != EEXIST) {
-			log_err("%s: %s", dir, strerror(errno));
+			BERR(&j->b, 0, "%s: %s", dir, strerror(errno));
 			free(j);
 			return -EIO;
 		}
@@ -870,16 +860,16 @@ int image_job_begin(struct image_job **out, const char *name, const char *source
 	stage_paths(&j->b, dir);
 	snprintf(j->b.log, sizeof(j->b.log), "%.4000s/build.log", dir);
 	if (image_save(&j->b.im) || stage_make(&j->b)) {
-		log_err("%s: cannot start the version", dir);
+		BERR(&j->b, 0, "%s: cannot start the version", dir);
 		free(j);
 		return -EIO;
 	}
 	j->b.logfd = open(j->b.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	j->b.t0 = now_s();
 	j->b.steps = steps + 3;
-	if (!quiet)
-		fprintf(stderr, "making %s:%u from %s\n", name, next, source);
-	*out = j;
+	if (!quiet && out->progress)
+		fprintf(out->progress, "making %s:%u from %s\n", name, next, source);
+	*jp = j;
 	return 0;
 }
 
@@ -923,22 +913,22 @@ int image_job_finish(struct image_job *j, const char *error)
 		b->im.status = IMG_FAILED;
 		b->im.size = 0;
 		image_save(&b->im);
-		fprintf(stderr, "vmm image: %s:%u FAILED: %s\n", b->im.name, b->im.version, b->im.error);
+		BERR(b, 0, "%s:%u FAILED: %s", b->im.name, b->im.version, b->im.error);
 		free(j);
 		return -EIO;
 	}
 	b->im.status = IMG_BUILT;
 	if (image_save(&b->im)) {
 		unlink(b->im.rootfs);
-		fprintf(stderr, "vmm image: recording %s:%u failed\n", b->im.name, b->im.version);
+		BERR(b, 0, "recording %s:%u failed", b->im.name, b->im.version);
 		free(j);
 		return -EIO;
 	}
 	image_update_latest(b->im.name);
-	if (!b->quiet)
-		fprintf(stderr, "made %s:%u (%llu MiB) in %.1f s\n", b->im.name, b->im.version,
+	if (!b->quiet && b->out->progress)
+		fprintf(b->out->progress, "made %s:%u (%llu MiB) in %.1f s\n", b->im.name, b->im.version,
 			(unsigned long long)(b->im.size >> 20), now_s() - b->t0);
-	printf("%s:%u\n", b->im.name, b->im.version);
+	fprintf(b->out->result, "%s:%u\n", b->im.name, b->im.version);
 	free(j);
 	return 0;
 }
@@ -967,7 +957,7 @@ static int run_self(const char *const *argv, char *out, size_t outlen)
 	return wait_proc(p);
 }
 
-int image_warm_main(int argc, char **argv)
+int image_warm_main(int argc, char **argv, struct image_out *o)
 {
 	struct image_info im;
 	char kernel[PATH_MAX], key[PATH_MAX + 256], name[64], ref[IMAGE_NAME_MAX + 16];
@@ -976,22 +966,22 @@ int image_warm_main(int argc, char **argv)
 	double t0 = now_s();
 	int r, fd;
 
-	if (argc != 2 || argv[1][0] == '-') {
-		fprintf(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr,
-			"usage: vmm image warm NAME[:VERSION]\n\n"
+	if (argc == 2 && !strcmp(argv[1], "--help")) {
+		fprintf(o->result, "usage: vmm image warm NAME[:VERSION]\n\n"
 			"Boots the image once, snapshots it when its API answers and keeps the\n"
 			"snapshot with the image: `vmm run --image` then restores from it instead\n"
 			"of booting (while the kernel and snapshot format stay the same).\n");
-		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : CLI_EXIT_USAGE;
+		return 0;
 	}
+	if (argc != 2 || argv[1][0] == '-')
+		return cli_usage_msg(o->err, sizeof(o->err), "image warm", "expected NAME[:VERSION]");
 	if (image_resolve(argv[1], &im))
-		return CLI_EXIT_ERROR;
-	if (image_default_kernel(kernel, sizeof(kernel))) {
-		fprintf(stderr, "vmm image warm: no kernel next to vmm (build/kernel/vmlinux): run make\n");
-		return CLI_EXIT_ERROR;
-	}
-	if (image_warm_key(&im, kernel, key, sizeof(key)))
-		return CLI_EXIT_ERROR;
+		return CLI_EXIT_ERROR; /* it logged why */
+	if (image_default_kernel(kernel, sizeof(kernel)))
+		return cli_seterr(o->err, sizeof(o->err), CLI_EXIT_ERROR,
+				  "no kernel next to vmm (build/kernel/vmlinux): run make");
+	if ((r = image_warm_key(&im, kernel, key, sizeof(key))))
+		return cli_seterr(o->err, sizeof(o->err), CLI_EXIT_ERROR, "%s: %s", argv[1], strerror(-r));
 	snprintf(ref, sizeof(ref), "%s:%u", im.name, im.version);
 	snprintf(name, sizeof(name), "warm-%.30s-%u-%d", im.name, im.version, (int)getpid());
 	snprintf(warm, sizeof(warm), "%s/warm", im.dir);
@@ -999,11 +989,10 @@ int image_warm_main(int argc, char **argv)
 	snprintf(snap, sizeof(snap), "%s/snapshot", part);
 	snprintf(mem, sizeof(mem), "%u", im.mem_mib ? im.mem_mib : 512);
 	snprintf(cpus, sizeof(cpus), "%u", im.cpus ? im.cpus : 1);
-	if (mkdir(part, 0755) < 0) {
-		fprintf(stderr, "vmm image warm: %s: %s\n", part, strerror(errno));
-		return CLI_EXIT_ERROR;
-	}
-	fprintf(stderr, "[1/2] booting %s until its API answers\n", ref);
+	if (mkdir(part, 0755) < 0)
+		return cli_seterr(o->err, sizeof(o->err), CLI_EXIT_ERROR, "%s: %s", part, strerror(errno));
+	if (o->progress)
+		fprintf(o->progress, "[1/2] booting %s until its API answers\n", ref);
 	{
 		/* the image's disk size, as a cold `run --image` gives it
 		 * (image_run_args): restores of the snapshot get that disk */
@@ -1016,10 +1005,11 @@ int image_warm_main(int argc, char **argv)
 		r = run_self(run, out, sizeof(out));
 	}
 	if (r) {
-		fprintf(stderr, "vmm image warm: booting %s failed (status %d)\n", ref, r);
+		cli_seterr(o->err, sizeof(o->err), 0, "booting %s failed (status %d)", ref, r);
 		goto fail;
 	}
-	fprintf(stderr, "[2/2] snapshotting it (%5.1f s)\n", now_s() - t0);
+	if (o->progress)
+		fprintf(o->progress, "[2/2] snapshotting it (%5.1f s)\n", now_s() - t0);
 	{
 		const char *sn[] = { "vmm", "snapshot", "--stop", name, snap, NULL };
 
@@ -1031,13 +1021,13 @@ int image_warm_main(int argc, char **argv)
 		run_self(rm, NULL, 0);
 	}
 	if (r) {
-		fprintf(stderr, "vmm image warm: the snapshot failed (status %d)\n", r);
+		cli_seterr(o->err, sizeof(o->err), 0, "the snapshot failed (status %d)", r);
 		goto fail;
 	}
 	snprintf(keyf, sizeof(keyf), "%s/key", part);
 	fd = open(keyf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0 || dprintf(fd, "%s\n", key) < 0 || fsync(fd) < 0) {
-		fprintf(stderr, "vmm image warm: %s: %s\n", keyf, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", keyf, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		goto fail;
@@ -1047,23 +1037,24 @@ int image_warm_main(int argc, char **argv)
 		/* Replace an older warm snapshot: move it aside, then drop it. */
 		char old[PATH_MAX + 48];
 		const char *rmold[] = { "rm", "-rf", "--one-file-system", "--", old, NULL };
-		struct build b = { .logfd = -1 };
+		struct build b = { .logfd = -1, .out = o };
 
 		snprintf(old, sizeof(old), "%s/warm.old-%d", im.dir, (int)getpid());
 		if (rename(warm, old) == 0)
 			tool(&b, rmold);
 		if (rename(part, warm) < 0) {
-			fprintf(stderr, "vmm image warm: %s: %s\n", warm, strerror(errno));
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", warm, strerror(errno));
 			goto fail;
 		}
 	}
-	fprintf(stderr, "warm: %s starts from its snapshot now (%.1f s)\n", ref, now_s() - t0);
-	printf("%s\n", ref);
+	if (o->progress)
+		fprintf(o->progress, "warm: %s starts from its snapshot now (%.1f s)\n", ref, now_s() - t0);
+	fprintf(o->result, "%s\n", ref);
 	return 0;
 fail:
 	{
 		const char *rm[] = { "rm", "-rf", "--one-file-system", "--", part, NULL };
-		struct build b = { .logfd = -1 };
+		struct build b = { .logfd = -1, .out = o };
 
 		tool(&b, rm);
 	}

@@ -83,7 +83,7 @@ static int write_file_at(const char *dir, const char *name, const char *text)
 	return r;
 }
 
-static int make_image(struct plan *p, const char *name, const struct oci_limits *lim, int quiet)
+static int make_image(struct plan *p, const char *name, const struct oci_limits *lim, int quiet, struct image_out *o)
 {
 	char (*diff)[OCI_DIGEST_MAX] = calloc(OCI_MAX_LAYERS, OCI_DIGEST_MAX);
 	char (*chains)[OCI_DIGEST_MAX] = calloc(OCI_MAX_LAYERS, OCI_DIGEST_MAX);
@@ -101,20 +101,20 @@ static int make_image(struct plan *p, const char *name, const struct oci_limits 
 		goto out;
 	}
 	if ((r = oci_parse_config(p->config, p->config_len, d, diff, OCI_MAX_LAYERS, &ndiff, err, sizeof(err)))) {
-		fprintf(stderr, "vmm image: %s: image config: %s\n", p->source, err);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: image config: %s", p->source, err);
 		goto out;
 	}
 	if (ndiff != p->nlayers) {
-		fprintf(stderr, "vmm image: %s: the config lists %u layers, the manifest %u\n", p->source, ndiff,
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: the config lists %u layers, the manifest %u", p->source, ndiff,
 			p->nlayers);
 		r = -EINVAL;
 		goto out;
 	}
 	if ((r = oci_defaults_json(d, dj, 65536))) {
-		fprintf(stderr, "vmm image: %s: image config too large\n", p->source);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: image config too large", p->source);
 		goto out;
 	}
-	if ((r = image_job_begin(&j, name, p->source, p->nlayers, quiet)))
+	if ((r = image_job_begin(&j, name, p->source, p->nlayers, quiet, o)))
 		goto out;
 	im = image_job_info(j);
 	im->mem_mib = d->mem_mib;
@@ -178,11 +178,11 @@ static int make_image(struct plan *p, const char *name, const struct oci_limits 
 				 p->layers[i].digest[0] ? p->layers[i].digest : diff[i], err);
 			goto fail;
 		}
-		if (st.devices && !quiet)
-			fprintf(stderr, "  note: skipped %u device node%s (%s%s): the sandbox's /dev is devtmpfs\n",
+		if (st.devices && !quiet && o->progress)
+			fprintf(o->progress, "  note: skipped %u device node%s (%s%s): the sandbox's /dev is devtmpfs\n",
 				st.devices, st.devices > 1 ? "s" : "", st.first_device, st.devices > 1 ? ", ..." : "");
-		if (st.chown_skipped && !quiet && geteuid() != 0)
-			fprintf(stderr, "  note: not root: the files' owners are not kept\n");
+		if (st.chown_skipped && !quiet && geteuid() != 0 && o->progress)
+			fprintf(o->progress, "  note: not root: the files' owners are not kept\n");
 		/* Only as root: otherwise the tree lost its owners. */
 		if (ucache[0] && geteuid() == 0 && unpack_cache_store(ucache, chains[i], image_job_stage(j)))
 			log_warn("could not keep layer %u/%u in the unpack cache %s", i + 1, p->nlayers, ucache);
@@ -263,9 +263,10 @@ static void pull_usage(FILE *out)
 		"  --max-entries N      tar entries in one layer ($VMM_UNPACK_MAX_ENTRIES, 1000000)\n");
 }
 
-/* What the registry client tells of a pull, shown on stderr: on a terminal
- * a blob's line is rewritten as its bytes come. */
+/* What the registry client tells of a pull, shown on out (the verb's
+ * stderr): on a terminal a blob's line is rewritten as its bytes come. */
 struct pull_view {
+	FILE *out;
 	int tty;
 	int open; /* a progress line without its newline is on the terminal */
 };
@@ -273,7 +274,7 @@ struct pull_view {
 static void pull_view_end(struct pull_view *v)
 {
 	if (v->open)
-		fputc('\n', stderr);
+		fputc('\n', v->out);
 	v->open = 0;
 }
 
@@ -287,35 +288,36 @@ static void pull_note(void *arg, const struct reg_note *n)
 	case REG_EV_BYTES:
 		if (!v->tty)
 			return;
-		fprintf(stderr, "\r  %s: %.1f/%.1f MiB  %.1f MiB/s   ", n->label, mib, want, rate);
+		fprintf(v->out, "\r  %s: %.1f/%.1f MiB  %.1f MiB/s   ", n->label, mib, want, rate);
 		v->open = 1;
 		return;
 	case REG_EV_DONE:
-		fprintf(stderr, "%s  %s: %.1f/%.1f MiB  %.1f MiB/s\n", v->tty ? "\r" : "", n->label, mib, want, rate);
+		fprintf(v->out, "%s  %s: %.1f/%.1f MiB  %.1f MiB/s\n", v->tty ? "\r" : "", n->label, mib, want, rate);
 		v->open = 0;
 		return;
 	case REG_EV_CACHED:
 		pull_view_end(v);
-		fprintf(stderr, "  %s: cached (%.1f MiB)\n", n->label, want);
+		fprintf(v->out, "  %s: cached (%.1f MiB)\n", n->label, want);
 		return;
 	case REG_EV_WAITING:
 		pull_view_end(v);
-		fprintf(stderr, "  %s: another pull is fetching it; waiting\n", n->label);
+		fprintf(v->out, "  %s: another pull is fetching it; waiting\n", n->label);
 		return;
 	case REG_EV_REFETCH:
 		pull_view_end(v);
-		fprintf(stderr, "  %s: the cached copy does not match its digest; fetching it again\n", n->label);
+		fprintf(v->out, "  %s: the cached copy does not match its digest; fetching it again\n", n->label);
 		return;
 	case REG_EV_RETRY:
 		pull_view_end(v);
-		fprintf(stderr, "%s: %s; retrying in %ld s\n", n->label, n->why, n->wait_s);
+		fprintf(v->out, "%s: %s; retrying in %ld s\n", n->label, n->why, n->wait_s);
 		return;
 	}
 }
 
 /* A --max-* flag (oci_limits_set): 1 if arg is none, 0 when taken, -1
- * when its value is wrong (a usage error printed). */
-static int limit_flag(const char *verb, struct oci_limits *lim, const char *arg, const char *val)
+ * when its value is wrong (the usage error in o->err). */
+static int limit_flag(const char *verb, struct oci_limits *lim, const char *arg, const char *val,
+		      struct image_out *o)
 {
 	char err[200];
 	int r;
@@ -323,7 +325,7 @@ static int limit_flag(const char *verb, struct oci_limits *lim, const char *arg,
 	if (!val || strncmp(arg, "--max-", 6) || (r = oci_limits_set(lim, arg, val, err, sizeof(err))) > 0)
 		return 1;
 	if (r)
-		cli_usage_error(verb, "%s", err);
+		cli_usage_msg(o->err, sizeof(o->err), verb, "%s", err);
 	return r ? -1 : 0;
 }
 
@@ -345,10 +347,10 @@ static int fetch_doc(struct registry *reg, const char *cache, const struct oci_d
 	return r;
 }
 
-int image_pull_main(int argc, char **argv)
+int image_pull_main(int argc, char **argv, struct image_out *o)
 {
-	struct reg_opts o = { 0 };
-	struct pull_view view = { isatty(2), 0 };
+	struct reg_opts ro = { 0 };
+	struct pull_view view = { o->progress, o->progress && isatty(fileno(o->progress)), 0 };
 	struct oci_limits lim;
 	const char *refs = NULL;
 	char name[IMAGE_NAME_MAX + 1] = "", err[700], ctype[128], mdigest[OCI_DIGEST_MAX];
@@ -364,7 +366,7 @@ int image_pull_main(int argc, char **argv)
 	if (!m || !p)
 		goto out;
 	if (oci_limits_init(&lim, err, sizeof(err))) {
-		fprintf(stderr, "vmm image pull: %s\n", err);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s", err);
 		r = CLI_EXIT_USAGE;
 		goto out;
 	}
@@ -372,10 +374,10 @@ int image_pull_main(int argc, char **argv)
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "--help")) {
-			pull_usage(stdout);
+			pull_usage(o->result);
 			r = 0;
 			goto out;
-		} else if ((lf = limit_flag("image pull", &lim, a, val)) <= 0) {
+		} else if ((lf = limit_flag("image pull", &lim, a, val, o)) <= 0) {
 			if (lf) {
 				r = CLI_EXIT_USAGE;
 				goto out;
@@ -384,32 +386,32 @@ int image_pull_main(int argc, char **argv)
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
 			quiet = 1;
 		} else if (!strcmp(a, "--insecure")) {
-			o.insecure = 1;
+			ro.insecure = 1;
 		} else if (val && !strcmp(a, "--name")) {
 			if (!image_name_ok(val)) {
-				fprintf(stderr, "vmm image pull: '%s': names are 1-%d of a-z 0-9 . _ -\n", val, IMAGE_NAME_MAX);
+				cli_seterr(o->err, sizeof(o->err), 0, "'%s': names are 1-%d of a-z 0-9 . _ -", val, IMAGE_NAME_MAX);
 				r = CLI_EXIT_USAGE;
 				goto out;
 			}
 			snprintf(name, sizeof(name), "%s", val);
 			i++;
 		} else if (val && !strcmp(a, "--creds-file")) {
-			o.creds_file = val;
+			ro.creds_file = val;
 			i++;
 		} else if (val && !strcmp(a, "--ca-file")) {
-			o.ca_file = val;
+			ro.ca_file = val;
 			i++;
 		} else if (a[0] != '-' && !refs) {
 			refs = a;
 		} else {
-			r = cli_bad_arg("image pull", argv[i],
+			r = cli_bad_arg_msg(o->err, sizeof(o->err), "image pull", argv[i],
 					"--name --creds-file --ca-file --max-blob --max-image --max-layer-unpacked "
 					"--max-unpacked --max-entries");
 			goto out;
 		}
 	}
 	if (!refs || oci_parse_ref(refs, &ref)) {
-		fprintf(stderr, "vmm image pull: %s: not an image reference ([REGISTRY/]REPO[:TAG][@sha256:...])\n",
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: not an image reference ([REGISTRY/]REPO[:TAG][@sha256:...])",
 			refs ? refs : "(none)");
 		r = CLI_EXIT_USAGE;
 		goto out;
@@ -417,24 +419,24 @@ int image_pull_main(int argc, char **argv)
 	if (!name[0])
 		default_name(ref.repo, name);
 	if ((i = oci_cache_dir(p->cache, sizeof(p->cache)))) {
-		fprintf(stderr, "vmm image pull: the blob cache: %s\n", strerror(-i));
+		cli_seterr(o->err, sizeof(o->err), 0, "the blob cache: %s", strerror(-i));
 		goto out;
 	}
-	o.max_blob = lim.blob;
-	o.note = quiet ? NULL : pull_note;
-	o.note_arg = &view;
-	if (reg_open(&reg, &ref, &o, err, sizeof(err))) {
-		fprintf(stderr, "vmm image pull: %s: %s\n", refs, err);
+	ro.max_blob = lim.blob;
+	ro.note = quiet || !view.out ? NULL : pull_note;
+	ro.note_arg = &view;
+	if (reg_open(&reg, &ref, &ro, err, sizeof(err))) {
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", refs, err);
 		r = CLI_EXIT_USAGE;
 		goto out;
 	}
-	if (!quiet)
-		fprintf(stderr, "pulling %s/%s%s%s%s%s\n", ref.registry, ref.repo, ref.tag[0] ? ":" : "", ref.tag,
+	if (!quiet && view.out)
+		fprintf(view.out, "pulling %s/%s%s%s%s%s\n", ref.registry, ref.repo, ref.tag[0] ? ":" : "", ref.tag,
 			ref.digest[0] ? "@" : "", ref.digest);
 	if (reg_manifest(reg, ref.digest[0] ? ref.digest : ref.tag, &body, &len, ctype, sizeof(ctype), mdigest, err,
 			 sizeof(err))) {
 		pull_view_end(&view);
-		fprintf(stderr, "vmm image pull: %s: manifest: %s\n", refs, err);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: manifest: %s", refs, err);
 		goto out;
 	}
 	kind = oci_doc_kind(body, len, ctype);
@@ -442,32 +444,32 @@ int image_pull_main(int argc, char **argv)
 		struct oci_desc d;
 
 		if (oci_parse_index(body, len, 0, &d, err, sizeof(err))) {
-			fprintf(stderr, "vmm image pull: %s: index %.19s: %s\n", refs, mdigest, err);
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: index %.19s: %s", refs, mdigest, err);
 			goto out;
 		}
 		free(body);
 		body = NULL;
 		if (reg_manifest(reg, d.digest, &body, &len, ctype, sizeof(ctype), mdigest, err, sizeof(err))) {
 			pull_view_end(&view);
-			fprintf(stderr, "vmm image pull: %s: manifest %.19s: %s\n", refs, d.digest, err);
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: manifest %.19s: %s", refs, d.digest, err);
 			goto out;
 		}
 		kind = oci_doc_kind(body, len, ctype);
 	}
 	if (kind != OCI_DOC_MANIFEST || oci_parse_manifest(body, len, m, err, sizeof(err))) {
-		fprintf(stderr, "vmm image pull: %s: manifest %.19s: %s\n", refs, mdigest,
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: manifest %.19s: %s", refs, mdigest,
 			kind != OCI_DOC_MANIFEST ? "not an image manifest or index (malformed, or schema 1)" : err);
 		goto out;
 	}
 	/* Before any blob is fetched: the caps, then the disk. */
 	if (oci_limits_check(&lim, m, err, sizeof(err)) || oci_cache_room(p->cache, m, err, sizeof(err))) {
 		oci_cache_drop_over(p->cache, m, &lim);
-		fprintf(stderr, "vmm image pull: %s: manifest %.19s: %s\n", refs, mdigest, err);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: manifest %.19s: %s", refs, mdigest, err);
 		goto out;
 	}
 	if (fetch_doc(reg, p->cache, &m->config, "config", &p->config, &p->config_len, err, sizeof(err))) {
 		pull_view_end(&view);
-		fprintf(stderr, "vmm image pull: %s: config %.19s: %s\n", refs, m->config.digest, err);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: config %.19s: %s", refs, m->config.digest, err);
 		goto out;
 	}
 	for (i = 0; i < (int)m->nlayers; i++) {
@@ -476,7 +478,7 @@ int image_pull_main(int argc, char **argv)
 		snprintf(label, sizeof(label), "layer %d/%u", i + 1, m->nlayers);
 		if (reg_blob(reg, &m->layers[i], p->cache, label, err, sizeof(err))) {
 			pull_view_end(&view);
-			fprintf(stderr, "vmm image pull: %s: %s %.19s: %s\n", refs, label, m->layers[i].digest, err);
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s %.19s: %s", refs, label, m->layers[i].digest, err);
 			goto out;
 		}
 		snprintf(p->layers[i].digest, sizeof(p->layers[i].digest), "%s", m->layers[i].digest);
@@ -485,7 +487,7 @@ int image_pull_main(int argc, char **argv)
 	p->nlayers = m->nlayers;
 	p->dirfd = -1;
 	snprintf(p->source, sizeof(p->source), "oci:%.200s/%.200s@%s", ref.registry, ref.repo, mdigest);
-	r = make_image(p, name, &lim, quiet) ? CLI_EXIT_ERROR : 0;
+	r = make_image(p, name, &lim, quiet, o) ? CLI_EXIT_ERROR : 0;
 out:
 	reg_close(reg);
 	free(body);
@@ -684,7 +686,7 @@ static void import_usage(FILE *out)
 		"fails the import.\n");
 }
 
-int image_import_main(int argc, char **argv)
+int image_import_main(int argc, char **argv, struct image_out *o)
 {
 	const char *file = NULL, *dir = NULL;
 	char name[IMAGE_NAME_MAX + 1] = "", hint[256] = "", err[600], tmp[PATH_MAX + 64] = "", store[PATH_MAX];
@@ -696,7 +698,7 @@ int image_import_main(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	p->dirfd = -1;
 	if (oci_limits_init(&lim, err, sizeof(err))) {
-		fprintf(stderr, "vmm image import: %s\n", err);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s", err);
 		free(p);
 		return CLI_EXIT_USAGE;
 	}
@@ -704,12 +706,12 @@ int image_import_main(int argc, char **argv)
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "--help")) {
-			import_usage(stdout);
+			import_usage(o->result);
 			free(p);
 			return 0;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
 			quiet = 1;
-		} else if ((lf = limit_flag("image import", &lim, a, val)) <= 0) {
+		} else if ((lf = limit_flag("image import", &lim, a, val, o)) <= 0) {
 			if (lf) {
 				free(p);
 				return CLI_EXIT_USAGE;
@@ -720,7 +722,7 @@ int image_import_main(int argc, char **argv)
 			i++;
 		} else if (val && !strcmp(a, "--name")) {
 			if (!image_name_ok(val)) {
-				fprintf(stderr, "vmm image import: '%s': names are 1-%d of a-z 0-9 . _ -\n", val, IMAGE_NAME_MAX);
+				cli_seterr(o->err, sizeof(o->err), 0, "'%s': names are 1-%d of a-z 0-9 . _ -", val, IMAGE_NAME_MAX);
 				free(p);
 				return CLI_EXIT_USAGE;
 			}
@@ -730,18 +732,17 @@ int image_import_main(int argc, char **argv)
 			file = a;
 		} else {
 			free(p);
-			return cli_bad_arg("image import", argv[i],
-					   "--dir --name --max-layer-unpacked --max-unpacked --max-entries");
+			return cli_bad_arg_msg(o->err, sizeof(o->err), "image import", argv[i],
+					       "--dir --name --max-layer-unpacked --max-unpacked --max-entries");
 		}
 	}
 	if (!file == !dir) {
-		import_usage(stderr);
 		free(p);
-		return CLI_EXIT_USAGE;
+		return cli_usage_msg(o->err, sizeof(o->err), "image import", "give FILE or --dir OCI_LAYOUT_DIR");
 	}
 	if (dir) {
 		if ((p->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			fprintf(stderr, "vmm image import: %s: %s\n", dir, strerror(errno));
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", dir, strerror(errno));
 			goto out;
 		}
 		snprintf(p->source, sizeof(p->source), "oci-layout:%.500s", dir);
@@ -750,7 +751,7 @@ int image_import_main(int argc, char **argv)
 		struct unpack_limits ul;
 
 		if ((fd = open(file, O_RDONLY | O_CLOEXEC)) < 0) {
-			fprintf(stderr, "vmm image import: %s: %s\n", file, strerror(errno));
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", file, strerror(errno));
 			goto out;
 		}
 		if (image_store(store, sizeof(store))) {
@@ -760,17 +761,17 @@ int image_import_main(int argc, char **argv)
 		snprintf(tmp, sizeof(tmp), "%s/.import-%d", store, (int)getpid());
 		cli_rm_tree(tmp);
 		if (mkdir(tmp, 0700) < 0 || (p->dirfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			fprintf(stderr, "vmm image import: %s: %s\n", tmp, strerror(errno));
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", tmp, strerror(errno));
 			close(fd);
 			goto out;
 		}
-		if (!quiet)
-			fprintf(stderr, "reading %s\n", file);
+		if (!quiet && o->progress)
+			fprintf(o->progress, "reading %s\n", file);
 		oci_unpack_limits(&lim, 0, &ul); /* the archive itself: as one layer */
 		i = oci_unpack_fd_limited(p->dirfd, fd, NULL, NULL, &ul, &st, err, sizeof(err));
 		close(fd);
 		if (i) {
-			fprintf(stderr, "vmm image import: %s: %s\n", file, err);
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", file, err);
 			goto out;
 		}
 		snprintf(p->source, sizeof(p->source), "archive:%.500s", file);
@@ -783,7 +784,7 @@ int image_import_main(int argc, char **argv)
 		i = plan_docker(p, hint, sizeof(hint), err, sizeof(err));
 	}
 	if (i) {
-		fprintf(stderr, "vmm image import: %s: %s\n", file ? file : dir, err);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", file ? file : dir, err);
 		goto out;
 	}
 	if (!name[0])
@@ -797,7 +798,7 @@ int image_import_main(int argc, char **argv)
 			*dot = '\0';
 		default_name(base, name);
 	}
-	r = make_image(p, name, &lim, quiet) ? CLI_EXIT_ERROR : 0;
+	r = make_image(p, name, &lim, quiet, o) ? CLI_EXIT_ERROR : 0;
 out:
 	if (p->dirfd >= 0)
 		close(p->dirfd);
@@ -875,7 +876,7 @@ static void export_usage(FILE *out)
 		     "skopeo copy oci-archive:FILE ... or vmm image import FILE.\n");
 }
 
-int image_export_main(int argc, char **argv)
+int image_export_main(int argc, char **argv, struct image_out *o)
 {
 	struct image_info im;
 	struct oci_defaults *d = NULL;
@@ -886,10 +887,12 @@ int image_export_main(int argc, char **argv)
 	int r = CLI_EXIT_ERROR, fd;
 
 	work[0] = '\0';
-	if (argc != 3 || argv[1][0] == '-') {
-		export_usage(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
-		return argc == 2 && !strcmp(argv[1], "--help") ? 0 : CLI_EXIT_USAGE;
+	if (argc == 2 && !strcmp(argv[1], "--help")) {
+		export_usage(o->result);
+		return 0;
 	}
+	if (argc != 3 || argv[1][0] == '-')
+		return cli_usage_msg(o->err, sizeof(o->err), "image export", "expected NAME[:VERSION] FILE");
 	if (image_resolve(argv[1], &im))
 		return CLI_EXIT_ERROR;
 	if (!(d = calloc(1, sizeof(*d))) || !(cfg = malloc(1 << 17)) || !(dj = malloc(1 << 16)) || !(man = malloc(8192)))
@@ -909,24 +912,26 @@ int image_export_main(int argc, char **argv)
 	snprintf(blobs, sizeof(blobs), "%s/blobs/sha256", work);
 	snprintf(out, sizeof(out), "%s.tmp", argv[2]);
 	if (mkdir(work, 0700) < 0 || cli_mkdir_p(root, 0755) || cli_mkdir_p(blobs, 0755)) {
-		fprintf(stderr, "vmm image export: %s: %s\n", work, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", work, strerror(errno));
 		goto out;
 	}
-	fprintf(stderr, "[1/3] reading %s:%u's root filesystem (debugfs rdump)\n", im.name, im.version);
+	if (o->progress)
+		fprintf(o->progress, "[1/3] reading %s:%u's root filesystem (debugfs rdump)\n", im.name, im.version);
 	{
 		char why[256];
 
 		/* An image's root filesystem may be a guest's work: confined. */
 		if (rdump_can_confine(why, sizeof(why))) {
-			fprintf(stderr, "vmm image export: %s\n", why);
+			cli_seterr(o->err, sizeof(o->err), 0, "%s", why);
 			goto out;
 		}
 		if (rdump_confined(im.rootfs, root, 1)) {
-			fprintf(stderr, "vmm image export: debugfs rdump of %s failed\n", im.rootfs);
+			cli_seterr(o->err, sizeof(o->err), 0, "debugfs rdump of %s failed", im.rootfs);
 			goto out;
 		}
 	}
-	fprintf(stderr, "[2/3] writing the layer\n");
+	if (o->progress)
+		fprintf(o->progress, "[2/3] writing the layer\n");
 	{
 		const char *tar[] = { "tar", "--numeric-owner", "--sort=name", "--format=posix",
 				      "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",
@@ -937,7 +942,7 @@ int image_export_main(int argc, char **argv)
 		snprintf(layer, sizeof(layer), "%s/layer.tar", blobs);
 		snprintf(lt, sizeof(lt), "%s", layer);
 		if ((fd = open(layer, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 || run_tool(tar, fd)) {
-			fprintf(stderr, "vmm image export: tar of the root filesystem failed\n");
+			cli_seterr(o->err, sizeof(o->err), 0, "tar of the root filesystem failed");
 			if (fd >= 0)
 				close(fd);
 			goto out;
@@ -952,11 +957,12 @@ int image_export_main(int argc, char **argv)
 		close(fd);
 		gz[3] = lt;
 		if (run_tool(gz, -1) || seal_blob(work, "layer.tar.gz", ldig, &lsize)) {
-			fprintf(stderr, "vmm image export: compressing the layer failed\n");
+			cli_seterr(o->err, sizeof(o->err), 0, "compressing the layer failed");
 			goto out;
 		}
 	}
-	fprintf(stderr, "[3/3] writing %s\n", argv[2]);
+	if (o->progress)
+		fprintf(o->progress, "[3/3] writing %s\n", argv[2]);
 	if (oci_defaults_json(d, dj, 1 << 16))
 		goto out;
 	{
@@ -995,12 +1001,12 @@ int image_export_main(int argc, char **argv)
 
 		snprintf(rootdir, sizeof(rootdir), "%s", root);
 		if (run_tool(rm, -1) || run_tool(tar, -1) || rename(out, argv[2]) < 0) {
-			fprintf(stderr, "vmm image export: writing %s failed\n", argv[2]);
+			cli_seterr(o->err, sizeof(o->err), 0, "writing %s failed", argv[2]);
 			unlink(out);
 			goto out;
 		}
 	}
-	printf("%s\n", argv[2]);
+	fprintf(o->result, "%s\n", argv[2]);
 	r = 0;
 out:
 	{

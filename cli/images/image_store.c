@@ -363,7 +363,7 @@ int image_warm_dir(const struct image_info *im, const char *kernel, char *dir, s
 	return 0;
 }
 
-int image_in_use(const char *name, unsigned version)
+int image_in_use(const char *name, unsigned version, char *who, size_t wholen)
 {
 	char **names, want[IMAGE_NAME_MAX + 16];
 	int n = sandbox_list(&names), i, used = 0;
@@ -376,8 +376,8 @@ int image_in_use(const char *name, unsigned version)
 
 		if (!used && sandbox_status(names[i], &st) == 0 && !strcmp(st.image, want) &&
 		    st.state != SB_EXITED && st.state != SB_DEAD) {
-			fprintf(stderr, "vmm image: %s is used by sandbox %s (%s)\n", want, st.sb.name,
-				sandbox_state_name(st.state));
+			cli_seterr(who, wholen, 0, "%s is used by sandbox %s (%s)", want, st.sb.name,
+				   sandbox_state_name(st.state));
 			used = 1;
 		}
 		free(names[i]);
@@ -485,7 +485,8 @@ static void image_drive_args(const struct image_info *im, int dashdash, char **a
 	}
 }
 
-int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *restore)
+int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *restore, char *note, size_t notelen,
+		   char *err, size_t errlen)
 {
 	const char *ref = NULL;
 	int i, k = 0, dashdash = argc, warm = 1, mem_given = 0, cpus_given = 0, disk_given = 0, inl;
@@ -495,16 +496,16 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 
 	*out = NULL;
 	*restore = 0;
+	cli_seterr(note, notelen, 0, "%s", "");
+	cli_seterr(err, errlen, 0, "%s", "");
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--")) {
 			dashdash = i;
 			break;
 		}
 		if (opt_is(argv[i], "--image", &inl)) {
-			if (!inl && i + 1 >= argc) {
-				fprintf(stderr, "vmm run: --image needs NAME[:VERSION]\n");
-				return -EINVAL;
-			}
+			if (!inl && i + 1 >= argc)
+				return cli_seterr(err, errlen, -EINVAL, "--image needs NAME[:VERSION]");
 			ref = inl ? argv[i] + 8 : argv[i + 1];
 			i += !inl;
 			continue;
@@ -565,13 +566,13 @@ int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *resto
 		 * user's to give, and two sandboxes of one image would collide):
 		 * say how, once, when nothing is published. */
 		if (d->nports && !published && !quiet) {
-			char note[256];
+			char pub[256];
 			size_t n = 0;
 
-			for (unsigned p = 0; p < d->nports && n < sizeof(note) - 40; p++)
-				n += (size_t)snprintf(note + n, sizeof(note) - n, " --publish %u:%u", d->ports[p], d->ports[p]);
-			fprintf(stderr, "note: image %s exposes %u TCP port%s; to reach %s from the host:%s\n", refbuf,
-				d->nports, d->nports > 1 ? "s" : "", d->nports > 1 ? "them" : "it", note);
+			for (unsigned p = 0; p < d->nports && n < sizeof(pub) - 40; p++)
+				n += (size_t)snprintf(pub + n, sizeof(pub) - n, " --publish %u:%u", d->ports[p], d->ports[p]);
+			cli_seterr(note, notelen, 0, "image %s exposes %u TCP port%s; to reach %s from the host:%s", refbuf,
+				   d->nports, d->nports > 1 ? "s" : "", d->nports > 1 ? "them" : "it", pub);
 		}
 	} else
 		oci_plan_exec(NULL, NULL, NULL, NULL, plan);

@@ -13,6 +13,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define IMAGE_NAME_MAX 48
@@ -93,33 +94,51 @@ int image_default_kernel(char *buf, size_t len);
  * or, when a warm snapshot of it is valid and no option asks for anything
  * a restore cannot give, a `vmm restore` of it. *restore says which.
  * Returns 0 with *out (malloc'd, NULL-terminated; free with free()) or
- * 0 with *out NULL when there is no --image; -errno after a message. */
-int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *restore);
+ * 0 with *out NULL when there is no --image; -errno with why in err ("" when
+ * the image store logged it). note: a line for the user (the image's ports
+ * no --publish reaches), or "". */
+int image_run_args(int argc, char **argv, char ***out, int *out_argc, int *restore, char *note, size_t notelen,
+		   char *err, size_t errlen);
 
-/* Is a sandbox (not exited, not dead) using NAME:VERSION? Prints the first. */
-int image_in_use(const char *name, unsigned version);
+/* Is a sandbox (not exited, not dead) using NAME:VERSION? 1 with the first
+ * named in who ("NAME:V is used by sandbox S (running)"), else 0. */
+int image_in_use(const char *name, unsigned version, char *who, size_t wholen);
 
-/* image_build.c */
-int image_build_main(int argc, char **argv);
-int image_warm_main(int argc, char **argv);
+/* What the image commands below write, and where: they print nothing
+ * themselves (docs/ARCHITECTURE.md, "Errors"); the verb (cli/image.c)
+ * passes its stderr for progress and its stdout for the result, and prints
+ * err after "vmm image VERB: " when one fails. */
+struct image_out {
+	FILE *progress;  /* "building NAME:N", "[1/4] ...", a pull's layers (-q: none written) */
+	FILE *result;    /* NAME:VERSION of what was made, an exported file's name; --help */
+	char err[1200];  /* why it failed: one line, "" if it said nothing */
+};
+
+/* image_build.c: vmm image build and warm, argv[0] the subcommand; the
+ * exit status (2: a usage mistake). */
+int image_build_main(int argc, char **argv, struct image_out *out);
+int image_warm_main(int argc, char **argv, struct image_out *out);
 /* image_dockerfile.c: vmm image build -f Dockerfile */
-int image_dockerfile_main(int argc, char **argv);
+int image_dockerfile_main(int argc, char **argv, struct image_out *out);
 
 /* A new version whose tree someone else fills (pull, import): begin makes
  * NAME:N (BUILDING) with an empty staging tree; finish installs guest-init,
  * makes rootfs.ext4 and records BUILT, or FAILED with `error` when it is not
- * NULL (or when a step fails), removing the tree either way, and frees j. */
+ * NULL (or when a step fails), removing the tree either way, and frees j.
+ * Progress goes to out->progress unless quiet, NAME:N to out->result, and
+ * why either failed (-errno) to out->err. */
 struct image_job;
-int image_job_begin(struct image_job **j, const char *name, const char *source, unsigned steps, int quiet);
+int image_job_begin(struct image_job **j, const char *name, const char *source, unsigned steps, int quiet,
+		    struct image_out *out);
 struct image_info *image_job_info(struct image_job *j);
 const char *image_job_stage(struct image_job *j);
 void image_job_step(struct image_job *j, const char *what);
 int image_job_finish(struct image_job *j, const char *error);
 
-/* image_oci.c: pull, import, export (docs/images.md) */
-int image_pull_main(int argc, char **argv);
-int image_import_main(int argc, char **argv);
-int image_export_main(int argc, char **argv);
+/* image_pull.c: pull, import, export (docs/images.md), as the build ones */
+int image_pull_main(int argc, char **argv, struct image_out *out);
+int image_import_main(int argc, char **argv, struct image_out *out);
+int image_export_main(int argc, char **argv, struct image_out *out);
 /* config.json of a version (the image config's defaults), if it has one. */
 struct oci_defaults;
 int image_defaults(const struct image_info *im, struct oci_defaults *d);

@@ -19,18 +19,6 @@
 
 #define DOC_MAX (4u << 20) /* manifests and configs bigger than this are refused */
 
-int oci_seterr(char *err, size_t len, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && len) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return r;
-}
-
 /* ---- references and digests ---------------------------------------------- */
 
 int oci_digest_ok(const char *d)
@@ -174,7 +162,7 @@ static int doc_parse(struct doc *d, const char *json, size_t len, char *err, siz
 
 	memset(d, 0, sizeof(*d));
 	if (len > DOC_MAX)
-		return oci_seterr(err, errlen, -EFBIG, "document too large (%zu bytes)", len);
+		return cli_seterr(err, errlen, -EFBIG, "document too large (%zu bytes)", len);
 	d->a.size = len * 3 + 65536;
 	if (!(d->a.buf = malloc(d->a.size)))
 		return -ENOMEM;
@@ -182,7 +170,7 @@ static int doc_parse(struct doc *d, const char *json, size_t len, char *err, siz
 	if (!d->root || d->root->type != JSON_OBJ) {
 		free(d->a.buf);
 		d->a.buf = NULL;
-		return oci_seterr(err, errlen, -EINVAL, "malformed JSON (%s)", d->root ? "not an object" : e);
+		return cli_seterr(err, errlen, -EINVAL, "malformed JSON (%s)", d->root ? "not an object" : e);
 	}
 	return 0;
 }
@@ -208,13 +196,13 @@ static int desc_parse(const struct json *o, struct oci_desc *d, char *err, size_
 
 	memset(d, 0, sizeof(*d));
 	if (!o || o->type != JSON_OBJ)
-		return oci_seterr(err, errlen, -EINVAL, "a descriptor is not an object");
+		return cli_seterr(err, errlen, -EINVAL, "a descriptor is not an object");
 	if (str_of(o, "digest", d->digest, sizeof(d->digest)) || !oci_digest_ok(d->digest))
-		return oci_seterr(err, errlen, -EINVAL, "a descriptor has no sha256 digest");
+		return cli_seterr(err, errlen, -EINVAL, "a descriptor has no sha256 digest");
 	if (json_get_int(o, "size", &size) || size < 0)
-		return oci_seterr(err, errlen, -EINVAL, "descriptor %.19s has no size", d->digest);
+		return cli_seterr(err, errlen, -EINVAL, "descriptor %.19s has no size", d->digest);
 	if ((uint64_t)size > OCI_SIZE_ABSURD)
-		return oci_seterr(err, errlen, -EINVAL, "descriptor %.19s claims %lld bytes", d->digest, (long long)size);
+		return cli_seterr(err, errlen, -EINVAL, "descriptor %.19s claims %lld bytes", d->digest, (long long)size);
 	d->size = size;
 	if (str_of(o, "mediaType", d->media, sizeof(d->media)))
 		d->media[0] = '\0';
@@ -254,7 +242,7 @@ int oci_parse_index(const char *json, size_t len, int layout, struct oci_desc *o
 	ms = json_get(d.root, "manifests");
 	if (!ms || ms->type != JSON_ARR) {
 		doc_free(&d);
-		return oci_seterr(err, errlen, -EINVAL, "index without a manifests array");
+		return cli_seterr(err, errlen, -EINVAL, "index without a manifests array");
 	}
 	for (m = ms->u.kids.first; m && !found; m = m->next) {
 		const struct json *pl = m->type == JSON_OBJ ? json_get(m, "platform") : NULL;
@@ -278,7 +266,7 @@ int oci_parse_index(const char *json, size_t len, int layout, struct oci_desc *o
 		found = 1;
 	}
 	doc_free(&d);
-	return found ? 0 : oci_seterr(err, errlen, -ENOENT, "no linux/amd64 image in the index");
+	return found ? 0 : cli_seterr(err, errlen, -ENOENT, "no linux/amd64 image in the index");
 }
 
 static int layer_media_ok(const char *mt)
@@ -309,32 +297,32 @@ int oci_parse_manifest(const char *json, size_t len, struct oci_manifest *m, cha
 	if ((r = doc_parse(&d, json, len, err, errlen)))
 		return r;
 	if (json_get_int(d.root, "schemaVersion", &sv) || sv != 2) {
-		r = oci_seterr(err, errlen, -EINVAL, "not a schema version 2 manifest");
+		r = cli_seterr(err, errlen, -EINVAL, "not a schema version 2 manifest");
 		goto out;
 	}
 	c = json_get(d.root, "config");
 	if ((r = desc_parse(c, &m->config, err, errlen)))
 		goto out;
 	if (m->config.media[0] && strcmp(m->config.media, MT_OCI_CONFIG) && strcmp(m->config.media, MT_DOCKER_CONFIG)) {
-		r = oci_seterr(err, errlen, -EINVAL, "config media type %s is not an image config", m->config.media);
+		r = cli_seterr(err, errlen, -EINVAL, "config media type %s is not an image config", m->config.media);
 		goto out;
 	}
 	ls = json_get(d.root, "layers");
 	if (!ls || ls->type != JSON_ARR) {
-		r = oci_seterr(err, errlen, -EINVAL, "manifest without a layers array");
+		r = cli_seterr(err, errlen, -EINVAL, "manifest without a layers array");
 		goto out;
 	}
 	for (l = ls->u.kids.first; l; l = l->next) {
 		struct oci_desc *ld = &m->layers[m->nlayers];
 
 		if (m->nlayers == OCI_MAX_LAYERS) {
-			r = oci_seterr(err, errlen, -E2BIG, "more than %d layers", OCI_MAX_LAYERS);
+			r = cli_seterr(err, errlen, -E2BIG, "more than %d layers", OCI_MAX_LAYERS);
 			goto out;
 		}
 		if ((r = desc_parse(l, ld, err, errlen)))
 			goto out;
 		if (!layer_media_ok(ld->media)) {
-			r = oci_seterr(err, errlen, -EINVAL, "layer %u (%.19s): media type '%s' is not a tar layer",
+			r = cli_seterr(err, errlen, -EINVAL, "layer %u (%.19s): media type '%s' is not a tar layer",
 				   m->nlayers + 1, ld->digest, ld->media);
 			goto out;
 		}
@@ -394,7 +382,7 @@ int oci_limits_set(struct oci_limits *l, const char *name, const char *value, ch
 		if (strcmp(name, s->flag) && strcmp(name, s->env))
 			continue;
 		if (limit_parse(s, value, limit_field(l, s)))
-			return oci_seterr(err, errlen, -EINVAL, "%s '%.40s': %s", name, value,
+			return cli_seterr(err, errlen, -EINVAL, "%s '%.40s': %s", name, value,
 					  s->count ? "not a count (1 or more)" : "not a size (MiB, or with M, G or T)");
 		return 0;
 	}
@@ -420,20 +408,20 @@ int oci_limits_check(const struct oci_limits *l, const struct oci_manifest *m, c
 	uint64_t total = (uint64_t)m->config.size;
 
 	if ((uint64_t)m->config.size > l->blob)
-		return oci_seterr(err, errlen, -EFBIG, "config %.19s claims %lld bytes, over the blob cap of %llu MiB "
+		return cli_seterr(err, errlen, -EFBIG, "config %.19s claims %lld bytes, over the blob cap of %llu MiB "
 				  "(--max-blob, $VMM_PULL_MAX_BLOB)", m->config.digest, (long long)m->config.size,
 				  (unsigned long long)(l->blob >> 20));
 	for (unsigned i = 0; i < m->nlayers; i++) {
 		uint64_t sz = (uint64_t)m->layers[i].size;
 
 		if (sz > l->blob)
-			return oci_seterr(err, errlen, -EFBIG, "layer %u/%u %.19s claims %llu bytes, over the blob cap of "
+			return cli_seterr(err, errlen, -EFBIG, "layer %u/%u %.19s claims %llu bytes, over the blob cap of "
 					  "%llu MiB (--max-blob, $VMM_PULL_MAX_BLOB)", i + 1, m->nlayers,
 					  m->layers[i].digest, (unsigned long long)sz, (unsigned long long)(l->blob >> 20));
 		total += sz; /* each is under 2^50: no overflow in 128 of them */
 	}
 	if (total > l->image)
-		return oci_seterr(err, errlen, -EFBIG, "the image's blobs claim %llu bytes, over the image cap of %llu MiB "
+		return cli_seterr(err, errlen, -EFBIG, "the image's blobs claim %llu bytes, over the image cap of %llu MiB "
 				  "(--max-image, $VMM_PULL_MAX_IMAGE)", (unsigned long long)total,
 				  (unsigned long long)(l->image >> 20));
 	return 0;
@@ -463,10 +451,10 @@ static int strv_of(struct oci_defaults *d, const struct json *a, const char **v,
 	if (!a || a->type == JSON_NULL)
 		return 0;
 	if (a->type != JSON_ARR)
-		return oci_seterr(err, errlen, -EINVAL, "config %s is not an array", what);
+		return cli_seterr(err, errlen, -EINVAL, "config %s is not an array", what);
 	for (e = a->u.kids.first; e; e = e->next) {
 		if (e->type != JSON_STR || *n == max || !(v[*n] = pool_add(d, e->u.str.s, e->u.str.len)))
-			return oci_seterr(err, errlen, -EINVAL, "config %s: a non-string or too many", what);
+			return cli_seterr(err, errlen, -EINVAL, "config %s: a non-string or too many", what);
 		(*n)++;
 	}
 	v[*n] = NULL;
@@ -491,7 +479,7 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 	if (!c || c->type == JSON_NULL)
 		return 0;
 	if (c->type != JSON_OBJ)
-		return oci_seterr(err, errlen, -EINVAL, "config is not an object");
+		return cli_seterr(err, errlen, -EINVAL, "config is not an object");
 	if ((r = strv_of(d, json_get(c, "Env"), d->env, &d->nenv, OCI_MAX_ENV, "Env", err, errlen)) ||
 	    (r = strv_of(d, json_get(c, "Entrypoint"), d->entrypoint, &d->nentry, OCI_MAX_ARGS, "Entrypoint", err,
 			 errlen)) ||
@@ -499,11 +487,11 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 		return r;
 	for (unsigned i = 0; i < d->nenv; i++)
 		if (!strchr(d->env[i], '=') || d->env[i][0] == '=')
-			return oci_seterr(err, errlen, -EINVAL, "config Env entry '%.40s' is not NAME=VALUE", d->env[i]);
+			return cli_seterr(err, errlen, -EINVAL, "config Env entry '%.40s' is not NAME=VALUE", d->env[i]);
 	if (!(d->workdir = str_or_empty(d, c, "WorkingDir")) || !(d->user = str_or_empty(d, c, "User")))
-		return oci_seterr(err, errlen, -EINVAL, "config too large");
+		return cli_seterr(err, errlen, -EINVAL, "config too large");
 	if (d->workdir[0] && d->workdir[0] != '/')
-		return oci_seterr(err, errlen, -EINVAL, "config WorkingDir '%.40s' is not absolute", d->workdir);
+		return cli_seterr(err, errlen, -EINVAL, "config WorkingDir '%.40s' is not absolute", d->workdir);
 	ports = json_get(c, "ExposedPorts");
 	if (ports && ports->type == JSON_OBJ) {
 		for (e = ports->u.kids.first; e; e = e->next) {
@@ -511,7 +499,7 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 			unsigned long p = strtoul(e->key, &end, 10);
 
 			if (end == e->key || p == 0 || p > 65535 || (*end && strcmp(end, "/tcp") && strcmp(end, "/udp")))
-				return oci_seterr(err, errlen, -EINVAL, "config ExposedPorts '%.20s' is not PORT[/tcp|/udp]",
+				return cli_seterr(err, errlen, -EINVAL, "config ExposedPorts '%.20s' is not PORT[/tcp|/udp]",
 					      e->key);
 			if (!strcmp(end, "/udp") || d->nports == OCI_MAX_PORTS)
 				continue;
@@ -526,7 +514,7 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 
 		if (!json_get_str(labels, "vmm.mem", &s)) {
 			if (cli_parse_mib(s, &v) || v < 32 || v > (1ull << 20))
-				return oci_seterr(err, errlen, -EINVAL, "label vmm.mem '%.20s' is not a size (MiB, 32 or more)", s);
+				return cli_seterr(err, errlen, -EINVAL, "label vmm.mem '%.20s' is not a size (MiB, 32 or more)", s);
 			d->mem_mib = (unsigned)v;
 		}
 		if (!json_get_str(labels, "vmm.cpus", &s)) {
@@ -534,14 +522,14 @@ static int defaults_from(struct oci_defaults *d, const struct json *c, char *err
 			unsigned long c2 = strtoul(s, &end, 10);
 
 			if (*end || c2 < 1 || c2 > 64)
-				return oci_seterr(err, errlen, -EINVAL, "label vmm.cpus '%.20s' is not 1..64", s);
+				return cli_seterr(err, errlen, -EINVAL, "label vmm.cpus '%.20s' is not 1..64", s);
 			d->cpus = (unsigned)c2;
 		}
 		if (!(d->drives = str_or_empty(d, labels, "vmm.drives")))
-			return oci_seterr(err, errlen, -EINVAL, "label vmm.drives is too long");
+			return cli_seterr(err, errlen, -EINVAL, "label vmm.drives is too long");
 		if (!json_get_str(labels, "vmm.idle-timeout", &s)) {
 			if (cli_parse_duration(s, &t) || t <= 0)
-				return oci_seterr(err, errlen, -EINVAL, "label vmm.idle-timeout '%.20s' is not a duration", s);
+				return cli_seterr(err, errlen, -EINVAL, "label vmm.idle-timeout '%.20s' is not a duration", s);
 			d->idle_timeout_s = t;
 		}
 	}
@@ -562,11 +550,11 @@ int oci_parse_config(const char *json, size_t len, struct oci_defaults *d, char 
 	if ((r = doc_parse(&doc, json, len, err, errlen)))
 		return r;
 	if (!json_get_str(doc.root, "os", &s) && strcmp(s, "linux")) {
-		r = oci_seterr(err, errlen, -EINVAL, "the image is for %.20s, not linux", s);
+		r = cli_seterr(err, errlen, -EINVAL, "the image is for %.20s, not linux", s);
 		goto out;
 	}
 	if (!json_get_str(doc.root, "architecture", &s) && strcmp(s, "amd64")) {
-		r = oci_seterr(err, errlen, -EINVAL, "the image is for %.20s, not amd64", s);
+		r = cli_seterr(err, errlen, -EINVAL, "the image is for %.20s, not amd64", s);
 		goto out;
 	}
 	if ((r = defaults_from(d, json_get(doc.root, "config"), err, errlen)))
@@ -574,16 +562,16 @@ int oci_parse_config(const char *json, size_t len, struct oci_defaults *d, char 
 	rootfs = json_get(doc.root, "rootfs");
 	ids = rootfs && rootfs->type == JSON_OBJ ? json_get(rootfs, "diff_ids") : NULL;
 	if (!ids || ids->type != JSON_ARR) {
-		r = oci_seterr(err, errlen, -EINVAL, "config without rootfs.diff_ids");
+		r = cli_seterr(err, errlen, -EINVAL, "config without rootfs.diff_ids");
 		goto out;
 	}
 	for (e = ids->u.kids.first; e && diff_ids; e = e->next) {
 		if (*ndiff == max) {
-			r = oci_seterr(err, errlen, -E2BIG, "too many diff_ids");
+			r = cli_seterr(err, errlen, -E2BIG, "too many diff_ids");
 			goto out;
 		}
 		if (e->type != JSON_STR || e->u.str.len >= OCI_DIGEST_MAX || !oci_digest_ok(e->u.str.s)) {
-			r = oci_seterr(err, errlen, -EINVAL, "config diff_ids entry %u is not a sha256 digest", *ndiff + 1);
+			r = cli_seterr(err, errlen, -EINVAL, "config diff_ids entry %u is not a sha256 digest", *ndiff + 1);
 			goto out;
 		}
 		snprintf(diff_ids[(*ndiff)++], OCI_DIGEST_MAX, "%s", e->u.str.s);
@@ -772,10 +760,10 @@ int oci_cache_room(const char *cache, const struct oci_manifest *m, char *err, s
 	for (unsigned i = 0; i < m->nlayers; i++)
 		need += blob_missing(cache, &m->layers[i]);
 	if (statvfs(cache, &vfs) < 0)
-		return oci_seterr(err, errlen, -errno, "the blob cache %s: %s", cache, strerror(errno));
+		return cli_seterr(err, errlen, -errno, "the blob cache %s: %s", cache, strerror(errno));
 	avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
 	if (need > avail)
-		return oci_seterr(err, errlen, -ENOSPC, "the image's blobs need %llu MiB in the blob cache %s, "
+		return cli_seterr(err, errlen, -ENOSPC, "the image's blobs need %llu MiB in the blob cache %s, "
 				  "its filesystem has %llu MiB free", (unsigned long long)((need + (1 << 20) - 1) >> 20),
 				  cache, (unsigned long long)(avail >> 20));
 	return 0;

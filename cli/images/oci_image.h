@@ -172,8 +172,4 @@ int oci_digest_fd(int fd, char out[OCI_DIGEST_MAX]);
 /* Reads a whole small file (at most max bytes) into malloc'd *out. */
 int oci_read_file(int dirfd, const char *path, size_t max, char **out, size_t *len);
 
-/* Writes the message into err[len] (if err) and returns r: the one-line
- * errors of the image modules (oci_image, oci_unpack, registry). */
-int oci_seterr(char *err, size_t len, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
 #endif

@@ -4,6 +4,7 @@
  * had in it (entries of this same layer stay, wherever the marker sits in
  * the tar). */
 #include "cli/images/oci_unpack.h"
+#include "cli/util/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -724,9 +725,9 @@ static int apply(struct layer *L, struct tar_hdr *h)
 	pad = (512 - (h->size & 511)) & 511;
 	r = clean_path(h->name, path, sizeof(path));
 	if (r == -EXDEV)
-		return oci_seterr(L->err, L->errlen, r, "entry '%.200s' escapes the root", h->name);
+		return cli_seterr(L->err, L->errlen, r, "entry '%.200s' escapes the root", h->name);
 	if (r)
-		return oci_seterr(L->err, L->errlen, r, "entry name too long");
+		return cli_seterr(L->err, L->errlen, r, "entry name too long");
 	if (!path[0]) { /* the root itself: only its metadata */
 		r = copy_data(L, -1, h->size);
 		return r ? r : src_read(L->s, NULL, (size_t)pad);
@@ -740,7 +741,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 	base = slash ? path + (slash - parent) + 1 : path;
 	pfd = oci_root_mkdirs(L->rootfd, parent, 0755);
 	if (pfd < 0) {
-		r = oci_seterr(L->err, L->errlen, pfd, "entry '%.200s': its directory: %s", h->name, strerror(-pfd));
+		r = cli_seterr(L->err, L->errlen, pfd, "entry '%.200s': its directory: %s", h->name, strerror(-pfd));
 		goto out;
 	}
 	/* Whiteouts (image-spec layer.md). */
@@ -751,7 +752,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 			r = 0; /* other AUFS metadata: nothing to do */
 		} else if (!strcmp(base, ".wh...")) {
 			/* its victim would be "..": the parent's parent, outside the root at the top */
-			r = oci_seterr(L->err, L->errlen, -EXDEV, "whiteout '%.200s' escapes the root", h->name);
+			r = cli_seterr(L->err, L->errlen, -EXDEV, "whiteout '%.200s' escapes the root", h->name);
 			goto out;
 		} else {
 			char victim[4097];
@@ -761,7 +762,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 		}
 		L->st->whiteouts++;
 		if (r) {
-			oci_seterr(L->err, L->errlen, r, "whiteout '%.200s': %s", h->name, strerror(-r));
+			cli_seterr(L->err, L->errlen, r, "whiteout '%.200s': %s", h->name, strerror(-r));
 			goto out;
 		}
 		r = copy_data(L, -1, h->size);
@@ -777,7 +778,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 		if (h->type == '5' && S_ISDIR(st.st_mode))
 			goto meta;
 		if ((r = remove_at(pfd, base, 0))) {
-			oci_seterr(L->err, L->errlen, r, "entry '%.200s': replacing: %s", h->name, strerror(-r));
+			cli_seterr(L->err, L->errlen, r, "entry '%.200s': replacing: %s", h->name, strerror(-r));
 			goto out;
 		}
 	}
@@ -785,31 +786,31 @@ static int apply(struct layer *L, struct tar_hdr *h)
 	case '0': case '\0': case '7':
 		fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0) {
-			r = oci_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
+			r = cli_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
 			goto out;
 		}
 		if ((r = copy_data(L, fd, h->size))) {
 			if (r != -EPIPE && !L->s->err)
-				oci_seterr(L->err, L->errlen, r, "entry '%.200s': %s", h->name, strerror(-r));
+				cli_seterr(L->err, L->errlen, r, "entry '%.200s': %s", h->name, strerror(-r));
 			goto out;
 		}
 		set_xattrs(L, fd);
 		break;
 	case '5':
 		if (mkdirat(pfd, base, 0755) < 0) {
-			r = oci_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
+			r = cli_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
 			goto out;
 		}
 		break;
 	case '2':
 		if (symlinkat(h->link, pfd, base) < 0) {
-			r = oci_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
+			r = cli_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
 			goto out;
 		}
 		break;
 	case '6':
 		if (mknodat(pfd, base, S_IFIFO | 0600, 0) < 0) {
-			r = oci_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
+			r = cli_seterr(L->err, L->errlen, -errno, "entry '%.200s': %s", h->name, strerror(errno));
 			goto out;
 		}
 		break;
@@ -819,7 +820,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 
 		r = clean_path(h->link, tpath, sizeof(tpath));
 		if (r || !tpath[0]) {
-			r = oci_seterr(L->err, L->errlen, -EXDEV, "hard link '%.200s' -> '%.200s' escapes the root", h->name,
+			r = cli_seterr(L->err, L->errlen, -EXDEV, "hard link '%.200s' -> '%.200s' escapes the root", h->name,
 				   h->link);
 			goto out;
 		}
@@ -829,7 +830,7 @@ static int apply(struct layer *L, struct tar_hdr *h)
 			*ts = '\0';
 		tfd = open_dir_in_root(L->rootfd, ts ? tparent : "");
 		if (tfd < 0 || linkat(tfd, ts ? ts + 1 : tpath, pfd, base, 0) < 0) {
-			r = oci_seterr(L->err, L->errlen, tfd < 0 ? tfd : -errno, "hard link '%.200s' -> '%.200s': %s",
+			r = cli_seterr(L->err, L->errlen, tfd < 0 ? tfd : -errno, "hard link '%.200s' -> '%.200s': %s",
 				   h->name, h->link, strerror(tfd < 0 ? -tfd : errno));
 			if (tfd >= 0)
 				close(tfd);
@@ -873,7 +874,7 @@ static int read_long(struct layer *L, uint64_t size, char *out, size_t cap)
 	int r;
 
 	if (size >= cap)
-		return oci_seterr(L->err, L->errlen, -EINVAL, "a long name record of %llu bytes",
+		return cli_seterr(L->err, L->errlen, -EINVAL, "a long name record of %llu bytes",
 			      (unsigned long long)size);
 	if ((r = src_read(L->s, out, (size_t)size)) || (r = src_read(L->s, NULL, (size_t)pad)))
 		return r;
@@ -900,7 +901,7 @@ static int run_tar(struct layer *L)
 			break;
 		}
 		if (r) {
-			oci_seterr(L->err, L->errlen, r, "not a tar stream (bad header after %llu entries)",
+			cli_seterr(L->err, L->errlen, r, "not a tar stream (bad header after %llu entries)",
 			       (unsigned long long)L->st->entries);
 			break;
 		}
@@ -908,7 +909,7 @@ static int run_tar(struct layer *L)
 			uint64_t pad = (512 - (h.size & 511)) & 511;
 
 			if (h.size > PAX_MAX) {
-				r = oci_seterr(L->err, L->errlen, -EINVAL, "a pax header of %llu bytes", (unsigned long long)h.size);
+				r = cli_seterr(L->err, L->errlen, -EINVAL, "a pax header of %llu bytes", (unsigned long long)h.size);
 				break;
 			}
 			free(pax);
@@ -928,7 +929,7 @@ static int run_tar(struct layer *L)
 			continue;
 		}
 		if (++nent > L->s->lim->entries) {
-			r = oci_seterr(L->err, L->errlen, -EFBIG, "the layer has more than %llu entries, %s",
+			r = cli_seterr(L->err, L->errlen, -EFBIG, "the layer has more than %llu entries, %s",
 				       (unsigned long long)L->s->lim->entries, L->s->lim->entries_what);
 			break;
 		}
@@ -940,7 +941,7 @@ static int run_tar(struct layer *L)
 		L->xlen = 0;
 		if (have_pax) {
 			if (tar_pax_parse(pax, paxlen, &h, L->xattrs, sizeof(L->xattrs), &L->xlen)) {
-				r = oci_seterr(L->err, L->errlen, -EINVAL, "a malformed pax header before '%.200s'", h.name);
+				r = cli_seterr(L->err, L->errlen, -EINVAL, "a malformed pax header before '%.200s'", h.name);
 				break;
 			}
 			have_pax = 0;
@@ -985,20 +986,20 @@ static int unpack(int rootfd, struct src *s, const char *digest, const char *dif
 	st->tar_bytes = s->tar_total;
 	if (r) {
 		if (!err[0])
-			oci_seterr(err, errlen, r, "%s", s->err ? s->err : strerror(-r));
+			cli_seterr(err, errlen, r, "%s", s->err ? s->err : strerror(-r));
 		goto out;
 	}
 	if (digest) {
 		oci_hash_final(&s->raw_hash, got);
 		if (strcmp(got, digest)) {
-			r = oci_seterr(err, errlen, -EBADMSG, "digest mismatch: the data is %.19s...", got);
+			r = cli_seterr(err, errlen, -EBADMSG, "digest mismatch: the data is %.19s...", got);
 			goto out;
 		}
 	}
 	if (diff_id) {
 		oci_hash_final(&s->tar_hash, got);
 		if (strcmp(got, diff_id)) {
-			r = oci_seterr(err, errlen, -EBADMSG, "the uncompressed layer is %.19s..., the config says %.19s...",
+			r = cli_seterr(err, errlen, -EBADMSG, "the uncompressed layer is %.19s..., the config says %.19s...",
 				   got, diff_id);
 			goto out;
 		}

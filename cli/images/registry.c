@@ -1,5 +1,6 @@
 /* The OCI distribution API client (registry.h). */
 #include "cli/images/registry.h"
+#include "cli/util/util.h"
 #include "vmm/wire/json.h"
 
 #include <curl/curl.h>
@@ -373,20 +374,20 @@ static int get_token(struct registry *r, const char *www, char *err, size_t errl
 
 	if (reg_parse_challenge(www, scheme, sizeof(scheme), realm, sizeof(realm), service, sizeof(service), scope,
 				sizeof(scope)))
-		return oci_seterr(err, errlen, -EPROTO, "malformed WWW-Authenticate challenge");
+		return cli_seterr(err, errlen, -EPROTO, "malformed WWW-Authenticate challenge");
 	if (!strcasecmp(scheme, "Basic")) {
 		if (!r->basic[0])
-			return oci_seterr(err, errlen, -EACCES, "the registry wants a user and password "
+			return cli_seterr(err, errlen, -EACCES, "the registry wants a user and password "
 							    "(~/.docker/config.json or --creds-file)");
 		snprintf(r->auth, sizeof(r->auth), "Authorization: %s", r->basic);
 		return 0;
 	}
 	if (strcasecmp(scheme, "Bearer") || !realm[0])
-		return oci_seterr(err, errlen, -EPROTO, "unsupported auth scheme '%s'", scheme);
+		return cli_seterr(err, errlen, -EPROTO, "unsupported auth scheme '%s'", scheme);
 	if (strncmp(realm, "https://", 8) && !(r->o.insecure && !strncmp(realm, "http://", 7)))
-		return oci_seterr(err, errlen, -EPROTO, "token realm %.100s is not https", realm);
+		return cli_seterr(err, errlen, -EPROTO, "token realm %.100s is not https", realm);
 	if (reg_realm_creds(r->creds, &r->ref, realm, basic, sizeof(basic)) || reg_url_host(realm, host, sizeof(host)))
-		return oci_seterr(err, errlen, -EPROTO, "token realm %.100s is not a URL", realm);
+		return cli_seterr(err, errlen, -EPROTO, "token realm %.100s is not a URL", realm);
 	if (!scope[0])
 		snprintf(scope, sizeof(scope), "repository:%s:pull", r->ref.repo);
 	if (!(c = curl_easy_init()) || !(body = malloc(x.max + 1)))
@@ -421,7 +422,7 @@ static int get_token(struct registry *r, const char *www, char *err, size_t errl
 	rc = curl_easy_perform(c);
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &st);
 	if (rc != CURLE_OK || st != 200) {
-		rc = oci_seterr(err, errlen, st == 401 || st == 403 ? -EACCES : -EIO, "token server %.100s: %s%s%s%s", realm,
+		rc = cli_seterr(err, errlen, st == 401 || st == 403 ? -EACCES : -EIO, "token server %.100s: %s%s%s%s", realm,
 				rc != CURLE_OK ? curl_easy_strerror(rc) : status_text(st),
 				r->basic[0] && !basic[0] ? " (asked anonymously: the registry's credentials go only to "
 							   "its own host, not to " : "",
@@ -438,7 +439,7 @@ static int get_token(struct registry *r, const char *www, char *err, size_t errl
 		if (x.len * 3 > sizeof(ab) || !(j = json_parse(body, x.len, &a, &e)) ||
 		    ((json_get_str(j, "token", &tok) || !*tok) && (json_get_str(j, "access_token", &tok) || !*tok)) ||
 		    strlen(tok) + 40 > sizeof(r->auth)) {
-			rc = oci_seterr(err, errlen, -EPROTO, "token server %.100s: no token in its answer", realm);
+			rc = cli_seterr(err, errlen, -EPROTO, "token server %.100s: no token in its answer", realm);
 			goto out;
 		}
 		snprintf(r->auth, sizeof(r->auth), "Authorization: Bearer %s", tok);
@@ -475,7 +476,7 @@ static int request(struct registry *r, const char *path, const char *accept, str
 		long st = 0;
 
 		if ((rc = rw(x, &from)))
-			return oci_seterr(err, errlen, rc, "cache: %s", strerror(-rc));
+			return cli_seterr(err, errlen, rc, "cache: %s", strerror(-rc));
 		x->www[0] = x->ctype[0] = x->dcd[0] = '\0';
 		x->retry_after = -1;
 		if (accept) {
@@ -522,14 +523,14 @@ static int request(struct registry *r, const char *path, const char *accept, str
 		*status = st;
 		if (x->over || rc == CURLE_FILESIZE_EXCEEDED) {
 			if (x->fd < 0)
-				return oci_seterr(err, errlen, -EFBIG, "the document is larger than %zu bytes", x->max);
-			return oci_seterr(err, errlen, -EFBIG, "the registry %s more than the descriptor's %llu bytes",
+				return cli_seterr(err, errlen, -EFBIG, "the document is larger than %zu bytes", x->max);
+			return cli_seterr(err, errlen, -EFBIG, "the registry %s more than the descriptor's %llu bytes",
 					  x->over ? "sent" : "announced", (unsigned long long)x->want);
 		}
 		if (rc == CURLE_WRITE_ERROR && x->fd < 0)
-			return oci_seterr(err, errlen, -EFBIG, "the document is larger than %zu bytes", x->max);
+			return cli_seterr(err, errlen, -EFBIG, "the document is larger than %zu bytes", x->max);
 		if (st == 401 && x->www[0] && !reg_challenge_host_ok(&r->ref, eff ? eff : ""))
-			return oci_seterr(err, errlen, -EACCES, "%.200s (reached by a redirect) answered 401: a challenge is "
+			return cli_seterr(err, errlen, -EACCES, "%.200s (reached by a redirect) answered 401: a challenge is "
 					  "taken only from the registry's own host %s", eff ? eff : "?", r->ref.api_host);
 		if (st == 401 && !authed && x->www[0]) {
 			authed = 1;
@@ -541,7 +542,7 @@ static int request(struct registry *r, const char *path, const char *accept, str
 		if (rc == CURLE_OK && (st == 200 || st == 206))
 			return 0;
 		if (rc == CURLE_OK && st != 429 && st < 500)
-			return oci_seterr(err, errlen, st == 404 ? -ENOENT : st == 401 || st == 403 ? -EACCES : -EIO,
+			return cli_seterr(err, errlen, st == 404 ? -ENOENT : st == 401 || st == 403 ? -EACCES : -EIO,
 				      "the registry answered %ld: %s", st, status_text(st));
 		if (attempt + 1 < ATTEMPTS) {
 			long wait = x->retry_after >= 0 && x->retry_after <= 30 ? x->retry_after : 1L << attempt;
@@ -552,11 +553,11 @@ static int request(struct registry *r, const char *path, const char *accept, str
 			continue;
 		}
 		if (rc != CURLE_OK)
-			return oci_seterr(err, errlen, -EIO, "%s (%s)", curl_easy_strerror(rc), r->ref.api_host);
-		return oci_seterr(err, errlen, st == 429 ? -EAGAIN : -EIO, "the registry answered %ld: %s", st,
+			return cli_seterr(err, errlen, -EIO, "%s (%s)", curl_easy_strerror(rc), r->ref.api_host);
+		return cli_seterr(err, errlen, st == 429 ? -EAGAIN : -EIO, "the registry answered %ld: %s", st,
 			      status_text(st));
 	}
-	return oci_seterr(err, errlen, -EIO, "gave up");
+	return cli_seterr(err, errlen, -EIO, "gave up");
 }
 
 /* ---- the API ---------------------------------------------------------------- */
@@ -567,11 +568,11 @@ int reg_open(struct registry **out, const struct oci_ref *ref, const struct reg_
 
 	*out = NULL;
 	if (o->insecure && !ref->http)
-		return oci_seterr(err, errlen, -EINVAL, "--insecure is only for an explicit http:// registry");
+		return cli_seterr(err, errlen, -EINVAL, "--insecure is only for an explicit http:// registry");
 	if (ref->http && !o->insecure)
-		return oci_seterr(err, errlen, -EINVAL, "an http:// registry needs --insecure (plain HTTP, no TLS)");
+		return cli_seterr(err, errlen, -EINVAL, "an http:// registry needs --insecure (plain HTTP, no TLS)");
 	if (curl_global_init(CURL_GLOBAL_DEFAULT))
-		return oci_seterr(err, errlen, -EIO, "libcurl failed to start");
+		return cli_seterr(err, errlen, -EIO, "libcurl failed to start");
 	if (!(r = calloc(1, sizeof(*r))) || !(r->curl = curl_easy_init())) {
 		free(r);
 		return -ENOMEM;
@@ -624,7 +625,7 @@ int reg_manifest(struct registry *r, const char *reference, char **body, size_t 
 	oci_digest_buf(x.mem, x.len, digest);
 	if ((oci_digest_ok(reference) && strcmp(digest, reference)) ||
 	    (!oci_digest_ok(reference) && oci_digest_ok(x.dcd) && strcmp(digest, x.dcd))) {
-		rc = oci_seterr(err, errlen, -EBADMSG, "manifest digest mismatch: got %.19s..., expected %.19s...", digest,
+		rc = cli_seterr(err, errlen, -EBADMSG, "manifest digest mismatch: got %.19s..., expected %.19s...", digest,
 			    oci_digest_ok(reference) ? reference : x.dcd);
 		free(x.mem);
 		return rc;
@@ -697,13 +698,13 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 	long status = 0;
 
 	if ((rc = oci_blob_path(cache_dir, d->digest, final, sizeof(final))))
-		return oci_seterr(err, errlen, rc, "bad digest");
+		return cli_seterr(err, errlen, rc, "bad digest");
 	snprintf(part, sizeof(part), "%s.partial", final);
 	snprintf(lock, sizeof(lock), "%s.lock", final);
 	snprintf(lbl, sizeof(lbl), "%s %.19s", label, d->digest);
 	if (d->size < 0 || (uint64_t)d->size > r->o.max_blob) {
 		unlink(part); /* nothing over a cap stays, not even to resume */
-		return oci_seterr(err, errlen, -EFBIG, "it claims %lld bytes, over the blob cap of %llu MiB "
+		return cli_seterr(err, errlen, -EFBIG, "it claims %lld bytes, over the blob cap of %llu MiB "
 				  "(--max-blob, $VMM_PULL_MAX_BLOB)", (long long)d->size,
 				  (unsigned long long)(r->o.max_blob >> 20));
 	}
@@ -711,11 +712,11 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 		goto cached;
 	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (lfd < 0)
-		return oci_seterr(err, errlen, -errno, "cache %s: %s", lock, strerror(errno));
+		return cli_seterr(err, errlen, -errno, "cache %s: %s", lock, strerror(errno));
 	if (flock(lfd, LOCK_EX | LOCK_NB) < 0) {
 		note(&r->o, REG_EV_WAITING, lbl, 0, (uint64_t)d->size, 0, NULL, 0);
 		if (flock(lfd, LOCK_EX) < 0) {
-			rc = oci_seterr(err, errlen, -errno, "cache lock: %s", strerror(errno));
+			rc = cli_seterr(err, errlen, -errno, "cache lock: %s", strerror(errno));
 			goto out;
 		}
 	}
@@ -727,7 +728,7 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 	if (rc != -ENOENT) {
 		/* Not the blob (changed, or not a file of ours): fetch it again. */
 		if (unlink(final) < 0 && errno != ENOENT) {
-			rc = oci_seterr(err, errlen, -errno, "cache %s is not the blob and cannot be removed: %s", final,
+			rc = cli_seterr(err, errlen, -errno, "cache %s is not the blob and cannot be removed: %s", final,
 					strerror(errno));
 			goto out;
 		}
@@ -735,7 +736,7 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 	}
 	x.fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (x.fd < 0 || fchmod(x.fd, 0600) < 0) {
-		rc = oci_seterr(err, errlen, -errno, "cache %s: %s", part, strerror(errno));
+		rc = cli_seterr(err, errlen, -errno, "cache %s: %s", part, strerror(errno));
 		goto out;
 	}
 	x.h = &h;
@@ -751,18 +752,18 @@ int reg_blob(struct registry *r, const struct oci_desc *d, const char *cache_dir
 		goto out;
 	}
 	if (x.have != (uint64_t)d->size) {
-		rc = oci_seterr(err, errlen, -EPIPE, "truncated: %llu of %lld bytes (the next pull resumes)",
+		rc = cli_seterr(err, errlen, -EPIPE, "truncated: %llu of %lld bytes (the next pull resumes)",
 			    (unsigned long long)x.have, (long long)d->size);
 		goto out;
 	}
 	oci_hash_final(&h, got);
 	if (strcmp(got, d->digest)) {
 		unlink(part);
-		rc = oci_seterr(err, errlen, -EBADMSG, "digest mismatch: the data is %.19s...", got);
+		rc = cli_seterr(err, errlen, -EBADMSG, "digest mismatch: the data is %.19s...", got);
 		goto out;
 	}
 	if (fsync(x.fd) < 0 || rename(part, final) < 0) {
-		rc = oci_seterr(err, errlen, -errno, "cache %s: %s", final, strerror(errno));
+		rc = cli_seterr(err, errlen, -errno, "cache %s: %s", final, strerror(errno));
 		goto out;
 	}
 	progress(&x, 1);

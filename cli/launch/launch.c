@@ -226,6 +226,7 @@ static int serve_control(struct vm *vm, struct control *ctl)
  * frame resident in every VMM). */
 struct launch {
 	int restore, check_only, api;
+	struct launch_out *out; /* the verb's (launch.h) */
 	char kernel_buf[PATH_MAX], initrd_buf[PATH_MAX];
 	struct vm_config cfg;
 	struct run_opts o;
@@ -333,12 +334,10 @@ static int launch_init(struct launch *L, int restore, int check_only, int api)
  * with L->status set after the message. */
 static int launch_snap_drives(struct launch *L)
 {
-	char why[512];
-	int r = restore_drives(L->snap, &L->o, why, sizeof(why));
+	int r = restore_drives(L->snap, &L->o, L->o.err, sizeof(L->o.err));
 
 	if (!r)
 		return 0;
-	fprintf(stderr, "vmm: %s\n", why);
 	L->status = r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
 	return 1;
 }
@@ -369,7 +368,7 @@ static int launch_options(struct launch *L, int argc, char **argv)
 			L->status = CLI_EXIT_ERROR;
 		}
 		if (L->o.detach || L->o.cmd.argv)
-			L->status = run_bad_usage("%s", "vmm create takes the options of vmm run, without -d or -- CMD");
+			L->status = run_bad_usage(&L->o, "%s", "vmm create takes the options of vmm run, without -d or -- CMD");
 		return 1;
 	}
 	return 0;
@@ -454,7 +453,8 @@ static int launch_detach(struct launch *L)
 			o->console = L->console_buf;
 		}
 		L->status = detach_self(&L->sb, o->ready_s, L->restore, o->dcmd.argv ? &o->dcmd : NULL,
-					&L->detach_ready, o->quiet, L->cfg.t0_ns);
+					&L->detach_ready, o->quiet, L->cfg.t0_ns, L->out->result, L->out->diag,
+					L->out->err, sizeof(L->out->err));
 		if (L->status >= 0) {
 			L->sb.created = 0; /* the sandbox's own process owns the folder now */
 			return 1;
@@ -634,7 +634,7 @@ static int launch_confine(struct launch *L)
 		L->sb.start_time = o->jail.host_start;
 		L->cfg.host_pid = o->jail.host_pid;
 	}
-	if (!L->api && (L->status = run_fc_mmds(cfg, &L->md, o->fc.metadata, o->fc.mmds_limit,
+	if (!L->api && (L->status = run_fc_mmds(o, cfg, &L->md, o->fc.metadata, o->fc.mmds_limit,
 						 L->have_snap ? &L->snap->conf.mmds : NULL)))
 		return 1;
 	return 0;
@@ -822,8 +822,8 @@ static int launch_run(struct launch *L)
 		return 1;
 	/* The interactive console: how to leave it, once. */
 	if (L->cfg.console_tty && L->cfg.console_escape && !L->o.quiet)
-		fprintf(stderr, "vmm: sandbox %s: console on this terminal; Ctrl-A x stops the VM "
-				"(Ctrl-A Ctrl-A types a Ctrl-A)\n", L->sb.name);
+		log_info("sandbox %s: console on this terminal; Ctrl-A x stops the VM (Ctrl-A Ctrl-A types a Ctrl-A)",
+			 L->sb.name);
 	/* A resume takes its state now, before the guest runs again (its
 	 * disks then move on: never restore this state twice). */
 	if (L->o.in_place) {
@@ -930,13 +930,15 @@ static void launch_release(struct launch *L)
 	control_free(&L->ctl); /* its MMDS store: the VM's devices are gone */
 }
 
-int launch_sandbox(int argc, char **argv, int restore, int check_only, int api)
+int launch_sandbox(int argc, char **argv, int restore, int check_only, int api, struct launch_out *out)
 {
 	struct launch L;
 	unsigned i;
 
+	out->err[0] = '\0';
 	if (launch_init(&L, restore, check_only, api))
 		return CLI_EXIT_ERROR;
+	L.out = out;
 	if (launch_options(&L, argc, argv) || launch_folder(&L) || launch_detach(&L) || launch_configure(&L))
 		goto out_disks;
 	if (launch_confine(&L))
@@ -983,5 +985,7 @@ out_console:
 		close(L.console_file);
 out_disks:
 	launch_release(&L);
+	if (L.o.err[0] && !out->err[0])
+		cli_seterr(out->err, sizeof(out->err), 0, "%s", L.o.err);
 	return L.status;
 }

@@ -21,8 +21,8 @@
  * notice comes (docs/vsock.md). */
 #define DETACH_PROBE_MS 1000
 
-/* The last 2 KiB of a sandbox's log file, on stderr. */
-static void show_tail(const char *path, const char *what)
+/* The last 2 KiB of a sandbox's log file, on diag (the verb's stderr). */
+static void show_tail(FILE *diag, const char *path, const char *what)
 {
 	char buf[2048];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -34,13 +34,11 @@ static void show_tail(const char *path, const char *what)
 	size = lseek(fd, 0, SEEK_END);
 	n = pread(fd, buf, sizeof(buf), size > (off_t)sizeof(buf) ? size - (off_t)sizeof(buf) : 0);
 	if (n > 0) {
-		fprintf(stderr, "--- %s (the end of %s):\n", what, path);
-		fflush(stderr);
-		if (write(STDERR_FILENO, buf, (size_t)n) < 0) {
-			/* nothing more to say */
-		}
+		fprintf(diag, "--- %s (the end of %s):\n", what, path);
+		fwrite(buf, 1, (size_t)n, diag);
 		if (buf[n - 1] != '\n')
-			fputc('\n', stderr);
+			fputc('\n', diag);
+		fflush(diag);
 	}
 	close(fd);
 }
@@ -76,7 +74,7 @@ static void detach_abandon(pid_t pid, const struct sandbox *sb, const sigset_t *
  * answer within ready_s (stopped and removed, its logs shown), 128+N if
  * signal N (Ctrl-C: 130) came first (stopped and removed). */
 int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, const struct exec_opts *dcmd,
-		int *ready_wr, int quiet, uint64_t t0_ns)
+		int *ready_wr, int quiet, uint64_t t0_ns, FILE *out, FILE *diag, char *err, size_t errlen)
 {
 	struct boot_status bs;
 	char logp[PATH_MAX + 16], conp[PATH_MAX + 16];
@@ -140,7 +138,7 @@ int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, c
 	boot_status_show(&bs, restored ? BOOT_RESTORING : BOOT_BOOTING, log_now_ns());
 	/* The token is published with the pid; wait for both, then the API. */
 	while (log_now_ns() < end) {
-		char tok[160] = "", p[PATH_MAX + 32];
+		char tok[160] = "", p[PATH_MAX + 32], why[600];
 		struct pollfd rp = { .fd = ready[0], .events = POLLIN };
 		int told = 0;
 		FILE *f;
@@ -149,7 +147,7 @@ int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, c
 		if (waitpid(pid, &st, WNOHANG) == pid) {
 			boot_status_done(&bs);
 			log_err("sandbox %s did not start; the end of its log:", sb->name);
-			show_tail(logp, "the VMM's log");
+			show_tail(diag, logp, "the VMM's log");
 			close(ready[0]);
 			return CLI_EXIT_ERROR;
 		}
@@ -171,8 +169,8 @@ int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, c
 		sig = sigtimedwait(&stops, NULL, &none);
 		if (sig > 0) {
 			boot_status_done(&bs);
-			fprintf(stderr, "vmm: %s: sandbox %s stopped and removed before it was ready\n",
-				sig == SIGINT ? "interrupted" : strsignal(sig), sb->name);
+			cli_seterr(err, errlen, 0, "%s: sandbox %s stopped and removed before it was ready",
+				   sig == SIGINT ? "interrupted" : strsignal(sig), sb->name);
 			if (ready[0] >= 0)
 				close(ready[0]);
 			detach_abandon(pid, sb, &stops);
@@ -195,19 +193,20 @@ int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, c
 		 * follows (it was a second guest connection, and a fork there:
 		 * 224 ms of a 380 ms restore -d on an emulating host). */
 		snprintf(p, sizeof(p), "%s/synced", sb->rw);
-		if (tok[0] && (restored ? access(p, F_OK) == 0 : api_wait_ready(&a, 0) == 0)) {
+		if (tok[0] && (restored ? access(p, F_OK) == 0 : api_wait_ready(&a, 0, NULL, 0) == 0)) {
 			int64_t id = 0;
 
 			boot_status_show(&bs, BOOT_API_READY, log_now_ns());
 			boot_status_done(&bs);
 			/* run -d -- CMD: CMD as the sandbox's detached process
 			 * (API v2), tagged "main" for vmm attach/logs/kill */
-			if (dcmd && api_start_id(&a, dcmd, &id)) {
-				log_err("sandbox %s: its command did not start: stopped and removed", sb->name);
+			if (dcmd && api_start_id(&a, dcmd, &id, why, sizeof(why))) {
+				log_err("sandbox %s: its command did not start (%s): stopped and removed", sb->name, why);
 				detach_abandon(pid, sb, &stops);
 				return CLI_EXIT_ERROR;
 			}
-			printf("%s\n", sb->name);
+			fprintf(out, "%s\n", sb->name);
+			fflush(out);
 			if (ready[0] >= 0)
 				close(ready[0]);
 			return 0;
@@ -218,8 +217,8 @@ int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, c
 	boot_status_done(&bs);
 	log_err("sandbox %s did not answer within %lu s (--ready-timeout): stopped and removed", sb->name,
 		ready_s);
-	show_tail(logp, "the VMM's log");
-	show_tail(conp, "the console");
+	show_tail(diag, logp, "the VMM's log");
+	show_tail(diag, conp, "the console");
 	detach_abandon(pid, sb, &stops);
 	return CLI_EXIT_ERROR;
 }

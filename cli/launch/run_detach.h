@@ -8,6 +8,7 @@
 #define CLI_RUN_DETACH_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 struct sandbox;
 struct exec_opts;
@@ -16,11 +17,11 @@ struct exec_opts;
  * stderr in vmm.log in its folder. Returns -1 in that child (go on; its
  * *ready_wr is the pipe to write 'K'/'R' into: vmm/vm.h marker_fd), or in
  * the caller the status to exit with: 0 once the sandbox's API answers
- * (its name printed; dcmd, if not NULL, started as its detached process),
- * 1 if it died first (its log shown) or did not answer within ready_s
- * (stopped and removed, its logs shown), 128+N if signal N (Ctrl-C: 130)
- * came first (stopped and removed). */
+ * (its name written to out; dcmd, if not NULL, started as its detached process),
+ * 1 if it died first (its log's end written to diag) or did not answer
+ * within ready_s (stopped and removed, its logs' ends to diag), 128+N if
+ * signal N (Ctrl-C: 130) came first (stopped and removed; err says so). */
 int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, const struct exec_opts *dcmd,
-		int *ready_wr, int quiet, uint64_t t0_ns);
+		int *ready_wr, int quiet, uint64_t t0_ns, FILE *out, FILE *diag, char *err, size_t errlen);
 
 #endif

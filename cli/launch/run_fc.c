@@ -214,7 +214,7 @@ static int load_metadata(struct mmds *m, const char *path)
 
 /* --net ...,mmds[=v2] and --metadata FILE outside the Firecracker API:
  * the store the VM's interfaces serve. 0 or a CLI exit status. */
-int run_fc_mmds(struct vm_config *cfg, struct mmds **out, const char *metadata, unsigned long limit,
+int run_fc_mmds(struct run_opts *o, struct vm_config *cfg, struct mmds **out, const char *metadata, unsigned long limit,
 		const struct snap_mmds *snap)
 {
 	struct mmds *m;
@@ -226,7 +226,7 @@ int run_fc_mmds(struct vm_config *cfg, struct mmds **out, const char *metadata, 
 			want = cfg->nets[i].mmds;
 	if (!want) {
 		if (metadata)
-			return run_bad_usage("--metadata %s: no interface serves the MMDS (add mmds to a --net)", metadata);
+			return run_bad_usage(o, "--metadata %s: no interface serves the MMDS (add mmds to a --net)", metadata);
 		return 0;
 	}
 	m = calloc(1, sizeof(*m));
@@ -285,7 +285,7 @@ int run_fc_serve_configure(struct control *ctl, struct run_opts *o, const struct
 	char why[512];
 
 	if (o->fc.no_api && !o->config_file) {
-		*status = run_bad_usage("--no-api needs --config-file%s", "");
+		*status = run_bad_usage(o, "--no-api needs --config-file%s", "");
 		return -1;
 	}
 	if (control_open(ctl, sb->control, sb->name)) {

@@ -28,7 +28,7 @@ int run_fc_serve_configure(struct control *ctl, struct run_opts *o, const struct
  * the store the VM's interfaces serve (*out and cfg->mmds; none if no
  * interface asks), with snap's address on a restore. 0 or a CLI exit
  * status. */
-int run_fc_mmds(struct vm_config *cfg, struct mmds **out, const char *metadata, unsigned long limit,
+int run_fc_mmds(struct run_opts *o, struct vm_config *cfg, struct mmds **out, const char *metadata, unsigned long limit,
 		const struct snap_mmds *snap);
 
 #endif

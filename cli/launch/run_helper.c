@@ -69,19 +69,22 @@ static int wait_restored(struct pollfd *p, const struct helper *h)
 			return 0;
 		if (r == 1) /* the VMM is gone: probing says the rest */
 			p->fd = -1;
-		if (api_wait_ready(h->a, 0) == 0)
+		if (api_wait_ready(h->a, 0, NULL, 0) == 0)
 			return 0;
 	}
 	return -1;
 }
 
-/* The helper gives up waiting for its sandbox: says why (fmt takes
- * ready_s), stops the VMM if a command was to run, and exits. */
-static void helper_fail(const struct helper *h, struct boot_status *bs, const char *fmt)
-	__attribute__((noreturn, format(printf, 3, 0)));
-static void helper_fail(const struct helper *h, struct boot_status *bs, const char *fmt)
+/* The helper gives up waiting for its sandbox: says why (what the API
+ * answered, if it did, then fmt, which takes ready_s), stops the VMM if a
+ * command was to run, and exits. */
+static void helper_fail(const struct helper *h, struct boot_status *bs, const char *api_err, const char *fmt)
+	__attribute__((noreturn, format(printf, 4, 0)));
+static void helper_fail(const struct helper *h, struct boot_status *bs, const char *api_err, const char *fmt)
 {
 	boot_status_done(bs);
+	if (api_err && api_err[0])
+		log_err("%s", api_err);
 	log_err(fmt, h->ready_s);
 	if (h->cmd)
 		kill(getppid(), SIGTERM);
@@ -126,6 +129,7 @@ int helper_start(struct vm *vm, struct helper *h, pid_t *child)
 		struct pollfd p = { .fd = ready[0], .events = POLLIN };
 		struct boot_status bs;
 		struct exec_opts cmd;
+		char err[600] = "";
 		int r, forked = 0;
 
 		/* Ctrl-C while the sandbox boots: the VMM stops it (above); once
@@ -155,10 +159,10 @@ int helper_start(struct vm *vm, struct helper *h, pid_t *child)
 		boot_status_show(&bs, h->restored ? BOOT_RESTORING : BOOT_BOOTING, log_now_ns());
 		if (!h->restored) {
 			if (helper_wait_boot(h, ready[0], &bs))
-				helper_fail(h, &bs, "the sandbox did not get ready within %lu s");
+				helper_fail(h, &bs, NULL, "the sandbox did not get ready within %lu s");
 			phase_mark(&vm->phases, PHASE_READY);
-			if (api_wait_ready(h->a, 30000))
-				helper_fail(h, &bs, "the sandbox API did not answer within %lu s");
+			if (api_wait_ready(h->a, 30000, err, sizeof(err)))
+				helper_fail(h, &bs, err, "the sandbox API did not answer within %lu s");
 		} else {
 			/* A clone: its sync goes at once. The snapshot was taken
 			 * with the API listening (a spare worker waiting in
@@ -167,21 +171,21 @@ int helper_start(struct vm *vm, struct helper *h, pid_t *child)
 			 * so neither the ready notice nor a health probe needs to
 			 * come first. A snapshot with no API yet answers nothing:
 			 * then the notice (or probes) and the health check. */
-			r = api_sync_first(h->a, h->nets, h->nr_nets, h->egress_port, &forked);
+			r = api_sync_first(h->a, h->nets, h->nr_nets, h->egress_port, &forked, err, sizeof(err));
 			if (!r && forked)
 				log_info("this snapshot held no waiting API worker: the clone forked one "
 					 "for its sync (a snapshot from an older vmm, or one taken while "
 					 "the guest did not settle: docs/snapshot.md)");
 			if (r == API_UNREACHED) {
 				if (wait_restored(&p, h))
-					helper_fail(h, &bs, "the sandbox API did not answer within %lu s");
+					helper_fail(h, &bs, NULL, "the sandbox API did not answer within %lu s");
 				phase_mark(&vm->phases, PHASE_READY);
-				if (api_wait_ready(h->a, (unsigned)(h->ready_s * 1000)))
-					helper_fail(h, &bs, "the sandbox API did not answer within %lu s");
-				r = api_sync(h->a, h->nets, h->nr_nets, h->egress_port);
+				if (api_wait_ready(h->a, (unsigned)(h->ready_s * 1000), err, sizeof(err)))
+					helper_fail(h, &bs, err, "the sandbox API did not answer within %lu s");
+				r = api_sync(h->a, h->nets, h->nr_nets, h->egress_port, err, sizeof(err));
 			}
 			if (r) {
-				log_err("could not give the restored sandbox the time and fresh entropy");
+				log_err("could not give the restored sandbox the time and fresh entropy: %s", err);
 			} else if (h->synced) {
 				int fd = open(h->synced, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 
@@ -201,9 +205,16 @@ int helper_start(struct vm *vm, struct helper *h, pid_t *child)
 			_exit(0);
 		cmd = *h->cmd;
 		cmd.interrupt_pid = getppid();
-		r = api_exec(h->a, &cmd);
-		if (api_shutdown(h->a))
+		r = api_exec(h->a, &cmd, err, sizeof(err));
+		/* This process is where vmm run -- CMD ends, its stderr the
+		 * user's: why the command failed, or that it crashed, is said
+		 * here as vmm exec says it (tests/structure.py, STDIO_ALLOW). */
+		if (err[0])
+			fprintf(stderr, "vmm: %s\n", err);
+		if (api_shutdown(h->a, err, sizeof(err))) {
+			log_warn("%s", err);
 			kill(getppid(), SIGTERM);
+		}
 		_exit(r < 0 ? CLI_EXIT_ERROR : r);
 	}
 	h->ready_rd = ready[0];

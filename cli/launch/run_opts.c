@@ -24,12 +24,13 @@ enum { OPT_KERNEL = 256, OPT_INITRD, OPT_CMDLINE, OPT_CPUS, OPT_MEM, OPT_CONSOLE
        OPT_NO_API, OPT_BOOT_TIMER, OPT_LEVEL, OPT_LOG_PATH, OPT_SHOW_LEVEL, OPT_SHOW_ORIGIN, OPT_MODULE,
        OPT_METRICS_PATH, OPT_METADATA, OPT_MMDS_LIMIT, OPT_MAX_PAYLOAD, OPT_SECCOMP_FILTER, OPT_FC_IGNORED };
 
-int run_bad_usage(const char *fmt, const char *arg)
+int run_bad_usage(struct run_opts *o, const char *fmt, const char *arg)
 {
-	fprintf(stderr, "vmm: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, " (see 'vmm run --help' or 'vmm restore --help')\n");
-	return CLI_EXIT_USAGE;
+	char msg[sizeof(o->err) - 64];
+
+	snprintf(msg, sizeof(msg), fmt, arg);
+	return cli_seterr(o->err, sizeof(o->err), CLI_EXIT_USAGE, "%s (see 'vmm run --help' or 'vmm restore --help')",
+			  msg);
 }
 
 /* An API token given on the command line: 1 to 127 of [A-Za-z0-9_.-]. */
@@ -168,7 +169,7 @@ static int opt_cpus(const struct run_arg *a)
 	unsigned long v;
 
 	if (parse_count(a->arg, VM_MAX_VCPUS, &v))
-		return run_bad_usage("--cpus '%s': a number from 1 to 64", a->arg);
+		return run_bad_usage(a->o, "--cpus '%s': a number from 1 to 64", a->arg);
 	a->cfg->cpus = (unsigned)v;
 	return 0;
 }
@@ -179,13 +180,13 @@ static int opt_mem(const struct run_arg *a)
 	unsigned long long total, avail;
 
 	if (cli_parse_mib(a->arg, &o->mib) || o->mib < VM_MIN_MEM_MIB)
-		return run_bad_usage("--mem '%s': a size in MiB (at least 32), e.g. 512 or 2G", a->arg);
+		return run_bad_usage(a->o, "--mem '%s': a size in MiB (at least 32), e.g. 512 or 2G", a->arg);
 	/* Guest RAM is mapped on demand: more than the host has cannot
 	 * work; more than it has free may, until it fills. */
 	if (cli_host_mem_mib(&total, &avail) == 0 && (o->mib > total || o->mib > (1ull << 30))) {
-		fprintf(stderr, "vmm: --mem '%s': this host has %llu MiB of RAM: at most --mem %llu "
-				"(see 'vmm run --help')\n", a->arg, total, total < (1ull << 30) ? total : (1ull << 30));
-		return CLI_EXIT_USAGE;
+		return cli_seterr(o->err, sizeof(o->err), CLI_EXIT_USAGE, "--mem '%s': this host has %llu MiB of RAM: at "
+				  "most --mem %llu (see 'vmm run --help')", a->arg, total,
+				  total < (1ull << 30) ? total : (1ull << 30));
 	}
 	if (avail && o->mib > avail)
 		log_warn("--mem %llu MiB is more than this host has free now (%llu MiB): the guest "
@@ -198,14 +199,14 @@ static int opt_mem(const struct run_arg *a)
 static int opt_disk_size(const struct run_arg *a)
 {
 	if (cli_parse_mib(a->arg, &a->o->disk_mib) || a->o->disk_mib < 8 || a->o->disk_mib > (1ull << 24))
-		return run_bad_usage("--disk-size '%s': a size such as 4G or 16G (at most 16T)", a->arg);
+		return run_bad_usage(a->o, "--disk-size '%s': a size such as 4G or 16G (at most 16T)", a->arg);
 	return 0;
 }
 
 static int opt_template(const struct run_arg *a)
 {
 	if (cpu_template_parse(a->arg, &a->cfg->tmpl))
-		return run_bad_usage("--cpu-template '%s': host or safe", a->arg);
+		return run_bad_usage(a->o, "--cpu-template '%s': host or safe", a->arg);
 	a->cfg->tmpl_explicit = 1;
 	return 0;
 }
@@ -214,7 +215,7 @@ static int opt_console(const struct run_arg *a)
 {
 	a->o->console_explicit = 1;
 	if (strcmp(a->arg, "stdio") && strcmp(a->arg, "none") && (strncmp(a->arg, "file:", 5) || !a->arg[5]))
-		return run_bad_usage("--console '%s': stdio, none or file:PATH", a->arg);
+		return run_bad_usage(a->o, "--console '%s': stdio, none or file:PATH", a->arg);
 	a->o->console = a->arg;
 	return 0;
 }
@@ -222,7 +223,7 @@ static int opt_console(const struct run_arg *a)
 static int opt_console_log_size(const struct run_arg *a)
 {
 	if (run_parse_size(a->arg, &a->cfg->console_limit) || a->cfg->console_limit < 1024)
-		return run_bad_usage("--console-log-size '%s': bytes (at least 1024), or with a k, M or G "
+		return run_bad_usage(a->o, "--console-log-size '%s': bytes (at least 1024), or with a k, M or G "
 				     "suffix, e.g. 8M", a->arg);
 	return 0;
 }
@@ -231,10 +232,9 @@ static int opt_console_log_size(const struct run_arg *a)
  * snapshot's) ---- */
 
 /* A device option's parser said no: the usage line with its why. */
-static int device_bad(const char *opt, const char *arg, const char *why)
+static int device_bad(struct run_opts *o, const char *opt, const char *arg, const char *why)
 {
-	fprintf(stderr, "vmm: --%s '%s': %s\n", opt, arg, why);
-	return CLI_EXIT_USAGE;
+	return cli_seterr(o->err, sizeof(o->err), CLI_EXIT_USAGE, "--%s '%s': %s", opt, arg, why);
 }
 
 static int opt_disk(const struct run_arg *a)
@@ -245,9 +245,9 @@ static int opt_disk(const struct run_arg *a)
 	struct blk_options *d = restore ? &o->over[o->nr_over] : &a->cfg->disks[a->cfg->nr_disks];
 
 	if ((restore ? o->nr_over : a->cfg->nr_disks) == VM_MAX_DISKS)
-		return run_bad_usage("--disk: at most %s disks", "16");
+		return run_bad_usage(a->o, "--disk: at most %s disks", "16");
 	if (blk_options_parse(a->arg, d, &why))
-		return device_bad("disk", a->arg, why);
+		return device_bad(a->o, "disk", a->arg, why);
 	if (restore)
 		o->nr_over++;
 	else
@@ -264,9 +264,9 @@ static int opt_net(const struct run_arg *a)
 	struct net_options *n = restore ? &o->net_over[*nr] : &a->cfg->nets[*nr];
 
 	if (*nr == VM_MAX_NETS)
-		return run_bad_usage("--net: at most %s interfaces", "8");
+		return run_bad_usage(a->o, "--net: at most %s interfaces", "8");
 	if (net_options_parse(a->arg, n, &why))
-		return device_bad("net", a->arg, why);
+		return device_bad(a->o, "net", a->arg, why);
 	if (restore)
 		o->net_mac_given[*nr] = strstr(a->arg, "mac=") != NULL;
 	(*nr)++;
@@ -282,15 +282,15 @@ static int opt_fs(const struct run_arg *a)
 	struct stat st;
 
 	if ((restore ? o->nr_over_fs : a->cfg->nr_fs) == VM_MAX_FS)
-		return run_bad_usage("--fs: at most %s shared drives", "8");
+		return run_bad_usage(a->o, "--fs: at most %s shared drives", "8");
 	if (fs_options_parse(a->arg, f, &why))
-		return device_bad("fs", a->arg, why);
+		return device_bad(a->o, "fs", a->arg, why);
 	if (restore)
 		o->nr_over_fs++;
 	else
 		a->cfg->nr_fs++;
 	if (stat(f->path, &st) < 0 || !S_ISDIR(st.st_mode))
-		return run_bad_usage("--fs: %s is not a directory", f->path);
+		return run_bad_usage(a->o, "--fs: %s is not a directory", f->path);
 	return 0;
 }
 
@@ -299,7 +299,7 @@ static int opt_drive(const struct run_arg *a)
 	struct run_opts *o = a->o;
 
 	if (o->nr_drive_args == VM_MAX_FS)
-		return run_bad_usage("--drive: at most %s shared drives", "8");
+		return run_bad_usage(a->o, "--drive: at most %s shared drives", "8");
 	o->drive_args[o->nr_drive_args++] = a->arg;
 	return 0;
 }
@@ -310,9 +310,9 @@ static int opt_label(const struct run_arg *a)
 	int r = sandbox_labels_add(o->labels_text, sizeof(o->labels_text), a->arg);
 
 	if (r == -E2BIG)
-		return run_bad_usage("--label: at most %s labels", "16");
+		return run_bad_usage(a->o, "--label: at most %s labels", "16");
 	if (r)
-		return run_bad_usage("--label '%s': KEY=VALUE, KEY 1-63 of A-Z a-z 0-9 _ . - / (starting with a "
+		return run_bad_usage(a->o, "--label '%s': KEY=VALUE, KEY 1-63 of A-Z a-z 0-9 _ . - / (starting with a "
 				     "letter or digit), VALUE 0-63 of A-Z a-z 0-9 _ . -", a->arg);
 	return 0;
 }
@@ -332,13 +332,12 @@ static int run_drives(struct run_opts *o, struct vm_config *cfg)
 		size_t n = strlen(o->drives_text);
 
 		if (cfg->nr_fs == VM_MAX_FS)
-			return run_bad_usage("--drive: at most %s shared drives with --fs", "8");
+			return run_bad_usage(o, "--drive: at most %s shared drives with --fs", "8");
 		if ((r = drive_mount_opt(o->drive_args[i], o->name, o->labels_text, fs, sizeof(fs), why, sizeof(why)))) {
-			fprintf(stderr, "vmm: %s\n", why);
-			return r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
+			return cli_seterr(o->err, sizeof(o->err), r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR, "%s", why);
 		}
 		if (fs_options_parse(fs, f, &bad))
-			return device_bad("drive", o->drive_args[i], bad);
+			return device_bad(o, "drive", o->drive_args[i], bad);
 		cfg->nr_fs++;
 		snprintf(o->drives_text + n, sizeof(o->drives_text) - n, "%s%s:%s%s", n ? "," : "", f->tag, f->at,
 			 f->ro ? ":ro" : "");
@@ -355,7 +354,7 @@ static int opt_vsock(const struct run_arg *a)
 	/* restore: "cid=N" alone is fine, the socket has a default */
 	snprintf(tmp, sizeof(tmp), "%s%s", a->arg, o->restore && !strstr(a->arg, "uds=") ? ",uds=-" : "");
 	if (o->vsock_given || vsock_options_parse(tmp, &a->cfg->vsock, &why))
-		return device_bad("vsock", a->arg, o->vsock_given ? "only one vsock device" : why);
+		return device_bad(a->o, "vsock", a->arg, o->vsock_given ? "only one vsock device" : why);
 	if (!strcmp(a->cfg->vsock.uds, "-"))
 		a->cfg->vsock.uds[0] = '\0';
 	o->vsock_given = 1;
@@ -367,7 +366,7 @@ static int opt_entropy(const struct run_arg *a)
 	const char *why = "";
 
 	if (rng_options_parse(a->arg, &a->cfg->entropy, &why))
-		return device_bad("entropy", a->arg, why);
+		return device_bad(a->o, "entropy", a->arg, why);
 	a->cfg->has_entropy = 1;
 	return 0;
 }
@@ -382,7 +381,7 @@ static int opt_balloon(const struct run_arg *a)
 		return 0;
 	}
 	if (balloon_options_parse(a->arg, &a->cfg->balloon, &why))
-		return device_bad("balloon", a->arg, why);
+		return device_bad(a->o, "balloon", a->arg, why);
 	a->cfg->has_balloon = 1;
 	a->o->no_balloon = 0;
 	return 0;
@@ -395,7 +394,7 @@ static int opt_idle(const struct run_arg *a)
 	int timeout = a->opt == OPT_IDLE_TIMEOUT;
 
 	if (cli_parse_duration(a->arg, timeout ? &a->o->idle_timeout_s : &a->o->idle_ttl_s))
-		return run_bad_usage("%s: a duration such as 90s, 10m, 2h or 1d", a->text);
+		return run_bad_usage(a->o, "%s: a duration such as 90s, 10m, 2h or 1d", a->text);
 	if (timeout)
 		a->o->idle_timeout_arg = a->arg;
 	else
@@ -406,7 +405,7 @@ static int opt_idle(const struct run_arg *a)
 static int opt_image_root(const struct run_arg *a)
 {
 	if (a->o->restore)
-		return run_bad_usage("%s", "restore: no --image-root");
+		return run_bad_usage(a->o, "%s", "restore: no --image-root");
 	a->o->image_root = a->arg;
 	return 0;
 }
@@ -416,7 +415,7 @@ static int opt_image_env(const struct run_arg *a)
 	struct run_opts *o = a->o;
 
 	if (o->nr_image_env == sizeof(o->image_env) / sizeof(o->image_env[0]) - 1)
-		return run_bad_usage("%s", "--image-env: too many");
+		return run_bad_usage(a->o, "%s", "--image-env: too many");
 	o->image_env[o->nr_image_env++] = a->arg;
 	o->cmd.env = o->image_env;
 	return 0;
@@ -428,7 +427,7 @@ static int opt_jail_id(const struct run_arg *a)
 	unsigned long v;
 
 	if (parse_count(a->arg, 0x7fffffff, &v))
-		return run_bad_usage("%s: a positive number", a->text);
+		return run_bad_usage(a->o, "%s: a positive number", a->text);
 	if (a->opt == OPT_JAIL_UID) {
 		j->uid = (uid_t)v;
 		j->uid_given = 1;
@@ -443,7 +442,7 @@ static int opt_jail_id(const struct run_arg *a)
 static int opt_limit_cpu(const struct run_arg *a)
 {
 	if (jail_parse_cpu(a->arg, &a->o->jail.cpu_milli))
-		return run_bad_usage("--limit-cpu '%s': CPUs, e.g. 0.5 or 2", a->arg);
+		return run_bad_usage(a->o, "--limit-cpu '%s': CPUs, e.g. 0.5 or 2", a->arg);
 	return 0;
 }
 
@@ -452,7 +451,7 @@ static int opt_limit_mem(const struct run_arg *a)
 	unsigned long long lm;
 
 	if (cli_parse_mib(a->arg, &lm) || lm < 16)
-		return run_bad_usage("--limit-mem '%s': a size in MiB (at least 16), e.g. 768 or 1G", a->arg);
+		return run_bad_usage(a->o, "--limit-mem '%s': a size in MiB (at least 16), e.g. 768 or 1G", a->arg);
 	a->o->jail.mem_bytes = lm << 20;
 	return 0;
 }
@@ -469,7 +468,7 @@ static int opt_publish(const struct run_arg *a)
 	struct run_opts *o = a->o;
 
 	if (o->nr_pub == PUBLISH_MAX || publish_parse(a->arg, &o->pub[o->nr_pub]))
-		return run_bad_usage("--publish '%s': [ADDR:]HOST_PORT:GUEST_PORT (at most 16)", a->arg);
+		return run_bad_usage(a->o, "--publish '%s': [ADDR:]HOST_PORT:GUEST_PORT (at most 16)", a->arg);
 	o->nr_pub++;
 	return 0;
 }
@@ -477,7 +476,7 @@ static int opt_publish(const struct run_arg *a)
 static int opt_ttl(const struct run_arg *a)
 {
 	if (cli_parse_duration(a->arg, &a->o->ttl_s))
-		return run_bad_usage("--ttl '%s': a duration such as 90s, 10m, 2h or 1d", a->arg);
+		return run_bad_usage(a->o, "--ttl '%s': a duration such as 90s, 10m, 2h or 1d", a->arg);
 	return 0;
 }
 
@@ -485,7 +484,7 @@ static int opt_token(const struct run_arg *a)
 {
 	a->o->token = a->arg;
 	if (!run_token_ok(a->o->token))
-		return run_bad_usage("--token: 1 to 127 of A-Z a-z 0-9 _ . -%s", "");
+		return run_bad_usage(a->o, "--token: 1 to 127 of A-Z a-z 0-9 _ . -%s", "");
 	return 0;
 }
 
@@ -495,7 +494,7 @@ static int opt_ready(const struct run_arg *a)
 
 	/* "abc" was 0: a wait that gave up at once. */
 	if (parse_count(a->arg, 86400, &v))
-		return run_bad_usage("--ready-timeout '%s': seconds, from 1 to 86400", a->arg);
+		return run_bad_usage(a->o, "--ready-timeout '%s': seconds, from 1 to 86400", a->arg);
 	a->o->ready_s = v;
 	return 0;
 }
@@ -526,7 +525,7 @@ static int opt_level(const struct run_arg *a)
 
 static int opt_seccomp_filter(const struct run_arg *a)
 {
-	return run_bad_usage("--seccomp-filter %s: vmm installs its own seccomp allow-lists (each thread "
+	return run_bad_usage(a->o, "--seccomp-filter %s: vmm installs its own seccomp allow-lists (each thread "
 			     "its own, docs/security.md) and takes no BPF filter file; leave it out, or "
 			     "--no-seccomp to run without them", a->arg);
 }
@@ -536,7 +535,7 @@ static int opt_fc_size(const struct run_arg *a)
 	unsigned long v;
 
 	if (parse_count(a->arg, 64ul << 20, &v))
-		return run_bad_usage("%s: a size in bytes, from 1 to 64 MiB", a->text);
+		return run_bad_usage(a->o, "%s: a size in bytes, from 1 to 64 MiB", a->text);
 	if (a->opt == OPT_MAX_PAYLOAD)
 		a->o->fc.max_payload = v;
 	else
@@ -652,16 +651,16 @@ static const struct run_opt *run_opt_find(int val)
 }
 
 /* Whether the verb takes this option: 0, or the usage status. */
-static int run_opt_allowed(const struct run_opts *o, const struct run_opt *e, const char *text)
+static int run_opt_allowed(struct run_opts *o, const struct run_opt *e, const char *text)
 {
 	/* restore takes what may differ per clone, nothing that shapes the VM */
 	if (o->restore && (e->where & RO_SHAPE))
-		return run_bad_usage("restore: %s comes from the snapshot", text);
+		return run_bad_usage(o, "restore: %s comes from the snapshot", text);
 	/* serve: the VM's shape comes from the API or the config file */
 	if (o->api && (e->where & RO_NOT_SERVE))
-		return run_bad_usage("serve: %s: configure the VM through the API or --config-file", text);
+		return run_bad_usage(o, "serve: %s: configure the VM through the API or --config-file", text);
 	if (!o->api && (e->where & RO_SERVE_ONLY))
-		return run_bad_usage("%s: only with vmm serve (or vmm --api-sock PATH)", text);
+		return run_bad_usage(o, "%s: only with vmm serve (or vmm --api-sock PATH)", text);
 	return 0;
 }
 
@@ -669,10 +668,10 @@ static int run_opt_allowed(const struct run_opts *o, const struct run_opt *e, co
 static int run_opts_rest(struct run_opts *o, int argc, char **argv)
 {
 	if (o->in_place && (!o->restore || !o->detach || !o->name || o->jail.enabled))
-		return run_bad_usage("%s", "--in-place is vmm resume's: restore -d --name N of N's standby state");
+		return run_bad_usage(o, "%s", "--in-place is vmm resume's: restore -d --name N of N's standby state");
 	if (o->restore) {
 		if (optind >= argc)
-			return run_bad_usage("%s", "restore: which snapshot directory?");
+			return run_bad_usage(o, "%s", "restore: which snapshot directory?");
 		o->snapshot_dir = argv[optind++];
 		if (optind < argc && !strcmp(argv[optind], "--"))
 			optind++;
@@ -696,13 +695,14 @@ int run_opts_parse(struct run_opts *o, struct vm_config *cfg, int argc, char **a
 	optind = 0;
 	/* run: options end at the first non-option (the command follows "--");
 	 * restore: options may follow DIR too, so let getopt permute. */
-	while ((opt = cli_getopt(argc, argv, o->restore ? "qvtd" : "+qvtd", longopts, verb)) != -1) {
+	while ((opt = cli_getopt_msg(argc, argv, o->restore ? "qvtd" : "+qvtd", longopts, verb, o->err,
+				     sizeof(o->err))) != -1) {
 		const struct run_opt *e = run_opt_find(opt);
 		struct run_arg a = { .o = o, .cfg = cfg, .opt = opt, .arg = optarg };
 		int r;
 
 		if (!e)
-			return CLI_EXIT_USAGE; /* cli_getopt said which */
+			return CLI_EXIT_USAGE; /* o->err says which */
 		a.text = opt_text(argv, optind);
 		a.off = e->off;
 		if ((r = run_opt_allowed(o, e, a.text)) || (r = e->fn(&a)))
@@ -741,12 +741,12 @@ int run_opts_check(struct run_opts *o, int argc, char **argv)
 		o->cmd.argv = NULL;
 	}
 	if ((o->idle_timeout_s || o->idle_ttl_s) && (api || o->jail.enabled))
-		return run_bad_usage("%s", "--idle-timeout/--idle-ttl: not with --jail or vmm serve (standby needs "
+		return run_bad_usage(o, "%s", "--idle-timeout/--idle-ttl: not with --jail or vmm serve (standby needs "
 				   "a sandbox folder of its own: docs/snapshot.md)");
 	if (o->jail.netns && !o->jail.enabled)
-		return run_bad_usage("%s", "--jail-netns is for a jailed VMM: add --jail");
+		return run_bad_usage(o, "%s", "--jail-netns is for a jailed VMM: add --jail");
 	if (o->disk_mib && !o->image_root)
-		return run_bad_usage("%s", "--disk-size is for a sandbox of an image (--image): a --disk is used as "
+		return run_bad_usage(o, "%s", "--disk-size is for a sandbox of an image (--image): a --disk is used as "
 				   "it is");
 	return 0;
 }

@@ -40,6 +40,8 @@ struct run_opts {
 	struct publish *pub;            /* PUBLISH_MAX of them (the caller's, on the heap) */
 
 	/* Out: */
+	char err[1024];                 /* why run_opts_parse/_check refused: one line for the verb
+					   ("vmm: " before it) */
 	const char *console;            /* stdio, none, file:PATH */
 	int console_explicit;           /* --console given */
 	int level_set;                  /* -q, -v or --level */
@@ -97,7 +99,7 @@ int run_opts_check(struct run_opts *o, int argc, char **argv);
 int run_parse_size(const char *s, uint64_t *bytes);
 /* An API token given on the command line: 1 to 127 of [A-Za-z0-9_.-]. */
 int run_token_ok(const char *t);
-/* "vmm: " + fmt (with arg) + the help pointer; returns CLI_EXIT_USAGE. */
-int run_bad_usage(const char *fmt, const char *arg);
+/* fmt (with arg) + the help pointer into o->err; returns CLI_EXIT_USAGE. */
+int run_bad_usage(struct run_opts *o, const char *fmt, const char *arg);
 
 #endif

@@ -6,6 +6,7 @@
 #define CLI_MCP_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cli/sandbox/sandbox.h"
 #include "cli/mcp/mcp_tokens.h"
@@ -44,6 +45,8 @@ struct mcp_http_opts {
 	int allow_remote;        /* --allow-remote: a non-loopback address is allowed */
 	const char *const *origins; /* Origins allowed besides loopback ones (NULL-terminated), or NULL */
 	unsigned max_conns;      /* connections served at once (0: MCP_HTTP_MAX_CONNS); past it, 503 */
+	FILE *notice;            /* the "serving ... on http://ADDR/mcp" line scripts wait for (the
+				    verb's stderr), or NULL */
 	unsigned idle_timeout_s; /* a connection with no request started that long is closed (0: default) */
 	unsigned request_timeout_s; /* a request (headers and body) not whole that long after its
 				       first byte gets 408 and the connection is closed; also the

@@ -707,9 +707,12 @@ int mcp_serve_http(struct mcp_server *s, const struct mcp_http_opts *o)
 		char a[INET6_ADDRSTRLEN + 16] = "?";
 
 		cli_listen_addr(lfd, a, sizeof(a));
-		/* one line on stderr that scripts (and the tests) can wait for */
-		fprintf(stderr, "vmm mcp: serving sandbox %s on http://%s/mcp (at most %u connections)\n", s->name, a,
-			hs->max_conns);
+		/* one line (the verb's stderr) that scripts (and the tests) can wait for */
+		if (o->notice) {
+			fprintf(o->notice, "vmm mcp: serving sandbox %s on http://%s/mcp (at most %u connections)\n",
+				s->name, a, hs->max_conns);
+			fflush(o->notice);
+		}
 	}
 	for (;;) {
 		struct pollfd p[2 + MCP_HTTP_LINGER] = { { .fd = lfd, .events = POLLIN },

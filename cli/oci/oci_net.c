@@ -1,5 +1,7 @@
 /* vmm oci networking; see oci_net.h. */
 #include "cli/oci/oci_net.h"
+#include "cli/util/util.h"
+#include "vmm/base/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,19 +17,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static int why_set(char *why, size_t len, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int why_set(char *why, size_t len, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && len) {
-		va_start(ap, fmt);
-		vsnprintf(why, len, fmt, ap);
-		va_end(ap);
-	}
-	return r;
-}
 
 int oci_net_route_gw(const char *text, const char *ifname, char *gw, size_t len)
 {
@@ -114,7 +103,7 @@ static int probe_here(struct oci_net *n, char *why, size_t whylen)
 	FILE *f;
 
 	if (getifaddrs(&ifa) < 0)
-		return why_set(why, whylen, -errno, "its interfaces: %s", strerror(errno));
+		return cli_seterr(why, whylen, -errno, "its interfaces: %s", strerror(errno));
 	for (i = ifa; i && !found; i = i->ifa_next) {
 		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
 		    strlen(i->ifa_name) >= sizeof(n->ifname))
@@ -152,7 +141,7 @@ static int probe_here(struct oci_net *n, char *why, size_t whylen)
 		fclose(f);
 		r = oci_net_route_gw(buf, n->ifname, n->gw, sizeof(n->gw));
 		if (r && r != -ENOENT)
-			return why_set(why, whylen, r, "its routes: %s", strerror(-r));
+			return cli_seterr(why, whylen, r, "its routes: %s", strerror(-r));
 	}
 	return 0;
 }
@@ -163,21 +152,21 @@ int oci_net_probe(const char *nspath, struct oci_net *n, char *why, size_t whyle
 
 	memset(n, 0, sizeof(*n));
 	if ((self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
-		return why_set(why, whylen, -errno, "/proc/self/ns/net: %s", strerror(errno));
+		return cli_seterr(why, whylen, -errno, "/proc/self/ns/net: %s", strerror(errno));
 	if ((target = open(nspath, O_RDONLY | O_CLOEXEC)) < 0) {
-		r = why_set(why, whylen, -errno, "network namespace %s: %s", nspath, strerror(errno));
+		r = cli_seterr(why, whylen, -errno, "network namespace %s: %s", nspath, strerror(errno));
 		close(self);
 		return r;
 	}
 	if (setns(target, CLONE_NEWNET) < 0) {
-		r = why_set(why, whylen, -errno, "joining network namespace %s: %s", nspath, strerror(errno));
+		r = cli_seterr(why, whylen, -errno, "joining network namespace %s: %s", nspath, strerror(errno));
 		goto out;
 	}
 	r = probe_here(n, why, whylen);
 	back = setns(self, CLONE_NEWNET);
 	if (back < 0) {
 		/* we cannot be left in the container's namespace */
-		fprintf(stderr, "vmm oci: cannot return to our network namespace: %s\n", strerror(errno));
+		log_err("oci: cannot return to our network namespace: %s", strerror(errno));
 		abort();
 	}
 out:
@@ -196,12 +185,12 @@ static int run_in(int nsfd, char *const *argv, char *why, size_t whylen)
 	char err[512];
 
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return why_set(why, whylen, -errno, "pipe: %s", strerror(errno));
+		return cli_seterr(why, whylen, -errno, "pipe: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0) {
 		close(p[0]);
 		close(p[1]);
-		return why_set(why, whylen, -errno, "fork: %s", strerror(errno));
+		return cli_seterr(why, whylen, -errno, "fork: %s", strerror(errno));
 	}
 	if (pid == 0) {
 		nul = open("/dev/null", O_RDWR);
@@ -236,10 +225,10 @@ static int run_in(int nsfd, char *const *argv, char *why, size_t whylen)
 	close(p[0]);
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
-			return why_set(why, whylen, -errno, "waitpid: %s", strerror(errno));
+			return cli_seterr(why, whylen, -errno, "waitpid: %s", strerror(errno));
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
-	return why_set(why, whylen, -EIO, "%s %s %s ...: %s", argv[0], argv[1], argv[2] ? argv[2] : "",
+	return cli_seterr(why, whylen, -EIO, "%s %s %s ...: %s", argv[0], argv[1], argv[2] ? argv[2] : "",
 		       err[0] ? err : "failed");
 }
 
@@ -267,7 +256,7 @@ int oci_net_connect(const char *nspath, const struct oci_net *n, char *why, size
 	snprintf(mtu, sizeof(mtu), "%u", n->mtu);
 	snprintf(veth, sizeof(veth), "%s", n->ifname);
 	if ((fd = open(nspath, O_RDONLY | O_CLOEXEC)) < 0)
-		return why_set(why, whylen, -errno, "network namespace %s: %s", nspath, strerror(errno));
+		return cli_seterr(why, whylen, -errno, "network namespace %s: %s", nspath, strerror(errno));
 	(void)run_in(fd, d_veth, ignored, sizeof(ignored));
 	for (i = 0; i < sizeof(steps) / sizeof(steps[0]) && !r; i++)
 		r = run_in(fd, steps[i], why, whylen);
@@ -285,7 +274,7 @@ int oci_net_disconnect(const char *nspath, const char *ifname, char *why, size_t
 
 	snprintf(veth, sizeof(veth), "%s", ifname);
 	if ((fd = open(nspath, O_RDONLY | O_CLOEXEC)) < 0)
-		return errno == ENOENT ? 0 : why_set(why, whylen, -errno, "network namespace %s: %s", nspath, strerror(errno));
+		return errno == ENOENT ? 0 : cli_seterr(why, whylen, -errno, "network namespace %s: %s", nspath, strerror(errno));
 	r = run_in(fd, del, why, whylen);
 	/* no such qdisc, or the veth went with the namespace's teardown */
 	if (r && run_in(fd, show, ignored, sizeof(ignored)))

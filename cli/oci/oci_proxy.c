@@ -182,10 +182,11 @@ static void block_forwarded(void)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 }
 
-/* The init proxy's work after start: the status to exit with. */
-static int run_init(const struct oci_ctx *c, const char *id, const struct oci_process *p)
+/* The init proxy's work after start: the status to exit with, and why
+ * (in why) when the process did not run or its session broke. */
+static int run_init(const struct oci_ctx *c, const char *id, const struct oci_process *p, char *why, size_t whylen)
 {
-	char *fields = malloc(OCI_FIELDS_MAX), out[512];
+	char *fields = malloc(OCI_FIELDS_MAX), out[512], err[600];
 	struct sandbox_addr a;
 	struct sandbox sb;
 	struct api_error e;
@@ -195,21 +196,23 @@ static int run_init(const struct oci_ctx *c, const char *id, const struct oci_pr
 		return 1;
 	if (oci_vm_addr(c, id, &sb, &a) || oci_process_fields(p, 1, fields, OCI_FIELDS_MAX)) {
 		free(fields);
-		return oci_fail(c, "%s: the container's VM is gone", id), 1;
+		return cli_seterr(why, whylen, 1, "%s: the container's VM is gone", id);
 	}
 	block_forwarded();
 	fd = api_open_v(&a, 2, fields);
 	free(fields);
 	if (fd < 0)
-		return oci_fail(c, "%s: cannot reach the container's VM: %s", id, strerror(-fd)), 1;
+		return cli_seterr(why, whylen, 1, "%s: cannot reach the container's VM: %s", id, strerror(-fd));
 	r = api_result(fd, out, sizeof(out), &e);
 	close(fd);
 	if (r) {
 		/* as a shell reports a command it cannot run */
-		fprintf(stderr, "vmm oci: %s: %s\n", p->args[0], r == -1 ? e.message : "the VM went away");
+		cli_seterr(why, whylen, 0, "%s: %s", p->args[0], r == -1 ? e.message : "the VM went away");
 		return e.eno == ENOENT || e.eno == EACCES ? (e.eno == ENOENT ? 127 : 126) : 1;
 	}
-	r = api_attach_forward(&a, "init", p->terminal);
+	r = api_attach_forward(&a, "init", p->terminal, err, sizeof(err));
+	if (err[0])
+		cli_seterr(why, whylen, 0, "%s: %s", id, err);
 	return r < 0 ? 1 : r;
 }
 
@@ -217,16 +220,18 @@ static int run_init(const struct oci_ctx *c, const char *id, const struct oci_pr
  * starts the container's process detached (tag "init", so kill reaches it
  * whatever becomes of us), follows it with our stdio and exits with its
  * status, which it also records for `state` (oci_exit_record). */
-int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_process *p, const char *fifo)
+int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_process *p, const char *fifo, char *why,
+		   size_t whylen)
 {
 	int fd, r;
 
+	cli_seterr(why, whylen, 0, "%s", "");
 	/* start opens the FIFO's other end: until then, nothing runs */
 	fd = open(fifo, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, "0", 1) != 1)
 		return 1;
 	close(fd);
-	r = run_init(c, id, p);
+	r = run_init(c, id, p, why, whylen);
 	/* The container's init is gone: so is the container (runc's stops
 	 * with it). The VM goes before we exit, so once the engine sees the
 	 * exit, state says stopped and nothing of it runs. */
@@ -236,7 +241,8 @@ int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_pro
 	return r;
 }
 
-int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struct oci_process *p, int slave)
+int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struct oci_process *p, int slave,
+		   char *err, size_t errlen)
 {
 	struct exec_opts o = { .tty = p->terminal, .stdin_pass = 1, .forward_usr = 1 };
 	int fd;
@@ -246,6 +252,6 @@ int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struc
 		oci_console_attach(slave);
 	fd = api_open(a, fields);
 	if (fd < 0)
-		return -EHOSTUNREACH;
-	return api_session(fd, &o, p->args[0]);
+		return cli_seterr(err, errlen, -EHOSTUNREACH, "%s", "");
+	return api_session(fd, &o, p->args[0], err, errlen);
 }

@@ -31,13 +31,16 @@ int oci_write_pid_file(const char *path, pid_t pid) __attribute__((warn_unused_r
 
 /* The init proxy, run in create's child: waits until start opens fifo,
  * starts p detached (tag "init"), follows it with our stdio, stops the
- * VM when it ends and returns the exit status to exit with. */
-int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_process *p, const char *fifo);
+ * VM when it ends and returns the exit status to exit with; why: what
+ * went wrong (the process did not run, the session broke), or "". */
+int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_process *p, const char *fifo, char *why,
+		   size_t whylen);
 
 /* An exec's proxy: slave (>= 0) as its terminal, then the exec request
  * fields on a, followed to its end. The exit status; -EHOSTUNREACH
  * when the VM cannot be reached, another -errno when the session
- * breaks. */
-int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struct oci_process *p, int slave);
+ * breaks. err: why, or a note on the process's end ("" when none). */
+int oci_exec_proxy(const struct sandbox_addr *a, const char *fields, const struct oci_process *p, int slave,
+		   char *err, size_t errlen);
 
 #endif

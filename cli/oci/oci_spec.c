@@ -14,17 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int bad(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *why, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 static const struct {
 	const char *name;
 	int res;
@@ -121,12 +110,12 @@ static int env_array(const struct json *v, const char **out, unsigned *n, const 
 	}
 	r = str_array(v, out, OCI_MAX_ENV, n);
 	if (r == -2)
-		return bad(why, whylen, "%s: more than %d variables", what, OCI_MAX_ENV);
+		return cli_seterr(why, whylen, -EINVAL, "%s: more than %d variables", what, OCI_MAX_ENV);
 	if (r)
-		return bad(why, whylen, "%s: must be an array of strings", what);
+		return cli_seterr(why, whylen, -EINVAL, "%s: must be an array of strings", what);
 	for (i = 0; i < *n; i++)
 		if (!strchr(out[i], '=') || out[i][0] == '=')
-			return bad(why, whylen, "%s: \"%s\" is not NAME=VALUE", what, out[i]);
+			return cli_seterr(why, whylen, -EINVAL, "%s: \"%s\" is not NAME=VALUE", what, out[i]);
 	return 0;
 }
 
@@ -137,63 +126,63 @@ int oci_process_parse(const struct json *obj, struct oci_process *p, char *why, 
 
 	memset(p, 0, sizeof(*p));
 	if (!obj || obj->type != JSON_OBJ)
-		return bad(why, whylen, "process: must be an object");
+		return cli_seterr(why, whylen, -EINVAL, "process: must be an object");
 	if ((v = json_get(obj, "terminal")) && json_get_bool(obj, "terminal", &p->terminal))
-		return bad(why, whylen, "process.terminal: must be true or false");
+		return cli_seterr(why, whylen, -EINVAL, "process.terminal: must be true or false");
 	r = str_array(json_get(obj, "args"), p->args, OCI_MAX_ARGS, &p->argc);
 	if (r == -2)
-		return bad(why, whylen, "process.args: more than %d arguments", OCI_MAX_ARGS);
+		return cli_seterr(why, whylen, -EINVAL, "process.args: more than %d arguments", OCI_MAX_ARGS);
 	if (r || p->argc == 0 || !p->args[0][0])
-		return bad(why, whylen, "process.args: must be a non-empty array of strings");
+		return cli_seterr(why, whylen, -EINVAL, "process.args: must be a non-empty array of strings");
 	if (env_array(json_get(obj, "env"), p->env, &p->envc, "process.env", why, whylen))
 		return -EINVAL;
 	/* config.md: cwd is REQUIRED and MUST be an absolute path. */
 	if (json_get_str(obj, "cwd", &p->cwd) || !abs_clean(p->cwd))
-		return bad(why, whylen, "process.cwd: must be an absolute path");
+		return cli_seterr(why, whylen, -EINVAL, "process.cwd: must be an absolute path");
 	if ((v = json_get(obj, "user"))) {
 		if (v->type != JSON_OBJ)
-			return bad(why, whylen, "process.user: must be an object");
+			return cli_seterr(why, whylen, -EINVAL, "process.user: must be an object");
 		if ((json_get(v, "uid") && num_u32(json_get(v, "uid"), &p->uid)) ||
 		    (json_get(v, "gid") && num_u32(json_get(v, "gid"), &p->gid)))
-			return bad(why, whylen, "process.user: uid and gid must be integers 0..4294967295");
+			return cli_seterr(why, whylen, -EINVAL, "process.user: uid and gid must be integers 0..4294967295");
 		if ((e = json_get(v, "additionalGids"))) {
 			if (e->type != JSON_ARR)
-				return bad(why, whylen, "process.user.additionalGids: must be an array");
+				return cli_seterr(why, whylen, -EINVAL, "process.user.additionalGids: must be an array");
 			for (e = e->u.kids.first; e; e = e->next) {
 				if (p->ngroups == OCI_MAX_GROUPS)
-					return bad(why, whylen, "process.user.additionalGids: more than %d",
+					return cli_seterr(why, whylen, -EINVAL, "process.user.additionalGids: more than %d",
 						   OCI_MAX_GROUPS);
 				if (num_u32(e, &p->groups[p->ngroups++]))
-					return bad(why, whylen, "process.user.additionalGids: must be integers");
+					return cli_seterr(why, whylen, -EINVAL, "process.user.additionalGids: must be integers");
 			}
 		}
 		if (json_get(v, "username"))
-			return bad(why, whylen, "process.user.username: is for Windows");
+			return cli_seterr(why, whylen, -EINVAL, "process.user.username: is for Windows");
 	}
 	if (json_get(obj, "noNewPrivileges") && json_get_bool(obj, "noNewPrivileges", &p->no_new_privs))
-		return bad(why, whylen, "process.noNewPrivileges: must be true or false");
+		return cli_seterr(why, whylen, -EINVAL, "process.noNewPrivileges: must be true or false");
 	if ((v = json_get(obj, "rlimits"))) {
 		if (v->type != JSON_ARR)
-			return bad(why, whylen, "process.rlimits: must be an array");
+			return cli_seterr(why, whylen, -EINVAL, "process.rlimits: must be an array");
 		for (e = v->u.kids.first; e; e = e->next) {
 			struct oci_rlimit *rl = &p->rlimits[p->nrlimits];
 			const char *type;
 			unsigned i;
 
 			if (p->nrlimits == OCI_MAX_RLIMITS)
-				return bad(why, whylen, "process.rlimits: more than %d", OCI_MAX_RLIMITS);
+				return cli_seterr(why, whylen, -EINVAL, "process.rlimits: more than %d", OCI_MAX_RLIMITS);
 			if (e->type != JSON_OBJ || json_get_str(e, "type", &type))
-				return bad(why, whylen, "process.rlimits: each needs a \"type\"");
+				return cli_seterr(why, whylen, -EINVAL, "process.rlimits: each needs a \"type\"");
 			if ((rl->resource = oci_rlimit_from_name(type)) < 0)
-				return bad(why, whylen, "process.rlimits: unknown type %s", type);
+				return cli_seterr(why, whylen, -EINVAL, "process.rlimits: unknown type %s", type);
 			if (num_u64(json_get(e, "soft"), &rl->soft) || num_u64(json_get(e, "hard"), &rl->hard))
-				return bad(why, whylen, "process.rlimits %s: soft and hard must be integers", type);
+				return cli_seterr(why, whylen, -EINVAL, "process.rlimits %s: soft and hard must be integers", type);
 			if (rl->soft > rl->hard)
-				return bad(why, whylen, "process.rlimits %s: soft above hard", type);
+				return cli_seterr(why, whylen, -EINVAL, "process.rlimits %s: soft above hard", type);
 			/* config.md: a duplicate type MUST generate an error. */
 			for (i = 0; i < p->nrlimits; i++)
 				if (p->rlimits[i].resource == rl->resource)
-					return bad(why, whylen, "process.rlimits: %s given twice", type);
+					return cli_seterr(why, whylen, -EINVAL, "process.rlimits: %s given twice", type);
 			p->nrlimits++;
 		}
 	}
@@ -202,7 +191,7 @@ int oci_process_parse(const struct json *obj, struct oci_process *p, char *why, 
 
 		if (v->type != JSON_OBJ || num_u32(json_get(v, "height"), &h) || num_u32(json_get(v, "width"), &w) ||
 		    h > 65535 || w > 65535)
-			return bad(why, whylen, "process.consoleSize: height and width must be 0..65535");
+			return cli_seterr(why, whylen, -EINVAL, "process.consoleSize: height and width must be 0..65535");
 		p->console_rows = h;
 		p->console_cols = w;
 	}
@@ -241,38 +230,38 @@ static int parse_mounts(struct oci_spec *s, const struct json *v, char *why, siz
 	if (!v)
 		return 0;
 	if (v->type != JSON_ARR)
-		return bad(why, whylen, "mounts: must be an array");
+		return cli_seterr(why, whylen, -EINVAL, "mounts: must be an array");
 	for (e = v->u.kids.first; e; e = e->next) {
 		struct oci_mount *m = &s->mounts[s->nmounts];
 
 		if (s->nmounts == OCI_MAX_MOUNTS)
-			return bad(why, whylen, "mounts: more than %d", OCI_MAX_MOUNTS);
+			return cli_seterr(why, whylen, -EINVAL, "mounts: more than %d", OCI_MAX_MOUNTS);
 		if (e->type != JSON_OBJ)
-			return bad(why, whylen, "mounts: each must be an object");
+			return cli_seterr(why, whylen, -EINVAL, "mounts: each must be an object");
 		/* config.md: destination is REQUIRED; vmm wants it absolute
 		 * and without "..", as runc does since 1.1. */
 		if (json_get_str(e, "destination", &m->dest) || !abs_clean(m->dest))
-			return bad(why, whylen, "mounts: destination \"%s\" must be an absolute path without ..",
+			return cli_seterr(why, whylen, -EINVAL, "mounts: destination \"%s\" must be an absolute path without ..",
 				   m->dest ? m->dest : "");
 		m->type = NULL;
 		m->source = NULL;
 		if (json_get(e, "type") && json_get_str(e, "type", &m->type))
-			return bad(why, whylen, "mounts %s: type must be a string", m->dest);
+			return cli_seterr(why, whylen, -EINVAL, "mounts %s: type must be a string", m->dest);
 		if (json_get(e, "source") && json_get_str(e, "source", &m->source))
-			return bad(why, whylen, "mounts %s: source must be a string", m->dest);
+			return cli_seterr(why, whylen, -EINVAL, "mounts %s: source must be a string", m->dest);
 		m->nopts = 0;
 		m->opts[0] = NULL;
 		if (json_get(e, "options")) {
 			r = str_array(json_get(e, "options"), m->opts, OCI_MAX_MOUNT_OPTS, &m->nopts);
 			if (r)
-				return bad(why, whylen, "mounts %s: options must be an array of at most %d strings",
+				return cli_seterr(why, whylen, -EINVAL, "mounts %s: options must be an array of at most %d strings",
 					   m->dest, OCI_MAX_MOUNT_OPTS);
 		}
 		m->kind = mount_kind(m->type, m->opts, m->nopts);
 		if (!m->type)
 			m->type = m->kind == OCI_MNT_BIND ? "bind" : "none";
 		if (m->kind == OCI_MNT_BIND && (!m->source || m->source[0] != '/'))
-			return bad(why, whylen, "mounts %s: a bind needs an absolute source", m->dest);
+			return cli_seterr(why, whylen, -EINVAL, "mounts %s: a bind needs an absolute source", m->dest);
 		m->ro = 0;
 		for (i = 0; i < m->nopts; i++)
 			if (!strcmp(m->opts[i], "ro"))
@@ -294,12 +283,12 @@ static int parse_hooks(struct oci_spec *s, const struct json *v, char *why, size
 	if (!v)
 		return 0;
 	if (v->type != JSON_OBJ)
-		return bad(why, whylen, "hooks: must be an object");
+		return cli_seterr(why, whylen, -EINVAL, "hooks: must be an object");
 	for (k = 0; k < OCI_HOOK_KINDS; k++) {
 		if (!(arr = json_get(v, names[k])))
 			continue;
 		if (arr->type != JSON_ARR || arr->u.kids.count > OCI_MAX_HOOKS)
-			return bad(why, whylen, "hooks.%s: must be an array of at most %d hooks", names[k],
+			return cli_seterr(why, whylen, -EINVAL, "hooks.%s: must be an array of at most %d hooks", names[k],
 				   OCI_MAX_HOOKS);
 		if (!(s->hooks[k] = calloc(OCI_MAX_HOOKS, sizeof(*s->hooks[k]))))
 			return -ENOMEM;
@@ -307,17 +296,17 @@ static int parse_hooks(struct oci_spec *s, const struct json *v, char *why, size
 			struct oci_hook *h = &s->hooks[k][s->nhooks[k]];
 
 			if (e->type != JSON_OBJ || json_get_str(e, "path", &h->path) || h->path[0] != '/')
-				return bad(why, whylen, "hooks.%s: each needs an absolute \"path\"", names[k]);
+				return cli_seterr(why, whylen, -EINVAL, "hooks.%s: each needs an absolute \"path\"", names[k]);
 			h->args[0] = NULL;
 			if (json_get(e, "args") && (r = str_array(json_get(e, "args"), h->args, OCI_MAX_ARGS, &h->argc)))
-				return bad(why, whylen, "hooks.%s %s: args must be an array of strings", names[k],
+				return cli_seterr(why, whylen, -EINVAL, "hooks.%s %s: args must be an array of strings", names[k],
 					   h->path);
 			if (env_array(json_get(e, "env"), h->env, &h->envc, "hooks env", why, whylen))
 				return -EINVAL;
 			if (json_get(e, "timeout")) {
 				/* config.md: timeout, if set, MUST be greater than zero. */
 				if (json_get_int(e, "timeout", &t) || t <= 0 || t > 86400)
-					return bad(why, whylen, "hooks.%s %s: timeout must be 1..86400 seconds",
+					return cli_seterr(why, whylen, -EINVAL, "hooks.%s %s: timeout must be 1..86400 seconds",
 						   names[k], h->path);
 				h->timeout_s = (int)t;
 			}
@@ -334,17 +323,17 @@ static int parse_linux(struct oci_spec *s, const struct json *lx, char *why, siz
 	if (!lx)
 		return 0;
 	if (lx->type != JSON_OBJ)
-		return bad(why, whylen, "linux: must be an object");
+		return cli_seterr(why, whylen, -EINVAL, "linux: must be an object");
 	if ((v = json_get(lx, "namespaces"))) {
 		if (v->type != JSON_ARR)
-			return bad(why, whylen, "linux.namespaces: must be an array");
+			return cli_seterr(why, whylen, -EINVAL, "linux.namespaces: must be an array");
 		for (e = v->u.kids.first; e; e = e->next) {
 			const char *type, *path = NULL;
 
 			if (e->type != JSON_OBJ || json_get_str(e, "type", &type))
-				return bad(why, whylen, "linux.namespaces: each needs a \"type\"");
+				return cli_seterr(why, whylen, -EINVAL, "linux.namespaces: each needs a \"type\"");
 			if (json_get(e, "path") && (json_get_str(e, "path", &path) || path[0] != '/'))
-				return bad(why, whylen, "linux.namespaces %s: path must be absolute", type);
+				return cli_seterr(why, whylen, -EINVAL, "linux.namespaces %s: path must be absolute", type);
 			if (!strcmp(type, "network") && path)
 				s->netns = path;
 		}
@@ -357,18 +346,18 @@ static int parse_linux(struct oci_spec *s, const struct json *lx, char *why, siz
 			if (e->type == JSON_NUM && e->u.num == -1)
 				s->mem_limit = 0;
 			else if (num_u64(e, &n) || n > (1ull << 50))
-				return bad(why, whylen, "linux.resources.memory.limit: must be bytes");
+				return cli_seterr(why, whylen, -EINVAL, "linux.resources.memory.limit: must be bytes");
 			else
 				s->mem_limit = (int64_t)n;
 		}
 		if ((v = json_get(res, "cpu")) && v->type == JSON_OBJ) {
 			if ((e = json_get(v, "quota")) && !(e->type == JSON_NUM && e->u.num == -1)) {
 				if (num_u64(e, &n) || n > (1ull << 40))
-					return bad(why, whylen, "linux.resources.cpu.quota: must be microseconds");
+					return cli_seterr(why, whylen, -EINVAL, "linux.resources.cpu.quota: must be microseconds");
 				s->cpu_quota = (int64_t)n;
 			}
 			if ((e = json_get(v, "period")) && num_u64(e, &s->cpu_period))
-				return bad(why, whylen, "linux.resources.cpu.period: must be microseconds");
+				return cli_seterr(why, whylen, -EINVAL, "linux.resources.cpu.period: must be microseconds");
 		}
 	}
 	return 0;
@@ -383,7 +372,7 @@ int oci_spec_parse(struct oci_spec *s, const char *text, size_t len, const char 
 	memset(s, 0, sizeof(*s));
 	snprintf(why, whylen, "invalid");
 	if (len > OCI_SPEC_MAX_BYTES)
-		return bad(why, whylen, "config.json: larger than %u bytes", OCI_SPEC_MAX_BYTES);
+		return cli_seterr(why, whylen, -EINVAL, "config.json: larger than %u bytes", OCI_SPEC_MAX_BYTES);
 	/* Strings are copied into the arena (decoded, at most twice their
 	 * length plus one), nodes cost about 64 bytes each. */
 	s->arena.size = len * 8 + 65536;
@@ -391,34 +380,34 @@ int oci_spec_parse(struct oci_spec *s, const char *text, size_t len, const char 
 		return -ENOMEM;
 	root = json_parse(text, len, &s->arena, &err);
 	if (!root)
-		return bad(why, whylen, "config.json: %s", err ? err : "not JSON");
+		return cli_seterr(why, whylen, -EINVAL, "config.json: %s", err ? err : "not JSON");
 	if (root->type != JSON_OBJ)
-		return bad(why, whylen, "config.json: must be a JSON object");
+		return cli_seterr(why, whylen, -EINVAL, "config.json: must be a JSON object");
 	/* config.md: ociVersion is REQUIRED (SemVer). */
 	if (json_get_str(root, "ociVersion", &s->version) || !s->version[0] || s->version[0] < '0' ||
 	    s->version[0] > '9')
-		return bad(why, whylen, "ociVersion: must be a version string (1.0.2)");
+		return cli_seterr(why, whylen, -EINVAL, "ociVersion: must be a version string (1.0.2)");
 	if (strncmp(s->version, "1.", 2))
-		return bad(why, whylen, "ociVersion %s: vmm reads version 1 of the runtime spec", s->version);
+		return cli_seterr(why, whylen, -EINVAL, "ociVersion %s: vmm reads version 1 of the runtime spec", s->version);
 	if (!(v = json_get(root, "root")) || v->type != JSON_OBJ || json_get_str(v, "path", &path) || !path[0])
-		return bad(why, whylen, "root.path: required (the container's root filesystem)");
+		return cli_seterr(why, whylen, -EINVAL, "root.path: required (the container's root filesystem)");
 	if (json_get(v, "readonly") && json_get_bool(v, "readonly", &s->root_ro))
-		return bad(why, whylen, "root.readonly: must be true or false");
+		return cli_seterr(why, whylen, -EINVAL, "root.readonly: must be true or false");
 	if (path[0] == '/')
 		r = snprintf(s->root, sizeof(s->root), "%s", path);
 	else
 		r = snprintf(s->root, sizeof(s->root), "%s/%s", bundle, path);
 	if (r < 0 || (size_t)r >= sizeof(s->root))
-		return bad(why, whylen, "root.path: too long");
+		return cli_seterr(why, whylen, -EINVAL, "root.path: too long");
 	if ((v = json_get(root, "process"))) {
 		if ((r = oci_process_parse(v, &s->process, why, whylen)))
 			return r;
 		s->has_process = 1;
 	}
 	if (json_get(root, "hostname") && json_get_str(root, "hostname", &s->hostname))
-		return bad(why, whylen, "hostname: must be a string");
+		return cli_seterr(why, whylen, -EINVAL, "hostname: must be a string");
 	if (s->hostname && (strlen(s->hostname) > 64 || strchr(s->hostname, '/')))
-		return bad(why, whylen, "hostname: at most 64 characters, no '/'");
+		return cli_seterr(why, whylen, -EINVAL, "hostname: at most 64 characters, no '/'");
 	if ((r = parse_mounts(s, json_get(root, "mounts"), why, whylen)))
 		return r;
 	if ((r = parse_hooks(s, json_get(root, "hooks"), why, whylen)))
@@ -427,12 +416,12 @@ int oci_spec_parse(struct oci_spec *s, const char *text, size_t len, const char 
 		return r;
 	if ((v = json_get(root, "annotations"))) {
 		if (v->type != JSON_OBJ)
-			return bad(why, whylen, "annotations: must be an object of strings");
+			return cli_seterr(why, whylen, -EINVAL, "annotations: must be an object of strings");
 		for (e = v->u.kids.first; e; e = e->next) {
 			if (e->type != JSON_STR)
-				return bad(why, whylen, "annotations %s: must be a string", e->key);
+				return cli_seterr(why, whylen, -EINVAL, "annotations %s: must be a string", e->key);
 			if (s->nann == OCI_MAX_ANNOTATIONS)
-				return bad(why, whylen, "annotations: more than %d", OCI_MAX_ANNOTATIONS);
+				return cli_seterr(why, whylen, -EINVAL, "annotations: more than %d", OCI_MAX_ANNOTATIONS);
 			s->ann_key[s->nann] = e->key;
 			s->ann_val[s->nann++] = e->u.str.s;
 		}
@@ -452,7 +441,7 @@ int oci_spec_load(struct oci_spec *s, const char *bundle, char *why, size_t whyl
 
 	memset(s, 0, sizeof(*s));
 	if (snprintf(path, sizeof(path), "%s/config.json", bundle) >= (int)sizeof(path))
-		return bad(why, whylen, "bundle path too long");
+		return cli_seterr(why, whylen, -EINVAL, "bundle path too long");
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0) {
 		r = -errno;
@@ -460,7 +449,7 @@ int oci_spec_load(struct oci_spec *s, const char *bundle, char *why, size_t whyl
 		return r == -ENOENT ? -ENOENT : -EINVAL;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > OCI_SPEC_MAX_BYTES) {
-		r = bad(why, whylen, "%s: not a regular file of at most %u bytes", path, OCI_SPEC_MAX_BYTES);
+		r = cli_seterr(why, whylen, -EINVAL, "%s: not a regular file of at most %u bytes", path, OCI_SPEC_MAX_BYTES);
 		goto out;
 	}
 	if (!(text = malloc((size_t)st.st_size + 1))) {

@@ -21,18 +21,15 @@
 #include <time.h>
 #include <unistd.h>
 
-static void oci_log(const struct oci_ctx *c, const char *level, const char *fmt, va_list ap)
+void oci_log_line(const struct oci_ctx *c, const char *level, const char *msg)
 {
-	char msg[2048], ts[40];
+	char ts[40];
 	struct json_writer w;
 	char line[4096];
 	struct tm tm;
 	time_t now = time(NULL);
 	FILE *f;
 
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (!strcmp(level, "error"))
-		fprintf(stderr, "vmm oci: %s\n", msg);
 	if (!c->log || !(f = fopen(c->log, "ae")))
 		return;
 	gmtime_r(&now, &tm);
@@ -55,23 +52,15 @@ static void oci_log(const struct oci_ctx *c, const char *level, const char *fmt,
 	fclose(f);
 }
 
-int oci_fail(const struct oci_ctx *c, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	oci_log(c, "error", fmt, ap);
-	va_end(ap);
-	return CLI_EXIT_ERROR;
-}
-
 void oci_info(const struct oci_ctx *c, const char *fmt, ...)
 {
+	char msg[2048];
 	va_list ap;
 
 	va_start(ap, fmt);
-	oci_log(c, "info", fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	oci_log_line(c, "info", msg);
 }
 
 /* ---- the VM -------------------------------------------------------------- */
@@ -393,7 +382,7 @@ int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *e
 
 /* Boots the container's VM (vmm run -d with VMM_STATE_DIR=ROOT/ID/vm). */
 int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
-		   unsigned nshares, const char *netopt, int nsfd)
+		   unsigned nshares, const char *netopt, int nsfd, char *why, size_t whylen)
 {
 	char *args[64], fs[20][PATH_MAX + 64], mem[32], cpus[16], err[1024];
 	const char *v;
@@ -403,7 +392,7 @@ int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *
 
 	/* a read-only root's mount targets, which the guest cannot make */
 	if (oci_rootfs_targets(s, err, sizeof(err)))
-		return oci_fail(c, "%s: %s", id, err);
+		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "%s: %s", id, err);
 	args[n++] = "vmm";
 	args[n++] = "run";
 	args[n++] = "-d";
@@ -422,13 +411,13 @@ int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *
 	if (s->mem_limit > 0)
 		mib = ((unsigned long long)s->mem_limit >> 20) + OCI_MEM_OVERHEAD_MIB;
 	if ((v = oci_spec_annotation(s, "io.vmm.mem")) && cli_parse_mib(v, &mib))
-		return oci_fail(c, "annotation io.vmm.mem: %s is not a size", v);
+		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "annotation io.vmm.mem: %s is not a size", v);
 	if (s->cpu_quota > 0 && s->cpu_period > 0)
 		ncpu = (unsigned)((s->cpu_quota + (int64_t)s->cpu_period - 1) / (int64_t)s->cpu_period);
 	if ((v = oci_spec_annotation(s, "io.vmm.cpus")))
 		ncpu = (unsigned)strtoul(v, NULL, 10);
 	if (ncpu < 1 || ncpu > 64)
-		return oci_fail(c, "vCPUs: %u is not 1..64", ncpu);
+		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "vCPUs: %u is not 1..64", ncpu);
 	snprintf(mem, sizeof(mem), "%llu", mib);
 	snprintf(cpus, sizeof(cpus), "%u", ncpu);
 	args[n++] = "--mem";
@@ -446,7 +435,8 @@ int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *
 	args[n] = NULL;
 	r = vmm_cmd_ns(c, id, nsfd, args, err, sizeof(err));
 	if (r)
-		return oci_fail(c, "%s: the VM did not start: %s", id, err[0] ? err : strerror(r < 0 ? -r : EIO));
+		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "%s: the VM did not start: %s", id,
+				  err[0] ? err : strerror(r < 0 ? -r : EIO));
 	return 0;
 }
 
@@ -454,7 +444,7 @@ int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *
  * namespace's veth as --net for the VMM, which starts inside it. 0 with
  * *netopt NULL when there is none to join (no path, or only lo). */
 int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oci_net *n, char *opt,
-		       size_t optlen, const char **netopt, int *nsfd)
+		       size_t optlen, const char **netopt, int *nsfd, char *err, size_t errlen)
 {
 	char why[512], text[4096];
 	const char *v;
@@ -468,7 +458,7 @@ int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oc
 	/* the proxy (whose /proc/PID/ns/net a pod's other containers join)
 	 * lives in the namespace even when the VM takes no interface */
 	if ((*nsfd = open(s->netns, O_RDONLY | O_CLOEXEC)) < 0)
-		return oci_fail(c, "network namespace %s: %s", s->netns, strerror(errno));
+		return cli_seterr(err, errlen, CLI_EXIT_ERROR, "network namespace %s: %s", s->netns, strerror(errno));
 	/* A pod's sandbox (pause) container leaves the pod's interface to
 	 * the container that runs the workload (one VM per container). */
 	if (((v = oci_spec_annotation(s, "io.kubernetes.cri.container-type")) && !strcmp(v, "sandbox")) ||
@@ -478,7 +468,7 @@ int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oc
 	if (r == -ENOENT)
 		return 0;
 	if (r)
-		return oci_fail(c, "%s", why);
+		return cli_seterr(err, errlen, CLI_EXIT_ERROR, "%s", why);
 	if (n->taken) {
 		/* another container's VM has the namespace's interface */
 		oci_info(c, "network namespace %s: its interface is another VM's; this one has no network", s->netns);
@@ -500,25 +490,26 @@ int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oc
 			n->dns[0] = '\0';
 	}
 	if (oci_net_option(n, opt, optlen))
-		return oci_fail(c, "network: option too long");
+		return cli_seterr(err, errlen, CLI_EXIT_ERROR, "network: option too long");
 	*netopt = opt;
 	return 0;
 }
 
 /* An older guest-init ignores exec's container members and would run
  * the process as root outside the container's root: refuse it. */
-int oci_guest_capable(const struct oci_ctx *c, const char *id, const struct sandbox_addr *a)
+int oci_guest_capable(const char *id, const struct sandbox_addr *a, char *why,
+		      size_t whylen)
 {
-	char out[1024];
+	char out[1024], err[600];
 	const char *f;
 
-	if (api_call2(a, "\"op\":\"health\"", "health", out, sizeof(out)))
-		return oci_fail(c, "%s: the VM's guest-init does not answer", id);
+	if (api_call2(a, "\"op\":\"health\"", "health", out, sizeof(out), err, sizeof(err)))
+		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "%s: the VM's guest-init does not answer (%s)", id, err);
 	f = strstr(out, "\"features\"");
 	if (!f || !strstr(f, "\"container\""))
-		return oci_fail(c, "%s: the VM's guest-init is too old for containers (no \"container\" feature: it would "
-			       "run the process as root outside the container's root); use a current initramfs",
-			    id);
+		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "%s: the VM's guest-init is too old for containers (no "
+				  "\"container\" feature: it would run the process as root outside the container's "
+				  "root); use a current initramfs", id);
 	return 0;
 }
 

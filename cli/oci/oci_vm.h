@@ -25,17 +25,20 @@ struct oci_ctx {
 	char self[PATH_MAX]; /* the vmm binary, for the VMM it starts */
 };
 
-/* An error: on stderr ("vmm oci: MSG") and in --log (runc's JSON lines
- * with --log-format json). Returns CLI_EXIT_ERROR. */
-int oci_fail(const struct oci_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One line into --log (runc's JSON lines with --log-format json, which
+ * containerd reads back for an error), at level "error" or "info"; none
+ * without --log. The verb (cli/oci.c, oci_fail) also prints an error on
+ * its stderr; nothing here does. */
+void oci_log_line(const struct oci_ctx *c, const char *level, const char *msg);
 /* A line for --log only. */
 void oci_info(const struct oci_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Boots id's VM: root.path as virtio-fs tag rootfs, shares[0..nshares)
  * as b0.., memory and vCPUs from s, netopt as its --net, started inside
- * the network namespace nsfd (-1: ours). 0 or CLI_EXIT_ERROR (logged). */
+ * the network namespace nsfd (-1: ours). 0 or CLI_EXIT_ERROR (why in
+ * why). */
 int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
-		unsigned nshares, const char *netopt, int nsfd);
+		unsigned nshares, const char *netopt, int nsfd, char *why, size_t whylen);
 /* Stops and removes id's VM (vmm rm -f; quiet when there is none),
  * then what it left on the veth (oci_vm_net_record). */
 void oci_vm_remove(const struct oci_ctx *c, const char *id);
@@ -45,8 +48,9 @@ int oci_vm_net_record(const struct oci_ctx *c, const char *id, const char *nspat
 /* id's VM's API address: 0, or -errno when it has none. */
 int oci_vm_addr(const struct oci_ctx *c, const char *id, struct sandbox *sb, struct sandbox_addr *a);
 /* 0 when the VM's guest-init runs container processes (its health
- * names the "container" feature), else CLI_EXIT_ERROR (logged). */
-int oci_guest_capable(const struct oci_ctx *c, const char *id, const struct sandbox_addr *a);
+ * names the "container" feature), else CLI_EXIT_ERROR (why in why). */
+int oci_guest_capable(const char *id, const struct sandbox_addr *a, char *why,
+		      size_t whylen);
 /* The shell script that makes s's mounts in the guest under the
  * container's root; the bind sources' directories go to shares
  * (*nshares of them, share_of[i] the one of mount i). malloc'd, NULL
@@ -57,8 +61,8 @@ char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsign
 int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen);
 /* The network namespace of s as the VMM's --net (into opt; *netopt
  * NULL when there is none to join) and an open fd of it in *nsfd (-1:
- * none). 0 or CLI_EXIT_ERROR (logged). */
+ * none). 0 or CLI_EXIT_ERROR (why in err). */
 int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oci_net *n, char *opt,
-		    size_t optlen, const char **netopt, int *nsfd);
+		    size_t optlen, const char **netopt, int *nsfd, char *err, size_t errlen);
 
 #endif

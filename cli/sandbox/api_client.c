@@ -1,5 +1,6 @@
 /* The sandbox API's host client (cli/sandbox/api_client.h, docs/api.md). */
 #include "cli/sandbox/api_client.h"
+#include "cli/util/util.h"
 #include "vmm/base/tty.h"
 #include "vmm/base/unixsock.h"
 #include "vmm/vm.h" /* VM_INTERRUPT_SIGNAL */
@@ -135,34 +136,39 @@ int api_result(int fd, char *buf, size_t size, struct api_error *err)
 	return type == F_RESULT ? 0 : -2;
 }
 
-int api_wait_ready(const struct sandbox_addr *a, unsigned timeout_ms)
+int api_wait_ready(const struct sandbox_addr *a, unsigned timeout_ms, char *err, size_t errlen)
 {
 	uint64_t end = now_ms() + timeout_ms;
 	char buf[512];
-	struct api_error err;
+	struct api_error e;
 
+	cli_seterr(err, errlen, 0, "%s", "");
 	do {
 		int fd = api_open(a, "\"op\":\"health\"");
 
 		if (fd >= 0) {
-			int r = api_result(fd, buf, sizeof(buf), &err);
+			int r = api_result(fd, buf, sizeof(buf), &e);
 
 			close(fd);
 			if (r == 0)
 				return 0;
-			if (r == -1) {
-				fprintf(stderr, "vmm: sandbox API: %s: %s\n", err.name, err.message);
-				return -1;
-			}
+			if (r == -1)
+				return cli_seterr(err, errlen, -1, "sandbox API: %s: %s", e.name, e.message);
 		}
 		usleep(100000);
 	} while (now_ms() < end);
 	return -1;
 }
 
-void api_report(const char *what, const struct api_error *e)
+int api_error_msg(char *err, size_t errlen, const char *what, const struct api_error *e)
 {
-	fprintf(stderr, "vmm: %s: %s (%s)\n", what, e->message[0] ? e->message : strerror(e->eno), e->name);
+	return cli_seterr(err, errlen, -e->eno, "%s: %s (%s)", what, e->message[0] ? e->message : strerror(e->eno),
+			  e->name);
+}
+
+int api_unreachable(char *err, size_t errlen, const struct sandbox_addr *a, int fd)
+{
+	return cli_seterr(err, errlen, fd, "cannot reach the sandbox API at %s: %s", a->uds, strerror(-fd));
 }
 
 /* ---- exec ----------------------------------------------------------------- */
@@ -252,7 +258,7 @@ static const char *crash_signal(int64_t sig)
 	}
 }
 
-static int exit_from_json(const char *text, size_t len)
+static int exit_from_json(const char *text, size_t len, char *err, size_t errlen)
 {
 	char arena_buf[4096];
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
@@ -267,12 +273,12 @@ static int exit_from_json(const char *text, size_t len)
 	json_get_bool(j, "timed_out", &timed_out);
 	if (json_get_int(j, "signal", &sig) == 0) {
 		if (timed_out)
-			fprintf(stderr, "vmm: the command timed out and was killed\n");
+			cli_seterr(err, errlen, 0, "the command timed out and was killed");
 		else if (crash_signal(sig))
 			/* A crash, not a kill: say so, a caller that sees only
 			 * the status (or "file missing") would not know. */
-			fprintf(stderr, "vmm: the command crashed in the guest: %s (signal %d, exit status %d)\n",
-				crash_signal(sig), (int)sig, (int)(code & 0xff));
+			cli_seterr(err, errlen, 0, "the command crashed in the guest: %s (signal %d, exit status %d)",
+				   crash_signal(sig), (int)sig, (int)(code & 0xff));
 	}
 	return (int)(code & 0xff);
 }
@@ -284,25 +290,21 @@ static void send_signal(int fd, uint32_t sig)
 	frame_write(fd, F_SIGNAL, b, 4);
 }
 
-int api_exec(const struct sandbox_addr *a, const struct exec_opts *o)
+int api_exec(const struct sandbox_addr *a, const struct exec_opts *o, char *err, size_t errlen)
 {
 	char fields[REQUEST_MAX];
 	int fd, r;
 
 	r = api_exec_fields(o, fields, sizeof(fields));
-	if (r) {
-		fprintf(stderr, "vmm: command line too long for one request (64 KiB)\n");
-		return r;
-	}
+	if (r)
+		return cli_seterr(err, errlen, r, "command line too long for one request (64 KiB)");
 	fd = api_open(a, fields);
-	if (fd < 0) {
-		fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
-		return fd;
-	}
-	return api_session(fd, o, o->argv[0]);
+	if (fd < 0)
+		return api_unreachable(err, errlen, a, fd);
+	return api_session(fd, o, o->argv[0], err, errlen);
 }
 
-static int session(int fd, const struct exec_opts *o, const char *what, uint8_t *buf)
+static int session(int fd, const struct exec_opts *o, const char *what, uint8_t *buf, char *err, size_t errlen)
 {
 	struct tty tty;
 	int r, sfd, status = -EPROTO, in_open = o->stdin_pass, is_tty, interrupts = 0;
@@ -392,8 +394,7 @@ static int session(int fd, const struct exec_opts *o, const char *what, uint8_t 
 			continue;
 		r = frame_read(fd, &type, buf, FRAME_MAX, &len);
 		if (r) {
-			fprintf(stderr, "vmm: the sandbox closed the connection before the command ended\n");
-			status = -EPIPE;
+			status = cli_seterr(err, errlen, -EPIPE, "the sandbox closed the connection before the command ended");
 			break;
 		}
 		if (type == F_STDOUT || type == F_STDERR) {
@@ -402,7 +403,7 @@ static int session(int fd, const struct exec_opts *o, const char *what, uint8_t 
 				send_signal(fd, SIGPIPE);
 			}
 		} else if (type == F_EXIT) {
-			status = exit_from_json((const char *)buf, len);
+			status = exit_from_json((const char *)buf, len, err, errlen);
 			break;
 		} else if (type == F_END) {
 			status = 0; /* logs without follow: all there is, for now */
@@ -414,7 +415,7 @@ static int session(int fd, const struct exec_opts *o, const char *what, uint8_t 
 			api_parse_error((const char *)buf, len, &e);
 			if (is_tty)
 				tty_close(&tty);
-			fprintf(stderr, "vmm: %s: %s (%s)\n", what, e.message[0] ? e.message : strerror(e.eno), e.name);
+			api_error_msg(err, errlen, what, &e);
 			/* Like a shell: 127 not found, 126 not executable. */
 			status = e.eno == ENOENT ? 127 : e.eno == EACCES || e.eno == ENOEXEC ? 126 : -e.eno;
 			break;
@@ -431,43 +432,40 @@ static int session(int fd, const struct exec_opts *o, const char *what, uint8_t 
 /* The frame buffer (1 MiB) on the heap, not in every VMM's bss, where a
  * host with transparent huge pages "always" backs a touched 2 MiB stretch
  * with a huge page. */
-int api_session(int fd, const struct exec_opts *o, const char *what)
+int api_session(int fd, const struct exec_opts *o, const char *what, char *err, size_t errlen)
 {
 	uint8_t *buf = malloc(FRAME_MAX + 1);
 	int r;
 
+	cli_seterr(err, errlen, 0, "%s", "");
 	if (!buf) {
 		close(fd);
-		return -ENOMEM;
+		return cli_seterr(err, errlen, -ENOMEM, "%s: %s", what, strerror(ENOMEM));
 	}
-	r = session(fd, o, what, buf);
+	r = session(fd, o, what, buf, err, errlen);
 	free(buf);
 	return r;
 }
 
 static int remote_op(const struct sandbox_addr *a, const char *fields, const char *what, char *out,
-		     size_t outsize)
+		     size_t outsize, char *err, size_t errlen)
 {
 	char buf[4096];
 	struct api_error e;
 	int fd = api_open(a, fields), r;
 
-	if (fd < 0) {
-		fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
-		return fd;
-	}
+	if (fd < 0)
+		return api_unreachable(err, errlen, a, fd);
 	r = api_result(fd, out ? out : buf, out ? outsize : sizeof(buf), &e);
 	close(fd);
-	if (r == -1) {
-		api_report(what, &e);
-		return -e.eno;
-	}
-	return r == 0 ? 0 : -EPROTO;
+	if (r == -1)
+		return api_error_msg(err, errlen, what, &e);
+	return r == 0 ? 0 : cli_seterr(err, errlen, -EPROTO, "%s: the sandbox closed the connection", what);
 }
 
-int api_shutdown(const struct sandbox_addr *a)
+int api_shutdown(const struct sandbox_addr *a, char *err, size_t errlen)
 {
-	return remote_op(a, "\"op\":\"shutdown\"", "shutdown", NULL, 0);
+	return remote_op(a, "\"op\":\"shutdown\"", "shutdown", NULL, 0, err, errlen);
 }
 
 /* The sync request's fields into buf (the members of remote_op's object). */
@@ -516,16 +514,19 @@ static int sync_fields(char *fields, size_t size, const char *const *nets, unsig
 	return 0;
 }
 
-int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets, unsigned egress_port)
+int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets, unsigned egress_port,
+	     char *err, size_t errlen)
 {
 	char fields[2048];
 	int r = sync_fields(fields, sizeof(fields), nets, nr_nets, egress_port);
 
-	return r ? r : remote_op(a, fields, "sync", NULL, 0);
+	if (r)
+		return cli_seterr(err, errlen, r, "sync: %s", strerror(-r));
+	return remote_op(a, fields, "sync", NULL, 0, err, errlen);
 }
 
 int api_sync_first(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets,
-		   unsigned egress_port, int *forked)
+		   unsigned egress_port, int *forked, char *err, size_t errlen)
 {
 	char fields[2048], buf[512], arena_buf[1024];
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
@@ -536,16 +537,14 @@ int api_sync_first(const struct sandbox_addr *a, const char *const *nets, unsign
 
 	*forked = 0;
 	if (r)
-		return r;
+		return cli_seterr(err, errlen, r, "sync: %s", strerror(-r));
 	fd = api_open(a, fields);
 	if (fd < 0)
 		return API_UNREACHED;
 	r = api_result(fd, buf, sizeof(buf), &e);
 	close(fd);
-	if (r == -1) {
-		api_report("sync", &e);
-		return -e.eno;
-	}
+	if (r == -1)
+		return api_error_msg(err, errlen, "sync", &e);
 	if (r)
 		return API_UNREACHED;
 	/* An older guest-init replies {}: nothing said. */

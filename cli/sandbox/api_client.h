@@ -5,6 +5,7 @@
 #define CLI_API_CLIENT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -43,11 +44,18 @@ int api_result(int fd, char *buf, size_t size, struct api_error *err);
 
 /* An ERROR frame's payload into err. */
 void api_parse_error(const char *text, size_t len, struct api_error *err);
-/* "vmm: WHAT: message (ENAME)" on stderr. */
-void api_report(const char *what, const struct api_error *e);
+/* Errors: every call below that fails returns -errno (or its documented
+ * status) with one line in err[errlen] saying why, for the verb to print
+ * ("vmm: " before it); none prints (docs/ARCHITECTURE.md, "Errors"). */
+/* "WHAT: message (ENAME)" into err; returns -e->eno. */
+int api_error_msg(char *err, size_t errlen, const char *what, const struct api_error *e);
+/* "cannot reach the sandbox API at UDS: strerror" into err; returns fd
+ * (the -errno api_open gave). */
+int api_unreachable(char *err, size_t errlen, const struct sandbox_addr *a, int fd);
 
-/* Waits until the API answers health (or `timeout_ms` passes). 0 or -1. */
-int api_wait_ready(const struct sandbox_addr *a, unsigned timeout_ms);
+/* Waits until the API answers health (or `timeout_ms` passes). 0 or -1;
+ * err set when the API answered with an error, else "". */
+int api_wait_ready(const struct sandbox_addr *a, unsigned timeout_ms, char *err, size_t errlen);
 
 struct exec_opts {
 	const char *const *argv;
@@ -71,55 +79,60 @@ struct exec_opts {
 int api_exec_fields(const struct exec_opts *o, char *buf, size_t size);
 
 /* Runs a command, streaming its output to our stdout/stderr and our stdin
- * to it; Ctrl-C (SIGINT), SIGTERM and SIGHUP are forwarded. Returns the
- * exit status to use (the command's, 128+N for signal N), or -errno on a
- * failure before the command ran (a message is printed). */
-int api_exec(const struct sandbox_addr *a, const struct exec_opts *o);
+ * to it (the product: the guest's output passed through); Ctrl-C
+ * (SIGINT), SIGTERM and SIGHUP are forwarded. Returns the exit status to
+ * use (the command's, 128+N for signal N), or -errno on a failure before
+ * the command ran. err: why it failed, or with a status, a note for the
+ * user when the command timed out or crashed ("" when none). */
+int api_exec(const struct sandbox_addr *a, const struct exec_opts *o, char *err, size_t errlen);
 /* The streaming half of exec on an open connection (exec, attach, logs):
  * output to our stdout/stderr until EXIT (its status) or END (0); stdin,
- * signals and resizes as o says. `what` names the command in messages. */
-int api_session(int fd, const struct exec_opts *o, const char *what);
+ * signals and resizes as o says. `what` names the command in messages;
+ * err as for api_exec. */
+int api_session(int fd, const struct exec_opts *o, const char *what, char *err, size_t errlen);
 
 /* Version 2: detached processes (cli/sandbox/api_procs.c). `sel` is a process id
  * (digits) or tag. */
-/* Starts o (o->detach set) and prints its id. 0 or -errno (printed). */
-int api_start(const struct sandbox_addr *a, const struct exec_opts *o);
-/* The same, its id in *id instead of printed. */
-int api_start_id(const struct sandbox_addr *a, const struct exec_opts *o, int64_t *id);
-/* A one-shot version 2 request: its RESULT in out. 0 or -errno (printed). */
-int api_call2(const struct sandbox_addr *a, const char *fields, const char *what, char *out, size_t outlen);
+/* Starts o (o->detach set): its id in *id. 0 or -errno. */
+int api_start_id(const struct sandbox_addr *a, const struct exec_opts *o, int64_t *id, char *err, size_t errlen);
+/* A one-shot version 2 request: its RESULT in out. 0 or -errno. */
+int api_call2(const struct sandbox_addr *a, const char *fields, const char *what, char *out, size_t outlen,
+	      char *err, size_t errlen);
 /* Adds "id":N or "tag":S for sel. 0 or -EINVAL (neither). */
 struct json_writer;
 int api_selector(struct json_writer *w, const char *sel);
 /* attach (stdin_pass: stream our stdin to it) or logs (follow): the
  * output, then its exit status (attach, or logs of an exited process). */
-int api_attach(const struct sandbox_addr *a, const char *sel, int stdin_pass, int tty);
+int api_attach(const struct sandbox_addr *a, const char *sel, int stdin_pass, int tty, char *err, size_t errlen);
 /* attach that stands for the process (vmm oci's init proxy): SIGINT,
  * TERM, HUP, QUIT, USR1 and USR2 sent to us go to it, and the session
  * lasts until it exits. Its exit status, or -errno. */
-int api_attach_forward(const struct sandbox_addr *a, const char *sel, int tty);
-int api_logs(const struct sandbox_addr *a, const char *sel, int follow);
-/* watch: events as lines until interrupted. */
-int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int json);
+int api_attach_forward(const struct sandbox_addr *a, const char *sel, int tty, char *err, size_t errlen);
+int api_logs(const struct sandbox_addr *a, const char *sel, int follow, char *err, size_t errlen);
+/* watch: events as lines on out (the product) until interrupted or out's
+ * reader leaves. -errno when the watch ends otherwise. */
+int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int json, FILE *out, char *err,
+	      size_t errlen);
 
 
 /* After a restore: gives the guest the host's wall-clock time and 32
  * bytes of fresh entropy (getrandom). 0 or -errno. */
 /* nets[0..nr_nets): interfaces the guest reconfigures after the clock and
  * entropy ("OLDMAC[,mac=NEW][,ip=A/P][,gw=G][,dns=D]", guest-init/net.h). */
-int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets, unsigned egress_port);
+int api_sync(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets, unsigned egress_port,
+	     char *err, size_t errlen);
 /* A restored clone's sync sent at once, before the guest says it is back
  * (its vsock holds the connection until the guest handled the transport
  * reset: devices/virtio_vsock.c): 0, -errno when the guest answered with
- * an error (reported), or API_UNREACHED, quietly, when no API answered
+ * an error (err says it), or API_UNREACHED, quietly, when no API answered
  * (a snapshot taken before the API listened): then wait and api_sync. */
 #define API_UNREACHED 1
 /* *forked: 1 when the guest said a worker was forked for the sync (the
  * snapshot held no spare: guest-init), else 0. */
 int api_sync_first(const struct sandbox_addr *a, const char *const *nets, unsigned nr_nets,
-		   unsigned egress_port, int *forked);
+		   unsigned egress_port, int *forked, char *err, size_t errlen);
 
 /* Asks the guest to power off. 0 or -errno. */
-int api_shutdown(const struct sandbox_addr *a);
+int api_shutdown(const struct sandbox_addr *a, char *err, size_t errlen);
 
 #endif

@@ -1,6 +1,7 @@
 /* Host side of the sandbox API's version 2 (docs/api.md): detached
  * processes (start, attach, logs, the one-shot ops) and file watching. */
 #include "cli/sandbox/api_client.h"
+#include "cli/util/util.h"
 #include "vmm/wire/json.h"
 #include "vmm/wire/proto.h"
 
@@ -14,35 +15,30 @@
 #include <termios.h>
 #include <unistd.h>
 
-static int unreachable(const struct sandbox_addr *a, int fd)
+/* A version 2 request refused: what the guest said, and why an older
+ * guest-init says so. */
+static int failed(char *err, size_t errlen, const char *what, const struct api_error *e)
 {
-	fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
-	return fd;
-}
-
-static int failed(const char *what, const struct api_error *e)
-{
-	fprintf(stderr, "vmm: %s: %s (%s)\n", what, e->message[0] ? e->message : strerror(e->eno), e->name);
 	if (!strcmp(e->name, "EPROTO") && strstr(e->message, "version"))
-		fprintf(stderr, "vmm: the sandbox's guest-init predates API version 2; rebuild its image\n");
-	return -e->eno;
+		return cli_seterr(err, errlen, -e->eno, "%s: %s (%s); the sandbox's guest-init predates API version 2: "
+				  "rebuild its image", what, e->message, e->name);
+	return api_error_msg(err, errlen, what, e);
 }
 
-int api_call2(const struct sandbox_addr *a, const char *fields, const char *what, char *out, size_t outlen)
+int api_call2(const struct sandbox_addr *a, const char *fields, const char *what, char *out, size_t outlen,
+	      char *err, size_t errlen)
 {
 	struct api_error e;
 	int fd = api_open_v(a, 2, fields), r;
 
 	if (fd < 0)
-		return unreachable(a, fd);
+		return api_unreachable(err, errlen, a, fd);
 	r = api_result(fd, out, outlen, &e);
 	close(fd);
 	if (r == -1)
-		return failed(what, &e);
-	if (r) {
-		fprintf(stderr, "vmm: %s: the sandbox closed the connection\n", what);
-		return -EPROTO;
-	}
+		return failed(err, errlen, what, &e);
+	if (r)
+		return cli_seterr(err, errlen, -EPROTO, "%s: the sandbox closed the connection", what);
 	return 0;
 }
 
@@ -64,17 +60,7 @@ int api_selector(struct json_writer *w, const char *sel)
 	return 0;
 }
 
-int api_start(const struct sandbox_addr *a, const struct exec_opts *o)
-{
-	int64_t id = 0;
-	int r = api_start_id(a, o, &id);
-
-	if (r == 0)
-		printf("%lld\n", (long long)id);
-	return r;
-}
-
-int api_start_id(const struct sandbox_addr *a, const struct exec_opts *o, int64_t *idp)
+int api_start_id(const struct sandbox_addr *a, const struct exec_opts *o, int64_t *idp, char *err, size_t errlen)
 {
 	char fields[REQUEST_MAX], out[512], arena_buf[2048];
 	struct json_arena ar = { arena_buf, sizeof(arena_buf), 0 };
@@ -83,25 +69,21 @@ int api_start_id(const struct sandbox_addr *a, const struct exec_opts *o, int64_
 	int64_t id = 0;
 	int r;
 
-	if (api_exec_fields(o, fields, sizeof(fields))) {
-		fprintf(stderr, "vmm: command line too long for one request (64 KiB)\n");
-		return -E2BIG;
-	}
-	r = api_call2(a, fields, o->argv[0], out, sizeof(out));
+	if (api_exec_fields(o, fields, sizeof(fields)))
+		return cli_seterr(err, errlen, -E2BIG, "command line too long for one request (64 KiB)");
+	r = api_call2(a, fields, o->argv[0], out, sizeof(out), err, errlen);
 	if (r)
 		return r;
 	j = json_parse(out, strlen(out), &ar, &jerr);
-	if (!j || json_get_int(j, "id", &id)) {
-		fprintf(stderr, "vmm: exec -d: an answer without an id: %s\n", out);
-		return -EPROTO;
-	}
+	if (!j || json_get_int(j, "id", &id))
+		return cli_seterr(err, errlen, -EPROTO, "exec -d: an answer without an id: %s", out);
 	*idp = id;
 	return 0;
 }
 
 /* attach/logs: the request, then the same stream as exec. */
 static int stream(const struct sandbox_addr *a, const char *op, const char *sel, int follow, int stdin_pass,
-		  int tty, int forward)
+		  int tty, int forward, char *err, size_t errlen)
 {
 	char fields[512], what[96];
 	struct exec_opts o = { .stdin_pass = stdin_pass, .tty = tty, .leave_on_signal = !forward,
@@ -113,33 +95,33 @@ static int stream(const struct sandbox_addr *a, const char *op, const char *sel,
 	jw_key(&w, "op");
 	jw_str(&w, op);
 	if (api_selector(&w, sel))
-		return -EINVAL;
+		return cli_seterr(err, errlen, -EINVAL, "%s: no process named", op);
 	if (!strcmp(op, "logs")) {
 		jw_key(&w, "follow");
 		jw_bool(&w, follow);
 	}
 	if (!jw_done(&w))
-		return -E2BIG;
+		return cli_seterr(err, errlen, -E2BIG, "%s %.64s: the selector is too long", op, sel);
 	fd = api_open_v(a, 2, fields);
 	if (fd < 0)
-		return unreachable(a, fd);
+		return api_unreachable(err, errlen, a, fd);
 	snprintf(what, sizeof(what), "%s %s", op, sel);
-	return api_session(fd, &o, what);
+	return api_session(fd, &o, what, err, errlen);
 }
 
-int api_attach(const struct sandbox_addr *a, const char *sel, int stdin_pass, int tty)
+int api_attach(const struct sandbox_addr *a, const char *sel, int stdin_pass, int tty, char *err, size_t errlen)
 {
-	return stream(a, "attach", sel, 1, stdin_pass, tty, 0);
+	return stream(a, "attach", sel, 1, stdin_pass, tty, 0, err, errlen);
 }
 
-int api_attach_forward(const struct sandbox_addr *a, const char *sel, int tty)
+int api_attach_forward(const struct sandbox_addr *a, const char *sel, int tty, char *err, size_t errlen)
 {
-	return stream(a, "attach", sel, 1, 1, tty, 1);
+	return stream(a, "attach", sel, 1, 1, tty, 1, err, errlen);
 }
 
-int api_logs(const struct sandbox_addr *a, const char *sel, int follow)
+int api_logs(const struct sandbox_addr *a, const char *sel, int follow, char *err, size_t errlen)
 {
-	return stream(a, "logs", sel, follow, 0, 0, 0);
+	return stream(a, "logs", sel, follow, 0, 0, 0, err, errlen);
 }
 
 /* ---- watch ------------------------------------------------------------------- */
@@ -150,7 +132,7 @@ struct watch_bufs {
 	char arena[1 << 20];
 };
 
-static void print_events(const char *text, size_t len, int json, struct watch_bufs *b)
+static void print_events(FILE *out, const char *text, size_t len, int json, struct watch_bufs *b)
 {
 	struct json_arena ar = { b->arena, sizeof(b->arena), 0 };
 	const struct json *j, *evs, *e;
@@ -188,17 +170,18 @@ static void print_events(const char *text, size_t len, int json, struct watch_bu
 			}
 			jw_obj_end(&w);
 			if (jw_done(&w))
-				printf("%s\n", line);
+				fprintf(out, "%s\n", line);
 		} else if (!strcmp(type, "overflow")) {
-			printf("overflow (events were lost: rescan what you watch)\n");
+			fprintf(out, "overflow (events were lost: rescan what you watch)\n");
 		} else {
-			printf("%-7s %s%s%s%s\n", type, path, dir ? "/" : "", to ? " -> " : "", to ? to : "");
+			fprintf(out, "%-7s %s%s%s%s\n", type, path, dir ? "/" : "", to ? " -> " : "", to ? to : "");
 		}
 	}
-	fflush(stdout);
+	fflush(out);
 }
 
-int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int json)
+int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int json, FILE *out, char *err,
+	      size_t errlen)
 {
 	char fields[4300], res[512];
 	struct watch_bufs *b;
@@ -214,19 +197,21 @@ int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int
 	jw_key(&w, "recursive");
 	jw_bool(&w, recursive);
 	if (!jw_done(&w))
-		return -ENAMETOOLONG;
+		return cli_seterr(err, errlen, -ENAMETOOLONG, "watch: %.64s...: %s", path, strerror(ENAMETOOLONG));
 	fd = api_open_v(a, 2, fields);
 	if (fd < 0)
-		return unreachable(a, fd);
+		return api_unreachable(err, errlen, a, fd);
 	r = api_result(fd, res, sizeof(res), &e);
 	if (r) {
 		close(fd);
-		return r == -1 ? failed(path, &e) : -EPROTO;
+		if (r == -1)
+			return failed(err, errlen, path, &e);
+		return cli_seterr(err, errlen, -EPROTO, "watch: the sandbox closed the connection");
 	}
 	b = malloc(sizeof(*b));
 	if (!b) {
 		close(fd);
-		return -ENOMEM;
+		return cli_seterr(err, errlen, -ENOMEM, "watch: %s", strerror(ENOMEM));
 	}
 	signal(SIGPIPE, SIG_IGN);
 	for (;;) {
@@ -234,13 +219,12 @@ int api_watch(const struct sandbox_addr *a, const char *path, int recursive, int
 		size_t len;
 
 		if (frame_read(fd, &type, b->frame, FRAME_MAX, &len)) {
-			fprintf(stderr, "vmm: watch: the sandbox closed the connection\n");
-			r = -EPIPE;
+			r = cli_seterr(err, errlen, -EPIPE, "watch: the sandbox closed the connection");
 			break;
 		}
 		if (type == F_EVENT) {
-			print_events((const char *)b->frame, len, json, b);
-			if (ferror(stdout))
+			print_events(out, (const char *)b->frame, len, json, b);
+			if (ferror(out))
 				break; /* our reader left */
 		}
 	}

@@ -99,28 +99,29 @@ void cp_count(struct cp_opts *o, uint64_t n)
 /* ---- requests --------------------------------------------------------------- */
 
 static int remote_op_v(const struct sandbox_addr *a, int version, const char *fields, const char *what, char *out,
-		       size_t outsize)
+		       size_t outsize, struct cp_opts *o)
 {
 	char buf[4096];
 	struct api_error e;
 	int fd = api_open_v(a, version, fields), r;
 
 	if (fd < 0) {
-		fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
+		api_unreachable(o->err, sizeof(o->err), a, fd);
 		return fd;
 	}
 	r = api_result(fd, out ? out : buf, out ? outsize : sizeof(buf), &e);
 	close(fd);
 	if (r == -1) {
-		api_report(what, &e);
+		api_error_msg(o->err, sizeof(o->err), what, &e);
 		return -e.eno;
 	}
 	return r == 0 ? 0 : -EPROTO;
 }
 
-static int remote_op(const struct sandbox_addr *a, const char *fields, const char *what, char *out, size_t outsize)
+static int remote_op(const struct sandbox_addr *a, const char *fields, const char *what, char *out, size_t outsize,
+		     struct cp_opts *o)
 {
-	return remote_op_v(a, 1, fields, what, out, outsize);
+	return remote_op_v(a, 1, fields, what, out, outsize, o);
 }
 
 /* The sandbox's stat of path: its type ("file", "dir", "symlink", ...;
@@ -128,7 +129,7 @@ static int remote_op(const struct sandbox_addr *a, const char *fields, const cha
  * (version 2, asked only for a symlink, so an older guest-init serves
  * everything else). 0 or -errno (printed). */
 static int remote_stat(const struct sandbox_addr *a, const char *path, int follow, char *type, size_t tlen,
-		       int64_t *mode)
+		       int64_t *mode, struct cp_opts *o)
 {
 	char arena_buf[8192];
 	char fields[PATH_MAX + 96], res[1024];
@@ -151,7 +152,7 @@ static int remote_stat(const struct sandbox_addr *a, const char *path, int follo
 		}
 		fd = api_open_v(a, v, jw_done(&w) ? fields : "");
 		if (fd < 0) {
-			fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
+			api_unreachable(o->err, sizeof(o->err), a, fd);
 			return fd;
 		}
 		r = api_result(fd, res, sizeof(res), &e);
@@ -161,13 +162,13 @@ static int remote_stat(const struct sandbox_addr *a, const char *path, int follo
 			return 0;
 		}
 		if (r == -1) {
-			api_report(path, &e);
+			api_error_msg(o->err, sizeof(o->err), path, &e);
 			return -e.eno;
 		}
 		ar.used = 0;
 		j = r == 0 ? json_parse(res, strlen(res), &ar, &jerr) : NULL;
 		if (!j || json_get_str(j, "type", &t)) {
-			fprintf(stderr, "vmm: cp: %s: the sandbox sent a malformed answer\n", path);
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: the sandbox sent a malformed answer", path);
 			return -EPROTO;
 		}
 		snprintf(type, tlen, "%s", t);
@@ -193,7 +194,7 @@ static int put_file(const struct sandbox_addr *a, const char *local, const char 
 	in = open(local, O_RDONLY | O_CLOEXEC);
 	if (in < 0) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", local, strerror(errno));
 		return r;
 	}
 	jw_init(&w, fields, sizeof(fields));
@@ -208,7 +209,7 @@ static int put_file(const struct sandbox_addr *a, const char *local, const char 
 	fd = api_open(a, jw_done(&w) ? fields : "");
 	if (fd < 0) {
 		close(in);
-		fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
+		api_unreachable(o->err, sizeof(o->err), a, fd);
 		return fd;
 	}
 	for (;;) {
@@ -218,7 +219,7 @@ static int put_file(const struct sandbox_addr *a, const char *local, const char 
 			continue;
 		if (n < 0) {
 			r = -errno;
-			fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", local, strerror(errno));
 			close(in);
 			close(fd); /* the guest drops the half-written temporary */
 			return r;
@@ -234,14 +235,14 @@ static int put_file(const struct sandbox_addr *a, const char *local, const char 
 	r = api_result(fd, res, sizeof(res), &e);
 	close(fd);
 	if (r == -1) {
-		fprintf(stderr, "vmm: cp: %s: %s (%s)\n", remote, e.message[0] ? e.message : strerror(e.eno), e.name);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s (%s)", remote, e.message[0] ? e.message : strerror(e.eno), e.name);
 		return -e.eno;
 	}
 	return r == 0 ? 0 : -EPROTO;
 }
 
 /* The host symlink local as a symlink at remote (version 2 "symlink"). */
-static int put_link(const struct sandbox_addr *a, const char *local, const char *remote)
+static int put_link(const struct sandbox_addr *a, const char *local, const char *remote, struct cp_opts *o)
 {
 	char target[PATH_MAX], fields[2 * PATH_MAX + 128];
 	struct json_writer w;
@@ -250,7 +251,7 @@ static int put_link(const struct sandbox_addr *a, const char *local, const char 
 
 	if (n < 0) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", local, strerror(errno));
 		return r;
 	}
 	target[n] = '\0';
@@ -263,7 +264,7 @@ static int put_link(const struct sandbox_addr *a, const char *local, const char 
 	jw_str(&w, target);
 	jw_key(&w, "parents");
 	jw_bool(&w, 1);
-	return remote_op_v(a, 2, jw_done(&w) ? fields : "", remote, NULL, 0);
+	return remote_op_v(a, 2, jw_done(&w) ? fields : "", remote, NULL, 0, o);
 }
 
 static int join(char *out, size_t size, const char *dir, const char *name)
@@ -284,15 +285,15 @@ static int copy_in(const struct sandbox_addr *a, const char *local, const char *
 
 	if ((o->follow ? stat(local, &st) : lstat(local, &st)) < 0) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", local, strerror(errno));
 		return r;
 	}
 	if (S_ISLNK(st.st_mode))
-		return put_link(a, local, remote);
+		return put_link(a, local, remote, o);
 	if (S_ISREG(st.st_mode))
 		return put_file(a, local, remote, st.st_mode, o);
 	if (!S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "vmm: cp: %s: not a regular file, directory or symlink; skipped\n", local);
+		log_warn("cp: %s: not a regular file, directory or symlink; skipped", local);
 		return 0;
 	}
 	{
@@ -308,14 +309,14 @@ static int copy_in(const struct sandbox_addr *a, const char *local, const char *
 		jw_bool(&w, 1);
 		jw_key(&w, "mode");
 		jw_int(&w, st.st_mode & 07777);
-		r = remote_op(a, jw_done(&w) ? fields : "", remote, NULL, 0);
+		r = remote_op(a, jw_done(&w) ? fields : "", remote, NULL, 0, o);
 		if (r)
 			return r;
 	}
 	d = opendir(local);
 	if (!d) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", local, strerror(errno));
 		return r;
 	}
 	while ((de = readdir(d)) && !r) {
@@ -325,7 +326,7 @@ static int copy_in(const struct sandbox_addr *a, const char *local, const char *
 			continue;
 		if (join(l, sizeof(l), local, de->d_name) || join(rm, sizeof(rm), remote, de->d_name)) {
 			r = -ENAMETOOLONG;
-			fprintf(stderr, "vmm: cp: %s/%s: %s\n", local, de->d_name, strerror(ENAMETOOLONG));
+			cli_seterr(o->err, sizeof(o->err), 0, "%s/%s: %s", local, de->d_name, strerror(ENAMETOOLONG));
 			break;
 		}
 		r = copy_in(a, l, rm, o);
@@ -343,15 +344,15 @@ int cp_in(const struct sandbox_addr *a, const char *local, const char *remote, s
 
 	if ((o->follow ? stat(local, &st) : lstat(local, &st)) < 0) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", local, strerror(errno));
 		return r;
 	}
-	r = remote_stat(a, remote, 1, type, sizeof(type), &mode);
+	r = remote_stat(a, remote, 1, type, sizeof(type), &mode, o);
 	if (r)
 		return r;
 	r = cp_where(local, S_ISDIR(st.st_mode), remote, type[0] != '\0', !strcmp(type, "dir"), &into);
 	if (r) {
-		fprintf(stderr, "vmm: cp: %s: %s\n", remote,
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", remote,
 			r == -ENOENT ? "no such directory in the sandbox (a destination ending in '/' must be one)"
 			: S_ISDIR(st.st_mode) ? "not a directory: cannot copy a directory onto it"
 					       : "not a directory");
@@ -360,7 +361,7 @@ int cp_in(const struct sandbox_addr *a, const char *local, const char *remote, s
 	cp_base(local, base, sizeof(base), &content);
 	snprintf(dst, sizeof(dst), "%s", remote);
 	if (into && join(dst, sizeof(dst), remote, base)) {
-		fprintf(stderr, "vmm: cp: %s/%s: %s\n", remote, base, strerror(ENAMETOOLONG));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s/%s: %s", remote, base, strerror(ENAMETOOLONG));
 		return -ENAMETOOLONG;
 	}
 	{
@@ -430,7 +431,7 @@ static void free_ents(struct copy_ent *e, size_t n)
 /* The guest's listing of remote, checked: names one component each, no
  * name twice. Sorted by name. */
 static int list_remote(const struct sandbox_addr *a, const char *remote, char *res, char *arena, size_t arena_size,
-		       struct copy_ent **out, size_t *nout)
+		       struct copy_ent **out, size_t *nout, struct cp_opts *o)
 {
 	char fields[PATH_MAX + 64];
 	struct json_writer w;
@@ -446,7 +447,7 @@ static int list_remote(const struct sandbox_addr *a, const char *remote, char *r
 	jw_str(&w, remote);
 	fd = api_open(a, jw_done(&w) ? fields : "");
 	if (fd < 0) {
-		fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
+		api_unreachable(o->err, sizeof(o->err), a, fd);
 		return fd;
 	}
 	while (more && r == 0) {
@@ -457,14 +458,14 @@ static int list_remote(const struct sandbox_addr *a, const char *remote, char *r
 		r = api_result(fd, res, FRAME_MAX + 1, &e);
 		if (r) {
 			if (r == -1)
-				api_report(remote, &e);
+				api_error_msg(o->err, sizeof(o->err), remote, &e);
 			r = r == -1 ? -e.eno : -EPROTO;
 			break;
 		}
 		j = json_parse(res, strlen(res), &ar, &jerr);
 		ents_j = j ? json_get(j, "entries") : NULL;
 		if (!ents_j || ents_j->type != JSON_ARR || json_get_bool(j, "more", &more)) {
-			fprintf(stderr, "vmm: cp: %s: the sandbox sent a malformed listing\n", remote);
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: the sandbox sent a malformed listing", remote);
 			r = -EPROTO;
 			break;
 		}
@@ -474,13 +475,13 @@ static int list_remote(const struct sandbox_addr *a, const char *remote, char *r
 
 			nm = ent->type == JSON_OBJ ? json_get(ent, "name") : NULL;
 			if (!guest_name_ok(nm) || json_get_str(ent, "type", &type)) {
-				fprintf(stderr, "vmm: cp: %s: the sandbox listed an invalid name (empty, \".\", \"..\", "
-						"or with '/'); nothing is copied under such a name\n", remote);
+				cli_seterr(o->err, sizeof(o->err), 0, "%s: the sandbox listed an invalid name (empty, \".\", \"..\", "
+						"or with '/'); nothing is copied under such a name", remote);
 				r = -EPROTO;
 				break;
 			}
 			if (n == COPY_MAX_ENTRIES) {
-				fprintf(stderr, "vmm: cp: %s: more than %u entries\n", remote, COPY_MAX_ENTRIES);
+				cli_seterr(o->err, sizeof(o->err), 0, "%s: more than %u entries", remote, COPY_MAX_ENTRIES);
 				r = -E2BIG;
 				break;
 			}
@@ -506,7 +507,7 @@ static int list_remote(const struct sandbox_addr *a, const char *remote, char *r
 		qsort(ents, n, sizeof(*ents), ent_cmp);
 		for (i = 1; i < n && !r; i++) {
 			if (!strcmp(ents[i - 1].name, ents[i].name)) {
-				fprintf(stderr, "vmm: cp: %s: the sandbox listed %s twice\n", remote, ents[i].name);
+				cli_seterr(o->err, sizeof(o->err), 0, "%s: the sandbox listed %s twice", remote, ents[i].name);
 				r = -EPROTO;
 			}
 		}
@@ -538,14 +539,14 @@ static int get_file_buf(const struct sandbox_addr *a, const char *remote, int df
 	jw_str(&w, remote);
 	fd = api_open(a, jw_done(&w) ? fields : "");
 	if (fd < 0) {
-		fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
+		api_unreachable(o->err, sizeof(o->err), a, fd);
 		return fd;
 	}
 	r = api_result(fd, (char *)buf, FRAME_MAX + 1, &e);
 	if (r) {
 		close(fd);
 		if (r == -1)
-			fprintf(stderr, "vmm: cp: %s: %s (%s)\n", remote, e.message[0] ? e.message : strerror(e.eno), e.name);
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s (%s)", remote, e.message[0] ? e.message : strerror(e.eno), e.name);
 		return r == -1 ? -e.eno : -EPROTO;
 	}
 	snprintf(tmp, sizeof(tmp), ".vmm-partial.%ld", (long)getpid());
@@ -557,7 +558,7 @@ static int get_file_buf(const struct sandbox_addr *a, const char *remote, int df
 	}
 	if (out < 0) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", name, strerror(errno));
 		close(fd);
 		return r;
 	}
@@ -567,7 +568,7 @@ static int get_file_buf(const struct sandbox_addr *a, const char *remote, int df
 
 		if (frame_read(fd, &type, buf, FRAME_MAX, &len)) {
 			r = -EPIPE;
-			fprintf(stderr, "vmm: cp: %s: the sandbox closed the connection midway\n", remote);
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: the sandbox closed the connection midway", remote);
 			break;
 		}
 		if (type == F_END)
@@ -575,13 +576,13 @@ static int get_file_buf(const struct sandbox_addr *a, const char *remote, int df
 		if (type == F_ERROR) {
 			buf[len] = '\0';
 			api_parse_error((const char *)buf, len, &e);
-			fprintf(stderr, "vmm: cp: %s: %s\n", remote, e.message);
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", remote, e.message);
 			r = -e.eno;
 			break;
 		}
 		if (type == F_DATA && write_full(out, buf, len)) {
 			r = -errno;
-			fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(errno));
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", name, strerror(errno));
 			break;
 		}
 		if (type == F_DATA)
@@ -590,7 +591,7 @@ static int get_file_buf(const struct sandbox_addr *a, const char *remote, int df
 	close(fd);
 	if (r == 0 && (fsync(out) < 0 || close(out) < 0 || renameat(dfd, tmp, dfd, name) < 0)) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", name, strerror(errno));
 		unlinkat(dfd, tmp, 0);
 		return r;
 	}
@@ -621,7 +622,7 @@ static int get_file(const struct sandbox_addr *a, const char *remote, int dfd, c
  * (version 2 "readlink"): made beside it and renamed over it, so a file
  * or link there is replaced, never followed. The link is only created:
  * this copy never follows a link below the destination. */
-static int get_link(const struct sandbox_addr *a, const char *remote, int dfd, const char *name)
+static int get_link(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, struct cp_opts *o)
 {
 	char arena_buf[2 * PATH_MAX + 1024];
 	char fields[PATH_MAX + 64], res[2 * PATH_MAX + 64], tmp[64];
@@ -636,19 +637,19 @@ static int get_link(const struct sandbox_addr *a, const char *remote, int dfd, c
 	jw_str(&w, "readlink");
 	jw_key(&w, "path");
 	jw_str(&w, remote);
-	r = remote_op_v(a, 2, jw_done(&w) ? fields : "", remote, res, sizeof(res));
+	r = remote_op_v(a, 2, jw_done(&w) ? fields : "", remote, res, sizeof(res), o);
 	if (r)
 		return r;
 	j = json_parse(res, strlen(res), &ar, &jerr);
 	if (!j || json_get_str(j, "target", &target) || !target[0] || strlen(target) >= PATH_MAX) {
-		fprintf(stderr, "vmm: cp: %s: the sandbox sent a malformed link target\n", remote);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: the sandbox sent a malformed link target", remote);
 		return -EPROTO;
 	}
 	snprintf(tmp, sizeof(tmp), ".vmm-partial.%ld", (long)getpid());
 	unlinkat(dfd, tmp, 0); /* a leftover of an earlier cp with this pid */
 	if (symlinkat(target, dfd, tmp) < 0 || renameat(dfd, tmp, dfd, name) < 0) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", name, strerror(errno));
 		unlinkat(dfd, tmp, 0);
 		return r;
 	}
@@ -720,9 +721,9 @@ static int tree_out(const struct sandbox_addr *a, const char *remote, int dfd, c
 	stack[0].remote = strdup(remote);
 	r = stack[0].remote ? enter_dir(dfd, name, follow, &stack[0]) : -ENOMEM;
 	if (r)
-		fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(-r));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", name, strerror(-r));
 	else
-		r = list_remote(a, remote, res, arena, TREE_ARENA, &stack[0].ents, &stack[0].n);
+		r = list_remote(a, remote, res, arena, TREE_ARENA, &stack[0].ents, &stack[0].n, o);
 	while (r == 0) {
 		struct copy_ent *e;
 		char *rm;
@@ -742,7 +743,7 @@ static int tree_out(const struct sandbox_addr *a, const char *remote, int dfd, c
 				int pfd = openat(top->fd, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 				if (pfd < 0 || fstat(pfd, &st) < 0 || st.st_dev != up->dev || st.st_ino != up->ino) {
-					fprintf(stderr, "vmm: cp: %s: the destination moved during the copy\n", top->remote);
+					cli_seterr(o->err, sizeof(o->err), 0, "%s: the destination moved during the copy", top->remote);
 					if (pfd >= 0)
 						close(pfd);
 					r = -ESTALE;
@@ -760,27 +761,27 @@ static int tree_out(const struct sandbox_addr *a, const char *remote, int dfd, c
 		rm = join_remote(top->remote, e->name);
 		if (!rm) {
 			r = -errno;
-			fprintf(stderr, "vmm: cp: %s/%s: %s\n", top->remote, e->name, strerror(errno));
+			cli_seterr(o->err, sizeof(o->err), 0, "%s/%s: %s", top->remote, e->name, strerror(errno));
 			break;
 		}
 		if (!strcmp(e->type, "symlink") && o->follow) {
 			/* -L: what it points to (a loop ends in ENAMETOOLONG) */
 			int64_t m = 0;
 
-			r = remote_stat(a, rm, 1, e->type, sizeof(e->type), &m);
+			r = remote_stat(a, rm, 1, e->type, sizeof(e->type), &m, o);
 			if (r) {
 				free(rm);
 				break;
 			}
 			e->mode = (mode_t)(m & 0777);
 			if (!e->type[0]) {
-				fprintf(stderr, "vmm: cp: %s: a dangling symlink; skipped\n", rm);
+				log_warn("cp: %s: a dangling symlink; skipped", rm);
 				free(rm);
 				continue;
 			}
 		}
 		if (!strcmp(e->type, "symlink")) {
-			r = get_link(a, rm, top->fd, e->name);
+			r = get_link(a, rm, top->fd, e->name, o);
 			free(rm);
 			continue;
 		}
@@ -790,7 +791,7 @@ static int tree_out(const struct sandbox_addr *a, const char *remote, int dfd, c
 			continue;
 		}
 		if (strcmp(e->type, "dir")) {
-			fprintf(stderr, "vmm: cp: %s: a %s, not a file, directory or symlink; skipped\n", rm, e->type);
+			log_warn("cp: %s: a %s, not a file, directory or symlink; skipped", rm, e->type);
 			free(rm);
 			continue;
 		}
@@ -813,10 +814,10 @@ static int tree_out(const struct sandbox_addr *a, const char *remote, int dfd, c
 		r = enter_dir(top->fd, e->name, 0, &stack[depth]);
 		depth++;
 		if (r) {
-			fprintf(stderr, "vmm: cp: %s: %s\n", rm, strerror(-r));
+			cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", rm, strerror(-r));
 			break;
 		}
-		r = list_remote(a, rm, res, arena, TREE_ARENA, &stack[depth - 1].ents, &stack[depth - 1].n);
+		r = list_remote(a, rm, res, arena, TREE_ARENA, &stack[depth - 1].ents, &stack[depth - 1].n, o);
 		if (r)
 			break;
 		/* one descriptor open at a time: the parent is found again through ".." */
@@ -850,27 +851,27 @@ int cp_out(const struct sandbox_addr *a, const char *remote_arg, const char *loc
 
 	umask(um);
 	strip_content(remote_arg, remote, sizeof(remote));
-	r = remote_stat(a, remote, o->follow, type, sizeof(type), &mode);
+	r = remote_stat(a, remote, o->follow, type, sizeof(type), &mode, o);
 	if (r)
 		return r;
 	if (!type[0]) {
-		fprintf(stderr, "vmm: cp: %s: No such file or directory in the sandbox (ENOENT)\n", remote);
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: No such file or directory in the sandbox (ENOENT)", remote);
 		return -ENOENT;
 	}
 	if (strcmp(type, "file") && strcmp(type, "dir") && strcmp(type, "symlink")) {
-		fprintf(stderr, "vmm: cp: %s: a %s, not a file, directory or symlink; skipped\n", remote, type);
+		log_warn("cp: %s: a %s, not a file, directory or symlink; skipped", remote, type);
 		return 0;
 	}
 	/* The destination the user named is followed if it is a link. */
 	exists = stat(local, &st) == 0;
 	if (!exists && errno != ENOENT) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", local, strerror(errno));
 		return r;
 	}
 	r = cp_where(remote_arg, !strcmp(type, "dir"), local, exists, exists && S_ISDIR(st.st_mode), &into);
 	if (r) {
-		fprintf(stderr, "vmm: cp: %s: %s\n", local,
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", local,
 			r == -ENOENT ? "no such directory (a destination ending in '/' must be one)"
 			: !strcmp(type, "dir") ? "not a directory: cannot copy a directory onto it" : "not a directory");
 		return r;
@@ -904,11 +905,11 @@ int cp_out(const struct sandbox_addr *a, const char *remote_arg, const char *loc
 	}
 	if (dfd < 0) {
 		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", local, strerror(errno));
+		cli_seterr(o->err, sizeof(o->err), 0, "%s: %s", local, strerror(errno));
 		goto out;
 	}
 	if (!strcmp(type, "symlink"))
-		r = get_link(a, remote, dfd, name);
+		r = get_link(a, remote, dfd, name, o);
 	else if (!strcmp(type, "file"))
 		r = get_file(a, remote, dfd, name, (mode_t)(mode & 0777), o);
 	else {

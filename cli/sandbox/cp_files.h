@@ -16,10 +16,13 @@ struct cp_opts {
 	struct progress prog;   /* bytes and rate (a terminal; fd -1: none) */
 	uint64_t bytes;         /* copied so far */
 	uint64_t last_ns;       /* the status was last updated then */
+	char err[8192];         /* why a copy failed, for the verb to print (cli_seterr): room for a
+				   path as long as the guest takes and its reason */
 };
 
 /* SRC (a host path) to remote in the sandbox, or remote to local. 0 or
- * -errno, with a message printed. */
+ * -errno, with why in o->err. An entry that is neither file, directory
+ * nor symlink is skipped with a warning (log_warn). */
 int cp_in(const struct sandbox_addr *a, const char *local, const char *remote, struct cp_opts *o);
 int cp_out(const struct sandbox_addr *a, const char *remote, const char *local, struct cp_opts *o);
 
@@ -28,7 +31,7 @@ void cp_count(struct cp_opts *o, uint64_t n);
 
 /* Directories as one tar stream (cli/sandbox/cp_tar.c; the API's tar_get and
  * tar_put). CP_TAR_OLD: the guest-init does not know them (the caller
- * copies file by file); else 0 or -errno, a message printed. */
+ * copies file by file); else 0 or -errno, why in o->err. */
 #define CP_TAR_OLD 1
 /* The local directory `local` (its content) into the guest directory
  * `remote`, created with its parents if missing. */
@@ -38,11 +41,14 @@ int cp_tar_in(const struct sandbox_addr *a, const char *local, const char *remot
  * symbolic link. Modes through mask (0777 & ~umask). */
 int cp_tar_out(const struct sandbox_addr *a, const char *remote, int dfd, const char *name, int follow_top,
 	       mode_t mask, struct cp_opts *o);
-/* vmm cp - SANDBOX:DIR: a tar archive on stdin extracted under DIR. */
-int cp_tar_stdin(const struct sandbox_addr *a, const char *remote);
-/* vmm cp SANDBOX:PATH -: PATH as a tar archive on stdout, its top entry
- * named arcname ("." : a directory's content). */
-int cp_tar_stdout(const struct sandbox_addr *a, const char *remote, const char *arcname, int follow);
+/* vmm cp - SANDBOX:DIR: a tar archive read from in_fd (the verb's stdin)
+ * extracted under DIR. 0 or -errno, why in o->err. */
+int cp_tar_stdin(const struct sandbox_addr *a, const char *remote, int in_fd, struct cp_opts *o);
+/* vmm cp SANDBOX:PATH -: PATH as a tar archive written to out_fd (the
+ * verb's stdout: the product), its top entry named arcname ("." : a
+ * directory's content). 0 or -errno, why in o->err. */
+int cp_tar_stdout(const struct sandbox_addr *a, const char *remote, const char *arcname, int follow, int out_fd,
+		  struct cp_opts *o);
 
 /* Where SRC lands, docker cp's way: DST itself, or DST/BASE when DST is a
  * directory (dst_is_dir) or ends with '/' and SRC is not a directory's

@@ -3,6 +3,7 @@
  * built and checked by vmm/wire/tar.c on this side too; and the
  * archive on stdin or stdout for `vmm cp -` (docker cp's form). */
 #include "cli/sandbox/cp_files.h"
+#include "cli/util/util.h"
 #include "vmm/wire/proto.h"
 #include "vmm/wire/tar.h"
 
@@ -21,18 +22,17 @@ static int too_old(const struct api_error *e)
 }
 
 /* Opens op on path and reads its first answer. The fd, CP_TAR_OLD's
- * negation (-1000) for an older guest-init, or -errno (printed). */
+ * negation (-1000) for an older guest-init, or -errno (why in o->err). */
 #define OLD (-1000)
-static int tar_open(const struct sandbox_addr *a, const char *fields, const char *path, int fallback)
+static int tar_open(const struct sandbox_addr *a, const char *fields, const char *path, int fallback,
+		    struct cp_opts *o)
 {
 	char res[4096];
 	struct api_error e;
 	int fd = api_open_v(a, 2, fields), r;
 
-	if (fd < 0) {
-		fprintf(stderr, "vmm: cannot reach the sandbox API at %s: %s\n", a->uds, strerror(-fd));
-		return fd;
-	}
+	if (fd < 0)
+		return api_unreachable(o->err, sizeof(o->err), a, fd);
 	r = api_result(fd, res, sizeof(res), &e);
 	if (r == 0)
 		return fd;
@@ -40,16 +40,12 @@ static int tar_open(const struct sandbox_addr *a, const char *fields, const char
 	if (r == -1 && too_old(&e)) {
 		if (fallback)
 			return OLD;
-		fprintf(stderr, "vmm: cp: %s: the sandbox's guest-init is too old for tar streams (tar_get, "
-				"tar_put): copy without '-'\n", path);
-		return -ENOTSUP;
+		return cli_seterr(o->err, sizeof(o->err), -ENOTSUP, "%s: the sandbox's guest-init is too old for tar "
+				  "streams (tar_get, tar_put): copy without '-'", path);
 	}
-	if (r == -1) {
-		api_report(path, &e);
-		return -e.eno;
-	}
-	fprintf(stderr, "vmm: cp: %s: the sandbox closed the connection\n", path);
-	return -EPROTO;
+	if (r == -1)
+		return api_error_msg(o->err, sizeof(o->err), path, &e);
+	return cli_seterr(o->err, sizeof(o->err), -EPROTO, "%s: the sandbox closed the connection", path);
 }
 
 static int fields_for(char *buf, size_t len, const char *op, const char *path, const char *arcname, int follow,
@@ -77,8 +73,8 @@ static int fields_for(char *buf, size_t len, const char *op, const char *path, c
 	return jw_done(&w) ? 0 : -ENAMETOOLONG;
 }
 
-/* The guest's last answer to tar_put: RESULT, or ERROR (printed). */
-static int put_result(int fd, const char *remote)
+/* The guest's last answer to tar_put: RESULT, or ERROR (why in o->err). */
+static int put_result(int fd, const char *remote, struct cp_opts *o)
 {
 	char res[4096];
 	struct api_error e;
@@ -86,12 +82,9 @@ static int put_result(int fd, const char *remote)
 
 	if (r == 0)
 		return 0;
-	if (r == -1) {
-		api_report(remote, &e);
-		return -e.eno;
-	}
-	fprintf(stderr, "vmm: cp: %s: the sandbox closed the connection\n", remote);
-	return -EPROTO;
+	if (r == -1)
+		return api_error_msg(o->err, sizeof(o->err), remote, &e);
+	return cli_seterr(o->err, sizeof(o->err), -EPROTO, "%s: the sandbox closed the connection", remote);
 }
 
 struct put_ctx {
@@ -118,8 +111,8 @@ int cp_tar_in(const struct sandbox_addr *a, const char *local, const char *remot
 	int fd, r;
 
 	if (fields_for(fields, sizeof(fields), "tar_put", remote, NULL, 0, 1))
-		return -ENAMETOOLONG;
-	fd = tar_open(a, fields, remote, 1);
+		return cli_seterr(o->err, sizeof(o->err), -ENAMETOOLONG, "%s: %s", remote, strerror(ENAMETOOLONG));
+	fd = tar_open(a, fields, remote, 1, o);
 	if (fd == OLD)
 		return CP_TAR_OLD;
 	if (fd < 0)
@@ -132,19 +125,20 @@ int cp_tar_in(const struct sandbox_addr *a, const char *local, const char *remot
 		r = -EPIPE;
 	if (r == -EPIPE) {
 		/* the guest refused the archive midway: its ERROR says why */
-		r = put_result(fd, remote);
+		r = put_result(fd, remote, o);
 		r = r ? r : -EPIPE;
 	} else if (r) {
-		fprintf(stderr, "vmm: cp: %s\n", w.err);
+		cli_seterr(o->err, sizeof(o->err), r, "%s", w.err);
 	} else {
-		r = put_result(fd, remote);
+		r = put_result(fd, remote, o);
 	}
 	close(fd);
 	return r;
 }
 
-/* DATA frames from fd into x until END (or an ERROR, printed). */
-static int get_into(int fd, struct tar_x *x, int out_fd, const char *remote, struct cp_opts *o)
+/* DATA frames from fd into x (or out_fd) until END (or an ERROR: why in
+ * o->err); count: the bytes go to o's progress line. */
+static int get_into(int fd, struct tar_x *x, int out_fd, const char *remote, struct cp_opts *o, int count)
 {
 	uint8_t *buf = malloc(FRAME_MAX + 1), type;
 	struct api_error e;
@@ -152,37 +146,36 @@ static int get_into(int fd, struct tar_x *x, int out_fd, const char *remote, str
 	int r = 0;
 
 	if (!buf)
-		return -ENOMEM;
+		return cli_seterr(o->err, sizeof(o->err), -ENOMEM, "%s: %s", remote, strerror(ENOMEM));
 	for (;;) {
 		if (frame_read(fd, &type, buf, FRAME_MAX, &len)) {
-			fprintf(stderr, "vmm: cp: %s: the sandbox closed the connection midway\n", remote);
-			r = -EPROTO;
+			r = cli_seterr(o->err, sizeof(o->err), -EPROTO, "%s: the sandbox closed the connection midway",
+				       remote);
 			break;
 		}
 		if (type == F_ERROR) {
 			api_parse_error((const char *)buf, len, &e);
-			api_report(remote, &e);
-			r = -e.eno;
+			r = api_error_msg(o->err, sizeof(o->err), remote, &e);
 			break;
 		}
 		if (type == F_END)
 			break;
 		if (type != F_DATA)
 			continue;
-		if (o)
+		if (count)
 			cp_count(o, len);
 		if (x && (r = tar_x_feed(x, buf, len))) {
-			fprintf(stderr, "vmm: cp: %s: the archive from the sandbox is refused: %s\n", remote, x->err);
+			cli_seterr(o->err, sizeof(o->err), r, "%s: the archive from the sandbox is refused: %s", remote,
+				   x->err);
 			break;
 		}
 		if (out_fd >= 0 && write_full(out_fd, buf, len)) {
-			r = -errno;
-			fprintf(stderr, "vmm: cp: stdout: %s\n", strerror(errno));
+			r = cli_seterr(o->err, sizeof(o->err), -errno, "stdout: %s", strerror(errno));
 			break;
 		}
 	}
 	if (!r && x && (r = tar_x_finish(x)))
-		fprintf(stderr, "vmm: cp: %s: the archive from the sandbox is refused: %s\n", remote, x->err);
+		cli_seterr(o->err, sizeof(o->err), r, "%s: the archive from the sandbox is refused: %s", remote, x->err);
 	free(buf);
 	return r;
 }
@@ -195,15 +188,14 @@ int cp_tar_out(const struct sandbox_addr *a, const char *remote, int dfd, const 
 	int fd, dst, r;
 
 	if (fields_for(fields, sizeof(fields), "tar_get", remote, ".", o->follow, 0))
-		return -ENAMETOOLONG;
-	fd = tar_open(a, fields, remote, 1);
+		return cli_seterr(o->err, sizeof(o->err), -ENAMETOOLONG, "%s: %s", remote, strerror(ENAMETOOLONG));
+	fd = tar_open(a, fields, remote, 1, o);
 	if (fd == OLD)
 		return CP_TAR_OLD;
 	if (fd < 0)
 		return fd;
 	if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST) {
-		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", name, strerror(errno));
+		r = cli_seterr(o->err, sizeof(o->err), -errno, "%s: %s", name, strerror(errno));
 		close(fd);
 		return r;
 	}
@@ -211,46 +203,44 @@ int cp_tar_out(const struct sandbox_addr *a, const char *remote, int dfd, const 
 	 * may have made it a link the guest chose */
 	dst = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow_top ? 0 : O_NOFOLLOW));
 	if (dst < 0) {
-		r = -errno;
-		fprintf(stderr, "vmm: cp: %s: %s\n", name,
-			errno == ELOOP || errno == ENOTDIR ? "a symbolic link or not a directory: not written through"
-							   : strerror(errno));
+		r = cli_seterr(o->err, sizeof(o->err), -errno, "%s: %s", name,
+			       errno == ELOOP || errno == ENOTDIR ? "a symbolic link or not a directory: not written through"
+								  : strerror(errno));
 		close(fd);
 		return r;
 	}
 	tar_x_init(&x, dst, NULL);
 	x.mode_mask = mask;
-	r = get_into(fd, &x, -1, remote, o);
+	r = get_into(fd, &x, -1, remote, o, 1);
 	tar_x_free(&x);
 	close(dst);
 	close(fd);
 	return r;
 }
 
-int cp_tar_stdin(const struct sandbox_addr *a, const char *remote)
+int cp_tar_stdin(const struct sandbox_addr *a, const char *remote, int in_fd, struct cp_opts *o)
 {
 	char fields[8192], *buf = malloc(DATA_CHUNK);
 	int fd, r = 0;
 
 	if (!buf)
-		return -ENOMEM;
+		return cli_seterr(o->err, sizeof(o->err), -ENOMEM, "%s: %s", remote, strerror(ENOMEM));
 	if (fields_for(fields, sizeof(fields), "tar_put", remote, NULL, 0, 0)) {
 		free(buf);
-		return -ENAMETOOLONG;
+		return cli_seterr(o->err, sizeof(o->err), -ENAMETOOLONG, "%s: %s", remote, strerror(ENAMETOOLONG));
 	}
-	fd = tar_open(a, fields, remote, 0);
+	fd = tar_open(a, fields, remote, 0, o);
 	if (fd < 0) {
 		free(buf);
 		return fd;
 	}
 	for (;;) {
-		ssize_t n = read(STDIN_FILENO, buf, DATA_CHUNK);
+		ssize_t n = read(in_fd, buf, DATA_CHUNK);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			r = -errno;
-			fprintf(stderr, "vmm: cp: stdin: %s\n", strerror(errno));
+			r = cli_seterr(o->err, sizeof(o->err), -errno, "stdin: %s", strerror(errno));
 			break;
 		}
 		if (n == 0) {
@@ -264,7 +254,7 @@ int cp_tar_stdin(const struct sandbox_addr *a, const char *remote)
 		}
 	}
 	if (r == 0 || r == -EPIPE) {
-		int k = put_result(fd, remote);
+		int k = put_result(fd, remote, o);
 
 		r = k ? k : r;
 	}
@@ -273,22 +263,21 @@ int cp_tar_stdin(const struct sandbox_addr *a, const char *remote)
 	return r;
 }
 
-int cp_tar_stdout(const struct sandbox_addr *a, const char *remote, const char *arcname, int follow)
+int cp_tar_stdout(const struct sandbox_addr *a, const char *remote, const char *arcname, int follow, int out_fd,
+		  struct cp_opts *o)
 {
 	char fields[8192];
 	int fd, r;
 
-	if (isatty(STDOUT_FILENO)) {
-		fprintf(stderr, "vmm: cp: not writing a tar archive to a terminal (pipe it: vmm cp %s - | tar -tf -)\n",
-			remote);
-		return -EINVAL;
-	}
+	if (isatty(out_fd))
+		return cli_seterr(o->err, sizeof(o->err), -EINVAL, "not writing a tar archive to a terminal (pipe it: "
+				  "vmm cp %s - | tar -tf -)", remote);
 	if (fields_for(fields, sizeof(fields), "tar_get", remote, arcname, follow, 0))
-		return -ENAMETOOLONG;
-	fd = tar_open(a, fields, remote, 0);
+		return cli_seterr(o->err, sizeof(o->err), -ENAMETOOLONG, "%s: %s", remote, strerror(ENAMETOOLONG));
+	fd = tar_open(a, fields, remote, 0, o);
 	if (fd < 0)
 		return fd;
-	r = get_into(fd, NULL, STDOUT_FILENO, remote, NULL);
+	r = get_into(fd, NULL, out_fd, remote, o, 0);
 	close(fd);
 	return r;
 }

@@ -621,7 +621,7 @@ static int kill_vmm(const struct sandbox *sb, pid_t pid, int pfd)
 
 static int stop_vmm(struct sandbox_status *st, pid_t pid, int pfd, unsigned graceful_ms)
 {
-	char reply[1024];
+	char reply[1024], err[600];
 	int r;
 
 	if (graceful_ms) {
@@ -632,15 +632,15 @@ static int stop_vmm(struct sandbox_status *st, pid_t pid, int pfd, unsigned grac
 			log_warn("sandbox %s: cannot resume it to power it off", st->sb.name);
 		/* Through the guest: its processes get SIGTERM, filesystems
 		 * are synced, it powers off. */
-		if ((r = api_shutdown(&a)) == 0 && wait_gone(st->sb.dir, pfd, graceful_ms) == 0)
+		if ((r = api_shutdown(&a, err, sizeof(err))) == 0 && wait_gone(st->sb.dir, pfd, graceful_ms) == 0)
 			return 0;
 		/* Only a guest that took the request had the time to power off. */
 		if (r == 0)
 			log_warn("sandbox %s did not power off within %.1f s: stopping it", st->sb.name,
 				 graceful_ms / 1000.0);
 		else
-			log_warn("sandbox %s: its guest did not take the shutdown request: stopping its VM",
-				 st->sb.name);
+			log_warn("sandbox %s: its guest did not take the shutdown request (%s): stopping its VM",
+				 st->sb.name, err);
 	}
 	if (control_call(st->sb.control, "{\"op\":\"stop\"}", reply, sizeof(reply), 5000) == 0 &&
 	    wait_gone(st->sb.dir, pfd, 5000) == 0)

@@ -343,20 +343,42 @@ int cli_proc_stat(pid_t pid, char *state, unsigned long long *start)
 	return 0;
 }
 
-int cli_usage_error(const char *verb, const char *fmt, ...)
+int cli_seterr(char *err, size_t errlen, int r, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "vmm %s: ", verb);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " (see 'vmm %s --help')\n", verb);
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return r;
+}
+
+static void usage_vmsg(char *err, size_t errlen, const char *verb, const char *fmt, va_list ap)
+{
+	int n = vsnprintf(err, errlen, fmt, ap);
+
+	if (n >= 0 && (size_t)n < errlen)
+		snprintf(err + n, errlen - (size_t)n, " (see 'vmm %s --help')", verb);
+}
+
+int cli_usage_msg(char *err, size_t errlen, const char *verb, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		usage_vmsg(err, errlen, verb, fmt, ap);
+		va_end(ap);
+	}
 	return CLI_EXIT_USAGE;
 }
 
+
 /* The option getopt_long stopped at: "--name" (up to any '=') or "-c". */
-static int bad_option(const char *verb, char **argv, const char *sopts, const struct option *lopts)
+static int bad_option(char *err, size_t errlen, const char *verb, char **argv, const char *sopts,
+		      const struct option *lopts)
 {
 	const char *arg = argv[optind - 1], *p;
 	size_t n;
@@ -365,41 +387,42 @@ static int bad_option(const char *verb, char **argv, const char *sopts, const st
 		n = strcspn(arg + 2, "=");
 		for (; lopts && lopts->name; lopts++)
 			if (strlen(lopts->name) == n && !strncmp(lopts->name, arg + 2, n))
-				return cli_usage_error(verb, lopts->has_arg == required_argument ?
+				return cli_usage_msg(err, errlen, verb, lopts->has_arg == required_argument ?
 							     "option '--%.*s' needs a value" :
 							     "option '--%.*s' takes no value", (int)n, arg + 2);
-		return cli_usage_error(verb, "unknown option '--%.*s'", (int)n, arg + 2);
+		return cli_usage_msg(err, errlen, verb, "unknown option '--%.*s'", (int)n, arg + 2);
 	}
 	p = strchr(sopts, optopt);
 	if (p && optopt != ':' && optopt != '+' && p[1] == ':')
-		return cli_usage_error(verb, "option '-%c' needs a value", optopt);
-	return cli_usage_error(verb, "unknown option '-%c'", optopt);
+		return cli_usage_msg(err, errlen, verb, "option '-%c' needs a value", optopt);
+	return cli_usage_msg(err, errlen, verb, "unknown option '-%c'", optopt);
 }
 
-int cli_getopt(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb)
+int cli_getopt_msg(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb, char *err,
+		   size_t errlen)
 {
 	int opt;
 
 	opterr = 0; /* getopt's own message is replaced by ours, one line */
 	opt = getopt_long(argc, argv, sopts, lopts, NULL);
 	if (opt == '?' || opt == ':') {
-		bad_option(verb, argv, sopts, lopts);
+		bad_option(err, errlen, verb, argv, sopts, lopts);
 		return '?';
 	}
 	return opt;
 }
 
-int cli_bad_arg(const char *verb, const char *arg, const char *valued)
+int cli_bad_arg_msg(char *err, size_t errlen, const char *verb, const char *arg, const char *valued)
 {
 	size_t n = strlen(arg);
 	const char *p;
 
 	for (p = valued; p && arg[0] == '-' && (p = strstr(p, arg)); p += n)
 		if ((p == valued || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
-			return cli_usage_error(verb, "option '%s' needs a value", arg);
+			return cli_usage_msg(err, errlen, verb, "option '%s' needs a value", arg);
 	if (arg[0] == '-' && arg[1])
-		return cli_usage_error(verb, "unknown option '%s'", arg);
-	return cli_usage_error(verb, "unexpected argument '%s'", arg);
+		return cli_usage_msg(err, errlen, verb, "unknown option '%s'", arg);
+	return cli_usage_msg(err, errlen, verb, "unexpected argument '%s'", arg);
 }
 
 int cli_cache_file(const char *name, char *buf, size_t len)

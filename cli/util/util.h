@@ -28,17 +28,27 @@ long long cli_mono_ms(void);
 #define CLI_EXIT_ERROR 1
 #define CLI_EXIT_USAGE 2
 
-/* A usage mistake in one line: "vmm VERB: MESSAGE (see 'vmm VERB --help')".
- * Returns CLI_EXIT_USAGE. */
-int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The one way a subsystem under cli/ hands an error up (docs/ARCHITECTURE.md,
+ * "Errors"): the message, one line without "vmm VERB: " or a newline, goes
+ * into err[errlen] (if err and errlen) and r, 0 or -errno, comes back; the
+ * verb prints it. No subsystem writes to stderr itself. */
+int cli_seterr(char *err, size_t errlen, int r, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* A usage mistake as one line, "MESSAGE (see 'vmm VERB --help')", into
+ * err (the verb prints it after "vmm VERB: ": cli_usage_error and the
+ * other printers are the verbs', cli/verbs.h). Returns CLI_EXIT_USAGE. */
+int cli_usage_msg(char *err, size_t errlen, const char *verb, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 struct option;
-/* getopt_long that reports an unknown option or a missing value with
- * cli_usage_error (getopt's own messages off) and then returns '?'. */
-int cli_getopt(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb);
-/* A hand-parsed verb's argument it does not take, with cli_usage_error:
- * one of `valued` (its options that take a value, space-separated; may be
- * NULL) missing its value, an unknown option, or an extra word. */
-int cli_bad_arg(const char *verb, const char *arg, const char *valued);
+/* getopt_long with an unknown option or a missing value said in err
+ * with cli_usage_msg (getopt's own messages off); then returns '?'. */
+int cli_getopt_msg(int argc, char **argv, const char *sopts, const struct option *lopts, const char *verb, char *err,
+		   size_t errlen);
+/* A hand-parsed verb's argument it does not take, into err with
+ * cli_usage_msg: one of `valued` (its options that take a value,
+ * space-separated; may be NULL) missing its value, an unknown option, or
+ * an extra word. Returns CLI_EXIT_USAGE. */
+int cli_bad_arg_msg(char *err, size_t errlen, const char *verb, const char *arg, const char *valued);
 /* Parses a duration: seconds, or a number with s, m, h or d. 0 or -EINVAL. */
 int cli_parse_duration(const char *s, long long *secs);
 /* "45s", "12m", "3h05m", "2d". */

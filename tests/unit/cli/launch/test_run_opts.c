@@ -92,7 +92,8 @@ static int parse(struct fx *f, int restore, int api, char **argv)
 	return r ? r : run_opts_check(&f->o, argc, argv);
 }
 
-/* parse() with stderr captured into err (the usage line). */
+/* parse() with what it says into err: the refusal it hands up (o.err,
+ * the usage line the verb prints) after anything logged on stderr. */
 static int parse_err(struct fx *f, int restore, int api, char **argv, char *err, size_t len)
 {
 	FILE *tmp = tmpfile();
@@ -111,6 +112,7 @@ static int parse_err(struct fx *f, int restore, int api, char **argv, char *err,
 	n = fread(err, 1, len - 1, tmp);
 	err[n] = '\0';
 	fclose(tmp);
+	snprintf(err + n, len - n, "%s", f->o.err);
 	return r;
 }
 

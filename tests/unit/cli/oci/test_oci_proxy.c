@@ -36,11 +36,6 @@ void oci_vm_remove(const struct oci_ctx *c, const char *id)
 {
 	(void)c, (void)id;
 }
-int oci_fail(const struct oci_ctx *c, const char *fmt, ...)
-{
-	(void)c, (void)fmt;
-	return 1;
-}
 void oci_info(const struct oci_ctx *c, const char *fmt, ...)
 {
 	(void)c, (void)fmt;
@@ -184,7 +179,7 @@ static void exec_proxy_forwards_signals(void **state)
 
 		dup2(nul, 0);
 		dup2(nul, 1);
-		_exit(oci_exec_proxy(&a, "\"op\":\"exec\"", &p, -1) & 0xff);
+		_exit(oci_exec_proxy(&a, "\"op\":\"exec\"", &p, -1, NULL, 0) & 0xff);
 	}
 	conn = accept(l, NULL, NULL);
 	assert_true(conn >= 0);
