@@ -117,9 +117,11 @@ static void cleanup(const struct oci_ctx *c, const char *id)
 {
 	char dir[PATH_MAX];
 
+	char err[640];
 	int r;
 
-	oci_vm_remove(c, id);
+	if (oci_vm_remove(c, id, err, sizeof(err)))
+		(void)oci_fail(c, "%s: %s", id, err);
 	if (oci_state_dir(c->root, id, dir, sizeof(dir)))
 		return;
 	/* once more after a moment: a VMM that was stopping may have
@@ -532,7 +534,7 @@ static int oci_kill(const struct oci_ctx *c, int argc, char **argv)
 static int oci_delete(const struct oci_ctx *c, int argc, char **argv)
 {
 	const char *id = NULL;
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], err[640];
 	struct oci_state st;
 	int i, force = 0, lock, r;
 
@@ -571,7 +573,8 @@ static int oci_delete(const struct oci_ctx *c, int argc, char **argv)
 	}
 	if (oci_proxy_alive(&st))
 		kill(st.pid, SIGKILL);
-	oci_vm_remove(c, id);
+	if (oci_vm_remove(c, id, err, sizeof(err)))
+		(void)oci_fail(c, "%s: %s", id, err);
 	{
 		/* runtime.md "Lifecycle" 12: poststop after the container is
 		 * gone; a bundle that is gone already has none to run */

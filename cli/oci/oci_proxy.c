@@ -235,7 +235,12 @@ int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_pro
 	/* The container's init is gone: so is the container (runc's stops
 	 * with it). The VM goes before we exit, so once the engine sees the
 	 * exit, state says stopped and nothing of it runs. */
-	oci_vm_remove(c, id);
+	{
+		char err[640];
+
+		if (oci_vm_remove(c, id, err, sizeof(err)))
+			oci_info(c, "%s: %s", id, err);
+	}
 	if (oci_exit_record(c->root, id, r))
 		oci_info(c, "%s: cannot record its exit status %d", id, r);
 	return r;

@@ -166,20 +166,21 @@ int oci_vm_net_record(const struct oci_ctx *c, const char *id, const char *nspat
 	return fclose(f) ? -EIO : 0;
 }
 
-void oci_vm_remove(const struct oci_ctx *c, const char *id)
+int oci_vm_remove(const struct oci_ctx *c, const char *id, char *rm_err, size_t rm_errlen)
 {
 	char *const args[] = { (char *)"vmm", (char *)"rm", (char *)"-f", (char *)OCI_VM_NAME, NULL };
 	char err[512], p[PATH_MAX + 8], text[PATH_MAX + IF_NAMESIZE + 4], *nl;
+	int r = 0;
 
 	/* A VM already gone (it went with the init) is no error; any
-	 * other failure is said, since whatever called us goes on to
-	 * remove the folder the VMM may still be running from. */
+	 * other failure is, since the caller goes on to remove the folder
+	 * the VMM may still be running from. */
 	if (vmm_cmd(c, id, args, err, sizeof(err)) && !strstr(err, "no sandbox named"))
-		(void)oci_fail(c, "%s: removing its VM: %s", id, err[0] ? err : "vmm rm -f failed");
+		r = cli_seterr(rm_err, rm_errlen, -EIO, "removing its VM: %s", err[0] ? err : "vmm rm -f failed");
 	/* the TAP went with the VMM; the veth's half of the redirect stays
 	 * until we take it away */
 	if (net_file(c, id, p, sizeof(p)) || cli_read_text(p, text, sizeof(text)))
-		return;
+		return r;
 	nl = strchr(text, '\n');
 	if (nl) {
 		char *ifname = nl + 1, *end = strchr(ifname, '\n');
@@ -191,6 +192,7 @@ void oci_vm_remove(const struct oci_ctx *c, const char *id)
 			oci_info(c, "%s: removing the ingress qdisc of %s in %s: %s", id, ifname, text, err);
 	}
 	unlink(p);
+	return r;
 }
 
 int oci_vm_addr(const struct oci_ctx *c, const char *id, struct sandbox *sb, struct sandbox_addr *a)

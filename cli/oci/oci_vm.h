@@ -39,9 +39,10 @@ void oci_info(const struct oci_ctx *c, const char *fmt, ...) __attribute__((form
  * why). */
 int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
 		unsigned nshares, const char *netopt, int nsfd, char *why, size_t whylen);
-/* Stops and removes id's VM (vmm rm -f; quiet when there is none),
- * then what it left on the veth (oci_vm_net_record). */
-void oci_vm_remove(const struct oci_ctx *c, const char *id);
+/* Stops and removes id's VM (vmm rm -f; none is no error), then what it
+ * left on the veth (oci_vm_net_record). 0, or -EIO with vmm rm's
+ * message in err when the VM may still be there. */
+int oci_vm_remove(const struct oci_ctx *c, const char *id, char *err, size_t errlen);
 /* Records that id's VM took nspath's veth ifname (ROOT/ID/net), so that
  * oci_vm_remove takes the veth's ingress qdisc away. 0 or -errno. */
 int oci_vm_net_record(const struct oci_ctx *c, const char *id, const char *nspath, const char *ifname);

@@ -32,9 +32,10 @@ int oci_vm_addr(const struct oci_ctx *c, const char *id, struct sandbox *sb, str
 	(void)c, (void)id, (void)sb, (void)a;
 	return -ENOENT;
 }
-void oci_vm_remove(const struct oci_ctx *c, const char *id)
+int oci_vm_remove(const struct oci_ctx *c, const char *id, char *err, size_t errlen)
 {
-	(void)c, (void)id;
+	(void)c, (void)id, (void)err, (void)errlen;
+	return 0;
 }
 void oci_info(const struct oci_ctx *c, const char *fmt, ...)
 {
