@@ -277,6 +277,7 @@ static void image_usage(FILE *out)
 		"                             --debian SUITE [--packages a,b,c] [--mirror URL] |\n"
 		"                             --busybox PATH] [--file SRC:DEST]... [--mem MiB]\n"
 		"                             [--cpus N] [--size SIZE] [--if-changed] [-q]\n"
+		"       vmm image build --builtin [python|node] [-t NAME] [--mirror URL] [-q]\n"
 		"       vmm image ls [--json]\n"
 		"       vmm image inspect NAME[:VERSION]\n"
 		"       vmm image rm [-f] NAME[:VERSION]...\n"
@@ -290,7 +291,11 @@ static void image_usage(FILE *out)
 		"once into numbered, immutable versions (NAME:1, NAME:2, ... NAME:latest).\n"
 		"`vmm run --image NAME[:VERSION]` starts a sandbox on a copy-on-write copy\n"
 		"of one; after `vmm image warm`, from its snapshot instead of a boot.\n"
-		"rm refuses a version a sandbox uses (-f: remove it anyway). Store:\n"
+		"rm refuses a version a sandbox uses (-f: remove it anyway).\n"
+		"build --builtin RECIPE builds one of vmm's own images from its recipe: python\n"
+		"(pip, venv, pytest, git, build tools) or node (node, npm, git), Debian\n"
+		"packages debootstrapped once on the host; again only when the recipe or\n"
+		"guest-init changed. build --builtin alone lists the recipes. Store:\n"
 		"$VMM_IMAGE_DIR, /var/lib/vmm/images as root, else ~/.local/state/vmm/images\n"
 		"(docs/images.md).\n");
 }
@@ -301,7 +306,12 @@ static int image_main(int argc, char **argv)
 	int i, r = 0, force = 0, json = 0;
 
 	if (!strcmp(sub, "build")) {
-		/* -f Dockerfile: the Dockerfile builder's (image_dockerfile.c) */
+		/* --builtin RECIPE: a recipe of the Dockerfile builder's
+		 * (image_builtin.c); -f Dockerfile: the builder's
+		 * (image_dockerfile.c) */
+		for (i = 2; i < argc; i++)
+			if (!strcmp(argv[i], "--builtin"))
+				return image_builtin_main(argc - 1, argv + 1);
 		for (i = 2; i < argc; i++)
 			if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--dockerfile"))
 				return image_dockerfile_main(argc - 1, argv + 1);

@@ -104,6 +104,8 @@ int image_build_main(int argc, char **argv);
 int image_warm_main(int argc, char **argv);
 /* image_dockerfile.c: vmm image build -f Dockerfile */
 int image_dockerfile_main(int argc, char **argv);
+/* image_builtin.c: vmm image build --builtin [RECIPE] */
+int image_builtin_main(int argc, char **argv);
 
 /* A new version whose tree someone else fills (pull, import): begin makes
  * NAME:N (BUILDING) with an empty staging tree; finish installs guest-init,
