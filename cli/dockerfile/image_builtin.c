@@ -7,8 +7,9 @@
  * defaults on top. A build is a new version of the image named after the
  * recipe (or -t NAME), recorded with the hash of its inputs (the recipe's
  * files, guest-init, the mirror): when the newest built version has the
- * same, nothing is built and that version is named. Without RECIPE, lists
- * the recipes. */
+ * same, nothing is built and that version is named (--refresh: built
+ * anyway, the Debian packages fetched again). Without RECIPE, lists the
+ * recipes. */
 #include "cli/dockerfile/image_dockerfile.h"
 #include "cli/images/images.h"
 #include "cli/util/util.h"
@@ -25,25 +26,8 @@
 
 struct builtin_args {
 	const char *recipe, *name, *mirror;
-	int quiet;
+	int quiet, refresh;
 };
-
-static void builtin_usage(FILE *out)
-{
-	fprintf(out,
-		"usage: vmm image build --builtin [RECIPE] [-t NAME] [--mirror URL] [-q]\n"
-		"Builds one of vmm's built-in images from its recipe (a Dockerfile in vmm's\n"
-		"lib folder, images/RECIPE/Dockerfile), as image RECIPE (or NAME): Debian\n"
-		"packages debootstrapped on the host (root, network, minutes the first time;\n"
-		"the tree is cached in $VMM_CACHE/build), guest-init as the sandbox API server.\n"
-		"Nothing is built when the newest version has the same inputs (the recipe,\n"
-		"guest-init, the mirror): that version is printed. Without RECIPE, lists the\n"
-		"recipes and what is built of each.\n"
-		"  -t, --tag NAME   the image's name (default: the recipe's)\n"
-		"  --mirror URL     the Debian mirror (default " DFI_DEFAULT_MIRROR ")\n"
-		"  -q, --quiet      no progress lines\n"
-		"Then: vmm run --image RECIPE (docs/images.md).\n");
-}
 
 /* argv: "build" and its arguments, --builtin among them. -1 to go on,
  * else the exit status. */
@@ -56,13 +40,13 @@ static int builtin_parse(int argc, char **argv, struct builtin_args *a)
 	for (i = 1; i < argc; i++) {
 		const char *o = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
-		if (!strcmp(o, "--help")) {
-			builtin_usage(stdout);
-			return 0;
-		} else if (!strcmp(o, "--builtin")) {
+		/* --help: main.c prints vmm image's usage, which has --builtin's */
+		if (!strcmp(o, "--builtin")) {
 			continue;
 		} else if (!strcmp(o, "-q") || !strcmp(o, "--quiet")) {
 			a->quiet = 1;
+		} else if (!strcmp(o, "--refresh")) {
+			a->refresh = 1;
 		} else if (o[0] != '-') {
 			if (a->recipe)
 				return cli_usage_error("image build", "--builtin %s %s: one recipe at a time", a->recipe, o);
@@ -293,7 +277,7 @@ int image_builtin_main(int argc, char **argv)
 	}
 	if (!a.name)
 		a.name = a.recipe;
-	if (newest_built(a.name, inputs, &v)) {
+	if (!a.refresh && newest_built(a.name, inputs, &v)) {
 		if (!a.quiet)
 			fprintf(stderr, "vmm image build: %s:%u is up to date (recipe %s, inputs %s)\n", a.name, v,
 				a.recipe, inputs);
@@ -310,6 +294,7 @@ int image_builtin_main(int argc, char **argv)
 	o.inputs = inputs;
 	o.run_mem = 512;
 	o.quiet = a.quiet;
+	o.refresh = a.refresh;
 	if ((r = dfi_build_image(&o)))
 		return r;
 	if (!a.quiet)

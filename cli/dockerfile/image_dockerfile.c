@@ -275,13 +275,13 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: vmm image build [NAME] -f DOCKERFILE [-t NAME] [--build-arg NAME=VALUE]...\n"
 		"                       [--target STAGE] [--no-cache] [--run-mem MiB] [--mirror URL]\n"
-		"                       [-q] [CONTEXT]\n"
+		"                       [--refresh] [-q] [CONTEXT]\n"
 		"Builds an image version from a Dockerfile (docs/images.md). CONTEXT (default .)\n"
 		"is where COPY and ADD take their files (.dockerignore applies). RUN steps run\n"
 		"in a sandbox booted from the step's root filesystem (--run-mem, default 512),\n"
 		"without network: packages come from a base `FROM debootstrap:SUITE+PKG,PKG`\n"
 		"(Debian SUITE debootstrapped on the host with those packages; root; --mirror,\n"
-		"default " DFI_DEFAULT_MIRROR ").\n"
+		"default " DFI_DEFAULT_MIRROR "; cached: --refresh fetches it again).\n"
 		"Steps are cached in $VMM_CACHE/build (~/.cache/vmm/build).\n");
 }
 
@@ -316,6 +316,8 @@ static int parse_args(int argc, char **argv, struct dfi_build *o, const char **a
 			return 0;
 		} else if (!strcmp(a, "--no-cache")) {
 			o->no_cache = 1;
+		} else if (!strcmp(a, "--refresh")) {
+			o->refresh = 1;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
 			o->quiet = 1;
 		} else if (a[0] != '-') {
@@ -460,6 +462,7 @@ int dfi_build_image(const struct dfi_build *o)
 	bo.target = o->target;
 	bo.cache = cache;
 	bo.no_cache = o->no_cache;
+	bo.refresh_bases = o->refresh;
 	bo.progress = o->quiet ? NULL : stderr;
 	if (stat(o->context, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "vmm image build: %s: the build context must be a directory\n", o->context);

@@ -21,6 +21,7 @@ struct dfi_build {
 	const char *inputs;            /* image.json's inputs, or NULL */
 	unsigned run_mem;              /* MiB of a RUN step's sandbox */
 	int no_cache, quiet;
+	int refresh;                   /* base trees made again (dfb_options) */
 };
 
 /* Builds o->file into a new version of o->name (prints NAME:VERSION):

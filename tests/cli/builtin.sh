@@ -82,6 +82,8 @@ run 0 image build --builtin demo -q && [ "$(cat "$tmp/out")" = demo:3 ] &&
 	ok "a changed guest-init: demo:3" || bad "changed guest-init: $(cat "$tmp/out")"
 run 0 image build --builtin demo -q --mirror http://mirror.example/debian && [ "$(cat "$tmp/out")" = demo:4 ] &&
 	ok "another mirror: demo:4 (the mirror is an input)" || bad "--mirror: $(cat "$tmp/out")"
+run 0 image build --builtin demo --refresh -q --mirror http://mirror.example/debian && [ "$(cat "$tmp/out")" = demo:5 ] &&
+	ok "--refresh with the same inputs: built anyway, demo:5" || bad "--refresh: $(cat "$tmp/out") $(cat "$tmp/err")"
 run 0 image build --builtin demo -t mydemo -q && [ "$(cat "$tmp/out")" = mydemo:1 ] && [ "$(field mydemo source)" = builtin:demo ] &&
 	ok "-t mydemo: the recipe built as mydemo:1" || bad "-t: $(cat "$tmp/out") $(cat "$tmp/err")"
 
@@ -105,7 +107,7 @@ run 1 image build --builtin badfrom && grep -q "debootstrap:SUITE\[+PACKAGE,PACK
 	bad "debootstrap:-evil: $(cat "$tmp/err")"
 run 1 image build --builtin badpkg && grep -q "Debian names" "$tmp/err" && ok "FROM debootstrap: with a bad package name: refused" ||
 	bad "bad package: $(cat "$tmp/err")"
-[ "$(versions demo)" = 4 ] && ok "demo has 4 versions: nothing else was built" || bad "demo versions: $(versions demo)"
+[ "$(versions demo)" = 5 ] && ok "demo has 5 versions: nothing else was built" || bad "demo versions: $(versions demo)"
 
 echo "builtin: $pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
