@@ -57,8 +57,8 @@ static int builtin_parse(int argc, char **argv, struct builtin_args *a)
 			*(!strcmp(o, "--mirror") ? &a->mirror : &a->name) = val;
 			i++;
 		} else {
-			return cli_usage_error("image build", "%s: not an option of --builtin (a recipe names its "
-							      "own source: vmm image build --builtin --help)", o);
+			return cli_usage_error("image build", "%s: not an option of --builtin (a recipe names its own source)",
+					       o);
 		}
 	}
 	if (a->recipe && !image_name_ok(a->recipe))
@@ -126,7 +126,8 @@ next:
 	return r;
 }
 
-/* The recipe folder's files, guest-init, the mirror: 16 hex digits. */
+/* The recipe folder's files, guest-init, the mirror, how debootstrap:
+ * trees are made: 16 hex digits. */
 static int recipe_inputs(const char *dir, const char *guest_init, const char *mirror, char out[32])
 {
 	struct oci_hash h;
@@ -136,6 +137,7 @@ static int recipe_inputs(const char *dir, const char *guest_init, const char *mi
 	if ((r = oci_hash_init(&h)))
 		return r;
 	oci_hash_update(&h, "vmm-builtin-1", 14);
+	oci_hash_update(&h, dfi_debootstrap_method(), strlen(dfi_debootstrap_method()) + 1);
 	if (!(r = hash_tree(&h, dir, "", 0)) && !(r = hash_file(&h, guest_init)))
 		oci_hash_update(&h, mirror, strlen(mirror) + 1);
 	oci_hash_final(&h, d);

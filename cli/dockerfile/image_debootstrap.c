@@ -6,7 +6,8 @@
  * FROM step's entry in the step cache (dockerfile_cache.c: dfb_base_tree),
  * keyed by the suite, the packages and the mirror, so it is fetched once.
  * Trimmed like Debian's slim container images: no .deb archives, no apt
- * lists, no manual pages, info or documentation but the copyright files.
+ * lists, no manual pages, info or documentation but the copyright files;
+ * /etc/hosts written, the build host's /etc/resolv.conf removed.
  * `debootstrap:` is never a registry reference (a Docker Hub image of that
  * name is docker.io/library/debootstrap:TAG). */
 #include "cli/dockerfile/image_dockerfile.h"
@@ -25,7 +26,12 @@
 #define PREFIX "debootstrap:"
 #define MIRROR_SEP " mirror="
 /* How the tree is made, in the cache's key: a new way, a new tree. */
-#define FILL_VERSION " fill=apt-1"
+#define FILL_VERSION " fill=apt-2"
+
+const char *dfi_debootstrap_method(void)
+{
+	return FILL_VERSION + 1;
+}
 
 int dfi_is_debootstrap(const char *ref)
 {
@@ -251,6 +257,33 @@ out:
 	return st ? -EIO : 0;
 }
 
+/* What Debian's installer writes and debootstrap does not: /etc/hosts
+ * (without it "localhost" goes to DNS, and a sandbox without a network
+ * has none: every server a test starts on localhost is unreachable by
+ * name), with the sandbox's hostname (guest-init's /etc/hostname). The
+ * build host's /etc/resolv.conf, which debootstrap copied in, goes:
+ * guest-init writes one when the sandbox has a network (--net ...,dns=). */
+static int etc_files(const char *dir)
+{
+	static const char hosts[] = "127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n"
+				    "::1\tlocalhost ip6-localhost ip6-loopback\n"
+				    "ff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n";
+	char p[PATH_MAX + 32];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/etc/resolv.conf", dir);
+	if (unlink(p) < 0 && errno != ENOENT)
+		return -errno;
+	snprintf(p, sizeof(p), "%s/etc/hosts", dir);
+	if ((fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
+		return errno == EEXIST ? 0 : -errno;
+	if (write(fd, hosts, sizeof(hosts) - 1) != (ssize_t)sizeof(hosts) - 1) {
+		close(fd);
+		return -EIO;
+	}
+	return close(fd) < 0 ? -errno : 0;
+}
+
 int dfi_debootstrap_fill(const char *id, const char *dir, int quiet, char *err, size_t errlen)
 {
 	char suite[80], pkgs[4096] = "", mirror[1024], logp[PATH_MAX + 32], kept[PATH_MAX + 32], last[200], what[160];
@@ -297,5 +330,9 @@ int dfi_debootstrap_fill(const char *id, const char *dir, int quiet, char *err, 
 		return -EIO;
 	}
 	trim(dir);
+	if ((st = etc_files(dir))) {
+		snprintf(err, errlen, "writing /etc/hosts in the tree: %s", strerror(-st));
+		return st;
+	}
 	return 0;
 }

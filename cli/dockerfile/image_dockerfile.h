@@ -30,6 +30,8 @@ int dfi_build_image(const struct dfi_build *o);
 
 /* FROM debootstrap:SUITE[+PKG,...] (image_debootstrap.c). */
 int dfi_is_debootstrap(const char *ref);
+/* How the trees are made ("fill=apt-2"): a built-in recipe's inputs. */
+const char *dfi_debootstrap_method(void);
 /* Checks ref (names, root, debootstrap there) and writes its cache id
  * (ref and mirror). 0, or -errno with a message in err. */
 int dfi_debootstrap_resolve(const char *ref, const char *mirror, char *id, size_t idlen, char *err, size_t errlen);

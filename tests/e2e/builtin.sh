@@ -73,6 +73,16 @@ if bboot bpy python; then
 		printf "h: h.c\n\tcc -O2 -o h h.c\n" > /tmp/Makefile && make -s -C /tmp h && /tmp/h; echo "st=$?"')
 	[ "$got" = "built
 st=42" ] && ok "builtin: make and gcc build a C program that runs" || bad "builtin: C build: $got"
+	# A server on localhost, reached by that name (/etc/hosts: without it
+	# the name goes to DNS, which a sandbox without a network lacks).
+	got=$(bx bpy python3 -c 'import socket
+s = socket.create_server(("localhost", 0))
+c = socket.create_connection(("localhost", s.getsockname()[1]))
+a, _ = s.accept()
+c.sendall(b"hi")
+print(a.recv(2).decode(), socket.gethostbyname("localhost"), socket.gethostbyname(socket.gethostname()))')
+	[ "$got" = "hi 127.0.0.1 127.0.1.1" ] && ok "builtin: localhost and the hostname resolve; a TCP server on localhost answers" ||
+		bad "builtin: localhost: $got"
 
 	timeout 120 "$vmm" cp "$bdir/builtin-py" bpy:/root/tally > /dev/null 2> "$tmp/bcp.err" || bad "builtin: vmm cp of the project: $(cat "$tmp/bcp.err")"
 	out=$(timed bpy /root/tally 'python3 -m pytest -q -p no:cacheprovider')
@@ -104,10 +114,13 @@ fi
 "$vmm" rm -f bpy > /dev/null 2>&1
 
 if bboot bnode node; then
-	got=$(bx bnode sh -c 'node --version; npm --version; git --version')
+	got=$(bx bnode sh -c 'node --version; npm --version; git --version
+		node -e "require(\"dns\").lookup(\"localhost\", {family: 4}, (e, a) => console.log(e ? e.code : a))"')
 	[[ "$got" == v[0-9]*"
 "[0-9]*"
-git version"* ]] && ok "builtin: node has node, npm and git ($(echo $got | cut -d' ' -f1-2))" || bad "builtin: node's tools: $got"
+git version"*"
+127.0.0.1" ]] && ok "builtin: node has node, npm and git ($(echo $got | cut -d' ' -f1-2)); localhost resolves" ||
+		bad "builtin: node's tools: $got"
 	timeout 120 "$vmm" cp "$bdir/builtin-node" bnode:/root/wordcount > /dev/null 2> "$tmp/bcp.err" || bad "builtin: vmm cp of the package: $(cat "$tmp/bcp.err")"
 	out=$(timed bnode /root/wordcount 'npm test')
 	node_ms=$(ms_of "$out")
