@@ -82,7 +82,8 @@ KERNEL_VARIANT ?= $(if $(EMULATING_HOST),emulating,hw)
 KERNEL_INPUTS  := boot/kernel/build.sh boot/kernel/config.fragment $(wildcard boot/kernel/patches-emulating/*.patch)
 
 .PHONY: all
-all: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4 guests base-image
+all: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4 guests base-image \
+     $(BUILD)/images/.copied
 
 # ---- objects, per build flavour ----------------------------------------
 # $(call objs,FLAVOUR,SRCS)
@@ -233,6 +234,13 @@ base-image: $(BUILD)/vmm $(BUILD)/guest/guest-init
 	$(Q)test -x $(BUSYBOX) || { echo "$(BUSYBOX) missing: install busybox-static (make deps)" >&2; exit 1; }
 	@$(if $(Q),echo "  IMAGE   base (vmm image build base --busybox $(BUSYBOX))")
 	$(Q)$(BUILD)/vmm image build base --busybox $(BUSYBOX) --if-changed -q > /dev/null
+
+# The built-in images' recipes (images/RECIPE/Dockerfile, `vmm image build
+# --builtin`) where vmm looks for them: its lib folder (the build tree here,
+# PREFIX/lib/vmm installed), copied whole so a removed recipe goes too.
+$(BUILD)/images/.copied: $(wildcard boot/images/*/*)
+	@$(if $(Q),echo "  COPY    boot/images/ (built-in recipes)")
+	$(Q)rm -rf $(BUILD)/images && mkdir -p $(BUILD)/images && cp -r boot/images/. $(BUILD)/images/ && touch $@
 
 # The test initramfs: the default one plus the guest sides of the e2e tests
 # and benchmarks (blkbench, vsock_test).
@@ -517,7 +525,7 @@ e2e-lib-test:
 # The CLI on disk locks and made-up sandboxes in a scratch state
 # directory: seconds, no KVM.
 .PHONY: cli-test
-cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
+cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init $(BUILD)/images/.copied
 	$(Q)tests/cli/state.sh $(BUILD)/vmm Makefile $(BUILD)/tools/guest-init
 	$(Q)tests/cli/habits.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/standby.sh $(BUILD)/vmm
@@ -525,6 +533,7 @@ cli-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)tests/cli/image_stage.sh $(BUILD)/vmm
 	$(Q)tests/cli/image_base.sh $(BUILD)/vmm
 	$(Q)tests/cli/dockerfile.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
+	$(Q)tests/cli/builtin.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
 	$(Q)python3 tests/cli/bench_peers.py
 	$(Q)python3 tests/cli/bench_report.py
 	$(Q)tests/cli/unpack_cache.sh $(BUILD)/vmm $(BUILD)/tools/guest-init
@@ -559,16 +568,20 @@ api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 
 # The e2e parts' Debian images, made on the host first (the vmhost VM has
 # no network; tests/e2e/debian_image.sh): the egress part's HTTPS clients,
-# the workloads part's namespace, netfilter and squashfs tools and python3.
+# the workloads part's namespace, netfilter and squashfs tools and python3;
+# the builtin part's python and node images (vmm image build --builtin,
+# tests/e2e/builtin_images.sh: the product's own build, cached by inputs).
 E2E_EGRESS_PACKAGES    := curl,python3-requests,git,ca-certificates
 E2E_WORKLOADS_PACKAGES := python3,iproute2,nftables,iptables,squashfs-tools
 e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
      $(BUILD)/initramfs.cpio $(BUILD)/guest/guest-init $(BUILD)/vmm.1 $(BUILD)/guest/lockcount \
-     $(BUILD)/guest/sqlitecount
+     $(BUILD)/guest/sqlitecount $(BUILD)/vmm-tls $(BUILD)/images/.copied
 	$(call kvm_where,e2e,e2e)
 	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh egress $(E2E_EGRESS_PACKAGES) $(BUILD)/vmm $(BUILD)/egress-clients.ext4)
 	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh workloads $(E2E_WORKLOADS_PACKAGES) $(BUILD)/vmm $(BUILD)/workloads.ext4)
+	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/builtin_images.sh $(BUILD)/vmm $(BUILD)/builtin-images)
 	$(Q)VMM_E2E_EGRESS_IMAGE=$(abspath $(BUILD)/egress-clients.ext4) VMM_E2E_WORKLOADS_IMAGE=$(abspath $(BUILD)/workloads.ext4) \
+		VMM_E2E_BUILTIN_STORE=$(abspath $(BUILD)/builtin-images) \
 		$(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm
 
@@ -720,7 +733,7 @@ $(BUILD)/vmm.1: $(BUILD)/vmm cli/install/mkman.sh
 
 .PHONY: install uninstall
 KERNEL_IMAGE ?= $(BUILD)/kernel/vmlinux
-install: $(BUILD)/vmm $(BUILD)/vmm.1
+install: $(BUILD)/vmm $(BUILD)/vmm.1 $(BUILD)/images/.copied
 	$(Q)test -f $(KERNEL_IMAGE) || { echo "make install: no $(KERNEL_IMAGE): run 'make' first (or KERNEL_IMAGE=PATH)" >&2; exit 1; }
 	$(Q)install -d $(BINDIR) $(LIBDIR)/kernel $(LIBDIR)/guest $(MAN1DIR) $(COMPDIR)
 	$(Q)install -m 755 $(BUILD)/vmm $(BINDIR)/vmm
@@ -732,6 +745,7 @@ install: $(BUILD)/vmm $(BUILD)/vmm.1
 	$(Q)for f in guest-init vmmctl; do \
 		if [ -f $(BUILD)/guest/$$f ]; then install -m 755 $(BUILD)/guest/$$f $(LIBDIR)/guest/$$f; fi; done
 	$(Q)if [ -x $(BUSYBOX) ]; then install -m 755 $(BUSYBOX) $(LIBDIR)/busybox; fi
+	$(Q)rm -rf $(LIBDIR)/images && install -d $(LIBDIR)/images && cp -r boot/images/. $(LIBDIR)/images/
 	$(Q)install -m 644 $(BUILD)/vmm.1 $(MAN1DIR)/vmm.1
 	$(Q)install -m 644 cli/install/vmm.bash $(COMPDIR)/vmm
 	@echo "installed vmm in $(BINDIR), its kernel and images in $(LIBDIR)"
@@ -740,4 +754,5 @@ uninstall:
 	$(Q)rm -f $(BINDIR)/vmm $(BINDIR)/vmm-tls $(BINDIR)/vmm-oci $(MAN1DIR)/vmm.1 $(COMPDIR)/vmm
 	$(Q)rm -f $(LIBDIR)/kernel/vmlinux $(LIBDIR)/initramfs.cpio $(LIBDIR)/rootfs.ext4 \
 		$(LIBDIR)/guest/guest-init $(LIBDIR)/guest/vmmctl $(LIBDIR)/busybox
+	$(Q)rm -rf $(LIBDIR)/images
 	$(Q)rmdir $(LIBDIR)/kernel $(LIBDIR)/guest $(LIBDIR) 2> /dev/null || true

@@ -278,6 +278,7 @@ static void image_usage(FILE *out)
 		"                             --debian SUITE [--packages a,b,c] [--mirror URL] |\n"
 		"                             --busybox PATH] [--file SRC:DEST]... [--mem MiB]\n"
 		"                             [--cpus N] [--size SIZE] [--if-changed] [-q]\n"
+		"       vmm image build --builtin [python|node] [-t NAME] [--mirror URL] [--refresh] [-q]\n"
 		"       vmm image ls [--json]\n"
 		"       vmm image inspect NAME[:VERSION]\n"
 		"       vmm image rm [-f] NAME[:VERSION]...\n"
@@ -291,7 +292,14 @@ static void image_usage(FILE *out)
 		"once into numbered, immutable versions (NAME:1, NAME:2, ... NAME:latest).\n"
 		"`vmm run --image NAME[:VERSION]` starts a sandbox on a copy-on-write copy\n"
 		"of one; after `vmm image warm`, from its snapshot instead of a boot.\n"
-		"rm refuses a version a sandbox uses (-f: remove it anyway). Store:\n"
+		"rm refuses a version a sandbox uses (-f: remove it anyway).\n"
+		"build --builtin RECIPE builds one of vmm's own images from its recipe (vmm's\n"
+		"lib folder, images/RECIPE/Dockerfile) as image RECIPE (-t: NAME): python (pip,\n"
+		"venv, pytest, git, build tools) or node (node, npm, git), Debian packages\n"
+		"debootstrapped on the host (root; network the first time: the tree is cached\n"
+		"in $VMM_CACHE/build); a new version only when the recipe, guest-init or\n"
+		"--mirror changed (else it prints the current one), or with --refresh (the\n"
+		"packages fetched again). build --builtin alone lists the recipes. Store:\n"
 		"$VMM_IMAGE_DIR, /var/lib/vmm/images as root, else ~/.local/state/vmm/images\n"
 		"(docs/images.md).\n");
 }
@@ -316,7 +324,12 @@ static int image_main(int argc, char **argv)
 	int i, r = 0, force = 0, json = 0;
 
 	if (!strcmp(sub, "build")) {
-		/* -f Dockerfile: the Dockerfile builder's (image_dockerfile.c) */
+		/* --builtin RECIPE: a recipe of the Dockerfile builder's
+		 * (image_builtin.c); -f Dockerfile: the builder's
+		 * (image_dockerfile.c) */
+		for (i = 2; i < argc; i++)
+			if (!strcmp(argv[i], "--builtin"))
+				return image_cmd(image_builtin_main, argc, argv);
 		for (i = 2; i < argc; i++)
 			if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--dockerfile"))
 				return image_cmd(image_dockerfile_main, argc, argv);

@@ -84,6 +84,12 @@ int image_dockerfile_main(int argc, char **argv, struct image_out *out)
 	return unreachable("vmm image build -f") ? CLI_EXIT_ERROR : 0;
 }
 
+int image_builtin_main(int argc, char **argv, struct image_out *out)
+{
+	(void)argc, (void)argv, (void)out;
+	return unreachable("vmm image build --builtin") ? CLI_EXIT_ERROR : 0;
+}
+
 int image_pull_main(int argc, char **argv, struct image_out *out)
 {
 	(void)argc, (void)argv, (void)out;

@@ -45,6 +45,7 @@ struct dfb_options {
 	const char *target;         /* stage name, or NULL for the last */
 	const char *cache;          /* the step cache directory (created) */
 	int no_cache;               /* do not reuse steps (still records them) */
+	int refresh_bases;          /* make base images' trees again (FROM debootstrap: fetches newer packages) */
 	FILE *progress;             /* STEP lines (NULL: none) */
 };
 

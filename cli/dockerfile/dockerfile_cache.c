@@ -144,7 +144,7 @@ int dfb_base_tree(struct builder *b, const char *ref, const struct df_instr *in,
 		return dfb_berr(b, in, r, "%s", err[0] ? err : strerror(-r));
 	dfb_key_of("", "FROM", id, key);
 	snprintf(into->key, sizeof(into->key), "%s", key);
-	if (dfb_cache_hit(b, into, key, 1))
+	if (!b->o->refresh_bases && dfb_cache_hit(b, into, key, 1))
 		return 0;
 	into->src[0] = '\0';
 	if ((r = dfb_materialize(b, into, in)))

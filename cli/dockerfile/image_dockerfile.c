@@ -9,6 +9,7 @@
 #include "cli/util/util.h"
 #include "cli/dockerfile/dockerfile_parse.h"
 #include "cli/dockerfile/dockerfile_build.h"
+#include "cli/dockerfile/image_dockerfile.h"
 #include "cli/launch/launch.h"
 #include "vmm/base/log.h"
 
@@ -25,8 +26,8 @@
 struct real {
 	char self[PATH_MAX];
 	unsigned mem_mib;
-	int quiet;
 	FILE *progress; /* the verb's stderr, or NULL (-q) */
+	const char *mirror; /* FROM debootstrap: */
 };
 
 /* A vmm image version by its reference, quietly (NULL: not one). */
@@ -66,6 +67,8 @@ static int real_resolve(void *ctx, const char *ref, char *id, size_t idlen, char
 	size_t len;
 
 	*config = NULL;
+	if (dfi_is_debootstrap(ref))
+		return dfi_debootstrap_resolve(ref, rl->mirror, id, idlen, err, errlen);
 	if (find_image(ref, &im)) {
 		pulled_name(ref, name);
 		if (find_image(name, &im)) {
@@ -94,7 +97,8 @@ static int real_fill(void *ctx, const char *id, const char *dir, char *err, size
 	const char *at = strchr(id, '@');
 	int r;
 
-	(void)ctx;
+	if (dfi_is_debootstrap(id))
+		return dfi_debootstrap_fill(id, dir, ((struct real *)ctx)->progress, err, errlen);
 	snprintf(ref, sizeof(ref), "%.*s", (int)(at ? at - id : (ptrdiff_t)strlen(id)), id);
 	if (image_resolve(ref, &im)) {
 		snprintf(err, errlen, "%s: gone", ref);
@@ -272,10 +276,14 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: vmm image build [NAME] -f DOCKERFILE [-t NAME] [--build-arg NAME=VALUE]...\n"
-		"                       [--target STAGE] [--no-cache] [--run-mem MiB] [-q] [CONTEXT]\n"
+		"                       [--target STAGE] [--no-cache] [--run-mem MiB] [--mirror URL]\n"
+		"                       [--refresh] [-q] [CONTEXT]\n"
 		"Builds an image version from a Dockerfile (docs/images.md). CONTEXT (default .)\n"
 		"is where COPY and ADD take their files (.dockerignore applies). RUN steps run\n"
-		"in a sandbox booted from the step's root filesystem (--run-mem, default 512).\n"
+		"in a sandbox booted from the step's root filesystem (--run-mem, default 512),\n"
+		"without network: packages come from a base `FROM debootstrap:SUITE+PKG,PKG`\n"
+		"(Debian SUITE debootstrapped on the host with those packages; root; --mirror,\n"
+		"default " DFI_DEFAULT_MIRROR "; cached: --refresh fetches it again).\n"
 		"Steps are cached in $VMM_CACHE/build (~/.cache/vmm/build).\n");
 }
 
@@ -295,53 +303,42 @@ static int write_text(const char *dir, const char *name, const char *text)
 	return r;
 }
 
-int image_dockerfile_main(int argc, char **argv, struct image_out *out)
+/* The Dockerfile's options into o (args: room for argc build args):
+ * -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, struct dfi_build *o, const char **args, struct image_out *out)
 {
-	const char *file = NULL, *context = ".", *name = NULL, *target = NULL;
-	const char **args = calloc((size_t)argc + 1, sizeof(*args));
-	struct real rl = { .mem_mib = 512 };
-	struct dfb_options o = { 0 };
-	struct dfb_result res = { 0 };
-	struct dockerfile df = { 0 };
-	struct image_job *j = NULL;
-	char cache[PATH_MAX], path[PATH_MAX + 16], err[1024] = "", *text = NULL, src[600];
 	unsigned nargs = 0;
-	size_t len;
-	ssize_t n;
-	int i, r, ctx_given = 0, parsed = 0;
+	int i, ctx_given = 0;
 
-	if (!args)
-		return 1;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(a, "--help")) {
 			usage(out->result);
-			free(args);
 			return 0;
 		} else if (!strcmp(a, "--no-cache")) {
-			o.no_cache = 1;
+			o->no_cache = 1;
+		} else if (!strcmp(a, "--refresh")) {
+			o->refresh = 1;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-			rl.quiet = 1;
+			o->quiet = 1;
 		} else if (a[0] != '-') {
-			if (i == 1 && image_name_ok(a) && i + 1 < argc) {
-				name = a; /* vmm image build NAME -f F CONTEXT */
-			} else if (!ctx_given) {
-				context = a;
-				ctx_given = 1;
-			} else {
-				free(args);
+			if (i == 1 && image_name_ok(a) && i + 1 < argc)
+				o->name = a; /* vmm image build NAME -f F CONTEXT */
+			else if (!ctx_given)
+				o->context = a, ctx_given = 1;
+			else
 				return cli_usage_msg(out->err, sizeof(out->err), "image build", "%s: one CONTEXT only", a);
-			}
 		} else if (!val) {
-			free(args);
 			return cli_usage_msg(out->err, sizeof(out->err), "image build", "%s: unknown option, or its value is missing", a);
 		} else {
 			i++;
 			if (!strcmp(a, "-f") || !strcmp(a, "--dockerfile"))
-				file = val;
+				o->file = val;
 			else if (!strcmp(a, "-t") || !strcmp(a, "--tag"))
-				name = val;
+				o->name = val;
+			else if (!strcmp(a, "--mirror"))
+				o->mirror = val;
 			else if (!strcmp(a, "--build-arg")) {
 				if (!strchr(val, '=')) {
 					const char *env = getenv(val);
@@ -355,47 +352,105 @@ int image_dockerfile_main(int argc, char **argv, struct image_out *out)
 					args[nargs++] = val;
 				}
 			} else if (!strcmp(a, "--target"))
-				target = val;
+				o->target = val;
 			else if (!strcmp(a, "--run-mem")) {
 				unsigned long long m;
 
-				if (cli_parse_mib(val, &m) || m < 64 || m > (1ull << 20)) {
-					free(args);
+				if (cli_parse_mib(val, &m) || m < 64 || m > (1ull << 20))
 					return cli_usage_msg(out->err, sizeof(out->err), "image build", "--run-mem %s: MiB (64 or more)", val);
-				}
-				rl.mem_mib = (unsigned)m;
+				o->run_mem = (unsigned)m;
 			} else {
-				free(args);
 				return cli_usage_msg(out->err, sizeof(out->err), "image build", "%s: unknown option", a);
 			}
 		}
 	}
-	if (!name) {
-		free(args);
+	if (!o->name)
 		return cli_usage_msg(out->err, sizeof(out->err), "image build", "-f needs a name for the image: -t NAME");
+	if (strchr(o->name, ':'))
+		return cli_usage_msg(out->err, sizeof(out->err), "image build", "-t %s: a name only (versions are numbered)", o->name);
+	return -1;
+}
+
+int image_dockerfile_main(int argc, char **argv, struct image_out *out)
+{
+	const char **args = calloc((size_t)argc + 1, sizeof(*args));
+	struct dfi_build o = { .context = ".", .mirror = DFI_DEFAULT_MIRROR, .run_mem = 512 };
+	char path[PATH_MAX + 16], src[600];
+	int r;
+
+	if (!args)
+		return 1;
+	o.build_args = args;
+	if ((r = parse_args(argc, argv, &o, args, out)) < 0) {
+		if (!o.file) {
+			snprintf(path, sizeof(path), "%s/Dockerfile", o.context);
+			o.file = path;
+		}
+		snprintf(src, sizeof(src), "dockerfile:%.500s", o.file);
+		o.source = src;
+		r = dfi_build_image(&o, out);
 	}
-	if (name && strchr(name, ':')) {
-		free(args);
-		return cli_usage_msg(out->err, sizeof(out->err), "image build", "-t %s: a name only (versions are numbered)", name);
+	free(args); /* the asprintf'd --build-arg NAME values live until exit */
+	return r;
+}
+
+/* The built tree into a new version of o->name, with its config's
+ * defaults; 0 or 1. */
+static int make_version(const struct dfi_build *o, const struct dfb_result *res, struct image_out *out)
+{
+	struct oci_defaults *d = calloc(1, sizeof(*d));
+	struct image_job *j = NULL;
+	char from[PATH_MAX + 4], bad[160];
+	const char *cp[] = { "cp", "-a", "--reflink=auto", "--", from, NULL, NULL };
+	const char *msg = NULL;
+
+	if (image_job_begin(&j, o->name, o->source, 2, o->quiet, out)) {
+		free(d);
+		return 1;
 	}
-	if (!image_name_ok(name)) {
-		free(args);
-		return cli_usage_msg(out->err, sizeof(out->err), "image build", "'%s': names are 1-%d of a-z 0-9 . _ - (not 'latest')", name,
+	cp[5] = image_job_stage(j);
+	if (o->inputs)
+		snprintf(image_job_info(j)->inputs, sizeof(image_job_info(j)->inputs), "%s", o->inputs);
+	if (d && !oci_defaults_parse(res->config, strlen(res->config), d)) {
+		image_job_info(j)->mem_mib = d->mem_mib;
+		image_job_info(j)->cpus = d->cpus;
+		if (image_drives_set(image_job_info(j), d->drives, bad, sizeof(bad)))
+			msg = bad;
+	}
+	free(d);
+	image_job_step(j, "copying the built tree");
+	snprintf(from, sizeof(from), "%s/.", res->tree);
+	/* a bad label: FAILED with it, nothing copied */
+	if (!msg && cli_run_tool(cp, 0))
+		msg = "copying the built tree failed";
+	else if (!msg && write_text(image_job_info(j)->dir, "config.json", res->config))
+		msg = "writing config.json failed";
+	return image_job_finish(j, msg) ? 1 : 0;
+}
+
+int dfi_build_image(const struct dfi_build *o, struct image_out *out)
+{
+	struct real rl = { .mem_mib = o->run_mem, .mirror = o->mirror, .progress = o->quiet ? NULL : out->progress };
+	struct dfb_options bo = { 0 };
+	struct dfb_result res = { 0 };
+	struct dockerfile df = { 0 };
+	char cache[PATH_MAX], err[1024] = "", *text = NULL;
+	struct stat st;
+	size_t len;
+	ssize_t n;
+	int r = 1, parsed = 0;
+
+	if (!image_name_ok(o->name))
+		return cli_usage_msg(out->err, sizeof(out->err), "image build", "'%s': names are 1-%d of a-z 0-9 . _ - (not 'latest')", o->name,
 				       IMAGE_NAME_MAX);
-	}
-	if (!file) {
-		snprintf(path, sizeof(path), "%s/Dockerfile", context);
-		file = path;
-	}
 	n = readlink("/proc/self/exe", rl.self, sizeof(rl.self) - 1);
 	rl.self[n > 0 ? n : 0] = '\0';
-	r = 1;
-	if (oci_read_file(AT_FDCWD, file, 4 << 20, &text, &len)) {
-		cli_seterr(out->err, sizeof(out->err), 0, "%s: %s", file, strerror(errno ? errno : ENOENT));
+	if (oci_read_file(AT_FDCWD, o->file, 4 << 20, &text, &len)) {
+		cli_seterr(out->err, sizeof(out->err), 0, "%s: %s", o->file, strerror(errno ? errno : ENOENT));
 		goto out;
 	}
 	if (df_parse(text, len, &df, err, sizeof(err))) {
-		cli_seterr(out->err, sizeof(out->err), 0, "%s: %s", file, err);
+		cli_seterr(out->err, sizeof(out->err), 0, "%s: %s", o->file, err);
 		goto out;
 	}
 	parsed = 1;
@@ -404,57 +459,28 @@ int image_dockerfile_main(int argc, char **argv, struct image_out *out)
 		goto out;
 	}
 	snprintf(cache + strlen(cache) - 5, sizeof(cache) - strlen(cache) + 5, "build");
-	o.context = context;
-	o.build_args = args;
-	o.target = target;
-	o.cache = cache;
-	rl.progress = rl.quiet ? NULL : out->progress;
-	o.progress = rl.progress;
-	{
-		struct stat st;
-
-		if (stat(context, &st) < 0 || !S_ISDIR(st.st_mode)) {
-			cli_seterr(out->err, sizeof(out->err), 0, "%s: the build context must be a directory", context);
-			goto out;
-		}
+	bo.context = o->context;
+	bo.build_args = o->build_args;
+	bo.target = o->target;
+	bo.cache = cache;
+	bo.no_cache = o->no_cache;
+	bo.refresh_bases = o->refresh;
+	bo.progress = rl.progress;
+	if (stat(o->context, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		cli_seterr(out->err, sizeof(out->err), 0, "%s: the build context must be a directory", o->context);
+		goto out;
 	}
-	if (dfb_build(&df, &o, &real_ops, &rl, &res, err, sizeof(err))) {
-		cli_seterr(out->err, sizeof(out->err), 0, "%s: %s", file, err);
+	if (dfb_build(&df, &bo, &real_ops, &rl, &res, err, sizeof(err))) {
+		cli_seterr(out->err, sizeof(out->err), 0, "%s: %s", o->file, err);
 		goto out;
 	}
 	if (rl.progress)
 		fprintf(rl.progress, "%u steps, %u cached, %u RUN steps run\n", res.steps, res.cached, res.runs);
-	snprintf(src, sizeof(src), "dockerfile:%.500s", file);
-	if (image_job_begin(&j, name, src, 2, rl.quiet, out))
-		goto out;
-	{
-		struct oci_defaults *d = calloc(1, sizeof(*d));
-		char from[PATH_MAX + 4];
-		const char *cp[] = { "cp", "-a", "--reflink=auto", "--", from, image_job_stage(j), NULL };
-		const char *msg = NULL;
-		char bad[160];
-
-		if (d && !oci_defaults_parse(res.config, strlen(res.config), d)) {
-			image_job_info(j)->mem_mib = d->mem_mib;
-			image_job_info(j)->cpus = d->cpus;
-			if (image_drives_set(image_job_info(j), d->drives, bad, sizeof(bad)))
-				msg = bad;
-		}
-		free(d);
-		image_job_step(j, "copying the built tree");
-		snprintf(from, sizeof(from), "%s/.", res.tree);
-		/* a bad label: FAILED with it, nothing copied */
-		if (!msg && cli_run_tool(cp, 0))
-			msg = "copying the built tree failed";
-		else if (!msg && write_text(image_job_info(j)->dir, "config.json", res.config))
-			msg = "writing config.json failed";
-		r = image_job_finish(j, msg) ? 1 : 0;
-	}
+	r = make_version(o, &res, out);
 out:
 	if (parsed)
 		df_free(&df);
 	dfb_result_free(&res);
 	free(text);
-	free(args); /* the asprintf'd --build-arg NAME values live until exit */
 	return r;
 }

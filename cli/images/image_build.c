@@ -487,6 +487,8 @@ static void build_usage(FILE *out)
 		"                       [--size SIZE] [--disk-size SIZE] [--drive NAME[:DIR][:ro]]...\n"
 		"                       [--if-changed] [-q]\n"
 		"       vmm image build -f DOCKERFILE -t NAME [CONTEXT]   (vmm image build -f --help)\n"
+		"       vmm image build --builtin [RECIPE]   vmm's own python and node images\n"
+		"                                            (vmm image build --builtin --help)\n"
 		"SOURCE is one of\n"
 		"  --from-dir DIR       a root filesystem tree\n"
 		"  --from-tar FILE      a root filesystem tarball (e.g. `docker export`)\n"

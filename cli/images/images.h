@@ -120,6 +120,8 @@ int image_build_main(int argc, char **argv, struct image_out *out);
 int image_warm_main(int argc, char **argv, struct image_out *out);
 /* image_dockerfile.c: vmm image build -f Dockerfile */
 int image_dockerfile_main(int argc, char **argv, struct image_out *out);
+/* image_builtin.c: vmm image build --builtin [RECIPE] */
+int image_builtin_main(int argc, char **argv, struct image_out *out);
 
 /* A new version whose tree someone else fills (pull, import): begin makes
  * NAME:N (BUILDING) with an empty staging tree; finish installs guest-init,

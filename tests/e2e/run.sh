@@ -29,7 +29,7 @@ fi
 emulating=0
 [ -d /sys/module/kvm_pvm ] && emulating=1
 # VMM_E2E_ONLY="jail net": only those parts (boots lifecycle egress jail
-# fcapi fs drives drives-nfs net images devloop workloads readme); the gold
+# fcapi fs drives drives-nfs net images devloop workloads builtin readme); the gold
 # snapshot (snapshot.sh) always, as the parts restore it. For a targeted
 # rerun; CI runs them all.
 # Each part that runs says when it starts (seconds since the tier began),
@@ -172,6 +172,9 @@ fi
 # Boot 12: what agents run (namespaces, cgroups, overlayfs, seccomp,
 # io_uring, netfilter...) in a Debian sandbox (tests/e2e/workloads.sh).
 ! e2e_part workloads || . "$(dirname "$0")/workloads.sh"
+# Boots 13-14: a developer's loop in the built-in python and node images
+# (tests/e2e/builtin.sh; made on the host by builtin_images.sh).
+! e2e_part builtin || . "$(dirname "$0")/builtin.sh"
 # The README's and docs/cli.md's examples as an operator types them, the
 # build's artefacts byte-identical afterwards (tests/e2e/readme_replay.sh,
 # its own state and image directories).
