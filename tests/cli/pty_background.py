@@ -46,7 +46,10 @@ if shell == 0:
         for fd in (0, 1, 2):
             os.dup2(slave, fd)
         os.execvp(cmd[0], cmd)
-    os.setpgid(job, job)
+    try:
+        os.setpgid(job, job)  # as the job does: whichever runs first
+    except PermissionError:
+        pass  # EACCES: the job has exec'd, its own setpgid came first
     end = time.time() + a.timeout
     fg = False
     while True:
