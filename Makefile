@@ -405,7 +405,7 @@ test_oci_net_SRCS := cli/oci/oci_net.c cli/util/util.c vmm/base/log.c
 test_rdump_SRCS := cli/images/rdump.c cli/util/util.c vmm/base/log.c
 test_oci_hooks_SRCS := cli/oci/oci_hooks.c cli/oci/oci_spec.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
 test_oci_rootfs_SRCS := cli/oci/oci_rootfs.c
-test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_state.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
+test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_pod.c cli/oci/oci_spec.c cli/oci/oci_state.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
                        vmm/wire/json.c vmm/wire/proto.c
 test_dockerfile_SRCS := cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/util/util.c vmm/base/log.c vmm/wire/json.c
 test_dockerfile_LIBS := $(TLS_LIBS)

@@ -124,6 +124,11 @@ static void cleanup(const struct oci_ctx *c, const char *id)
 		(void)oci_fail(c, "%s: %s", id, err);
 	if (oci_state_dir(c->root, id, dir, sizeof(dir)))
 		return;
+	/* never a tree with a container's root still bound in it */
+	if ((r = oci_mounts_under(dir)) > 0) {
+		(void)oci_fail(c, "%s: %s is kept: %d mounts are left in it", id, dir, r);
+		return;
+	}
 	/* once more after a moment: a VMM that was stopping may have
 	 * written one last file there */
 	if ((r = cli_rm_tree(dir)) && r != -ENOENT) {
@@ -181,12 +186,91 @@ static void init_proxy_child(const struct oci_ctx *c, const char *id, const stru
 	_exit(r);
 }
 
+/* A pod's workload container (cli/oci/oci_pod.h): no VM of its own. Its
+ * pod's VM must run here and speak "pod"; its root and bind sources are
+ * bound into the pod share on the host, and the guest script that makes
+ * its root and cgroup goes before its mount script (*script). The pod's
+ * network namespace is opened for the init proxy only (*nsfd). 0 or
+ * CLI_EXIT_ERROR (logged). */
+static int pod_container_create(const struct oci_ctx *c, const char *id, const char *sbid, const struct oci_spec *s,
+				char shares[][PATH_MAX], unsigned nshares, char **script, int *nsfd)
+{
+	char why[1536], *pre, *all;
+	struct sandbox_addr a;
+	struct sandbox sb;
+
+	if (oci_vm_addr(c, id, &sb, &a))
+		return oci_fail(c, "%s: its pod's sandbox %s has no VM here (is the sandbox run by vmm oci under this root?)",
+				id, sbid);
+	if (oci_guest_capable(id, &a, 1, why, sizeof(why)))
+		return oci_fail(c, "%s", why);
+	if (s->netns && (*nsfd = open(s->netns, O_RDONLY | O_CLOEXEC)) < 0)
+		return oci_fail(c, "network namespace %s: %s", s->netns, strerror(errno));
+	if (oci_rootfs_targets(s, why, sizeof(why)) || oci_pod_attach(c, sbid, id, s, shares, nshares, why, sizeof(why)))
+		return oci_fail(c, "%s: %s", id, why);
+	if (!(pre = oci_pod_guest_prepare(s, id)) || asprintf(&all, "%s%s", pre, *script) < 0) {
+		free(pre);
+		return oci_fail(c, "out of memory");
+	}
+	free(pre);
+	free(*script);
+	*script = all;
+	return 0;
+}
+
+/* The container's own VM (alone, or a pod's sandbox with the pod share),
+ * booted and found at *a. 0 or CLI_EXIT_ERROR (logged). */
+static int vm_create(const struct oci_ctx *c, const char *id, const struct oci_spec *s, enum oci_role role,
+		     char shares[][PATH_MAX], unsigned nshares, const char *netopt, int nsfd, struct sandbox *sb,
+		     struct sandbox_addr *a)
+{
+	char pod_dir[PATH_MAX], why[1536];
+
+	if (role == OCI_POD_SANDBOX && (oci_pod_dir(c, id, pod_dir, sizeof(pod_dir)) || mkdir(pod_dir, 0700) < 0))
+		return oci_fail(c, "%s: the pod's share %s: %s", id, pod_dir, strerror(errno));
+	if (oci_vm_boot(c, id, s, shares, nshares, netopt, nsfd, role == OCI_POD_SANDBOX ? pod_dir : NULL, why,
+			sizeof(why)))
+		return oci_fail(c, "%s", why);
+	if (oci_vm_addr(c, id, sb, a))
+		return oci_fail(c, "%s: the VM started but cannot be found", id);
+	if (oci_guest_capable(id, a, role == OCI_POD_SANDBOX, why, sizeof(why)))
+		return oci_fail(c, "%s", why);
+	return 0;
+}
+
+/* create's options and ID. 0 or CLI_EXIT_ERROR (logged). */
+static int create_args(const struct oci_ctx *c, int argc, char **argv, const char **bundle, const char **pid_file,
+		       const char **console, const char **id)
+{
+	const char *v;
+	int i, r;
+
+	for (i = 1; i < argc; i++) {
+		if ((r = opt(argc, argv, &i, "bundle", "b", bundle)) || (r = opt(argc, argv, &i, "pid-file", NULL, pid_file)) ||
+		    (r = opt(argc, argv, &i, "console-socket", NULL, console)) ||
+		    (r = opt(argc, argv, &i, "preserve-fds", NULL, &v)) || (r = opt(argc, argv, &i, "no-pivot", NULL, NULL)) ||
+		    (r = opt(argc, argv, &i, "no-new-keyring", NULL, NULL))) {
+			if (r < 0)
+				return oci_fail(c, "create: option %s needs a value", argv[i]);
+			continue;
+		}
+		if (argv[i][0] == '-' || *id)
+			return oci_fail(c, "create: unexpected argument '%s'", argv[i]);
+		*id = argv[i];
+	}
+	if (!*id)
+		return oci_fail(c, "create: requires a container ID");
+	if (!oci_id_ok(*id))
+		return oci_fail(c, "invalid container ID '%s': 1-%d of A-Z a-z 0-9 _ + - .", *id, OCI_ID_MAX);
+	return 0;
+}
+
 static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 {
-	const char *bundle = NULL, *pid_file = NULL, *console = NULL, *id = NULL, *v;
+	const char *bundle = NULL, *pid_file = NULL, *console = NULL, *id = NULL;
 	char cwd[PATH_MAX], why[1536], dir[PATH_MAX], fifo[PATH_MAX + 16], err[2048];
 	static char shares[16][PATH_MAX];
-	int share_of[OCI_MAX_MOUNTS], i, r, lock = -1, slave = -1, made = 0;
+	int share_of[OCI_MAX_MOUNTS], r, lock = -1, slave = -1, made = 0;
 	struct oci_spec *s = calloc(1, sizeof(*s));
 	struct oci_state st = { 0 };
 	struct sandbox_addr a;
@@ -199,34 +283,15 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 	const char *netopt = NULL;
 	int nsfd = -1;
 	pid_t pid = -1;
+	enum oci_role role;
+	const char *sbid;
+	struct oci_where wh;
+	char prefix[PATH_MAX];
 
 	if (!s)
 		return oci_fail(c, "out of memory");
-	for (i = 1; i < argc; i++) {
-		if ((r = opt(argc, argv, &i, "bundle", "b", &bundle)) || (r = opt(argc, argv, &i, "pid-file", NULL, &pid_file)) ||
-		    (r = opt(argc, argv, &i, "console-socket", NULL, &console)) ||
-		    (r = opt(argc, argv, &i, "preserve-fds", NULL, &v)) || (r = opt(argc, argv, &i, "no-pivot", NULL, NULL)) ||
-		    (r = opt(argc, argv, &i, "no-new-keyring", NULL, NULL))) {
-			if (r < 0) {
-				r = oci_fail(c, "create: option %s needs a value", argv[i]);
-				goto out;
-			}
-			continue;
-		}
-		if (argv[i][0] == '-' || id) {
-			r = oci_fail(c, "create: unexpected argument '%s'", argv[i]);
-			goto out;
-		}
-		id = argv[i];
-	}
-	if (!id) {
-		r = oci_fail(c, "create: requires a container ID");
+	if ((r = create_args(c, argc, argv, &bundle, &pid_file, &console, &id)))
 		goto out;
-	}
-	if (!oci_id_ok(id)) {
-		r = oci_fail(c, "invalid container ID '%s': 1-%d of A-Z a-z 0-9 _ + - .", id, OCI_ID_MAX);
-		goto out;
-	}
 	if (!bundle)
 		bundle = getcwd(cwd, sizeof(cwd));
 	if (!bundle || bundle[0] != '/') {
@@ -282,21 +347,31 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 		r = oci_fail(c, "%s: cannot write its state", dir);
 		goto out;
 	}
-	if (!(script = oci_mount_script(s, shares, &nshares, share_of))) {
+	role = oci_pod_role(s, &sbid);
+	if (role == OCI_POD_CONTAINER && oci_pod_record(c, id, sbid)) {
+		r = oci_fail(c, "%s: cannot record its pod", dir);
+		goto out;
+	}
+	oci_where_of(c, id, 1, &wh);
+	if (role == OCI_POD_CONTAINER)
+		snprintf(prefix, sizeof(prefix), "%s/%s/b", OCI_POD_GUEST_SHARE, id);
+	else
+		snprintf(prefix, sizeof(prefix), "/mnt/b");
+	if (!(script = oci_mount_script(s, wh.root, prefix, shares, &nshares, share_of))) {
 		r = oci_fail(c, "out of memory");
 		goto out;
 	}
-	if ((r = oci_net_prepare(c, s, &net, netopt_buf, sizeof(netopt_buf), &netopt, &nsfd, why, sizeof(why))) ||
-	    (r = oci_vm_boot(c, id, s, shares, nshares, netopt, nsfd, why, sizeof(why)))) {
+	if (role == OCI_POD_CONTAINER) {
+		if ((r = pod_container_create(c, id, sbid, s, shares, nshares, &script, &nsfd)))
+			goto out;
+		if (oci_vm_addr(c, id, &sb, &a)) {
+			r = oci_fail(c, "%s: the VM of its pod %s is gone", id, sbid);
+			goto out;
+		}
+	} else if ((r = oci_net_prepare(c, s, &net, netopt_buf, sizeof(netopt_buf), &netopt, &nsfd, why, sizeof(why)))) {
 		r = oci_fail(c, "%s", why);
 		goto out;
-	}
-	if (oci_vm_addr(c, id, &sb, &a)) {
-		r = oci_fail(c, "%s: the VM started but cannot be found", id);
-		goto out;
-	}
-	if ((r = oci_guest_capable(id, &a, why, sizeof(why)))) {
-		r = oci_fail(c, "%s", why);
+	} else if ((r = vm_create(c, id, s, role, shares, nshares, netopt, nsfd, &sb, &a))) {
 		goto out;
 	}
 	if (netopt && oci_net_connect(s->netns, &net, why, sizeof(why))) {
@@ -522,7 +597,12 @@ static int oci_kill(const struct oci_ctx *c, int argc, char **argv)
 		/* nothing runs in the guest yet: the proxy stands for it */
 		return kill(st.pid, sig) < 0 ? oci_fail(c, "kill %d: %s", (int)st.pid, strerror(errno)) : 0;
 	}
-	snprintf(fields, sizeof(fields), "\"op\":\"signal\",\"tag\":\"init\",\"signal\":%d", sig);
+	{
+		struct oci_where wh;
+
+		oci_where_of(c, id, 0, &wh);
+		snprintf(fields, sizeof(fields), "\"op\":\"signal\",\"tag\":\"%s\",\"signal\":%d", wh.tag, sig);
+	}
 	if (oci_vm_addr(c, id, &sb, &a) || api_call2(&a, fields, "kill", out, sizeof(out), NULL, 0)) {
 		/* the VM is gone or the process ended meanwhile: the proxy */
 		if (kill(st.pid, sig == SIGKILL ? SIGKILL : SIGTERM) < 0)
@@ -607,6 +687,7 @@ static int oci_exec(const struct oci_ctx *c, int argc, char **argv)
 	struct sandbox_addr a;
 	struct sandbox sb;
 	struct json_arena ar = { 0 };
+	struct oci_where wh;
 	pid_t pid;
 
 	if (!s)
@@ -689,7 +770,8 @@ static int oci_exec(const struct oci_ctx *c, int argc, char **argv)
 		r = oci_fail(c, "%s: its VM is gone", id);
 		goto out;
 	}
-	if (!(fields = malloc(OCI_FIELDS_MAX)) || oci_process_fields(p, 0, fields, OCI_FIELDS_MAX)) {
+	oci_where_of(c, id, 0, &wh);
+	if (!(fields = malloc(OCI_FIELDS_MAX)) || oci_process_fields(p, &wh, 0, fields, OCI_FIELDS_MAX)) {
 		r = oci_fail(c, "exec: request too large");
 		goto out;
 	}

@@ -524,6 +524,8 @@ void api_serve(int fd, const struct api_config *cfg)
 		jw_key(&w, "features");
 		jw_arr(&w);
 		jw_str(&w, "container");
+		/* "pod": exec's "cgroup" and "mntns" (docs/kubernetes.md) */
+		jw_str(&w, "pod");
 		jw_arr_end(&w);
 		jw_key(&w, "uptime_ms");
 		jw_int(&w, (int64_t)(now_ms() - cfg->start_ms));

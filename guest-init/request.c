@@ -330,6 +330,13 @@ static int parse_exec_container(const struct json *root, struct api_request *r, 
 		return fail(err, eno, "\"root\" must be an absolute path", EINVAL);
 	if (opt_int(root, "uid", 0, 0xfffffffe, &r->uid) || opt_int(root, "gid", 0, 0xfffffffe, &r->gid))
 		return fail(err, eno, "\"uid\" and \"gid\" must be 0..4294967294", EINVAL);
+	/* a pod's container (docs/kubernetes.md): its cgroup, its mount namespace */
+	if (json_get(root, "cgroup") && (json_get_str(root, "cgroup", &r->cgroup) || !valid_path(r->cgroup) ||
+					 strncmp(r->cgroup, "/sys/fs/cgroup/", 15) || strstr(r->cgroup, "/..")))
+		return fail(err, eno, "\"cgroup\" must be a path under /sys/fs/cgroup/", EINVAL);
+	if (json_get(root, "mntns") && (json_get_str(root, "mntns", &r->mntns) ||
+					(strcmp(r->mntns, "new") && !valid_path(r->mntns))))
+		return fail(err, eno, "\"mntns\" must be \"new\" or an absolute path", EINVAL);
 	if ((v = json_get(root, "groups"))) {
 		if (v->type != JSON_ARR || v->u.kids.count > API_MAX_GROUPS)
 			return fail(err, eno, "\"groups\" must be an array of at most 32 gids", EINVAL);

@@ -9,12 +9,14 @@
 #include <pwd.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -75,6 +77,43 @@ static void container_env(const struct api_request *r, char **env, unsigned max)
 	env[n] = NULL;
 }
 
+/* A pod's container (docs/kubernetes.md, "What a pod is"): into its
+ * cgroup (cgroup v2: writing "0" to cgroup.procs moves the writer), then
+ * into its mount namespace: a new one (its init: the mounts made for it
+ * under its root are copied, and none it makes leaks back to the guest),
+ * or the one a path names (/proc/PID/ns/mnt of its init: an exec).
+ * -1 with errno. */
+static int pod_setup(const struct api_request *r)
+{
+	int fd;
+
+	if (r->cgroup) {
+		char p[PATH_MAX];
+		ssize_t n;
+
+		if (snprintf(p, sizeof(p), "%s/cgroup.procs", r->cgroup) >= (int)sizeof(p))
+			return errno = ENAMETOOLONG, -1;
+		if ((fd = open(p, O_WRONLY | O_CLOEXEC)) < 0)
+			return -1;
+		n = write(fd, "0", 1);
+		close(fd);
+		if (n != 1)
+			return -1;
+	}
+	if (!r->mntns)
+		return 0;
+	if (!strcmp(r->mntns, "new"))
+		return unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ? -1 : 0;
+	if ((fd = open(r->mntns, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if (setns(fd, CLONE_NEWNS) < 0) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 /* In the child, before the working directory: the container's root, its
  * limits, groups, gid and uid, no_new_privs; execvpe searches the PATH
  * of its environment, so that is the container's. -1 with errno. */
@@ -82,6 +121,8 @@ static int container_setup(const struct api_request *r)
 {
 	unsigned i;
 
+	if (pod_setup(r) < 0)
+		return -1;
 	if (r->root) {
 		const char *path = NULL;
 

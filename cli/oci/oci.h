@@ -6,6 +6,8 @@
 /* The rest of the subsystem's interface. */
 #include "cli/oci/oci_hooks.h"
 #include "cli/oci/oci_net.h"
+#include "cli/oci/oci_pod.h"
+#include "cli/oci/oci_rootfs.h"
 #include "cli/oci/oci_proxy.h"
 #include "cli/oci/oci_spec.h"
 #include "cli/oci/oci_state.h"

@@ -23,7 +23,8 @@
 
 /* The exec request for a container process p (argv, env, cwd, user,
  * limits, chrooted into the shared root). */
-int oci_process_fields(const struct oci_process *p, int detach_init, char *buf, size_t len)
+int oci_process_fields(const struct oci_process *p, const struct oci_where *wh, int detach_init, char *buf,
+		       size_t len)
 {
 	struct exec_opts o = {
 		.argv = p->args,
@@ -32,7 +33,7 @@ int oci_process_fields(const struct oci_process *p, int detach_init, char *buf, 
 		.tty = p->terminal,
 		.stdin_pass = 1,
 		.detach = detach_init,
-		.tag = detach_init ? "init" : NULL,
+		.tag = detach_init ? wh->tag : NULL,
 	};
 	struct json_writer w;
 	size_t n;
@@ -44,7 +45,15 @@ int oci_process_fields(const struct oci_process *p, int detach_init, char *buf, 
 	jw_init(&w, buf + n, len - n);
 	w.need_comma = 1;
 	jw_key(&w, "root");
-	jw_str(&w, OCI_GUEST_ROOT);
+	jw_str(&w, wh->root);
+	if (wh->cgroup[0]) {
+		jw_key(&w, "cgroup");
+		jw_str(&w, wh->cgroup);
+	}
+	if (wh->mntns[0]) {
+		jw_key(&w, "mntns");
+		jw_str(&w, wh->mntns);
+	}
 	jw_key(&w, "uid");
 	jw_int(&w, p->uid);
 	jw_key(&w, "gid");
@@ -187,6 +196,7 @@ static void block_forwarded(void)
 static int run_init(const struct oci_ctx *c, const char *id, const struct oci_process *p, char *why, size_t whylen)
 {
 	char *fields = malloc(OCI_FIELDS_MAX), out[512], err[600];
+	struct oci_where wh;
 	struct sandbox_addr a;
 	struct sandbox sb;
 	struct api_error e;
@@ -194,7 +204,8 @@ static int run_init(const struct oci_ctx *c, const char *id, const struct oci_pr
 
 	if (!fields)
 		return 1;
-	if (oci_vm_addr(c, id, &sb, &a) || oci_process_fields(p, 1, fields, OCI_FIELDS_MAX)) {
+	oci_where_of(c, id, 1, &wh);
+	if (oci_vm_addr(c, id, &sb, &a) || oci_process_fields(p, &wh, 1, fields, OCI_FIELDS_MAX)) {
 		free(fields);
 		return cli_seterr(why, whylen, 1, "%s: the container's VM is gone", id);
 	}
@@ -210,7 +221,17 @@ static int run_init(const struct oci_ctx *c, const char *id, const struct oci_pr
 		cli_seterr(why, whylen, 0, "%s: %s", p->args[0], r == -1 ? e.message : "the VM went away");
 		return e.eno == ENOENT || e.eno == EACCES ? (e.eno == ENOENT ? 127 : 126) : 1;
 	}
-	r = api_attach_forward(&a, "init", p->terminal, err, sizeof(err));
+	if (wh.cgroup[0]) {
+		/* a pod's container: its execs join its init's mount namespace */
+		char ab[1024];
+		struct json_arena ar = { ab, sizeof(ab), 0 };
+		const struct json *j = json_parse(out, strlen(out), &ar, &(const char *){ NULL });
+		int64_t gpid = 0;
+
+		if (j && !json_get_int(j, "pid", &gpid) && gpid > 1)
+			oci_pod_record_gpid(c, id, (long)gpid);
+	}
+	r = api_attach_forward(&a, wh.tag, p->terminal, err, sizeof(err));
 	if (err[0])
 		cli_seterr(why, whylen, 0, "%s: %s", id, err);
 	return r < 0 ? 1 : r;
@@ -234,12 +255,19 @@ int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_pro
 	r = run_init(c, id, p, why, whylen);
 	/* The container's init is gone: so is the container (runc's stops
 	 * with it). The VM goes before we exit, so once the engine sees the
-	 * exit, state says stopped and nothing of it runs. */
+	 * exit, state says stopped and nothing of it runs. A pod's container
+	 * leaves the pod's VM running: what is left of its processes ends
+	 * (its root and cgroup stay until delete, as runc's do). */
 	{
-		char err[640];
+		char sbid[OCI_ID_MAX + 2], err[640];
+		struct sandbox_addr a;
+		struct sandbox sb;
 
-		if (oci_vm_remove(c, id, err, sizeof(err)))
-			oci_info(c, "%s: %s", id, err);
+		if (oci_pod_of(c, id, sbid, sizeof(sbid))) {
+			if (oci_vm_remove(c, id, err, sizeof(err)))
+				oci_info(c, "%s: %s", id, err);
+		} else if (!oci_vm_addr(c, id, &sb, &a) && oci_pod_guest_remove(&a, id, 0, err, sizeof(err)))
+			oci_info(c, "%s: ending what is left of its processes: %s", id, err);
 	}
 	if (oci_exit_record(c->root, id, r))
 		oci_info(c, "%s: cannot record its exit status %d", id, r);

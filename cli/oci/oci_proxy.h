@@ -10,14 +10,17 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "cli/oci/oci_pod.h"
 #include "cli/oci/oci_spec.h"
 #include "cli/oci/oci_vm.h"
 #include "cli/sandbox/sandbox.h"
 
 /* The exec request fields for a container process p: argv, env, cwd,
- * user, groups, rlimits, no_new_privs, chrooted into OCI_GUEST_ROOT;
- * detach_init starts it detached with tag "init". 0 or -E2BIG. */
-int oci_process_fields(const struct oci_process *p, int detach_init, char *buf, size_t len);
+ * user, groups, rlimits, no_new_privs, chrooted into w's root, in w's
+ * cgroup and mount namespace (a pod's container); detach_init starts it
+ * detached with w's tag. 0 or -E2BIG. */
+int oci_process_fields(const struct oci_process *p, const struct oci_where *w, int detach_init, char *buf,
+		       size_t len);
 
 /* --console-socket: a pty here (rows x cols when both are set), its
  * master sent over the socket (SCM_RIGHTS, as runc does). The slave, or
@@ -30,9 +33,11 @@ void oci_console_attach(int slave);
 int oci_write_pid_file(const char *path, pid_t pid) __attribute__((warn_unused_result));
 
 /* The init proxy, run in create's child: waits until start opens fifo,
- * starts p detached (tag "init"), follows it with our stdio, stops the
- * VM when it ends and returns the exit status to exit with; why: what
- * went wrong (the process did not run, the session broke), or "". */
+ * starts p detached (tag "init", or its own in a pod), follows it with
+ * our stdio, stops the VM when it ends (in a pod: ends what is left of
+ * the container's processes) and returns the exit status to exit with;
+ * why: what went wrong (the process did not run, the session broke), or
+ * "". */
 int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_process *p, const char *fifo, char *why,
 		   size_t whylen);
 

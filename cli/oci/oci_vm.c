@@ -2,6 +2,7 @@
  * booting, finding and removing the VM, the mounts and commands run in
  * the guest, the network namespace's veth. */
 #include "cli/oci/oci_vm.h"
+#include "cli/oci/oci_pod.h"
 #include "cli/oci/oci_rootfs.h"
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
@@ -65,10 +66,14 @@ void oci_info(const struct oci_ctx *c, const char *fmt, ...)
 
 /* ---- the VM -------------------------------------------------------------- */
 
+/* VMM_STATE_DIR for id's VM: ROOT/ID/vm, or its pod's for a pod's
+ * workload container (cli/oci/oci_pod.h). */
 static int vm_env(const struct oci_ctx *c, const char *id)
 {
-	char dir[PATH_MAX], vm[PATH_MAX + 8];
+	char dir[PATH_MAX], vm[PATH_MAX + 8], sbid[OCI_ID_MAX + 2];
 
+	if (!oci_pod_of(c, id, sbid, sizeof(sbid)))
+		id = sbid;
 	if (oci_state_dir(c->root, id, dir, sizeof(dir)))
 		return -EINVAL;
 	snprintf(vm, sizeof(vm), "%s/vm", dir);
@@ -166,17 +171,43 @@ int oci_vm_net_record(const struct oci_ctx *c, const char *id, const char *nspat
 	return fclose(f) ? -EIO : 0;
 }
 
+/* A pod's workload container leaves its pod's VM: what runs of it,
+ * its mounts and cgroup there, then its binds on the host. 0, or -errno
+ * with why in err when its root stays mounted on the host. */
+static int pod_container_remove(const struct oci_ctx *c, const char *id, const char *sbid, char *rm_err,
+				size_t rm_errlen)
+{
+	char err[512], pod[PATH_MAX], dir[PATH_MAX];
+	struct sandbox_addr a;
+	struct sandbox sb;
+	int r;
+
+	if (oci_vm_addr(c, id, &sb, &a) == 0 && (r = oci_pod_guest_remove(&a, id, 1, err, sizeof(err))))
+		oci_info(c, "%s: removing it from its pod's VM (%d): %s", id, r, err);
+	if (oci_pod_dir(c, sbid, pod, sizeof(pod)) || snprintf(dir, sizeof(dir), "%s/%s", pod, id) >= (int)sizeof(dir))
+		return 0;
+	if ((r = oci_pod_unmount_under(dir, 1)))
+		return cli_seterr(rm_err, rm_errlen, r, "unmounting its root from %s: %s", dir, strerror(-r));
+	return 0;
+}
+
 int oci_vm_remove(const struct oci_ctx *c, const char *id, char *rm_err, size_t rm_errlen)
 {
 	char *const args[] = { (char *)"vmm", (char *)"rm", (char *)"-f", (char *)OCI_VM_NAME, NULL };
-	char err[512], p[PATH_MAX + 8], text[PATH_MAX + IF_NAMESIZE + 4], *nl;
-	int r = 0;
+	char err[512], p[PATH_MAX + 8], text[PATH_MAX + IF_NAMESIZE + 4], *nl, sbid[OCI_ID_MAX + 2];
+	int r = 0, r2;
+
+	if (!oci_pod_of(c, id, sbid, sizeof(sbid)))
+		return pod_container_remove(c, id, sbid, rm_err, rm_errlen);
 
 	/* A VM already gone (it went with the init) is no error; any
 	 * other failure is, since the caller goes on to remove the folder
 	 * the VMM may still be running from. */
 	if (vmm_cmd(c, id, args, err, sizeof(err)) && !strstr(err, "no sandbox named"))
 		r = cli_seterr(rm_err, rm_errlen, -EIO, "removing its VM: %s", err[0] ? err : "vmm rm -f failed");
+	/* a pod's sandbox: its containers' roots left bound in the pod share */
+	if (!oci_pod_dir(c, id, p, sizeof(p)) && (r2 = oci_pod_unmount_under(p, 1)) && !r)
+		r = cli_seterr(rm_err, rm_errlen, r2, "unmounting what is left in %s: %s", p, strerror(-r2));
 	/* the TAP went with the VMM; the veth's half of the redirect stays
 	 * until we take it away */
 	if (net_file(c, id, p, sizeof(p)) || cli_read_text(p, text, sizeof(text)))
@@ -236,7 +267,8 @@ static void bind_dir(const char *src, char *dir, size_t len, const char **base)
 
 /* The mounts as a guest shell script, and the shares binds need: the
  * share tag of mount i in tag_of[i] ("b0", "b1", ...). */
-char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsigned *nshares, int *share_of)
+char *oci_mount_script(const struct oci_spec *s, const char *groot, const char *share_prefix,
+		       char shares[][PATH_MAX], unsigned *nshares, int *share_of)
 {
 	char *text = NULL, dir[PATH_MAX];
 	size_t len = 0;
@@ -247,7 +279,9 @@ char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsign
 
 	if (!f)
 		return NULL;
-	fprintf(f, "R=%s\n", OCI_GUEST_ROOT);
+	fputs("R=", f);
+	sh_quote(f, groot);
+	fputc('\n', f);
 	*nshares = 0;
 	for (i = 0; i < s->nmounts; i++) {
 		const struct oci_mount *m = &s->mounts[i];
@@ -272,11 +306,11 @@ char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsign
 			share_of[i] = (int)j;
 			if (base) {
 				fputs("mkdir -p \"$(dirname \"$d\")\" && { [ -e \"$d\" ] || touch \"$d\"; } && ", f);
-				fprintf(f, "mount --bind /mnt/b%u/", j);
+				fprintf(f, "mount --bind %s%u/", share_prefix, j);
 				sh_quote(f, base);
 				fputs(" \"$d\"", f);
 			} else {
-				fprintf(f, "mkdir -p \"$d\" && mount --bind /mnt/b%u \"$d\"", j);
+				fprintf(f, "mkdir -p \"$d\" && mount --bind %s%u \"$d\"", share_prefix, j);
 			}
 			fprintf(f, "%s\n", m->ro ? " && mount -o remount,bind,ro \"$d\"" : "");
 			break;
@@ -384,7 +418,7 @@ int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *e
 
 /* Boots the container's VM (vmm run -d with VMM_STATE_DIR=ROOT/ID/vm). */
 int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
-		   unsigned nshares, const char *netopt, int nsfd, char *why, size_t whylen)
+		   unsigned nshares, const char *netopt, int nsfd, const char *pod_dir, char *why, size_t whylen)
 {
 	char *args[64], fs[20][PATH_MAX + 64], mem[32], cpus[16], err[1024];
 	const char *v;
@@ -407,6 +441,12 @@ int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *
 		snprintf(fs[i + 1], sizeof(fs[i + 1]), "tag=b%u,path=%.4000s", i, shares[i]);
 		args[n++] = "--fs";
 		args[n++] = fs[i + 1];
+	}
+	if (pod_dir) {
+		/* a pod's sandbox: the share its containers' roots come through */
+		snprintf(fs[nshares + 1], sizeof(fs[0]), "tag=%s,path=%.4000s", OCI_POD_TAG, pod_dir);
+		args[n++] = "--fs";
+		args[n++] = fs[nshares + 1];
 	}
 	/* memory: the limit plus the guest's own overhead; else the
 	 * annotation, else vmm's default */
@@ -449,7 +489,6 @@ int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oc
 		       size_t optlen, const char **netopt, int *nsfd, char *err, size_t errlen)
 {
 	char why[512], text[4096];
-	const char *v;
 	unsigned i;
 	int r;
 
@@ -461,11 +500,9 @@ int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oc
 	 * lives in the namespace even when the VM takes no interface */
 	if ((*nsfd = open(s->netns, O_RDONLY | O_CLOEXEC)) < 0)
 		return cli_seterr(err, errlen, CLI_EXIT_ERROR, "network namespace %s: %s", s->netns, strerror(errno));
-	/* A pod's sandbox (pause) container leaves the pod's interface to
-	 * the container that runs the workload (one VM per container). */
-	if (((v = oci_spec_annotation(s, "io.kubernetes.cri.container-type")) && !strcmp(v, "sandbox")) ||
-	    ((v = oci_spec_annotation(s, "io.kubernetes.cri-o.ContainerType")) && !strcmp(v, "sandbox")))
-		return 0;
+	/* A pod's sandbox (pause) container boots the pod's VM, which takes
+	 * the pod's interface; its workload containers run in that VM
+	 * (cli/oci/oci_pod.h) and never come here. */
 	r = oci_net_probe(s->netns, n, why, sizeof(why));
 	if (r == -ENOENT)
 		return 0;
@@ -499,8 +536,7 @@ int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oc
 
 /* An older guest-init ignores exec's container members and would run
  * the process as root outside the container's root: refuse it. */
-int oci_guest_capable(const char *id, const struct sandbox_addr *a, char *why,
-		      size_t whylen)
+int oci_guest_capable(const char *id, const struct sandbox_addr *a, int pod, char *why, size_t whylen)
 {
 	char out[1024], err[600];
 	const char *f;
@@ -512,6 +548,9 @@ int oci_guest_capable(const char *id, const struct sandbox_addr *a, char *why,
 		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "%s: the VM's guest-init is too old for containers (no "
 				  "\"container\" feature: it would run the process as root outside the container's "
 				  "root); use a current initramfs", id);
+	if (pod && !strstr(f, "\"pod\""))
+		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "%s: the VM's guest-init is too old for pods (no \"pod\" "
+				  "feature: exec's cgroup and mount namespace); use a current initramfs", id);
 	return 0;
 }
 

@@ -34,29 +34,35 @@ void oci_log_line(const struct oci_ctx *c, const char *level, const char *msg);
 void oci_info(const struct oci_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Boots id's VM: root.path as virtio-fs tag rootfs, shares[0..nshares)
- * as b0.., memory and vCPUs from s, netopt as its --net, started inside
- * the network namespace nsfd (-1: ours). 0 or CLI_EXIT_ERROR (why in
- * why). */
+ * as b0.., pod_dir (a pod's sandbox; NULL: none) as tag pod, memory and
+ * vCPUs from s, netopt as its --net, started inside the network
+ * namespace nsfd (-1: ours). 0 or CLI_EXIT_ERROR (why in why). */
 int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
-		unsigned nshares, const char *netopt, int nsfd, char *why, size_t whylen);
+		unsigned nshares, const char *netopt, int nsfd, const char *pod_dir, char *why, size_t whylen);
 /* Stops and removes id's VM (vmm rm -f; none is no error), then what it
- * left on the veth (oci_vm_net_record). 0, or -EIO with vmm rm's
- * message in err when the VM may still be there. */
+ * left on the veth (oci_vm_net_record) and, for a pod's sandbox, the
+ * mounts left in its pod share. A pod's workload container instead
+ * leaves its pod's VM (its processes, mounts and cgroup there, its binds
+ * on the host: cli/oci/oci_pod.h). 0, or -EIO with vmm rm's message in
+ * err when the VM may still be there. */
 int oci_vm_remove(const struct oci_ctx *c, const char *id, char *err, size_t errlen);
 /* Records that id's VM took nspath's veth ifname (ROOT/ID/net), so that
  * oci_vm_remove takes the veth's ingress qdisc away. 0 or -errno. */
 int oci_vm_net_record(const struct oci_ctx *c, const char *id, const char *nspath, const char *ifname);
-/* id's VM's API address: 0, or -errno when it has none. */
+/* id's VM's API address (its pod's for a pod's workload container):
+ * 0, or -errno when it has none. */
 int oci_vm_addr(const struct oci_ctx *c, const char *id, struct sandbox *sb, struct sandbox_addr *a);
 /* 0 when the VM's guest-init runs container processes (its health
- * names the "container" feature), else CLI_EXIT_ERROR (why in why). */
-int oci_guest_capable(const char *id, const struct sandbox_addr *a, char *why,
-		      size_t whylen);
+ * names the "container" feature, and "pod" when pod is set), else
+ * CLI_EXIT_ERROR (why in why). */
+int oci_guest_capable(const char *id, const struct sandbox_addr *a, int pod, char *why, size_t whylen);
 /* The shell script that makes s's mounts in the guest under the
- * container's root; the bind sources' directories go to shares
- * (*nshares of them, share_of[i] the one of mount i). malloc'd, NULL
- * when out of memory. */
-char *oci_mount_script(const struct oci_spec *s, char shares[][PATH_MAX], unsigned *nshares, int *share_of);
+ * container's root groot; the bind sources' directories go to shares
+ * (*nshares of them, share_of[i] the one of mount i), which the guest
+ * sees at share_prefix0, share_prefix1, ... ("/mnt/b" alone). malloc'd,
+ * NULL when out of memory. */
+char *oci_mount_script(const struct oci_spec *s, const char *groot, const char *share_prefix,
+		       char shares[][PATH_MAX], unsigned *nshares, int *share_of);
 /* Runs argv in the guest (not in the container): its exit status, its
  * stderr in err; -errno when the API fails. */
 int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen);

@@ -64,7 +64,7 @@ fi
 # ---- images: a busybox root, as a workload image and as the pause image -------
 mkdir -p "$T/rootfs/bin" "$T/rootfs/proc" "$T/rootfs/sys" "$T/rootfs/dev" "$T/rootfs/etc" "$T/rootfs/tmp"
 cp "$BUSYBOX" "$T/rootfs/bin/busybox"
-for a in sh echo cat ls uname sleep true false id hostname mount httpd wget; do ln -s busybox "$T/rootfs/bin/$a"; done
+for a in sh echo cat ls uname sleep true false id hostname mount httpd wget nc sed touch test; do ln -s busybox "$T/rootfs/bin/$a"; done
 echo 'root:x:0:0:root:/root:/bin/sh' > "$T/rootfs/etc/passwd"
 mkdir -p "$T/rootfs/www" && echo hello-from-the-pod > "$T/rootfs/www/index.html"
 tar -C "$T/rootfs" -cf "$T/layer.tar" .
@@ -186,8 +186,9 @@ figs = {h: json.load(open(os.path.join(t, "fig-%s.json" % h))) for h in hs if os
 rows = [("RunPodSandbox (s)", "run_pod_sandbox_s"), ("CreateContainer (s)", "create_container_s"),
         ("StartContainer (s)", "start_container_s"), ("RunPodSandbox to running container (s)", "pod_to_running_s"),
         ("ExecSync latency, median of 5 (ms)", "exec_sync_ms"), ("memory per pod, PSS (MiB)", "pod_pss_mib"),
+        ("memory per pod with 3 containers, PSS (MiB)", "pod3_pss_mib"),
         ("processes per pod", "pod_processes"), ("processes of the vmm binary", "vmm_processes"),
-        ("VMs (pause + one container)", "vms")]
+        ("VMs for the pod", "vms")]
 print("%-40s" % "figures (this run)" + "".join("%12s" % h for h in figs))
 for name, k in rows:
     print("%-40s" % name + "".join("%12s" % figs[h].get(k, "-") for h in figs))

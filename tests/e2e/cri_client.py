@@ -103,6 +103,9 @@ class Flow:
 
     # -- host-side views of what a pod leaves ----------------------------
     def vm_count(self):
+        return len(self.vm_pids())
+
+    def vm_pids(self):
         """VMs: vmm processes started as "vmm run" whose parent is not one
         (a VMM's helper child shares its command line)."""
         pids = set(self.vmm_pids())
@@ -114,15 +117,16 @@ class Flow:
                     runs.add(p)
             except OSError:
                 pass
-        n = 0
+        top = set()
         for p in runs:
             try:
                 with open("/proc/%d/stat" % p) as f:
                     ppid = int(f.read().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
-            n += ppid not in runs
-        return n
+            if ppid not in runs:
+                top.add(p)
+        return top
 
     def vmm_pids(self):
         """Processes running the vmm binary (vmm-oci is a link to it)."""
@@ -214,15 +218,114 @@ class Flow:
         f = self.pb.KeyValue.DESCRIPTOR.fields_by_name["value"]
         return text.encode() if f.type == f.TYPE_BYTES else text
 
-    def container_config(self, name, cmd, log):
+    def container_config(self, name, cmd, log, mounts=(), mem=0, attempt=0):
         pb = self.pb
         return pb.ContainerConfig(
-            metadata=pb.ContainerMetadata(name=name),
+            metadata=pb.ContainerMetadata(name=name, attempt=attempt),
             image=pb.ImageSpec(image=self.a.image),
             command=cmd,
             envs=[pb.KeyValue(key="CRI_TEST", value=self.kv_value("from-the-cri"))],
+            mounts=[pb.Mount(container_path=c, host_path=h) for c, h in mounts],
             log_path=log,
-            linux=pb.LinuxContainerConfig())
+            linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(memory_limit_in_bytes=mem))
+            if mem else pb.LinuxContainerConfig())
+
+    def start(self, pod, pod_cfg, cfg, ids):
+        c = self.rt.CreateContainer(self.pb.CreateContainerRequest(pod_sandbox_id=pod, config=cfg,
+                                                                   sandbox_config=pod_cfg), timeout=600).container_id
+        ids.append(c)
+        self.rt.StartContainer(self.pb.StartContainerRequest(container_id=c), timeout=600)
+        return c
+
+    def check_pod(self, cond, what, why=""):
+        """A check of what a pod shares: counted for vmm; with runc, the
+        reference, only said (runc's own pods are not what is tested)."""
+        if self.a.handler == "vmm":
+            return self.check(cond, what, why)
+        print("     %s (reference, not counted): %s: %s%s" % (self.a.handler, what, "yes" if cond else "no",
+                                                            "" if cond else " (%s)" % why), flush=True)
+        return cond
+
+    def one_vm(self, vms, what):
+        """vmm: the pod is exactly the one VM it booted at RunPodSandbox
+        (runc: none)."""
+        now = self.vm_pids()
+        if self.a.handler == "vmm":
+            return self.check(now == vms and len(now) == 1, "one VM for the pod: %s" % what,
+                              "VMs %s, at RunPodSandbox %s" % (sorted(now), sorted(vms)))
+        return self.check(not now, "no VM (runc): %s" % what, str(sorted(now)))
+
+    def pod_sharing(self, pod, pod_cfg, ids, vms):
+        """Two more containers in the pod: localhost between them, a shared
+        emptyDir, their own roots and cgroups, ExecSync into each; then a
+        container that exits and is restarted in the pod; one VM throughout."""
+        pb, vmm = self.pb, self.a.handler == "vmm"
+        empty = tempfile.mkdtemp(prefix="emptydir.", dir=self.a.logs)
+        mnt = [("/data", empty)]
+        web = self.start(pod, pod_cfg, self.container_config("web", ["httpd", "-f", "-p", "8080", "-h", "/www"],
+                                                             "web.log", mnt, mem=128 << 20), ids)
+        cli = self.start(pod, pod_cfg, self.container_config(
+            "client", ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 600 & wait; done"], "client.log", mnt), ids)
+        st = [self.wait_state(x, pb.CONTAINER_RUNNING, 60).state for x in (web, cli)]
+        self.check(st == [pb.CONTAINER_RUNNING] * 2, "two more containers in the pod running",
+                   str([pb.ContainerState.Name(x) for x in st]))
+        self.one_vm(vms, "three containers running")
+        # busybox's nc: its static wget crashes in getaddrinfo (Debian 12)
+        got, end = "", time.time() + 60
+        while time.time() < end:
+            r = self.exec_sync(cli, ["sh", "-c", "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc 127.0.0.1 8080"])
+            got = r.stdout.decode()
+            if "hello-from-the-pod" in got:
+                break
+            time.sleep(0.5)
+        self.check_pod(got.startswith("HTTP/1.") and got.rstrip().endswith("hello-from-the-pod"),
+                   "localhost: the client reaches the web container's port 8080", repr((got[-60:], r.stderr[-80:])))
+        r1 = self.exec_sync(web, ["sh", "-c", "echo shared-$CRI_TEST > /data/f && echo web-only > /tmp/mine"])
+        r2 = self.exec_sync(cli, ["cat", "/data/f"])
+        host = open(os.path.join(empty, "f")).read() if os.path.exists(os.path.join(empty, "f")) else ""
+        if not self.check_pod(r1.exit_code == 0 and r2.stdout == b"shared-from-the-cri\n" and host == "shared-from-the-cri\n",
+                          "emptyDir: a file the web container writes, the client and the host read",
+                          repr((r1.exit_code, r1.stderr, r2.stdout, host))):
+            r = self.exec_sync(web, ["sh", "-c", "ls -la / /data; grep -e data -e ' / ' /proc/self/mountinfo"])
+            print("     web's view: %r %r" % (r.stdout[-600:], r.stderr[-200:]))
+        r = self.exec_sync(cli, ["sh", "-c", "test -e /tmp/mine"])
+        r2 = self.exec_sync(web, ["cat", "/tmp/mine"])
+        self.check_pod(r.exit_code == 1 and r2.stdout == b"web-only\n", "roots of their own: the web container's "
+                   "/tmp/mine is not the client's", repr((r.exit_code, r2.stdout)))
+        cg = [self.exec_sync(x, ["cat", "/proc/self/cgroup"]).stdout.decode().strip() for x in (web, cli)]
+        if vmm:
+            self.check(cg[0].endswith("/vmm-pod/" + web) and cg[1].endswith("/vmm-pod/" + cli),
+                       "cgroups of their own in the guest (%s...)" % cg[0][:24], repr(cg))
+            r = self.exec_sync(web, ["sh", "-c", "cat /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)/memory.max"])
+            self.check(r.stdout == b"134217728\n", "the web container's memory limit (128 MiB) is its cgroup's in the "
+                       "guest", repr((r.stdout, r.stderr)))
+        # the pod's memory with three containers running
+        kib, n = self.tree_pss_kib(self.shims_of(pod))
+        self.fig["pod3_pss_mib"] = round(kib / 1024, 1)
+        print("     %s: the pod's memory with 3 containers (PSS, %d processes): %.1f MiB"
+              % (self.a.handler, n, kib / 1024))
+        # a container that exits, restarted as kubelet does (the same
+        # config, attempt 1): the first run exits 3, the second stays
+        cmd = ["sh", "-c", "test -e /data/ran && exec sleep 600; touch /data/ran; exit 3"]
+        r0 = self.start(pod, pod_cfg, self.container_config("restarts", cmd, "restarts-0.log", mnt), ids)
+        st = self.wait_state(r0, pb.CONTAINER_EXITED, 120)
+        self.check(st.state == pb.CONTAINER_EXITED and st.exit_code == 3, "a container exits (3)",
+                   "%s %d" % (pb.ContainerState.Name(st.state), st.exit_code))
+        r1 = self.start(pod, pod_cfg, self.container_config("restarts", cmd, "restarts-1.log", mnt, attempt=1), ids)
+        st = self.wait_state(r1, pb.CONTAINER_RUNNING, 60)
+        r = self.exec_sync(r1, ["sh", "-c", "echo again"])
+        self.check(st.state == pb.CONTAINER_RUNNING and r.stdout == b"again\n",
+                   "restarted (attempt 1): running, ExecSync answers", pb.ContainerState.Name(st.state))
+        self.one_vm(vms, "after the restart")
+        self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=r0))
+        m = self.mounts_naming([r0])
+        self.check(not m, "RemoveContainer of the exited one: no mount of it left", " ".join(m[:3]))
+        for x in (r1, web, cli):
+            self.rt.StopContainer(pb.StopContainerRequest(container_id=x, timeout=10), timeout=120)
+            self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=x))
+        m = self.mounts_naming([r1, web, cli])
+        self.check(not m, "three more stopped and removed: no mount of them left", " ".join(m[:3]))
+        self.one_vm(vms, "after RemoveContainer")
 
     def run(self):
         pb, a = self.pb, self.a
@@ -253,6 +356,7 @@ class Flow:
         t_pod = time.monotonic()
         self.ok("RunPodSandbox: %s... in %.2f s" % (pod[:12], t_pod - t0))
         self.fig["run_pod_sandbox_s"] = round(t_pod - t0, 2)
+        self.pod_vms = self.vm_pids()
         ids = [pod]
         try:
             self.pod_flow(pod, pod_cfg, ids, t0)
@@ -385,6 +489,7 @@ class Flow:
                    "a container that exits: EXITED, exit code 3, reason Error",
                    "%s %d %s" % (pb.ContainerState.Name(st.state), st.exit_code, st.reason))
         self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c2))
+        self.pod_sharing(pod, pod_cfg, ids, self.pod_vms)
         # stop and remove the main container
         s = time.monotonic()
         self.rt.StopContainer(pb.StopContainerRequest(container_id=c, timeout=10), timeout=120)

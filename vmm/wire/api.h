@@ -76,6 +76,8 @@ struct api_request {
 	/* exec in a container root (vmm oci, docs/oci-runtime.md); uid/gid
 	 * above are the command's user then (-1: root's, unchanged) */
 	const char *root;        /* chroot here first (NULL: none) */
+	const char *cgroup;      /* a pod's container: join this cgroup v2 directory first (NULL: none) */
+	const char *mntns;       /* "new": a mount namespace of its own; a path: setns into it (NULL: none) */
 	uint32_t groups[API_MAX_GROUPS];
 	unsigned ngroups;        /* supplementary groups (set with uid/gid) */
 	int no_new_privs;        /* PR_SET_NO_NEW_PRIVS before exec */

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -23,6 +24,7 @@
 
 #include "cli/sandbox/api_client.h"
 #include "cli/util/util.h"
+#include "cli/oci/oci_pod.h"
 #include "cli/oci/oci_proxy.h"
 #include "vmm/wire/proto.h"
 
@@ -41,6 +43,11 @@ void oci_info(const struct oci_ctx *c, const char *fmt, ...)
 {
 	(void)c, (void)fmt;
 }
+int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen)
+{
+	(void)a, (void)argv, (void)err, (void)errlen;
+	return -ENOSYS;
+}
 
 static void process_fields(void **state)
 {
@@ -53,17 +60,155 @@ static void process_fields(void **state)
 	p.rlimits[0].resource = RLIMIT_NOFILE;
 	p.rlimits[0].soft = 1024;
 	p.rlimits[0].hard = UINT64_MAX;
-	assert_int_equal(oci_process_fields(&p, 1, buf, sizeof(buf)), 0);
+	struct oci_where alone = { .root = OCI_GUEST_ROOT, .tag = "init" };
+
+	assert_int_equal(oci_process_fields(&p, &alone, 1, buf, sizeof(buf)), 0);
 	assert_non_null(strstr(buf, "\"root\":\"" OCI_GUEST_ROOT "\""));
+	assert_null(strstr(buf, "\"cgroup\""));
+	assert_null(strstr(buf, "\"mntns\""));
 	assert_non_null(strstr(buf, "\"uid\":1000"));
 	assert_non_null(strstr(buf, "\"gid\":1001"));
 	assert_non_null(strstr(buf, "\"groups\":[5,6]"));
 	assert_non_null(strstr(buf, "\"no_new_privs\":true"));
 	assert_non_null(strstr(buf, "\"hard\":-1")); /* unlimited */
 	assert_non_null(strstr(buf, "\"tag\":\"init\""));
-	assert_int_equal(oci_process_fields(&p, 0, buf, sizeof(buf)), 0);
+	assert_int_equal(oci_process_fields(&p, &alone, 0, buf, sizeof(buf)), 0);
 	assert_null(strstr(buf, "\"tag\""));
-	assert_int_equal(oci_process_fields(&p, 0, buf, 64), -E2BIG);
+	assert_int_equal(oci_process_fields(&p, &alone, 0, buf, 64), -E2BIG);
+}
+
+/* A pod's container: its role from the CRI's annotations, where it runs
+ * (root, tag, cgroup, mount namespace) from its state folder, and the
+ * guest script that makes its root and cgroup with its limits. */
+static void pod_roles_and_places(void **state)
+{
+	static const char id[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	char root[] = "/tmp/vmm-test-pod.XXXXXX", sbid[256], dir[PATH_MAX + 8], buf[OCI_FIELDS_MAX], *script;
+	struct oci_spec s = { .nann = 2, .ann_key = { "io.kubernetes.cri.container-type", "io.kubernetes.cri.sandbox-id" },
+			      .ann_val = { "container", "sb1" }, .mem_limit = 64 << 20, .cpu_quota = 50000,
+			      .cpu_period = 100000 };
+	struct oci_process p = { .args = { "true", NULL }, .argc = 1 };
+	struct oci_ctx c = { 0 };
+	struct oci_where w;
+	const char *sb;
+
+	(void)state;
+	assert_int_equal(oci_pod_role(&s, &sb), OCI_POD_CONTAINER);
+	assert_string_equal(sb, "sb1");
+	s.ann_val[1] = "../x"; /* not an ID: alone */
+	assert_int_equal(oci_pod_role(&s, &sb), OCI_ALONE);
+	s.ann_val[0] = "sandbox";
+	assert_int_equal(oci_pod_role(&s, &sb), OCI_POD_SANDBOX);
+	s.nann = 0;
+	assert_int_equal(oci_pod_role(&s, &sb), OCI_ALONE);
+	assert_null(sb);
+
+	assert_non_null(mkdtemp(root));
+	c.root = root;
+	snprintf(dir, sizeof(dir), "%s/%s", root, id);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	oci_where_of(&c, id, 1, &w); /* no record: alone */
+	assert_string_equal(w.root, OCI_GUEST_ROOT);
+	assert_string_equal(w.tag, "init");
+	assert_string_equal(w.cgroup, "");
+	assert_int_equal(oci_pod_of(&c, id, sbid, sizeof(sbid)), -ENOENT);
+	assert_int_equal(oci_pod_record(&c, id, "sb1"), 0);
+	assert_int_equal(oci_pod_of(&c, id, sbid, sizeof(sbid)), 0);
+	assert_string_equal(sbid, "sb1");
+	oci_where_of(&c, id, 1, &w);
+	assert_string_equal(w.root, OCI_POD_GUEST_ROOTS "/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	assert_string_equal(w.cgroup, OCI_POD_CGROUP "/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	assert_string_equal(w.mntns, "new");
+	/* a tag starts with no digit and fits API_TAG_MAX */
+	assert_int_equal(strlen(w.tag), 64);
+	assert_int_equal(w.tag[0], 'c');
+	assert_int_equal(oci_process_fields(&p, &w, 1, buf, sizeof(buf)), 0);
+	assert_non_null(strstr(buf, "\"mntns\":\"new\""));
+	assert_non_null(strstr(buf, "\"cgroup\":\"" OCI_POD_CGROUP "/"));
+	/* an exec joins its init's mount namespace once the init runs */
+	oci_where_of(&c, id, 0, &w);
+	assert_string_equal(w.mntns, "");
+	oci_pod_record_gpid(&c, id, 42);
+	oci_where_of(&c, id, 0, &w);
+	assert_string_equal(w.mntns, "/proc/42/ns/mnt");
+	assert_int_equal(oci_pod_dir(&c, "sb1", dir, sizeof(dir)), 0);
+	assert_non_null(strstr(dir, "/sb1/pod"));
+
+	assert_non_null(script = oci_pod_guest_prepare(&s, id));
+	assert_non_null(strstr(script, "mount --bind " OCI_POD_GUEST_SHARE "/0123"));
+	assert_non_null(strstr(script, "echo 67108864 > \"$G/memory.max\""));
+	assert_non_null(strstr(script, "echo '50000 100000' > \"$G/cpu.max\""));
+	free(script);
+	snprintf(dir, sizeof(dir), "%s/%s", root, id);
+	assert_int_equal(cli_rm_tree(dir), 0);
+	assert_int_equal(rmdir(root), 0);
+}
+
+/* As root: a container's root and a bind source bound into the pod
+ * share, seen through it, and unmounted and removed again (never a
+ * file under them). */
+static int write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -1;
+	fputs(text, f);
+	return fclose(f);
+}
+
+static void pod_attach_detach(void **state)
+{
+	char root[] = "/tmp/vmm-test-pod.XXXXXX", p[PATH_MAX + 64], pod[PATH_MAX + 8], text[32];
+	static char shares[1][PATH_MAX];
+	struct oci_spec s = { 0 };
+	struct oci_ctx c = { 0 };
+	char why[512];
+	int r;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_non_null(mkdtemp(root));
+	c.root = root;
+	snprintf(s.root, sizeof(s.root), "%s/image", root);
+	snprintf(shares[0], PATH_MAX, "%s/vol", root);
+	snprintf(p, sizeof(p), "%s/sb1", root);
+	assert_int_equal(mkdir(s.root, 0700) | mkdir(shares[0], 0700) | mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/image/hello", root);
+	assert_int_equal(write_file(p, "root"), 0);
+	snprintf(p, sizeof(p), "%s/vol/data", root);
+	assert_int_equal(write_file(p, "vol"), 0);
+	/* no pod share: the sandbox is not a pod's */
+	assert_int_equal(oci_pod_attach(&c, "sb1", "c1", &s, shares, 1, why, sizeof(why)), -ENOENT);
+	assert_int_equal(oci_pod_dir(&c, "sb1", pod, sizeof(pod)), 0);
+	assert_int_equal(mkdir(pod, 0700), 0);
+	r = oci_pod_attach(&c, "sb1", "c1", &s, shares, 1, why, sizeof(why));
+	if (r == -EPERM) { /* no mounts here (a container) */
+		snprintf(p, sizeof(p), "rm -rf %s", root);
+		assert_int_equal(system(p), 0);
+		skip();
+	}
+	assert_int_equal(r, 0);
+	snprintf(p, sizeof(p), "%s/c1/rootfs/hello", pod);
+	assert_int_equal(cli_read_text(p, text, sizeof(text)), 0);
+	assert_string_equal(text, "root");
+	snprintf(p, sizeof(p), "%s/c1/b0/data", pod);
+	assert_int_equal(cli_read_text(p, text, sizeof(text)), 0);
+	assert_string_equal(text, "vol");
+	assert_int_equal(oci_mounts_under(pod), 2);
+	assert_int_equal(oci_mounts_under(root), 2);
+	/* the whole pod folder, as the sandbox's removal does */
+	assert_int_equal(oci_pod_unmount_under(pod, 1), 0);
+	assert_int_equal(oci_mounts_under(root), 0);
+	assert_int_equal(access(pod, F_OK), -1);
+	/* what was bound is untouched */
+	snprintf(p, sizeof(p), "%s/image/hello", root);
+	assert_int_equal(access(p, F_OK), 0);
+	snprintf(p, sizeof(p), "%s/vol/data", root);
+	assert_int_equal(access(p, F_OK), 0);
+	snprintf(p, sizeof(p), "rm -rf %s", root);
+	assert_int_equal(system(p), 0);
 }
 
 static int listen_at(const char *path)
@@ -205,6 +350,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(process_fields),
+		cmocka_unit_test(pod_roles_and_places),
+		cmocka_unit_test(pod_attach_detach),
 		cmocka_unit_test(console_socket),
 		cmocka_unit_test(pid_file),
 		cmocka_unit_test(exec_proxy_forwards_signals),

@@ -1,0 +1,307 @@
+/* A Kubernetes pod as one VM for vmm oci (cli/oci/oci_pod.h): a
+ * container's role from its CRI annotations, where its processes run in
+ * the pod's guest, its root and bind sources shown to the guest through
+ * the pod share, and their undoing. */
+#include "cli/oci/oci_pod.h"
+#include "cli/oci/oci_state.h"
+#include "cli/util/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum oci_role oci_pod_role(const struct oci_spec *s, const char **sbid)
+{
+	const char *t = oci_spec_annotation(s, "io.kubernetes.cri.container-type");
+	const char *sb = oci_spec_annotation(s, "io.kubernetes.cri.sandbox-id");
+
+	if (!t) {
+		t = oci_spec_annotation(s, "io.kubernetes.cri-o.ContainerType");
+		sb = oci_spec_annotation(s, "io.kubernetes.cri-o.SandboxID");
+	}
+	*sbid = NULL;
+	if (t && !strcmp(t, "sandbox"))
+		return OCI_POD_SANDBOX;
+	if (t && !strcmp(t, "container") && sb && oci_id_ok(sb)) {
+		*sbid = sb;
+		return OCI_POD_CONTAINER;
+	}
+	return OCI_ALONE;
+}
+
+static int file_in(const struct oci_ctx *c, const char *id, const char *name, char *p, size_t len)
+{
+	char dir[PATH_MAX];
+
+	if (oci_state_dir(c->root, id, dir, sizeof(dir)))
+		return -EINVAL;
+	return snprintf(p, len, "%s/%s", dir, name) >= (int)len ? -ENAMETOOLONG : 0;
+}
+
+static int write_text(const char *p, const char *text)
+{
+	FILE *f = fopen(p, "we");
+
+	if (!f)
+		return -errno;
+	fputs(text, f);
+	return fclose(f) ? -EIO : 0;
+}
+
+int oci_pod_record(const struct oci_ctx *c, const char *id, const char *sbid)
+{
+	char p[PATH_MAX + 16];
+	int r = file_in(c, id, "sandbox", p, sizeof(p));
+
+	return r ? r : write_text(p, sbid);
+}
+
+int oci_pod_of(const struct oci_ctx *c, const char *id, char *sbid, size_t len)
+{
+	char p[PATH_MAX + 16];
+	int r = file_in(c, id, "sandbox", p, sizeof(p));
+
+	if (r || (r = cli_read_text(p, sbid, len)))
+		return r == -EINVAL ? r : -ENOENT;
+	sbid[strcspn(sbid, "\n")] = '\0';
+	return oci_id_ok(sbid) ? 0 : -ENOENT;
+}
+
+void oci_pod_record_gpid(const struct oci_ctx *c, const char *id, long gpid)
+{
+	char p[PATH_MAX + 16], t[32];
+
+	snprintf(t, sizeof(t), "%ld", gpid);
+	if (!file_in(c, id, "gpid", p, sizeof(p)))
+		(void)write_text(p, t);
+}
+
+/* The tag of id's init: "c" and the ID's first 63 characters (a tag
+ * starts with no digit; Kubernetes' IDs are 64 hex digits). */
+static void pod_tag(const char *id, char *tag, size_t len)
+{
+	snprintf(tag, len, "c%.63s", id);
+}
+
+void oci_where_of(const struct oci_ctx *c, const char *id, int for_init, struct oci_where *w)
+{
+	char sbid[OCI_ID_MAX + 2], p[PATH_MAX + 16], t[32];
+	long gpid;
+
+	memset(w, 0, sizeof(*w));
+	if (oci_pod_of(c, id, sbid, sizeof(sbid))) {
+		snprintf(w->root, sizeof(w->root), "%s", OCI_GUEST_ROOT);
+		snprintf(w->tag, sizeof(w->tag), "init");
+		return;
+	}
+	snprintf(w->root, sizeof(w->root), "%s/%s", OCI_POD_GUEST_ROOTS, id);
+	pod_tag(id, w->tag, sizeof(w->tag));
+	snprintf(w->cgroup, sizeof(w->cgroup), "%s/%s", OCI_POD_CGROUP, id);
+	if (for_init)
+		snprintf(w->mntns, sizeof(w->mntns), "new");
+	else if (!file_in(c, id, "gpid", p, sizeof(p)) && !cli_read_text(p, t, sizeof(t)) &&
+		 (gpid = strtol(t, NULL, 10)) > 1)
+		snprintf(w->mntns, sizeof(w->mntns), "/proc/%ld/ns/mnt", gpid);
+}
+
+int oci_pod_dir(const struct oci_ctx *c, const char *sbid, char *buf, size_t len)
+{
+	return file_in(c, sbid, "pod", buf, len);
+}
+
+/* Binds src at dir/name (made: a folder). 0 or -errno. */
+static int bind_at(const char *dir, const char *name, const char *src, int ro)
+{
+	char p[PATH_MAX];
+
+	if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p))
+		return -ENAMETOOLONG;
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (mount(src, p, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return -errno;
+	if (ro && mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+int oci_pod_attach(const struct oci_ctx *c, const char *sbid, const char *id, const struct oci_spec *s,
+		   char shares[][PATH_MAX], unsigned n, char *why, size_t whylen)
+{
+	char pod[PATH_MAX], dir[PATH_MAX], name[16];
+	unsigned i;
+	int r;
+
+	if ((r = oci_pod_dir(c, sbid, pod, sizeof(pod))) ||
+	    snprintf(dir, sizeof(dir), "%s/%s", pod, id) >= (int)sizeof(dir)) {
+		snprintf(why, whylen, "the pod's folder: %s", strerror(r ? -r : ENAMETOOLONG));
+		return r ? r : -ENAMETOOLONG;
+	}
+	if (access(pod, F_OK) < 0) {
+		snprintf(why, whylen, "%s: %s (is the sandbox %s this runtime's, booted with a pod share?)", pod,
+			 strerror(errno), sbid);
+		return -ENOENT;
+	}
+	if (mkdir(dir, 0700) < 0) {
+		r = -errno;
+		snprintf(why, whylen, "%s: %s", dir, strerror(-r));
+		return r;
+	}
+	if ((r = bind_at(dir, "rootfs", s->root, s->root_ro))) {
+		snprintf(why, whylen, "binding root.path %s into the pod: %s", s->root, strerror(-r));
+		goto err;
+	}
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "b%u", i);
+		if ((r = bind_at(dir, name, shares[i], 0))) {
+			snprintf(why, whylen, "binding %s into the pod: %s", shares[i], strerror(-r));
+			goto err;
+		}
+	}
+	return 0;
+err:
+	(void)oci_pod_unmount_under(dir, 1);
+	return r;
+}
+
+char *oci_pod_guest_prepare(const struct oci_spec *s, const char *id)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return NULL;
+	/* the root, as the host bound it into the pod share */
+	fprintf(f, "R=%s/%s\nmkdir -p \"$R\" && mount --bind %s/%s/rootfs \"$R\" || exit 1\n", OCI_POD_GUEST_ROOTS, id,
+		OCI_POD_GUEST_SHARE, id);
+	if (s->root_ro)
+		fputs("mount -o remount,bind,ro \"$R\" || exit 1\n", f);
+	/* its cgroup (cgroup v2): the controllers enabled down to it, then
+	 * its limits (linux.resources), which the guest's kernel enforces */
+	fprintf(f, "G=%s/%s\nmkdir -p \"$G\" || exit 1\n", OCI_POD_CGROUP, id);
+	fprintf(f, "for c in memory cpu pids; do echo +$c > /sys/fs/cgroup/cgroup.subtree_control; "
+		   "echo +$c > %s/cgroup.subtree_control; done 2>/dev/null\n",
+		OCI_POD_CGROUP);
+	if (s->mem_limit > 0)
+		fprintf(f, "echo %lld > \"$G/memory.max\" || exit 1\n", (long long)s->mem_limit);
+	if (s->cpu_quota > 0 && s->cpu_period > 0)
+		fprintf(f, "echo '%lld %llu' > \"$G/cpu.max\" || exit 1\n", (long long)s->cpu_quota,
+			(unsigned long long)s->cpu_period);
+	if (fclose(f)) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+int oci_pod_guest_remove(const struct sandbox_addr *a, const char *id, int all, char *err, size_t errlen)
+{
+	char script[1024];
+	const char *sh[] = { "sh", "-c", script, NULL };
+
+	/* cgroup.kill (Linux 5.14) ends every process of the cgroup at once */
+	snprintf(script, sizeof(script),
+		 "R=%s/%s G=%s/%s\n[ -d \"$G\" ] && echo 1 > \"$G/cgroup.kill\"\n%s", OCI_POD_GUEST_ROOTS, id,
+		 OCI_POD_CGROUP, id,
+		 all ? "if [ -d \"$R\" ]; then umount -l \"$R\" && rmdir \"$R\" || exit 1; fi\n"
+		       "for i in $(seq 50); do [ -d \"$G\" ] || break; rmdir \"$G\" 2>/dev/null || sleep 0.1; done\n"
+		       "[ ! -d \"$G\" ] || { echo \"$G stays\" >&2; exit 1; }\n"
+		       /* the pod share's dentries of this root go, and with
+			* them (FUSE FORGET) the VMM's handles on the host's mount */
+		       "echo 2 > /proc/sys/vm/drop_caches\n" :
+		       "true\n");
+	return oci_guest_run(a, sh, err, errlen);
+}
+
+/* The mount points under dir (dir too) from /proc/self/mountinfo (its
+ * fifth field; no escaping needed: our paths have no blanks), deepest
+ * (longest) first. The count, or -errno. */
+static int mounts_under(const char *dir, char (*out)[PATH_MAX], int max)
+{
+	char line[3 * PATH_MAX], mp[PATH_MAX], tmp[PATH_MAX];
+	size_t dl = strlen(dir);
+	int n = 0, i, j;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+			continue;
+		if (strncmp(mp, dir, dl) || (mp[dl] != '\0' && mp[dl] != '/'))
+			continue;
+		if (n < max && out)
+			snprintf(out[n], PATH_MAX, "%s", mp);
+		n++;
+	}
+	fclose(f);
+	if (out)
+		for (i = 0; i < n && i < max; i++)
+			for (j = i + 1; j < n && j < max; j++)
+				if (strlen(out[j]) > strlen(out[i])) {
+					memcpy(tmp, out[i], PATH_MAX);
+					memcpy(out[i], out[j], PATH_MAX);
+					memcpy(out[j], tmp, PATH_MAX);
+				}
+	return n;
+}
+
+int oci_mounts_under(const char *dir)
+{
+	return mounts_under(dir, NULL, 0);
+}
+
+/* Removes the empty folders of the tree at dirfd/name (never a file,
+ * never across a mount: rmdir of a mount point fails). */
+static void rmdirs(int dirfd, const char *name, unsigned depth)
+{
+	struct dirent *e;
+	DIR *d;
+	int fd;
+
+	if (depth > 4 || (fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return;
+	if (!(d = fdopendir(fd))) {
+		close(fd);
+		return;
+	}
+	while ((e = readdir(d)))
+		if (e->d_type == DT_DIR && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			rmdirs(fd, e->d_name, depth + 1);
+	closedir(d);
+	(void)unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+int oci_pod_unmount_under(const char *dir, int rm_dir)
+{
+	enum { MAXM = 256 };
+	char (*m)[PATH_MAX] = malloc(MAXM * sizeof(*m)), parent[PATH_MAX], *slash;
+	int n, i, fd;
+
+	if (!m)
+		return -ENOMEM;
+	n = mounts_under(dir, m, MAXM);
+	for (i = 0; i < n && i < MAXM; i++)
+		(void)umount2(m[i], MNT_DETACH);
+	free(m);
+	if (oci_mounts_under(dir) > 0)
+		return -EBUSY;
+	if (!rm_dir)
+		return 0;
+	snprintf(parent, sizeof(parent), "%s", dir);
+	if (!(slash = strrchr(parent, '/')) || slash == parent)
+		return -EINVAL;
+	*slash = '\0';
+	if ((fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	rmdirs(fd, slash + 1, 0);
+	close(fd);
+	return 0;
+}
