@@ -246,6 +246,25 @@ class Flow:
                                                             "" if cond else " (%s)" % why), flush=True)
         return cond
 
+    def pod_vm_size(self, pod, c):
+        """The pod's VM is sized from what containerd gives the sandbox
+        (io.kubernetes.cri.sandbox-memory, or its memory limit) plus 64 MiB."""
+        p = os.path.join(os.path.dirname(self.a.logs), "state", "io.containerd.runtime.v2.task", "k8s.io", pod,
+                         "config.json")
+        try:
+            spec = json.load(open(p))
+        except (OSError, ValueError):
+            spec = {}
+        ann = spec.get("annotations", {}).get("io.kubernetes.cri.sandbox-memory")
+        lim = spec.get("linux", {}).get("resources", {}).get("memory", {}).get("limit")
+        if not (ann and int(ann) > 0) and not lim:
+            print("     skip: the pod VM's size: containerd gives the sandbox no memory (%s)" % p)
+            return
+        r = self.exec_sync(c, ["sed", "-n", "s/^MemTotal: *\\([0-9]*\\) kB/\\1/p", "/proc/meminfo"])
+        kib = int(r.stdout.strip() or 0)
+        self.check(380 * 1024 < kib <= 448 * 1024, "the pod's VM is sized from the sandbox's 384 MiB (%s) + 64: "
+                   "MemTotal %d MiB" % ("annotation" if ann else "limit", kib // 1024), r.stdout)
+
     def one_vm(self, vms, what):
         """vmm: the pod is exactly the one VM it booted at RunPodSandbox
         (runc: none)."""
@@ -299,6 +318,17 @@ class Flow:
             r = self.exec_sync(web, ["sh", "-c", "cat /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)/memory.max"])
             self.check(r.stdout == b"134217728\n", "the web container's memory limit (128 MiB) is its cgroup's in the "
                        "guest", repr((r.stdout, r.stderr)))
+            # UpdateContainerResources: the shim's runc update, into the guest cgroup
+            try:
+                self.rt.UpdateContainerResources(pb.UpdateContainerResourcesRequest(
+                    container_id=web, linux=pb.LinuxContainerResources(memory_limit_in_bytes=192 << 20,
+                                                                       cpu_quota=50000, cpu_period=100000)))
+                r = self.exec_sync(web, ["sh", "-c", "G=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup); "
+                                                     "cat $G/memory.max $G/cpu.max"])
+                self.check(r.stdout == b"201326592\n50000 100000\n", "UpdateContainerResources: 192 MiB and half "
+                           "a CPU in the web container's guest cgroup", repr((r.stdout, r.stderr)))
+            except self.grpc.RpcError as e:
+                self.bad("UpdateContainerResources: %s" % e.details())
         # the pod's memory with three containers running
         kib, n = self.tree_pss_kib(self.shims_of(pod))
         self.fig["pod3_pss_mib"] = round(kib / 1024, 1)
@@ -345,7 +375,9 @@ class Flow:
             # no hostname: a pod on the host's network shares its UTS namespace
             log_directory=logdir,
             linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(
-                namespace_options=pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD))))
+                namespace_options=pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD)),
+                # the sum of the containers' limits, as kubelet gives it
+                resources=pb.LinuxContainerResources(memory_limit_in_bytes=384 << 20)))
         t0 = time.monotonic()
         try:
             pod = self.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_cfg, runtime_handler=a.handler),
@@ -452,6 +484,8 @@ class Flow:
             self.check(r.exit_code != 0, "ExecSync: a missing command fails (exit code %d)" % r.exit_code)
         except self.grpc.RpcError as e:
             self.ok("ExecSync: a missing command fails (%s)" % e.details()[-60:])
+        if self.a.handler == "vmm":
+            self.pod_vm_size(pod, c)
         lat = []
         for _ in range(5):
             s = time.monotonic()
