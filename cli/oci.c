@@ -593,7 +593,10 @@ static int oci_delete(const struct oci_ctx *c, int argc, char **argv)
 			close(lock);
 		/* runc: delete --force of an unknown container is no error */
 		if (force) {
-			if (!oci_state_dir(c->root, id, dir, sizeof(dir)))
+			/* what is left of a pod's share goes first: never a
+			 * recursive removal into a container's bound root */
+			if (!oci_state_dir(c->root, id, dir, sizeof(dir)) && !oci_pod_unmount_under(dir, 0) &&
+			    oci_mounts_under(dir) == 0)
 				cli_rm_tree(dir);
 			return 0;
 		}
