@@ -631,7 +631,10 @@ static int oci_delete(const struct oci_ctx *c, int argc, char **argv)
 			close(lock);
 		/* runc: delete --force of an unknown container is no error */
 		if (force) {
-			if (!oci_state_dir(c->root, id, dir, sizeof(dir)))
+			/* what is left of a pod's share goes first: never a
+			 * recursive removal into a container's bound root */
+			if (!oci_state_dir(c->root, id, dir, sizeof(dir)) && !oci_pod_unmount_under(dir, 0) &&
+			    oci_mounts_under(dir) == 0)
 				cli_rm_tree(dir);
 			return 0;
 		}
@@ -840,6 +843,74 @@ static int oci_ps(const struct oci_ctx *c, int argc, char **argv)
 	return 0;
 }
 
+/* update --resources FILE|- ID (runc's; containerd's shim sends the
+ * runtime spec's LinuxResources as JSON on stdin): a pod's container's
+ * memory limit and CPU quota set in its cgroup in the guest. A container
+ * alone is its VM, whose size is fixed: refused, saying so. */
+static int oci_update(const struct oci_ctx *c, int argc, char **argv)
+{
+	const char *id = NULL, *file = NULL;
+	char sbid[OCI_ID_MAX + 2], err[512], *text = malloc(OCI_SPEC_MAX_BYTES + 1);
+	struct json_arena ar = { 0 };
+	const struct json *j, *m, *cpu;
+	const char *jerr = NULL;
+	int64_t mem = 0, quota = 0, period = 0;
+	struct sandbox_addr a;
+	struct sandbox sb;
+	size_t len = 0;
+	int i, r;
+	FILE *f;
+
+	for (i = 1; i < argc; i++)
+		if ((r = opt(argc, argv, &i, "resources", "r", &file)) < 0) {
+			free(text);
+			return oci_fail(c, "update: --resources needs a value");
+		} else if (!r && argv[i][0] != '-') {
+			id = argv[i];
+		}
+	if (!text || !id || !oci_id_ok(id)) {
+		free(text);
+		return oci_fail(c, "update: container ID missing or invalid");
+	}
+	r = CLI_EXIT_ERROR;
+	if (oci_pod_of(c, id, sbid, sizeof(sbid))) {
+		oci_fail(c, "update: %s runs in a VM of its own, whose size is fixed: its limits cannot change", id);
+		goto out;
+	}
+	f = !file || !strcmp(file, "-") ? stdin : fopen(file, "re");
+	if (f) {
+		len = fread(text, 1, OCI_SPEC_MAX_BYTES, f);
+		if (f != stdin)
+			fclose(f);
+	}
+	ar.size = len * 8 + 4096;
+	if (!f || !(ar.buf = malloc(ar.size)) || !(j = json_parse(text, len, &ar, &jerr)) || j->type != JSON_OBJ) {
+		oci_fail(c, "update: --resources %s: %s", file ? file : "-", jerr ? jerr : "not a JSON object");
+		goto out;
+	}
+	if ((m = json_get(j, "memory")))
+		json_get_int(m, "limit", &mem);
+	if ((cpu = json_get(j, "cpu"))) {
+		json_get_int(cpu, "quota", &quota);
+		json_get_int(cpu, "period", &period);
+	}
+	if (oci_vm_addr(c, id, &sb, &a)) {
+		oci_fail(c, "%s: its pod's VM is gone", id);
+		goto out;
+	}
+	if (oci_pod_guest_limits(&a, id, mem, quota, period > 0 ? (uint64_t)period : 0, err, sizeof(err))) {
+		oci_fail(c, "%s: setting its limits in the guest: %s", id, err);
+		goto out;
+	}
+	oci_info(c, "%s: updated (memory %lld, cpu quota %lld/%lld)", id, (long long)mem, (long long)quota,
+		 (long long)period);
+	r = 0;
+out:
+	free(ar.buf);
+	free(text);
+	return r;
+}
+
 static int oci_features(void)
 {
 	printf("{\"ociVersionMin\":\"1.0.0\",\"ociVersionMax\":\"%s\","
@@ -875,6 +946,7 @@ static void oci_usage(FILE *out)
 		"  exec [--process F | ARGS] [--detach] [--pid-file F] [--console-socket S]\n"
 		"       [--tty] ID [CMD...]   another process in the container\n"
 		"  ps [--format table|json] ID\n"
+		"  update --resources FILE|- ID   a pod's container's memory and CPU limits\n"
 		"  features             what this runtime supports, as JSON\n"
 		"  --version\n");
 }
@@ -937,13 +1009,15 @@ int oci_main(int argc, char **argv)
 		return oci_exec(&c, argc, argv);
 	if (!strcmp(verb, "ps"))
 		return oci_ps(&c, argc, argv);
+	if (!strcmp(verb, "update"))
+		return oci_update(&c, argc, argv);
 	if (!strcmp(verb, "features"))
 		return oci_features();
 	if (!strcmp(verb, "--version") || !strcmp(verb, "version")) {
 		printf("vmm-oci version %s\nspec: %s\n", VMM_VERSION, OCI_VERSION);
 		return 0;
 	}
-	return oci_fail(&c, "unknown command %s (create, start, state, kill, delete, exec, ps, features)", verb);
+	return oci_fail(&c, "unknown command %s (create, start, state, kill, delete, exec, ps, update, features)", verb);
 }
 
 const struct cli_verb cli_verb_oci = {

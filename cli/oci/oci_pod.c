@@ -220,6 +220,31 @@ int oci_pod_guest_remove(const struct sandbox_addr *a, const char *id, int all, 
 	return oci_guest_run(a, sh, err, errlen);
 }
 
+int oci_pod_guest_limits(const struct sandbox_addr *a, const char *id, int64_t mem, int64_t quota, uint64_t period,
+			 char *err, size_t errlen)
+{
+	char script[1024];
+	const char *sh[] = { "sh", "-c", script, NULL };
+	size_t n;
+
+	n = (size_t)snprintf(script, sizeof(script), "G=%s/%s\n[ -d \"$G\" ] || { echo \"$G: no such cgroup\" >&2; exit 1; }\n",
+			     OCI_POD_CGROUP, id);
+	if (mem > 0)
+		n += (size_t)snprintf(script + n, sizeof(script) - n, "echo %lld > \"$G/memory.max\" || exit 1\n",
+				      (long long)mem);
+	if (quota != 0 && n < sizeof(script)) {
+		char q[24] = "max"; /* -1: no limit (cgroup v2's "max") */
+
+		if (quota > 0)
+			snprintf(q, sizeof(q), "%lld", (long long)quota);
+		n += (size_t)snprintf(script + n, sizeof(script) - n, "echo '%s %llu' > \"$G/cpu.max\" || exit 1\n", q,
+				      (unsigned long long)(period ? period : 100000));
+	}
+	if (n >= sizeof(script))
+		return -E2BIG;
+	return oci_guest_run(a, sh, err, errlen);
+}
+
 /* The mount points under dir (dir too) from /proc/self/mountinfo (its
  * fifth field; no escaping needed: our paths have no blanks), deepest
  * (longest) first. The count, or -errno. */

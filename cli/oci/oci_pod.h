@@ -17,6 +17,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cli/oci/oci_spec.h"
 #include "cli/oci/oci_vm.h"
@@ -77,6 +78,11 @@ char *oci_pod_guest_prepare(const struct oci_spec *s, const char *id);
  * the guest's caches of the pod share dropped (so the VMM lets go of
  * the host mounts). 0 or the script's failure. */
 int oci_pod_guest_remove(const struct sandbox_addr *a, const char *id, int all, char *err, size_t errlen);
+/* A pod's container's limits changed in its guest cgroup (update):
+ * memory.max (mem > 0), cpu.max (quota > 0, or -1: none; period 0: the
+ * default 100000). 0 or the script's failure (err). */
+int oci_pod_guest_limits(const struct sandbox_addr *a, const char *id, int64_t mem, int64_t quota, uint64_t period,
+			 char *err, size_t errlen);
 /* Unmounts (lazily) everything mounted under dir and removes the empty
  * folders there, dir included when rm_dir. 0, or -EBUSY when a mount
  * stays (the folder is then kept). */

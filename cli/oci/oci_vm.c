@@ -452,10 +452,23 @@ int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *
 	 * annotation, else vmm's default */
 	if (s->mem_limit > 0)
 		mib = ((unsigned long long)s->mem_limit >> 20) + OCI_MEM_OVERHEAD_MIB;
+	/* a pod's VM: what containerd's CRI gives the sandbox, the sum of
+	 * its containers' limits (io.kubernetes.cri.sandbox-memory, and the
+	 * CPU quota/period; containerd's pkg/cri/annotations) */
+	if ((v = oci_spec_annotation(s, "io.kubernetes.cri.sandbox-memory")) && strtoull(v, NULL, 10) >= (1ull << 20))
+		mib = (strtoull(v, NULL, 10) >> 20) + OCI_MEM_OVERHEAD_MIB;
 	if ((v = oci_spec_annotation(s, "io.vmm.mem")) && cli_parse_mib(v, &mib))
 		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "annotation io.vmm.mem: %s is not a size", v);
 	if (s->cpu_quota > 0 && s->cpu_period > 0)
 		ncpu = (unsigned)((s->cpu_quota + (int64_t)s->cpu_period - 1) / (int64_t)s->cpu_period);
+	{
+		const char *q = oci_spec_annotation(s, "io.kubernetes.cri.sandbox-cpu-quota");
+		const char *per = oci_spec_annotation(s, "io.kubernetes.cri.sandbox-cpu-period");
+		long long qq = q ? strtoll(q, NULL, 10) : 0, pp = per ? strtoll(per, NULL, 10) : 0;
+
+		if (qq > 0 && pp > 0 && (qq + pp - 1) / pp <= 64)
+			ncpu = (unsigned)((qq + pp - 1) / pp);
+	}
 	if ((v = oci_spec_annotation(s, "io.vmm.cpus")))
 		ncpu = (unsigned)strtoul(v, NULL, 10);
 	if (ncpu < 1 || ncpu > 64)

@@ -64,7 +64,7 @@ fi
 # ---- images: a busybox root, as a workload image and as the pause image -------
 mkdir -p "$T/rootfs/bin" "$T/rootfs/proc" "$T/rootfs/sys" "$T/rootfs/dev" "$T/rootfs/etc" "$T/rootfs/tmp"
 cp "$BUSYBOX" "$T/rootfs/bin/busybox"
-for a in sh echo cat ls uname sleep true false id hostname mount httpd wget nc sed touch test; do ln -s busybox "$T/rootfs/bin/$a"; done
+for a in sh echo cat ls uname sleep true false id hostname mount httpd wget nc sed touch test grep; do ln -s busybox "$T/rootfs/bin/$a"; done
 echo 'root:x:0:0:root:/root:/bin/sh' > "$T/rootfs/etc/passwd"
 mkdir -p "$T/rootfs/www" && echo hello-from-the-pod > "$T/rootfs/www/index.html"
 tar -C "$T/rootfs" -cf "$T/layer.tar" .
