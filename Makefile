@@ -570,7 +570,9 @@ api-test: $(BUILD)/vmm $(BUILD)/tools/guest-init
 # no network; tests/e2e/debian_image.sh): the egress part's HTTPS clients,
 # the workloads part's namespace, netfilter and squashfs tools and python3;
 # the builtin part's python and node images (vmm image build --builtin,
-# tests/e2e/builtin_images.sh: the product's own build, cached by inputs).
+# tests/e2e/builtin_images.sh: the product's own build, cached by inputs);
+# the inner part's Podman and Chromium image (tests/e2e/inner_image.sh:
+# vmm image build -f tests/e2e/inner/Dockerfile, its Debian tree cached).
 E2E_EGRESS_PACKAGES    := curl,python3-requests,git,ca-certificates
 E2E_WORKLOADS_PACKAGES := python3,iproute2,nftables,iptables,squashfs-tools
 e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
@@ -580,8 +582,9 @@ e2e: $(BUILD)/vmm $(BUILD)/asan/bin/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-in
 	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh egress $(E2E_EGRESS_PACKAGES) $(BUILD)/vmm $(BUILD)/egress-clients.ext4)
 	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/debian_image.sh workloads $(E2E_WORKLOADS_PACKAGES) $(BUILD)/vmm $(BUILD)/workloads.ext4)
 	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/builtin_images.sh $(BUILD)/vmm $(BUILD)/builtin-images)
+	$(if $(or $(wildcard /dev/kvm),$(call kvmrun,e2e)),$(Q)tests/e2e/inner_image.sh $(BUILD)/vmm $(BUILD)/inner-images)
 	$(Q)VMM_E2E_EGRESS_IMAGE=$(abspath $(BUILD)/egress-clients.ext4) VMM_E2E_WORKLOADS_IMAGE=$(abspath $(BUILD)/workloads.ext4) \
-		VMM_E2E_BUILTIN_STORE=$(abspath $(BUILD)/builtin-images) \
+		VMM_E2E_BUILTIN_STORE=$(abspath $(BUILD)/builtin-images) VMM_E2E_INNER_STORE=$(abspath $(BUILD)/inner-images) \
 		$(call kvmrun,e2e) tests/e2e/run.sh $(BUILD)/vmm $(BUILD)/kernel/vmlinux $(BUILD)/test-initramfs.cpio $(BUILD)/rootfs.ext4 \
 		$(BUILD)/asan/bin/vmm
 

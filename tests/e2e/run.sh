@@ -29,7 +29,7 @@ fi
 emulating=0
 [ -d /sys/module/kvm_pvm ] && emulating=1
 # VMM_E2E_ONLY="jail net": only those parts (boots lifecycle egress jail
-# fcapi fs drives drives-nfs net images devloop workloads builtin readme); the gold
+# fcapi fs drives drives-nfs net images devloop workloads builtin inner readme); the gold
 # snapshot (snapshot.sh) always, as the parts restore it. For a targeted
 # rerun; CI runs them all.
 # Each part that runs says when it starts (seconds since the tier began),
@@ -175,6 +175,9 @@ fi
 # Boots 13-14: a developer's loop in the built-in python and node images
 # (tests/e2e/builtin.sh; made on the host by builtin_images.sh).
 ! e2e_part builtin || . "$(dirname "$0")/builtin.sh"
+# Boot 15: Podman and headless Chromium inside a sandbox (tests/e2e/inner.sh;
+# the image made on the host by inner_image.sh).
+! e2e_part inner || . "$(dirname "$0")/inner.sh"
 # The README's and docs/cli.md's examples as an operator types them, the
 # build's artefacts byte-identical afterwards (tests/e2e/readme_replay.sh,
 # its own state and image directories).
