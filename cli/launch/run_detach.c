@@ -201,7 +201,7 @@ int detach_self(const struct sandbox *sb, unsigned long ready_s, int restored, c
 			/* run -d -- CMD: CMD as the sandbox's detached process
 			 * (API v2), tagged "main" for vmm attach/logs/kill */
 			if (dcmd && api_start_id(&a, dcmd, &id, why, sizeof(why))) {
-				log_err("sandbox %s: its command did not start (%s): stopped and removed", sb->name, why);
+				log_err("sandbox %s: its command did not start: stopped and removed (%s)", sb->name, why);
 				detach_abandon(pid, sb, &stops);
 				return CLI_EXIT_ERROR;
 			}
