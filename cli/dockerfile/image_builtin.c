@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 struct builtin_args {
@@ -245,21 +244,13 @@ static int list_recipes(const char *recipes, const char *gi, const char *mirror,
 	return 0;
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int image_builtin_main(int argc, char **argv, struct image_out *out)
 {
 	struct builtin_args a;
 	char recipes[PATH_MAX], gi[PATH_MAX + 32], dir[PATH_MAX + 64], df[PATH_MAX + 80], inputs[32], src[80];
 	const char *const noargs[] = { NULL };
 	struct dfi_build o = { 0 };
-	double t0 = mono_s();
+	long long t0 = cli_mono_ms();
 	unsigned v;
 	int r;
 
@@ -301,6 +292,7 @@ int image_builtin_main(int argc, char **argv, struct image_out *out)
 	if ((r = dfi_build_image(&o, out)))
 		return r;
 	if (!a.quiet)
-		fprintf(out->progress, "built-in image %s from recipe %s in %.1f s\n", a.name, a.recipe, mono_s() - t0);
+		fprintf(out->progress, "built-in image %s from recipe %s in %.1f s\n", a.name, a.recipe,
+			(double)(cli_mono_ms() - t0) / 1000.0);
 	return 0;
 }
