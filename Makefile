@@ -473,7 +473,12 @@ VMHOST_TIMEOUT_dockerfile ?= 1200
 VMHOST_TIMEOUT_standby    ?= 1200
 VMHOST_TIMEOUT_e2b        ?= 1800
 VMHOST_TIMEOUT_e2e        ?= 2700
-kvmrun = $(if $(or $(filter on,$(VMHOST)),$(filter $(1) all,$(VMHOST_TIERS))),$(if $(KVMRUN),VMHOST_TIMEOUT=$(or $(VMHOST_TIMEOUT),$(VMHOST_TIMEOUT_$(1)),1800) $(KVMRUN)))
+# The VM's memory (MiB; QEMU allocates what is touched): its /tmp is a
+# tmpfs of half of it, where e2e's sandboxes keep their copies of images
+# (the inner part's 1.6 GB Podman and Chromium root beside its 1.5 GiB
+# guest did not fit in 4096's 2 GiB /tmp: CI's stop 49).
+VMHOST_MEM_e2e            ?= 8192
+kvmrun = $(if $(or $(filter on,$(VMHOST)),$(filter $(1) all,$(VMHOST_TIERS))),$(if $(KVMRUN),VMHOST_TIMEOUT=$(or $(VMHOST_TIMEOUT),$(VMHOST_TIMEOUT_$(1)),1800) $(if $(VMHOST_MEM_$(1)),VMHOST_MEM=$(or $(VMHOST_MEM),$(VMHOST_MEM_$(1)))) $(KVMRUN)))
 # Says, once per tier, where it runs: $(call kvm_where,WHAT,TIER).
 kvm_where = @echo "  KVM     $(1): $(if $(call kvmrun,$(2)),in a QEMU TCG VM (VMHOST=$(VMHOST)$(if $(wildcard /dev/kvm),$(if $(EMULATING_HOST),; this host's KVM emulates guest ring 0),; no /dev/kvm here)),$(if $(wildcard /dev/kvm),on this host's /dev/kvm,skipped: no /dev/kvm$(if $(KVMRUN), (VMHOST_TIERS=$(VMHOST_TIERS): add $(2) to run it in the QEMU TCG VM), and VMHOST=$(VMHOST)$(if $(filter auto,$(VMHOST)), but tests/vmhost/run.sh --check fails))))"
 KVM_UNIT_TESTS := $(basename $(notdir $(shell grep -rl --include='test_*.c' vm_fixture.h tests/unit)))
@@ -638,9 +643,13 @@ TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e
 # vCPU, so one of the host's cores idle) they run beside them, in a second
 # lane, after what both lanes use is built (TEST_BESIDE= runs all in turn).
 TEST_BESIDE ?= $(if $(call kvmrun,e2e),api-test egress-host-test e2e-lib-test cli-test oci-image-test kernel-config asan-unit fuzz structure)
+# Everything the side lane's tiers build is built first, with both cores:
+# a make that reads the compiler's dependency files (-include *.d) while
+# the other lane's compiler writes one may stop at a half-written line.
 test: deps
 	$(if $(TEST_BESIDE),$(Q)$(MAKE) -s -j2 --no-print-directory $(BUILD)/vmm $(BUILD)/tools/guest-init $(BUILD)/guest/guest-init \
-		$(BUILD)/kernel/vmlinux $(BUILD)/asan/bin/vmm guests)
+		$(BUILD)/kernel/vmlinux $(BUILD)/asan/bin/vmm guests $(BUILD)/vmm-test $(BUILD)/images/.copied \
+		$(UNIT_BINS) $(ASAN_UNIT_BINS) $(patsubst %,$(BUILD)/fuzz/%,$(FUZZ_TARGETS)))
 	$(Q)FUZZ_SECONDS=$(or $(TEST_FUZZ_SECONDS),10) MAKE='$(MAKE)' tests/run-tiers.sh $(BUILD)/test-results \
 		$(if $(TEST_BESIDE),--beside "$(TEST_BESIDE)") $(TEST_TIERS)
 

@@ -46,7 +46,7 @@ static int sandbox_named(const char *spec, size_t len)
 		return 0;
 	memcpy(name, spec, len);
 	name[len] = '\0';
-	if (!sandbox_name_ok(name) || sandbox_root(root, sizeof(root)))
+	if (!sandbox_name_ok(name) || sandbox_root_existing(root, sizeof(root)))
 		return 0;
 	snprintf(p, sizeof(p), "%s/%s", root, name);
 	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);

@@ -76,9 +76,13 @@ run_tier() {
 		[ -n "$lines" ] && echo "$lines" | sed 's/^/              | /'
 		# A failing tier's own FAIL lines (and a fuzzer's crash report), so
 		# that the summary, the part of a CI log that is kept, says what failed.
+		# A tier that failed with no such line (make stopped, a script
+		# died): the end of its log, or that the log is empty.
 		if [ "$verdict" = FAIL ]; then
 			why=$(failures "$results/$t.log")
-			[ -n "$why" ] && echo "$why" | sed 's/^/              ! /'
+			[ -n "$why" ] || why=$(tr -d '\r' < "$results/$t.log" | tail -8 | cut -c1-200)
+			[ -n "$why" ] || why="its log is empty ($(df -h --output=avail "$results" 2> /dev/null | tail -1 | tr -d ' ') free where it is written)"
+			echo "$why" | sed 's/^/              ! /'
 		fi
 	} > "$results/$t.sum"
 }

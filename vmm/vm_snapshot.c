@@ -9,6 +9,7 @@
 #include "vmm/base/log.h"
 #include "vmm/base/zpages.h"
 #include "vmm/vcpu.h"
+#include "vmm/wire/proto.h"
 #include "devices/mmds.h"
 
 #include <cpuid.h>
@@ -835,9 +836,16 @@ int snap_copy_fd(int in, const char *dst)
 				char buf[65536];
 				size_t want = (size_t)(hole - off) < sizeof(buf) ? (size_t)(hole - off) : sizeof(buf);
 
+				int w;
+
+				/* all of what was read, or the write's own error: a
+				 * short write on a full disk must not leave copy_file_range's
+				 * EXDEV in errno to be reported instead of ENOSPC */
 				n = pread(in, buf, want, off);
-				if (n > 0 && pwrite(out, buf, (size_t)n, off) != n)
-					n = errno ? -1 : (errno = ENOSPC, -1);
+				if (n > 0 && (w = pwrite_full(out, buf, (size_t)n, (uint64_t)off))) {
+					errno = -w;
+					n = -1;
+				}
 			}
 			if (n < 0) {
 				if (errno == EINTR)

@@ -44,7 +44,7 @@ static int find_holder(const char *real, const char *self, char *holder, size_t 
 	char root[PATH_MAX], **names = NULL;
 	int n, i, r = -ENOENT;
 
-	if (sandbox_root(root, sizeof(root)) || (n = sandbox_list(&names)) < 0)
+	if (sandbox_root_existing(root, sizeof(root)) || (n = sandbox_list(&names)) < 0)
 		return -ENOENT;
 	for (i = 0; i < n; i++) {
 		struct sandbox_status st;

@@ -23,7 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
-int sandbox_root(char *buf, size_t len)
+/* The state directory's path, made only where create says: a reader
+ * (lookup, list: vmm ls, rm, a cleanup's last vmm rm -f) never makes it,
+ * so no reader brings back a folder its owner has just removed (vmm-oci's
+ * ROOT/ID/vm after a failed create). */
+static int root_at(char *buf, size_t len, int create)
 {
 	const char *env = getenv("VMM_STATE_DIR"), *xdg = getenv("XDG_RUNTIME_DIR");
 	int n, r, fd;
@@ -38,8 +42,12 @@ int sandbox_root(char *buf, size_t len)
 		n = snprintf(buf, len, "/tmp/vmm-%u", (unsigned)geteuid());
 	if (n < 0 || (size_t)n >= len)
 		return -ENAMETOOLONG;
-	r = cli_mkdir_p(buf, 0700);
-	if (r) {
+	if (!create) {
+		struct stat st;
+
+		if (lstat(buf, &st) < 0)
+			return -errno;
+	} else if ((r = cli_mkdir_p(buf, 0700))) {
 		log_err("cannot create the state directory %s: %s", buf, strerror(-r));
 		return r;
 	}
@@ -52,6 +60,16 @@ int sandbox_root(char *buf, size_t len)
 	}
 	close(fd);
 	return 0;
+}
+
+int sandbox_root(char *buf, size_t len)
+{
+	return root_at(buf, len, 1);
+}
+
+int sandbox_root_existing(char *buf, size_t len)
+{
+	return root_at(buf, len, 0);
 }
 
 int sandbox_name_ok(const char *name)
@@ -373,7 +391,11 @@ int sandbox_lookup(struct sandbox *sb, const char *arg)
 		log_err("%s: not a sandbox name or a socket path", arg);
 		return -EINVAL;
 	}
-	if ((r = sandbox_root(root, sizeof(root))) || (r = paths(sb, root, arg)))
+	if ((r = sandbox_root_existing(root, sizeof(root))) == -ENOENT) {
+		log_err("no sandbox named %s (in %s: it does not exist)", arg, root);
+		return r;
+	}
+	if (r || (r = paths(sb, root, arg)))
 		return r;
 	if (lstat(sb->dir, &st) < 0) {
 		log_err("no sandbox named %s (in %s)", arg, root);
@@ -523,8 +545,8 @@ int sandbox_list(char ***names)
 	DIR *d;
 
 	*names = NULL;
-	if ((r = sandbox_root(root, sizeof(root))))
-		return r;
+	if ((r = sandbox_root_existing(root, sizeof(root))))
+		return r == -ENOENT ? 0 : r;
 	d = opendir(root);
 	if (!d)
 		return -errno;

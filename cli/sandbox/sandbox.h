@@ -44,6 +44,8 @@ struct sandbox {
 
 /* Root of the state directory, created (0700) if missing. 0 or -errno. */
 int sandbox_root(char *buf, size_t len);
+/* The same for readers, which never create it: -ENOENT if it is missing. */
+int sandbox_root_existing(char *buf, size_t len);
 /* Writes dir/name whole (n bytes): a temporary file renamed over it, so a
  * reader never sees half of it and no link in its place is followed. 0 or
  * -errno. */

@@ -169,7 +169,7 @@ EOF
 		"$OCI" --root "$R" delete --force n2
 	else
 		grep -q createRuntime "$T/herr" && [ ! -e "$R/n2" ] && ok "a failing createRuntime hook: error, nothing left" ||
-			bad "failing hook: $(cat "$T/herr"); left: $(find "$R/n2" 2> /dev/null | head -20 | tr '\n' ' ')"
+			bad "failing hook: $(cat "$T/herr"); left (made at, now $(date +%T.%N)): $(find "$R/n2" -printf '%p %TT ' 2> /dev/null | head -c 2000); vmm processes: $(ps -eo pid,etimes,args | grep '[v]mm' | head -c 2000)"
 	fi
 	# SIGTERM straight to the init proxy reaches the process
 	nbconf '["sh","-c","trap \"echo got-term; exit 9\" TERM; echo ready; while :; do sleep 1; done"]' /bin/true

@@ -36,7 +36,7 @@ emulating=0
 # so a CI log shows where the time goes.
 e2e_part() {
 	[ -z "${VMM_E2E_ONLY:-}" ] || [[ " $VMM_E2E_ONLY " == *" $1 "* ]] || return 1
-	echo "---- e2e: $1 at ${SECONDS} s"
+	echo "---- e2e: $1 at ${SECONDS} s (/tmp: $(df -m --output=used,size /tmp 2> /dev/null | awk 'NR == 2 { print $1 " of " $2 " MiB used" }'))"
 }
 base="console=ttyS0 reboot=k panic=-1 vmm_selftest=1 rdinit=/sbin/vmm-selftest init=/sbin/vmm-selftest"
 

@@ -2,7 +2,8 @@
  * commit order with a crash injected before every step, the consume
  * marker, the diff-or-full decision, and the in-place diff write of a
  * resumed sandbox (disks in place) killed after every step, against a
- * MAP_PRIVATE mapping of the memory file as the running VM has it. */
+ * MAP_PRIVATE mapping of the memory file as the running VM has it; and
+ * the copy of a disk onto a full file system. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,12 +17,17 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <limits.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "vmm/idle.h"
 #include "vmm/base/snapfmt_diff.h"
 #include "vmm/base/snapfmt.h"
 #include "vmm/vm_standby.h"
+#include "vmm/vm_snapshot.h"
 
 #define S 1000000000ull
 
@@ -556,6 +562,82 @@ static void diff_write_killed_at_every_step(void **state)
 	diff_write_killed_at(-1);
 }
 
+/* ---- the copy of a disk (snap_copy_fd: an image's root for a sandbox,
+ * standby's disks) on a full file system ---- */
+
+/* In a child in its own user and mount namespaces: a 200 KiB tmpfs (not
+ * a whole number of the copy's 64 KiB steps, so one write is short), a
+ * 4 MiB memfd of data (another file system: copy_file_range says EXDEV,
+ * the read/write fallback runs) copied onto it. Exit 0: -ENOSPC and no
+ * file left; 1: another result (CI saw EXDEV); 77: no user namespaces. */
+static int copy_onto_full_tmpfs(const char *dir)
+{
+	char dst[PATH_MAX], *buf;
+	size_t n = 4u << 20;
+	int in, r;
+
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	char map[64];
+	int fd;
+
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+		return 77;
+	/* our ids mapped, or files cannot be made (EOVERFLOW) */
+	fd = open("/proc/self/setgroups", O_WRONLY);
+	if (fd < 0 || write(fd, "deny", 4) != 4)
+		return 77;
+	close(fd);
+	snprintf(map, sizeof(map), "0 %u 1", (unsigned)uid);
+	fd = open("/proc/self/uid_map", O_WRONLY);
+	if (fd < 0 || write(fd, map, strlen(map)) != (ssize_t)strlen(map))
+		return 77;
+	close(fd);
+	snprintf(map, sizeof(map), "0 %u 1", (unsigned)gid);
+	fd = open("/proc/self/gid_map", O_WRONLY);
+	if (fd < 0 || write(fd, map, strlen(map)) != (ssize_t)strlen(map))
+		return 77;
+	close(fd);
+	if (mount("none", dir, "tmpfs", 0, "size=200k") < 0)
+		return 77;
+	in = memfd_create("src", 0);
+	buf = malloc(n);
+	if (in < 0 || !buf)
+		return 1;
+	memset(buf, 0x5a, n);
+	if (write(in, buf, n) != (ssize_t)n)
+		return 1;
+	snprintf(dst, sizeof(dst), "%s/copy", dir);
+	r = snap_copy_fd(in, dst);
+	if (r != -ENOSPC) {
+		fprintf(stderr, "snap_copy_fd onto a full file system: %d (%s), not -ENOSPC\n", r, strerror(-r));
+		return 1;
+	}
+	return access(dst, F_OK) == 0 ? 1 : 0;
+}
+
+static void copy_on_a_full_disk_says_enospc(void **state)
+{
+	char dir[] = "/tmp/vmm-copy-XXXXXX";
+	int st;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(copy_onto_full_tmpfs(dir));
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	rmdir(dir);
+	assert_true(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77) {
+		print_message("skip: no user namespace with a tmpfs mount on this host (unshare or mount refused)\n");
+		skip();
+	}
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -572,6 +654,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(consume_marks_the_id, setup, teardown),
 		cmocka_unit_test_setup_teardown(plan_diff_only_from_this_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(diff_write_killed_at_every_step, setup, teardown),
+		cmocka_unit_test(copy_on_a_full_disk_says_enospc),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
