@@ -342,7 +342,7 @@ $(BUILD)/tools/uffd_handler: $(UFFD_HANDLER_SRCS) tests/uffd/uffd_serve.h vmm/wi
 UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus test_vm \
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_fuse_budget test_drive test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
-              test_jail test_progress test_api_v2 test_oci test_mcp test_virtio_rng \
+              test_jail test_progress test_util test_api_v2 test_oci test_mcp test_virtio_rng \
               test_virtio_balloon test_i8042 test_unixsock test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_rootfs test_oci_proxy \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
@@ -367,6 +367,7 @@ test_phase_SRCS   := vmm/phase.c vmm/base/log.c
 test_sched_slice_SRCS := vmm/sched_slice.c
 test_notice_SRCS  := vmm/notice.c vmm/base/unixsock.c vmm/base/log.c
 test_tlsexec_SRCS := cli/util/tlsexec.c
+test_util_SRCS := cli/util/util.c vmm/base/log.c vmm/wire/proto.c
 test_kvmcache_SRCS := vmm/kvmcache.c vmm/wire/proto.c
 test_kvopt_SRCS   := vmm/base/kvopt.c
 test_vm_SRCS      := $(CORE_SRCS)

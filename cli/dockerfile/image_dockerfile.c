@@ -287,22 +287,6 @@ static void usage(FILE *out)
 		"Steps are cached in $VMM_CACHE/build (~/.cache/vmm/build).\n");
 }
 
-static int write_text(const char *dir, const char *name, const char *text)
-{
-	char p[PATH_MAX + 64];
-	FILE *f;
-	int r = 0;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	if (!(f = fopen(p, "w")))
-		return -errno;
-	if (fputs(text, f) < 0)
-		r = -EIO;
-	if (fclose(f) && !r)
-		r = -EIO;
-	return r;
-}
-
 /* The Dockerfile's options into o (args: room for argc build args):
  * -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, struct dfi_build *o, const char **args, struct image_out *out)
@@ -400,7 +384,7 @@ static int make_version(const struct dfi_build *o, const struct dfb_result *res,
 {
 	struct oci_defaults *d = calloc(1, sizeof(*d));
 	struct image_job *j = NULL;
-	char from[PATH_MAX + 4], bad[160];
+	char from[PATH_MAX + 4], bad[160], cfg[PATH_MAX + 16];
 	const char *cp[] = { "cp", "-a", "--reflink=auto", "--", from, NULL, NULL };
 	const char *msg = NULL;
 
@@ -423,7 +407,8 @@ static int make_version(const struct dfi_build *o, const struct dfb_result *res,
 	/* a bad label: FAILED with it, nothing copied */
 	if (!msg && cli_run_tool(cp, 0))
 		msg = "copying the built tree failed";
-	else if (!msg && write_text(image_job_info(j)->dir, "config.json", res->config))
+	else if (!msg && (snprintf(cfg, sizeof(cfg), "%s/config.json", image_job_info(j)->dir) >= (int)sizeof(cfg) ||
+			  cli_write_text(cfg, res->config, 0644)))
 		msg = "writing config.json failed";
 	return image_job_finish(j, msg) ? 1 : 0;
 }

@@ -44,22 +44,12 @@ static int file_in(const struct oci_ctx *c, const char *id, const char *name, ch
 	return snprintf(p, len, "%s/%s", dir, name) >= (int)len ? -ENAMETOOLONG : 0;
 }
 
-static int write_text(const char *p, const char *text)
-{
-	FILE *f = fopen(p, "we");
-
-	if (!f)
-		return -errno;
-	fputs(text, f);
-	return fclose(f) ? -EIO : 0;
-}
-
 int oci_pod_record(const struct oci_ctx *c, const char *id, const char *sbid)
 {
 	char p[PATH_MAX + 16];
 	int r = file_in(c, id, "sandbox", p, sizeof(p));
 
-	return r ? r : write_text(p, sbid);
+	return r ? r : cli_write_text(p, sbid, 0644);
 }
 
 int oci_pod_of(const struct oci_ctx *c, const char *id, char *sbid, size_t len)
@@ -79,7 +69,7 @@ void oci_pod_record_gpid(const struct oci_ctx *c, const char *id, long gpid)
 
 	snprintf(t, sizeof(t), "%ld", gpid);
 	if (!file_in(c, id, "gpid", p, sizeof(p)))
-		(void)write_text(p, t);
+		(void)cli_write_text(p, t, 0644);
 }
 
 /* The tag of id's init: "c" and the ID's first 63 characters (a tag

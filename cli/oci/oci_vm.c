@@ -159,16 +159,14 @@ static int net_file(const struct oci_ctx *c, const char *id, char *p, size_t len
 
 int oci_vm_net_record(const struct oci_ctx *c, const char *id, const char *nspath, const char *ifname)
 {
-	char p[PATH_MAX + 8];
-	FILE *f;
+	char p[PATH_MAX + 8], text[PATH_MAX + IF_NAMESIZE + 4];
 	int r;
 
 	if ((r = net_file(c, id, p, sizeof(p))))
 		return r;
-	if (!(f = fopen(p, "we")))
-		return -errno;
-	fprintf(f, "%s\n%s\n", nspath, ifname);
-	return fclose(f) ? -EIO : 0;
+	if (snprintf(text, sizeof(text), "%s\n%s\n", nspath, ifname) >= (int)sizeof(text))
+		return -ENAMETOOLONG;
+	return cli_write_text(p, text, 0644);
 }
 
 /* A pod's workload container leaves its pod's VM: what runs of it,

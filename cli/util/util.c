@@ -1,6 +1,7 @@
 /* Helpers shared by the verbs. */
 #include "cli/util/util.h"
 #include "vmm/base/log.h"
+#include "vmm/wire/proto.h"
 
 #include <dirent.h>
 #include <getopt.h>
@@ -210,6 +211,19 @@ int cli_read_text(const char *path, char *buf, size_t len)
 		return -EIO;
 	buf[n] = '\0';
 	return 0;
+}
+
+int cli_write_text(const char *path, const char *text, unsigned mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write_full(fd, text, strlen(text)) < 0)
+		r = -errno;
+	if (close(fd) < 0 && !r)
+		r = -errno;
+	return r;
 }
 
 int cli_dir_check(const char *path, int fd, unsigned forbidden)

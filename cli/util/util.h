@@ -82,6 +82,9 @@ int cli_cache_file(const char *name, char *buf, size_t len);
 /* Reads a small file into buf (NUL-terminated, at most len - 1 bytes):
  * a regular file with one link, never through a symbolic link. */
 int cli_read_text(const char *path, char *buf, size_t len);
+/* Writes text as the whole of path (created with mode, or truncated; never
+ * through a symbolic link). 0 or -errno (a full disk: -ENOSPC). */
+int cli_write_text(const char *path, const char *text, unsigned mode);
 /* Opens dirfd/name for reading if it is a regular file with one link (not
  * a symbolic link, FIFO or device): the fd or -errno. */
 int cli_open_regular(int dirfd, const char *name);
