@@ -186,11 +186,20 @@ static void standby_prepare(const struct sandbox *sb, const struct run_opts *o, 
 	}
 	if (o->no_seccomp)
 		rargs[na++] = "--no-seccomp";
-	if (ctl->nr_listen) {
-		kfds[nk] = ctl->lfd[0];
-		kspec[nk++] = "control";
+	/* A keeper only for what needs one while the sandbox sleeps: its
+	 * published ports (a connection wakes it) and a time to live on
+	 * standby. Without either, a sandbox on standby holds no process: the
+	 * CLI, vmm serve, MCP and the E2B gateway wake it themselves
+	 * (sandbox_api_addr), and its control socket refuses until then. */
+	if (nk || o->ttl_s > 0 || o->idle_ttl_s > 0) {
+		if (ctl->nr_listen) {
+			kfds[nk] = ctl->lfd[0];
+			kspec[nk++] = "control";
+		}
+		if (standby_keeper_spawn(sb, kfds, kspec, nk))
+			log_warn("sandbox %s: cannot start its standby keeper (vmm suspend will not work)", sb->name);
 	}
-	if (standby_record_args(sb, rargs, na) || standby_keeper_spawn(sb, kfds, kspec, nk))
+	if (standby_record_args(sb, rargs, na))
 		log_warn("sandbox %s: cannot prepare for standby (vmm suspend will not work)", sb->name);
 }
 

@@ -73,6 +73,10 @@ if [ "$(state sa)" = standby ] && [ -n "$vmm_pid" ] && ! kill -0 "$vmm_pid" 2> /
 	[ -e "$VMM_STATE_DIR/sa/token" ]; then
 	ok "suspend: ls says standby, its VMM ($vmm_pid) is gone"
 else bad "suspend: state '$(state sa)', VMM $vmm_pid alive: $(kill -0 "$vmm_pid" 2>&1 && echo yes)"; fi
+# No published port and no time to live: nothing of it runs on the host.
+held=$(ps -eo pid=,args= | grep -F -e "__keeper sa " -e "$VMM_STATE_DIR/sa" | grep -v grep)
+if [ -z "$held" ]; then ok "suspend: a sandbox on standby (no ports, no TTL) holds no process"
+else bad "suspend: processes held on standby: $held"; fi
 t0=$(now_ms)
 if timeout 300 "$vmm" resume sa > "$tmp/res.out" 2>&1 && [ "$(state sa)" = running ]; then
 	ok "resume: running again after $(( $(now_ms) - t0 )) ms"
