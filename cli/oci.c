@@ -348,7 +348,7 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 		goto out;
 	}
 	role = oci_pod_role(s, &sbid);
-	if (role == OCI_POD_CONTAINER && oci_pod_record(c, id, sbid)) {
+	if ((role == OCI_POD_CONTAINER && oci_pod_record(c, id, sbid)) || oci_pod_record_pidns(c, id, role, s)) {
 		r = oci_fail(c, "%s: cannot record its pod", dir);
 		goto out;
 	}

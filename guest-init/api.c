@@ -526,6 +526,8 @@ void api_serve(int fd, const struct api_config *cfg)
 		jw_str(&w, "container");
 		/* "pod": exec's "cgroup" and "mntns" (docs/kubernetes.md) */
 		jw_str(&w, "pod");
+		/* "pidns": exec's "pidns" (a container's PID namespace) */
+		jw_str(&w, "pidns");
 		jw_arr_end(&w);
 		jw_key(&w, "uptime_ms");
 		jw_int(&w, (int64_t)(now_ms() - cfg->start_ms));

@@ -337,6 +337,9 @@ static int parse_exec_container(const struct json *root, struct api_request *r, 
 	if (json_get(root, "mntns") && (json_get_str(root, "mntns", &r->mntns) ||
 					(strcmp(r->mntns, "new") && !valid_path(r->mntns))))
 		return fail(err, eno, "\"mntns\" must be \"new\" or an absolute path", EINVAL);
+	if (json_get(root, "pidns") && (json_get_str(root, "pidns", &r->pidns) ||
+					(strcmp(r->pidns, "new") && !valid_path(r->pidns))))
+		return fail(err, eno, "\"pidns\" must be \"new\" or an absolute path", EINVAL);
 	if ((v = json_get(root, "groups"))) {
 		if (v->type != JSON_ARR || v->u.kids.count > API_MAX_GROUPS)
 			return fail(err, eno, "\"groups\" must be an array of at most 32 gids", EINVAL);

@@ -19,6 +19,8 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -114,6 +116,60 @@ static int pod_setup(const struct api_request *r)
 	return 0;
 }
 
+/* A container's init in a PID namespace (its own or its pod's) and a
+ * mount namespace of its own: a proc filesystem shows the processes of
+ * the namespace its mounter was in, and the one its mount script made
+ * (from the guest's) shows all, so ROOT/proc is mounted again from here,
+ * as runc's init mounts the container's proc (runtime-spec config.md,
+ * "Mounts"). A root with no proc directory: nothing. */
+static int pidns_proc(const struct api_request *r)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	if (!r->pidns || !r->root || !r->mntns || strcmp(r->mntns, "new"))
+		return 0;
+	if (snprintf(p, sizeof(p), "%s/proc", r->root) >= (int)sizeof(p))
+		return errno = ENAMETOOLONG, -1;
+	if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	(void)umount2(p, MNT_DETACH);
+	return mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+}
+
+/* The fork of a command: into a new PID namespace (pidns "new": clone
+ * with CLONE_NEWPID makes the child its PID 1), or one named by path
+ * (setns applies to the children made after it: this fork only, then
+ * ours again), or plain. guest-init is single-threaded, so the raw clone
+ * is a fork. The pid as this namespace sees it, or -1 with errno. */
+static pid_t spawn_fork(const struct api_request *r)
+{
+	int fd, self, e;
+	pid_t pid;
+
+	if (!r->pidns)
+		return fork();
+	if (!strcmp(r->pidns, "new"))
+		return (pid_t)syscall(SYS_clone, SIGCHLD | CLONE_NEWPID, NULL, NULL, NULL, NULL);
+	if ((self = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if ((fd = open(r->pidns, O_RDONLY | O_CLOEXEC)) < 0 || setns(fd, CLONE_NEWPID) < 0) {
+		e = errno;
+		if (fd >= 0)
+			close(fd);
+		close(self);
+		return errno = e, -1;
+	}
+	close(fd);
+	pid = fork();
+	e = errno;
+	if (pid != 0)
+		(void)setns(self, CLONE_NEWPID); /* our own active namespace: allowed */
+	close(self);
+	errno = e;
+	return pid;
+}
+
 /* In the child, before the working directory: the container's root, its
  * limits, groups, gid and uid, no_new_privs; execvpe searches the PATH
  * of its environment, so that is the container's. -1 with errno. */
@@ -121,7 +177,7 @@ static int container_setup(const struct api_request *r)
 {
 	unsigned i;
 
-	if (pod_setup(r) < 0)
+	if (pod_setup(r) < 0 || pidns_proc(r) < 0)
 		return -1;
 	if (r->root) {
 		const char *path = NULL;
@@ -285,7 +341,7 @@ pid_t spawn_command(const struct api_request *r, const char *const *extra, struc
 		*err = errno;
 		goto fail;
 	}
-	pid = fork();
+	pid = spawn_fork(r);
 	if (pid < 0) {
 		*err = errno;
 		goto fail;

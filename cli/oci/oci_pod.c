@@ -72,6 +72,58 @@ void oci_pod_record_gpid(const struct oci_ctx *c, const char *id, long gpid)
 		(void)cli_write_text(p, t, 0644);
 }
 
+int oci_pod_record_pidns(const struct oci_ctx *c, const char *id, enum oci_role role, const struct oci_spec *s)
+{
+	char p[PATH_MAX + 16];
+	int r;
+
+	/* CRI: NamespaceMode CONTAINER gives a pid entry of the container's
+	 * own, POD one with the sandbox's path, NODE none (the guest's, in
+	 * a VM); the sandbox's own entry makes the pod's namespace. */
+	if (role == OCI_ALONE || s->pidns == OCI_PIDNS_NONE)
+		return 0;
+	if ((r = file_in(c, id, "pidns", p, sizeof(p))))
+		return r;
+	return cli_write_text(p, role == OCI_POD_CONTAINER && s->pidns == OCI_PIDNS_JOIN ? "pod" : "new", 0644);
+}
+
+/* ROOT/ID/gpid: the guest pid of id's init, or 0. */
+static long gpid_of(const struct oci_ctx *c, const char *id)
+{
+	char p[PATH_MAX + 16], t[32];
+	long gpid;
+
+	if (file_in(c, id, "gpid", p, sizeof(p)) || cli_read_text(p, t, sizeof(t)))
+		return 0;
+	gpid = strtol(t, NULL, 10);
+	return gpid > 1 ? gpid : 0;
+}
+
+/* The "pidns" of an exec request (oci_where): a container's init gets a
+ * new one, or its pod's (the sandbox's init's); an exec joins its
+ * init's. Empty: the guest's (no pid entry, or no init to join yet). */
+static void where_pidns(const struct oci_ctx *c, const char *id, const char *sbid, int for_init, char *buf,
+			size_t len)
+{
+	char p[PATH_MAX + 16], kind[16];
+	long gpid;
+	int i;
+
+	buf[0] = '\0';
+	if (file_in(c, id, "pidns", p, sizeof(p)) || cli_read_text(p, kind, sizeof(kind)))
+		return;
+	if (for_init && !strcmp(kind, "new")) {
+		snprintf(buf, len, "new");
+		return;
+	}
+	/* the pod's: its sandbox's init records its pid as it starts, which
+	 * containerd may not have waited for (up to 5 s) */
+	for (i = 0; !(gpid = gpid_of(c, for_init ? sbid : id)) && for_init && i < 100; i++)
+		usleep(50 * 1000);
+	if (gpid)
+		snprintf(buf, len, "/proc/%ld/ns/pid", gpid);
+}
+
 /* The tag of id's init: "c" and the ID's first 63 characters (a tag
  * starts with no digit; Kubernetes' IDs are 64 hex digits). */
 static void pod_tag(const char *id, char *tag, size_t len)
@@ -81,13 +133,15 @@ static void pod_tag(const char *id, char *tag, size_t len)
 
 void oci_where_of(const struct oci_ctx *c, const char *id, int for_init, struct oci_where *w)
 {
-	char sbid[OCI_ID_MAX + 2], p[PATH_MAX + 16], t[32];
+	char sbid[OCI_ID_MAX + 2];
 	long gpid;
 
 	memset(w, 0, sizeof(*w));
 	if (oci_pod_of(c, id, sbid, sizeof(sbid))) {
+		/* alone, or a pod's sandbox (whose pidns file says "new") */
 		snprintf(w->root, sizeof(w->root), "%s", OCI_GUEST_ROOT);
 		snprintf(w->tag, sizeof(w->tag), "init");
+		where_pidns(c, id, id, for_init, w->pidns, sizeof(w->pidns));
 		return;
 	}
 	snprintf(w->root, sizeof(w->root), "%s/%s", OCI_POD_GUEST_ROOTS, id);
@@ -95,9 +149,9 @@ void oci_where_of(const struct oci_ctx *c, const char *id, int for_init, struct 
 	snprintf(w->cgroup, sizeof(w->cgroup), "%s/%s", OCI_POD_CGROUP, id);
 	if (for_init)
 		snprintf(w->mntns, sizeof(w->mntns), "new");
-	else if (!file_in(c, id, "gpid", p, sizeof(p)) && !cli_read_text(p, t, sizeof(t)) &&
-		 (gpid = strtol(t, NULL, 10)) > 1)
+	else if ((gpid = gpid_of(c, id)))
 		snprintf(w->mntns, sizeof(w->mntns), "/proc/%ld/ns/mnt", gpid);
+	where_pidns(c, id, sbid, for_init, w->pidns, sizeof(w->pidns));
 }
 
 int oci_pod_dir(const struct oci_ctx *c, const char *sbid, char *buf, size_t len)

@@ -46,6 +46,7 @@ struct oci_where {
 	char tag[OCI_TAG_MAX + 1];
 	char cgroup[PATH_MAX];
 	char mntns[64];
+	char pidns[64];
 };
 
 /* Where id runs: in its pod (ROOT/ID/sandbox names the pod) or alone
@@ -60,6 +61,9 @@ int oci_pod_record(const struct oci_ctx *c, const char *id, const char *sbid);
 int oci_pod_of(const struct oci_ctx *c, const char *id, char *sbid, size_t len);
 /* Records the guest pid of id's init (ROOT/ID/gpid), for its execs. */
 void oci_pod_record_gpid(const struct oci_ctx *c, const char *id, long gpid);
+/* Records the PID namespace a pod's container (or its sandbox) asks for
+ * (ROOT/ID/pidns: "new", "pod" or nothing), for oci_where_of. 0 or -errno. */
+int oci_pod_record_pidns(const struct oci_ctx *c, const char *id, enum oci_role role, const struct oci_spec *s);
 
 /* The pod share's host folder: ROOT/SANDBOX/pod. 0 or -ENAMETOOLONG. */
 int oci_pod_dir(const struct oci_ctx *c, const char *sbid, char *buf, size_t len);

@@ -54,6 +54,10 @@ int oci_process_fields(const struct oci_process *p, const struct oci_where *wh, 
 		jw_key(&w, "mntns");
 		jw_str(&w, wh->mntns);
 	}
+	if (wh->pidns[0]) {
+		jw_key(&w, "pidns");
+		jw_str(&w, wh->pidns);
+	}
 	jw_key(&w, "uid");
 	jw_int(&w, p->uid);
 	jw_key(&w, "gid");
@@ -221,8 +225,10 @@ static int run_init(const struct oci_ctx *c, const char *id, const struct oci_pr
 		cli_seterr(why, whylen, 0, "%s: %s", p->args[0], r == -1 ? e.message : "the VM went away");
 		return e.eno == ENOENT || e.eno == EACCES ? (e.eno == ENOENT ? 127 : 126) : 1;
 	}
-	if (wh.cgroup[0]) {
-		/* a pod's container: its execs join its init's mount namespace */
+	if (wh.cgroup[0] || wh.pidns[0]) {
+		/* a pod's container (or sandbox): its execs join its init's
+		 * mount and PID namespaces, a container of a pod that shares
+		 * its processes the sandbox's */
 		char ab[1024];
 		struct json_arena ar = { ab, sizeof(ab), 0 };
 		const struct json *j = json_parse(out, strlen(out), &ar, &(const char *){ NULL });

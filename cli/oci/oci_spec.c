@@ -336,6 +336,8 @@ static int parse_linux(struct oci_spec *s, const struct json *lx, char *why, siz
 				return cli_seterr(why, whylen, -EINVAL, "linux.namespaces %s: path must be absolute", type);
 			if (!strcmp(type, "network") && path)
 				s->netns = path;
+			if (!strcmp(type, "pid"))
+				s->pidns = path ? OCI_PIDNS_JOIN : OCI_PIDNS_NEW;
 		}
 	}
 	if ((res = json_get(lx, "resources")) && res->type == JSON_OBJ) {

@@ -94,6 +94,11 @@ struct oci_spec {
 	struct oci_mount mounts[OCI_MAX_MOUNTS];
 	unsigned nmounts;
 	const char *netns;              /* linux.namespaces network "path", or NULL */
+	enum oci_pidns {
+		OCI_PIDNS_NONE,         /* no pid entry: the host's (here: the guest's) */
+		OCI_PIDNS_NEW,          /* a pid entry without a path: its own */
+		OCI_PIDNS_JOIN,         /* one with a path: another's (a pod that shares its processes) */
+	} pidns;
 	int64_t mem_limit;              /* linux.resources.memory.limit, bytes; 0: none */
 	int64_t cpu_quota;              /* linux.resources.cpu.quota (µs); 0: none */
 	uint64_t cpu_period;            /* its period (µs) */

@@ -344,6 +344,14 @@ class Flow:
                            "a CPU in the web container's guest cgroup", repr((r.stdout, r.stderr)))
             except self.grpc.RpcError as e:
                 self.bad("UpdateContainerResources: %s" % e.details())
+        # PID namespaces of their own (the pod asks pid=CONTAINER): each
+        # command is its container's PID 1, and neither sees the other's
+        # processes (a proc of their own: runc's, and the guest's here)
+        ps = [self.exec_sync(x, ["sh", "-c", "cat /proc/1/comm; cat /proc/[0-9]*/comm | sort -u | tr '\\n' ' '"])
+              .stdout.decode().split("\n", 1) for x in (web, cli)]
+        self.check(len(ps[0]) == 2 and len(ps[1]) == 2 and ps[0][0] == "httpd" and ps[1][0] == "sh" and
+                   "httpd" not in ps[1][1] and "init" not in ps[1][1] + ps[0][1],
+                   "PID namespaces: each container's command is its PID 1; the client sees no httpd", repr(ps))
         # the pod's memory with three containers running
         kib, n = self.tree_pss_kib(self.shims_of(pod))
         self.fig["pod3_pss_mib"] = round(kib / 1024, 1)
@@ -409,6 +417,44 @@ class Flow:
             self.pod_flow(pod, pod_cfg, ids, t0)
         finally:
             self.teardown(pod, ids, vmm_before, taps_before)
+
+    def shared_pid_pod(self):
+        """A pod that shares its processes (shareProcessNamespace: pid=POD):
+        the pause is PID 1 of the pod's namespace, and each container sees
+        the other's processes; execs join it too."""
+        pb, a = self.pb, self.a
+        vmm_before, taps_before = len(self.vmm_pids()), self.taps()
+        logdir = os.path.join(a.logs, a.handler + "-pidpod")
+        os.makedirs(logdir, exist_ok=True)
+        pod_cfg = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name="pid-" + a.handler, uid=uuid.uuid4().hex, namespace="vmm-test"),
+            log_directory=logdir,
+            linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(
+                namespace_options=pb.NamespaceOption(network=pb.NODE, pid=pb.POD, ipc=pb.POD))))
+        try:
+            pod = self.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_cfg, runtime_handler=a.handler),
+                                        timeout=600).pod_sandbox_id
+        except self.grpc.RpcError as e:
+            self.bad("shared PID pod: RunPodSandbox: %s" % e.details())
+            return
+        ids = [pod]
+        try:
+            loop = "trap 'exit 0' TERM; while :; do sleep %d & wait; done"
+            x = self.start(pod, pod_cfg, self.container_config("a", ["sh", "-c", loop % 601], "a.log"), ids)
+            y = self.start(pod, pod_cfg, self.container_config("b", ["sh", "-c", loop % 602], "b.log"), ids)
+            for c in (x, y):
+                self.wait_state(c, pb.CONTAINER_RUNNING, 60)
+            r = self.exec_sync(y, ["sh", "-c", "cat /proc/1/comm; grep -l 'sleep.601' /proc/[0-9]*/cmdline | wc -l"])
+            out = r.stdout.decode().split()
+            self.check(out[:1] == ["pause"] and out[1:] == ["1"],
+                       "shared PID pod: the pause is PID 1 and b sees a's sleep 601", repr((r.stdout, r.stderr[-100:])))
+            for c in (x, y):
+                self.rt.StopContainer(pb.StopContainerRequest(container_id=c, timeout=10), timeout=120)
+                self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c))
+        except self.grpc.RpcError as e:
+            self.bad("shared PID pod: %s" % e.details())
+        finally:
+            self.teardown(pod, ids, vmm_before, taps_before, "shared PID pod: ")
 
     def cni_pod(self):
         """A pod on the CNI bridge: its IP serves the container's port to the host."""
@@ -603,7 +649,7 @@ def main():
     if a.cmd == "gen":
         return generate(a.proto, a.out)
     fl = Flow(a)
-    for step in [fl.run] + ([fl.cni_pod] if a.cni else []):
+    for step in [fl.run, fl.shared_pid_pod] + ([fl.cni_pod] if a.cni else []):
         try:
             step()
         except Exception as e:  # a call that failed outright: one FAIL, the counts still printed

@@ -78,6 +78,9 @@ struct api_request {
 	const char *root;        /* chroot here first (NULL: none) */
 	const char *cgroup;      /* a pod's container: join this cgroup v2 directory first (NULL: none) */
 	const char *mntns;       /* "new": a mount namespace of its own; a path: setns into it (NULL: none) */
+	const char *pidns;       /* "new": a PID namespace of its own (the command is its PID 1, /proc
+				  * under root is remounted for it); a path: the command starts in that
+				  * one (an exec joining its container's); NULL: the guest's */
 	uint32_t groups[API_MAX_GROUPS];
 	unsigned ngroups;        /* supplementary groups (set with uid/gid) */
 	int no_new_privs;        /* PR_SET_NO_NEW_PRIVS before exec */

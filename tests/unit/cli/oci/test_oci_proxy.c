@@ -144,6 +144,68 @@ static void pod_roles_and_places(void **state)
 	assert_int_equal(rmdir(root), 0);
 }
 
+/* PID namespaces in a pod: the sandbox's init makes the pod's, a
+ * container's init a new one or (the pod shares its processes) the
+ * sandbox's; execs join their init's; no pid entry: the guest's. */
+static void pod_pid_namespaces(void **state)
+{
+	static const char *const ids[] = { "sb1", "own", "shared", "guests", "alone" };
+	char root[] = "/tmp/vmm-test-pidns.XXXXXX", dir[PATH_MAX + 8], buf[OCI_FIELDS_MAX];
+	struct oci_spec s = { 0 };
+	struct oci_process p = { .args = { "true", NULL }, .argc = 1 };
+	struct oci_ctx c = { 0 };
+	struct oci_where w;
+	unsigned i;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	c.root = root;
+	for (i = 0; i < 5; i++) {
+		snprintf(dir, sizeof(dir), "%s/%s", root, ids[i]);
+		assert_int_equal(mkdir(dir, 0700), 0);
+		if (i >= 1 && i <= 3)
+			assert_int_equal(oci_pod_record(&c, ids[i], "sb1"), 0);
+	}
+	s.pidns = OCI_PIDNS_NEW;
+	assert_int_equal(oci_pod_record_pidns(&c, "sb1", OCI_POD_SANDBOX, &s), 0);
+	assert_int_equal(oci_pod_record_pidns(&c, "own", OCI_POD_CONTAINER, &s), 0);
+	assert_int_equal(oci_pod_record_pidns(&c, "alone", OCI_ALONE, &s), 0); /* a VM of its own: as before */
+	s.pidns = OCI_PIDNS_JOIN;
+	assert_int_equal(oci_pod_record_pidns(&c, "shared", OCI_POD_CONTAINER, &s), 0);
+	s.pidns = OCI_PIDNS_NONE;
+	assert_int_equal(oci_pod_record_pidns(&c, "guests", OCI_POD_CONTAINER, &s), 0);
+
+	oci_where_of(&c, "sb1", 1, &w);
+	assert_string_equal(w.pidns, "new");
+	assert_string_equal(w.root, OCI_GUEST_ROOT);
+	oci_pod_record_gpid(&c, "sb1", 7);
+	oci_where_of(&c, "sb1", 0, &w);
+	assert_string_equal(w.pidns, "/proc/7/ns/pid");
+	oci_where_of(&c, "own", 1, &w);
+	assert_string_equal(w.pidns, "new");
+	assert_int_equal(oci_process_fields(&p, &w, 1, buf, sizeof(buf)), 0);
+	assert_non_null(strstr(buf, "\"pidns\":\"new\""));
+	oci_pod_record_gpid(&c, "own", 42);
+	oci_where_of(&c, "own", 0, &w);
+	assert_string_equal(w.pidns, "/proc/42/ns/pid");
+	oci_where_of(&c, "shared", 1, &w);
+	assert_string_equal(w.pidns, "/proc/7/ns/pid");
+	oci_pod_record_gpid(&c, "shared", 43);
+	oci_where_of(&c, "shared", 0, &w);
+	assert_string_equal(w.pidns, "/proc/43/ns/pid");
+	oci_where_of(&c, "guests", 1, &w);
+	assert_string_equal(w.pidns, "");
+	oci_where_of(&c, "alone", 1, &w);
+	assert_string_equal(w.pidns, "");
+	assert_int_equal(oci_process_fields(&p, &w, 1, buf, sizeof(buf)), 0);
+	assert_null(strstr(buf, "\"pidns\""));
+	for (i = 0; i < 5; i++) {
+		snprintf(dir, sizeof(dir), "%s/%s", root, ids[i]);
+		assert_int_equal(cli_rm_tree(dir), 0);
+	}
+	assert_int_equal(rmdir(root), 0);
+}
+
 /* As root: a container's root and a bind source bound into the pod
  * share, seen through it, and unmounted and removed again (never a
  * file under them). */
@@ -351,6 +413,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(process_fields),
 		cmocka_unit_test(pod_roles_and_places),
+		cmocka_unit_test(pod_pid_namespaces),
 		cmocka_unit_test(pod_attach_detach),
 		cmocka_unit_test(console_socket),
 		cmocka_unit_test(pid_file),

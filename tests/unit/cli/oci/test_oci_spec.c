@@ -75,6 +75,7 @@ static void containerd_fixture(void **state)
 	assert_int_equal(find_mount(&s, "/sys")->kind, OCI_MNT_SYSFS);
 	assert_true(find_mount(&s, "/sys")->ro);
 	assert_null(s.netns);
+	assert_int_equal(s.pidns, OCI_PIDNS_NEW); /* {"type":"pid"}: its own */
 	oci_spec_free(&s);
 	free(text);
 }
@@ -173,12 +174,14 @@ static void valid_minimal_and_limits(void **state)
 			"\"rlimits\":[{\"type\":\"RLIMIT_CORE\",\"soft\":18446744073709551615,\"hard\":18446744073709551615}]},"
 			"\"mounts\":[{\"destination\":\"/data\",\"source\":\"/srv\",\"options\":[\"rbind\",\"ro\"]}],"
 			"\"hooks\":{\"poststop\":[{\"path\":\"/bin/true\",\"args\":[\"true\"],\"timeout\":5}]},"
-			"\"linux\":{\"resources\":{\"memory\":{\"limit\":268435456},\"cpu\":{\"quota\":150000,\"period\":100000}}}}";
+			"\"linux\":{\"namespaces\":[{\"type\":\"pid\",\"path\":\"/proc/7/ns/pid\"}],"
+			"\"resources\":{\"memory\":{\"limit\":268435456},\"cpu\":{\"quota\":150000,\"period\":100000}}}}";
 	struct oci_spec s;
 	char why[256];
 
 	(void)state;
 	assert_int_equal(oci_spec_parse(&s, j, strlen(j), "/b", why, sizeof(why)), 0);
+	assert_int_equal(s.pidns, OCI_PIDNS_JOIN); /* a pod that shares its processes */
 	assert_string_equal(s.root, "/abs");
 	assert_true(s.root_ro);
 	assert_true(s.process.terminal);
