@@ -418,24 +418,33 @@ class Flow:
         finally:
             self.teardown(pod, ids, vmm_before, taps_before)
 
+    def new_pod(self, what, name, network, pid, **extra):
+        """RunPodSandbox of a further pod (its logs in a folder of its own):
+        (pod, config), or (None, config) after a FAIL saying why."""
+        pb, a = self.pb, self.a
+        logdir = os.path.join(a.logs, "%s-%s" % (a.handler, name))
+        os.makedirs(logdir, exist_ok=True)
+        pod_cfg = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name="%s-%s" % (name, a.handler), uid=uuid.uuid4().hex,
+                                           namespace="vmm-test"),
+            log_directory=logdir,
+            linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(
+                namespace_options=pb.NamespaceOption(network=network, pid=pid, ipc=pb.POD))), **extra)
+        try:
+            return self.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_cfg, runtime_handler=a.handler),
+                                         timeout=600).pod_sandbox_id, pod_cfg
+        except self.grpc.RpcError as e:
+            self.bad("%s: RunPodSandbox: %s" % (what, e.details()))
+            return None, pod_cfg
+
     def shared_pid_pod(self):
         """A pod that shares its processes (shareProcessNamespace: pid=POD):
         the pause is PID 1 of the pod's namespace, and each container sees
         the other's processes; execs join it too."""
-        pb, a = self.pb, self.a
+        pb = self.pb
         vmm_before, taps_before = len(self.vmm_pids()), self.taps()
-        logdir = os.path.join(a.logs, a.handler + "-pidpod")
-        os.makedirs(logdir, exist_ok=True)
-        pod_cfg = pb.PodSandboxConfig(
-            metadata=pb.PodSandboxMetadata(name="pid-" + a.handler, uid=uuid.uuid4().hex, namespace="vmm-test"),
-            log_directory=logdir,
-            linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(
-                namespace_options=pb.NamespaceOption(network=pb.NODE, pid=pb.POD, ipc=pb.POD))))
-        try:
-            pod = self.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_cfg, runtime_handler=a.handler),
-                                        timeout=600).pod_sandbox_id
-        except self.grpc.RpcError as e:
-            self.bad("shared PID pod: RunPodSandbox: %s" % e.details())
+        pod, pod_cfg = self.new_pod("shared PID pod", "pid", pb.NODE, pb.POD)
+        if not pod:
             return
         ids = [pod]
         try:
@@ -461,19 +470,9 @@ class Flow:
         pb, a = self.pb, self.a
         vmm_before, taps_before = len(self.vmm_pids()), self.taps()
         links_before = set(os.listdir("/sys/class/net"))
-        logdir = os.path.join(a.logs, a.handler + "-cni")
-        os.makedirs(logdir, exist_ok=True)
-        pod_cfg = pb.PodSandboxConfig(
-            metadata=pb.PodSandboxMetadata(name="cni-" + a.handler, uid=uuid.uuid4().hex, namespace="vmm-test"),
-            hostname="cni-" + a.handler, log_directory=logdir,
-            dns_config=pb.DNSConfig(servers=["10.89.9.1"], searches=["vmm.test"]),
-            linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(
-                namespace_options=pb.NamespaceOption(network=pb.POD, pid=pb.CONTAINER, ipc=pb.POD))))
-        try:
-            pod = self.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_cfg, runtime_handler=a.handler),
-                                        timeout=600).pod_sandbox_id
-        except self.grpc.RpcError as e:
-            self.bad("CNI pod: RunPodSandbox: %s" % e.details())
+        pod, pod_cfg = self.new_pod("CNI pod", "cni", pb.POD, pb.CONTAINER, hostname="cni-" + a.handler,
+                                    dns_config=pb.DNSConfig(servers=["10.89.9.1"], searches=["vmm.test"]))
+        if not pod:
             return
         ids = [pod]
         try:
