@@ -99,8 +99,11 @@ else bad "planted state dir:$why"; sed 's/^/     | /' "$tmp/err" | tail -3; fi
 # the folder is refused; the forged pid is never signalled.
 rm -rf "/tmp/vmm-$victim"
 why=""
+# a reader (ls) lists nothing and makes no state directory
+vvmm ls > /dev/null 2> "$tmp/err" || why="$why ls-failed"
+[ ! -e "/tmp/vmm-$victim" ] || why="$why ls-made-it"
+as $victim mkdir -m 700 "/tmp/vmm-$victim"
 vvmm ls > /dev/null 2> "$tmp/err" || why="$why own-dir-refused"
-[ "$(stat -c '%u %a' "/tmp/vmm-$victim" 2> /dev/null)" = "$victim 700" ] || why="$why not-0700"
 as $victim ln -s "$tmp/victim/files/sb1" "/tmp/vmm-$victim/sb2"
 as $victim mkdir "/tmp/vmm-$victim/sb4"
 as $victim ln -s "$tmp/victim/files" "/tmp/vmm-$victim/sb4/sub"
