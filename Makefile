@@ -644,9 +644,8 @@ TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier e2e e2e-oci e2e
 # vCPU, so one of the host's cores idle) they run beside them, in a second
 # lane, after what both lanes use is built (TEST_BESIDE= runs all in turn).
 TEST_BESIDE ?= $(if $(call kvmrun,e2e),api-test egress-host-test e2e-lib-test cli-test oci-image-test kernel-config asan-unit fuzz structure)
-# Everything the side lane's tiers build is built first, with both cores:
-# a make that reads the compiler's dependency files (-include *.d) while
-# the other lane's compiler writes one may stop at a half-written line.
+# Everything the side lane's tiers build is built first, with both cores,
+# so that the two lanes never compile the same object at once.
 test: deps
 	$(if $(TEST_BESIDE),$(Q)$(MAKE) -s -j2 --no-print-directory $(BUILD)/vmm $(BUILD)/tools/guest-init $(BUILD)/guest/guest-init \
 		$(BUILD)/kernel/vmlinux $(BUILD)/asan/bin/vmm guests $(BUILD)/vmm-test $(BUILD)/images/.copied \
@@ -724,7 +723,10 @@ fuzz: $(patsubst %,$(BUILD)/fuzz/%,$(FUZZ_TARGETS))
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# The compiler's dependency files: regular files only, never inside the
+# image stores, whose roots being built hold folders named *.d (etc/rc2.d:
+# make stops at "Is a directory", as the side lane did in CI's run).
+-include $(shell find $(BUILD) \( -path '$(BUILD)/*images*' -o -name .staging -o -name rootfs \) -prune -o -type f -name '*.d' -print 2>/dev/null)
 
 # ---- make install / uninstall ---------------------------------------------
 # vmm in PREFIX/bin; the guest kernel, initramfs, root image and guest-init
