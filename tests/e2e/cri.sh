@@ -164,7 +164,7 @@ for h in $HANDLERS; do
 	echo "---- handler $h"
 	root=$ROOT
 	[ "$h" = vmm ] || root=/run/containerd/runc
-	$PY "$HERE/cri_client.py" flow --stubs "$T/stubs" --socket "$T/ctd.sock" --handler "$h" \
+	$PY "$HERE/cri_client.py" flow --stubs "$T/stubs" --state "$T/state" --socket "$T/ctd.sock" --handler "$h" \
 		--image localhost/bb:1 --logs "$T/logs" --vmm "$B/vmm" --root "$root" --report "$T/fig-$h.json" \
 		${cni:+--cni "$cni"} > "$T/flow-$h" 2>&1
 	cat "$T/flow-$h"

@@ -218,8 +218,25 @@ class Flow:
         f = self.pb.KeyValue.DESCRIPTOR.fields_by_name["value"]
         return text.encode() if f.type == f.TYPE_BYTES else text
 
-    def container_config(self, name, cmd, log, mounts=(), mem=0, attempt=0):
+    def spec_namespaces(self, cid):
+        """The linux.namespaces containerd gave a container (its bundle's
+        config.json under containerd's --state), for a failing check's message."""
+        try:
+            with open(os.path.join(self.a.state, "io.containerd.runtime.v2.task/k8s.io", cid, "config.json")) as f:
+                return json.load(f).get("linux", {}).get("namespaces")
+        except (OSError, ValueError) as e:
+            return str(e)
+
+    def container_config(self, name, cmd, log, mounts=(), mem=0, attempt=0, pod_cfg=None):
+        """A container's config; with pod_cfg, its namespace options as
+        kubelet derives them from the pod's (pid: the pod's POD when it
+        shares its processes, else CONTAINER)."""
         pb = self.pb
+        sc = None
+        if pod_cfg is not None:
+            ns = pod_cfg.linux.security_context.namespace_options
+            sc = pb.LinuxContainerSecurityContext(namespace_options=pb.NamespaceOption(
+                network=ns.network, pid=pb.POD if ns.pid == pb.POD else ns.pid, ipc=ns.ipc))
         return pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name, attempt=attempt),
             image=pb.ImageSpec(image=self.a.image),
@@ -227,8 +244,9 @@ class Flow:
             envs=[pb.KeyValue(key="CRI_TEST", value=self.kv_value("from-the-cri"))],
             mounts=[pb.Mount(container_path=m[0], host_path=m[1], readonly=len(m) > 2 and m[2]) for m in mounts],
             log_path=log,
-            linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(memory_limit_in_bytes=mem))
-            if mem else pb.LinuxContainerConfig())
+            linux=pb.LinuxContainerConfig(
+                resources=pb.LinuxContainerResources(memory_limit_in_bytes=mem) if mem else None,
+                security_context=sc))
 
     def start(self, pod, pod_cfg, cfg, ids):
         c = self.rt.CreateContainer(self.pb.CreateContainerRequest(pod_sandbox_id=pod, config=cfg,
@@ -291,9 +309,10 @@ class Flow:
         web = self.start(pod, pod_cfg, self.container_config(
             "web", ["httpd", "-f", "-p", "8080", "-h", "/www"], "web.log",
             mnt + [("/etc/app.conf", os.path.join(cfgdir, "app.conf"), True), ("/run/secret", secret, True)],
-            mem=128 << 20), ids)
+            mem=128 << 20, pod_cfg=pod_cfg), ids)
         cli = self.start(pod, pod_cfg, self.container_config(
-            "client", ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 600 & wait; done"], "client.log", mnt), ids)
+            "client", ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 600 & wait; done"], "client.log", mnt,
+            pod_cfg=pod_cfg), ids)
         st = [self.wait_state(x, pb.CONTAINER_RUNNING, 60).state for x in (web, cli)]
         self.check(st == [pb.CONTAINER_RUNNING] * 2, "two more containers in the pod running",
                    str([pb.ContainerState.Name(x) for x in st]))
@@ -349,9 +368,10 @@ class Flow:
         # processes (a proc of their own: runc's, and the guest's here)
         ps = [self.exec_sync(x, ["sh", "-c", "cat /proc/1/comm; cat /proc/[0-9]*/comm | sort -u | tr '\\n' ' '"])
               .stdout.decode().split("\n", 1) for x in (web, cli)]
-        self.check(len(ps[0]) == 2 and len(ps[1]) == 2 and ps[0][0] == "httpd" and ps[1][0] == "sh" and
-                   "httpd" not in ps[1][1] and "init" not in ps[1][1] + ps[0][1],
-                   "PID namespaces: each container's command is its PID 1; the client sees no httpd", repr(ps))
+        self.check_pod(len(ps[0]) == 2 and len(ps[1]) == 2 and ps[0][0] == "httpd" and ps[1][0] == "sh" and
+                       "httpd" not in ps[1][1] and "init" not in ps[1][1] + ps[0][1],
+                       "PID namespaces: each container's command is its PID 1; the client sees no httpd",
+                       repr((ps, self.spec_namespaces(cli))))
         # the pod's memory with three containers running
         kib, n = self.tree_pss_kib(self.shims_of(pod))
         self.fig["pod3_pss_mib"] = round(kib / 1024, 1)
@@ -449,14 +469,19 @@ class Flow:
         ids = [pod]
         try:
             loop = "trap 'exit 0' TERM; while :; do sleep %d & wait; done"
-            x = self.start(pod, pod_cfg, self.container_config("a", ["sh", "-c", loop % 601], "a.log"), ids)
-            y = self.start(pod, pod_cfg, self.container_config("b", ["sh", "-c", loop % 602], "b.log"), ids)
+            x = self.start(pod, pod_cfg, self.container_config("a", ["sh", "-c", loop % 601], "a.log",
+                                                               pod_cfg=pod_cfg), ids)
+            y = self.start(pod, pod_cfg, self.container_config("b", ["sh", "-c", loop % 602], "b.log",
+                                                               pod_cfg=pod_cfg), ids)
             for c in (x, y):
                 self.wait_state(c, pb.CONTAINER_RUNNING, 60)
-            r = self.exec_sync(y, ["sh", "-c", "cat /proc/1/comm; grep -l 'sleep.601' /proc/[0-9]*/cmdline | wc -l"])
+            # this test's pause is a shell waiting on sleep 3600 (cri.sh)
+            # (a's child "sleep 601": the exec's own command lines name it too)
+            r = self.exec_sync(y, ["sh", "-c", "grep -c 3600 /proc/1/cmdline; for f in /proc/[0-9]*/cmdline; do "
+                                               "tr '\\0' ' ' < $f; echo; done | grep -cx 'sleep 601 '"])
             out = r.stdout.decode().split()
-            self.check(out[:1] == ["pause"] and out[1:] == ["1"],
-                       "shared PID pod: the pause is PID 1 and b sees a's sleep 601", repr((r.stdout, r.stderr[-100:])))
+            self.check_pod(out == ["1", "1"], "shared PID pod: the pause is PID 1 and b sees a's sleep 601",
+                       repr((r.stdout, r.stderr[-100:], self.spec_namespaces(pod), self.spec_namespaces(y))))
             for c in (x, y):
                 self.rt.StopContainer(pb.StopContainerRequest(container_id=c, timeout=10), timeout=120)
                 self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c))
@@ -642,6 +667,7 @@ def main():
     f.add_argument("--vmm", default="")
     f.add_argument("--root", default="")
     f.add_argument("--report", default="")
+    f.add_argument("--state", default="/run/containerd", help="containerd's state folder (its bundles)")
     f.add_argument("--cni", default="", metavar="BRIDGE",
                    help="a second pod on the CNI network, whose bridge (it stays) is BRIDGE")
     a = ap.parse_args()
