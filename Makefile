@@ -693,11 +693,11 @@ fuzz_snapshot_SRCS    := tests/fuzz/fuzz_snapshot.c devices/virtio_mmio.c vmm/ba
 fuzz_fuse_SRCS        := tests/fuzz/fuzz_fuse.c $(FUSE_SRCS) vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
 fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress/egress_http.c cli/egress/egress_tunnel.c vmm/base/http.c vmm/wire/json.c
 fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/images/registry.c cli/util/util.c vmm/base/log.c \
-                         vmm/wire/json.c
+                         vmm/wire/json.c vmm/wire/proto.c
 fuzz_oci_LIBS         := $(TLS_LIBS)
 fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c \
                          cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c \
-                         cli/util/util.c vmm/base/log.c vmm/wire/json.c
+                         cli/util/util.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 fuzz_dockerfile_LIBS  := $(TLS_LIBS)
 fuzz_tar_SRCS         := tests/fuzz/fuzz_tar.c vmm/wire/tar.c
 fuzz_e2b_SRCS         := tests/fuzz/fuzz_e2b.c $(E2B_PURE_SRCS)
