@@ -707,19 +707,14 @@ static int owner_only_dir(const char *path)
 
 int oci_cache_dir(char *buf, size_t len)
 {
-	const char *env = getenv("VMM_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	int n, r;
 
-	if (env && *env)
-		n = snprintf(buf, len, "%s/blobs", env);
-	else if (xdg && *xdg)
-		n = snprintf(buf, len, "%s/vmm/blobs", xdg);
-	else if (home && *home)
-		n = snprintf(buf, len, "%s/.cache/vmm/blobs", home);
-	else
-		return -ENOENT;
-	if (n < 0 || (size_t)n + 80 >= len)
+	if ((r = cli_cache_root(buf, len)))
+		return r;
+	n = (int)strlen(buf);
+	if ((size_t)n + strlen("/blobs") + 80 >= len)
 		return -ENAMETOOLONG;
+	snprintf(buf + n, len - (size_t)n, "/blobs");
 	if ((r = cli_mkdir_p(buf, 0700)) || (r = owner_only_dir(buf)))
 		return r;
 	n = (int)strlen(buf);

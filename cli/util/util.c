@@ -389,7 +389,6 @@ int cli_usage_msg(char *err, size_t errlen, const char *verb, const char *fmt, .
 	return CLI_EXIT_USAGE;
 }
 
-
 /* The option getopt_long stopped at: "--name" (up to any '=') or "-c". */
 static int bad_option(char *err, size_t errlen, const char *verb, char **argv, const char *sopts,
 		      const struct option *lopts)
@@ -439,10 +438,10 @@ int cli_bad_arg_msg(char *err, size_t errlen, const char *verb, const char *arg,
 	return cli_usage_msg(err, errlen, verb, "unexpected argument '%s'", arg);
 }
 
-int cli_cache_file(const char *name, char *buf, size_t len)
+int cli_cache_root(char *buf, size_t len)
 {
 	const char *env = getenv("VMM_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	int n, r;
+	int n;
 
 	if (env && *env)
 		n = snprintf(buf, len, "%s", env);
@@ -452,11 +451,22 @@ int cli_cache_file(const char *name, char *buf, size_t len)
 		n = snprintf(buf, len, "%s/.cache/vmm", home);
 	else
 		return -ENOENT;
-	if (n < 0 || (size_t)n + strlen(name) + 2 > len)
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int cli_cache_file(const char *name, char *buf, size_t len)
+{
+	size_t n;
+	int r;
+
+	if ((r = cli_cache_root(buf, len)))
+		return r;
+	n = strlen(buf);
+	if (n + strlen(name) + 2 > len)
 		return -ENAMETOOLONG;
 	if ((r = cli_mkdir_p(buf, 0755)))
 		return r;
-	snprintf(buf + n, len - (size_t)n, "/%s", name);
+	snprintf(buf + n, len - n, "/%s", name);
 	return 0;
 }
 

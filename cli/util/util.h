@@ -76,8 +76,10 @@ int cli_run_tool(const char *const *argv, int quiet);
 int cli_run_tool_in(const char *const *argv, int quiet, int (*child_setup)(void *), void *arg);
 /* The same as 0 (it exited 0), -EIO (it failed) or -errno. */
 int cli_run_tool_ok(const char *const *argv, int quiet);
-/* buf = the cache folder ($VMM_CACHE, else $XDG_CACHE_HOME/vmm, else
- * ~/.cache/vmm; made if missing) + "/" + name. 0 or -errno. */
+/* buf = the cache folder: $VMM_CACHE, else $XDG_CACHE_HOME/vmm, else
+ * ~/.cache/vmm (not made). 0, -ENOENT (none of them set) or -ENAMETOOLONG. */
+int cli_cache_root(char *buf, size_t len);
+/* buf = the cache folder (made, 0755, if missing) + "/" + name. 0 or -errno. */
 int cli_cache_file(const char *name, char *buf, size_t len);
 /* Reads a small file into buf (NUL-terminated, at most len - 1 bytes):
  * a regular file with one link, never through a symbolic link. */
