@@ -14,11 +14,7 @@ vmm=$(realpath "$1")
 gi=$2
 . "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" != 0 ] || ! command -v debugfs > /dev/null || ! command -v mkfs.ext4 > /dev/null; then
-	echo "skip all: needs root, debugfs and mkfs.ext4"
-	echo "builtin: 0 passed, 0 failed, 1 skipped"
-	exit 0
-fi
+need_image_tools builtin
 
 # The repository's recipes, from the build tree (no VMM_LIB_DIR yet).
 export VMM_IMAGE_DIR=$tmp/images VMM_CACHE=$tmp/cache

@@ -11,11 +11,7 @@ vmm=$(realpath "$1")
 gi=$2
 . "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" != 0 ] || ! command -v debugfs > /dev/null || ! command -v mkfs.ext4 > /dev/null; then
-	echo "skip all: needs root, debugfs and mkfs.ext4"
-	echo "dockerfile: 0 passed, 0 failed, 1 skipped"
-	exit 0
-fi
+need_image_tools dockerfile
 export VMM_IMAGE_DIR=$tmp/images VMM_LIB_DIR=$tmp/lib VMM_CACHE=$tmp/cache
 mkdir -p "$tmp/lib/guest" "$tmp/ctx/dir/sub" "$tmp/ctx/tarsrc"
 cp "$gi" "$tmp/lib/guest/guest-init"

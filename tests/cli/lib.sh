@@ -30,6 +30,14 @@ run() {
 	echo "     vmm $*: exit status $got, expected $want"
 	return 1
 }
+# need_image_tools NAME: the image builds' tools (root, debugfs and
+# mkfs.ext4), or the script ends here, its counts said as NAME's skip.
+need_image_tools() {
+	[ "$(id -u)" = 0 ] && command -v debugfs > /dev/null && command -v mkfs.ext4 > /dev/null && return 0
+	echo "skip all: needs root, debugfs and mkfs.ext4"
+	echo "$1: 0 passed, 0 failed, 1 skipped"
+	exit 0
+}
 # cli_state: a fresh VMM_STATE_DIR of the test's, and no KVM device.
 cli_state() {
 	export VMM_STATE_DIR=$tmp/state
