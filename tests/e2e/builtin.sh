@@ -13,13 +13,7 @@
 # registry) with its count asserted. Each suite is also run directly on
 # this host (python3, node and npm on the PATH) and the ratio printed.
 store=${VMM_E2E_BUILTIN_STORE:-}
-if [ -z "$store" ]; then
-	echo "skip builtin: VMM_E2E_BUILTIN_STORE is not set (make e2e makes it with tests/e2e/builtin_images.sh)"
-	return 0
-elif [ -f "$store.skip" ]; then
-	echo "skip builtin: $(cat "$store.skip")"
-	return 0
-fi
+e2e_input builtin "$store" VMM_E2E_BUILTIN_STORE builtin_images.sh || return 0
 bdir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export VMM_IMAGE_DIR=$store VMM_STATE_DIR=$tmp/bstate
 bx() { T=${T:-120} run_in "$@" 2>&1; }

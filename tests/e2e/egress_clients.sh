@@ -11,16 +11,7 @@
 # at API-ready, and the sandbox under test is a restore of that snapshot
 # with --egress-policy (the clone path: its CA and proxy come through sync).
 img=${VMM_E2E_EGRESS_IMAGE:-}
-if [ -z "$img" ]; then
-	echo "skip egress: real clients: VMM_E2E_EGRESS_IMAGE is not set (make e2e makes it with tests/e2e/debian_image.sh)"
-	return 0
-elif [ -f "$img.skip" ]; then
-	echo "skip egress: real clients: $(cat "$img.skip")"
-	return 0
-elif [ ! -s "$img" ]; then
-	bad "egress: real clients: the image $img is missing"
-	return 0
-fi
+e2e_input "egress: real clients" "$img" VMM_E2E_EGRESS_IMAGE debian_image.sh file || return 0
 
 dx() { T=${T:-180} run_in ed sh -c "$*" 2>&1; }
 cp "$img" "$tmp/deb-root.img"

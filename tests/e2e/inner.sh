@@ -23,13 +23,7 @@
 # program, on the host (podman run with runc; chromium) and the ratios
 # printed.
 store=${VMM_E2E_INNER_STORE:-}
-if [ -z "$store" ]; then
-	echo "skip inner: VMM_E2E_INNER_STORE is not set (make e2e makes it with tests/e2e/inner_image.sh)"
-	return 0
-elif [ -f "$store.skip" ]; then
-	echo "skip inner: $(cat "$store.skip")"
-	return 0
-fi
+e2e_input inner "$store" VMM_E2E_INNER_STORE inner_image.sh || return 0
 export VMM_IMAGE_DIR=$store VMM_STATE_DIR=$tmp/istate
 idir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/inner
 ix() { T=${T:-180} run_in inner "$@" 2>&1; }

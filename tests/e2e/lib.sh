@@ -115,6 +115,25 @@ e2e_check_end() {
 	: > "$e2e_con/.cmdlog"
 	return 0 # `A && ok X || bad Y` must never run both
 }
+# e2e_input WHAT PATH VAR MAKER [file]: is a part's input there, made on
+# the host by make e2e (tests/e2e/MAKER) and named by VAR (PATH, its
+# value)? 1, having said why, where VAR is unset, where PATH.skip says why
+# it could not be made (both skips), or, with "file", where PATH is
+# missing or empty (a FAIL); the part then returns. Else 0.
+e2e_input() {
+	local what=$1 path=$2 var=$3 maker=$4 kind=${5:-}
+
+	if [ -z "$path" ]; then
+		echo "skip $what: $var is not set (make e2e makes it with tests/e2e/$maker)"
+	elif [ -f "$path.skip" ]; then
+		echo "skip $what: $(cat "$path.skip")"
+	elif [ "$kind" = file ] && [ ! -s "$path" ]; then
+		bad "$what: the image $path is missing"
+	else
+		return 0
+	fi
+	return 1
+}
 ok() { e2e_check_end ok "$1"; }
 bad() { e2e_check_end bad "$1"; }
 check() { # check DESCRIPTION FILE PATTERN

@@ -163,5 +163,20 @@ EOF
 	else t_bad "console_scan.py"; fi
 fi
 
+# e2e_input: a part's input unset, marked .skip, missing, or there
+inp() { begin; e2e_input part "$@" > "$work/out" 2>&1; echo $? >> "$work/out"; }
+inp "" VAR maker.sh file
+expect "e2e_input: VAR unset: a skip, 1" 0 0 "skip part: VAR is not set (make e2e makes it with tests/e2e/maker.sh)" 1
+echo "no debootstrap here" > "$work/img.skip"
+inp "$work/img" VAR maker.sh file
+expect "e2e_input: IMAGE.skip: its reason as a skip, 1" 0 0 "skip part: no debootstrap here" 1
+inp "$work/none" VAR maker.sh file
+expect "e2e_input: a missing image: a FAIL, 1" 0 1 "part: the image $work/none is missing" 1
+inp "$work/none" VAR maker.sh
+expect "e2e_input: a store (no file check): 0" 0 0 0
+echo data > "$work/img2"
+inp "$work/img2" VAR maker.sh file
+expect "e2e_input: an image: 0" 0 0 0
+
 echo "e2e lib: $t_pass passed, $t_fail failed"
 [ "$t_fail" = 0 ]

@@ -12,16 +12,7 @@
 # skips, saying so. The options behind each are listed, with these
 # workloads, in tests/kernel/config_check.py.
 img=${VMM_E2E_WORKLOADS_IMAGE:-}
-if [ -z "$img" ]; then
-	echo "skip workloads: VMM_E2E_WORKLOADS_IMAGE is not set (make e2e makes it with tests/e2e/debian_image.sh)"
-	return 0
-elif [ -f "$img.skip" ]; then
-	echo "skip workloads: $(cat "$img.skip")"
-	return 0
-elif [ ! -s "$img" ]; then
-	bad "workloads: the image $img is missing"
-	return 0
-fi
+e2e_input workloads "$img" VMM_E2E_WORKLOADS_IMAGE debian_image.sh file || return 0
 
 export VMM_STATE_DIR=$tmp/wstate
 wx() { T=${T:-120} run_in wl sh -c "$*" 2>&1; }
