@@ -96,29 +96,6 @@ int dfi_debootstrap_resolve(const char *ref, const char *mirror, char *id, size_
 	return 0;
 }
 
-/* Mounts debootstrap left below dir (it mounts /proc and /sys in the
- * target and unmounts them on exit; a killed one may not): detached,
- * deepest first, before anything removes the tree. */
-static void unmount_below(const char *dir)
-{
-	char line[PATH_MAX + 256], mnt[PATH_MAX], *mnts[64];
-	size_t dl = strlen(dir);
-	unsigned n = 0;
-	FILE *f = fopen("/proc/self/mounts", "re");
-
-	if (!f)
-		return;
-	while (n < 64 && fgets(line, sizeof(line), f))
-		if (sscanf(line, "%*s %4095s", mnt) == 1 && !strncmp(mnt, dir, dl) && mnt[dl] == '/')
-			mnts[n++] = strdup(mnt);
-	fclose(f);
-	while (n--) {
-		if (mnts[n])
-			umount2(mnts[n], MNT_DETACH);
-		free(mnts[n]);
-	}
-}
-
 /* debootstrap's own log in the target (dpkg's errors: the lines that
  * say which package failed and why) appended to ours. */
 static void append_inner_log(const char *dir, const char *logp)
@@ -251,7 +228,7 @@ static int apt_install(const char *dir, const char *pkgs, int fd, char *what, si
 	if (pfd >= 0)
 		unlink(policy);
 out:
-	unmount_below(dir);
+	(void)cli_unmount_under(dir, 0); /* /proc mounted in the tree, here or by a killed apt */
 	free(inst);
 	free(list);
 	return st ? -EIO : 0;
@@ -311,7 +288,10 @@ int dfi_debootstrap_fill(const char *id, const char *dir, FILE *progress, char *
 			mirror, pkgs[0] ? pkgs : "nothing");
 	snprintf(what, sizeof(what), "debootstrap %s", suite);
 	st = logged(argv, fd);
-	unmount_below(dir);
+	/* debootstrap mounts /proc and /sys in the target and unmounts them
+	 * on exit; a killed one may not: detached before anything removes
+	 * the tree */
+	(void)cli_unmount_under(dir, 0);
 	if (!st && pkgs[0])
 		st = apt_install(dir, pkgs, fd, what, sizeof(what));
 	close(fd);

@@ -289,42 +289,9 @@ int oci_pod_guest_limits(const struct sandbox_addr *a, const char *id, int64_t m
 	return oci_guest_run(a, sh, err, errlen);
 }
 
-/* The mount points under dir (dir too) from /proc/self/mountinfo (its
- * fifth field; no escaping needed: our paths have no blanks), deepest
- * (longest) first. The count, or -errno. */
-static int mounts_under(const char *dir, char (*out)[PATH_MAX], int max)
-{
-	char line[3 * PATH_MAX], mp[PATH_MAX], tmp[PATH_MAX];
-	size_t dl = strlen(dir);
-	int n = 0, i, j;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
-			continue;
-		if (strncmp(mp, dir, dl) || (mp[dl] != '\0' && mp[dl] != '/'))
-			continue;
-		if (n < max && out)
-			snprintf(out[n], PATH_MAX, "%s", mp);
-		n++;
-	}
-	fclose(f);
-	if (out)
-		for (i = 0; i < n && i < max; i++)
-			for (j = i + 1; j < n && j < max; j++)
-				if (strlen(out[j]) > strlen(out[i])) {
-					memcpy(tmp, out[i], PATH_MAX);
-					memcpy(out[i], out[j], PATH_MAX);
-					memcpy(out[j], tmp, PATH_MAX);
-				}
-	return n;
-}
-
 int oci_mounts_under(const char *dir)
 {
-	return mounts_under(dir, NULL, 0);
+	return cli_mounts_under(dir, 1, NULL, 0);
 }
 
 /* Removes the empty folders of the tree at dirfd/name (never a file,
@@ -350,17 +317,12 @@ static void rmdirs(int dirfd, const char *name, unsigned depth)
 
 int oci_pod_unmount_under(const char *dir, int rm_dir)
 {
-	enum { MAXM = 256 };
-	char (*m)[PATH_MAX] = malloc(MAXM * sizeof(*m)), parent[PATH_MAX], *slash;
-	int n, i, fd;
+	char parent[PATH_MAX], *slash;
+	int n, fd;
 
-	if (!m)
-		return -ENOMEM;
-	n = mounts_under(dir, m, MAXM);
-	for (i = 0; i < n && i < MAXM; i++)
-		(void)umount2(m[i], MNT_DETACH);
-	free(m);
-	if (oci_mounts_under(dir) > 0)
+	if ((n = cli_unmount_under(dir, 1)) == -ENOMEM)
+		return n;
+	if (n > 0)
 		return -EBUSY;
 	if (!rm_dir)
 		return 0;

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -436,6 +437,52 @@ int cli_bad_arg_msg(char *err, size_t errlen, const char *verb, const char *arg,
 	if (arg[0] == '-' && arg[1])
 		return cli_usage_msg(err, errlen, verb, "unknown option '%s'", arg);
 	return cli_usage_msg(err, errlen, verb, "unexpected argument '%s'", arg);
+}
+
+/* (mountinfo's fifth field; no unescaping: the paths we pass have no blanks) */
+int cli_mounts_under(const char *dir, int with_self, char (*out)[PATH_MAX], int max)
+{
+	char line[3 * PATH_MAX], mp[PATH_MAX], tmp[PATH_MAX];
+	size_t dl = strlen(dir);
+	int n = 0, i, j;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+			continue;
+		if (strncmp(mp, dir, dl) || !(mp[dl] == '/' || (with_self && mp[dl] == '\0')))
+			continue;
+		if (n < max && out)
+			snprintf(out[n], PATH_MAX, "%s", mp);
+		n++;
+	}
+	fclose(f);
+	if (out)
+		for (i = 0; i < n && i < max; i++)
+			for (j = i + 1; j < n && j < max; j++)
+				if (strlen(out[j]) > strlen(out[i])) {
+					memcpy(tmp, out[i], PATH_MAX);
+					memcpy(out[i], out[j], PATH_MAX);
+					memcpy(out[j], tmp, PATH_MAX);
+				}
+	return n;
+}
+
+int cli_unmount_under(const char *dir, int with_self)
+{
+	enum { MAXM = 256 };
+	char (*m)[PATH_MAX] = malloc(MAXM * sizeof(*m));
+	int n, i;
+
+	if (!m)
+		return -ENOMEM;
+	n = cli_mounts_under(dir, with_self, m, MAXM);
+	for (i = 0; i < n && i < MAXM; i++)
+		(void)umount2(m[i], MNT_DETACH);
+	free(m);
+	return cli_mounts_under(dir, with_self, NULL, 0);
 }
 
 int cli_cache_root(char *buf, size_t len)

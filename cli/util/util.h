@@ -5,6 +5,7 @@
 #ifndef CLI_UTIL_UTIL_H
 #define CLI_UTIL_UTIL_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -76,6 +77,13 @@ int cli_run_tool(const char *const *argv, int quiet);
 int cli_run_tool_in(const char *const *argv, int quiet, int (*child_setup)(void *), void *arg);
 /* The same as 0 (it exited 0), -EIO (it failed) or -errno. */
 int cli_run_tool_ok(const char *const *argv, int quiet);
+/* The mount points below dir (with_self: and dir itself), from
+ * /proc/self/mountinfo, the first max of them into out (NULL: only
+ * counted) deepest (longest) first. The count, or -errno. */
+int cli_mounts_under(const char *dir, int with_self, char (*out)[PATH_MAX], int max);
+/* Detaches (MNT_DETACH) what is mounted below dir (with_self: and on dir),
+ * deepest first; the count of mounts still there, or -errno. */
+int cli_unmount_under(const char *dir, int with_self);
 /* buf = the cache folder: $VMM_CACHE, else $XDG_CACHE_HOME/vmm, else
  * ~/.cache/vmm (not made). 0, -ENOENT (none of them set) or -ENAMETOOLONG. */
 int cli_cache_root(char *buf, size_t len);
