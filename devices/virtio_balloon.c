@@ -123,7 +123,35 @@ int64_t virtio_balloon_report(struct virtio_balloon *b, const struct vq_chain *c
 		b->reported += c->buf[i].len / GM_PAGE_SIZE;
 	}
 	b->report_chains++;
+	atomic_store_explicit(&b->last_report_ns, log_now_ns(), memory_order_relaxed);
 	return 0;
+}
+
+/* Linux (mm/page_reporting.c) makes its first pass PAGE_REPORTING_DELAY
+ * (2 s) after the driver registers, just before it sets DRIVER_OK, and
+ * a pass hands free ranges over in batches of 32 until none is left.
+ * A snapshot taken before that pass ends holds every free block
+ * unreported, and each clone of it then reports them all itself: the
+ * struct page of every free 4 MiB block is written (54 pages of a
+ * 256 MiB guest), private pages each clone pays for. The slack covers a
+ * slow guest's start of the pass, the quiet its batches. */
+#define REPORT_FIRST_PASS_NS (2000000000ull + 300000000ull)
+#define REPORT_QUIET_NS 250000000ull
+
+uint64_t virtio_balloon_report_wait_ns(struct virtio_balloon *b, uint64_t now)
+{
+	uint64_t ok = atomic_load_explicit(&b->vdev.driver_ok_ns, memory_order_relaxed);
+	uint64_t last = atomic_load_explicit(&b->last_report_ns, memory_order_relaxed);
+	uint64_t due = 0;
+
+	if (!((b->vdev.driver_features >> VIRTIO_BALLOON_F_REPORTING) & 1) ||
+	    !(atomic_load(&b->vdev.status) & VIRTIO_STATUS_DRIVER_OK))
+		return 0;
+	if (ok)
+		due = ok + REPORT_FIRST_PASS_NS;
+	if (last && last + REPORT_QUIET_NS > due)
+		due = last + REPORT_QUIET_NS;
+	return due > now ? due - now : 0;
 }
 
 static int64_t inflate_chain(struct virtio_dev *d, const struct vq_chain *c)

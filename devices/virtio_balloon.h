@@ -92,6 +92,7 @@ struct virtio_balloon {
 	/* Counters. */
 	uint64_t inflated, deflated, reported, discard_fails; /* pages */
 	uint64_t inflate_chains, deflate_chains, report_chains; /* requests */
+	_Atomic uint64_t last_report_ns; /* CLOCK_MONOTONIC, the last report served; 0: none */
 };
 
 /* What a queue index means under the negotiated features. */
@@ -110,6 +111,13 @@ int virtio_balloon_read_stats(struct virtio_balloon *b, const struct vq_chain *c
 /* One free page report: every buffer a free range of guest RAM, given
  * back to the host. Returns 0 (the used length). */
 int64_t virtio_balloon_report(struct virtio_balloon *b, const struct vq_chain *c);
+
+/* How long (ns) until the guest's free page reporting has handed over
+ * what it will report soon, as far as the device can tell: 0 when
+ * reporting is off, or the first pass (Linux's PAGE_REPORTING_DELAY
+ * after the driver came up) is over and no report came for a while.
+ * Any thread; `now` is CLOCK_MONOTONIC ns (log_now_ns). */
+uint64_t virtio_balloon_report_wait_ns(struct virtio_balloon *b, uint64_t now);
 
 int virtio_balloon_init(struct virtio_balloon *b, const struct balloon_options *o, int vm_fd, const struct gm *gm,
 			uint64_t base, unsigned irq) __attribute__((warn_unused_result));

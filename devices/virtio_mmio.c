@@ -233,6 +233,7 @@ static void write_status(struct virtio_dev *d, uint32_t v)
 	}
 	if (added == VIRTIO_STATUS_DRIVER_OK &&
 	    s == (VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK)) {
+		atomic_store_explicit(&d->driver_ok_ns, log_now_ns(), memory_order_relaxed);
 		atomic_fetch_or_explicit(&d->status, VIRTIO_STATUS_DRIVER_OK, memory_order_release);
 		/* Serve whatever the driver queued before DRIVER_OK. */
 		for (i = 0; i < d->ops->nr_queues; i++) {

@@ -78,6 +78,9 @@ struct virtio_dev {
 	_Atomic uint32_t status;
 	_Atomic uint32_t isr;
 	_Atomic uint32_t config_gen;
+	/* CLOCK_MONOTONIC ns when this process saw the driver set DRIVER_OK;
+	 * 0 if it never did (a restored device came up in its snapshot). */
+	_Atomic uint64_t driver_ok_ns;
 	uint8_t *config;     /* device-owned config space */
 	uint32_t config_len;
 	pthread_mutex_t lock;/* register accesses from vCPU threads */

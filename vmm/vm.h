@@ -294,6 +294,12 @@ void vm_boot_marker(struct vm *vm);
  * request is served without a fork. The ms waited; a guest that never
  * settles costs the bound and a log line, nothing else. */
 unsigned vm_settle_guest(struct vm *vm, int timeout_ms);
+/* Before a snapshot of a running VM (main thread): waits, at most
+ * timeout_ms, until the guest's free page reporting has handed over
+ * what it is about to (virtio_balloon_report_wait_ns): a young VM's
+ * first pass, else any pass under way. Otherwise every clone makes that
+ * pass again and pays for the pages it writes. The ms waited. */
+unsigned vm_settle_reports(struct vm *vm, int timeout_ms);
 /* The guest's init read the token window, its first act: the kernel is up
  * (for the boot status line, cli/run.c). Once; later reads are nothing. */
 void vm_kernel_up(struct vm *vm);

@@ -27,6 +27,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CONSOLE_ESCAPE 0x01 /* Ctrl-A, then 'x' */
@@ -51,6 +52,30 @@ unsigned vm_settle_guest(struct vm *vm, int timeout_ms)
 	else if (ms)
 		log_debug("snapshot: waited %u ms for the guest's next API worker", ms);
 	return ms;
+}
+
+unsigned vm_settle_reports(struct vm *vm, int timeout_ms)
+{
+	uint64_t t0 = log_now_ns(), end = t0 + (uint64_t)timeout_ms * 1000000ull, now = t0, wait;
+
+	if (vm->paused || !vm->balloon)
+		return 0;
+	while ((wait = virtio_balloon_report_wait_ns(vm->balloon, now)) && now < end) {
+		struct timespec ts;
+
+		if (wait > end - now)
+			wait = end - now;
+		if (wait > 50000000ull)
+			wait = 50000000ull; /* a report may still come: look again */
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)wait;
+		nanosleep(&ts, NULL);
+		now = log_now_ns();
+	}
+	if (wait)
+		log_info("snapshot: the guest was still reporting free pages after %d ms; "
+			 "its clones report the rest themselves", timeout_ms);
+	return (unsigned)((now - t0) / 1000000);
 }
 
 /* ---- the main thread ---- */

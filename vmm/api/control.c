@@ -24,6 +24,9 @@
  * next spare API worker (vm_settle_guest): a fork, which is ~0.1 ms on
  * hardware KVM and tens of ms on a host that emulates guest ring 0. */
 #define SNAPSHOT_SETTLE_MS 5000
+/* How long a snapshot waits for the guest's free page reports
+ * (vm_settle_reports): the first pass comes 2 s after the driver. */
+#define SNAPSHOT_REPORTS_MS 4000
 
 static uint64_t mono_ms(void)
 {
@@ -186,7 +189,8 @@ static void do_snapshot(struct vm *vm, const struct json *req, char *out, size_t
 		reply_error(out, outlen, "\"diff\" must be true or false");
 		return;
 	}
-	settle = vm_settle_guest(vm, SNAPSHOT_SETTLE_MS);
+	settle = vm_settle_reports(vm, SNAPSHOT_REPORTS_MS);
+	settle += vm_settle_guest(vm, SNAPSHOT_SETTLE_MS);
 	ts = mono_ms();
 	if ((r = vm_pause(vm))) {
 		reply_error(out, outlen, r == -ETIMEDOUT ? "a vCPU did not stop within 10 s (a stalled console?)"
