@@ -8,6 +8,7 @@
 #include "vmm/base/thread.h"
 #include "vmm/vm_standby.h"
 #include "vmm/base/log.h"
+#include "vmm/base/memtrim.h"
 #include "vmm/base/unixsock.h"
 #include "vmm/vcpu.h"
 #include "vmm/gprof.h"
@@ -31,6 +32,9 @@
 #include <unistd.h>
 
 #define CONSOLE_ESCAPE 0x01 /* Ctrl-A, then 'x' */
+/* The main thread's stack kept below run_start's frame (mem_trim_startup):
+ * room for the loop's own frames without faulting pages back at once. */
+#define MEMTRIM_KEEP (16u << 10)
 
 unsigned vm_settle_guest(struct vm *vm, int timeout_ms)
 {
@@ -206,6 +210,7 @@ static int run_start(struct vm *vm, sigset_t *old)
 	sigset_t stop_sigs;
 	const char *prof;
 	unsigned i;
+	long trimmed;
 	int sfd;
 
 	sigemptyset(&stop_sigs);
@@ -246,6 +251,13 @@ static int run_start(struct vm *vm, sigset_t *old)
 				  VMM_VCPU_SLICE_EMULATING_NS / 1000000,
 				  r ? " (left alone: not a fair policy, or already so)" : "");
 	}
+	/* Set-up is over: its heap and deep stack pages go back before the
+	 * filters (which do not allow reading /proc). */
+	trimmed = mem_trim_startup(MEMTRIM_KEEP);
+	if (trimmed < 0)
+		log_debug("start-up pages not given back: %s", strerror((int)-trimmed));
+	else
+		log_debug("start-up pages given back: %ld KiB of stack, and the heap's free pages", trimmed);
 	if (vm->cfg.seccomp && vm_lockdown(vm))
 		vm_request_exit(vm, VM_EXIT_VMM_ERROR, "cannot install the seccomp filters");
 	for (i = 0; i < vm->nr_vcpus && atomic_load(&vm->exit_reason) == VM_RUNNING; i++) {

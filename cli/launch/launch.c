@@ -941,60 +941,73 @@ static void launch_release(struct launch *L)
 
 int launch_sandbox(int argc, char **argv, int restore, int check_only, int api, struct launch_out *out)
 {
-	struct launch L;
+	struct launch *L;
 	unsigned i;
+	int status;
 
 	out->err[0] = '\0';
-	if (launch_init(&L, restore, check_only, api))
+	/* On pages of its own (zpages.h), not the stack: it lives as long as
+	 * the VM, most of it is never written, and a stack page once touched
+	 * stays resident in every idle clone (docs/perf.md, "Density"). */
+	L = zpages_alloc(sizeof(*L));
+	if (!L) {
+		cli_seterr(out->err, sizeof(out->err), -ENOMEM, "the launch state: %s", strerror(ENOMEM));
 		return CLI_EXIT_ERROR;
-	L.out = out;
-	if (launch_options(&L, argc, argv) || launch_folder(&L) || launch_detach(&L) || launch_configure(&L))
+	}
+	if (launch_init(L, restore, check_only, api)) {
+		zpages_free(L, sizeof(*L));
+		return CLI_EXIT_ERROR;
+	}
+	L->out = out;
+	if (launch_options(L, argc, argv) || launch_folder(L) || launch_detach(L) || launch_configure(L))
 		goto out_disks;
-	if (launch_confine(&L))
+	if (launch_confine(L))
 		goto out_console;
-	L.vm = calloc(1, sizeof(*L.vm));
-	if (!L.vm) {
-		L.status = CLI_EXIT_ERROR;
+	L->vm = calloc(1, sizeof(*L->vm));
+	if (!L->vm) {
+		L->status = CLI_EXIT_ERROR;
 		goto out_console;
 	}
-	if (vm_create(L.vm, &L.cfg)) {
-		L.status = CLI_EXIT_ERROR;
-		if (api && L.vm->start_why[0])
-			control_finish(&L.ctl, NULL, L.vm->start_why); /* Firecracker's words */
+	if (vm_create(L->vm, &L->cfg)) {
+		L->status = CLI_EXIT_ERROR;
+		if (api && L->vm->start_why[0])
+			control_finish(&L->ctl, NULL, L->vm->start_why); /* Firecracker's words */
 		goto out_free;
 	}
-	if (L.o.dump_cpuid && vm_dump_cpuid(L.vm, 0, L.o.dump_cpuid)) {
-		L.status = CLI_EXIT_ERROR;
+	if (L->o.dump_cpuid && vm_dump_cpuid(L->vm, 0, L->o.dump_cpuid)) {
+		L->status = CLI_EXIT_ERROR;
 		goto out_destroy;
 	}
-	if (launch_announce(&L))
+	if (launch_announce(L))
 		goto out_destroy;
-	if (launch_services(&L) || launch_run(&L))
+	if (launch_services(L) || launch_run(L))
 		goto out_publish;
-	launch_after_run(&L);
+	launch_after_run(L);
 out_publish:
-	for (i = 0; i < L.o.nr_pub; i++)
-		publish_stop(&L.pub[i]);
-	if (L.eg && !L.o.jail.enabled)
-		egress_stop(L.eg);
-	if (L.api_addr.uds_dir > 0)
-		close(L.api_addr.uds_dir);
+	for (i = 0; i < L->o.nr_pub; i++)
+		publish_stop(&L->pub[i]);
+	if (L->eg && !L->o.jail.enabled)
+		egress_stop(L->eg);
+	if (L->api_addr.uds_dir > 0)
+		close(L->api_addr.uds_dir);
 out_destroy:
-	if (L.ctl.api && L.ctl.api->pending != FCAPI_NONE)
-		control_finish(&L.ctl, NULL, "the microVM could not be started (the VMM's log says why)");
-	control_close(&L.ctl);
-	vm_destroy(L.vm);
+	if (L->ctl.api && L->ctl.api->pending != FCAPI_NONE)
+		control_finish(&L->ctl, NULL, "the microVM could not be started (the VMM's log says why)");
+	control_close(&L->ctl);
+	vm_destroy(L->vm);
 out_free:
-	free(L.vm);
+	free(L->vm);
 out_console:
 	for (i = 0; i < VM_MAX_NETS; i++)
-		if (L.taps[i].fd >= 0)
-			tap_close(&L.taps[i]);
-	if (L.console_file >= 0)
-		close(L.console_file);
+		if (L->taps[i].fd >= 0)
+			tap_close(&L->taps[i]);
+	if (L->console_file >= 0)
+		close(L->console_file);
 out_disks:
-	launch_release(&L);
-	if (L.o.err[0] && !out->err[0])
-		cli_seterr(out->err, sizeof(out->err), 0, "%s", L.o.err);
-	return L.status;
+	launch_release(L);
+	if (L->o.err[0] && !out->err[0])
+		cli_seterr(out->err, sizeof(out->err), 0, "%s", L->o.err);
+	status = L->status;
+	zpages_free(L, sizeof(*L));
+	return status;
 }

@@ -1,0 +1,87 @@
+/* Start-up's pages given back (memtrim.h). */
+#include "vmm/base/memtrim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int mem_stack_range(const char *maps, unsigned long addr, unsigned long *lo, unsigned long *hi)
+{
+	const char *line = maps;
+
+	while (line && *line) {
+		const char *nl = strchr(line, '\n');
+		size_t len = nl ? (size_t)(nl - line) : strlen(line);
+		unsigned long a, b;
+		char *end;
+
+		a = strtoul(line, &end, 16);
+		if (*end == '-') {
+			b = strtoul(end + 1, &end, 16);
+			if (a <= addr && addr < b && len >= 7 && !memcmp(line + len - 7, "[stack]", 7)) {
+				*lo = a;
+				*hi = b;
+				return 0;
+			}
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	return -ENOENT;
+}
+
+/* /proc/self/maps into buf (NUL-terminated, cut at its size). */
+static int read_maps(char *buf, size_t size)
+{
+	size_t n = 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	while (n + 1 < size) {
+		ssize_t r = read(fd, buf + n, size - 1 - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = 0;
+	return 0;
+}
+
+long mem_trim_startup(size_t keep)
+{
+	static const size_t maps_size = 64 << 10;
+	unsigned long lo, hi, here = (unsigned long)(uintptr_t)__builtin_frame_address(0), top;
+	long page = sysconf(_SC_PAGESIZE);
+	char *maps;
+	int r;
+
+	/* Off the stack: this must not itself deepen what it releases. */
+	maps = malloc(maps_size);
+	if (!maps)
+		return -ENOMEM;
+	r = read_maps(maps, maps_size);
+	if (!r)
+		r = mem_stack_range(maps, here, &lo, &hi);
+	free(maps);
+	malloc_trim(0);
+	if (r)
+		return r;
+	if (here - lo <= keep)
+		return 0;
+	top = (here - keep) & ~((unsigned long)page - 1);
+	if (top <= lo)
+		return 0;
+	if (madvise((void *)lo, top - lo, MADV_DONTNEED) < 0)
+		return -errno;
+	return (long)((top - lo) >> 10);
+}
