@@ -1,7 +1,8 @@
 /* virtio-balloon over fake guest memory (no KVM): queue roles under the
  * negotiated features, inflate frees pages, bad PFNs and bad buffers put
  * the device in NEEDS_RESET with nothing freed, deflate, the statistics
- * buffer held and given back at each poll, the target, snapshots. */
+ * buffer held and given back at each poll, the target, snapshots, how
+ * long a snapshot waits for free page reports. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -342,6 +343,45 @@ static void options(void **state)
 }
 
 /* More than guest RAM is refused at setup. */
+/* Free page reporting: a snapshot waits for the guest's first pass (2 s
+ * after the driver came up, and a slack) and for a pass under way to go
+ * quiet; never without the feature, never for a device restored up. */
+static void report_wait(void **state)
+{
+	struct balloon_options o = { .free_page_reporting = 1 };
+	struct fx *f;
+	uint64_t ok, last, w;
+	uint32_t len = 4096;
+	int wr = 1;
+
+	(void)state;
+	assert_int_equal(setup_with((void **)&f, &o), 0);
+	start(f, F_BASE | (1ull << VIRTIO_BALLOON_F_REPORTING), 3);
+	ok = atomic_load(&f->b.vdev.driver_ok_ns);
+	assert_true(ok > 0);
+	w = virtio_balloon_report_wait_ns(&f->b, ok);
+	assert_true(w > 2000000000ull && w <= 2500000000ull);
+	assert_int_equal(virtio_balloon_report_wait_ns(&f->b, ok + w), 0);
+	/* a report: quiet 250 ms after it, even for a device restored up */
+	vqb_chain(&f->q[2], 1, &len, &wr);
+	vd_notify(&f->b.vdev, 2);
+	wait_used(f, 2, 1);
+	assert_int_equal(f->b.reported, 1);
+	last = atomic_load(&f->b.last_report_ns);
+	assert_true(last >= ok);
+	atomic_store(&f->b.vdev.driver_ok_ns, 0);
+	assert_int_equal(virtio_balloon_report_wait_ns(&f->b, last + 100000000ull), 150000000ull);
+	assert_int_equal(virtio_balloon_report_wait_ns(&f->b, last + 250000000ull), 0);
+	atomic_store(&f->b.last_report_ns, 0);
+	assert_int_equal(virtio_balloon_report_wait_ns(&f->b, last), 0);
+	teardown((void **)&f);
+	/* without the feature: nothing to wait for */
+	assert_int_equal(setup_with((void **)&f, &o), 0);
+	start(f, F_BASE, 2);
+	assert_int_equal(virtio_balloon_report_wait_ns(&f->b, atomic_load(&f->b.vdev.driver_ok_ns)), 0);
+	teardown((void **)&f);
+}
+
 static void too_large(void **state)
 {
 	struct vqb q;
@@ -369,6 +409,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(interval_without_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(snapshot_roundtrip, setup_stats, teardown),
 		cmocka_unit_test(options),
+		cmocka_unit_test(report_wait),
 		cmocka_unit_test(too_large),
 	};
 
