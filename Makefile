@@ -343,7 +343,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_fuse_budget test_drive test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_progress test_util test_api_v2 test_oci test_mcp test_virtio_rng \
-              test_virtio_balloon test_i8042 test_unixsock test_memtrim test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_rootfs test_oci_proxy \
+              test_virtio_balloon test_i8042 test_unixsock test_memtrim test_proto test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_rootfs test_oci_proxy \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
                test_run_restore test_run_drives test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk \
@@ -362,7 +362,8 @@ test_serial_SRCS  := devices/serial.c vmm/base/log.c vmm/base/snapfmt.c vmm/wire
 test_i8042_SRCS   := devices/i8042.c vmm/base/log.c vmm/base/snapfmt.c vmm/wire/proto.c vmm/base/kvopt.c
 test_bus_SRCS     := vmm/base/bus.c
 test_unixsock_SRCS := vmm/base/unixsock.c vmm/base/log.c
-test_memtrim_SRCS := vmm/base/memtrim.c
+test_memtrim_SRCS := vmm/base/memtrim.c vmm/wire/proto.c
+test_proto_SRCS := vmm/wire/proto.c
 test_mmds_SRCS    := devices/mmds.c devices/mmds_net.c vmm/wire/json.c
 test_phase_SRCS   := vmm/phase.c vmm/base/log.c
 test_sched_slice_SRCS := vmm/sched_slice.c

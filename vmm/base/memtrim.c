@@ -1,5 +1,6 @@
 /* Start-up's pages given back (memtrim.h). */
 #include "vmm/base/memtrim.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,28 +39,22 @@ int mem_stack_range(const char *maps, unsigned long addr, unsigned long *lo, uns
 /* /proc/self/maps into buf (NUL-terminated, cut at its size). */
 static int read_maps(char *buf, size_t size)
 {
-	size_t n = 0;
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
 
 	if (fd < 0)
 		return -errno;
-	while (n + 1 < size) {
-		ssize_t r = read(fd, buf + n, size - 1 - n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
+	n = read_upto(fd, buf, size - 1);
 	close(fd);
+	if (n < 0)
+		return (int)n;
 	buf[n] = 0;
 	return 0;
 }
 
 long mem_trim_startup(size_t keep)
 {
-	static const size_t maps_size = 64 << 10;
+	static const size_t maps_size = 256 << 10;
 	unsigned long lo, hi, here = (unsigned long)(uintptr_t)__builtin_frame_address(0), top;
 	long page = sysconf(_SC_PAGESIZE);
 	char *maps;

@@ -307,6 +307,7 @@ int snapfile_read(const char *path, uint8_t **file, size_t *len, const uint8_t *
 	struct stat st;
 	uint8_t *buf;
 	size_t got = 0;
+	ssize_t n;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), e;
 
 	*file = NULL;
@@ -326,15 +327,8 @@ int snapfile_read(const char *path, uint8_t **file, size_t *len, const uint8_t *
 		close(fd);
 		return -ENOMEM;
 	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
+	n = read_upto(fd, buf, (size_t)st.st_size);
+	got = n > 0 ? (size_t)n : 0; /* a read error: too short, refused below */
 	close(fd);
 	*file = buf;
 	*len = got;

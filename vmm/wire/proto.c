@@ -21,9 +21,12 @@ uint64_t now_ms(void)
  * the CLI, the VMM's files): n bytes at the file offset, or at off (pread,
  * pwrite) when at; EINTR retried, large counts cut to 1 GiB a call. 0, or
  * -1 with errno set: 0 at end of file, ENOSPC for a write that took
- * nothing. */
-static int io_full(int fd, uint8_t *p, size_t n, int wr, int at, uint64_t off)
+ * nothing. *done (when given): the bytes moved, whichever. */
+static int io_full_n(int fd, uint8_t *p, size_t n, int wr, int at, uint64_t off, size_t *done)
 {
+	size_t moved = 0;
+	int r = 0;
+
 	while (n) {
 		size_t k = n > (1u << 30) ? (1u << 30) : n;
 		ssize_t d = wr ? (at ? pwrite(fd, p, k, (off_t)off) : write(fd, p, k))
@@ -33,13 +36,32 @@ static int io_full(int fd, uint8_t *p, size_t n, int wr, int at, uint64_t off)
 			continue;
 		if (d == 0)
 			errno = wr ? ENOSPC : 0;
-		if (d <= 0)
-			return -1;
+		if (d <= 0) {
+			r = -1;
+			break;
+		}
 		p += d;
 		n -= (size_t)d;
 		off += (uint64_t)d;
+		moved += (size_t)d;
 	}
-	return 0;
+	if (done)
+		*done = moved;
+	return r;
+}
+
+static int io_full(int fd, uint8_t *p, size_t n, int wr, int at, uint64_t off)
+{
+	return io_full_n(fd, p, n, wr, at, off, NULL);
+}
+
+ssize_t read_upto(int fd, void *buf, size_t n)
+{
+	size_t done;
+
+	if (io_full_n(fd, buf, n, 0, 0, 0, &done) && errno)
+		return -errno;
+	return (ssize_t)done;
 }
 
 int write_full(int fd, const void *buf, size_t n)

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define API_VSOCK_PORT 1024
 /* The ready notice (docs/vsock.md): guest-init connects to the host (CID 2)
@@ -62,6 +63,8 @@ int frame_write(int fd, uint8_t type, const void *data, size_t len);
 int frame_read(int fd, uint8_t *type, void *buf, size_t max, size_t *len);
 /* Reads exactly n bytes: 0, or -1 (EOF: errno 0). */
 int read_full(int fd, void *buf, size_t n);
+/* Reads until n bytes or the end of the file: the count, or -errno. */
+ssize_t read_upto(int fd, void *buf, size_t n);
 /* Writes all n bytes: 0, or -1 (errno; ENOSPC: a write took nothing). */
 int write_full(int fd, const void *buf, size_t n);
 /* The same at file offset off (pread/pwrite; the file offset stays):
