@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -71,10 +70,8 @@ long mem_trim_startup(size_t keep)
 	malloc_trim(0);
 	if (r)
 		return r;
-	if (here - lo <= keep)
-		return 0;
 	top = (here - keep) & ~((unsigned long)page - 1);
-	if (top <= lo)
+	if (top <= lo) /* the caller is not `keep` above the stack's bottom */
 		return 0;
 	if (madvise((void *)lo, top - lo, MADV_DONTNEED) < 0)
 		return -errno;
