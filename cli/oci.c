@@ -235,6 +235,8 @@ static int vm_create(const struct oci_ctx *c, const char *id, const struct oci_s
 		return oci_fail(c, "%s: the VM started but cannot be found", id);
 	if (oci_guest_capable(id, a, role == OCI_POD_SANDBOX, why, sizeof(why)))
 		return oci_fail(c, "%s", why);
+	if (role == OCI_POD_SANDBOX && nsfd >= 0 && oci_pod_forward(nsfd, why, sizeof(why)))
+		oci_info(c, "%s: no port-forward into the pod (%s)", id, why);
 	return 0;
 }
 

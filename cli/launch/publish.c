@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/netfilter_ipv4.h>
 #include <sys/eventfd.h>
 #include <poll.h>
 #include <signal.h>
@@ -45,8 +46,10 @@ int publish_parse(const char *s, struct publish *p)
 	p->stop_fd = -1;
 	p->addr.sin_family = AF_INET;
 	p->addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (!last || parse_port(last + 1, strlen(last + 1), &p->guest_port))
+	if (!last)
 		return -EINVAL;
+	if (strcmp(last + 1, "*") && parse_port(last + 1, strlen(last + 1), &p->guest_port))
+		return -EINVAL; /* "*": each connection's own destination port (guest_port 0) */
 	first = memrchr(s, ':', (size_t)(last - s));
 	if (first) {
 		if ((size_t)(first - s) >= sizeof(addr))
@@ -68,13 +71,31 @@ void publish_format(const struct publish *p, char *buf, size_t len)
 	char a[INET_ADDRSTRLEN] = "?";
 
 	inet_ntop(AF_INET, &p->addr.sin_addr, a, sizeof(a));
-	snprintf(buf, len, "%s:%u:%u", a, ntohs(p->addr.sin_port), p->guest_port);
+	if (p->guest_port)
+		snprintf(buf, len, "%s:%u:%u", a, ntohs(p->addr.sin_port), p->guest_port);
+	else
+		snprintf(buf, len, "%s:%u:*", a, ntohs(p->addr.sin_port));
 }
 
 struct conn {
 	struct publish *p;
 	int fd;
 };
+
+/* The port a connection was first addressed to, before a NAT rule sent it
+ * here (netfilter's SO_ORIGINAL_DST: REDIRECT in the nat table's OUTPUT
+ * chain); a connection that was not redirected gives its own local port.
+ * 0 when unknown. */
+static unsigned conn_dest_port(int fd)
+{
+	struct sockaddr_in dst;
+	socklen_t len = sizeof(dst);
+
+	if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &dst, &len) < 0 || len < sizeof(dst) ||
+	    dst.sin_family != AF_INET)
+		return 0;
+	return ntohs(dst.sin_port);
+}
 
 /* One connection: open the guest side, then carry bytes both ways,
  * passing each end of stream on as a half-close. */
@@ -85,9 +106,14 @@ static void *conn_thread(void *arg)
 	char fields[64], buf[65536];
 	uint8_t type;
 	size_t len;
-	int g, open_in = 1, open_out = 1;
+	unsigned port = p->guest_port ? p->guest_port : conn_dest_port(c->fd);
+	int g = -1, open_in = 1, open_out = 1;
 
-	snprintf(fields, sizeof(fields), "\"op\":\"connect\",\"port\":%u", p->guest_port);
+	if (!port) {
+		close(c->fd);
+		goto out;
+	}
+	snprintf(fields, sizeof(fields), "\"op\":\"connect\",\"port\":%u", port);
 	/* The API itself not answering yet (a sandbox just woken from
 	 * standby: its connection waited in the keeper's backlog and the
 	 * guest is still taking its restore): retried for up to 30 s. A guest

@@ -17,7 +17,7 @@
 
 struct publish {
 	struct sockaddr_in addr; /* host side; 127.0.0.1 unless told otherwise */
-	unsigned guest_port;
+	unsigned guest_port;      /* 0 ("*"): each connection's destination port */
 	int fd;
 	int stop_fd;             /* eventfd: publish_stop wakes the accept thread */
 	pthread_t thread;
@@ -30,7 +30,9 @@ struct publish {
 	int seccomp; /* the threads run under SC_PUBLISH (vmm/seccomp.h) */
 };
 
-/* Parses "[ADDR:]HOST_PORT:GUEST_PORT". 0 or -EINVAL. */
+/* Parses "[ADDR:]HOST_PORT:GUEST_PORT"; GUEST_PORT "*" carries each
+ * connection to the port it was first addressed to (one that a NAT rule
+ * redirected to HOST_PORT: vmm-oci's pod port-forward). 0 or -EINVAL. */
 int publish_parse(const char *s, struct publish *p);
 /* "127.0.0.1:8080:80" */
 void publish_format(const struct publish *p, char *buf, size_t len);

@@ -80,11 +80,10 @@ static int vm_env(const struct oci_ctx *c, const char *id)
 	return setenv("VMM_STATE_DIR", vm, 1) ? -errno : 0;
 }
 
-/* Runs `vmm ARGS...` (this binary) with the container's VMM_STATE_DIR,
- * inside the network namespace nsfd (-1: ours); its stderr into err (the
- * last line kept). Its exit status, or -errno. */
-static int vmm_cmd_ns(const struct oci_ctx *c, const char *id, int nsfd, char *const *args, char *err,
-		      size_t errlen)
+/* Runs path (looked up in PATH when it has no '/') with args inside the
+ * network namespace nsfd (-1: ours), its stderr into err (the last line
+ * kept), in a session of its own. Its exit status, or -errno. */
+static int cmd_ns(int nsfd, const char *path, char *const *args, char *err, size_t errlen)
 {
 	int p[2], st, nul;
 	size_t got = 0;
@@ -93,7 +92,7 @@ static int vmm_cmd_ns(const struct oci_ctx *c, const char *id, int nsfd, char *c
 
 	if (err && errlen)
 		err[0] = '\0';
-	if (vm_env(c, id) || pipe2(p, O_CLOEXEC) < 0)
+	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
 	pid = fork();
 	if (pid < 0) {
@@ -106,7 +105,7 @@ static int vmm_cmd_ns(const struct oci_ctx *c, const char *id, int nsfd, char *c
 		dup2(nul, 0);
 		dup2(nul, 1);
 		dup2(p[1], 2);
-		/* The VMM outlives us: keep it out of the engine's process
+		/* A VMM outlives us: keep it out of the engine's process
 		 * group and session, so a signal to them is not its. */
 		setsid();
 		{
@@ -120,7 +119,11 @@ static int vmm_cmd_ns(const struct oci_ctx *c, const char *id, int nsfd, char *c
 			fprintf(stderr, "joining the container's network namespace: %s\n", strerror(errno));
 			_exit(126);
 		}
-		execv(c->self, args);
+		if (strchr(path, '/'))
+			execv(path, args);
+		else
+			execvp(path, args);
+		fprintf(stderr, "%s: %s\n", path, strerror(errno));
 		_exit(127);
 	}
 	close(p[1]);
@@ -140,6 +143,17 @@ static int vmm_cmd_ns(const struct oci_ctx *c, const char *id, int nsfd, char *c
 		if (errno != EINTR)
 			return -errno;
 	return oci_exit_status(st);
+}
+
+/* Runs `vmm ARGS...` (this binary) with the container's VMM_STATE_DIR,
+ * inside the network namespace nsfd (-1: ours); its stderr into err (the
+ * last line kept). Its exit status, or -errno. */
+static int vmm_cmd_ns(const struct oci_ctx *c, const char *id, int nsfd, char *const *args, char *err,
+		      size_t errlen)
+{
+	if (vm_env(c, id))
+		return -errno;
+	return cmd_ns(nsfd, c->self, args, err, errlen);
 }
 
 static int vmm_cmd(const struct oci_ctx *c, const char *id, char *const *args, char *err, size_t errlen)
@@ -485,6 +499,11 @@ int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *
 		args[n++] = "--net";
 		args[n++] = (char *)netopt;
 	}
+	if (pod_dir && nsfd >= 0) {
+		/* the pod's port-forward (oci_pod_forward) */
+		args[n++] = "--publish";
+		args[n++] = "127.0.0.1:" OCI_POD_FORWARD_PORT ":*";
+	}
 	args[n] = NULL;
 	r = vmm_cmd_ns(c, id, nsfd, args, err, sizeof(err));
 	if (r)
@@ -543,6 +562,21 @@ int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oc
 		return cli_seterr(err, errlen, CLI_EXIT_ERROR, "network: option too long");
 	*netopt = opt;
 	return 0;
+}
+
+int oci_pod_forward(int nsfd, char *err, size_t errlen)
+{
+	/* iptables-legacy and iptables-nft take the same words; -w waits
+	 * for another caller's lock (a CNI plugin's) rather than failing */
+	char *const args[] = { "iptables", "-w", "5", "-t", "nat", "-A", "OUTPUT", "-o", "lo", "-p", "tcp",
+			       "-d", "127.0.0.0/8", "-j", "REDIRECT", "--to-ports", OCI_POD_FORWARD_PORT, NULL };
+	int r = cmd_ns(nsfd, "iptables", args, err, errlen);
+
+	if (r > 0 && err && errlen && !err[0])
+		snprintf(err, errlen, "iptables exited with %d", r);
+	else if (r < 0 && err && errlen)
+		snprintf(err, errlen, "iptables: %s", strerror(-r));
+	return r ? -EIO : 0;
 }
 
 /* An older guest-init ignores exec's container members and would run

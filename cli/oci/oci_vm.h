@@ -16,6 +16,10 @@
 #define OCI_MEM_OVERHEAD_MIB 64      /* guest kernel + guest-init over a memory limit */
 #define OCI_GUEST_ROOT "/mnt/rootfs" /* where guest-init mounts tag rootfs */
 #define OCI_FIELDS_MAX 65536         /* an exec request's fields */
+/* The pod VMM's port in the pod's network namespace to which every TCP
+ * connection to localhost there is redirected (oci_pod_forward); a
+ * string, as it goes into --publish and iptables' words. */
+#define OCI_POD_FORWARD_PORT "1"
 
 /* The global options every verb shares. */
 struct oci_ctx {
@@ -39,6 +43,16 @@ void oci_info(const struct oci_ctx *c, const char *fmt, ...) __attribute__((form
  * namespace nsfd (-1: ours). 0 or CLI_EXIT_ERROR (why in why). */
 int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
 		unsigned nshares, const char *netopt, int nsfd, const char *pod_dir, char *why, size_t whylen);
+/* The CRI's PortForward dials localhost:PORT inside the pod's network
+ * namespace (containerd's pkg/cri/server/sandbox_portforward_linux.go),
+ * where the pod's processes are not: they are in its VM, which took the
+ * namespace's interface. One nat rule in that namespace sends every TCP
+ * connection to 127.0.0.0/8 to the VMM's published port
+ * OCI_POD_FORWARD_PORT ("--publish 127.0.0.1:1:*"), which carries each to
+ * 127.0.0.1 at its original port in the guest (SO_ORIGINAL_DST). The rule
+ * goes with the namespace. 0, or -EIO with iptables' message in err (no
+ * iptables on the node: the pod runs, without port-forward). */
+int oci_pod_forward(int nsfd, char *err, size_t errlen);
 /* Stops and removes id's VM (vmm rm -f; none is no error), then what it
  * left on the veth (oci_vm_net_record) and, for a pod's sandbox, the
  * mounts left in its pod share. A pod's workload container instead

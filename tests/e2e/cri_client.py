@@ -21,20 +21,26 @@ then checks that nothing of the pod is left: no VMM process (--vmm), no
 mount naming its IDs, no TAP, no state folder under --root. With --cni,
 a second pod on the CNI network containerd is configured with: its
 container serves HTTP on port 8080 and the pod's IP answers from the
-host (outside the pod); then the same checks that nothing is left. It prints
+host (outside the pod), PortForward reaches it on the pod's localhost and
+Exec runs through containerd's streaming server (WebSocket); then the
+same checks that nothing is left. It prints
 "ok ..." / "FAIL ..." lines and writes its figures (RunPodSandbox to a
 running container, ExecSync latency, the pod's memory) as JSON to --report.
 """
 import argparse
+import base64
 import json
 import os
 import re
 import shutil
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import uuid
 
 
@@ -66,6 +72,80 @@ def generate(proto, out):
         text = re.sub(r"\s*\[\s*" + opt + r"\s*=\s*[^\],]+\]", "", text)
         text = re.sub(r"(\[[^\]]*?),?\s*" + opt + r"\s*=\s*[^\],]+", r"\1", text)
     return 1
+
+
+# ---- the streaming server's WebSocket side ------------------------------------
+# containerd's streaming server (pkg/cri/streaming, from kubelet's) serves
+# Exec, Attach and PortForward as SPDY or WebSocket; Debian 12 packages no
+# client for either, so this speaks RFC 6455 itself: the client's frames
+# masked, one message per frame, its first byte the channel
+# ("v4.channel.k8s.io": 0 stdin, 1 stdout, 2 stderr, 3 the exec's status;
+# PortForward: 2*i data and 2*i+1 errors for the i-th port).
+
+class WebSocket:
+    def __init__(self, url, protocol, timeout=60):
+        u = urllib.parse.urlsplit(url)
+        self.s = socket.create_connection((u.hostname, u.port), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        path = u.path + ("?" + u.query if u.query else "")
+        self.s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                        "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+                        "Sec-WebSocket-Protocol: %s\r\n\r\n" % (path, u.netloc, key, protocol)).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            got = self.s.recv(1)
+            if not got:
+                raise OSError("the streaming server closed the upgrade: %r" % head)
+            head += got
+        if not head.startswith(b"HTTP/1.1 101"):
+            raise OSError("the streaming server refused the upgrade: %r" % head.split(b"\r\n")[0])
+
+    def _read(self, n):
+        out = b""
+        while len(out) < n:
+            got = self.s.recv(n - len(out))
+            if not got:
+                raise EOFError
+            out += got
+        return out
+
+    def send(self, channel, data):
+        payload = bytes([channel]) + data
+        head = bytes([0x82])  # FIN, binary
+        n = len(payload)
+        if n < 126:
+            head += bytes([0x80 | n])
+        elif n < 65536:
+            head += bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            head += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        mask = os.urandom(4)
+        self.s.sendall(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+    def recv(self):
+        """(channel, data) of the next message; None once the server closes."""
+        while True:
+            try:
+                b0, b1 = self._read(2)
+            except EOFError:
+                return None
+            n = b1 & 0x7F
+            if n == 126:
+                (n,) = struct.unpack(">H", self._read(2))
+            elif n == 127:
+                (n,) = struct.unpack(">Q", self._read(8))
+            mask = self._read(4) if b1 & 0x80 else None
+            data = self._read(n)
+            if mask:
+                data = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+            op = b0 & 0x0F
+            if op == 8:
+                return None
+            if op in (1, 2) and data:
+                return data[0], data[1:]
+
+    def close(self):
+        self.s.close()
 
 
 # ---- the flow ------------------------------------------------------------------
@@ -212,6 +292,55 @@ class Flow:
     def exec_sync(self, cid, cmd, timeout=60):
         return self.rt.ExecSync(self.pb.ExecSyncRequest(container_id=cid, cmd=cmd, timeout=timeout),
                                 timeout=timeout + 30)
+
+    def exec_stream(self, cid, cmd):
+        """Exec through the streaming server (as kubectl exec): stdout,
+        stderr and the exit code from its status channel."""
+        url = self.rt.Exec(self.pb.ExecRequest(container_id=cid, cmd=cmd, stdout=True, stderr=True)).url
+        ws = WebSocket(url, "v4.channel.k8s.io")
+        out = {1: b"", 2: b"", 3: b""}
+        try:
+            while True:
+                m = ws.recv()
+                if m is None:
+                    break
+                if m[0] in out:
+                    out[m[0]] += m[1]
+        finally:
+            ws.close()
+        st = json.loads(out[3] or b"{}")
+        code = 0
+        if st.get("status") == "Failure":
+            causes = st.get("details", {}).get("causes", [])
+            code = next((int(c["message"]) for c in causes if c.get("reason") == "ExitCode"), -1)
+        return out[1], out[2], code
+
+    def port_forward(self, pod, port, request):
+        """PortForward (as kubectl port-forward): request sent to the pod's
+        localhost:port, what comes back until the pod's side closes."""
+        url = self.rt.PortForward(self.pb.PortForwardRequest(pod_sandbox_id=pod, port=[port])).url
+        ws = WebSocket(url + "?port=%d" % port, "v4.channel.k8s.io")
+        data, errs, sent = b"", b"", False
+        try:
+            first = {0: True, 1: True}
+            while True:
+                m = ws.recv()
+                if m is None:
+                    break
+                ch, body = m
+                if ch in first and first[ch]:
+                    first[ch] = False  # each channel opens with its port (2 bytes, little-endian)
+                    body = body[2:]
+                    if not first[0] and not first[1] and not sent:
+                        ws.send(0, request)
+                        sent = True
+                if ch == 0:
+                    data += body
+                elif ch == 1:
+                    errs += body
+        finally:
+            ws.close()
+        return data, errs
 
     def kv_value(self, text):
         """KeyValue.value: a string in most versions of the proto, bytes in some."""
@@ -518,6 +647,16 @@ class Flow:
                 time.sleep(0.5)
             self.check(got == "hello-from-the-pod", "CNI pod: the host reaches the container's port at %s:8080" % ip,
                        repr(got))
+            data, errs = self.port_forward(pod, 8080, b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            self.check(data.startswith(b"HTTP/1.") and data.rstrip().endswith(b"hello-from-the-pod"),
+                       "CNI pod: PortForward to the pod's localhost:8080 (WebSocket)", repr((data[-80:], errs[:200])))
+            data, errs = self.port_forward(pod, 8081, b"GET / HTTP/1.0\r\n\r\n")
+            self.check(data == b"", "CNI pod: PortForward to a port nothing listens on gives nothing back",
+                       repr((data[:80], errs[:200])))
+            out, err, code = self.exec_stream(c, ["sh", "-c", "echo out; echo err >&2; hostname; exit 3"])
+            self.check((out, err, code) == (("out\ncni-%s\n" % a.handler).encode(), b"err\n", 3),
+                       "CNI pod: Exec through the streaming server (stdout, stderr, exit code 3)",
+                       repr((out, err, code)))
             r = self.exec_sync(c, ["sh", "-c", "hostname; cat /etc/hostname; grep -c '^nameserver 10.89.9.1' /etc/resolv.conf"])
             want = ("cni-%s\ncni-%s\n1\n" % (a.handler, a.handler)).encode()
             self.check_pod(r.stdout == want,

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,6 +424,31 @@ static void token_check(void **state)
 	assert_false(run_token_ok(long_tok));
 }
 
+/* --publish's forms, and "*" (each connection's own destination port,
+ * vmm-oci's pod port-forward) written back as it was given. */
+static void publish_forms(void **state)
+{
+	struct publish p;
+	char text[64];
+
+	(void)state;
+	assert_int_equal(publish_parse("8080:80", &p), 0);
+	assert_int_equal(p.guest_port, 80);
+	publish_format(&p, text, sizeof(text));
+	assert_string_equal(text, "127.0.0.1:8080:80");
+	assert_int_equal(publish_parse("0.0.0.0:9000:*", &p), 0);
+	assert_int_equal(p.guest_port, 0);
+	assert_int_equal(ntohs(p.addr.sin_port), 9000);
+	publish_format(&p, text, sizeof(text));
+	assert_string_equal(text, "0.0.0.0:9000:*");
+	assert_int_equal(publish_parse("9000:**", &p), -EINVAL);
+	assert_int_equal(publish_parse("*:80", &p), -EINVAL);
+	assert_int_equal(publish_parse("9000:0", &p), -EINVAL);
+	assert_int_equal(publish_parse("9000:65536", &p), -EINVAL);
+	assert_int_equal(publish_parse("9000:", &p), -EINVAL);
+	assert_int_equal(publish_parse("no.such.addr:9000:80", &p), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -436,6 +463,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(serve_options, fx_setup, fx_teardown),
 		cmocka_unit_test(size_parser),
 		cmocka_unit_test(token_check),
+		cmocka_unit_test(publish_forms),
 		cmocka_unit_test_setup_teardown(run_drives, fx_setup, fx_teardown),
 	};
 
