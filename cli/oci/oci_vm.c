@@ -80,6 +80,14 @@ static int vm_env(const struct oci_ctx *c, const char *id)
 	return setenv("VMM_STATE_DIR", vm, 1) ? -errno : 0;
 }
 
+/* In cmd_ns's child: what failed and errno on its stderr (the pipe
+ * into err), then its exit. */
+static void __attribute__((noreturn)) child_fail(const char *what, int code)
+{
+	fprintf(stderr, "%s: %s\n", what, strerror(errno));
+	_exit(code);
+}
+
 /* Runs path (looked up in PATH when it has no '/') with args inside the
  * network namespace nsfd (-1: ours), its stderr into err (the last line
  * kept), in a session of its own. Its exit status, or -errno. */
@@ -115,16 +123,13 @@ static int cmd_ns(int nsfd, const char *path, char *const *args, char *err, size
 			sigemptyset(&none);
 			sigprocmask(SIG_SETMASK, &none, NULL);
 		}
-		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0) {
-			fprintf(stderr, "joining the container's network namespace: %s\n", strerror(errno));
-			_exit(126);
-		}
+		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
+			child_fail("joining the container's network namespace", 126);
 		if (strchr(path, '/'))
 			execv(path, args);
 		else
 			execvp(path, args);
-		fprintf(stderr, "%s: %s\n", path, strerror(errno));
-		_exit(127);
+		child_fail(path, 127);
 	}
 	close(p[1]);
 	while ((n = read(p[0], err + got, got + 1 < errlen ? errlen - got - 1 : 0)) > 0)
