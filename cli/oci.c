@@ -240,6 +240,33 @@ static int vm_create(const struct oci_ctx *c, const char *id, const struct oci_s
 	return 0;
 }
 
+/* Into the container's cgroup (cli/oci/oci_cgroup.h) before anything of
+ * it starts: what create forks (the VMM, the init proxy) is counted there.
+ * A cgroup that cannot be made or joined is logged, not fatal: the guest
+ * enforces the container's limits either way. 0 or CLI_EXIT_ERROR for a
+ * cgroupsPath that climbs out of the hierarchy. */
+static int join_cgroup(const struct oci_ctx *c, const char *id, const struct oci_spec *s, const char *dir)
+{
+	char cg[PATH_MAX], why[PATH_MAX + 128];
+	int r;
+
+	if (!s->cgroups_path)
+		return 0;
+	r = oci_cgroup_dir(OCI_CGROUP_ROOT, s->cgroups_path, cg, sizeof(cg));
+	if (r == -EINVAL || r == -ENAMETOOLONG)
+		return oci_fail(c, "linux.cgroupsPath %s: not a cgroup path", s->cgroups_path);
+	if (r) {
+		oci_info(c, "%s: cgroup %s left alone (%s)", id, s->cgroups_path,
+			 strchr(s->cgroups_path, ':') ? "a systemd unit" : "no cgroup v2 here");
+		return 0;
+	}
+	if (oci_cgroup_join(OCI_CGROUP_ROOT, cg, 0, why, sizeof(why)))
+		oci_info(c, "%s: not counted in its cgroup: %s", id, why);
+	else if (oci_cgroup_record(dir, cg))
+		oci_info(c, "%s: cannot record its cgroup %s; it stays after the container", id, cg);
+	return 0;
+}
+
 /* create's options and ID. 0 or CLI_EXIT_ERROR (logged). */
 static int create_args(const struct oci_ctx *c, int argc, char **argv, const char **bundle, const char **pid_file,
 		       const char **console, const char **id)
@@ -354,6 +381,8 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 		r = oci_fail(c, "%s: cannot record its pod", dir);
 		goto out;
 	}
+	if ((r = join_cgroup(c, id, s, dir)))
+		goto out;
 	oci_where_of(c, id, 1, &wh);
 	if (role == OCI_POD_CONTAINER)
 		snprintf(prefix, sizeof(prefix), "%s/%s/b", OCI_POD_GUEST_SHARE, id);
@@ -672,6 +701,8 @@ static int oci_delete(const struct oci_ctx *c, int argc, char **argv)
 			oci_spec_free(s);
 		free(s);
 	}
+	if (!oci_state_dir(c->root, id, dir, sizeof(dir)) && oci_cgroup_forget(dir, err, sizeof(err)))
+		oci_info(c, "%s: its cgroup stays: %s", id, err);
 	cleanup(c, id);
 	oci_info(c, "%s: deleted", id);
 out:

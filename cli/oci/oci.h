@@ -4,6 +4,7 @@
 #define CLI_OCI_OCI_H
 
 /* The rest of the subsystem's interface. */
+#include "cli/oci/oci_cgroup.h"
 #include "cli/oci/oci_hooks.h"
 #include "cli/oci/oci_net.h"
 #include "cli/oci/oci_pod.h"

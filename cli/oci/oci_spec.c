@@ -340,6 +340,8 @@ static int parse_linux(struct oci_spec *s, const struct json *lx, char *why, siz
 				s->pidns = path ? OCI_PIDNS_JOIN : OCI_PIDNS_NEW;
 		}
 	}
+	if (json_get(lx, "cgroupsPath") && json_get_str(lx, "cgroupsPath", &s->cgroups_path))
+		return cli_seterr(why, whylen, -EINVAL, "linux.cgroupsPath: must be a string");
 	if ((res = json_get(lx, "resources")) && res->type == JSON_OBJ) {
 		uint64_t n;
 

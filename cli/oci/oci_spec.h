@@ -94,6 +94,7 @@ struct oci_spec {
 	struct oci_mount mounts[OCI_MAX_MOUNTS];
 	unsigned nmounts;
 	const char *netns;              /* linux.namespaces network "path", or NULL */
+	const char *cgroups_path;       /* linux.cgroupsPath, or NULL (cli/oci/oci_cgroup.h) */
 	enum oci_pidns {
 		OCI_PIDNS_NONE,         /* no pid entry: the host's (here: the guest's) */
 		OCI_PIDNS_NEW,          /* a pid entry without a path: its own */

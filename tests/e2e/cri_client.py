@@ -542,12 +542,14 @@ class Flow:
         uid = uuid.uuid4().hex
         logdir = os.path.join(a.logs, a.handler)
         os.makedirs(logdir, exist_ok=True)
+        cg_parent = self.pod_cgroup(uid)
         pod_cfg = pb.PodSandboxConfig(
             metadata=pb.PodSandboxMetadata(name="cri-" + a.handler, uid=uid, namespace="vmm-test", attempt=0),
             # no hostname: a pod on the host's network shares its UTS namespace
             log_directory=logdir,
             linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(
                 namespace_options=pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.POD)),
+                cgroup_parent=cg_parent or "",
                 # the sum of the containers' limits, as kubelet gives it
                 resources=pb.LinuxContainerResources(memory_limit_in_bytes=384 << 20)))
         t0 = time.monotonic()
@@ -563,9 +565,80 @@ class Flow:
         self.pod_vms = self.vm_pids()
         ids = [pod]
         try:
+            if cg_parent:
+                self.pod_stats(pod, cg_parent)
             self.pod_flow(pod, pod_cfg, ids, t0)
         finally:
             self.teardown(pod, ids, vmm_before, taps_before)
+            if cg_parent:
+                self.pod_cgroup_gone(cg_parent)
+
+    # -- the pod's cgroup on the host, as kubelet makes it -----------------
+    CG = "/sys/fs/cgroup"
+
+    def pod_cgroup(self, uid):
+        """kubelet's part (cgroupfs driver): the pod's cgroup, made before
+        RunPodSandbox with the controllers its children need. Its path as
+        the CRI's cgroup_parent, or None without cgroup v2 (said)."""
+        if not os.path.exists(os.path.join(self.CG, "cgroup.controllers")):
+            print("skip %s: the pod's cgroup checks: no cgroup v2 at %s" % (self.a.handler, self.CG))
+            return None
+        rel = "/vmmcri/pod" + uid
+        path = self.CG
+        for part in rel.strip("/").split("/"):
+            for c in ("cpu", "memory", "pids"):
+                try:
+                    with open(os.path.join(path, "cgroup.subtree_control"), "a") as f:
+                        f.write("+" + c)
+                except OSError:
+                    pass
+            path = os.path.join(path, part)
+            os.makedirs(path, exist_ok=True)
+        return rel
+
+    def cg_of(self, pid):
+        with open("/proc/%d/cgroup" % pid) as f:
+            return next((ln.split(":", 2)[2].strip() for ln in f if ln.startswith("0::")), "")
+
+    def pod_stats(self, pod, parent):
+        """The VMM counted in the pod's cgroup: it runs under the CRI's
+        cgroup_parent, and PodSandboxStats (containerd reads that cgroup)
+        shows the VM's memory and CPU."""
+        pb, a = self.pb, self.a
+        if a.handler == "vmm":
+            where = [self.cg_of(p) for p in self.pod_vms]
+            self.check(where and all(w.startswith(parent + "/") for w in where),
+                       "the pod's VMM runs in the pod's cgroup (%s)" % (where[0] if where else "no VMM"), repr(where))
+        try:
+            st = self.rt.PodSandboxStats(pb.PodSandboxStatsRequest(pod_sandbox_id=pod)).stats
+        except self.grpc.RpcError as e:
+            self.bad("PodSandboxStats: %s" % e.details())
+            return
+        mem = st.linux.memory.working_set_bytes.value
+        cpu = st.linux.cpu.usage_core_nano_seconds.value
+        self.fig["pod_stats_working_set_mib"] = round(mem / 1048576.0, 1)
+        if a.handler == "vmm":
+            # a booted guest's kernel and guest-init: tens of MiB; the
+            # pause process alone (runc) is well under one
+            self.check(mem >= 16 << 20 and cpu > 0,
+                       "PodSandboxStats: the pod's VM, %.1f MiB working set, %.2f s of CPU" % (mem / 1048576.0, cpu / 1e9),
+                       "memory %d, cpu %d" % (mem, cpu))
+        else:
+            print("     %s: PodSandboxStats: %.1f MiB working set, %.2f s of CPU (reference)" %
+                  (a.handler, mem / 1048576.0, cpu / 1e9))
+
+    def pod_cgroup_gone(self, parent):
+        """After RemovePodSandbox nothing is left in the pod's cgroup (the
+        runtime removed the containers' cgroups); then kubelet's part:
+        the pod's own goes."""
+        path = self.CG + parent
+        left = [d for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))] if os.path.isdir(path) else []
+        self.check(not left, "no container cgroup left under the pod's", " ".join(left))
+        for d in (path, os.path.dirname(path)):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
 
     def new_pod(self, what, name, network, pid, **extra):
         """RunPodSandbox of a further pod (its logs in a folder of its own):
