@@ -274,12 +274,24 @@ elif command -v containerd > /dev/null && command -v ctr > /dev/null; then
 		rc=$?
 		grep -q got-usr1 "$T/e2.out" && [ "$rc" = 6 ] && ok "ctr task kill --exec-id: SIGUSR1 reaches the exec'd process" ||
 			bad "exec signal: status $rc: $(cat "$T/e2.out")"
+		# the VM counted in the container's cgroup, as runc's init would
+		# be (ctr's cgroupsPath /default/t5), and the shim's metrics of it
+		vms=$(for f in $(grep -lx '0::/default/t5' /proc/[0-9]*/cgroup 2> /dev/null); do
+			d=${f%/cgroup}; [ "$(readlink "$d/exe")" = "$(readlink -f "$OCI")" ] && tr '\0' ' ' < "$d/cmdline" 2> /dev/null | grep -q '^vmm run ' && echo "${d#/proc/}"
+		done)
+		[ -n "$vms" ] && ok "the container's VMM runs in its cgroup /default/t5 ($vms)" ||
+			bad "no VMM in cgroup /default/t5: $(cat /sys/fs/cgroup/default/t5/cgroup.procs 2>&1 | tr '\n' ' ')"
+		ctr -a "$C/sock" task metrics t5 > "$T/metrics" 2>&1
+		mem=$(awk '$1 ~ /^memory\.usage/ && $2 ~ /^[0-9]+$/ { print $2; exit }' "$T/metrics")
+		[ -n "$mem" ] && [ "$mem" -ge $((16 << 20)) ] && ok "ctr task metrics: the VM's memory, $((mem >> 20)) MiB" ||
+			bad "ctr task metrics: $(tr '\n' ' ' < "$T/metrics" | cut -c1-300)"
 		ctr -a "$C/sock" task kill t5 2> "$T/kerr" || bad "ctr task kill: $(cat "$T/kerr")"
 		for _ in $(seq 1 300); do ctr -a "$C/sock" task ls 2> /dev/null | grep -q "^t5 .*STOPPED" && break; sleep 0.2; done
 		ctr -a "$C/sock" task ls 2> /dev/null | grep -q "^t5 .*STOPPED" && ok "ctr task kill: stopped" ||
 			bad "ctr task kill: $(ctr -a "$C/sock" task ls 2>&1)"
 		ctr -a "$C/sock" task rm t5 > /dev/null 2>&1 && ctr -a "$C/sock" container rm t5 > /dev/null 2>&1 &&
 			ok "ctr task rm, container rm" || bad "ctr task rm t5"
+		[ ! -e /sys/fs/cgroup/default/t5 ] && ok "delete removed the cgroup /default/t5" || bad "cgroup /default/t5 left"
 	else
 		bad "ctr image import: $(cat "$C/import" 2> /dev/null)"
 	fi
