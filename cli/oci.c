@@ -124,6 +124,8 @@ static void cleanup(const struct oci_ctx *c, const char *id)
 		(void)oci_fail(c, "%s: %s", id, err);
 	if (oci_state_dir(c->root, id, dir, sizeof(dir)))
 		return;
+	if (oci_cgroup_forget(dir, err, sizeof(err)))
+		oci_info(c, "%s: its cgroup stays: %s", id, err);
 	/* never a tree with a container's root still bound in it */
 	if ((r = oci_mounts_under(dir)) > 0) {
 		(void)oci_fail(c, "%s: %s is kept: %d mounts are left in it", id, dir, r);
@@ -241,15 +243,19 @@ static int vm_create(const struct oci_ctx *c, const char *id, const struct oci_s
 }
 
 /* Into the container's cgroup (cli/oci/oci_cgroup.h) before anything of
- * it starts: what create forks (the VMM, the init proxy) is counted there.
+ * it starts: what create forks (the VMM, the init proxy) is counted there;
+ * the one create came from in prev (for a failed create to go back to,
+ * so that the cleanup can remove the container's).
  * A cgroup that cannot be made or joined is logged, not fatal: the guest
  * enforces the container's limits either way. 0 or CLI_EXIT_ERROR for a
  * cgroupsPath that climbs out of the hierarchy. */
-static int join_cgroup(const struct oci_ctx *c, const char *id, const struct oci_spec *s, const char *dir)
+static int join_cgroup(const struct oci_ctx *c, const char *id, const struct oci_spec *s, const char *dir,
+		       char *prev, size_t prevlen)
 {
 	char cg[PATH_MAX], why[PATH_MAX + 128];
 	int r;
 
+	prev[0] = '\0';
 	if (!s->cgroups_path)
 		return 0;
 	r = oci_cgroup_dir(OCI_CGROUP_ROOT, s->cgroups_path, cg, sizeof(cg));
@@ -260,6 +266,8 @@ static int join_cgroup(const struct oci_ctx *c, const char *id, const struct oci
 			 strchr(s->cgroups_path, ':') ? "a systemd unit" : "no cgroup v2 here");
 		return 0;
 	}
+	if (oci_cgroup_self(OCI_CGROUP_ROOT, prev, prevlen))
+		prev[0] = '\0';
 	if (oci_cgroup_join(OCI_CGROUP_ROOT, cg, 0, why, sizeof(why)))
 		oci_info(c, "%s: not counted in its cgroup: %s", id, why);
 	else if (oci_cgroup_record(dir, cg))
@@ -298,6 +306,7 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 {
 	const char *bundle = NULL, *pid_file = NULL, *console = NULL, *id = NULL;
 	char cwd[PATH_MAX], why[1536], dir[PATH_MAX], fifo[PATH_MAX + 16], err[2048];
+	char cg_prev[PATH_MAX] = "";
 	static char shares[16][PATH_MAX];
 	int share_of[OCI_MAX_MOUNTS], r, lock = -1, slave = -1, made = 0;
 	struct oci_spec *s = calloc(1, sizeof(*s));
@@ -381,7 +390,7 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 		r = oci_fail(c, "%s: cannot record its pod", dir);
 		goto out;
 	}
-	if ((r = join_cgroup(c, id, s, dir)))
+	if ((r = join_cgroup(c, id, s, dir, cg_prev, sizeof(cg_prev))))
 		goto out;
 	oci_where_of(c, id, 1, &wh);
 	if (role == OCI_POD_CONTAINER)
@@ -469,6 +478,8 @@ out:
 	}
 	if (nsfd >= 0)
 		close(nsfd);
+	if (r && cg_prev[0])
+		(void)oci_cgroup_move(cg_prev, 0);
 	if (r && made)
 		cleanup(c, id);
 	if (lock >= 0)
@@ -701,8 +712,6 @@ static int oci_delete(const struct oci_ctx *c, int argc, char **argv)
 			oci_spec_free(s);
 		free(s);
 	}
-	if (!oci_state_dir(c->root, id, dir, sizeof(dir)) && oci_cgroup_forget(dir, err, sizeof(err)))
-		oci_info(c, "%s: its cgroup stays: %s", id, err);
 	cleanup(c, id);
 	oci_info(c, "%s: deleted", id);
 out:

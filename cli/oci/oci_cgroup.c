@@ -80,7 +80,7 @@ static void cg_enable(const char *parent)
 int oci_cgroup_join(const char *mnt, const char *dir, pid_t pid, char *why, size_t whylen)
 {
 	size_t base = strlen(mnt);
-	char path[4096], text[32];
+	char path[4096];
 	int r;
 
 	if (strncmp(dir, mnt, base) || dir[base] != '/' || strlen(dir) >= sizeof(path))
@@ -108,10 +108,35 @@ int oci_cgroup_join(const char *mnt, const char *dir, pid_t pid, char *why, size
 		if (!keep)
 			break;
 	}
-	snprintf(text, sizeof(text), "%d", (int)pid);
-	if ((r = cg_write(dir, "cgroup.procs", text)))
+	if ((r = oci_cgroup_move(dir, pid)))
 		return cli_seterr(why, whylen, r, "cgroup %s: joining it: %s", dir, strerror(-r));
 	return 0;
+}
+
+int oci_cgroup_move(const char *dir, pid_t pid)
+{
+	char text[32];
+
+	snprintf(text, sizeof(text), "%d", (int)pid);
+	return cg_write(dir, "cgroup.procs", text);
+}
+
+int oci_cgroup_self(const char *mnt, char *buf, size_t len)
+{
+	char line[4096];
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	int r = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) {
+			line[strcspn(line, "\n")] = '\0';
+			r = snprintf(buf, len, "%s%s", mnt, line + 3) >= (int)len ? -ENAMETOOLONG : 0;
+			break;
+		}
+	fclose(f);
+	return r;
 }
 
 int oci_cgroup_remove(const char *dir)

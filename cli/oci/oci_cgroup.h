@@ -29,6 +29,11 @@ int oci_cgroup_dir(const char *mnt, const char *cgroups_path, char *buf, size_t 
  * parent has switched on for it, as runc does) and moves pid into it
  * (0: the caller). 0 or -errno, what failed in why. */
 int oci_cgroup_join(const char *mnt, const char *dir, pid_t pid, char *why, size_t whylen);
+/* Moves pid (0: the caller) into the existing cgroup dir. 0 or -errno. */
+int oci_cgroup_move(const char *dir, pid_t pid);
+/* The caller's own cgroup as a folder under mnt (cgroup v2's "0::"
+ * line of /proc/self/cgroup). 0 or -errno. */
+int oci_cgroup_self(const char *mnt, char *buf, size_t len);
 /* Removes dir once the processes in it are gone (they may take a moment
  * to leave after their VM stopped: up to about a second). 0, or -errno
  * (-EBUSY: something still runs in it). */

@@ -19,6 +19,7 @@ cleanup() {
 	[ -n "$ctd_pid" ] && kill "$ctd_pid" 2> /dev/null
 	[ -n "$httpd_pid" ] && kill "$httpd_pid" 2> /dev/null
 	ip netns del "$NS" 2> /dev/null
+	rmdir /sys/fs/cgroup/"$NS"/* /sys/fs/cgroup/"$NS" 2> /dev/null
 	ip link del vo-h 2> /dev/null
 	[ -n "$cni_tmpfs" ] && umount /var/lib/cni 2> /dev/null
 	rm -rf "$T" 2> /dev/null
@@ -115,7 +116,8 @@ nbconf() { # ARGS_JSON CREATE_RUNTIME_HOOK
   "startContainer":[{"path":"$T/hook","args":["h","startContainer"]}],
   "poststart":[{"path":"$T/hook","args":["h","poststart"]}],
   "poststop":[{"path":"$T/hook","args":["h","poststop"]}]},
- "linux":{"namespaces":[{"type":"pid"},{"type":"mount"},{"type":"network","path":"/run/netns/$NS"}]}}
+ "linux":{"namespaces":[{"type":"pid"},{"type":"mount"},{"type":"network","path":"/run/netns/$NS"}],
+  "cgroupsPath":"/$NS/${3:-n}"}}
 EOF
 }
 if ! part netns; then
@@ -163,12 +165,14 @@ EOF
 		bad "create in a netns: $(cat "$T/nerr")"
 	fi
 	# a failing createRuntime hook fails create and leaves nothing
-	nbconf '["true"]' /bin/false
+	nbconf '["true"]' /bin/false n2
 	if "$OCI" --root "$R" create --bundle "$T/nb" n2 2> "$T/herr"; then
 		bad "create with a failing hook succeeded"
 		"$OCI" --root "$R" delete --force n2
 	else
-		grep -q createRuntime "$T/herr" && [ ! -e "$R/n2" ] && ok "a failing createRuntime hook: error, nothing left" ||
+		# nothing: no state folder, and no cgroup (create went back to its own to remove it)
+		grep -q createRuntime "$T/herr" && [ ! -e "$R/n2" ] && [ ! -e "/sys/fs/cgroup/$NS/n2" ] &&
+			ok "a failing createRuntime hook: error, nothing left" ||
 			bad "failing hook: $(cat "$T/herr"); left (made at, now $(date +%T.%N)): $(find "$R/n2" -printf '%p %TT ' 2> /dev/null | head -c 2000); vmm processes: $(ps -eo pid,etimes,args | grep '[v]mm' | head -c 2000)"
 	fi
 	# SIGTERM straight to the init proxy reaches the process

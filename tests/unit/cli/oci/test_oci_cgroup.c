@@ -127,6 +127,13 @@ static void join(void **state)
 	assert_string_equal(text, "+cpu+io+memory+pids");
 	get(lvl, "cgroup.subtree_control", text, sizeof(text));
 	assert_string_equal(text, "+memory+pids");
+	/* back where it came from (a failed create): a plain move */
+	assert_int_equal(oci_cgroup_move(leaf, 99), 0);
+	get(leaf, "cgroup.procs", text, sizeof(text));
+	assert_string_equal(text, "432199");
+	/* the caller's own: this process's "0::" line, under the given top */
+	if (oci_cgroup_self(f->mnt, text, sizeof(text)) == 0)
+		assert_true(strncmp(text, f->mnt, strlen(f->mnt)) == 0 && text[strlen(f->mnt)] == '/');
 	/* a level that cannot be made: the error names it */
 	assert_int_equal(oci_cgroup_dir(f->mnt, "/nope/x", dir, sizeof(dir)), 0);
 	put(f->mnt, "nope", "a file where a folder should be");
