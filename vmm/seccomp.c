@@ -123,7 +123,7 @@ static const short main_calls[] = {
 static const short publish_calls[] = {
 	__NR_poll, __NR_ppoll, __NR_socket, __NR_connect, __NR_accept, __NR_accept4,
 	__NR_sendmsg, __NR_recvmsg, __NR_sendto, __NR_recvfrom, __NR_shutdown,
-	__NR_getsockopt, __NR_setsockopt, __NR_fcntl, __NR_clone, __NR_clone3,
+	__NR_getsockopt, __NR_setsockopt, __NR_getsockname, __NR_fcntl, __NR_clone, __NR_clone3,
 	__NR_set_robust_list, __NR_rseq, __NR_rt_sigaction, __NR_lseek,
 };
 

@@ -84,7 +84,8 @@ struct conn {
 
 /* The port a connection was first addressed to, before a NAT rule sent it
  * here (netfilter's SO_ORIGINAL_DST: REDIRECT in the nat table's OUTPUT
- * chain); a connection that was not redirected gives its own local port.
+ * chain); a connection that was not redirected (or not tracked) gives its
+ * own local port.
  * 0 when unknown. */
 static unsigned conn_dest_port(int fd)
 {
@@ -92,8 +93,12 @@ static unsigned conn_dest_port(int fd)
 	socklen_t len = sizeof(dst);
 
 	if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &dst, &len) < 0 || len < sizeof(dst) ||
-	    dst.sin_family != AF_INET)
-		return 0;
+	    dst.sin_family != AF_INET) {
+		/* not tracked (no conntrack, or never redirected): its own */
+		len = sizeof(dst);
+		if (getsockname(fd, (struct sockaddr *)&dst, &len) < 0 || dst.sin_family != AF_INET)
+			return 0;
+	}
 	return ntohs(dst.sin_port);
 }
 
@@ -244,6 +249,10 @@ int publish_start(struct publish *p, const struct sandbox_addr *api)
 	if (p->fd < 0)
 		return -errno;
 	setsockopt(p->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* "*" (a pod's port-forward): bound even before the namespace's lo
+	 * is up, so that a pod never fails to start for it */
+	if (!p->guest_port)
+		setsockopt(p->fd, SOL_IP, IP_FREEBIND, &one, sizeof(one));
 	if (bind(p->fd, (struct sockaddr *)&p->addr, sizeof(p->addr)) < 0 || listen(p->fd, 64) < 0) {
 		r = -errno;
 		log_err("--publish %s: %s", what, strerror(errno));

@@ -175,7 +175,7 @@ out:
 	return r;
 }
 
-/* Runs argv (ip or tc) inside the namespace; its stderr into why. */
+/* Runs argv (ip, tc, iptables) inside the namespace; its stderr into why. */
 static int run_in(int nsfd, char *const *argv, char *why, size_t whylen)
 {
 	int p[2], st, nul;
@@ -199,7 +199,7 @@ static int run_in(int nsfd, char *const *argv, char *why, size_t whylen)
 		dup2(p[1], 2);
 		if (setns(nsfd, CLONE_NEWNET) < 0)
 			_exit(126);
-		/* iproute2's own places only, never the caller's PATH: this
+		/* the system's own places only, never the caller's PATH: this
 		 * runs as root on a runtime's behalf. */
 		{
 			static const char *const dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin" };
@@ -211,7 +211,7 @@ static int run_in(int nsfd, char *const *argv, char *why, size_t whylen)
 				execv(path, argv);
 			}
 		}
-		fprintf(stderr, "%s: not found in /usr/sbin, /sbin, /usr/bin or /bin (iproute2)\n", argv[0]);
+		fprintf(stderr, "%s: not found in /usr/sbin, /sbin, /usr/bin or /bin\n", argv[0]);
 		_exit(127);
 	}
 	close(p[1]);
@@ -230,6 +230,16 @@ static int run_in(int nsfd, char *const *argv, char *why, size_t whylen)
 		return 0;
 	return cli_seterr(why, whylen, -EIO, "%s %s %s ...: %s", argv[0], argv[1], argv[2] ? argv[2] : "",
 		       err[0] ? err : "failed");
+}
+
+int oci_net_forward_local(int nsfd, const char *port, char *why, size_t whylen)
+{
+	/* iptables-legacy and iptables-nft take the same words; -w waits
+	 * for another caller's lock (a CNI plugin's) rather than failing */
+	char *const args[] = { "iptables", "-w", "5", "-t", "nat", "-A", "OUTPUT", "-o", "lo", "-p", "tcp",
+			       "-d", "127.0.0.0/8", "-j", "REDIRECT", "--to-ports", (char *)port, NULL };
+
+	return run_in(nsfd, args, why, whylen);
 }
 
 int oci_net_connect(const char *nspath, const struct oci_net *n, char *why, size_t whylen)

@@ -56,4 +56,16 @@ int oci_net_connect(const char *nspath, const struct oci_net *n, char *why, size
  * already gone is no error). */
 int oci_net_disconnect(const char *nspath, const char *ifname, char *why, size_t whylen);
 
+/* The CRI's PortForward dials localhost:PORT inside the pod's network
+ * namespace (containerd's pkg/cri/server/sandbox_portforward_linux.go),
+ * where the pod's processes are not: they are in its VM, which took the
+ * namespace's interface. One nat rule in that namespace sends every TCP
+ * connection to 127.0.0.0/8 to the VMM's published port (cli/oci/oci_vm.h
+ * OCI_POD_FORWARD_PORT: "--publish 127.0.0.1:1:*"), which carries each to
+ * 127.0.0.1 at its original port in the guest (SO_ORIGINAL_DST). The rule
+ * goes with the namespace. iptables is run from the system's folders,
+ * never the caller's PATH. 0, or -errno with iptables' message in why
+ * (none on the node: the pod runs, without port-forward). */
+int oci_net_forward_local(int nsfd, const char *port, char *why, size_t whylen);
+
 #endif

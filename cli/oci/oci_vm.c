@@ -88,7 +88,7 @@ static void __attribute__((noreturn)) child_fail(const char *what, int code)
 	_exit(code);
 }
 
-/* Runs path (looked up in PATH when it has no '/') with args inside the
+/* Runs path with args inside the
  * network namespace nsfd (-1: ours), its stderr into err (the last line
  * kept), in a session of its own. Its exit status, or -errno. */
 static int cmd_ns(int nsfd, const char *path, char *const *args, char *err, size_t errlen)
@@ -125,10 +125,7 @@ static int cmd_ns(int nsfd, const char *path, char *const *args, char *err, size
 		}
 		if (nsfd >= 0 && setns(nsfd, CLONE_NEWNET) < 0)
 			child_fail("joining the container's network namespace", 126);
-		if (strchr(path, '/'))
-			execv(path, args);
-		else
-			execvp(path, args);
+		execv(path, args);
 		child_fail(path, 127);
 	}
 	close(p[1]);
@@ -433,38 +430,12 @@ int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *e
 	return r;
 }
 
-/* Boots the container's VM (vmm run -d with VMM_STATE_DIR=ROOT/ID/vm). */
-int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
-		   unsigned nshares, const char *netopt, int nsfd, const char *pod_dir, char *why, size_t whylen)
+int oci_vm_size(const struct oci_spec *s, unsigned long long *mib_out, unsigned *ncpu_out, char *why, size_t whylen)
 {
-	char *args[64], fs[20][PATH_MAX + 64], mem[32], cpus[16], err[1024];
-	const char *v;
 	unsigned long long mib = 512;
-	unsigned n = 0, i, ncpu = 1;
-	int r;
+	unsigned ncpu = 1;
+	const char *v;
 
-	/* a read-only root's mount targets, which the guest cannot make */
-	if (oci_rootfs_targets(s, err, sizeof(err)))
-		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "%s: %s", id, err);
-	args[n++] = "vmm";
-	args[n++] = "run";
-	args[n++] = "-d";
-	args[n++] = "--name";
-	args[n++] = OCI_VM_NAME;
-	snprintf(fs[0], sizeof(fs[0]), "tag=rootfs,path=%s%s", s->root, s->root_ro ? ",ro" : "");
-	args[n++] = "--fs";
-	args[n++] = fs[0];
-	for (i = 0; i < nshares; i++) {
-		snprintf(fs[i + 1], sizeof(fs[i + 1]), "tag=b%u,path=%.4000s", i, shares[i]);
-		args[n++] = "--fs";
-		args[n++] = fs[i + 1];
-	}
-	if (pod_dir) {
-		/* a pod's sandbox: the share its containers' roots come through */
-		snprintf(fs[nshares + 1], sizeof(fs[0]), "tag=%s,path=%.4000s", OCI_POD_TAG, pod_dir);
-		args[n++] = "--fs";
-		args[n++] = fs[nshares + 1];
-	}
 	/* memory: the limit plus the guest's own overhead; else the
 	 * annotation, else vmm's default */
 	if (s->mem_limit > 0)
@@ -490,6 +461,45 @@ int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *
 		ncpu = (unsigned)strtoul(v, NULL, 10);
 	if (ncpu < 1 || ncpu > 64)
 		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "vCPUs: %u is not 1..64", ncpu);
+	*mib_out = mib;
+	*ncpu_out = ncpu;
+	return 0;
+}
+
+/* Boots the container's VM (vmm run -d with VMM_STATE_DIR=ROOT/ID/vm). */
+int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
+		   unsigned nshares, const char *netopt, int nsfd, const char *pod_dir, char *why, size_t whylen)
+{
+	char *args[64], fs[20][PATH_MAX + 64], mem[32], cpus[16], err[1024];
+	const char *v;
+	unsigned long long mib;
+	unsigned n = 0, i, ncpu;
+	int r;
+
+	/* a read-only root's mount targets, which the guest cannot make */
+	if (oci_rootfs_targets(s, err, sizeof(err)))
+		return cli_seterr(why, whylen, CLI_EXIT_ERROR, "%s: %s", id, err);
+	args[n++] = "vmm";
+	args[n++] = "run";
+	args[n++] = "-d";
+	args[n++] = "--name";
+	args[n++] = OCI_VM_NAME;
+	snprintf(fs[0], sizeof(fs[0]), "tag=rootfs,path=%s%s", s->root, s->root_ro ? ",ro" : "");
+	args[n++] = "--fs";
+	args[n++] = fs[0];
+	for (i = 0; i < nshares; i++) {
+		snprintf(fs[i + 1], sizeof(fs[i + 1]), "tag=b%u,path=%.4000s", i, shares[i]);
+		args[n++] = "--fs";
+		args[n++] = fs[i + 1];
+	}
+	if (pod_dir) {
+		/* a pod's sandbox: the share its containers' roots come through */
+		snprintf(fs[nshares + 1], sizeof(fs[0]), "tag=%s,path=%.4000s", OCI_POD_TAG, pod_dir);
+		args[n++] = "--fs";
+		args[n++] = fs[nshares + 1];
+	}
+	if (oci_vm_size(s, &mib, &ncpu, why, whylen))
+		return CLI_EXIT_ERROR;
 	snprintf(mem, sizeof(mem), "%llu", mib);
 	snprintf(cpus, sizeof(cpus), "%u", ncpu);
 	args[n++] = "--mem";
@@ -567,21 +577,6 @@ int oci_net_prepare(const struct oci_ctx *c, const struct oci_spec *s, struct oc
 		return cli_seterr(err, errlen, CLI_EXIT_ERROR, "network: option too long");
 	*netopt = opt;
 	return 0;
-}
-
-int oci_pod_forward(int nsfd, char *err, size_t errlen)
-{
-	/* iptables-legacy and iptables-nft take the same words; -w waits
-	 * for another caller's lock (a CNI plugin's) rather than failing */
-	char *const args[] = { "iptables", "-w", "5", "-t", "nat", "-A", "OUTPUT", "-o", "lo", "-p", "tcp",
-			       "-d", "127.0.0.0/8", "-j", "REDIRECT", "--to-ports", OCI_POD_FORWARD_PORT, NULL };
-	int r = cmd_ns(nsfd, "iptables", args, err, errlen);
-
-	if (r > 0 && err && errlen && !err[0])
-		snprintf(err, errlen, "iptables exited with %d", r);
-	else if (r < 0 && err && errlen)
-		snprintf(err, errlen, "iptables: %s", strerror(-r));
-	return r ? -EIO : 0;
 }
 
 /* An older guest-init ignores exec's container members and would run

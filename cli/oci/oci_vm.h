@@ -14,6 +14,7 @@
 
 #define OCI_VM_NAME "c"              /* the VM's sandbox name in ROOT/ID/vm */
 #define OCI_MEM_OVERHEAD_MIB 64      /* guest kernel + guest-init over a memory limit */
+#define OCI_VMM_OWN_MIB 32           /* the VMM's own memory beside its guest's, with room */
 #define OCI_GUEST_ROOT "/mnt/rootfs" /* where guest-init mounts tag rootfs */
 #define OCI_FIELDS_MAX 65536         /* an exec request's fields */
 /* The pod VMM's port in the pod's network namespace to which every TCP
@@ -37,22 +38,17 @@ void oci_log_line(const struct oci_ctx *c, const char *level, const char *msg);
 /* A line for --log only. */
 void oci_info(const struct oci_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The VM's size for s: memory (MiB) from its memory limit or the pod's
+ * (io.kubernetes.cri.sandbox-memory) plus OCI_MEM_OVERHEAD_MIB, else 512,
+ * or io.vmm.mem; vCPUs from the CPU quota, or io.vmm.cpus. 0, or
+ * CLI_EXIT_ERROR with why. */
+int oci_vm_size(const struct oci_spec *s, unsigned long long *mib, unsigned *ncpu, char *why, size_t whylen);
 /* Boots id's VM: root.path as virtio-fs tag rootfs, shares[0..nshares)
  * as b0.., pod_dir (a pod's sandbox; NULL: none) as tag pod, memory and
  * vCPUs from s, netopt as its --net, started inside the network
  * namespace nsfd (-1: ours). 0 or CLI_EXIT_ERROR (why in why). */
 int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *s, char shares[][PATH_MAX],
 		unsigned nshares, const char *netopt, int nsfd, const char *pod_dir, char *why, size_t whylen);
-/* The CRI's PortForward dials localhost:PORT inside the pod's network
- * namespace (containerd's pkg/cri/server/sandbox_portforward_linux.go),
- * where the pod's processes are not: they are in its VM, which took the
- * namespace's interface. One nat rule in that namespace sends every TCP
- * connection to 127.0.0.0/8 to the VMM's published port
- * OCI_POD_FORWARD_PORT ("--publish 127.0.0.1:1:*"), which carries each to
- * 127.0.0.1 at its original port in the guest (SO_ORIGINAL_DST). The rule
- * goes with the namespace. 0, or -EIO with iptables' message in err (no
- * iptables on the node: the pod runs, without port-forward). */
-int oci_pod_forward(int nsfd, char *err, size_t errlen);
 /* Stops and removes id's VM (vmm rm -f; none is no error), then what it
  * left on the veth (oci_vm_net_record) and, for a pod's sandbox, the
  * mounts left in its pod share. A pod's workload container instead

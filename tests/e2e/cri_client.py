@@ -724,7 +724,10 @@ class Flow:
             self.check(data.startswith(b"HTTP/1.") and data.rstrip().endswith(b"hello-from-the-pod"),
                        "CNI pod: PortForward to the pod's localhost:8080 (WebSocket)", repr((data[-80:], errs[:200])))
             data, errs = self.port_forward(pod, 8081, b"GET / HTTP/1.0\r\n\r\n")
-            self.check(data == b"", "CNI pod: PortForward to a port nothing listens on gives nothing back",
+            # runc: containerd's dial fails and says so on the error channel;
+            # vmm: the VMM accepts, the guest finds nothing, the stream closes
+            self.check(data == b"" and (a.handler != "vmm" or errs == b""),
+                       "CNI pod: PortForward to a port nothing listens on gives nothing back",
                        repr((data[:80], errs[:200])))
             out, err, code = self.exec_stream(c, ["sh", "-c", "echo out; echo err >&2; hostname; exit 3"])
             self.check((out, err, code) == (("out\ncni-%s\n" % a.handler).encode(), b"err\n", 3),
