@@ -237,7 +237,7 @@ static int vm_create(const struct oci_ctx *c, const char *id, const struct oci_s
 		return oci_fail(c, "%s: the VM started but cannot be found", id);
 	if (oci_guest_capable(id, a, role == OCI_POD_SANDBOX, why, sizeof(why)))
 		return oci_fail(c, "%s", why);
-	if (role == OCI_POD_SANDBOX && nsfd >= 0 && oci_pod_forward(nsfd, why, sizeof(why)))
+	if (role == OCI_POD_SANDBOX && nsfd >= 0 && oci_net_forward_local(nsfd, OCI_POD_FORWARD_PORT, why, sizeof(why)))
 		oci_info(c, "%s: no port-forward into the pod (%s)", id, why);
 	return 0;
 }
@@ -249,29 +249,47 @@ static int vm_create(const struct oci_ctx *c, const char *id, const struct oci_s
  * A cgroup that cannot be made or joined is logged, not fatal: the guest
  * enforces the container's limits either way. 0 or CLI_EXIT_ERROR for a
  * cgroupsPath that climbs out of the hierarchy. */
-static int join_cgroup(const struct oci_ctx *c, const char *id, const struct oci_spec *s, const char *dir,
-		       char *prev, size_t prevlen)
+static int join_cgroup(const struct oci_ctx *c, const char *id, const struct oci_spec *s, enum oci_role role,
+		       const char *dir, char *prev, size_t prevlen)
 {
 	char cg[PATH_MAX], why[PATH_MAX + 128];
+	unsigned long long mib;
+	unsigned ncpu;
+	uint64_t lim;
 	int r;
 
 	prev[0] = '\0';
-	if (!s->cgroups_path)
-		return 0;
 	r = oci_cgroup_dir(OCI_CGROUP_ROOT, s->cgroups_path, cg, sizeof(cg));
 	if (r == -EINVAL || r == -ENAMETOOLONG)
 		return oci_fail(c, "linux.cgroupsPath %s: not a cgroup path", s->cgroups_path);
-	if (r) {
+	if (r == -ENOTSUP)
 		oci_info(c, "%s: cgroup %s left alone (%s)", id, s->cgroups_path,
 			 strchr(s->cgroups_path, ':') ? "a systemd unit" : "no cgroup v2 here");
+	if (r)
+		return 0;
+	/* A VM the cgroups above would hold to less than its guest's RAM and
+	 * the VMM's own would be killed whole by the host once its guest
+	 * fills its memory (page cache is enough), where the guest would
+	 * have picked one process: then it stays out (kubelet's pod limit
+	 * is the containers' plus the RuntimeClass overhead, which must
+	 * cover the guest's and the VMM's). */
+	if (role != OCI_POD_CONTAINER && !oci_vm_size(s, &mib, &ncpu, why, sizeof(why)) &&
+	    (lim = oci_cgroup_mem_limit(OCI_CGROUP_ROOT, cg)) != UINT64_MAX &&
+	    lim >> 20 < mib + OCI_VMM_OWN_MIB) {
+		oci_info(c, "%s: not counted in its cgroup %s: its memory.max above, %llu MiB, is below the VM's %llu MiB "
+			 "and the VMM's own %d MiB (raise the RuntimeClass overhead)", id, s->cgroups_path,
+			 (unsigned long long)(lim >> 20), mib, OCI_VMM_OWN_MIB);
 		return 0;
 	}
+	/* recorded first: delete removes what was made even if joining fails */
+	if (oci_cgroup_record(dir, cg))
+		oci_info(c, "%s: cannot record its cgroup %s; it stays after the container", id, cg);
 	if (oci_cgroup_self(OCI_CGROUP_ROOT, prev, prevlen))
 		prev[0] = '\0';
-	if (oci_cgroup_join(OCI_CGROUP_ROOT, cg, 0, why, sizeof(why)))
+	if (oci_cgroup_join(OCI_CGROUP_ROOT, cg, 0, why, sizeof(why))) {
 		oci_info(c, "%s: not counted in its cgroup: %s", id, why);
-	else if (oci_cgroup_record(dir, cg))
-		oci_info(c, "%s: cannot record its cgroup %s; it stays after the container", id, cg);
+		prev[0] = '\0';
+	}
 	return 0;
 }
 
@@ -390,7 +408,7 @@ static int oci_create(const struct oci_ctx *c, int argc, char **argv)
 		r = oci_fail(c, "%s: cannot record its pod", dir);
 		goto out;
 	}
-	if ((r = join_cgroup(c, id, s, dir, cg_prev, sizeof(cg_prev))))
+	if ((r = join_cgroup(c, id, s, role, dir, cg_prev, sizeof(cg_prev))))
 		goto out;
 	oci_where_of(c, id, 1, &wh);
 	if (role == OCI_POD_CONTAINER)

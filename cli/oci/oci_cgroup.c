@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,8 +18,8 @@ int oci_cgroup_dir(const char *mnt, const char *cgroups_path, char *buf, size_t 
 	const char *p = cgroups_path;
 	char probe[4096];
 
-	if (!p || !p[0])
-		return -EINVAL;
+	if (!p || !p[strspn(p, "/")])
+		return -ENOENT; /* none, or the root: nothing of the container's own */
 	if (strchr(p, ':'))
 		return -ENOTSUP; /* the systemd driver's slice:prefix:name */
 	while (*p) {
@@ -28,7 +30,8 @@ int oci_cgroup_dir(const char *mnt, const char *cgroups_path, char *buf, size_t 
 			return -EINVAL;
 		p = *end ? end + 1 : end;
 	}
-	/* runc takes a relative path under the hierarchy's root too */
+	/* a relative path under the hierarchy's root (runc on cgroup v2
+	 * takes it under its own cgroup's parent; engines give absolute ones) */
 	if (snprintf(buf, len, "%s%s%s", mnt, cgroups_path[0] == '/' ? "" : "/", cgroups_path) >= (int)len)
 		return -ENAMETOOLONG;
 	if (snprintf(probe, sizeof(probe), "%s/cgroup.controllers", mnt) >= (int)sizeof(probe))
@@ -113,6 +116,41 @@ int oci_cgroup_join(const char *mnt, const char *dir, pid_t pid, char *why, size
 	return 0;
 }
 
+uint64_t oci_cgroup_mem_limit(const char *mnt, const char *dir)
+{
+	size_t base = strlen(mnt);
+	uint64_t lim = UINT64_MAX;
+	char level[4096], text[64];
+
+	if (strncmp(dir, mnt, base) || dir[base] != '/' || strlen(dir) >= sizeof(level))
+		return lim;
+	snprintf(level, sizeof(level), "%s", dir);
+	for (;;) {
+		char *slash = strrchr(level, '/');
+		int fd;
+		ssize_t n;
+
+		if (!slash || (size_t)(slash - level) <= base)
+			break; /* the hierarchy's root has no memory.max */
+		*slash = '\0';
+		if (strlen(level) + sizeof("/memory.max") > sizeof(level))
+			break;
+		strcat(level, "/memory.max");
+		fd = open(level, O_RDONLY | O_CLOEXEC);
+		level[strlen(level) - sizeof("/memory.max") + 1] = '\0';
+		if (fd < 0)
+			continue;
+		n = read_upto(fd, text, sizeof(text) - 1);
+		close(fd);
+		if (n > 0) {
+			text[n] = '\0';
+			if (text[0] >= '0' && text[0] <= '9' && strtoull(text, NULL, 10) < lim)
+				lim = strtoull(text, NULL, 10);
+		}
+	}
+	return lim;
+}
+
 int oci_cgroup_move(const char *dir, pid_t pid)
 {
 	char text[32];
@@ -132,6 +170,10 @@ int oci_cgroup_self(const char *mnt, char *buf, size_t len)
 	while (fgets(line, sizeof(line), f))
 		if (!strncmp(line, "0::", 3)) {
 			line[strcspn(line, "\n")] = '\0';
+			/* in a cgroup namespace the line may climb ("/../x"):
+			 * then the hierarchy's root, where a root process may go */
+			if (line[3] != '/' || strstr(line + 3, "/.."))
+				line[4] = '\0', line[3] = '/';
 			r = snprintf(buf, len, "%s%s", mnt, line + 3) >= (int)len ? -ENAMETOOLONG : 0;
 			break;
 		}
@@ -178,7 +220,18 @@ int oci_cgroup_forget(const char *state_dir, char *why, size_t whylen)
 	/* only what oci_cgroup_join made: a folder under the hierarchy */
 	if (strncmp(dir, OCI_CGROUP_ROOT "/", sizeof(OCI_CGROUP_ROOT)) || strstr(dir, "/.."))
 		return cli_seterr(why, whylen, -EINVAL, "%s: names %s, not a cgroup", p, dir);
-	if ((r = oci_cgroup_remove(dir)))
+	r = oci_cgroup_remove(dir);
+	if (r == -EBUSY) {
+		char self[4096];
+
+		/* what is left in it (a hook's daemon, a stuck helper) goes,
+		 * as runc's delete kills the container's processes; never a
+		 * cgroup the caller itself is in */
+		if (!oci_cgroup_self(OCI_CGROUP_ROOT, self, sizeof(self)) && strcmp(self, dir) &&
+		    !cg_write(dir, "cgroup.kill", "1"))
+			r = oci_cgroup_remove(dir);
+	}
+	if (r)
 		return cli_seterr(why, whylen, r, "cgroup %s: %s", dir, strerror(-r));
 	return 0;
 }

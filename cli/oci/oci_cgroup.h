@@ -17,18 +17,23 @@
 #define CLI_OCI_CGROUP_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define OCI_CGROUP_ROOT "/sys/fs/cgroup"
 
 /* cgroupsPath as a folder under mnt (OCI_CGROUP_ROOT; a test's own): 0,
- * -ENOTSUP for a systemd "slice:prefix:name" or a host without cgroup v2
- * at mnt, -EINVAL for a path with "." or ".." components, or one empty. */
+ * -ENOENT for none (empty, or "/" alone), -ENOTSUP for a systemd
+ * "slice:prefix:name" or a host without cgroup v2 at mnt, -EINVAL for a
+ * path with "." or ".." components. */
 int oci_cgroup_dir(const char *mnt, const char *cgroups_path, char *buf, size_t len);
 /* Makes dir (and its parents under mnt, each with the controllers its
  * parent has switched on for it, as runc does) and moves pid into it
  * (0: the caller). 0 or -errno, what failed in why. */
 int oci_cgroup_join(const char *mnt, const char *dir, pid_t pid, char *why, size_t whylen);
+/* The lowest memory.max of dir's parents under mnt (kubelet's pod and
+ * QoS levels), in bytes; UINT64_MAX when none sets one. */
+uint64_t oci_cgroup_mem_limit(const char *mnt, const char *dir);
 /* Moves pid (0: the caller) into the existing cgroup dir. 0 or -errno. */
 int oci_cgroup_move(const char *dir, pid_t pid);
 /* The caller's own cgroup as a folder under mnt (cgroup v2's "0::"
@@ -40,8 +45,9 @@ int oci_cgroup_self(const char *mnt, char *buf, size_t len);
 int oci_cgroup_remove(const char *dir);
 /* ROOT/ID/cgroup (state_dir: ROOT/ID) records dir for delete. 0 or -errno. */
 int oci_cgroup_record(const char *state_dir, const char *dir);
-/* delete's part: removes the cgroup state_dir records, if any (0). 0 or
- * -errno, what failed in why. */
+/* delete's part: removes the cgroup state_dir records, if any (0); one
+ * still busy after a second has what is left in it killed (cgroup.kill),
+ * unless the caller is in it. 0 or -errno, what failed in why. */
 int oci_cgroup_forget(const char *state_dir, char *why, size_t whylen);
 
 #endif

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <stdint.h>
+
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -94,7 +96,10 @@ static void paths(void **state)
 	assert_int_equal(oci_cgroup_dir(f->mnt, "/kubepods/../../etc", dir, sizeof(dir)), -EINVAL);
 	assert_int_equal(oci_cgroup_dir(f->mnt, "..", dir, sizeof(dir)), -EINVAL);
 	assert_int_equal(oci_cgroup_dir(f->mnt, "/a/./b", dir, sizeof(dir)), -EINVAL);
-	assert_int_equal(oci_cgroup_dir(f->mnt, "", dir, sizeof(dir)), -EINVAL);
+	/* none, or the root alone: nothing of the container's own to join */
+	assert_int_equal(oci_cgroup_dir(f->mnt, "", dir, sizeof(dir)), -ENOENT);
+	assert_int_equal(oci_cgroup_dir(f->mnt, "//", dir, sizeof(dir)), -ENOENT);
+	assert_int_equal(oci_cgroup_dir(f->mnt, NULL, dir, sizeof(dir)), -ENOENT);
 	assert_int_equal(oci_cgroup_dir(f->mnt, "/a/b", dir, 8), -ENAMETOOLONG);
 	/* a name with dots in it is a name */
 	assert_int_equal(oci_cgroup_dir(f->mnt, "/kubepods.slice/..x/.y", dir, sizeof(dir)), 0);
@@ -132,8 +137,18 @@ static void join(void **state)
 	get(leaf, "cgroup.procs", text, sizeof(text));
 	assert_string_equal(text, "432199");
 	/* the caller's own: this process's "0::" line, under the given top */
-	if (oci_cgroup_self(f->mnt, text, sizeof(text)) == 0)
+	/* the caller's own: its "0::" line under the given top, or -ENOENT
+	 * on a host whose /proc/self/cgroup has none (cgroup v1 alone) */
+	switch (oci_cgroup_self(f->mnt, text, sizeof(text))) {
+	case 0:
 		assert_true(strncmp(text, f->mnt, strlen(f->mnt)) == 0 && text[strlen(f->mnt)] == '/');
+		assert_null(strstr(text, "/.."));
+		break;
+	case -ENOENT:
+		break;
+	default:
+		fail_msg("oci_cgroup_self: neither a cgroup nor none");
+	}
 	/* a level that cannot be made: the error names it */
 	assert_int_equal(oci_cgroup_dir(f->mnt, "/nope/x", dir, sizeof(dir)), 0);
 	put(f->mnt, "nope", "a file where a folder should be");
@@ -141,6 +156,33 @@ static void join(void **state)
 	assert_non_null(strstr(why, "/nope/x"));
 	/* never outside the hierarchy it is given */
 	assert_int_equal(oci_cgroup_join(f->mnt, "/etc/x", 1, why, sizeof(why)), -EINVAL);
+}
+
+/* The memory limit the levels above a container's cgroup set (kubelet's
+ * pod and QoS levels): the lowest, "max" and missing files ignored, the
+ * container's own level and the hierarchy's root not read. */
+static void mem_limit(void **state)
+{
+	struct fx *f = *state;
+	char a[128], b[128], c[160];
+
+	snprintf(a, sizeof(a), "%s/kubepods", f->mnt);
+	snprintf(b, sizeof(b), "%s/kubepods/pod1", f->mnt);
+	snprintf(c, sizeof(c), "%s/kubepods/pod1/c1", f->mnt);
+	assert_int_equal(mkdir(a, 0755), 0);
+	assert_int_equal(mkdir(b, 0755), 0);
+	assert_int_equal(mkdir(c, 0755), 0);
+	assert_true(oci_cgroup_mem_limit(f->mnt, c) == UINT64_MAX);
+	put(f->mnt, "memory.max", "1024\n"); /* the root: never read */
+	put(c, "memory.max", "2048\n");      /* its own: not above it */
+	assert_true(oci_cgroup_mem_limit(f->mnt, c) == UINT64_MAX);
+	put(a, "memory.max", "max\n");
+	assert_true(oci_cgroup_mem_limit(f->mnt, c) == UINT64_MAX);
+	put(b, "memory.max", "536870912\n");
+	assert_true(oci_cgroup_mem_limit(f->mnt, c) == 536870912ull);
+	put(a, "memory.max", "268435456\n");
+	assert_true(oci_cgroup_mem_limit(f->mnt, c) == 268435456ull);
+	assert_true(oci_cgroup_mem_limit(f->mnt, "/elsewhere/x") == UINT64_MAX);
 }
 
 static void record(void **state)
@@ -167,6 +209,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(paths, setup, teardown),
 		cmocka_unit_test_setup_teardown(join, setup, teardown),
+		cmocka_unit_test_setup_teardown(mem_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(record, setup, teardown),
 	};
 
