@@ -343,7 +343,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_fuse_budget test_drive test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_progress test_util test_api_v2 test_oci test_mcp test_virtio_rng \
-              test_virtio_balloon test_i8042 test_unixsock test_memtrim test_proto test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_rootfs test_oci_proxy test_oci_cgroup \
+              test_virtio_balloon test_i8042 test_unixsock test_memtrim test_proto test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_rootfs test_oci_proxy test_oci_cgroup test_oci_events \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
                test_run_restore test_run_drives test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk \
@@ -409,7 +409,8 @@ test_rdump_SRCS := cli/images/rdump.c cli/util/util.c vmm/base/log.c vmm/wire/pr
 test_oci_hooks_SRCS := cli/oci/oci_hooks.c cli/oci/oci_spec.c cli/util/util.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 test_oci_rootfs_SRCS := cli/oci/oci_rootfs.c
 test_oci_cgroup_SRCS := cli/oci/oci_cgroup.c cli/util/util.c vmm/base/log.c vmm/wire/proto.c
-test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_pod.c cli/oci/oci_spec.c cli/oci/oci_state.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
+test_oci_events_SRCS := cli/oci/oci_events.c cli/util/util.c vmm/base/log.c vmm/wire/proto.c
+test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_events.c cli/oci/oci_pod.c cli/oci/oci_spec.c cli/oci/oci_state.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
                        vmm/wire/json.c vmm/wire/proto.c
 test_dockerfile_SRCS := cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/util/util.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 test_dockerfile_LIBS := $(TLS_LIBS)

@@ -5,6 +5,7 @@
 
 /* The rest of the subsystem's interface. */
 #include "cli/oci/oci_cgroup.h"
+#include "cli/oci/oci_events.h"
 #include "cli/oci/oci_hooks.h"
 #include "cli/oci/oci_net.h"
 #include "cli/oci/oci_pod.h"

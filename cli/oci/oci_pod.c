@@ -264,6 +264,19 @@ int oci_pod_guest_remove(const struct sandbox_addr *a, const char *id, int all, 
 	return oci_guest_run(a, sh, err, errlen);
 }
 
+int oci_pod_guest_oomed(const struct sandbox_addr *a, const char *id)
+{
+	char script[512], err[256];
+	const char *sh[] = { "sh", "-c", script, NULL };
+	int r;
+
+	/* memory.events' oom_kill: processes the guest's OOM killer ended
+	 * in the cgroup (Linux's Documentation/admin-guide/cgroup-v2.rst) */
+	snprintf(script, sizeof(script), "grep -q '^oom_kill [1-9]' %s/%s/memory.events", OCI_POD_CGROUP, id);
+	r = oci_guest_run(a, sh, err, sizeof(err));
+	return r < 0 ? r : r == 0;
+}
+
 int oci_pod_guest_limits(const struct sandbox_addr *a, const char *id, int64_t mem, int64_t quota, uint64_t period,
 			 char *err, size_t errlen)
 {

@@ -77,6 +77,9 @@ int oci_pod_attach(const struct oci_ctx *c, const char *sbid, const char *id, co
  * cgroup with the spec's memory and CPU limits. malloc'd, NULL when out
  * of memory. The mount script (oci_mount_script) follows. */
 char *oci_pod_guest_prepare(const struct oci_spec *s, const char *id);
+/* 1 if the guest's OOM killer ended a process of id's cgroup in the
+ * pod's VM, 0 if not, or -errno (the API). */
+int oci_pod_guest_oomed(const struct sandbox_addr *a, const char *id);
 /* The guest side undone: what is left of its processes killed
  * (cgroup.kill); with all, its mounts, root and cgroup removed too and
  * the guest's caches of the pod share dropped (so the VMM lets go of

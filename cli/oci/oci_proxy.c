@@ -2,6 +2,7 @@
  * (cli/oci/oci_proxy.h): the init proxy (the --pid-file pid) and an exec's,
  * and the console (--console-socket) they hold as their terminal. */
 #include "cli/oci/oci_proxy.h"
+#include "cli/oci/oci_events.h"
 #include "cli/sandbox/sandbox.h"
 #include "cli/util/util.h"
 #include "cli/oci/oci_state.h"
@@ -272,8 +273,21 @@ int oci_init_proxy(const struct oci_ctx *c, const char *id, const struct oci_pro
 		if (oci_pod_of(c, id, sbid, sizeof(sbid))) {
 			if (oci_vm_remove(c, id, err, sizeof(err)))
 				oci_info(c, "%s: %s", id, err);
-		} else if (!oci_vm_addr(c, id, &sb, &a) && oci_pod_guest_remove(&a, id, 0, err, sizeof(err)))
-			oci_info(c, "%s: ending what is left of its processes: %s", id, err);
+		} else if (!oci_vm_addr(c, id, &sb, &a)) {
+			/* an OOM kill in its guest cgroup: told before the exit
+			 * (cli/oci/oci_events.h), which the shim reports after us */
+			if (oci_pod_guest_oomed(&a, id) == 1) {
+				int e = oci_event_oom_publish(id, err, sizeof(err));
+
+				if (e && e != -ENOENT)
+					oci_info(c, "%s: its OOM kill is not reported: %s", id, err);
+				else
+					oci_info(c, "%s: the guest's OOM killer ended a process of it%s", id,
+						 e ? " (no containerd shim to tell)" : "");
+			}
+			if (oci_pod_guest_remove(&a, id, 0, err, sizeof(err)))
+				oci_info(c, "%s: ending what is left of its processes: %s", id, err);
+		}
 	}
 	if (oci_exit_record(c->root, id, r))
 		oci_info(c, "%s: cannot record its exit status %d", id, r);

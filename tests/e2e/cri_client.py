@@ -831,6 +831,7 @@ class Flow:
                    "a container that exits: EXITED, exit code 3, reason Error",
                    "%s %d %s" % (pb.ContainerState.Name(st.state), st.exit_code, st.reason))
         self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c2))
+        self.oom_container(pod, pod_cfg, ids)
         self.pod_sharing(pod, pod_cfg, ids, self.pod_vms)
         # stop and remove the main container
         s = time.monotonic()
@@ -841,6 +842,22 @@ class Flow:
         self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c))
         left = [x.id for x in self.rt.ListContainers(pb.ListContainersRequest()).containers if x.id in (c, c2)]
         self.check(not left, "RemoveContainer: gone from ListContainers")
+
+    def oom_container(self, pod, pod_cfg, ids):
+        """A container over its memory limit: the OOM killer ends it (in
+        the guest's cgroup with vmm, the host's with runc) and the CRI
+        says so: exit code 137, reason OOMKilled."""
+        pb = self.pb
+        # busybox tail -c keeps the last N bytes of a pipe in memory: 150 MiB
+        # against a 64 MiB limit
+        cfg = self.container_config("oom", ["sh", "-c", "head -c 209715200 /dev/zero | tail -c 157286400 > /dev/null"],
+                                    "oom.log", mem=64 << 20)
+        c = self.start(pod, pod_cfg, cfg, ids)
+        st = self.wait_state(c, pb.CONTAINER_EXITED, 300)
+        self.check(st.state == pb.CONTAINER_EXITED and st.exit_code == 137 and st.reason == "OOMKilled",
+                   "a container over its 64 MiB limit: exit code 137, reason OOMKilled",
+                   "%s %d %s" % (pb.ContainerState.Name(st.state), st.exit_code, st.reason))
+        self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c))
 
     def teardown(self, pod, ids, vmm_before, taps_before, what=""):
         pb = self.pb

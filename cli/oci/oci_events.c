@@ -1,0 +1,81 @@
+/* containerd's task events from the runtime: see oci_events.h. */
+#include "cli/oci/oci_events.h"
+#include "cli/util/util.h"
+#include "vmm/wire/proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Protocol Buffers' encoding (protobuf.dev, "Encoding"): a field of wire
+ * type 2 (length-delimited) is its tag (number << 3 | 2), its length as
+ * a varint, then its bytes; lengths here stay below 128, one byte. */
+static int pb_bytes(unsigned char *buf, size_t len, size_t *at, unsigned field, const void *data, size_t n)
+{
+	if (n > 127 || *at + 2 + n > len)
+		return -E2BIG;
+	buf[(*at)++] = (unsigned char)(field << 3 | 2);
+	buf[(*at)++] = (unsigned char)n;
+	memcpy(buf + *at, data, n);
+	*at += n;
+	return 0;
+}
+
+int oci_event_oom_any(const char *id, unsigned char *buf, size_t len)
+{
+	/* containerd's api/events/task.proto: message TaskOOM { string container_id = 1; } */
+	static const char type_url[] = "containerd.events.TaskOOM";
+	unsigned char oom[2 + 127];
+	size_t n = 0, at = 0;
+	int r;
+
+	if (!id[0] || strlen(id) > 127)
+		return -EINVAL;
+	if ((r = pb_bytes(oom, sizeof(oom), &n, 1, id, strlen(id))) ||
+	    (r = pb_bytes(buf, len, &at, 1, type_url, sizeof(type_url) - 1)) ||
+	    (r = pb_bytes(buf, len, &at, 2, oom, n)))
+		return r;
+	return (int)at;
+}
+
+/* The child's stdin: the read end of the event's pipe. */
+static int stdin_from(void *arg)
+{
+	return dup2(*(int *)arg, STDIN_FILENO) < 0 ? -1 : 0;
+}
+
+int oci_event_oom_publish(const char *id, char *why, size_t whylen)
+{
+	static const char *const dirs[] = { "/usr/local/bin", "/usr/bin", "/bin" };
+	const char *addr = getenv("GRPC_ADDRESS"), *ns = getenv("NAMESPACE");
+	unsigned char ev[256];
+	char bin[64] = "";
+	int p[2], n, r;
+
+	if (!addr || !addr[0] || !ns || !ns[0])
+		return -ENOENT;
+	for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]) && !bin[0]; d++) {
+		snprintf(bin, sizeof(bin), "%s/containerd", dirs[d]);
+		if (access(bin, X_OK))
+			bin[0] = '\0';
+	}
+	if (!bin[0])
+		return -ENOENT;
+	if ((n = oci_event_oom_any(id, ev, sizeof(ev))) < 0)
+		return cli_seterr(why, whylen, n, "the OOM event of %s: %s", id, strerror(-n));
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return cli_seterr(why, whylen, -errno, "pipe: %s", strerror(errno));
+	/* far below a pipe's buffer: written whole before the child runs */
+	r = write_full(p[1], ev, (size_t)n) ? -errno : 0;
+	close(p[1]);
+	if (!r) {
+		const char *argv[] = { bin, "--address", addr, "publish", "--topic", "/tasks/oom", "--namespace", ns, NULL };
+
+		r = cli_run_tool_in(argv, 2, stdin_from, &p[0]);
+		r = r > 0 ? -EIO : r;
+	}
+	close(p[0]);
+	return r ? cli_seterr(why, whylen, r, "%s publish /tasks/oom: %s", bin, r == -EIO ? "failed" : strerror(-r)) : 0;
+}
