@@ -833,6 +833,10 @@ static int oci_exec(const struct oci_ctx *c, int argc, char **argv)
 		r = oci_fail(c, "%s: its VM is gone", id);
 		goto out;
 	}
+	if (oci_pod_wait_init(c, id)) {
+		r = oci_fail(c, "%s: exec: the container's process has not started (no guest pid after 5 s)", id);
+		goto out;
+	}
 	oci_where_of(c, id, 0, &wh);
 	if (!(fields = malloc(OCI_FIELDS_MAX)) || oci_process_fields(p, &wh, 0, fields, OCI_FIELDS_MAX)) {
 		r = oci_fail(c, "exec: request too large");

@@ -46,16 +46,56 @@ static int stdin_from(void *arg)
 	return dup2(*(int *)arg, STDIN_FILENO) < 0 ? -1 : 0;
 }
 
+/* The shim's own arguments (containerd's runc shim runs as `... -namespace
+ * NS -id ID -address GRPC -publish-binary CONTAINERD`): the runtime's
+ * parent is the shim (its subreaper once create has exited). Each found
+ * is copied; 0, or -errno. */
+static int shim_args(char *addr, size_t alen, char *ns, size_t nlen, char *bin, size_t blen)
+{
+	char path[64], cmd[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)getppid());
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	n = read_upto(fd, cmd, sizeof(cmd) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? (int)n : -ENOENT;
+	cmd[n] = '\0';
+	for (char *a = cmd; a < cmd + n;) {
+		char *v = a + strlen(a) + 1;
+
+		if (v >= cmd + n)
+			break;
+		if (!strcmp(a, "-address") && !addr[0])
+			snprintf(addr, alen, "%s", v);
+		else if (!strcmp(a, "-namespace") && !ns[0])
+			snprintf(ns, nlen, "%s", v);
+		else if (!strcmp(a, "-publish-binary") && v[0] == '/')
+			snprintf(bin, blen, "%s", v);
+		a = v;
+	}
+	return 0;
+}
+
 int oci_event_oom_publish(const char *id, char *why, size_t whylen)
 {
 	static const char *const dirs[] = { "/usr/local/bin", "/usr/bin", "/bin" };
-	const char *addr = getenv("GRPC_ADDRESS"), *ns = getenv("NAMESPACE");
+	const char *ea = getenv("GRPC_ADDRESS"), *en = getenv("NAMESPACE");
 	unsigned char ev[256];
-	char bin[64] = "";
+	char addr[512] = "", ns[128] = "", bin[512] = "";
 	int p[2], n, r;
 
-	if (!addr || !addr[0] || !ns || !ns[0])
+	/* containerd's environment for its shims, else the shim's arguments */
+	snprintf(addr, sizeof(addr), "%s", ea ? ea : "");
+	snprintf(ns, sizeof(ns), "%s", en ? en : "");
+	(void)shim_args(addr, sizeof(addr), ns, sizeof(ns), bin, sizeof(bin));
+	if (!addr[0] || !ns[0])
 		return -ENOENT;
+	if (bin[0] && access(bin, X_OK))
+		bin[0] = '\0';
 	for (size_t d = 0; d < sizeof(dirs) / sizeof(dirs[0]) && !bin[0]; d++) {
 		snprintf(bin, sizeof(bin), "%s/containerd", dirs[d]);
 		if (access(bin, X_OK))

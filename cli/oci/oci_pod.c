@@ -124,6 +124,20 @@ static void where_pidns(const struct oci_ctx *c, const char *id, const char *sbi
 		snprintf(buf, len, "/proc/%ld/ns/pid", gpid);
 }
 
+int oci_pod_wait_init(const struct oci_ctx *c, const char *id)
+{
+	char sbid[OCI_ID_MAX + 2];
+
+	if (oci_pod_of(c, id, sbid, sizeof(sbid)))
+		return 0; /* alone, or a sandbox: the VM's own namespaces */
+	for (int i = 0; i < 100; i++) {
+		if (gpid_of(c, id))
+			return 0;
+		usleep(50 * 1000);
+	}
+	return -EAGAIN;
+}
+
 /* The tag of id's init: "c" and the ID's first 63 characters (a tag
  * starts with no digit; Kubernetes' IDs are 64 hex digits). */
 static void pod_tag(const char *id, char *tag, size_t len)

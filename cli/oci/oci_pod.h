@@ -49,6 +49,13 @@ struct oci_where {
 	char pidns[64];
 };
 
+/* An exec into a pod's container joins its init's namespaces, known
+ * once its init proxy recorded the init's guest pid (ROOT/ID/gpid), which
+ * containerd's start does not wait for: an ExecSync right after
+ * StartContainer came before it and ran in the VM's own namespaces. Waits
+ * for it (up to 5 s): 0, or -EAGAIN (the init never started). 0 at once
+ * for a container alone or a pod's sandbox. */
+int oci_pod_wait_init(const struct oci_ctx *c, const char *id);
 /* Where id runs: in its pod (ROOT/ID/sandbox names the pod) or alone
  * (/mnt/rootfs, tag "init"). For a pod's container, its init's mount
  * namespace (ROOT/ID/gpid) once it runs; "new" with for_init. */
