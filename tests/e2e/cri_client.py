@@ -832,9 +832,11 @@ class Flow:
                    "a container that exits: EXITED, exit code 3, reason Error",
                    "%s %d %s" % (pb.ContainerState.Name(st.state), st.exit_code, st.reason))
         self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c2))
+        self.pod_sharing(pod, pod_cfg, ids, self.pod_vms)
+        # after pod_sharing's memory figures: the OOM container's 150 MiB
+        # would stay in them until the guest reported it free
         self.oom_container(pod, pod_cfg, ids)
         self.attach_container(pod, pod_cfg, ids)
-        self.pod_sharing(pod, pod_cfg, ids, self.pod_vms)
         # stop and remove the main container
         s = time.monotonic()
         self.rt.StopContainer(pb.StopContainerRequest(container_id=c, timeout=10), timeout=120)
