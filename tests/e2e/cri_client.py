@@ -876,7 +876,11 @@ class Flow:
         """Attach (as kubectl attach): a line sent on the container's
         stdin through the streaming server, its answer on stdout."""
         pb = self.pb
-        cfg = self.container_config("attach", ["sh", "-c", "read line; echo got:$line"], "attach.log")
+        # the answer is repeated: containerd's Attach starts copying stdin
+        # before it adds the stdout writer, so a single answer can be
+        # written before anyone is attached (seen once under runc)
+        cfg = self.container_config("attach", ["sh", "-c", "trap 'exit 0' TERM; read line; "
+                                               "while :; do echo got:$line; sleep 0.2; done"], "attach.log")
         cfg.stdin = True
         c = self.start(pod, pod_cfg, cfg, ids)
         got = b""
