@@ -282,8 +282,15 @@ $(BUILD)/test-initramfs.cpio: boot/rootfs/init boot/rootfs/list $(BUILD)/guest/v
 	$(Q)$(ROOTFS_ENV) BLKBENCH=$(BUILD)/guest/blkbench VSOCK_TEST=$(BUILD)/guest/vsock_test \
 		$(BUILD)/tools/mkcpio $(BUILD)/test-list $@
 
+# bench/first-run's stamp: execve to a VMM's first KVM_RUN, through a
+# seccomp filter that stops only that call.
+$(BUILD)/tools/first-kvm-run: bench/tools/first_kvm_run.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) -std=c11 $(WARN) $(GNU) -O2 -o $@ $<
+
 .PHONY: bench-guest
-bench-guest: $(BUILD)/test-initramfs.cpio $(BUILD)/tools/vsock_test $(BUILD)/guests/strops.elf
+bench-guest: $(BUILD)/test-initramfs.cpio $(BUILD)/tools/vsock_test $(BUILD)/guests/strops.elf $(BUILD)/tools/first-kvm-run
 
 # bench/strops's freestanding guest (tests/guests' entry and library).
 $(BUILD)/guests/strops.elf: bench/guest/strops.S tests/guests/guest.ld tests/guests/guest.h tests/guests/lib.inc
