@@ -139,22 +139,36 @@ def qemu_cmd(kernel, initrd, cmdline, cpus, mem, disks=()):
     return cmd
 
 
-def rss_without_guest_kib(pid, guest_bytes):
-    """Sum of Rss over the process's mappings, guest-RAM-sized ones left out."""
-    total = 0
-    size = 0
+def is_guest_ram(header, size, guest_bytes):
+    """Whether a /proc/PID/smaps mapping (its header line and size) is guest
+    RAM: one mapping of at least the guest's size (QEMU, kvmtool, a vmm
+    clone's snapshot file), vmm's memfd ("/memfd:vmm-guest-ram", split
+    where a file is mapped over it), or a vmlinux's segment mapped over it
+    (boot/elf.c maps a kernel's segments instead of copying them)."""
+    if size >= guest_bytes:
+        return True
+    path = header.split(None, 5)[5].strip() if len(header.split(None, 5)) > 5 else ""
+    return path.startswith("/memfd:vmm-guest-ram") or os.path.basename(path) == "vmlinux"
+
+
+def mem_without_guest(pid, guest_bytes):
+    """(RSS, PSS) in KiB over the process's mappings, guest RAM
+    (is_guest_ram) left out; (None, None) if the process is gone."""
+    rss = pss = 0
+    guest = False
     try:
         with open(f"/proc/{pid}/smaps") as f:
             for line in f:
                 m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)
                 if m:
-                    size = int(m.group(2), 16) - int(m.group(1), 16)
-                    continue
-                if line.startswith("Rss:") and size < guest_bytes:
-                    total += int(line.split()[1])
+                    guest = is_guest_ram(line, int(m.group(2), 16) - int(m.group(1), 16), guest_bytes)
+                elif not guest and line.startswith("Rss:"):
+                    rss += int(line.split()[1])
+                elif not guest and line.startswith("Pss:"):
+                    pss += int(line.split()[1])
     except OSError:
-        return None
-    return total
+        return None, None
+    return rss, pss
 
 
 def why_no_result(out, timeout):
@@ -192,7 +206,7 @@ def run_until(cmd, marker, timeout, guest_bytes=None, capture_stderr=False, wait
                 if t is None and marker in buf:
                     t = time.monotonic() - t0
                     if guest_bytes:
-                        rss = rss_without_guest_kib(p.pid, guest_bytes)
+                        rss = mem_without_guest(p.pid, guest_bytes)[0]
                     if not wait_exit:
                         break
             elif p.poll() is not None:

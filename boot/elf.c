@@ -18,12 +18,18 @@ static int fail(const char **why, const char *msg, int err)
 	return err;
 }
 
+/* A segment's page-aligned middle is mapped from the file only from this
+ * size on: below it a copy costs less than a mapping of its own. */
+#define ELF_MAP_MIN (64 * 1024)
+
 /* Where the file's bytes come from: a buffer (tests, the fuzzer, a mapped
- * file) or a descriptor read with pread, straight into guest memory. */
+ * file) or a descriptor, whose segments are mapped over guest memory
+ * (map_gm) or read with pread straight into it. */
 struct elf_src {
 	const uint8_t *data; /* NULL: read fd */
 	int fd;
 	size_t len;
+	struct gm *map_gm;   /* the descriptor's segments may be mapped here */
 };
 
 /* Copies n bytes at off (off + n <= len, checked by the caller). */
@@ -45,6 +51,27 @@ static int src_read(const struct elf_src *s, uint64_t off, void *dst, size_t n)
 		got += (size_t)r;
 	}
 	return 0;
+}
+
+/* One segment's file bytes to dst (its place in guest RAM). From a
+ * descriptor, the page-aligned middle of a segment whose file offset and
+ * address agree within a page is mapped from the file (gm_map_file: the
+ * page cache's pages, shared by every VM that boots this kernel, and no
+ * copy before the guest's first touch); its ends, and anything that cannot
+ * be mapped, are read with pread. */
+static int seg_load(const struct elf_src *s, const Elf64_Phdr *ph, uint8_t *dst)
+{
+	uint64_t skew = ph->p_paddr % GM_PAGE_SIZE, head = skew ? GM_PAGE_SIZE - skew : 0, mid = 0, tail;
+
+	if (s->map_gm && skew == ph->p_offset % GM_PAGE_SIZE && head < ph->p_filesz)
+		mid = (ph->p_filesz - head) & ~(GM_PAGE_SIZE - 1);
+	if (mid < ELF_MAP_MIN ||
+	    gm_map_file(s->map_gm, ph->p_paddr + head, s->fd, ph->p_offset + head, mid) != 0)
+		return src_read(s, ph->p_offset, dst, ph->p_filesz);
+	tail = ph->p_filesz - head - mid;
+	if (src_read(s, ph->p_offset, dst, head))
+		return -EIO;
+	return src_read(s, ph->p_offset + head + mid, dst + head + mid, tail);
 }
 
 static int elf_load_src(const struct gm *gm, const struct elf_src *src,
@@ -93,9 +120,7 @@ static int elf_load_src(const struct gm *gm, const struct elf_src *src,
 		dst = gm_ptr(gm, ph.p_paddr, ph.p_memsz);
 		if (!dst)
 			return fail(why, "ELF segment does not fit in guest RAM (give the guest more --mem)", -ENOMEM);
-		/* From a descriptor: one pread into guest RAM, no copy
-		 * through a mapping of the file. */
-		if (src_read(src, ph.p_offset, dst, ph.p_filesz))
+		if (seg_load(src, &ph, dst))
 			return fail(why, "cannot read an ELF segment", -EIO);
 		memset(dst + ph.p_filesz, 0, ph.p_memsz - ph.p_filesz);
 		if (ph.p_paddr < lo)
@@ -128,14 +153,14 @@ static int elf_load_src(const struct gm *gm, const struct elf_src *src,
 int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
 	     struct kernel_image *out, const char **why)
 {
-	const struct elf_src src = { .data = data, .fd = -1, .len = len };
+	const struct elf_src src = { .data = data, .fd = -1, .len = len, .map_gm = NULL };
 
 	return elf_load_src(gm, &src, out, why);
 }
 
-int elf_load_fd(const struct gm *gm, int fd, size_t len, struct kernel_image *out, const char **why)
+int elf_load_fd(struct gm *gm, int fd, size_t len, struct kernel_image *out, const char **why)
 {
-	const struct elf_src src = { .data = NULL, .fd = fd, .len = len };
+	const struct elf_src src = { .data = NULL, .fd = fd, .len = len, .map_gm = gm };
 
 	return elf_load_src(gm, &src, out, why);
 }

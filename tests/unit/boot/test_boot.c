@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "boot/layout.h"
@@ -134,6 +135,91 @@ static void elf_from_fd(void **state)
 	assert_non_null(why);
 	/* and the checks are the same: a length that cuts the segment */
 	assert_int_equal(elf_load_fd(&f->gm, fd, len - 10, &k, &why), -ENOEXEC);
+	close(fd);
+}
+
+/* A file with one PT_LOAD of `filesz` bytes (byte i is i * 7) plus 5000
+ * bss bytes at paddr, its bytes at file offset `off`. */
+static int write_big_elf(uint64_t paddr, uint64_t off, uint64_t filesz)
+{
+	Elf64_Ehdr eh = { 0 };
+	Elf64_Phdr ph = { 0 };
+	char path[] = "/tmp/test_boot_big.XXXXXX";
+	int fd = mkstemp(path);
+	uint8_t *seg = malloc(filesz);
+	uint64_t i;
+
+	assert_true(fd >= 0 && seg);
+	unlink(path);
+	memcpy(eh.e_ident, ELFMAG, SELFMAG);
+	eh.e_ident[EI_CLASS] = ELFCLASS64;
+	eh.e_ident[EI_DATA] = ELFDATA2LSB;
+	eh.e_ident[EI_VERSION] = EV_CURRENT;
+	eh.e_type = ET_EXEC;
+	eh.e_machine = EM_X86_64;
+	eh.e_version = EV_CURRENT;
+	eh.e_entry = paddr;
+	eh.e_phoff = sizeof(eh);
+	eh.e_ehsize = sizeof(eh);
+	eh.e_phentsize = sizeof(ph);
+	eh.e_phnum = 1;
+	ph.p_type = PT_LOAD;
+	ph.p_offset = off;
+	ph.p_paddr = ph.p_vaddr = paddr;
+	ph.p_filesz = filesz;
+	ph.p_memsz = filesz + 5000;
+	for (i = 0; i < filesz; i++)
+		seg[i] = (uint8_t)(i * 7);
+	assert_int_equal(pwrite(fd, &eh, sizeof(eh), 0), (ssize_t)sizeof(eh));
+	assert_int_equal(pwrite(fd, &ph, sizeof(ph), sizeof(eh)), (ssize_t)sizeof(ph));
+	assert_int_equal(pwrite(fd, seg, filesz, (off_t)off), (ssize_t)filesz);
+	free(seg);
+	return fd;
+}
+
+static void assert_big_segment(struct gm *gm, uint64_t paddr, uint64_t filesz)
+{
+	const uint8_t *p = gm_ptr(gm, paddr, filesz + 5000);
+	uint64_t i;
+
+	assert_non_null(p);
+	for (i = 0; i < filesz; i++)
+		if (p[i] != (uint8_t)(i * 7))
+			fail_msg("byte %llu of the segment is %u", (unsigned long long)i, p[i]);
+	for (i = filesz; i < filesz + 5000; i++)
+		if (p[i])
+			fail_msg("bss byte %llu is %u", (unsigned long long)(i - filesz), p[i]);
+}
+
+/* A large segment whose file offset and address agree within a page: its
+ * page-aligned middle is mapped from the file (one gm_map_file), its
+ * unaligned head and tail and its bss read and cleared over what guest RAM
+ * held; offsets that disagree are read whole, mapping nothing. */
+static void elf_fd_maps_large_segment(void **state)
+{
+	struct fx *f = *state;
+	struct kernel_image k;
+	const char *why = NULL;
+	uint64_t paddr = 2 * MiB + 0x800, filesz = 200 * 1024 + 123;
+	int fd = write_big_elf(paddr, 0x1800, filesz);
+	struct stat st;
+
+	assert_int_equal(fstat(fd, &st), 0);
+	memset(gm_ptr(&f->gm, 2 * MiB, MiB), 0x11, MiB);
+	assert_int_equal(elf_load_fd(&f->gm, fd, (size_t)st.st_size, &k, &why), 0);
+	assert_int_equal(f->gm.nr_fmap, 1);
+	assert_int_equal(f->gm.fmap[0].off, 2 * MiB + 4096);                       /* RAM from 0 */
+	assert_int_equal(f->gm.fmap[0].len, (filesz - 0x800) & ~4095ull);
+	assert_big_segment(&f->gm, paddr, filesz);
+	close(fd);
+
+	/* not congruent: file offset 0x1900 for an address at 0x800 */
+	fd = write_big_elf(8 * MiB + 0x800, 0x1900, filesz);
+	assert_int_equal(fstat(fd, &st), 0);
+	memset(gm_ptr(&f->gm, 8 * MiB, MiB), 0x11, MiB);
+	assert_int_equal(elf_load_fd(&f->gm, fd, (size_t)st.st_size, &k, &why), 0);
+	assert_int_equal(f->gm.nr_fmap, 1);
+	assert_big_segment(&f->gm, 8 * MiB + 0x800, filesz);
 	close(fd);
 }
 
@@ -372,6 +458,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(elf_good, setup, teardown),
 		cmocka_unit_test_setup_teardown(elf_malformed, setup, teardown),
 		cmocka_unit_test_setup_teardown(elf_from_fd, setup, teardown),
+		cmocka_unit_test_setup_teardown(elf_fd_maps_large_segment, setup, teardown),
 		cmocka_unit_test_setup_teardown(bz_good, setup, teardown),
 		cmocka_unit_test_setup_teardown(bz_malformed, setup, teardown),
 		cmocka_unit_test(e820_layouts),
