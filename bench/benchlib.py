@@ -142,13 +142,11 @@ def qemu_cmd(kernel, initrd, cmdline, cpus, mem, disks=()):
 def is_guest_ram(header, size, guest_bytes):
     """Whether a /proc/PID/smaps mapping (its header line and size) is guest
     RAM: one mapping of at least the guest's size (QEMU, kvmtool, a vmm
-    clone's snapshot file), vmm's memfd ("/memfd:vmm-guest-ram", split
-    where a file is mapped over it), or a vmlinux's segment mapped over it
-    (boot/elf.c maps a kernel's segments instead of copying them)."""
+    clone's snapshot file), or any part of vmm's memfd ("/memfd:vmm-guest-ram")."""
     if size >= guest_bytes:
         return True
-    path = header.split(None, 5)[5].strip() if len(header.split(None, 5)) > 5 else ""
-    return path.startswith("/memfd:vmm-guest-ram") or os.path.basename(path) == "vmlinux"
+    fields = header.split(None, 5)
+    return len(fields) > 5 and fields[5].startswith("/memfd:vmm-guest-ram")
 
 
 def mem_without_guest(pid, guest_bytes):

@@ -18,18 +18,12 @@ static int fail(const char **why, const char *msg, int err)
 	return err;
 }
 
-/* A segment's page-aligned middle is mapped from the file only from this
- * size on: below it a copy costs less than a mapping of its own. */
-#define ELF_MAP_MIN (64 * 1024)
-
 /* Where the file's bytes come from: a buffer (tests, the fuzzer, a mapped
- * file) or a descriptor, whose segments are mapped over guest memory
- * (map_gm) or read with pread straight into it. */
+ * file) or a descriptor read with pread, straight into guest memory. */
 struct elf_src {
 	const uint8_t *data; /* NULL: read fd */
 	int fd;
 	size_t len;
-	struct gm *map_gm;   /* the descriptor's segments may be mapped here */
 };
 
 /* Copies n bytes at off (off + n <= len, checked by the caller). */
@@ -53,25 +47,39 @@ static int src_read(const struct elf_src *s, uint64_t off, void *dst, size_t n)
 	return 0;
 }
 
-/* One segment's file bytes to dst (its place in guest RAM). From a
- * descriptor, the page-aligned middle of a segment whose file offset and
- * address agree within a page is mapped from the file (gm_map_file: the
- * page cache's pages, shared by every VM that boots this kernel, and no
- * copy before the guest's first touch); its ends, and anything that cannot
- * be mapped, are read with pread. */
-static int seg_load(const struct elf_src *s, const Elf64_Phdr *ph, uint8_t *dst)
+/* One segment's file bytes to dst, its place in guest RAM: from a
+ * descriptor, sendfile into the memfd (no page fault, no copy through this
+ * process: gm_load_file), falling back to pread where that is refused
+ * (not a memfd, a file sendfile cannot read); from a buffer, memcpy. */
+static int seg_load(const struct gm *gm, const struct elf_src *s, const Elf64_Phdr *ph, uint8_t *dst)
 {
-	uint64_t skew = ph->p_paddr % GM_PAGE_SIZE, head = skew ? GM_PAGE_SIZE - skew : 0, mid = 0, tail;
+	int r;
 
-	if (s->map_gm && skew == ph->p_offset % GM_PAGE_SIZE && head < ph->p_filesz)
-		mid = (ph->p_filesz - head) & ~(GM_PAGE_SIZE - 1);
-	if (mid < ELF_MAP_MIN ||
-	    gm_map_file(s->map_gm, ph->p_paddr + head, s->fd, ph->p_offset + head, mid) != 0)
-		return src_read(s, ph->p_offset, dst, ph->p_filesz);
-	tail = ph->p_filesz - head - mid;
-	if (src_read(s, ph->p_offset, dst, head))
-		return -EIO;
-	return src_read(s, ph->p_offset + head + mid, dst + head + mid, tail);
+	if (!s->data && ph->p_filesz) {
+		r = gm_load_file(gm, ph->p_paddr, s->fd, ph->p_offset, ph->p_filesz);
+		if (r != -EOPNOTSUPP && r != -EINVAL)
+			return r;
+	}
+	return src_read(s, ph->p_offset, dst, ph->p_filesz);
+}
+
+/* Zeroes a segment's bss (len bytes at gpa, p its host address): the
+ * partial pages at its ends with memset, the whole pages between given
+ * back (gm_discard: a memfd's pages are freed, and read as zeros without
+ * being written or even faulted in now; a vmlinux's bss is 2.5 MB). */
+static void bss_clear(const struct gm *gm, uint64_t gpa, uint8_t *p, uint64_t len)
+{
+	uint64_t head = (GM_PAGE_SIZE - gpa % GM_PAGE_SIZE) % GM_PAGE_SIZE, mid;
+
+	if (head >= len) {
+		memset(p, 0, len);
+		return;
+	}
+	mid = (len - head) & ~(GM_PAGE_SIZE - 1);
+	memset(p, 0, head);
+	if (mid && gm_discard(gm, gpa + head, mid))
+		memset(p + head, 0, mid);
+	memset(p + head + mid, 0, len - head - mid);
 }
 
 static int elf_load_src(const struct gm *gm, const struct elf_src *src,
@@ -120,9 +128,11 @@ static int elf_load_src(const struct gm *gm, const struct elf_src *src,
 		dst = gm_ptr(gm, ph.p_paddr, ph.p_memsz);
 		if (!dst)
 			return fail(why, "ELF segment does not fit in guest RAM (give the guest more --mem)", -ENOMEM);
-		if (seg_load(src, &ph, dst))
+		/* From a descriptor: copied inside the kernel where guest RAM
+		 * is a memfd (gm_load_file), else one pread into guest RAM. */
+		if (seg_load(gm, src, &ph, dst))
 			return fail(why, "cannot read an ELF segment", -EIO);
-		memset(dst + ph.p_filesz, 0, ph.p_memsz - ph.p_filesz);
+		bss_clear(gm, ph.p_paddr + ph.p_filesz, dst + ph.p_filesz, ph.p_memsz - ph.p_filesz);
 		if (ph.p_paddr < lo)
 			lo = ph.p_paddr;
 		if (ph.p_paddr + ph.p_memsz > hi)
@@ -153,14 +163,14 @@ static int elf_load_src(const struct gm *gm, const struct elf_src *src,
 int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
 	     struct kernel_image *out, const char **why)
 {
-	const struct elf_src src = { .data = data, .fd = -1, .len = len, .map_gm = NULL };
+	const struct elf_src src = { .data = data, .fd = -1, .len = len };
 
 	return elf_load_src(gm, &src, out, why);
 }
 
-int elf_load_fd(struct gm *gm, int fd, size_t len, struct kernel_image *out, const char **why)
+int elf_load_fd(const struct gm *gm, int fd, size_t len, struct kernel_image *out, const char **why)
 {
-	const struct elf_src src = { .data = NULL, .fd = fd, .len = len, .map_gm = gm };
+	const struct elf_src src = { .data = NULL, .fd = fd, .len = len };
 
 	return elf_load_src(gm, &src, out, why);
 }

@@ -29,15 +29,11 @@ int kernel_load(const struct gm *gm, const uint8_t *data, size_t len,
 int elf_load(const struct gm *gm, const uint8_t *data, size_t len,
 	     struct kernel_image *out, const char **why)
 	__attribute__((warn_unused_result));
-/* elf_load reading the file from fd (len bytes, its size): headers
- * first, then each segment into guest memory: the page-aligned middle of
- * a large one mapped from the file (gm_map_file, where gm allows it), the
- * rest read with pread. The same checks as elf_load; a short read (the
- * file changed) is -EIO. The file must not be changed in place while the
- * guest runs (replaced, as make and install do, is fine): its mapped pages
- * are the guest's until the guest writes them, as a snapshot's memory file
- * is a clone's. */
-int elf_load_fd(struct gm *gm, int fd, size_t len, struct kernel_image *out, const char **why)
+/* elf_load reading the file from fd (len bytes, its size): headers with
+ * pread, then each segment into guest memory inside the kernel where it
+ * is a memfd (gm_load_file: sendfile), else with pread. The same checks as
+ * elf_load; a short read (the file changed) is -EIO. */
+int elf_load_fd(const struct gm *gm, int fd, size_t len, struct kernel_image *out, const char **why)
 	__attribute__((warn_unused_result));
 int bzimage_load(const struct gm *gm, const uint8_t *data, size_t len,
 		 struct kernel_image *out, const char **why)

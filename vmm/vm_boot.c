@@ -1,6 +1,6 @@
 /* A fresh VM's boot (vm_priv.h): the kernel command line (the user's,
- * the host's and one virtio_mmio.device= per device), the kernel (ELF read
- * straight into guest RAM, or a bzImage) and initrd loaded, boot_params,
+ * the host's and one virtio_mmio.device= per device), the kernel (ELF copied
+ * into guest RAM inside the host kernel, or a bzImage) and initrd loaded, boot_params,
  * the page tables and the MP table written, vCPU 0's entry state. */
 #include "vmm/vm.h"
 #include "vmm/vm_priv.h"
@@ -158,8 +158,9 @@ int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
 	uint8_t *mp;
 	int r;
 
-	/* A vmlinux (ELF) is read with one pread per segment straight into
-	 * guest RAM; a bzImage (small, parsed whole) is mapped. */
+	/* A vmlinux (ELF) goes segment by segment into guest RAM, copied by
+	 * the host kernel (elf_load_fd); a bzImage (small, parsed whole) is
+	 * mapped. */
 	r = open_file(vm->cfg.kernel, "kernel", &kfd, &klen);
 	if (r)
 		return r;
@@ -184,8 +185,11 @@ int vm_load_boot(struct vm *vm, uint32_t cpu_sig, uint32_t cpu_feat)
 			log_err("initrd %s: %s", vm->cfg.initrd, why);
 			goto out;
 		}
-		/* Placed inside RAM by boot_place_initrd: gm_ptr is not NULL. */
-		r = pread_full(ifd, gm_ptr(&vm->gm, igpa, ilen), ilen, 0);
+		/* Placed inside RAM by boot_place_initrd: gm_ptr is not NULL.
+		 * Copied inside the kernel (gm_load_file), else with pread. */
+		r = gm_load_file(&vm->gm, igpa, ifd, 0, ilen);
+		if (r == -EOPNOTSUPP || r == -EINVAL)
+			r = pread_full(ifd, gm_ptr(&vm->gm, igpa, ilen), ilen, 0);
 		if (r) {
 			log_err("initrd %s: cannot read it: %s", vm->cfg.initrd, strerror(-r));
 			goto out;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -228,63 +229,41 @@ void *gm_ptr_w(const struct gm *gm, uint64_t gpa, uint64_t len)
 	return p;
 }
 
-int gm_map_file(struct gm *gm, uint64_t gpa, int fd, uint64_t off, uint64_t len)
+int gm_load_file(const struct gm *gm, uint64_t gpa, int fd, uint64_t off, uint64_t len)
 {
-	uint8_t *p = gm_ptr(gm, gpa, len);
+	const uint8_t *p = gm_ptr(gm, gpa, len);
+	off_t in = (off_t)off;
+	uint64_t done = 0;
 
-	if (!p || len == 0 || gpa % GM_PAGE_SIZE || off % GM_PAGE_SIZE || len % GM_PAGE_SIZE)
+	if (!p)
 		return -EINVAL;
 	if (gm->private_map || gm->fd < 0)
 		return -EOPNOTSUPP;
-	if (gm->nr_fmap == GM_MAX_FILE_MAPS)
-		return -ENOSPC;
-	if (mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd, (off_t)off) ==
-	    MAP_FAILED)
+	if (lseek(gm->fd, (off_t)(p - gm->map), SEEK_SET) < 0)
 		return -errno;
-	gm->fmap[gm->nr_fmap].off = (uint64_t)(p - gm->map);
-	gm->fmap[gm->nr_fmap].len = len;
-	gm->nr_fmap++;
-	return 0;
-}
+	while (done < len) {
+		/* sendfile moves at most 0x7ffff000 bytes a call */
+		ssize_t n = sendfile(gm->fd, fd, &in, len - done);
 
-/* How [at, at + len) (offsets in the mapping) begins: the bytes up to the
- * next change between the memfd and a file mapped over it, and whether
- * they are a file's (the later of two overlapping maps wins, as mmap's
- * MAP_FIXED did). */
-static uint64_t fmap_run(const struct gm *gm, uint64_t at, uint64_t len, int *is_file)
-{
-	uint64_t end = at + len;
-	unsigned i = gm->nr_fmap;
-
-	*is_file = 0;
-	while (i-- > 0) {
-		uint64_t lo = gm->fmap[i].off, hi = lo + gm->fmap[i].len;
-
-		if (at >= lo && at < hi) {
-			*is_file = 1;
-			return (hi < end ? hi : end) - at;
-		}
-		if (lo > at && lo < end)
-			end = lo;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO; /* the file is shorter than it was */
+		done += (uint64_t)n;
 	}
-	return end - at;
+	return 0;
 }
 
 static int discard(const struct gm *gm, uint8_t *p, uint64_t len)
 {
-	uint64_t at = (uint64_t)(p - gm->map), done = 0;
-
+	if (len == 0)
+		return 0;
 	/* The page's content changes (zeros, or the file's page again). */
 	gm_mark_host(gm, p, len);
-	while (done < len) {
-		int is_file;
-		uint64_t n = fmap_run(gm, at + done, len - done, &is_file);
-		int advice = gm->private_map || is_file ? MADV_DONTNEED : MADV_REMOVE;
-
-		if (madvise(p + done, n, advice) < 0)
-			return -errno;
-		done += n;
-	}
+	if (madvise(p, len, gm->private_map ? MADV_DONTNEED : MADV_REMOVE) < 0)
+		return -errno;
 	return 0;
 }
 

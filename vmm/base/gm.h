@@ -28,10 +28,6 @@ struct gm_region {
 	uint8_t *host;
 };
 
-/* At most this many file ranges mapped over the memfd (gm_map_file): a
- * vmlinux has four loadable segments. */
-#define GM_MAX_FILE_MAPS 8
-
 struct gm {
 	int fd;
 	uint8_t *map;      /* one mapping of the whole backing file */
@@ -39,10 +35,6 @@ struct gm {
 	int private_map;   /* MAP_PRIVATE: a snapshot's memory file, or anonymous */
 	unsigned nr;
 	struct gm_region r[GM_MAX_REGIONS];
-	/* Ranges of the memfd's mapping replaced by a private mapping of a
-	 * file (gm_map_file), by offset in the mapping, in the order made. */
-	unsigned nr_fmap;
-	struct { uint64_t off, len; } fmap[GM_MAX_FILE_MAPS];
 	/* Pages written since the last snapshot, by file offset (dirty.h);
 	 * off (w NULL) unless gm_track_dirty was called. */
 	struct dirty dirty;
@@ -68,18 +60,16 @@ int gm_open_file(struct gm *gm, const char *path, const struct gm_region *region
 int gm_create_anon(struct gm *gm, const struct gm_region *regions, unsigned nr)
 	__attribute__((warn_unused_result));
 void gm_destroy(struct gm *gm);
-/* Maps [off, off+len) of `fd` over the guest RAM at [gpa, gpa+len),
- * MAP_PRIVATE: the guest reads the file's pages from the page cache (one
- * copy for every VM that boots the same kernel, nothing read or copied
- * before the guest touches a page) and a write copies the page, as a
- * snapshot's clone does. For the memfd of gm_create only, before any vCPU
- * runs; gpa, off and len page-aligned, the range inside one region, at
- * most GM_MAX_FILE_MAPS times. A discard there (gm_discard) drops the
- * copies, and the guest reads the file's page again. 0, -EINVAL (not
- * aligned, not RAM), -EOPNOTSUPP (not a memfd-backed gm), -ENOSPC (no
- * room to record it) or -errno from mmap (the RAM there is then untouched
- * only if mmap failed before replacing it: the caller must not go on). */
-int gm_map_file(struct gm *gm, uint64_t gpa, int fd, uint64_t off, uint64_t len)
+/* Copies len bytes of `fd` from offset `off` into guest RAM at [gpa,
+ * gpa+len), inside the kernel: sendfile into the memfd (gm_create), so no
+ * page of the mapping faults and nothing is copied through user space
+ * (a vmlinux's 11.5 MB: most of a cold start's `load`). The file is read,
+ * never mapped: replacing or rewriting it later changes no running guest.
+ * Moves the memfd's file offset: before any vCPU or device thread runs.
+ * 0, -EINVAL (not RAM), -EOPNOTSUPP (not a memfd-backed gm: the caller
+ * reads with pread), -EIO (the file ended first) or -errno from sendfile
+ * (-EINVAL where the kernel cannot send from this file: pread then). */
+int gm_load_file(const struct gm *gm, uint64_t gpa, int fd, uint64_t off, uint64_t len)
 	__attribute__((warn_unused_result));
 /* The pages of a file mapping (gm_open_file) that no longer hold the
  * file's content: written since the mapping was made, by the guest, KVM
@@ -120,8 +110,7 @@ int gm_write(const struct gm *gm, uint64_t gpa, const void *src, uint64_t len)
  * both page-aligned, the whole range in one RAM region (checked as
  * gm_ptr does). The shared memfd's pages are freed (MADV_REMOVE: a
  * MADV_DONTNEED would only unmap them, the memfd keeps them); a snapshot's
- * private mapping, or a file mapped over the memfd (gm_map_file), drops
- * its copies (MADV_DONTNEED). The guest reads the
+ * private mapping drops its copies (MADV_DONTNEED). The guest reads the
  * range as zeros (memfd) or as the snapshot had it (private) afterwards;
  * anonymous memory a page-fault handler serves (gm_create_anon, vmm/base/uffd.h)
  * reads as the handler decides: it gets UFFD_EVENT_REMOVE first.
