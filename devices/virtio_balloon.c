@@ -71,7 +71,8 @@ int64_t virtio_balloon_pfns(struct virtio_balloon *b, const struct vq_chain *c, 
 					b->inflated++;
 				} else {
 					/* Nothing to do: the page faults back in
-					 * (zero-filled) when the guest touches it. */
+					 * when the guest touches it (zeros from the
+					 * memfd; a clone's, the snapshot's page). */
 					b->deflated++;
 				}
 			}
