@@ -466,6 +466,8 @@ static struct client *op_wait(struct procs *ps, int fd, const struct api_request
 }
 
 /* A forwarded request: its text, with the client's connection. */
+static void __attribute__((noreturn)) manager_exit(struct procs *ps);
+
 static void take_request(struct procs *ps)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))];
@@ -480,6 +482,8 @@ static void take_request(struct procs *ps)
 	int fd = -1, eno = 0;
 	ssize_t n = recvmsg(ps->chan, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 
+	if (n == 0)
+		manager_exit(ps); /* every holder of the channel (the init, its API workers) is gone */
 	if (n < 0)
 		return;
 	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
@@ -890,9 +894,10 @@ static void __attribute__((noreturn)) manager_loop(struct procs *ps, pid_t paren
 				timeout = timeout < 0 || c->deadline - t < (uint64_t)timeout ?
 						  (int)(c->deadline > t ? c->deadline - t : 0) : timeout;
 		}
-		/* Bounded, so a parent's death is noticed. */
-		if (timeout < 0 || timeout > 1000)
-			timeout = 1000;
+		/* No timer of its own: an idle sandbox's guest sleeps (issue 42;
+		 * this loop woke it once a second). The parent's death comes as
+		 * SIGTERM on the signalfd (PR_SET_PDEATHSIG), the channel's
+		 * hang-up as an end of file (take_request). */
 		k = poll(pf, (nfds_t)n, timeout);
 		if (k < 0 && errno != EINTR)
 			manager_exit(ps);
