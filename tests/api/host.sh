@@ -84,6 +84,18 @@ if want orphans; then
 	# The server, its process manager and its idle spare worker.
 	for _ in $(seq 50); do [ "$(pgrep -f -c -- "--serve-unix $tmp/lone.sock")" -ge 3 ] && break; sleep 0.1; done
 	before=$(pgrep -f -c -- "--serve-unix $tmp/lone.sock")
+	# Idle, none of them wakes (issue 42: an idle sandbox's guest sleeps;
+	# the process manager once polled for its parent every second).
+	woke() { for p in $(pgrep -f -- "--serve-unix $tmp/lone.sock"); do
+		echo "$p $(grep -s '^voluntary_ctxt_switches' "/proc/$p/status" | cut -f2)"; done; }
+	w1=$(woke); sleep 3; w2=$(woke)
+	awoke=$(join <(sort <<< "$w1") <(sort <<< "$w2") | awk '$3 > $2 { printf "%s (%s) ", $1, $3 - $2 }')
+	if [ -z "$awoke" ]; then
+		echo "ok   idle: the server, its process manager and spare worker sleep (no wakeup in 3 s)"
+	else
+		echo "FAIL idle: woke in 3 s with nothing asked: $awoke(pid, wakeups)"
+		rc=1
+	fi
 	{ kill -KILL "$lone"; wait "$lone"; } 2> /dev/null
 	for _ in $(seq 50); do pgrep -f -- "--serve-unix $tmp/lone.sock" > /dev/null || break; sleep 0.1; done
 	left=$(pgrep -f -- "--serve-unix $tmp/lone.sock" | grep -vx "$lone" | tr '\n' ' ')
