@@ -77,7 +77,9 @@ static void bss_clear(const struct gm *gm, uint64_t gpa, uint8_t *p, uint64_t le
 	}
 	mid = (len - head) & ~(GM_PAGE_SIZE - 1);
 	memset(p, 0, head);
-	if (mid && gm_discard(gm, gpa + head, mid))
+	/* Only the memfd reads as zeros once given back: a private
+	 * mapping would read as its file again. */
+	if (mid && (gm->private_map || gm->fd < 0 || gm_discard(gm, gpa + head, mid)))
 		memset(p + head, 0, mid);
 	memset(p + head + mid, 0, len - head - mid);
 }
