@@ -227,9 +227,11 @@ static int vm_create(const struct oci_ctx *c, const char *id, const struct oci_s
 		     struct sandbox_addr *a)
 {
 	char pod_dir[PATH_MAX], why[1536];
+	int r;
 
-	if (role == OCI_POD_SANDBOX && (oci_pod_dir(c, id, pod_dir, sizeof(pod_dir)) || mkdir(pod_dir, 0700) < 0))
-		return oci_fail(c, "%s: the pod's share %s: %s", id, pod_dir, strerror(errno));
+	if (role == OCI_POD_SANDBOX &&
+	    ((r = oci_pod_dir(c, id, pod_dir, sizeof(pod_dir))) || (r = oci_pod_share_make(pod_dir))))
+		return oci_fail(c, "%s: the pod's share %s: %s", id, pod_dir, strerror(-r));
 	if (oci_vm_boot(c, id, s, shares, nshares, netopt, nsfd, role == OCI_POD_SANDBOX ? pod_dir : NULL, why,
 			sizeof(why)))
 		return oci_fail(c, "%s", why);

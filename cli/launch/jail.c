@@ -11,6 +11,8 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/securebits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +22,8 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,16 +32,21 @@
 #define CG_ROOT "/sys/fs/cgroup"
 #define NETNS_DIR "/var/run/netns"
 
-int jail_add(struct jail *j, const char *path, int rw)
+int jail_add(struct jail *j, const char *path, int flags)
 {
 	if (!path || !*path)
 		return 0;
 	if (j->nr_paths == JAIL_MAX_PATHS)
 		return -ENOSPC;
 	j->paths[j->nr_paths].path = path;
-	j->paths[j->nr_paths].rw = rw;
+	j->paths[j->nr_paths].flags = flags;
 	j->nr_paths++;
 	return 0;
+}
+
+unsigned long long jail_root_caps(const struct jail *j)
+{
+	return JAIL_ROOT_CAPS | (j->low_ports ? 1ull << CAP_NET_BIND_SERVICE : 0);
 }
 
 int jail_parse_cpu(const char *s, unsigned *milli)
@@ -184,7 +193,11 @@ static int mkdirs(char *path, int last_too)
 	return 0;
 }
 
-static int bind_one(const char *root, const char *src, int rw)
+/* src at the same path under root. A bind that follows takes what is
+ * mounted below src along and, src being shared (or a slave) on the host,
+ * is a slave: what the host mounts there later appears in the jail,
+ * nothing the jail mounts goes out. Any other bind is private. */
+static int bind_one(const char *root, const char *src, int flags)
 {
 	char dst[PATH_MAX];
 	struct stat st;
@@ -205,11 +218,13 @@ static int bind_one(const char *root, const char *src, int rw)
 			return -errno;
 		close(fd);
 	}
-	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+	if (mount(src, dst, NULL, MS_BIND | (flags & JAIL_FOLLOW ? MS_REC : 0), NULL) < 0)
+		return -errno;
+	if (!(flags & JAIL_FOLLOW) && mount(NULL, dst, NULL, MS_PRIVATE, NULL) < 0)
 		return -errno;
 	if (!S_ISCHR(st.st_mode))
 		ro |= MS_NODEV;
-	if (!rw && mount(NULL, dst, NULL, ro, NULL) < 0)
+	if (!(flags & JAIL_RW) && mount(NULL, dst, NULL, ro, NULL) < 0)
 		return -errno;
 	return 0;
 }
@@ -343,40 +358,117 @@ static void relay_signals(sigset_t *s)
 	sigaddset(s, SIGQUIT);
 }
 
-/* Outside the jail, as root, holding nothing of the VMM's (its TAPs,
- * console, sockets: every descriptor above stderr is closed): pass stop
- * signals on to the VMM (`kill`, a supervisor; a terminal's Ctrl-C reaches
- * the VMM itself, being in the same process group), wait for it, clean up,
- * exit with its status. */
-static void __attribute__((noreturn)) relay(const struct jail *j, const char *folder, pid_t vmm)
+/* The lock a jail with uid 0 asks for once its VM is built (jail_drop):
+ * in a child (setns into a mount namespace needs a process of one
+ * thread) that joins the VMM's mount namespace as root, the folder
+ * covered by a read-only copy of itself with jail-rw bound read-write in
+ * that copy, and /proc detached (the FUSE server keeps its handle). The
+ * VMM, root but without CAP_SYS_ADMIN, can undo neither. 0 or -errno. */
+static int lock_jail(pid_t vmm, const char *folder)
 {
-	sigset_t s;
-	siginfo_t si;
-	int st = 0;
+	char rw[PATH_MAX], ns[64];
+	int fd, st;
+	pid_t pid;
 
-	close_from(STDERR_FILENO + 1);
+	if (snprintf(rw, sizeof(rw), "%s/%s", folder, SANDBOX_JAIL_RW) >= (int)sizeof(rw))
+		return -ENAMETOOLONG;
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)vmm);
+	if ((fd = open(ns, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	pid = fork();
+	if (pid == 0) {
+		int e = 0;
+
+		if (setns(fd, CLONE_NEWNS) < 0 || mount(folder, folder, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+		    mount(rw, rw, NULL, MS_BIND, NULL) < 0 ||
+		    mount(NULL, folder, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  NULL) < 0 ||
+		    (umount2("/proc", MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT))
+			e = errno;
+		_exit(e);
+	}
+	close(fd);
+	if (pid < 0)
+		return -errno;
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	return WIFEXITED(st) ? -WEXITSTATUS(st) : -EIO;
+}
+
+/* One request on the relay's line (a byte), answered with the lock's
+ * result (an int); the line closes after it. */
+static void relay_answer(int *lk, pid_t vmm, const char *folder)
+{
+	char c;
+	int r;
+
+	if (read(*lk, &c, 1) == 1) {
+		r = lock_jail(vmm, folder);
+		if (write(*lk, &r, sizeof(r)) != (ssize_t)sizeof(r))
+			log_debug("jail: the VMM did not wait for its lock");
+	}
+	close(*lk);
+	*lk = -1;
+}
+
+/* A stop signal passed on; 1 once the VMM is gone (its status in *st). */
+static int relay_signal(const struct signalfd_siginfo *si, pid_t vmm, int *st)
+{
+	int done = 0, w_st;
+	pid_t w;
+
+	if (si->ssi_signo != SIGCHLD) {
+		if (si->ssi_code != SI_KERNEL) /* a terminal's signal went to the VMM too */
+			kill(vmm, (int)si->ssi_signo);
+		return 0;
+	}
+	/* The VMM, or the egress companion (reaped, not waited for: it
+	 * ends with the VMM). */
+	while ((w = waitpid(-1, &w_st, WNOHANG)) > 0)
+		if (w == vmm) {
+			*st = w_st;
+			done = 1;
+		}
+	return done || (w < 0 && errno == ECHILD);
+}
+
+/* Outside the jail, as root, holding nothing of the VMM's (its TAPs,
+ * console, sockets: every descriptor above stderr is closed but the line
+ * `lk` a jail with uid 0 asks its lock on): pass stop signals on to the
+ * VMM (`kill`, a supervisor; a terminal's Ctrl-C reaches the VMM itself,
+ * being in the same process group), lock the jail when asked, wait for
+ * the VMM, clean up, exit with its status. */
+static void __attribute__((noreturn)) relay(const struct jail *j, const char *folder, pid_t vmm, int lk)
+{
+	struct signalfd_siginfo si;
+	struct pollfd pf[2];
+	sigset_t s;
+	int st = 0, sfd;
+
+	if (lk >= 0 && lk != STDERR_FILENO + 1) {
+		dup2(lk, STDERR_FILENO + 1);
+		lk = STDERR_FILENO + 1;
+	}
+	close_from(STDERR_FILENO + 1 + (lk >= 0));
 	prctl(PR_SET_NAME, "vmm-jail", 0, 0, 0);
 	relay_signals(&s);
+	if ((sfd = signalfd(-1, &s, SFD_CLOEXEC)) < 0) {
+		log_err("jail: the relay cannot take signals: %s", strerror(errno));
+		kill(vmm, SIGKILL);
+		waitpid(vmm, &st, 0);
+		clean_up(j, folder);
+		_exit(1);
+	}
 	for (;;) {
-		if (sigwaitinfo(&s, &si) < 0)
+		pf[0] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		pf[1] = (struct pollfd){ .fd = lk, .events = POLLIN };
+		if (poll(pf, lk >= 0 ? 2 : 1, -1) < 0)
 			continue;
-		if (si.si_signo == SIGCHLD) {
-			/* The VMM, or the egress companion (reaped, not waited for:
-			 * it ends with the VMM). */
-			int done = 0, w_st;
-			pid_t w;
-
-			while ((w = waitpid(-1, &w_st, WNOHANG)) > 0)
-				if (w == vmm) {
-					st = w_st;
-					done = 1;
-				}
-			if (done || (w < 0 && errno == ECHILD))
-				break;
-			continue;
-		}
-		if (si.si_code != SI_KERNEL) /* a terminal's signal went to the VMM too */
-			kill(vmm, si.si_signo);
+		if (lk >= 0 && pf[1].revents)
+			relay_answer(&lk, vmm, folder);
+		if ((pf[0].revents & POLLIN) && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si) &&
+		    relay_signal(&si, vmm, &st))
+			break;
 	}
 	clean_up(j, folder);
 	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
@@ -391,23 +483,56 @@ static void init_stop(int sig)
 	_exit(128 + sig);
 }
 
+/* A jail with uid 0, still one thread (every thread made later copies
+ * this one's credentials): no groups; exec never grants capabilities nor
+ * raises ambient ones (securebits, locked); the bounding set and the
+ * permitted and effective sets down to `keep`; no_new_privs. 0 or -errno. */
+static int keep_root_caps(unsigned long long keep)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+	int cap;
+
+	if (setgroups(0, NULL) < 0 ||
+	    prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+					     SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+		  0, 0, 0) < 0 ||
+	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		return -errno;
+	for (cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (!(keep & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -errno;
+	memset(d, 0, sizeof(d));
+	d[0].permitted = d[0].effective = (uint32_t)keep;
+	d[1].permitted = d[1].effective = (uint32_t)(keep >> 32);
+	if (syscall(SYS_capset, &h, d) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	return 0;
+}
+
 int jail_enter(struct jail *j, const char *root, const char *folder)
 {
 	static const int stops[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT };
 	char old[PATH_MAX];
 	sigset_t relay_sigs, mask;
 	struct sigaction sa;
-	int hp[2], r, net;
+	int hp[2], lk[2] = { -1, -1 }, r, net;
 	unsigned i;
 	pid_t pid;
 
 	if (pipe2(hp, O_CLOEXEC) < 0)
 		return -errno;
-	if (unshare(CLONE_NEWPID) < 0) {
+	/* uid 0: the line jail_drop asks the relay for its lock on */
+	if ((j->uid == 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lk) < 0) ||
+	    unshare(CLONE_NEWPID) < 0) {
 		r = -errno;
 		log_err("jail: unshare (PID namespace): %s", strerror(errno));
 		close(hp[0]);
 		close(hp[1]);
+		if (lk[0] >= 0) {
+			close(lk[0]);
+			close(lk[1]);
+		}
 		return r;
 	}
 	/* Blocked before the fork, so the relay misses none. */
@@ -421,6 +546,10 @@ int jail_enter(struct jail *j, const char *root, const char *folder)
 		sigprocmask(SIG_SETMASK, &mask, NULL);
 		close(hp[0]);
 		close(hp[1]);
+		if (lk[0] >= 0) {
+			close(lk[0]);
+			close(lk[1]);
+		}
 		return r;
 	}
 	if (pid > 0) {
@@ -432,10 +561,13 @@ int jail_enter(struct jail *j, const char *root, const char *folder)
 		if (cli_proc_stat(pid, &state, &who.start) ||
 		    write(hp[1], &who, sizeof(who)) != (ssize_t)sizeof(who))
 			kill(pid, SIGKILL);
-		relay(j, folder, pid);
+		relay(j, folder, pid, lk[0]);
 	}
 	/* The VMM, pid 1 in its namespace. */
 	close(hp[1]);
+	if (lk[0] >= 0)
+		close(lk[0]);
+	j->lock_fd = lk[1];
 	{
 		struct { pid_t pid; unsigned long long start; } who;
 
@@ -460,15 +592,18 @@ int jail_enter(struct jail *j, const char *root, const char *folder)
 		log_err("jail: unshare (mount, network, IPC, UTS namespaces): %s", strerror(errno));
 		return r;
 	}
-	/* Nothing we mount from here on leaks back to the host. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+	/* Nothing we mount from here on leaks back to the host (a slave
+	 * only receives); the binds that do not follow the host's mounts
+	 * are made private (bind_one). */
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		goto err;
 	if (mkdir(root, 0755) < 0 && errno != EEXIST)
 		goto err;
-	if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755") < 0)
+	if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755") < 0 ||
+	    mount(NULL, root, NULL, MS_PRIVATE, NULL) < 0)
 		goto err;
 	for (i = 0; i < j->nr_paths; i++) {
-		r = bind_one(root, j->paths[i].path, j->paths[i].rw);
+		r = bind_one(root, j->paths[i].path, j->paths[i].flags);
 		if (r) {
 			log_err("jail: cannot bind %s into the jail: %s", j->paths[i].path, strerror(-r));
 			return r;
@@ -495,6 +630,10 @@ int jail_enter(struct jail *j, const char *root, const char *folder)
 	 * on it in this namespace (best effort; sandbox_remove expects files). */
 	if (rmdir(root) < 0)
 		log_debug("jail: %s stays: %s", root, strerror(errno));
+	if (j->uid == 0 && (r = keep_root_caps(jail_root_caps(j)))) {
+		log_err("jail: cannot give up root's other capabilities: %s", strerror(-r));
+		return r;
+	}
 	return 0;
 err:
 	r = -errno;
@@ -604,14 +743,20 @@ out:
 }
 
 /* Rlimits, no_new_privs, no bounding set, then the ids (every thread:
- * glibc applies them process-wide), which clears every capability. */
-static int drop_privileges(const struct jail *j)
+ * glibc applies them process-wide), which clears every capability. With
+ * uid 0 the VMM gave up the rest in jail_enter (keep_root_caps); the
+ * companion, one thread, keeps nothing; RLIMIT_NPROC would count every
+ * process of the host's root: the pids cgroup is the limit there. */
+static int drop_privileges(const struct jail *j, int companion)
 {
 	struct rlimit files = { 4096, 4096 }, procs = { 1024, 1024 }, core = { 0, 0 };
 	int cap;
 
-	if (setrlimit(RLIMIT_NOFILE, &files) < 0 || setrlimit(RLIMIT_NPROC, &procs) < 0 ||
-	    setrlimit(RLIMIT_CORE, &core) < 0)
+	if (setrlimit(RLIMIT_NOFILE, &files) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
+		return -errno;
+	if (j->uid == 0)
+		return companion ? keep_root_caps(0) : 0;
+	if (setrlimit(RLIMIT_NPROC, &procs) < 0)
 		return -errno;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
@@ -659,7 +804,7 @@ int jail_companion(struct jail *j, int (*prepare)(void *), int (*run)(void *), v
 		signal(SIGQUIT, SIG_IGN);
 		signal(SIGHUP, SIG_IGN);
 		r = prepare(arg);
-		if (!r && (r = drop_privileges(j)))
+		if (!r && (r = drop_privileges(j, 1)))
 			log_err("jail: the companion process cannot drop privileges: %s", strerror(-r));
 		if (!r)
 			r = run(arg);
@@ -689,19 +834,39 @@ int jail_companion(struct jail *j, int (*prepare)(void *), int (*run)(void *), v
 	return 0;
 }
 
+/* uid 0: the relay locks the jail (lock_jail); its answer. 0 or -errno. */
+static int ask_lock(struct jail *j)
+{
+	char c = 1;
+	int r = -EIO;
+
+	if (j->lock_fd < 0 || write(j->lock_fd, &c, 1) != 1 || read(j->lock_fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
+		r = -EIO;
+	if (j->lock_fd >= 0)
+		close(j->lock_fd);
+	j->lock_fd = -1;
+	return r;
+}
+
 int jail_drop(struct jail *j, const char *folder)
 {
 	int r;
 
 	if (folder && (r = hand_over_rw(folder, j->uid, j->gid)))
 		return r;
-	/* Open handles (the FUSE server's) keep it; no path reaches it. */
-	if (j->proc && umount2("/proc", MNT_DETACH) < 0) {
+	if (j->uid == 0) {
+		if ((r = ask_lock(j))) {
+			log_err("jail: the relay cannot make the sandbox's folder read-only in the jail: %s",
+				strerror(-r));
+			return r;
+		}
+	} else if (j->proc && umount2("/proc", MNT_DETACH) < 0) {
+		/* Open handles (the FUSE server's) keep it; no path reaches it. */
 		r = -errno;
 		log_err("jail: cannot detach /proc: %s", strerror(errno));
 		return r;
 	}
-	if ((r = drop_privileges(j))) {
+	if ((r = drop_privileges(j, 0))) {
 		log_err("jail: cannot drop privileges: %s", strerror(-r));
 		return r;
 	}

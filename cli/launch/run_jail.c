@@ -95,19 +95,22 @@ int run_jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
 		log_err("--jail: the vsock socket must be in the sandbox's folder (no --vsock uds=)");
 		return -EINVAL;
 	}
-	r |= jail_add(j, sb->dir, 1);
-	r |= jail_add(j, cfg->kvm_path ? cfg->kvm_path : "/dev/kvm", 1);
+	r |= jail_add(j, sb->dir, JAIL_RW);
+	r |= jail_add(j, cfg->kvm_path ? cfg->kvm_path : "/dev/kvm", JAIL_RW);
 	/* No /dev/net/tun: the TAPs are open (run_jail_prepare). */
 	j->proc = cfg->nr_fs > 0;
 	for (i = 0; i < cfg->nr_fs; i++) {
 		if (absolute(&cfg->fs[i].path, "--fs"))
 			return -errno;
-		r |= jail_add(j, cfg->fs[i].path, !cfg->fs[i].ro);
+		/* A writable share, as unjailed, shows what is mounted below
+		 * it, and what the host mounts there later where its folder is
+		 * a shared mount (a pod's share: cli/oci/oci_pod.h). */
+		r |= jail_add(j, cfg->fs[i].path, cfg->fs[i].ro ? 0 : JAIL_RW | JAIL_FOLLOW);
 		/* a drive's shared byte count (devices/fuse/fuse_budget.c) */
 		if (cfg->fs[i].usage) {
 			if (absolute(&cfg->fs[i].usage, "--fs"))
 				return -errno;
-			r |= jail_add(j, cfg->fs[i].usage, 1);
+			r |= jail_add(j, cfg->fs[i].usage, JAIL_RW);
 		}
 	}
 	if (snap) {
@@ -136,7 +139,7 @@ int run_jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
 		/* A clone's disk copy is in the folder, bound already (a bind
 		 * on it would keep the VMM from removing it at exit). */
 		if (strncmp(abs, sb->dir, strlen(sb->dir)) || abs[strlen(sb->dir)] != '/')
-			r |= jail_add(j, abs, !cfg->disks[i].ro);
+			r |= jail_add(j, abs, cfg->disks[i].ro ? 0 : JAIL_RW);
 	}
 	if (r) {
 		log_err("--jail: too many paths to bind");

@@ -6,6 +6,7 @@
 #include "vmm/cputmpl.h"
 #include "vmm/base/log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
 #include <getopt.h>
@@ -108,6 +109,7 @@ void run_opts_init(struct run_opts *o, int restore, int api, struct publish *pub
 	o->cmd.stdin_pass = 1;
 	o->jail.uid = JAIL_DEFAULT_ID;
 	o->jail.gid = JAIL_DEFAULT_ID;
+	o->jail.lock_fd = -1;
 	o->image_ref = "";
 }
 
@@ -426,8 +428,15 @@ static int opt_jail_id(const struct run_arg *a)
 	struct jail *j = &a->o->jail;
 	unsigned long v;
 
-	if (parse_count(a->arg, 0x7fffffff, &v))
-		return run_bad_usage(a->o, "%s: a positive number", a->text);
+	/* --jail-uid 0: the VMM stays root in its jail, with a file server's
+	 * capabilities only (jail.h) */
+	if (a->opt == OPT_JAIL_UID && !strcmp(a->arg, "0"))
+		v = 0;
+	else if (parse_count(a->arg, 0x7fffffff, &v))
+		return run_bad_usage(a->o, a->opt == OPT_JAIL_UID
+						   ? "%s: a positive number (or 0: root with a file server's capabilities)"
+						   : "%s: a positive number",
+				     a->text);
 	if (a->opt == OPT_JAIL_UID) {
 		j->uid = (uid_t)v;
 		j->uid_given = 1;
@@ -745,6 +754,18 @@ int run_opts_check(struct run_opts *o, int argc, char **argv)
 				   "a sandbox folder of its own: docs/snapshot.md)");
 	if (o->jail.netns && !o->jail.enabled)
 		return run_bad_usage(o, "%s", "--jail-netns is for a jailed VMM: add --jail");
+	if (o->jail.uid_given && o->jail.uid == 0) {
+		unsigned i;
+
+		if (o->jail.gid_given && o->jail.gid != 0)
+			return run_bad_usage(o, "%s", "--jail-uid 0 keeps gid 0: no --jail-gid");
+		o->jail.gid = 0;
+		/* uid 0 gives up CAP_NET_BIND_SERVICE before the listeners
+		 * are made, unless one needs it */
+		for (i = 0; i < o->nr_pub; i++)
+			if (ntohs(o->pub[i].addr.sin_port) < 1024)
+				o->jail.low_ports = 1;
+	}
 	if (o->disk_mib && !o->image_root)
 		return run_bad_usage(o, "%s", "--disk-size is for a sandbox of an image (--image): a --disk is used as "
 				   "it is");

@@ -173,15 +173,50 @@ int oci_pod_dir(const struct oci_ctx *c, const char *sbid, char *buf, size_t len
 	return file_in(c, sbid, "pod", buf, len);
 }
 
+int oci_pod_share_make(const char *dir)
+{
+	if (mkdir(dir, 0700) < 0)
+		return -errno;
+	if (mount(dir, dir, NULL, MS_BIND, NULL) < 0 || mount(NULL, dir, NULL, MS_SHARED, NULL) < 0) {
+		int r = -errno;
+
+		umount2(dir, MNT_DETACH);
+		rmdir(dir);
+		return r;
+	}
+	return 0;
+}
+
+/* A read-only bind made read-only before it is attached: the copy that
+ * propagates into the pod's jailed VMM is then read-only too (a remount
+ * afterwards changes the host's mount only). Linux 5.12's mount_setattr;
+ * 0, or -errno (-ENOSYS on older kernels). */
+static int bind_ro_tree(const char *src, const char *dst)
+{
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_RDONLY };
+	int fd = open_tree(AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0 ||
+	    move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
 /* Binds src at dir/name (made: a folder). 0 or -errno. */
 static int bind_at(const char *dir, const char *name, const char *src, int ro)
 {
 	char p[PATH_MAX];
+	int r;
 
 	if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p))
 		return -ENAMETOOLONG;
 	if (mkdir(p, 0700) < 0 && errno != EEXIST)
 		return -errno;
+	if (ro && (r = bind_ro_tree(src, p)) != -ENOSYS)
+		return r;
 	if (mount(src, p, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return -errno;
 	if (ro && mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY, NULL) < 0)

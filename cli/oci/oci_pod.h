@@ -74,6 +74,11 @@ int oci_pod_record_pidns(const struct oci_ctx *c, const char *id, enum oci_role 
 
 /* The pod share's host folder: ROOT/SANDBOX/pod. 0 or -ENAMETOOLONG. */
 int oci_pod_dir(const struct oci_ctx *c, const char *sbid, char *buf, size_t len);
+/* Makes it, a shared mount of itself: what oci_pod_attach binds there
+ * later reaches the pod's VMM, jailed in a mount namespace of its own
+ * (its copy is a slave, cli/launch/jail.h). oci_pod_unmount_under undoes
+ * it. 0 or -errno (nothing left behind). */
+int oci_pod_share_make(const char *dir);
 
 /* Host side of a workload container: root.path (read-only when asked)
  * and shares[0..n) bind-mounted at ROOT/SANDBOX/pod/ID/{rootfs,b0,...}.

@@ -519,6 +519,20 @@ int oci_vm_boot(const struct oci_ctx *c, const char *id, const struct oci_spec *
 		args[n++] = "--publish";
 		args[n++] = "127.0.0.1:" OCI_POD_FORWARD_PORT ":*";
 	}
+	if (geteuid() == 0) {
+		/* Jailed (docs/security.md, "The jailer"): pid 1 of its own PID
+		 * namespace, in a mount namespace holding only what it serves;
+		 * root (it serves the container's files with their owners'
+		 * ids) with a file server's capabilities only, its network the
+		 * container's. Not root: it has no privileges to give up. */
+		args[n++] = "--jail";
+		args[n++] = "--jail-uid";
+		args[n++] = "0";
+		if (nsfd >= 0) {
+			args[n++] = "--jail-netns";
+			args[n++] = (char *)s->netns;
+		}
+	}
 	args[n] = NULL;
 	r = vmm_cmd_ns(c, id, nsfd, args, err, sizeof(err));
 	if (r)

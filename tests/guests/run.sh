@@ -462,6 +462,63 @@ else
 	unset VMM_STATE_DIR
 fi
 
+# --jail-uid 0 (vmm-oci's VMs): root in the jail, holding only a file
+# server's capabilities (CAP_CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER,
+# FSETID: 0x1f) on every thread, in its bounding set too; its folder
+# read-only in the jail but for jail-rw; no /proc left; a writable share
+# receives what the host mounts below it after the start (a pod's share).
+if [ "$(id -u)" != 0 ]; then skipped "jail uid 0: needs root (namespaces, pivot_root, capabilities)"
+elif ! unshare -m -n true 2> /dev/null; then skipped "jail uid 0: this host refuses mount/network namespaces"
+else
+	export VMM_STATE_DIR=$tmp/jrstate
+	mkdir -m 700 "$VMM_STATE_DIR" && mkdir -p "$tmp/jrshare/sub"
+	mount --bind "$tmp/jrshare" "$tmp/jrshare" && mount --make-shared "$tmp/jrshare"
+	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+		"$vmm" run --jail --jail-uid 0 --name jr --kernel "$dir/spin.elf" --mem 64 \
+		--fs "tag=x,path=$tmp/jrshare" --console "file:$tmp/jr.console" < /dev/null > "$tmp/jrout" 2>&1 &
+	relay=$!
+	(sleep 180; kill -KILL $relay) > /dev/null 2>&1 &
+	watchdog=$!
+	for _ in $(seq 600); do grep -q spinning "$tmp/jr.console" 2> /dev/null && break; sleep 0.1; done
+	pid=$(cat "$VMM_STATE_DIR/jr/pid" 2> /dev/null)
+	why=""
+	[ -n "$pid" ] && [ "$pid" != "$relay" ] || why="$why pid"
+	st=/proc/$pid/status
+	grep -q "^Uid:[[:space:]]*0[[:space:]]" "$st" || why="$why uid"
+	for t in /proc/$pid/task/*/status; do
+		for c in CapEff CapPrm CapBnd; do
+			grep -q "^$c:[[:space:]]*000000000000001f\$" "$t" || why="$why $c-$(basename "$(dirname "$t")")"
+		done
+	done
+	grep -q "^CapInh:[[:space:]]*0000000000000000" "$st" && grep -q "^CapAmb:[[:space:]]*0000000000000000" "$st" ||
+		why="$why inheritable"
+	grep -q "^NoNewPrivs:[[:space:]]*1" "$st" || why="$why no_new_privs"
+	grep -q "^Seccomp:[[:space:]]*2" "$st" || grep -qa __asan_init "$vmm" || why="$why seccomp"
+	grep -q "^NSpid:[[:space:]]*$pid[[:space:]]*1\$" "$st" || why="$why not-pid-1"
+	[ "$(readlink /proc/$pid/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] || why="$why mntns"
+	[ ! -e /proc/$pid/root/etc ] || why="$why host-files"
+	mi=/proc/$pid/mountinfo
+	awk -v d="$VMM_STATE_DIR/jr" '$5 == d' "$mi" | tail -1 | grep -q " ro," || why="$why folder-writable"
+	awk -v d="$VMM_STATE_DIR/jr/jail-rw" '$5 == d' "$mi" | tail -1 | grep -q " rw," || why="$why jail-rw"
+	awk '$5 == "/proc"' "$mi" | grep -q . && why="$why proc"
+	mount -t tmpfs tmpfs "$tmp/jrshare/sub" && echo later > "$tmp/jrshare/sub/later"
+	[ "$(cat "/proc/$pid/root$tmp/jrshare/sub/later" 2> /dev/null)" = later ] || why="$why no-propagation"
+	umount "$tmp/jrshare/sub"
+	"$vmm" pause jr > /dev/null && "$vmm" resume jr > /dev/null || why="$why control-socket"
+	kill $relay
+	wait $relay
+	s=$?
+	kill $watchdog 2> /dev/null
+	sleep 0.5
+	[ "$s" = 143 ] || why="$why status-$s"
+	[ ! -e "$VMM_STATE_DIR/jr" ] || why="$why folder-left"
+	umount "$tmp/jrshare"
+	if [ -z "$why" ]; then
+		ok "jail uid 0: a file server's capabilities on every thread, folder read-only but jail-rw, no /proc, share follows host mounts; cleaned up"
+	else bad "jail uid 0:$why"; cat "$tmp/jrout" >&2; fi
+	unset VMM_STATE_DIR
+fi
+
 # Interactive console: raw mode on a terminal, Ctrl-A x quits (status 7),
 # the terminal's mode comes back.
 if command -v python3 > /dev/null; then

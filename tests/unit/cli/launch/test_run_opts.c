@@ -247,7 +247,8 @@ static void run_refusals(void **state)
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--token", "a b")), CLI_EXIT_USAGE);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--publish", "80")), CLI_EXIT_USAGE);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--ttl", "soon")), CLI_EXIT_USAGE);
-	assert_int_equal(parse(f, 0, 0, ARGV("run", "--jail-uid", "0")), CLI_EXIT_USAGE);
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--jail-uid", "-1")), CLI_EXIT_USAGE);
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--jail-gid", "0")), CLI_EXIT_USAGE);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--limit-cpu", "lots")), CLI_EXIT_USAGE);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--limit-mem", "8")), CLI_EXIT_USAGE);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--no-such-option")), CLI_EXIT_USAGE);
@@ -263,6 +264,26 @@ static void run_refusals(void **state)
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--jail-netns", "n1")), CLI_EXIT_USAGE);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "--jail", "--jail-netns", "n1")), 0);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "-d", "--idle-timeout", "1m", "--jail")), CLI_EXIT_USAGE);
+	/* --jail-uid 0: root in the jail, gid 0, with a file server's
+	 * capabilities (and binding a published port below 1024 only where
+	 * one is: it is given up before the listeners are made) */
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--jail", "--jail-uid", "0")), 0);
+	assert_int_equal(f->o.jail.uid, 0);
+	assert_int_equal(f->o.jail.gid, 0);
+	assert_int_equal(f->o.jail.low_ports, 0);
+	assert_int_equal(f->o.jail.lock_fd, -1);
+	assert_true(jail_root_caps(&f->o.jail) == JAIL_ROOT_CAPS);
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--jail", "--publish", "127.0.0.1:1:*", "--jail-uid", "0")), 0);
+	assert_int_equal(f->o.jail.low_ports, 1);
+	assert_true(jail_root_caps(&f->o.jail) == (JAIL_ROOT_CAPS | 1ull << CAP_NET_BIND_SERVICE));
+	assert_true(!(JAIL_ROOT_CAPS & (1ull << CAP_SYS_ADMIN | 1ull << CAP_SETUID | 1ull << CAP_KILL |
+					1ull << CAP_SYS_PTRACE | 1ull << CAP_NET_ADMIN | 1ull << CAP_MKNOD)));
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--jail", "--publish", "8080:80", "--jail-uid", "0")), 0);
+	assert_int_equal(f->o.jail.low_ports, 0);
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--jail", "--jail-uid", "0", "--jail-gid", "5")), CLI_EXIT_USAGE);
+	/* any other uid drops every capability: low ports are bound before */
+	assert_int_equal(parse(f, 0, 0, ARGV("run", "--jail", "--publish", "127.0.0.1:1:*", "--jail-uid", "7")), 0);
+	assert_int_equal(f->o.jail.low_ports, 0);
 	assert_int_equal(parse(f, 0, 0, ARGV("run", "-d", "--idle-timeout", "1m")), 0);
 	assert_int_equal(f->o.idle_timeout_s, 60);
 	assert_string_equal(f->o.idle_timeout_arg, "1m");
