@@ -366,28 +366,45 @@ static void relay_signals(sigset_t *s)
  * VMM, root but without CAP_SYS_ADMIN, can undo neither. 0 or -errno. */
 static int lock_jail(pid_t vmm, const char *folder)
 {
-	char rw[PATH_MAX], ns[64];
-	int fd, st;
+	char rw[PATH_MAX], ns[64], rt[64];
+	int fd, root, st;
 	pid_t pid;
 
 	if (snprintf(rw, sizeof(rw), "%s/%s", folder, SANDBOX_JAIL_RW) >= (int)sizeof(rw))
 		return -ENAMETOOLONG;
 	snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)vmm);
+	snprintf(rt, sizeof(rt), "/proc/%d/root", (int)vmm);
 	if ((fd = open(ns, O_RDONLY | O_CLOEXEC)) < 0)
 		return -errno;
+	/* The VMM's root, its jail's: setns puts the caller at the root of
+	 * the namespace's tree, which under a host that chroots its init
+	 * (a switch_root) is not the root the VMM pivoted to. */
+	if ((root = open(rt, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		st = -errno;
+		close(fd);
+		return st;
+	}
 	pid = fork();
 	if (pid == 0) {
-		int e = 0;
+		const char *step = NULL;
 
-		if (setns(fd, CLONE_NEWNS) < 0 || mount(folder, folder, NULL, MS_BIND | MS_REC, NULL) < 0 ||
-		    mount(rw, rw, NULL, MS_BIND, NULL) < 0 ||
-		    mount(NULL, folder, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-			  NULL) < 0 ||
-		    (umount2("/proc", MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT))
-			e = errno;
-		_exit(e);
+		if (setns(fd, CLONE_NEWNS) < 0 || fchdir(root) < 0 || chroot(".") < 0)
+			step = "joining its mount namespace";
+		else if (mount(folder, folder, NULL, MS_BIND | MS_REC, NULL) < 0)
+			step = "binding the folder";
+		else if (mount(rw, rw, NULL, MS_BIND, NULL) < 0)
+			step = "binding jail-rw";
+		else if (mount(NULL, folder, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			       NULL) < 0)
+			step = "making the folder read-only";
+		else if (umount2("/proc", MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+			step = "detaching /proc";
+		if (step)
+			log_err("jail: locking %s: %s: %s", folder, step, strerror(errno));
+		_exit(step ? errno : 0);
 	}
 	close(fd);
+	close(root);
 	if (pid < 0)
 		return -errno;
 	if (waitpid(pid, &st, 0) < 0)
