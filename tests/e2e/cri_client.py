@@ -563,6 +563,8 @@ class Flow:
         self.ok("RunPodSandbox: %s... in %.2f s" % (pod[:12], t_pod - t0))
         self.fig["run_pod_sandbox_s"] = round(t_pod - t0, 2)
         self.pod_vms = self.vm_pids()
+        if a.handler == "vmm":
+            self.pod_jailed(self.pod_vms)
         ids = [pod]
         try:
             if cg_parent:
@@ -599,6 +601,34 @@ class Flow:
     def cg_of(self, pid):
         with open("/proc/%d/cgroup" % pid) as f:
             return next((ln.split(":", 2)[2].strip() for ln in f if ln.startswith("0::")), "")
+
+    @staticmethod
+    def status_of(pid):
+        with open("/proc/%d/status" % pid) as f:
+            return dict(ln.rstrip("\n").split(":\t", 1) for ln in f if ":\t" in ln)
+
+    def pod_jailed(self, relays):
+        """The pod's VMM is jailed as root with a file server's
+        capabilities (docs/security.md): `vmm run` stays outside as the
+        relay, its child is pid 1 of a PID namespace of its own, in a
+        mount namespace of its own without the host's files, CapEff and
+        CapBnd 0x1f (0x41f with the port-forward's listener on port 1)."""
+        why = []
+        for r in relays:
+            kids = [int(t) for t in open("/proc/%d/task/%d/children" % (r, r)).read().split()]
+            vmm = [k for k in kids if self.status_of(k).get("NSpid", "").split()[-1:] == ["1"]]
+            if len(vmm) != 1:
+                why.append("%d: no VMM in a PID namespace of its own (children %s)" % (r, kids))
+                continue
+            st = self.status_of(vmm[0])
+            if st.get("CapEff") not in ("000000000000001f", "000000000000041f") or st.get("CapBnd") != st.get("CapEff"):
+                why.append("%d: CapEff %s CapBnd %s" % (vmm[0], st.get("CapEff"), st.get("CapBnd")))
+            if os.readlink("/proc/%d/ns/mnt" % vmm[0]) == os.readlink("/proc/self/ns/mnt"):
+                why.append("%d: the host's mount namespace" % vmm[0])
+            if os.path.exists("/proc/%d/root/etc/passwd" % vmm[0]):
+                why.append("%d: sees the host's files" % vmm[0])
+        self.check(relays and not why, "the pod's VMM is jailed: pid 1 of its PID namespace, its own mount "
+                   "namespace, root with a file server's capabilities only", "; ".join(why))
 
     def pod_stats(self, pod, parent):
         """The VMM counted in the pod's cgroup: it runs under the CRI's

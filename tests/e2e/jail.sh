@@ -2,6 +2,7 @@
 # a jailed sandbox (vmm restore --jail, root only) works end to end: exec,
 # cp both ways, snapshot to a host folder, a jailed restore of that
 # snapshot; from inside it the host's files and network are not there.
+# Then a VMM jailed as root (--jail-uid 0) serving a share.
 if [ "$(id -u)" != 0 ] || ! unshare -m -n true 2> /dev/null; then
 	echo "skip jail: needs root and mount/network namespaces"
 else
@@ -29,5 +30,33 @@ sleep 2
 "$vmm" rm -f j1 > /dev/null 2>&1
 [ -z "$(ls "$VMM_STATE_DIR")" ] && ok "jail: sandbox folders removed after exit" ||
 	bad "jail: left in the state directory: $(ls "$VMM_STATE_DIR")"
+
+# --jail-uid 0 (how vmm oci runs its VMs): the jailed VMM stays root with a
+# file server's capabilities only, so a share's files keep their owners:
+# the guest's root reads a file of another uid that only it may read
+# (CAP_DAC_OVERRIDE), changes its mode (CAP_FOWNER) and owner
+# (CAP_CHOWN), and what it creates is root's; yet the VMM cannot write
+# the records in its folder, and holds no other capability.
+mkdir -p "$tmp/jfs"
+echo only-1234 > "$tmp/jfs/other"
+chown 1234:1234 "$tmp/jfs/other" && chmod 600 "$tmp/jfs/other"
+if timeout 300 "$vmm" run -d --name j0 --jail --jail-uid 0 --kernel "$kernel" --initrd "$initrd" --mem 256 \
+	--fs "tag=jfs,path=$tmp/jfs" > /dev/null 2> "$tmp/j0.err" &&
+	[ "$(run_in j0 cat /mnt/jfs/other)" = only-1234 ] &&
+	run_in j0 sh -c 'chmod 640 /mnt/jfs/other && chown 0:0 /mnt/jfs/other && echo new > /mnt/jfs/made' > /dev/null &&
+	[ "$(stat -c %u:%g:%a "$tmp/jfs/other")" = 0:0:640 ] && [ "$(stat -c %u:%g "$tmp/jfs/made")" = 0:0 ]; then
+	ok "jail uid 0: the guest's root reads another uid's 0600 file, chmods and chowns it; new files are root's"
+else bad "jail uid 0: $(tail -2 "$tmp/j0.err") $(stat -c %u:%g:%a "$tmp/jfs/other" 2>&1)"; fi
+j0=$(cat "$VMM_STATE_DIR/j0/pid" 2> /dev/null)
+if [ -n "$j0" ] && grep -q "^CapEff:[[:space:]]*000000000000001f" /proc/$j0/status &&
+	grep -q "^CapBnd:[[:space:]]*000000000000001f" /proc/$j0/status &&
+	[ ! -e /proc/$j0/root/etc/passwd ] && [ ! -e /proc/$j0/root/proc/self ] &&
+	awk -v d="$VMM_STATE_DIR/j0" '$5 == d' /proc/$j0/mountinfo | tail -1 | grep -q " ro,"; then
+	ok "jail uid 0: CapEff/CapBnd 0x1f, no host files, no /proc, its folder read-only to it"
+else bad "jail uid 0: VMM $j0: $(grep -E 'CapEff|CapBnd' /proc/$j0/status 2>&1 | tr '\n' ' ')"; fi
+"$vmm" rm -f j0 > /dev/null 2>&1
+sleep 1
+[ -z "$(ls "$VMM_STATE_DIR")" ] && ok "jail uid 0: its folder removed after rm" ||
+	bad "jail uid 0: left in the state directory: $(ls "$VMM_STATE_DIR")"
 unset VMM_STATE_DIR
 fi

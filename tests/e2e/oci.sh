@@ -285,6 +285,17 @@ elif command -v containerd > /dev/null && command -v ctr > /dev/null; then
 		done)
 		[ -n "$vms" ] && ok "the container's VMM runs in its cgroup /default/t5 ($vms)" ||
 			bad "no VMM in cgroup /default/t5: $(cat /sys/fs/cgroup/default/t5/cgroup.procs 2>&1 | tr '\n' ' ')"
+		# jailed as root with a file server's capabilities (docs/security.md):
+		# the relay outside, the VMM pid 1 of its own PID namespace
+		why=""
+		jv=""
+		for p in $vms; do grep -q "^NSpid:[[:space:]]*$p[[:space:]]*1\$" /proc/$p/status && jv=$p; done
+		[ -n "$jv" ] || why="$why no-vmm-in-its-pid-namespace"
+		[ -n "$jv" ] && { grep -q "^CapEff:[[:space:]]*000000000000001f" /proc/$jv/status || why="$why caps"; }
+		[ -n "$jv" ] && { [ "$(readlink /proc/$jv/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] || why="$why mntns"; }
+		[ -n "$jv" ] && { [ ! -e /proc/$jv/root/etc/passwd ] || why="$why host-files"; }
+		[ -z "$why" ] && ok "the container's VMM is jailed: pid 1 of its PID namespace, own mount namespace, CapEff 0x1f" ||
+			bad "the container's VMM is not jailed:$why"
 		ctr -a "$C/sock" task metrics t5 > "$T/metrics" 2>&1
 		mem=$(awk '$1 ~ /^memory\.usage/ && $2 ~ /^[0-9]+$/ { print $2; exit }' "$T/metrics")
 		[ -n "$mem" ] && [ "$mem" -ge $((16 << 20)) ] && ok "ctr task metrics: the VM's memory, $((mem >> 20)) MiB" ||

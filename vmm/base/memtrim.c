@@ -51,6 +51,31 @@ static int read_maps(char *buf, size_t size)
 	return 0;
 }
 
+int mem_stack_low_probe(unsigned long addr, unsigned long *lo)
+{
+	unsigned long page = (unsigned long)sysconf(_SC_PAGESIZE), ok = addr & ~(page - 1), bad, mid;
+	unsigned char v;
+
+	if (ok < MEMTRIM_PROBE_SPAN)
+		return -ENOENT;
+	bad = ok - MEMTRIM_PROBE_SPAN;
+	if (mincore((void *)bad, page, &v) == 0)
+		return -ENOENT; /* something mapped there: not the layout we know */
+	if (errno != ENOMEM || mincore((void *)ok, page, &v) < 0)
+		return -ENOENT;
+	while (ok - bad > page) {
+		mid = bad + (ok - bad) / page / 2 * page;
+		if (mincore((void *)mid, page, &v) == 0)
+			ok = mid;
+		else if (errno == ENOMEM)
+			bad = mid;
+		else
+			return -errno;
+	}
+	*lo = ok;
+	return 0;
+}
+
 long mem_trim_startup(size_t keep)
 {
 	static const size_t maps_size = 256 << 10;
@@ -66,6 +91,8 @@ long mem_trim_startup(size_t keep)
 	r = read_maps(maps, maps_size);
 	if (!r)
 		r = mem_stack_range(maps, here, &lo, &hi);
+	else
+		r = mem_stack_low_probe(here, &lo); /* no /proc: a jail */
 	free(maps);
 	malloc_trim(0);
 	if (r)

@@ -8,9 +8,11 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "vmm/base/memtrim.h"
 
@@ -66,6 +68,35 @@ static __attribute__((noinline)) void deep(void)
 	big[0] = big[sizeof(big) - 1];
 }
 
+/* Without /proc (a jail): the probe finds the [stack] mapping's bottom
+ * that /proc/self/maps gives. */
+static void probe_finds_the_stack_bottom(void **state)
+{
+	static char text[256 << 10];
+	unsigned long here = (unsigned long)(uintptr_t)__builtin_frame_address(0), lo = 0, hi = 0, probed = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+	void *big;
+	size_t n;
+
+	(void)state;
+	if (!f) {
+		skip(); /* said by cmocka: no /proc here */
+		return;
+	}
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	assert_int_equal(mem_stack_range(text, here, &lo, &hi), 0);
+	assert_int_equal(mem_stack_low_probe(here, &probed), 0);
+	assert_true(probed == lo);
+	/* a mapping that reaches the span's far end: not a stack's shape */
+	big = mmap(NULL, 2 * MEMTRIM_PROBE_SPAN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(big != MAP_FAILED);
+	assert_int_equal(mem_stack_low_probe((unsigned long)(uintptr_t)big + 2 * MEMTRIM_PROBE_SPAN - 64, &probed),
+			 -ENOENT);
+	munmap(big, 2 * MEMTRIM_PROBE_SPAN);
+}
+
 static void dead_stack_goes_back_live_frame_stays(void **state)
 {
 	char mine[4096];
@@ -93,6 +124,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(stack_line_holding_the_address),
+		cmocka_unit_test(probe_finds_the_stack_bottom),
 		cmocka_unit_test(dead_stack_goes_back_live_frame_stays),
 	};
 
