@@ -360,18 +360,17 @@ static void relay_signals(sigset_t *s)
 
 /* The lock a jail with uid 0 asks for once its VM is built (jail_drop):
  * in a child (setns into a mount namespace needs a process of one
- * thread) that joins the VMM's mount namespace as root, the folder
- * covered by a read-only copy of itself with jail-rw bound read-write in
- * that copy, and /proc detached (the FUSE server keeps its handle). The
- * VMM, root but without CAP_SYS_ADMIN, can undo neither. 0 or -errno. */
+ * thread) that joins the VMM's mount namespace as root, the folder's
+ * bind remounted read-only in place (every descriptor the VMM holds on
+ * it, such as the vsock device's, turns read-only too; jail-rw and a
+ * clone's disk copies are mounts of their own: run_jail_setup). The VMM,
+ * root but without CAP_SYS_ADMIN, cannot undo it. 0 or -errno. */
 static int lock_jail(pid_t vmm, const char *folder)
 {
-	char rw[PATH_MAX], ns[64], rt[64];
+	char ns[64], rt[64];
 	int fd, root, st;
 	pid_t pid;
 
-	if (snprintf(rw, sizeof(rw), "%s/%s", folder, SANDBOX_JAIL_RW) >= (int)sizeof(rw))
-		return -ENAMETOOLONG;
 	snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)vmm);
 	snprintf(rt, sizeof(rt), "/proc/%d/root", (int)vmm);
 	if ((fd = open(ns, O_RDONLY | O_CLOEXEC)) < 0)
@@ -387,21 +386,17 @@ static int lock_jail(pid_t vmm, const char *folder)
 	pid = fork();
 	if (pid == 0) {
 		const char *step = NULL;
+		int e;
 
 		if (setns(fd, CLONE_NEWNS) < 0 || fchdir(root) < 0 || chroot(".") < 0)
 			step = "joining its mount namespace";
-		else if (mount(folder, folder, NULL, MS_BIND | MS_REC, NULL) < 0)
-			step = "binding the folder";
-		else if (mount(rw, rw, NULL, MS_BIND, NULL) < 0)
-			step = "binding jail-rw";
 		else if (mount(NULL, folder, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
 			       NULL) < 0)
 			step = "making the folder read-only";
-		else if (umount2("/proc", MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
-			step = "detaching /proc";
+		e = step ? errno : 0;
 		if (step)
-			log_err("jail: locking %s: %s: %s", folder, step, strerror(errno));
-		_exit(step ? errno : 0);
+			log_err("jail: locking %s: %s: %s", folder, step, strerror(e));
+		_exit(e);
 	}
 	close(fd);
 	close(root);
@@ -543,7 +538,8 @@ int jail_enter(struct jail *j, const char *root, const char *folder)
 	if ((j->uid == 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lk) < 0) ||
 	    unshare(CLONE_NEWPID) < 0) {
 		r = -errno;
-		log_err("jail: unshare (PID namespace): %s", strerror(errno));
+		log_err("jail: %s: %s", lk[0] < 0 && j->uid == 0 ? "socketpair" : "unshare (PID namespace)",
+			strerror(errno));
 		close(hp[0]);
 		close(hp[1]);
 		if (lk[0] >= 0) {
@@ -628,12 +624,21 @@ int jail_enter(struct jail *j, const char *root, const char *folder)
 	}
 	/* The VMM's own PID namespace's /proc (only it and its children),
 	 * without the kernel's other files (subset=pid): the FUSE server keeps
-	 * a handle on /proc/self/fd to reopen its O_PATH inodes. */
-	if (j->proc) {
+	 * a handle on /proc/self/fd to reopen its O_PATH inodes. With uid 0
+	 * it stays, read-only (nothing in it written, and a magic link still
+	 * leads to its file's own mount): a socket path too long for an
+	 * address (a Kubernetes pod's folder) is reached through
+	 * /proc/self/fd/N/NAME (vmm/base/unixsock.h). A whole procfs (before
+	 * Linux 5.8) only for an unprivileged VMM: root's would reach
+	 * /proc/sys and /proc/sysrq-trigger, which only the effective uid
+	 * guards. */
+	if (j->proc || j->uid == 0) {
+		unsigned long fl = MS_NOSUID | MS_NODEV | MS_NOEXEC | (j->uid == 0 ? MS_RDONLY : 0);
+
 		snprintf(old, sizeof(old), "%s/proc", root);
 		if (mkdir(old, 0555) < 0 ||
-		    (mount("proc", old, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "subset=pid,hidepid=invisible") < 0 &&
-		     mount("proc", old, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0))
+		    (mount("proc", old, "proc", fl, "subset=pid,hidepid=invisible") < 0 &&
+		     (j->uid == 0 || mount("proc", old, "proc", fl, NULL) < 0)))
 			goto err;
 	}
 	snprintf(old, sizeof(old), "%s/.old", root);

@@ -104,8 +104,8 @@ int jail_enter(struct jail *j, const char *root_dir, const char *folder);
  * setresuid (every thread: glibc applies them process-wide), which clears
  * every capability. With uid 0: the relay, root outside, makes the folder
  * read-only in the jail (jail-rw aside: the VMM, root, could otherwise
- * rewrite the files root's CLI trusts) and detaches its /proc, then the
- * rlimits. 0 or -errno (logged). */
+ * rewrite the files root's CLI trusts), then the rlimits; its /proc, read
+ * only and of its own PID namespace, stays. 0 or -errno (logged). */
 int jail_drop(struct jail *j, const char *folder);
 
 #endif

@@ -96,7 +96,13 @@ int run_jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
 		return -EINVAL;
 	}
 	r |= jail_add(j, sb->dir, JAIL_RW);
-	r |= jail_add(j, cfg->kvm_path ? cfg->kvm_path : "/dev/kvm", JAIL_RW);
+	/* uid 0: jail-rw a mount of its own, so that the folder's turns
+	 * read-only in place at jail_drop (every descriptor on it too) */
+	if (j->uid == 0)
+		r |= jail_add(j, sb->rw, JAIL_RW);
+	/* Read-only: the device opens read-write all the same, and a VMM
+	 * that is root cannot chmod or chown the host's node. */
+	r |= jail_add(j, cfg->kvm_path ? cfg->kvm_path : "/dev/kvm", 0);
 	/* No /dev/net/tun: the TAPs are open (run_jail_prepare). */
 	j->proc = cfg->nr_fs > 0;
 	for (i = 0; i < cfg->nr_fs; i++) {
@@ -137,8 +143,10 @@ int run_jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
 			return -errno;
 		abs = cfg->disks[i].path;
 		/* A clone's disk copy is in the folder, bound already (a bind
-		 * on it would keep the VMM from removing it at exit). */
-		if (strncmp(abs, sb->dir, strlen(sb->dir)) || abs[strlen(sb->dir)] != '/')
+		 * on it would keep the VMM from removing it at exit); with uid
+		 * 0 it is a mount of its own, which stays writable when the
+		 * folder turns read-only (the relay removes the copy). */
+		if (j->uid == 0 || strncmp(abs, sb->dir, strlen(sb->dir)) || abs[strlen(sb->dir)] != '/')
 			r |= jail_add(j, abs, cfg->disks[i].ro ? 0 : JAIL_RW);
 	}
 	if (r) {

@@ -759,6 +759,11 @@ int run_opts_check(struct run_opts *o, int argc, char **argv)
 
 		if (o->jail.gid_given && o->jail.gid != 0)
 			return run_bad_usage(o, "%s", "--jail-uid 0 keeps gid 0: no --jail-gid");
+		/* its proxy would run as root in the host's namespaces, and the
+		 * VMM, root too, could set its own policy on egress.sock */
+		if (o->egress_policy)
+			return run_bad_usage(o, "%s", "--egress-policy: not with --jail-uid 0 (its proxy would run as root "
+					   "on the host's network)");
 		o->jail.gid = 0;
 		/* uid 0 gives up CAP_NET_BIND_SERVICE before the listeners
 		 * are made, unless one needs it */

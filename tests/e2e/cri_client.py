@@ -752,7 +752,7 @@ class Flow:
                        repr(got))
             data, errs = self.port_forward(pod, 8080, b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
             self.check(data.startswith(b"HTTP/1.") and data.rstrip().endswith(b"hello-from-the-pod"),
-                       "CNI pod: PortForward to the pod's localhost:8080 (WebSocket)", repr((data[-80:], errs[:200])))
+                       "CNI pod: PortForward to the pod's localhost:8080 (WebSocket)", repr((data[-80:], errs[:600])))
             data, errs = self.port_forward(pod, 8081, b"GET / HTTP/1.0\r\n\r\n")
             # runc: containerd's dial fails; vmm: the VMM accepts, the guest
             # finds nothing and the VMM closes it: either way an error on

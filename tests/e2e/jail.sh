@@ -50,9 +50,9 @@ else bad "jail uid 0: $(tail -2 "$tmp/j0.err") $(stat -c %u:%g:%a "$tmp/jfs/othe
 j0=$(cat "$VMM_STATE_DIR/j0/pid" 2> /dev/null)
 if [ -n "$j0" ] && grep -q "^CapEff:[[:space:]]*000000000000001f" /proc/$j0/status &&
 	grep -q "^CapBnd:[[:space:]]*000000000000001f" /proc/$j0/status &&
-	[ ! -e /proc/$j0/root/etc/passwd ] && [ ! -e /proc/$j0/root/proc/self ] &&
+	[ ! -e /proc/$j0/root/etc/passwd ] && [ ! -e /proc/$j0/root/proc/sys ] &&
 	awk -v d="$VMM_STATE_DIR/j0" '$5 == d' /proc/$j0/mountinfo | tail -1 | grep -q " ro,"; then
-	ok "jail uid 0: CapEff/CapBnd 0x1f, no host files, no /proc, its folder read-only to it"
+	ok "jail uid 0: CapEff/CapBnd 0x1f, no host files, no /proc/sys, its folder read-only to it"
 else bad "jail uid 0: VMM $j0: $(grep -E 'CapEff|CapBnd' /proc/$j0/status 2>&1 | tr '\n' ' ')"; fi
 "$vmm" rm -f j0 > /dev/null 2>&1
 sleep 1

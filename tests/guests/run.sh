@@ -465,8 +465,9 @@ fi
 # --jail-uid 0 (vmm-oci's VMs): root in the jail, holding only a file
 # server's capabilities (CAP_CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER,
 # FSETID: 0x1f) on every thread, in its bounding set too; its folder
-# read-only in the jail but for jail-rw; no /proc left; a writable share
-# receives what the host mounts below it after the start (a pod's share).
+# read-only in the jail but for jail-rw; /proc read-only, its own only; a
+# writable share receives what the host mounts below it after the start
+# (a pod's share).
 if [ "$(id -u)" != 0 ]; then skipped "jail uid 0: needs root (namespaces, pivot_root, capabilities)"
 elif ! unshare -m -n true 2> /dev/null; then skipped "jail uid 0: this host refuses mount/network namespaces"
 else
@@ -500,7 +501,15 @@ else
 	mi=/proc/$pid/mountinfo
 	awk -v d="$VMM_STATE_DIR/jr" '$5 == d' "$mi" | tail -1 | grep -q " ro," || why="$why folder-writable"
 	awk -v d="$VMM_STATE_DIR/jr/jail-rw" '$5 == d' "$mi" | tail -1 | grep -q " rw," || why="$why jail-rw"
-	awk '$5 == "/proc"' "$mi" | grep -q . && why="$why proc"
+	# its /proc: read-only, its own PID namespace's processes only
+	awk '$5 == "/proc"' "$mi" | grep -q " ro,.*subset=pid" || why="$why proc"
+	[ "$(ls /proc/$pid/root/proc | grep -c '^[0-9]')" = 1 ] || why="$why proc-pids"
+	# what the VMM opened on its folder before (the vsock device's folder
+	# descriptor) is read-only too; so is the host's /dev/kvm to it
+	for f in /proc/$pid/fd/*; do
+		[ "$(readlink "$f")" = "$VMM_STATE_DIR/jr" ] && (: > "$f/probe") 2> /dev/null && why="$why fd-writable"
+	done
+	awk '$5 == "/dev/kvm"' "$mi" | grep -q " ro," || why="$why kvm-writable"
 	mount -t tmpfs tmpfs "$tmp/jrshare/sub" && echo later > "$tmp/jrshare/sub/later"
 	[ "$(cat "/proc/$pid/root$tmp/jrshare/sub/later" 2> /dev/null)" = later ] || why="$why no-propagation"
 	umount "$tmp/jrshare/sub"
@@ -514,7 +523,7 @@ else
 	[ ! -e "$VMM_STATE_DIR/jr" ] || why="$why folder-left"
 	umount "$tmp/jrshare"
 	if [ -z "$why" ]; then
-		ok "jail uid 0: a file server's capabilities on every thread, folder read-only but jail-rw, no /proc, share follows host mounts; cleaned up"
+		ok "jail uid 0: a file server's capabilities on every thread, folder read-only (its descriptors too) but jail-rw, /dev/kvm and /proc read-only, share follows host mounts; cleaned up"
 	else bad "jail uid 0:$why"; cat "$tmp/jrout" >&2; fi
 	unset VMM_STATE_DIR
 fi
