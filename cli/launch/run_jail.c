@@ -82,6 +82,14 @@ static int absolute(char **path, const char *opt)
 	return 0;
 }
 
+/* A path below the sandbox's folder (a clone's disk copy). */
+static int in_folder(const struct sandbox *sb, const char *path)
+{
+	size_t n = strlen(sb->dir);
+
+	return !strncmp(path, sb->dir, n) && path[n] == '/';
+}
+
 /* --jail: what the VMM needs inside (absolute paths: the jail's cwd is
  * its root), then into it. */
 int run_jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
@@ -95,11 +103,6 @@ int run_jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
 		log_err("--jail: the vsock socket must be in the sandbox's folder (no --vsock uds=)");
 		return -EINVAL;
 	}
-	r |= jail_add(j, sb->dir, JAIL_RW);
-	/* uid 0: jail-rw a mount of its own, so that the folder's turns
-	 * read-only in place at jail_drop (every descriptor on it too) */
-	if (j->uid == 0)
-		r |= jail_add(j, sb->rw, JAIL_RW);
 	/* Read-only: the device opens read-write all the same, and a VMM
 	 * that is root cannot chmod or chown the host's node. */
 	r |= jail_add(j, cfg->kvm_path ? cfg->kvm_path : "/dev/kvm", 0);
@@ -137,18 +140,26 @@ int run_jail_setup(struct jail *j, struct vm_config *cfg, struct snapshot *snap,
 		}
 	}
 	for (i = 0; i < cfg->nr_disks; i++) {
-		const char *abs;
-
 		if (absolute(&cfg->disks[i].path, "--disk"))
 			return -errno;
-		abs = cfg->disks[i].path;
-		/* A clone's disk copy is in the folder, bound already (a bind
-		 * on it would keep the VMM from removing it at exit); with uid
-		 * 0 it is a mount of its own, which stays writable when the
-		 * folder turns read-only (the relay removes the copy). */
-		if (j->uid == 0 || strncmp(abs, sb->dir, strlen(sb->dir)) || abs[strlen(sb->dir)] != '/')
-			r |= jail_add(j, abs, cfg->disks[i].ro ? 0 : JAIL_RW);
+		if (!in_folder(sb, cfg->disks[i].path))
+			r |= jail_add(j, cfg->disks[i].path, cfg->disks[i].ro ? 0 : JAIL_RW);
 	}
+	/* The folder last but its own mounts: on top of a share that holds
+	 * it (a container's bind whose source sits above vmm oci's root), or
+	 * it would be that share's plain folder in the jail. */
+	r |= jail_add(j, sb->dir, JAIL_RW);
+	/* uid 0: jail-rw a mount of its own, so that the folder's turns
+	 * read-only in place at jail_drop (every descriptor on it too) */
+	if (j->uid == 0)
+		r |= jail_add(j, sb->rw, JAIL_RW);
+	/* A clone's disk copy is in the folder, bound already (a bind on it
+	 * would keep the VMM from removing it at exit); with uid 0 it is a
+	 * mount of its own, which stays writable when the folder turns
+	 * read-only (the relay removes the copy). */
+	for (i = 0; i < cfg->nr_disks && j->uid == 0; i++)
+		if (in_folder(sb, cfg->disks[i].path))
+			r |= jail_add(j, cfg->disks[i].path, cfg->disks[i].ro ? 0 : JAIL_RW);
 	if (r) {
 		log_err("--jail: too many paths to bind");
 		return -ENOSPC;

@@ -471,8 +471,10 @@ fi
 if [ "$(id -u)" != 0 ]; then skipped "jail uid 0: needs root (namespaces, pivot_root, capabilities)"
 elif ! unshare -m -n true 2> /dev/null; then skipped "jail uid 0: this host refuses mount/network namespaces"
 else
-	export VMM_STATE_DIR=$tmp/jrstate
-	mkdir -m 700 "$VMM_STATE_DIR" && mkdir -p "$tmp/jrshare/sub"
+	# the state directory inside the share, as a container's bind can
+	# hold vmm oci's root: the folder is still the folder in the jail
+	export VMM_STATE_DIR=$tmp/jrshare/state
+	mkdir -p "$tmp/jrshare/sub" && mkdir -m 700 "$VMM_STATE_DIR"
 	mount --bind "$tmp/jrshare" "$tmp/jrshare" && mount --make-shared "$tmp/jrshare"
 	ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
 		"$vmm" run --jail --jail-uid 0 --name jr --kernel "$dir/spin.elf" --mem 64 \
