@@ -365,6 +365,26 @@ static void relay_signals(sigset_t *s)
  * it, such as the vsock device's, turns read-only too; jail-rw and a
  * clone's disk copies are mounts of their own: run_jail_setup). The VMM,
  * root but without CAP_SYS_ADMIN, cannot undo it. 0 or -errno. */
+/* The lock's child, given 10 s (a mount over a hung network share could
+ * hold it, and the VMM waits for the answer); killed after. 0 or -errno. */
+static int wait_lock(pid_t pid)
+{
+	int st, i;
+	pid_t w;
+
+	for (i = 0; i < 1000; i++) {
+		if ((w = waitpid(pid, &st, WNOHANG)) == pid)
+			return WIFEXITED(st) ? -WEXITSTATUS(st) : -EIO;
+		if (w < 0 && errno != EINTR)
+			return -errno;
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	log_err("jail: locking the jail took over 10 s; given up");
+	return -ETIMEDOUT;
+}
+
 static int lock_jail(pid_t vmm, const char *folder)
 {
 	char ns[64], rt[64];
@@ -402,9 +422,7 @@ static int lock_jail(pid_t vmm, const char *folder)
 	close(root);
 	if (pid < 0)
 		return -errno;
-	if (waitpid(pid, &st, 0) < 0)
-		return -errno;
-	return WIFEXITED(st) ? -WEXITSTATUS(st) : -EIO;
+	return wait_lock(pid);
 }
 
 /* One request on the relay's line (a byte), answered with the lock's
