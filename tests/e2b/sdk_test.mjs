@@ -223,7 +223,10 @@ async function lifecycle(sbx) {
     check('pause()', (await sbx.pause()) === true)
     const info = await Sandbox.getInfo(sbx.sandboxId)
     check('getInfo: paused', info.state === 'paused', info.state)
-    const again = await Sandbox.connect(sbx.sandboxId)
+    // a resume without a timeout gives the sandbox the spec's 15 s
+    // (openapi.yml ResumedSandbox/ConnectSandbox): the rest of the run
+    // (the lifecycle and fork parts) outlasts that on a slow host
+    const again = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 600_000 })
     check('Sandbox.connect: the same sandbox', again.sandboxId === sbx.sandboxId)
     check('connect: the file is still there', (await again.files.read('/root/kept.txt')) === 'kept across the pause')
     const procs = await again.commands.list()
