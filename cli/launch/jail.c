@@ -273,6 +273,8 @@ static int hand_over_rw(const char *folder, uid_t uid, gid_t gid)
 		log_err("jail: chmod %s: %s", folder, strerror(errno));
 		return -errno;
 	}
+	if (uid == 0) /* root's already; the relay's lock guards the folder */
+		return 0;
 	chown_entries(rw, uid, gid, 1, 0);
 	chown_entries(folder, uid, gid, 0, 1);
 	return 0;
@@ -358,13 +360,6 @@ static void relay_signals(sigset_t *s)
 	sigaddset(s, SIGQUIT);
 }
 
-/* The lock a jail with uid 0 asks for once its VM is built (jail_drop):
- * in a child (setns into a mount namespace needs a process of one
- * thread) that joins the VMM's mount namespace as root, the folder's
- * bind remounted read-only in place (every descriptor the VMM holds on
- * it, such as the vsock device's, turns read-only too; jail-rw and a
- * clone's disk copies are mounts of their own: run_jail_setup). The VMM,
- * root but without CAP_SYS_ADMIN, cannot undo it. 0 or -errno. */
 /* The lock's child, given 10 s (a mount over a hung network share could
  * hold it, and the VMM waits for the answer); killed after. 0 or -errno. */
 static int wait_lock(pid_t pid)
@@ -385,6 +380,13 @@ static int wait_lock(pid_t pid)
 	return -ETIMEDOUT;
 }
 
+/* The lock a jail with uid 0 asks for once its VM is built (jail_drop):
+ * in a child (setns into a mount namespace needs a process of one
+ * thread) that joins the VMM's mount namespace as root, the folder's
+ * bind remounted read-only in place (every descriptor the VMM holds on
+ * it, such as the vsock device's, turns read-only too; jail-rw and a
+ * clone's disk copies are mounts of their own: run_jail_setup). The VMM,
+ * root but without CAP_SYS_ADMIN, cannot undo it. 0 or -errno. */
 static int lock_jail(pid_t vmm, const char *folder)
 {
 	char ns[64], rt[64];
@@ -784,10 +786,10 @@ out:
 
 /* Rlimits, no_new_privs, no bounding set, then the ids (every thread:
  * glibc applies them process-wide), which clears every capability. With
- * uid 0 the VMM gave up the rest in jail_enter (keep_root_caps); the
- * companion, one thread, keeps nothing; RLIMIT_NPROC would count every
- * process of the host's root: the pids cgroup is the limit there. */
-static int drop_privileges(const struct jail *j, int companion)
+ * uid 0 the VMM gave up the rest in jail_enter (keep_root_caps), and
+ * RLIMIT_NPROC would count every process of the host's root: the pids
+ * cgroup is the limit there. */
+static int drop_privileges(const struct jail *j)
 {
 	struct rlimit files = { 4096, 4096 }, procs = { 1024, 1024 }, core = { 0, 0 };
 	int cap;
@@ -795,7 +797,7 @@ static int drop_privileges(const struct jail *j, int companion)
 	if (setrlimit(RLIMIT_NOFILE, &files) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
 		return -errno;
 	if (j->uid == 0)
-		return companion ? keep_root_caps(0) : 0;
+		return 0;
 	if (setrlimit(RLIMIT_NPROC, &procs) < 0)
 		return -errno;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -817,6 +819,10 @@ int jail_companion(struct jail *j, int (*prepare)(void *), int (*run)(void *), v
 	char c;
 	pid_t pid;
 
+	/* It would stay root on the host's network (run_opts refuses
+	 * --egress-policy with --jail-uid 0). */
+	if (j->uid == 0)
+		return -EPERM;
 	if (pipe2(up, O_CLOEXEC) < 0)
 		return -errno;
 	if (pipe2(life, O_CLOEXEC) < 0) {
@@ -844,7 +850,7 @@ int jail_companion(struct jail *j, int (*prepare)(void *), int (*run)(void *), v
 		signal(SIGQUIT, SIG_IGN);
 		signal(SIGHUP, SIG_IGN);
 		r = prepare(arg);
-		if (!r && (r = drop_privileges(j, 1)))
+		if (!r && (r = drop_privileges(j)))
 			log_err("jail: the companion process cannot drop privileges: %s", strerror(-r));
 		if (!r)
 			r = run(arg);
@@ -906,7 +912,7 @@ int jail_drop(struct jail *j, const char *folder)
 		log_err("jail: cannot detach /proc: %s", strerror(errno));
 		return r;
 	}
-	if ((r = drop_privileges(j, 0))) {
+	if ((r = drop_privileges(j))) {
 		log_err("jail: cannot drop privileges: %s", strerror(-r));
 		return r;
 	}

@@ -79,7 +79,8 @@ int jail_join_netns(const struct jail *j);
  * jail's uid/gid with no capabilities and no_new_privs, runs run(arg) (its
  * threads start there, after the drop: a filtered thread could not take
  * part in glibc's process-wide setresuid), and lives until the VMM exits.
- * 0 once both succeeded there, or -errno. */
+ * 0 once both succeeded there, or -errno (-EPERM for a jail with uid 0,
+ * whose companion would stay root). */
 int jail_companion(struct jail *j, int (*prepare)(void *), int (*run)(void *), void *arg);
 /* Joins the cgroup (v2, else v1 cpu/memory/pids) named after the sandbox
  * and writes the limits. Without limits, nothing. 0 or -errno (logged). */
