@@ -82,7 +82,7 @@ KERNEL_VARIANT ?= $(if $(EMULATING_HOST),emulating,hw)
 KERNEL_INPUTS  := boot/kernel/build.sh boot/kernel/config.fragment $(wildcard boot/kernel/patches-emulating/*.patch)
 
 .PHONY: all
-all: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4 guests base-image \
+all: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/containerd-shim-vmm-v2 $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4 guests base-image \
      $(BUILD)/images/.copied
 
 # ---- objects, per build flavour ----------------------------------------
@@ -145,6 +145,10 @@ $(BUILD)/vmm-tls: $(call objs,obj,$(call hot_first,$(CORE_SRCS) $(CLI_SRCS) cli/
 
 # The OCI runtime (docs/oci-runtime.md): vmm itself, dispatching on its name.
 $(BUILD)/vmm-oci: $(BUILD)/vmm
+	$(Q)ln -sf vmm $@
+
+# containerd's shim for it (docs/kubernetes.md, "The shim"): vmm again.
+$(BUILD)/containerd-shim-vmm-v2: $(BUILD)/vmm
 	$(Q)ln -sf vmm $@
 
 # The names of system calls for the seccomp violation report, from the C
@@ -350,7 +354,7 @@ UNIT_TESTS := test_gm test_boot test_mptable test_cpuid test_serial test_bus tes
               test_virtqueue test_virtio_mmio test_virtio_blk test_virtio_vsock test_api \
               test_snapshot test_virtio_net test_fuse test_fuse_budget test_drive test_virtio_fs test_egress test_egress_tls test_egress_pol test_http test_seccomp \
               test_jail test_progress test_util test_api_v2 test_oci test_mcp test_virtio_rng \
-              test_virtio_balloon test_i8042 test_unixsock test_memtrim test_proto test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_rootfs test_oci_proxy test_oci_cgroup test_oci_events \
+              test_virtio_balloon test_i8042 test_unixsock test_memtrim test_proto test_snapdiff test_oci_spec test_oci_net test_oci_hooks test_oci_rootfs test_oci_proxy test_oci_cgroup test_oci_events test_oci_shim \
               test_mmds test_rdump \
                test_dockerfile test_phase test_notice test_tlsexec test_kvmcache test_standby test_uffd test_tar \
                test_run_restore test_run_drives test_run_opts test_sched_slice test_applets test_kvopt test_tools test_image_disk \
@@ -416,8 +420,11 @@ test_rdump_SRCS := cli/images/rdump.c cli/util/util.c vmm/base/log.c vmm/wire/pr
 test_oci_hooks_SRCS := cli/oci/oci_hooks.c cli/oci/oci_spec.c cli/util/util.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 test_oci_rootfs_SRCS := cli/oci/oci_rootfs.c
 test_oci_cgroup_SRCS := cli/oci/oci_cgroup.c cli/util/util.c vmm/base/log.c vmm/wire/proto.c
-test_oci_events_SRCS := cli/oci/oci_events.c cli/util/util.c vmm/base/log.c vmm/wire/proto.c
-test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_events.c cli/oci/oci_pod.c cli/oci/oci_spec.c cli/oci/oci_state.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
+test_oci_events_SRCS := cli/oci/oci_events.c cli/oci/oci_pb.c cli/util/util.c vmm/base/log.c vmm/wire/proto.c
+# the pod's VM faked in the test (oci_pod_of, oci_vm_addr, oci_guest_output)
+test_oci_shim_SRCS := cli/oci/oci_shim.c cli/oci/oci_pb.c cli/oci/oci_stats.c cli/oci/oci_state.c vmm/base/unixsock.c cli/util/util.c \
+                      vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
+test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_events.c cli/oci/oci_pb.c cli/oci/oci_pod.c cli/oci/oci_spec.c cli/oci/oci_state.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
                        vmm/wire/json.c vmm/wire/proto.c
 test_dockerfile_SRCS := cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/util/util.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 test_dockerfile_LIBS := $(TLS_LIBS)
@@ -619,7 +626,7 @@ e2e-oci: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramf
 # A pod through the CRI as kubelet drives one (tier cri): a private
 # containerd with a vmm and a runc handler, a client generated at test
 # time from ../shared/specs/cri-api/api.proto (VMM_SPECS: its folder).
-e2e-cri: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4
+e2e-cri: $(BUILD)/vmm $(BUILD)/vmm-oci $(BUILD)/containerd-shim-vmm-v2 $(BUILD)/kernel/vmlinux $(BUILD)/initramfs.cpio $(BUILD)/rootfs.ext4
 	$(call kvm_where,a pod through the CRI (containerd's CRI plugin; vmm and runc handlers),cri)
 	$(if $(call kvmrun,cri),$(Q)mkdir -p /var/lib/cni 2> /dev/null || true)
 	$(Q)$(call kvmrun,cri) tests/e2e/cri.sh $(BUILD)
@@ -765,6 +772,7 @@ install: $(BUILD)/vmm $(BUILD)/vmm.1 $(BUILD)/images/.copied
 	$(Q)install -m 755 $(BUILD)/vmm $(BINDIR)/vmm
 	$(Q)install -m 755 $(BUILD)/vmm-tls $(BINDIR)/vmm-tls
 	$(Q)ln -sf vmm $(BINDIR)/vmm-oci
+	$(Q)ln -sf vmm $(BINDIR)/containerd-shim-vmm-v2
 	$(Q)install -m 644 $(KERNEL_IMAGE) $(LIBDIR)/kernel/vmlinux
 	$(Q)for f in initramfs.cpio rootfs.ext4; do \
 		if [ -f $(BUILD)/$$f ]; then install -m 644 $(BUILD)/$$f $(LIBDIR)/$$f; fi; done
@@ -777,7 +785,7 @@ install: $(BUILD)/vmm $(BUILD)/vmm.1 $(BUILD)/images/.copied
 	@echo "installed vmm in $(BINDIR), its kernel and images in $(LIBDIR)"
 
 uninstall:
-	$(Q)rm -f $(BINDIR)/vmm $(BINDIR)/vmm-tls $(BINDIR)/vmm-oci $(MAN1DIR)/vmm.1 $(COMPDIR)/vmm
+	$(Q)rm -f $(BINDIR)/vmm $(BINDIR)/vmm-tls $(BINDIR)/vmm-oci $(BINDIR)/containerd-shim-vmm-v2 $(MAN1DIR)/vmm.1 $(COMPDIR)/vmm
 	$(Q)rm -f $(LIBDIR)/kernel/vmlinux $(LIBDIR)/initramfs.cpio $(LIBDIR)/rootfs.ext4 \
 		$(LIBDIR)/guest/guest-init $(LIBDIR)/guest/vmmctl $(LIBDIR)/busybox
 	$(Q)rm -rf $(LIBDIR)/images

@@ -2,6 +2,7 @@
  * dispatch to a verb or to vmm-tls (docs/cli.md). */
 #include "cli/util/util.h"
 #include "cli/verbs.h"
+#include "cli/oci/oci_shim.h"
 #include "cli/sandbox/sandbox.h"
 #include "vmm/base/log.h"
 #include "vmm/seccomp.h"
@@ -166,6 +167,9 @@ int main(int argc, char **argv)
 
 		if (!strcmp(base ? base + 1 : argv[0], "vmm-oci"))
 			return oci_main(argc, argv);
+		/* containerd-shim-vmm-v2 (another link): containerd's shim */
+		if (!strcmp(base ? base + 1 : argv[0], OCI_SHIM_NAME))
+			return oci_shim_main(argc, argv);
 	}
 	if (argc < 2) {
 		usage(stderr);

@@ -1,5 +1,6 @@
 /* containerd's task events from the runtime: see oci_events.h. */
 #include "cli/oci/oci_events.h"
+#include "cli/oci/oci_pb.h"
 #include "cli/util/util.h"
 #include "vmm/wire/proto.h"
 
@@ -9,35 +10,20 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Protocol Buffers' encoding (protobuf.dev, "Encoding"): a field of wire
- * type 2 (length-delimited) is its tag (number << 3 | 2), its length as
- * a varint, then its bytes; lengths here stay below 128, one byte. */
-static int pb_bytes(unsigned char *buf, size_t len, size_t *at, unsigned field, const void *data, size_t n)
-{
-	if (n > 127 || *at + 2 + n > len)
-		return -E2BIG;
-	buf[(*at)++] = (unsigned char)(field << 3 | 2);
-	buf[(*at)++] = (unsigned char)n;
-	memcpy(buf + *at, data, n);
-	*at += n;
-	return 0;
-}
-
 int oci_event_oom_any(const char *id, unsigned char *buf, size_t len)
 {
 	/* containerd's api/events/task.proto: message TaskOOM { string container_id = 1; } */
-	static const char type_url[] = "containerd.events.TaskOOM";
 	unsigned char oom[2 + 127];
-	size_t n = 0, at = 0;
-	int r;
+	struct pb_writer w, ev;
 
 	if (!id[0] || strlen(id) > 127)
 		return -EINVAL;
-	if ((r = pb_bytes(oom, sizeof(oom), &n, 1, id, strlen(id))) ||
-	    (r = pb_bytes(buf, len, &at, 1, type_url, sizeof(type_url) - 1)) ||
-	    (r = pb_bytes(buf, len, &at, 2, oom, n)))
-		return r;
-	return (int)at;
+	pb_init(&ev, oom, sizeof(oom));
+	pb_str(&ev, 1, id);
+	pb_init(&w, buf, len);
+	pb_str(&w, 1, "containerd.events.TaskOOM");
+	pb_bytes(&w, 2, oom, ev.len);
+	return pb_done(&ev) < 0 ? pb_done(&ev) : pb_done(&w);
 }
 
 /* The child's stdin: the read end of the event's pipe. */

@@ -376,8 +376,10 @@ char *oci_mount_script(const struct oci_spec *s, const char *groot, const char *
 }
 
 /* Runs a command in the guest (not in the container) quietly: its exit
- * status, its stderr in err. */
-static int guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen, uint8_t *buf)
+ * status, its stderr in err, its stdout in out[0..*outn) when out is
+ * set (what does not fit is dropped). */
+static int guest_run(const struct sandbox_addr *a, const char *const *argv, char *out, size_t outlen, size_t *outn,
+		     char *err, size_t errlen, uint8_t *buf)
 {
 	struct exec_opts o = { .argv = argv };
 	char fields[OCI_FIELDS_MAX];
@@ -392,7 +394,10 @@ static int guest_run(const struct sandbox_addr *a, const char *const *argv, char
 		return fd;
 	while (frame_read(fd, &type, buf, FRAME_MAX, &n) == 0) {
 		buf[n] = '\0';
-		if (type == F_STDERR && got + n + 1 < errlen) {
+		if (type == F_STDOUT && out && n <= outlen - *outn) {
+			memcpy(out + *outn, buf, n);
+			*outn += n;
+		} else if (type == F_STDERR && got + n + 1 < errlen) {
 			memcpy(err + got, buf, n);
 			got += n;
 			err[got] = '\0';
@@ -416,18 +421,26 @@ static int guest_run(const struct sandbox_addr *a, const char *const *argv, char
 	return r;
 }
 
-int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen)
+int oci_guest_output(const struct sandbox_addr *a, const char *const *argv, char *out, size_t outlen, size_t *outn,
+		     char *err, size_t errlen)
 {
 	uint8_t *buf = malloc(FRAME_MAX + 1); /* not in the bss (cli/sandbox/api_client.c) */
 	int r;
 
+	if (outn)
+		*outn = 0;
 	if (!buf) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	r = guest_run(a, argv, err, errlen, buf);
+	r = guest_run(a, argv, out, outlen, outn, err, errlen, buf);
 	free(buf);
 	return r;
+}
+
+int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen)
+{
+	return oci_guest_output(a, argv, NULL, 0, NULL, err, errlen);
 }
 
 int oci_vm_size(const struct oci_spec *s, unsigned long long *mib_out, unsigned *ncpu_out, char *why, size_t whylen)

@@ -38,9 +38,14 @@ static void oom_any(void **state)
 	memset(id, 'a', 128);
 	id[128] = '\0';
 	assert_int_equal(oci_event_oom_any(id, buf, sizeof(buf)), -EINVAL);
-	/* an id too long for the Any's one-byte value length */
+	/* an id whose TaskOOM passes 127 bytes: the Any's value length
+	 * takes two bytes (128 = 0x80 0x01) */
 	id[126] = '\0';
-	assert_int_equal(oci_event_oom_any(id, buf, sizeof(buf)), -E2BIG);
+	n = oci_event_oom_any(id, buf, sizeof(buf));
+	assert_int_equal(n, 2 + 25 + 1 + 2 + 2 + 126);
+	assert_int_equal(buf[28], 0x80);
+	assert_int_equal(buf[29], 0x01);
+	assert_int_equal(buf[31], 126);
 	assert_int_equal(oci_event_oom_any("abc", buf, 20), -E2BIG);
 }
 

@@ -1,0 +1,478 @@
+/* containerd-shim-vmm-v2, containerd's runc shim with in-guest stats in
+ * front of it: see oci_shim.h. */
+#include "cli/oci/oci_shim.h"
+#include "cli/oci/oci_pb.h"
+#include "cli/oci/oci_state.h"
+#include "cli/oci/oci_stats.h"
+#include "cli/util/util.h"
+#include "vmm/base/unixsock.h"
+#include "vmm/wire/json.h"
+#include "vmm/wire/proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define UPSTREAM "containerd-shim-runc-v2"
+#define TTRPC_HEADER 10
+#define TTRPC_MAX (4u << 20) /* ttrpc's messageLengthMax */
+#define TTRPC_REQUEST 1
+#define TTRPC_RESPONSE 2
+#define TASK_SERVICE "containerd.task.v2.Task" /* runtime/v2/task/shim.proto */
+#define RUNC_ROOT "/run/containerd/runc"       /* the runc shim's root when its options give none */
+#define SOCK_MAX 108                           /* sun_path (unix(7)) */
+#define IDLE_CHECK_MS 10000
+
+/* What the shim's command line says (Go's flag syntax: -name value,
+ * -name=value, one dash or two). */
+struct shim_args {
+	const char *ns, *publish, *action;
+};
+
+static int parse_args(int argc, char **argv, struct shim_args *a)
+{
+	static const char *const valued[] = { "namespace", "address", "publish-binary", "id", "bundle", "socket" };
+	int i;
+
+	memset(a, 0, sizeof(*a));
+	for (i = 1; i < argc; i++) {
+		const char *f = argv[i], *eq;
+		size_t n, k;
+
+		if (f[0] != '-') {
+			if (!a->action)
+				a->action = f;
+			continue;
+		}
+		f += f[1] == '-' ? 2 : 1;
+		eq = strchr(f, '=');
+		n = eq ? (size_t)(eq - f) : strlen(f);
+		for (k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
+			if (strlen(valued[k]) == n && !memcmp(f, valued[k], n))
+				break;
+		if (k == sizeof(valued) / sizeof(valued[0]))
+			continue; /* -debug and the like: the runc shim's business */
+		if (!eq && i + 1 >= argc)
+			return -EINVAL;
+		if (k == 0)
+			a->ns = eq ? eq + 1 : argv[i + 1];
+		else if (k == 2)
+			a->publish = eq ? eq + 1 : argv[i + 1];
+		if (!eq)
+			i++;
+	}
+	return a->action ? 0 : -EINVAL;
+}
+
+/* containerd's runc shim: beside containerd (-publish-binary names it),
+ * else on PATH. */
+static int find_upstream(const struct shim_args *a, char *path, size_t len)
+{
+	const char *env = getenv("PATH"), *p, *slash = a->publish ? strrchr(a->publish, '/') : NULL;
+	char dirs[4096];
+
+	if (slash && (size_t)snprintf(path, len, "%.*s/%s", (int)(slash - a->publish), a->publish, UPSTREAM) < len &&
+	    !access(path, X_OK))
+		return 0;
+	snprintf(dirs, sizeof(dirs), "%s", env && env[0] ? env : "/usr/local/bin:/usr/bin:/bin");
+	for (p = strtok(dirs, ":"); p; p = strtok(NULL, ":"))
+		if (p[0] == '/' && (size_t)snprintf(path, len, "%s/%s", p, UPSTREAM) < len && !access(path, X_OK))
+			return 0;
+	return -ENOENT;
+}
+
+/* Runs the runc shim with our arguments (argv[0] its path), its stdout
+ * and stderr both into out (the start's answer, or why it failed): its
+ * exit status, or -errno. Its stdin is ours: the options containerd
+ * passes. */
+static int run_upstream(const char *up, char **argv, char *out, size_t outlen)
+{
+	int p[2], st;
+	ssize_t n;
+	size_t got = 0;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		if (dup2(p[1], STDOUT_FILENO) < 0 || dup2(p[1], STDERR_FILENO) < 0)
+			_exit(127);
+		argv[0] = (char *)up;
+		execv(up, argv);
+		_exit(127);
+	}
+	close(p[1]);
+	while ((n = read(p[0], out + got, outlen - 1 - got)) > 0 || (n < 0 && errno == EINTR))
+		got += n > 0 ? (size_t)n : 0;
+	out[got] = '\0';
+	close(p[0]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* "address" in the bundle (the current folder), as containerd's shims
+ * write it: a temporary beside it renamed over it. containerd reads it
+ * to reach the shim again after a restart. */
+static int write_address(const char *addr)
+{
+	int r = cli_write_text(".address", addr, 0644);
+
+	if (!r && rename(".address", "address"))
+		r = -errno;
+	return r;
+}
+
+/* ---- the daemon ------------------------------------------------------------- */
+
+struct shim_daemon {
+	int lfd;
+	char up[SOCK_MAX], ours[SOCK_MAX];
+	char ns[256];
+	char bundles[PATH_MAX];
+	/* pairs; and every Stats answer (oci_stats_of sets VMM_STATE_DIR in
+	 * the environment, which is the process's) */
+	pthread_mutex_t mu;
+	unsigned pairs;
+};
+
+struct shim_pair {
+	struct shim_daemon *d;
+	int c, u; /* containerd's connection, ours to the runc shim */
+};
+
+int oci_ttrpc_header(const uint8_t h[TTRPC_HEADER], struct oci_ttrpc_header *out)
+{
+	out->len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+	out->stream = (uint32_t)h[4] << 24 | (uint32_t)h[5] << 16 | (uint32_t)h[6] << 8 | h[7];
+	out->type = h[8];
+	out->flags = h[9];
+	return out->len > TTRPC_MAX ? -EPROTO : 0;
+}
+
+static void put_header(uint8_t h[TTRPC_HEADER], uint32_t len, uint32_t stream, uint8_t type, uint8_t flags)
+{
+	h[0] = (uint8_t)(len >> 24);
+	h[1] = (uint8_t)(len >> 16);
+	h[2] = (uint8_t)(len >> 8);
+	h[3] = (uint8_t)len;
+	h[4] = (uint8_t)(stream >> 24);
+	h[5] = (uint8_t)(stream >> 16);
+	h[6] = (uint8_t)(stream >> 8);
+	h[7] = (uint8_t)stream;
+	h[8] = type;
+	h[9] = flags;
+}
+
+/* vmm oci's --root for the task id: the runc shim's options.json in its
+ * bundle ("root", RUNC_ROOT when empty), with the namespace, as the runc
+ * shim passes it to its runc (containerd's pkg/process, NewRunc). */
+static int task_root(const char *bundles, const char *ns, const char *id, char *root, size_t len)
+{
+	char path[PATH_MAX], text[8192], abuf[8192];
+	struct json_arena ar = { abuf, sizeof(abuf), 0 };
+	const struct json *j;
+	const char *r = NULL;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s/options.json", bundles, id) >= sizeof(path) ||
+	    cli_read_text(path, text, sizeof(text)))
+		return -ENOENT;
+	if (!(j = json_parse(text, strlen(text), &ar, &(const char *){ NULL })))
+		return -EINVAL;
+	json_get_str(j, "root", &r);
+	return (size_t)snprintf(root, len, "%s/%s", r && r[0] ? r : RUNC_ROOT, ns) < len ? 0 : -ENAMETOOLONG;
+}
+
+int oci_shim_answer(const uint8_t *body, size_t len, const char *ns, const char *bundles, uint8_t *resp,
+		    size_t cap, size_t *rlen)
+{
+	char service[64], method[32], id[OCI_ID_MAX + 2], root[PATH_MAX], why[512];
+	uint8_t metrics[2048], stats[2200];
+	struct oci_ctx c = { 0 };
+	struct pb_reader r;
+	struct pb_field f;
+	struct oci_stats st;
+	struct pb_writer w;
+	const uint8_t *payload = NULL;
+	size_t plen = 0;
+	int n, got;
+
+	if (pb_get_str(body, len, 1, service, sizeof(service)) || strcmp(service, TASK_SERVICE) ||
+	    pb_get_str(body, len, 2, method, sizeof(method)) || strcmp(method, "Stats"))
+		return 0;
+	pb_reader_init(&r, body, len);
+	while ((got = pb_next(&r, &f)) > 0)
+		if (f.num == 3 && f.wire == 2) {
+			payload = f.data;
+			plen = f.len;
+		}
+	/* StatsRequest { string id = 1; } */
+	if (got < 0 || pb_get_str(payload, plen, 1, id, sizeof(id)) || !oci_id_ok(id) ||
+	    task_root(bundles, ns, id, root, sizeof(root)))
+		return 0;
+	c.root = root;
+	if (oci_stats_of(&c, id, &st, why, sizeof(why)))
+		return 0; /* not a pod's container, or its VM did not answer: the host's view */
+	/* StatsResponse { google.protobuf.Any stats = 1; } in
+	 * Response { Status status = 1; bytes payload = 2; }, the status
+	 * left out: OK */
+	if ((n = oci_stats_metrics(&st, metrics, sizeof(metrics))) < 0)
+		return 0;
+	pb_init(&w, stats, sizeof(stats));
+	pb_any(&w, 1, OCI_METRICS_TYPE, metrics, (size_t)n);
+	if (pb_done(&w) < 0)
+		return 0;
+	n = (int)w.len;
+	pb_init(&w, resp, cap);
+	pb_bytes(&w, 2, stats, (size_t)n);
+	if (pb_done(&w) < 0)
+		return 0;
+	*rlen = w.len;
+	return 1;
+}
+
+/* One frame from fd into h and buf (at most TTRPC_MAX): 0 or -1. */
+static int read_frame(int fd, struct oci_ttrpc_header *h, uint8_t *buf)
+{
+	uint8_t raw[TTRPC_HEADER];
+
+	if (read_full(fd, raw, sizeof(raw)) || oci_ttrpc_header(raw, h))
+		return -1;
+	return read_full(fd, buf, h->len) ? -1 : 0;
+}
+
+static int write_frame(int fd, uint32_t stream, uint8_t type, uint8_t flags, const uint8_t *body, size_t len)
+{
+	uint8_t h[TTRPC_HEADER];
+
+	put_header(h, (uint32_t)len, stream, type, flags);
+	return write_full(fd, h, sizeof(h)) || write_full(fd, body, len) ? -1 : 0;
+}
+
+/* Carries one connection of containerd's to the runc shim and its
+ * answers back, frame by frame, until either side ends it. */
+static void *pair_run(void *arg)
+{
+	struct shim_pair *p = arg;
+	struct shim_daemon *d = p->d;
+	uint8_t *buf = malloc(TTRPC_MAX), *resp = malloc(4096);
+	struct pollfd pf[2] = { { .fd = p->c, .events = POLLIN }, { .fd = p->u, .events = POLLIN } };
+	struct oci_ttrpc_header h;
+	size_t rlen;
+
+	while (buf && resp && poll(pf, 2, -1) >= 0) {
+		if (pf[0].revents) {
+			int mine;
+
+			if (read_frame(p->c, &h, buf))
+				break;
+			pthread_mutex_lock(&d->mu);
+			mine = h.type == TTRPC_REQUEST &&
+			       oci_shim_answer(buf, h.len, d->ns, d->bundles, resp, 4096, &rlen) == 1;
+			pthread_mutex_unlock(&d->mu);
+			if (mine ? write_frame(p->c, h.stream, TTRPC_RESPONSE, 0, resp, rlen)
+				 : write_frame(p->u, h.stream, h.type, h.flags, buf, h.len))
+				break;
+		}
+		if (pf[1].revents) {
+			if (read_frame(p->u, &h, buf) || write_frame(p->c, h.stream, h.type, h.flags, buf, h.len))
+				break;
+		}
+	}
+	free(buf);
+	free(resp);
+	close(p->c);
+	close(p->u);
+	pthread_mutex_lock(&d->mu);
+	d->pairs--;
+	pthread_mutex_unlock(&d->mu);
+	free(p);
+	return NULL;
+}
+
+/* Whether something accepts on the socket at path. */
+static int alive(const char *path)
+{
+	int fd = unix_connect(path, 0);
+
+	if (fd < 0)
+		return 0;
+	close(fd);
+	return 1;
+}
+
+static void accept_one(struct shim_daemon *d)
+{
+	struct shim_pair *p;
+	pthread_attr_t at;
+	pthread_t t;
+	int c = accept4(d->lfd, NULL, NULL, SOCK_CLOEXEC), u;
+
+	if (c < 0)
+		return;
+	if ((u = unix_connect(d->up, 0)) < 0 || !(p = malloc(sizeof(*p)))) {
+		if (u >= 0)
+			close(u);
+		close(c);
+		return;
+	}
+	*p = (struct shim_pair){ d, c, u };
+	pthread_mutex_lock(&d->mu);
+	d->pairs++;
+	pthread_mutex_unlock(&d->mu);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &at, pair_run, p)) {
+		close(c);
+		close(u);
+		free(p);
+		pthread_mutex_lock(&d->mu);
+		d->pairs--;
+		pthread_mutex_unlock(&d->mu);
+	}
+	pthread_attr_destroy(&at);
+}
+
+/* Serves until the runc shim is gone and no connection is left; then
+ * removes both sockets (the runc shim removes its own, unless it read
+ * our address from the bundle first). */
+static void __attribute__((noreturn)) daemon_run(struct shim_daemon *d)
+{
+	struct pollfd pf = { .fd = d->lfd, .events = POLLIN };
+
+	for (;;) {
+		int n = poll(&pf, 1, IDLE_CHECK_MS), done;
+
+		if (n > 0)
+			accept_one(d);
+		if (n != 0)
+			continue;
+		pthread_mutex_lock(&d->mu);
+		done = d->pairs == 0 && !alive(d->up);
+		pthread_mutex_unlock(&d->mu);
+		if (done)
+			break;
+	}
+	close(d->lfd);
+	unlink(d->ours);
+	if (!alive(d->up))
+		unlink(d->up);
+	_exit(0);
+}
+
+/* Starts the daemon for our socket (already listening on lfd): a child
+ * in a session of its own, its stdio /dev/null, so the start's caller,
+ * which reads our output to its end, is not held. */
+static int spawn_daemon(struct shim_daemon *d)
+{
+	pid_t pid = fork();
+	int nul;
+
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		return 0;
+	setsid();
+	signal(SIGPIPE, SIG_IGN); /* a peer gone mid-write ends its pair, not us */
+	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
+		dup2(nul, STDIN_FILENO);
+		dup2(nul, STDOUT_FILENO);
+		dup2(nul, STDERR_FILENO);
+	}
+	daemon_run(d);
+}
+
+/* start: the runc shim's start (it starts its daemon, or finds the one
+ * of the task's pod), then ours in front of it: its address with "-vmm"
+ * after it, shared the same way by a pod's tasks. Prints our address. */
+static int shim_start(const struct shim_args *a, char *upstream, char **argv)
+{
+	static struct shim_daemon d; /* the daemon's, for its life */
+	char out[4096], *addr;
+	int r;
+
+	r = run_upstream(upstream, argv, out, sizeof(out));
+	addr = out + strspn(out, " \t\r\n");
+	addr[strcspn(addr, "\r\n")] = '\0';
+	if (r) {
+		fprintf(stderr, "%s start: %s\n", UPSTREAM, r < 0 ? strerror(-r) : out);
+		return 1;
+	}
+	if (strncmp(addr, "unix://", 7) || strlen(addr + 7) + 4 >= SOCK_MAX) {
+		fprintf(stderr, "%s start gave an address vmm's shim cannot stand in front of: %s\n", UPSTREAM, addr);
+		return 1;
+	}
+	memset(&d, 0, sizeof(d));
+	snprintf(d.up, sizeof(d.up), "%s", addr + 7);
+	if ((size_t)snprintf(d.ours, sizeof(d.ours), "%s-vmm", addr + 7) >= sizeof(d.ours))
+		return 1; /* checked above */
+	snprintf(d.ns, sizeof(d.ns), "%s", a->ns ? a->ns : "default");
+	if (!getcwd(d.bundles, sizeof(d.bundles)) || !strrchr(d.bundles, '/')) {
+		fprintf(stderr, "the bundle's folder: %s\n", strerror(errno));
+		return 1;
+	}
+	*strrchr(d.bundles, '/') = '\0';
+	pthread_mutex_init(&d.mu, NULL);
+	/* a pod's second task finds the daemon of its first */
+	d.lfd = alive(d.ours) ? -EADDRINUSE : unix_listen(d.ours, 64, 1, "the shim's socket");
+	if (d.lfd < 0 && !alive(d.ours)) {
+		fprintf(stderr, "%s: %s\n", d.ours, strerror(-d.lfd));
+		return 1;
+	}
+	if (d.lfd >= 0 && (r = spawn_daemon(&d))) {
+		close(d.lfd);
+		unlink(d.ours);
+		fprintf(stderr, "starting the shim: %s\n", strerror(-r));
+		return 1;
+	}
+	if (d.lfd >= 0)
+		close(d.lfd);
+	snprintf(out, sizeof(out), "unix://%s", d.ours);
+	if ((r = write_address(out))) {
+		fprintf(stderr, "the bundle's address file: %s\n", strerror(-r));
+		return 1;
+	}
+	fputs(out, stdout);
+	return 0;
+}
+
+int oci_shim_main(int argc, char **argv)
+{
+	char upstream[PATH_MAX];
+	struct shim_args a;
+
+	if (parse_args(argc, argv, &a)) {
+		fprintf(stderr, "usage: %s -namespace NS -address ADDR -publish-binary PATH -id ID start|delete\n",
+			OCI_SHIM_NAME);
+		return 2;
+	}
+	if (find_upstream(&a, upstream, sizeof(upstream))) {
+		fprintf(stderr, "%s needs containerd's %s (beside containerd or on PATH): not found\n", OCI_SHIM_NAME,
+			UPSTREAM);
+		return 1;
+	}
+	if (!strcmp(a.action, "start"))
+		return shim_start(&a, upstream, argv);
+	/* delete (containerd's clean-up after a shim that died) and anything
+	 * else: the runc shim's */
+	argv[0] = upstream;
+	execv(upstream, argv);
+	fprintf(stderr, "%s: %s\n", upstream, strerror(errno));
+	return 1;
+}
