@@ -2,8 +2,9 @@
 # The CRI tier: a pod driven as kubelet drives one, over the CRI's gRPC
 # API, against a private containerd (its own root, state and socket in a
 # temporary folder) whose CRI plugin has two runtime handlers: `vmm`
-# (io.containerd.runc.v2 with BinaryName = build/vmm-oci and the Root
-# docs/kubernetes.md gives) and `runc`, the same flow on each in the same
+# (io.containerd.runc.v2 through build/containerd-shim-vmm-v2, with
+# BinaryName = build/vmm-oci and the Root docs/kubernetes.md gives) and
+# `runc`, the same flow on each in the same
 # run, with the figures side by side (tests/e2e/cri_client.py says what
 # the flow checks). The client is generated at test time from the CRI's
 # api.proto (../shared/specs/cri-api, or $VMM_SPECS/cri-api) with
@@ -32,6 +33,7 @@ skip_all() { echo "skipped: $*"; echo "cri: 0 passed, 0 failed, 1 skipped"; exit
 command -v containerd > /dev/null && command -v ctr > /dev/null || skip_all "containerd/ctr not installed (boot/deps.sh)"
 $PY -c 'import grpc, grpc_tools' 2> /dev/null || skip_all "no python3-grpcio/python3-grpc-tools for $PY (boot/deps.sh)"
 [ -x "$OCI" ] || { echo "no $OCI: make build/vmm-oci" >&2; exit 1; }
+[ -x "$B/containerd-shim-vmm-v2" ] || { echo "no $B/containerd-shim-vmm-v2: make build/containerd-shim-vmm-v2" >&2; exit 1; }
 BUSYBOX=$(command -v busybox) || skip_all "no busybox"
 
 T=$(mktemp -d /tmp/vmm-cri.XXXXXX)
@@ -133,6 +135,7 @@ state = "$T/state"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.vmm]
       runtime_type = "io.containerd.runc.v2"
+      runtime_path = "$B/containerd-shim-vmm-v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.vmm.options]
         BinaryName = "$OCI"
         Root = "$ROOT"

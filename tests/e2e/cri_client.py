@@ -863,6 +863,7 @@ class Flow:
                    "%s %d %s" % (pb.ContainerState.Name(st.state), st.exit_code, st.reason))
         self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c2))
         self.pod_sharing(pod, pod_cfg, ids, self.pod_vms)
+        self.container_stats(pod, pod_cfg, ids)
         # after pod_sharing's memory figures: the OOM container's 150 MiB
         # would stay in them until the guest reported it free
         self.oom_container(pod, pod_cfg, ids)
@@ -876,6 +877,46 @@ class Flow:
         self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c))
         left = [x.id for x in self.rt.ListContainers(pb.ListContainersRequest()).containers if x.id in (c, c2)]
         self.check(not left, "RemoveContainer: gone from ListContainers")
+
+    def container_stats(self, pod, pod_cfg, ids):
+        """ContainerStats and ListContainerStats (kubelet's `kubectl top
+        pod --containers`): a container whose busybox tail holds 24 MiB of
+        a pipe shows that working set and its CPU time. With vmm the
+        figures come from the container's cgroup in the pod's VM
+        (containerd-shim-vmm-v2); the host's cgroup of the container holds
+        only its init proxy, a few hundred KiB."""
+        pb = self.pb
+        cfg = self.container_config("stats", ["sh", "-c", "(head -c 25165824 /dev/zero; exec sleep 3600) | "
+                                              "tail -c 25165824 > /dev/null"], "stats.log")
+        c = self.start(pod, pod_cfg, cfg, ids)
+        mem = cpu = 0
+        why = ""
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                st = self.rt.ContainerStats(pb.ContainerStatsRequest(container_id=c), timeout=60).stats
+                mem = st.memory.working_set_bytes.value
+                cpu = st.cpu.usage_core_nano_seconds.value
+                if mem >= 20 << 20:
+                    break
+            except self.grpc.RpcError as e:
+                why = e.details()
+            time.sleep(1)
+        self.fig["container_stats_working_set_mib"] = round(mem / 1048576.0, 1)
+        self.check(mem >= 20 << 20 and cpu > 0, "ContainerStats: the container's own figures, %.1f MiB working set "
+                   "(its 24 MiB), %.3f s of CPU" % (mem / 1048576.0, cpu / 1e9),
+                   "memory %d, cpu %d %s" % (mem, cpu, why))
+        try:
+            listed = {x.attributes.id: x for x in
+                      self.rt.ListContainerStats(pb.ListContainerStatsRequest(), timeout=60).stats}
+        except self.grpc.RpcError as e:
+            listed, why = {}, e.details()
+        got = listed.get(c)
+        self.check(got is not None and got.memory.working_set_bytes.value >= 20 << 20,
+                   "ListContainerStats: the same container, %d containers listed" % len(listed),
+                   "%s %s" % (got, why))
+        self.rt.StopContainer(pb.StopContainerRequest(container_id=c, timeout=5), timeout=120)
+        self.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=c))
 
     def oom_container(self, pod, pod_cfg, ids):
         """A container over its memory limit: the OOM killer ends it (in
