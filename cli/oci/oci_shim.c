@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -150,6 +151,7 @@ struct shim_daemon {
 	 * the environment, which is the process's) */
 	pthread_mutex_t mu;
 	unsigned pairs;
+	int wake; /* an eventfd each pair's end writes: time to look again */
 };
 
 struct shim_pair {
@@ -302,6 +304,7 @@ static void *pair_run(void *arg)
 	pthread_mutex_lock(&d->mu);
 	d->pairs--;
 	pthread_mutex_unlock(&d->mu);
+	(void)eventfd_write(d->wake, 1);
 	free(p);
 	return NULL;
 }
@@ -349,20 +352,31 @@ static void accept_one(struct shim_daemon *d)
 	pthread_attr_destroy(&at);
 }
 
-/* Serves until the runc shim is gone and no connection is left; then
+/* Serves until the runc shim is gone and no connection is left (looked
+ * at when a connection ends, then every IDLE_CHECK_MS, or a tenth of it
+ * while none is left); then
  * removes both sockets (the runc shim removes its own, unless it read
  * our address from the bundle first). */
 static void __attribute__((noreturn)) daemon_run(struct shim_daemon *d)
 {
-	struct pollfd pf = { .fd = d->lfd, .events = POLLIN };
+	struct pollfd pf[2] = { { .fd = d->lfd, .events = POLLIN }, { .fd = d->wake, .events = POLLIN } };
+	eventfd_t v;
 
 	for (;;) {
-		int n = poll(&pf, 1, IDLE_CHECK_MS), done;
+		int idle, n, done;
 
-		if (n > 0)
+		pthread_mutex_lock(&d->mu);
+		idle = d->pairs == 0;
+		pthread_mutex_unlock(&d->mu);
+		/* with no connection left, the runc shim is about to go */
+		n = poll(pf, 2, idle ? IDLE_CHECK_MS / 10 : IDLE_CHECK_MS);
+
+		if (n > 0 && pf[0].revents)
 			accept_one(d);
-		if (n != 0)
+		if (n > 0 && !pf[1].revents)
 			continue;
+		if (n > 0)
+			(void)eventfd_read(d->wake, &v);
 		pthread_mutex_lock(&d->mu);
 		done = d->pairs == 0 && !alive(d->up);
 		pthread_mutex_unlock(&d->mu);
@@ -388,6 +402,8 @@ static int spawn_daemon(struct shim_daemon *d)
 		return -errno;
 	if (pid > 0)
 		return 0;
+	if ((d->wake = eventfd(0, EFD_CLOEXEC)) < 0)
+		_exit(1);
 	setsid();
 	signal(SIGPIPE, SIG_IGN); /* a peer gone mid-write ends its pair, not us */
 	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {

@@ -13,6 +13,10 @@
 
 enum { S_PIDS, S_CPU, S_MEM, S_EVENTS };
 
+/* How long the guest gets to answer: the shim holds a task's connection
+ * while it waits, and a guest that never answers must not hold it. */
+#define OCI_STATS_TIMEOUT_MS 5000
+
 /* memory.stat's keys, in metrics.proto's MemoryStat order (field 1..31):
  * the proto's names are the kernel's keys. */
 static const char *const mem_keys[] = {
@@ -171,7 +175,7 @@ int oci_stats_of(const struct oci_ctx *c, const char *id, struct oci_stats *st, 
 		return cli_seterr(why, whylen, -ESRCH, "%s: its pod's VM is gone", id);
 	if (!(out = malloc(cap)))
 		return cli_seterr(why, whylen, -ENOMEM, "out of memory");
-	r = oci_guest_output(&a, argv, out, cap, &n, err, sizeof(err));
+	r = oci_guest_output(&a, argv, out, cap, &n, OCI_STATS_TIMEOUT_MS, err, sizeof(err));
 	if (r > 0)
 		r = cli_seterr(why, whylen, -ESRCH, "%s: no cgroup in the guest: %s", id, err);
 	else if (r < 0)

@@ -273,7 +273,9 @@ class Flow:
                 cmd = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")
             except OSError:
                 continue
-            if cmd and cmd[0].endswith(b"containerd-shim-runc-v2") and sandbox_id.encode() in cmd:
+            # containerd's runc shim, and vmm's thin one in front of it
+            if cmd and cmd[0].endswith((b"containerd-shim-runc-v2", b"containerd-shim-vmm-v2")) and \
+                    sandbox_id.encode() in cmd:
                 out.append(int(p))
         return out
 

@@ -197,8 +197,9 @@ int oci_vm_addr(const struct oci_ctx *c, const char *id, struct sandbox *sb, str
 }
 
 int oci_guest_output(const struct sandbox_addr *a, const char *const *argv, char *out, size_t outlen, size_t *outn,
-		     char *err, size_t errlen)
+		     unsigned timeout_ms, char *err, size_t errlen)
 {
+	assert_true(timeout_ms > 0 && timeout_ms <= 10000); /* a guest must not hold the shim */
 	size_t n = strlen(guest_says);
 
 	(void)a;
