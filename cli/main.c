@@ -2,7 +2,7 @@
  * dispatch to a verb or to vmm-tls (docs/cli.md). */
 #include "cli/util/util.h"
 #include "cli/verbs.h"
-#include "cli/oci/oci_shim.h"
+#include "cli/oci/oci.h"
 #include "cli/sandbox/sandbox.h"
 #include "vmm/base/log.h"
 #include "vmm/seccomp.h"

@@ -1086,6 +1086,42 @@ int oci_main(int argc, char **argv)
 	return oci_fail(&c, "unknown command %s (create, start, state, kill, delete, exec, ps, update, features)", verb);
 }
 
+/* containerd-shim-vmm-v2 (another link to vmm): containerd's shim for
+ * vmm oci, containerd's runc shim with vmm's in front for in-guest stats
+ * (cli/oci/oci_shim.h, docs/kubernetes.md "The shim"). containerd reads
+ * start's stdout and stderr together as the shim's address, so start
+ * prints the address and nothing else, or why it failed. */
+int oci_shim_main(int argc, char **argv)
+{
+	char upstream[PATH_MAX], addr[256], err[1024];
+	struct oci_shim_args a;
+
+	if (oci_shim_args(argc, argv, &a)) {
+		fprintf(stderr, "usage: %s -namespace NS -address ADDR -publish-binary PATH -id ID start|delete\n",
+			OCI_SHIM_NAME);
+		return 2;
+	}
+	if (oci_shim_upstream(&a, upstream, sizeof(upstream))) {
+		fprintf(stderr, "%s needs containerd's containerd-shim-runc-v2 (beside containerd or on PATH): not found\n",
+			OCI_SHIM_NAME);
+		return 1;
+	}
+	if (!strcmp(a.action, "start")) {
+		if (oci_shim_start(&a, upstream, argv, addr, sizeof(addr), err, sizeof(err))) {
+			fprintf(stderr, "%s: %s\n", OCI_SHIM_NAME, err);
+			return 1;
+		}
+		fputs(addr, stdout);
+		return 0;
+	}
+	/* delete (containerd's clean-up after a shim that died) and anything
+	 * else: the runc shim's own */
+	argv[0] = upstream;
+	execv(upstream, argv);
+	fprintf(stderr, "%s: %s\n", upstream, strerror(errno));
+	return 1;
+}
+
 const struct cli_verb cli_verb_oci = {
 	.name = "oci",
 	.summary = "an OCI runtime (runc's command line) for containerd and Podman",

@@ -64,6 +64,8 @@ extern const struct cli_verb cli_verb_oci;
 extern const struct cli_verb cli_verb_drive;
 /* vmm oci, also run as vmm-oci (argv[0]'s name): argv[0] is the verb. */
 int oci_main(int argc, char **argv);
+/* containerd-shim-vmm-v2, vmm's shim for containerd (cli/oci.c). */
+int oci_shim_main(int argc, char **argv);
 
 /* vmm serve: the sandbox start in API mode (serve.c, launch.h). */
 int serve_run(int argc, char **argv);

@@ -8,11 +8,14 @@
 #include "cli/oci/oci_events.h"
 #include "cli/oci/oci_hooks.h"
 #include "cli/oci/oci_net.h"
+#include "cli/oci/oci_pb.h"
 #include "cli/oci/oci_pod.h"
 #include "cli/oci/oci_rootfs.h"
 #include "cli/oci/oci_proxy.h"
+#include "cli/oci/oci_shim.h"
 #include "cli/oci/oci_spec.h"
 #include "cli/oci/oci_state.h"
+#include "cli/oci/oci_stats.h"
 #include "cli/oci/oci_vm.h"
 
 #endif

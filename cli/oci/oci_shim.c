@@ -33,13 +33,7 @@
 #define SOCK_MAX 108                           /* sun_path (unix(7)) */
 #define IDLE_CHECK_MS 10000
 
-/* What the shim's command line says (Go's flag syntax: -name value,
- * -name=value, one dash or two). */
-struct shim_args {
-	const char *ns, *publish, *action;
-};
-
-static int parse_args(int argc, char **argv, struct shim_args *a)
+int oci_shim_args(int argc, char **argv, struct oci_shim_args *a)
 {
 	static const char *const valued[] = { "namespace", "address", "publish-binary", "id", "bundle", "socket" };
 	int i;
@@ -74,9 +68,7 @@ static int parse_args(int argc, char **argv, struct shim_args *a)
 	return a->action ? 0 : -EINVAL;
 }
 
-/* containerd's runc shim: beside containerd (-publish-binary names it),
- * else on PATH. */
-static int find_upstream(const struct shim_args *a, char *path, size_t len)
+int oci_shim_upstream(const struct oci_shim_args *a, char *path, size_t len)
 {
 	const char *env = getenv("PATH"), *p, *slash = a->publish ? strrchr(a->publish, '/') : NULL;
 	char dirs[4096];
@@ -414,81 +406,44 @@ static int spawn_daemon(struct shim_daemon *d)
 	daemon_run(d);
 }
 
-/* start: the runc shim's start (it starts its daemon, or finds the one
- * of the task's pod), then ours in front of it: its address with "-vmm"
- * after it, shared the same way by a pod's tasks. Prints our address. */
-static int shim_start(const struct shim_args *a, char *upstream, char **argv)
+int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **argv, char *addr, size_t addrlen,
+		   char *err, size_t errlen)
 {
 	static struct shim_daemon d; /* the daemon's, for its life */
-	char out[4096], *addr;
+	char out[4096], *up;
 	int r;
 
 	r = run_upstream(upstream, argv, out, sizeof(out));
-	addr = out + strspn(out, " \t\r\n");
-	addr[strcspn(addr, "\r\n")] = '\0';
-	if (r) {
-		fprintf(stderr, "%s start: %s\n", UPSTREAM, r < 0 ? strerror(-r) : out);
-		return 1;
-	}
-	if (strncmp(addr, "unix://", 7) || strlen(addr + 7) + 4 >= SOCK_MAX) {
-		fprintf(stderr, "%s start gave an address vmm's shim cannot stand in front of: %s\n", UPSTREAM, addr);
-		return 1;
-	}
+	up = out + strspn(out, " \t\r\n");
+	up[strcspn(up, "\r\n")] = '\0';
+	if (r)
+		return cli_seterr(err, errlen, -EIO, "%s start: %s", UPSTREAM, r < 0 ? strerror(-r) : out);
+	if (strncmp(up, "unix://", 7) || strlen(up + 7) + 4 >= SOCK_MAX)
+		return cli_seterr(err, errlen, -EINVAL, "%s start gave an address vmm's shim cannot stand in front of: %s",
+				  UPSTREAM, up);
 	memset(&d, 0, sizeof(d));
-	snprintf(d.up, sizeof(d.up), "%s", addr + 7);
-	if ((size_t)snprintf(d.ours, sizeof(d.ours), "%s-vmm", addr + 7) >= sizeof(d.ours))
-		return 1; /* checked above */
+	snprintf(d.up, sizeof(d.up), "%s", up + 7);
+	if ((size_t)snprintf(d.ours, sizeof(d.ours), "%s-vmm", up + 7) >= sizeof(d.ours))
+		return -ENAMETOOLONG; /* checked above */
 	snprintf(d.ns, sizeof(d.ns), "%s", a->ns ? a->ns : "default");
-	if (!getcwd(d.bundles, sizeof(d.bundles)) || !strrchr(d.bundles, '/')) {
-		fprintf(stderr, "the bundle's folder: %s\n", strerror(errno));
-		return 1;
-	}
+	if (!getcwd(d.bundles, sizeof(d.bundles)) || !strrchr(d.bundles, '/'))
+		return cli_seterr(err, errlen, -errno, "the bundle's folder: %s", strerror(errno));
 	*strrchr(d.bundles, '/') = '\0';
 	pthread_mutex_init(&d.mu, NULL);
 	/* a pod's second task finds the daemon of its first */
 	d.lfd = alive(d.ours) ? -EADDRINUSE : unix_listen(d.ours, 64, 1, "the shim's socket");
-	if (d.lfd < 0 && !alive(d.ours)) {
-		fprintf(stderr, "%s: %s\n", d.ours, strerror(-d.lfd));
-		return 1;
-	}
+	if (d.lfd < 0 && !alive(d.ours))
+		return cli_seterr(err, errlen, d.lfd, "%s: %s", d.ours, strerror(-d.lfd));
 	if (d.lfd >= 0 && (r = spawn_daemon(&d))) {
 		close(d.lfd);
 		unlink(d.ours);
-		fprintf(stderr, "starting the shim: %s\n", strerror(-r));
-		return 1;
+		return cli_seterr(err, errlen, r, "starting the shim: %s", strerror(-r));
 	}
 	if (d.lfd >= 0)
 		close(d.lfd);
-	snprintf(out, sizeof(out), "unix://%s", d.ours);
-	if ((r = write_address(out))) {
-		fprintf(stderr, "the bundle's address file: %s\n", strerror(-r));
-		return 1;
-	}
-	fputs(out, stdout);
+	if ((size_t)snprintf(addr, addrlen, "unix://%s", d.ours) >= addrlen)
+		return -ENAMETOOLONG;
+	if ((r = write_address(addr)))
+		return cli_seterr(err, errlen, r, "the bundle's address file: %s", strerror(-r));
 	return 0;
-}
-
-int oci_shim_main(int argc, char **argv)
-{
-	char upstream[PATH_MAX];
-	struct shim_args a;
-
-	if (parse_args(argc, argv, &a)) {
-		fprintf(stderr, "usage: %s -namespace NS -address ADDR -publish-binary PATH -id ID start|delete\n",
-			OCI_SHIM_NAME);
-		return 2;
-	}
-	if (find_upstream(&a, upstream, sizeof(upstream))) {
-		fprintf(stderr, "%s needs containerd's %s (beside containerd or on PATH): not found\n", OCI_SHIM_NAME,
-			UPSTREAM);
-		return 1;
-	}
-	if (!strcmp(a.action, "start"))
-		return shim_start(&a, upstream, argv);
-	/* delete (containerd's clean-up after a shim that died) and anything
-	 * else: the runc shim's */
-	argv[0] = upstream;
-	execv(upstream, argv);
-	fprintf(stderr, "%s: %s\n", upstream, strerror(errno));
-	return 1;
 }

@@ -24,10 +24,25 @@
 
 #define OCI_SHIM_NAME "containerd-shim-vmm-v2"
 
-/* The shim's command line (containerd's runtime/v2/shim: -namespace,
- * -address, -publish-binary, -id, -bundle, -debug, then start or
- * delete). Its exit status. */
-int oci_shim_main(int argc, char **argv);
+/* What the shim's command line says (containerd's runtime/v2/shim:
+ * -namespace, -address, -publish-binary, -id, -bundle, -debug, then
+ * start or delete; Go's flag syntax, -name value or -name=value, one
+ * dash or two). */
+struct oci_shim_args {
+	const char *ns, *publish, *action;
+};
+/* 0, or -EINVAL (no action, or a flag without its value). */
+int oci_shim_args(int argc, char **argv, struct oci_shim_args *a);
+/* containerd's runc shim: beside containerd (-publish-binary names it),
+ * else on PATH. 0 or -ENOENT. */
+int oci_shim_upstream(const struct oci_shim_args *a, char *path, size_t len);
+/* start, in the task's bundle (the current folder): the runc shim's
+ * start with argv (argv[0] becomes its path; it starts its daemon, or
+ * finds its pod's), then ours in front of it, at its address with
+ * "-vmm" after it (shared by a pod's tasks the same way), written to
+ * the bundle's "address" and into addr. 0, or -errno with why. */
+int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **argv, char *addr, size_t addrlen,
+		   char *err, size_t errlen);
 
 /* A ttrpc frame's header: 0, or -EPROTO (a length over ttrpc's 4 MiB). */
 struct oci_ttrpc_header {
