@@ -5,6 +5,7 @@
 #include "cli/oci/oci_state.h"
 #include "cli/oci/oci_stats.h"
 #include "cli/util/util.h"
+#include "vmm/base/log.h"
 #include "vmm/base/unixsock.h"
 #include "vmm/wire/json.h"
 #include "vmm/wire/proto.h"
@@ -32,6 +33,9 @@
 #define RUNC_ROOT "/run/containerd/runc"       /* the runc shim's root when its options give none */
 #define SOCK_MAX 108                           /* sun_path (unix(7)) */
 #define IDLE_CHECK_MS 10000
+/* How long a pod's guest gets to answer a Stats: the call's connection
+ * waits on it (containerd's other calls on it wait too). */
+#define STATS_TIMEOUT_MS 5000
 
 int oci_shim_args(int argc, char **argv, struct oci_shim_args *a)
 {
@@ -110,8 +114,18 @@ static int run_upstream(const char *up, char **argv, char *out, size_t outlen)
 		_exit(127);
 	}
 	close(p[1]);
-	while ((n = read(p[0], out + got, outlen - 1 - got)) > 0 || (n < 0 && errno == EINTR))
-		got += n > 0 ? (size_t)n : 0;
+	for (;;) {
+		char drop[512];
+		int full = got == outlen - 1;
+
+		n = read(p[0], full ? drop : out + got, full ? sizeof(drop) : outlen - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (!full)
+			got += (size_t)n; /* what does not fit is read and dropped */
+	}
 	out[got] = '\0';
 	close(p[0]);
 	while (waitpid(pid, &st, 0) < 0)
@@ -139,16 +153,20 @@ struct shim_daemon {
 	char up[SOCK_MAX], ours[SOCK_MAX];
 	char ns[256];
 	char bundles[PATH_MAX];
-	/* pairs; and every Stats answer (oci_stats_of sets VMM_STATE_DIR in
-	 * the environment, which is the process's) */
-	pthread_mutex_t mu;
+	pthread_mutex_t mu; /* pairs, and each pair's refs */
 	unsigned pairs;
 	int wake; /* an eventfd each pair's end writes: time to look again */
+	int log;  /* the first task's bundle's "log" FIFO (-1: none) */
 };
 
+/* One connection of containerd's and ours to the runc shim for it,
+ * carried by two threads, one each way; containerd's side is written by
+ * both (the runc shim's answers, and ours), one frame at a time. */
 struct shim_pair {
 	struct shim_daemon *d;
-	int c, u; /* containerd's connection, ours to the runc shim */
+	int c, u;
+	pthread_mutex_t wc; /* writes to c */
+	unsigned refs;      /* its threads still running */
 };
 
 int oci_ttrpc_header(const uint8_t h[TTRPC_HEADER], struct oci_ttrpc_header *out)
@@ -221,8 +239,13 @@ int oci_shim_answer(const uint8_t *body, size_t len, const char *ns, const char 
 	    task_root(bundles, ns, id, root, sizeof(root)))
 		return 0;
 	c.root = root;
-	if (oci_stats_of(&c, id, &st, why, sizeof(why)))
-		return 0; /* not a pod's container, or its VM did not answer: the host's view */
+	if ((n = oci_stats_of(&c, id, &st, STATS_TIMEOUT_MS, why, sizeof(why)))) {
+		/* not a pod's container, or its VM did not answer: the host's
+		 * view, from the runc shim */
+		if (n != -ENOENT)
+			log_warn("Stats of %s from its guest: %s; passed to the runc shim", id, why);
+		return 0;
+	}
 	/* StatsResponse { google.protobuf.Any stats = 1; } in
 	 * Response { Status status = 1; bytes payload = 2; }, the status
 	 * left out: OK */
@@ -259,45 +282,70 @@ static int write_frame(int fd, uint32_t stream, uint8_t type, uint8_t flags, con
 	return write_full(fd, h, sizeof(h)) || write_full(fd, body, len) ? -1 : 0;
 }
 
-/* Carries one connection of containerd's to the runc shim and its
- * answers back, frame by frame, until either side ends it. */
-static void *pair_run(void *arg)
+/* A thread of the pair is done: both sockets are shut down (which ends
+ * the other thread's read), and the last one out closes them. */
+static void pair_put(struct shim_pair *p)
+{
+	struct shim_daemon *d = p->d;
+	unsigned left;
+
+	shutdown(p->c, SHUT_RDWR);
+	shutdown(p->u, SHUT_RDWR);
+	pthread_mutex_lock(&d->mu);
+	left = --p->refs;
+	if (!left)
+		d->pairs--;
+	pthread_mutex_unlock(&d->mu);
+	if (left)
+		return;
+	close(p->c);
+	close(p->u);
+	pthread_mutex_destroy(&p->wc);
+	free(p);
+	(void)eventfd_write(d->wake, 1);
+}
+
+static int write_c(struct shim_pair *p, uint32_t stream, uint8_t type, uint8_t flags, const uint8_t *body, size_t len)
+{
+	int r;
+
+	pthread_mutex_lock(&p->wc);
+	r = write_frame(p->c, stream, type, flags, body, len);
+	pthread_mutex_unlock(&p->wc);
+	return r;
+}
+
+/* containerd to the runc shim, but for the calls the shim answers. */
+static void *pair_down(void *arg)
 {
 	struct shim_pair *p = arg;
-	struct shim_daemon *d = p->d;
 	uint8_t *buf = malloc(TTRPC_MAX), *resp = malloc(4096);
-	struct pollfd pf[2] = { { .fd = p->c, .events = POLLIN }, { .fd = p->u, .events = POLLIN } };
 	struct oci_ttrpc_header h;
 	size_t rlen;
 
-	while (buf && resp && poll(pf, 2, -1) >= 0) {
-		if (pf[0].revents) {
-			int mine;
-
-			if (read_frame(p->c, &h, buf))
-				break;
-			pthread_mutex_lock(&d->mu);
-			mine = h.type == TTRPC_REQUEST &&
-			       oci_shim_answer(buf, h.len, d->ns, d->bundles, resp, 4096, &rlen) == 1;
-			pthread_mutex_unlock(&d->mu);
-			if (mine ? write_frame(p->c, h.stream, TTRPC_RESPONSE, 0, resp, rlen)
-				 : write_frame(p->u, h.stream, h.type, h.flags, buf, h.len))
-				break;
-		}
-		if (pf[1].revents) {
-			if (read_frame(p->u, &h, buf) || write_frame(p->c, h.stream, h.type, h.flags, buf, h.len))
-				break;
-		}
+	while (buf && resp && !read_frame(p->c, &h, buf)) {
+		if (h.type == TTRPC_REQUEST && oci_shim_answer(buf, h.len, p->d->ns, p->d->bundles, resp, 4096, &rlen) == 1
+			    ? write_c(p, h.stream, TTRPC_RESPONSE, 0, resp, rlen)
+			    : write_frame(p->u, h.stream, h.type, h.flags, buf, h.len))
+			break;
 	}
 	free(buf);
 	free(resp);
-	close(p->c);
-	close(p->u);
-	pthread_mutex_lock(&d->mu);
-	d->pairs--;
-	pthread_mutex_unlock(&d->mu);
-	(void)eventfd_write(d->wake, 1);
-	free(p);
+	pair_put(p);
+	return NULL;
+}
+
+/* The runc shim's answers back to containerd. */
+static void *pair_up(void *arg)
+{
+	struct shim_pair *p = arg;
+	uint8_t *buf = malloc(TTRPC_MAX);
+	struct oci_ttrpc_header h;
+
+	while (buf && !read_frame(p->u, &h, buf) && !write_c(p, h.stream, h.type, h.flags, buf, h.len))
+		;
+	free(buf);
+	pair_put(p);
 	return NULL;
 }
 
@@ -321,26 +369,26 @@ static void accept_one(struct shim_daemon *d)
 
 	if (c < 0)
 		return;
-	if ((u = unix_connect(d->up, 0)) < 0 || !(p = malloc(sizeof(*p)))) {
+	if ((u = unix_connect(d->up, 0)) < 0 || !(p = calloc(1, sizeof(*p)))) {
 		if (u >= 0)
 			close(u);
 		close(c);
 		return;
 	}
-	*p = (struct shim_pair){ d, c, u };
+	p->d = d;
+	p->c = c;
+	p->u = u;
+	p->refs = 2;
+	pthread_mutex_init(&p->wc, NULL);
 	pthread_mutex_lock(&d->mu);
 	d->pairs++;
 	pthread_mutex_unlock(&d->mu);
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &at, pair_run, p)) {
-		close(c);
-		close(u);
-		free(p);
-		pthread_mutex_lock(&d->mu);
-		d->pairs--;
-		pthread_mutex_unlock(&d->mu);
-	}
+	if (pthread_create(&t, &at, pair_down, p))
+		pair_put(p); /* its share, and the other thread's below */
+	if (pthread_create(&t, &at, pair_up, p))
+		pair_put(p);
 	pthread_attr_destroy(&at);
 }
 
@@ -375,8 +423,9 @@ static void __attribute__((noreturn)) daemon_run(struct shim_daemon *d)
 		if (done)
 			break;
 	}
+	log_info("%s: the runc shim at %s is gone; done", OCI_SHIM_NAME, d->up);
+	unlink(d->ours); /* before the close: a start beside us then makes its own */
 	close(d->lfd);
-	unlink(d->ours);
 	if (!alive(d->up))
 		unlink(d->up);
 	_exit(0);
@@ -387,22 +436,26 @@ static void __attribute__((noreturn)) daemon_run(struct shim_daemon *d)
  * which reads our output to its end, is not held. */
 static int spawn_daemon(struct shim_daemon *d)
 {
-	pid_t pid = fork();
+	pid_t pid;
 	int nul;
 
-	if (pid < 0)
+	if ((d->wake = eventfd(0, EFD_CLOEXEC)) < 0)
 		return -errno;
+	if ((pid = fork()) < 0) {
+		close(d->wake);
+		return -errno;
+	}
 	if (pid > 0)
 		return 0;
-	if ((d->wake = eventfd(0, EFD_CLOEXEC)) < 0)
-		_exit(1);
 	setsid();
+	(void)chdir("/"); /* the bundle goes before we do */
 	signal(SIGPIPE, SIG_IGN); /* a peer gone mid-write ends its pair, not us */
 	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
 		dup2(nul, STDIN_FILENO);
 		dup2(nul, STDOUT_FILENO);
-		dup2(nul, STDERR_FILENO);
+		dup2(d->log >= 0 ? d->log : nul, STDERR_FILENO);
 	}
+	log_info("%s serving %s in front of %s", OCI_SHIM_NAME, d->ours, d->up);
 	daemon_run(d);
 }
 
@@ -430,6 +483,9 @@ int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **a
 		return cli_seterr(err, errlen, -errno, "the bundle's folder: %s", strerror(errno));
 	*strrchr(d.bundles, '/') = '\0';
 	pthread_mutex_init(&d.mu, NULL);
+	/* containerd reads the bundle's "log" FIFO into its own log, as it
+	 * does every shim's: the daemon's stderr */
+	d.log = open("log", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
 	/* a pod's second task finds the daemon of its first */
 	d.lfd = alive(d.ours) ? -EADDRINUSE : unix_listen(d.ours, 64, 1, "the shim's socket");
 	if (d.lfd < 0 && !alive(d.ours))
@@ -441,6 +497,8 @@ int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **a
 	}
 	if (d.lfd >= 0)
 		close(d.lfd);
+	if (d.log >= 0)
+		close(d.log);
 	if ((size_t)snprintf(addr, addrlen, "unix://%s", d.ours) >= addrlen)
 		return -ENAMETOOLONG;
 	if ((r = write_address(addr)))

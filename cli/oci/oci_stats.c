@@ -5,17 +5,20 @@
 #include "cli/oci/oci_pod.h"
 #include "cli/oci/oci_state.h"
 #include "cli/util/util.h"
+#include "vmm/wire/proto.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 enum { S_PIDS, S_CPU, S_MEM, S_EVENTS };
-
-/* How long the guest gets to answer: the shim holds a task's connection
- * while it waits, and a guest that never answers must not hold it. */
-#define OCI_STATS_TIMEOUT_MS 5000
 
 /* memory.stat's keys, in metrics.proto's MemoryStat order (field 1..31):
  * the proto's names are the kernel's keys. */
@@ -131,13 +134,16 @@ int oci_stats_parse(const char *text, size_t n, struct oci_stats *st)
 /* One of Metrics' messages (its fields 1..nr-1 of v) as field num. */
 static void message(struct pb_writer *w, unsigned num, const uint64_t *v, unsigned nr)
 {
-	uint8_t buf[36 * 11];
+	uint8_t buf[36 * 12]; /* each field: a tag of up to 2 bytes, a varint of up to 10 */
 	struct pb_writer m;
 
 	pb_init(&m, buf, sizeof(buf));
 	for (unsigned i = 1; i < nr; i++)
 		pb_uint(&m, i, v[i]);
-	pb_bytes(w, num, buf, m.len);
+	if (pb_done(&m) < 0)
+		w->err = pb_done(&m);
+	else
+		pb_bytes(w, num, buf, m.len);
 }
 
 int oci_stats_metrics(const struct oci_stats *st, uint8_t *buf, size_t len)
@@ -154,7 +160,8 @@ int oci_stats_metrics(const struct oci_stats *st, uint8_t *buf, size_t len)
 	return pb_done(&w);
 }
 
-int oci_stats_of(const struct oci_ctx *c, const char *id, struct oci_stats *st, char *why, size_t whylen)
+/* In the child: id's figures from the guest, into st. */
+static int read_guest(const struct oci_ctx *c, const char *id, struct oci_stats *st, char *why, size_t whylen)
 {
 	/* the files of the container's cgroup; grep -H names each line's
 	 * file, and the container's ID comes in as $1, never in the script */
@@ -162,20 +169,18 @@ int oci_stats_of(const struct oci_ctx *c, const char *id, struct oci_stats *st, 
 				     "grep -H '' cpu.stat memory.current memory.max memory.stat memory.events "
 				     "memory.swap.current memory.swap.max pids.current pids.max 2>/dev/null\n"
 				     "exit 0\n";
-	char sbid[OCI_ID_MAX + 2], err[256], *out;
 	const char *argv[] = { "sh", "-c", script, "sh", id, NULL };
+	char err[256], *out;
 	struct sandbox_addr a;
 	struct sandbox sb;
 	size_t n = 0, cap = 16384;
 	int r;
 
-	if (!oci_id_ok(id) || oci_pod_of(c, id, sbid, sizeof(sbid)))
-		return -ENOENT;
 	if (oci_vm_addr(c, id, &sb, &a))
 		return cli_seterr(why, whylen, -ESRCH, "%s: its pod's VM is gone", id);
 	if (!(out = malloc(cap)))
 		return cli_seterr(why, whylen, -ENOMEM, "out of memory");
-	r = oci_guest_output(&a, argv, out, cap, &n, OCI_STATS_TIMEOUT_MS, err, sizeof(err));
+	r = oci_guest_output(&a, argv, out, cap, &n, err, sizeof(err));
 	if (r > 0)
 		r = cli_seterr(why, whylen, -ESRCH, "%s: no cgroup in the guest: %s", id, err);
 	else if (r < 0)
@@ -184,4 +189,82 @@ int oci_stats_of(const struct oci_ctx *c, const char *id, struct oci_stats *st, 
 		r = cli_seterr(why, whylen, -EPROTO, "%s: its cgroup in the guest gave no figures", id);
 	free(out);
 	return r;
+}
+
+/* What the child hands back through its pipe. */
+struct stats_reply {
+	int r;
+	struct oci_stats st;
+	char why[256];
+};
+
+/* Reads the child's reply from fd by the deadline: 0 or -ETIMEDOUT. */
+static int reply_by(int fd, struct stats_reply *rep, unsigned timeout_ms)
+{
+	struct timespec t0, now;
+	size_t got = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (got < sizeof(*rep)) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		long long spent;
+		ssize_t n;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		spent = (now.tv_sec - t0.tv_sec) * 1000LL + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (spent >= timeout_ms || poll(&pf, 1, (int)(timeout_ms - spent)) == 0)
+			return -ETIMEDOUT;
+		n = read(fd, (char *)rep + got, sizeof(*rep) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EPIPE;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+int oci_stats_of(const struct oci_ctx *c, const char *id, struct oci_stats *st, unsigned timeout_ms, char *why,
+		 size_t whylen)
+{
+	char sbid[OCI_ID_MAX + 2];
+	struct stats_reply rep;
+	int p[2], r, status;
+	pid_t pid;
+
+	if (!oci_id_ok(id) || oci_pod_of(c, id, sbid, sizeof(sbid)))
+		return -ENOENT;
+	/* The guest is asked from a child, killed at the deadline: nothing
+	 * the guest does (never accepting the connection, an answer a byte
+	 * at a time) holds the caller longer, and the child's environment
+	 * (oci_vm_addr sets VMM_STATE_DIR) is its own. */
+	if (pipe2(p, O_CLOEXEC))
+		return cli_seterr(why, whylen, -errno, "pipe: %s", strerror(errno));
+	if ((pid = fork()) < 0) {
+		r = -errno;
+		close(p[0]);
+		close(p[1]);
+		return cli_seterr(why, whylen, r, "fork: %s", strerror(-r));
+	}
+	if (pid == 0) {
+		close(p[0]);
+		memset(&rep, 0, sizeof(rep));
+		rep.r = read_guest(c, id, &rep.st, rep.why, sizeof(rep.why));
+		_exit(write_full(p[1], &rep, sizeof(rep)) ? 1 : 0);
+	}
+	close(p[1]);
+	r = reply_by(p[0], &rep, timeout_ms);
+	close(p[0]);
+	if (r)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (r)
+		return cli_seterr(why, whylen, r, "%s: the guest gave no figures in %u ms", id, timeout_ms);
+	if (rep.r) {
+		rep.why[sizeof(rep.why) - 1] = '\0';
+		return cli_seterr(why, whylen, rep.r, "%s", rep.why);
+	}
+	*st = rep.st;
+	return 0;
 }

@@ -37,9 +37,12 @@ struct oci_stats {
 int oci_stats_parse(const char *text, size_t n, struct oci_stats *st);
 /* st as a Metrics message into buf: its length, or -E2BIG. */
 int oci_stats_metrics(const struct oci_stats *st, uint8_t *buf, size_t len);
-/* id's figures from its cgroup in its pod's VM. 0; -ENOENT when id is
- * not a pod's workload container (a container alone is its VM: its VMM
- * is what the host counts); else -errno with why. */
-int oci_stats_of(const struct oci_ctx *c, const char *id, struct oci_stats *st, char *why, size_t whylen);
+/* id's figures from its cgroup in its pod's VM, asked by a child process
+ * that is killed after timeout_ms (a guest cannot hold the caller). 0;
+ * -ENOENT when id is not a pod's workload container (a container alone
+ * is its VM: its VMM is what the host counts); -ETIMEDOUT; else -errno
+ * with why. */
+int oci_stats_of(const struct oci_ctx *c, const char *id, struct oci_stats *st, unsigned timeout_ms, char *why,
+		 size_t whylen);
 
 #endif

@@ -375,50 +375,24 @@ char *oci_mount_script(const struct oci_spec *s, const char *groot, const char *
 	return text;
 }
 
-/* Gives the guest what is left of ms milliseconds since start for its
- * next frame (SO_RCVTIMEO): 0, or -ETIMEDOUT when none is left. */
-static int frame_deadline(int fd, const struct timespec *start, unsigned ms)
-{
-	struct timespec now;
-	struct timeval tv;
-	long long left;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	left = (long long)ms * 1000 - ((now.tv_sec - start->tv_sec) * 1000000LL + (now.tv_nsec - start->tv_nsec) / 1000);
-	if (left <= 0)
-		return -ETIMEDOUT;
-	tv.tv_sec = (time_t)(left / 1000000);
-	tv.tv_usec = (suseconds_t)(left % 1000000);
-	return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ? -errno : 0;
-}
-
 /* Runs a command in the guest (not in the container) quietly: its exit
  * status, its stderr in err, its stdout in out[0..*outn) when out is
- * set (what does not fit is dropped); with timeout_ms, -ETIMEDOUT when
- * the guest has not finished by then. */
+ * set (what does not fit is dropped). */
 static int guest_run(const struct sandbox_addr *a, const char *const *argv, char *out, size_t outlen, size_t *outn,
-		     unsigned timeout_ms, char *err, size_t errlen, uint8_t *buf)
+		     char *err, size_t errlen, uint8_t *buf)
 {
 	struct exec_opts o = { .argv = argv };
 	char fields[OCI_FIELDS_MAX];
-	struct timespec start;
 	size_t got = 0, n;
 	uint8_t type;
 	int fd, r = -EPROTO;
 
 	err[0] = '\0';
-	clock_gettime(CLOCK_MONOTONIC, &start);
 	if (api_exec_fields(&o, fields, sizeof(fields)))
 		return -E2BIG;
 	if ((fd = api_open(a, fields)) < 0)
 		return fd;
-	for (;;) {
-		if (timeout_ms && (r = frame_deadline(fd, &start, timeout_ms)))
-			break;
-		if (frame_read(fd, &type, buf, FRAME_MAX, &n)) {
-			r = errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -EPROTO;
-			break;
-		}
+	while (frame_read(fd, &type, buf, FRAME_MAX, &n) == 0) {
 		buf[n] = '\0';
 		if (type == F_STDOUT && out && n <= outlen - *outn) {
 			memcpy(out + *outn, buf, n);
@@ -448,7 +422,7 @@ static int guest_run(const struct sandbox_addr *a, const char *const *argv, char
 }
 
 int oci_guest_output(const struct sandbox_addr *a, const char *const *argv, char *out, size_t outlen, size_t *outn,
-		     unsigned timeout_ms, char *err, size_t errlen)
+		     char *err, size_t errlen)
 {
 	uint8_t *buf = malloc(FRAME_MAX + 1); /* not in the bss (cli/sandbox/api_client.c) */
 	int r;
@@ -459,14 +433,14 @@ int oci_guest_output(const struct sandbox_addr *a, const char *const *argv, char
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	r = guest_run(a, argv, out, outlen, outn, timeout_ms, err, errlen, buf);
+	r = guest_run(a, argv, out, outlen, outn, err, errlen, buf);
 	free(buf);
 	return r;
 }
 
 int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen)
 {
-	return oci_guest_output(a, argv, NULL, 0, NULL, 0, err, errlen);
+	return oci_guest_output(a, argv, NULL, 0, NULL, err, errlen);
 }
 
 int oci_vm_size(const struct oci_spec *s, unsigned long long *mib_out, unsigned *ncpu_out, char *why, size_t whylen)

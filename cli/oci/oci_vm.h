@@ -77,10 +77,9 @@ char *oci_mount_script(const struct oci_spec *s, const char *groot, const char *
  * stderr in err; -errno when the API fails. */
 int oci_guest_run(const struct sandbox_addr *a, const char *const *argv, char *err, size_t errlen);
 /* The same, with the command's stdout in out[0..*outn) (what does not
- * fit in outlen is dropped), and with timeout_ms (0: none) -ETIMEDOUT
- * when the guest has not answered in full by then. */
+ * fit in outlen is dropped). */
 int oci_guest_output(const struct sandbox_addr *a, const char *const *argv, char *out, size_t outlen, size_t *outn,
-		     unsigned timeout_ms, char *err, size_t errlen);
+		     char *err, size_t errlen);
 /* The network namespace of s as the VMM's --net (into opt; *netopt
  * NULL when there is none to join) and an open fd of it in *nsfd (-1:
  * none). 0 or CLI_EXIT_ERROR (why in err). */

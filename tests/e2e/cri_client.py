@@ -905,9 +905,11 @@ class Flow:
                 why = e.details()
             time.sleep(1)
         self.fig["container_stats_working_set_mib"] = round(mem / 1048576.0, 1)
+        shims = [open("/proc/%d/cmdline" % p, "rb").read().replace(b"\0", b" ")[:160].decode()
+                 for p in self.shims_of(pod)]
         self.check(mem >= 20 << 20 and cpu > 0, "ContainerStats: the container's own figures, %.1f MiB working set "
                    "(its 24 MiB), %.3f s of CPU" % (mem / 1048576.0, cpu / 1e9),
-                   "memory %d, cpu %d %s" % (mem, cpu, why))
+                   "memory %d, cpu %d %s; the pod's shims: %s" % (mem, cpu, why, shims))
         try:
             listed = {x.attributes.id: x for x in
                       self.rt.ListContainerStats(pb.ListContainerStatsRequest(), timeout=60).stats}
