@@ -184,3 +184,20 @@ int pb_get_str(const void *data, size_t n, unsigned num, char *buf, size_t len)
 	}
 	return got < 0 ? got : -ENOENT;
 }
+
+int pb_copy_except(struct pb_writer *w, const void *in, size_t n, unsigned skip)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	int got;
+
+	pb_reader_init(&r, in, n);
+	for (;;) {
+		const uint8_t *at = r.p;
+
+		if ((got = pb_next(&r, &f)) <= 0)
+			return got;
+		if (f.num != skip)
+			put(w, at, (size_t)(r.p - at)); /* its raw bytes: tag, length, value */
+	}
+}

@@ -54,4 +54,8 @@ int pb_next(struct pb_reader *r, struct pb_field *f);
  * -EINVAL (a NUL in it) or -EPROTO. */
 int pb_get_str(const void *data, size_t n, unsigned num, char *buf, size_t len);
 
+/* Copies the message in[0..n) into w, every field as it is but those
+ * numbered skip (to be written anew after): 0 or -EPROTO. */
+int pb_copy_except(struct pb_writer *w, const void *in, size_t n, unsigned skip);
+
 #endif

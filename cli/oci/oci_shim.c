@@ -31,6 +31,8 @@
 #define TTRPC_RESPONSE 2
 #define TASK_SERVICE "containerd.task.v2.Task" /* runtime/v2/task/shim.proto */
 #define RUNC_ROOT "/run/containerd/runc"       /* the runc shim's root when its options give none */
+#define RUNC_OPTIONS "containerd.runc.v1.Options"  /* runtime/v2/runc/options/oci.proto */
+#define OCI_ROOT "/run/containerd/vmm-oci"         /* vmm-oci's root when containerd names none */
 #define SOCK_MAX 108                           /* sun_path (unix(7)) */
 #define IDLE_CHECK_MS 10000
 /* How long a pod's guest gets to answer a Stats: the call's connection
@@ -87,33 +89,41 @@ int oci_shim_upstream(const struct oci_shim_args *a, char *path, size_t len)
 	return -ENOENT;
 }
 
-/* Runs the runc shim with our arguments (argv[0] its path), its stdout
- * and stderr both into out (the start's answer, or why it failed): its
- * exit status, or -errno. Its stdin is ours: the options containerd
- * passes. */
-static int run_upstream(const char *up, char **argv, char *out, size_t outlen)
+/* Runs the runc shim with our arguments (argv[0] its path) and in[0..inlen)
+ * on its stdin, its stdout and stderr both into out (the start's answer,
+ * or why it failed): its exit status, or -errno. */
+static int run_upstream(const char *up, char **argv, const void *in, size_t inlen, char *out, size_t outlen)
 {
-	int p[2], st;
+	int p[2], q[2], st;
 	ssize_t n;
 	size_t got = 0;
 	pid_t pid;
 
-	if (pipe2(p, O_CLOEXEC))
+	/* its stdin: in, whole in the pipe's buffer before it starts */
+	if (inlen > 65536 || pipe2(q, O_CLOEXEC))
+		return inlen > 65536 ? -E2BIG : -errno;
+	if (write_full(q[1], in, inlen) || pipe2(p, O_CLOEXEC)) {
+		close(q[0]);
+		close(q[1]);
 		return -errno;
+	}
+	close(q[1]);
 	pid = fork();
 	if (pid < 0) {
+		close(q[0]);
 		close(p[0]);
 		close(p[1]);
 		return -errno;
 	}
 	if (pid == 0) {
-		if (dup2(p[1], STDOUT_FILENO) < 0 || dup2(p[1], STDERR_FILENO) < 0)
+		if (dup2(q[0], STDIN_FILENO) < 0 || dup2(p[1], STDOUT_FILENO) < 0 || dup2(p[1], STDERR_FILENO) < 0)
 			_exit(127);
 		argv[0] = (char *)up;
 		execv(up, argv);
 		_exit(127);
 	}
 	close(p[1]);
+	close(q[0]);
 	for (;;) {
 		char drop[512];
 		int full = got == outlen - 1;
@@ -157,6 +167,7 @@ struct shim_daemon {
 	unsigned pairs;
 	int wake; /* an eventfd each pair's end writes: time to look again */
 	int log;  /* the first task's bundle's "log" FIFO (-1: none) */
+	char oci[PATH_MAX]; /* vmm-oci beside us, for tasks without runc's options */
 };
 
 /* One connection of containerd's and ours to the runc shim for it,
@@ -264,6 +275,83 @@ int oci_shim_answer(const uint8_t *body, size_t len, const char *ns, const char 
 	return 1;
 }
 
+/* The request's payload (field 3 of ttrpc's Request). */
+static const uint8_t *request_payload(const uint8_t *body, size_t len, size_t *plen)
+{
+	const uint8_t *payload = NULL;
+	struct pb_reader r;
+	struct pb_field f;
+
+	*plen = 0;
+	pb_reader_init(&r, body, len);
+	while (pb_next(&r, &f) > 0)
+		if (f.num == 3 && f.wire == 2) {
+			payload = f.data;
+			*plen = f.len;
+		}
+	return payload;
+}
+
+/* Whether an Any's type is runc's options. */
+static int runc_options(const uint8_t *any, size_t len)
+{
+	char url[64];
+
+	return !pb_get_str(any, len, 1, url, sizeof(url)) && !strcmp(url, RUNC_OPTIONS);
+}
+
+int oci_shim_create_options(const uint8_t *body, size_t len, const char *oci, uint8_t *out, size_t cap,
+			    size_t *olen)
+{
+	char service[64], method[32];
+	uint8_t opts[PATH_MAX + 128], any[PATH_MAX + 192], *np;
+	const uint8_t *payload, *have = NULL;
+	struct pb_writer w, p, o, a;
+	struct pb_reader r;
+	struct pb_field f;
+	size_t plen, hlen = 0, pcap;
+	int got;
+
+	if (pb_get_str(body, len, 1, service, sizeof(service)) || strcmp(service, TASK_SERVICE) ||
+	    pb_get_str(body, len, 2, method, sizeof(method)) || strcmp(method, "Create") ||
+	    !(payload = request_payload(body, len, &plen)))
+		return 0;
+	pb_reader_init(&r, payload, plen);
+	while ((got = pb_next(&r, &f)) > 0)
+		if (f.num == 10 && f.wire == 2) {
+			have = f.data;
+			hlen = f.len;
+		}
+	if (got < 0 || (have && runc_options(have, hlen)))
+		return 0; /* runc's options (runtime_type io.containerd.runc.v2): as they are */
+	/* runc's Options { string binary_name = 6; string root = 7; } as the
+	 * Any of CreateTaskRequest's options = 10 */
+	pb_init(&o, opts, sizeof(opts));
+	pb_str(&o, 6, oci);
+	pb_str(&o, 7, OCI_ROOT);
+	pb_init(&a, any, sizeof(any));
+	pb_str(&a, 1, RUNC_OPTIONS);
+	pb_bytes(&a, 2, opts, o.len);
+	if (pb_done(&o) < 0 || pb_done(&a) < 0)
+		return 0;
+	/* the CreateTaskRequest with those options, then the Request with
+	 * that payload (field 3), every other field as it came */
+	pcap = plen + a.len + 16;
+	if (!(np = malloc(pcap)))
+		return 0;
+	pb_init(&p, np, pcap);
+	got = pb_copy_except(&p, payload, plen, 10);
+	pb_bytes(&p, 10, any, a.len);
+	pb_init(&w, out, cap);
+	if (!got && pb_done(&p) >= 0 && !pb_copy_except(&w, body, len, 3))
+		pb_bytes(&w, 3, np, p.len);
+	free(np);
+	if (got || pb_done(&p) < 0 || pb_done(&w) < 0)
+		return 0;
+	*olen = w.len;
+	return 1;
+}
+
 /* One frame from fd into h and buf (at most TTRPC_MAX): 0 or -1. */
 static int read_frame(int fd, struct oci_ttrpc_header *h, uint8_t *buf)
 {
@@ -315,20 +403,38 @@ static int write_c(struct shim_pair *p, uint32_t stream, uint8_t type, uint8_t f
 	return r;
 }
 
+/* One request of containerd's: answered here, passed on with runc's
+ * options put in (a Create without them), or passed on as it came. */
+static int down_one(struct shim_pair *p, const struct oci_ttrpc_header *h, const uint8_t *buf, uint8_t *resp)
+{
+	size_t rlen, cap = (size_t)h->len + 2 * PATH_MAX + 512;
+	uint8_t *re;
+	int r;
+
+	if (h->type != TTRPC_REQUEST)
+		return write_frame(p->u, h->stream, h->type, h->flags, buf, h->len);
+	if (oci_shim_answer(buf, h->len, p->d->ns, p->d->bundles, resp, 4096, &rlen) == 1)
+		return write_c(p, h->stream, TTRPC_RESPONSE, 0, resp, rlen);
+	if ((re = malloc(cap)) && oci_shim_create_options(buf, h->len, p->d->oci, re, cap, &rlen) == 1 &&
+	    rlen <= TTRPC_MAX) {
+		r = write_frame(p->u, h->stream, h->type, h->flags, re, rlen);
+		free(re);
+		return r;
+	}
+	free(re);
+	return write_frame(p->u, h->stream, h->type, h->flags, buf, h->len);
+}
+
 /* containerd to the runc shim, but for the calls the shim answers. */
 static void *pair_down(void *arg)
 {
 	struct shim_pair *p = arg;
 	uint8_t *buf = malloc(TTRPC_MAX), *resp = malloc(4096);
 	struct oci_ttrpc_header h;
-	size_t rlen;
 
-	while (buf && resp && !read_frame(p->c, &h, buf)) {
-		if (h.type == TTRPC_REQUEST && oci_shim_answer(buf, h.len, p->d->ns, p->d->bundles, resp, 4096, &rlen) == 1
-			    ? write_c(p, h.stream, TTRPC_RESPONSE, 0, resp, rlen)
-			    : write_frame(p->u, h.stream, h.type, h.flags, buf, h.len))
+	while (buf && resp && !read_frame(p->c, &h, buf))
+		if (down_one(p, &h, buf, resp))
 			break;
-	}
 	free(buf);
 	free(resp);
 	pair_put(p);
@@ -463,10 +569,22 @@ int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **a
 		   char *err, size_t errlen)
 {
 	static struct shim_daemon d; /* the daemon's, for its life */
-	char out[4096], *up;
+	static uint8_t opts[65536];
+	char out[4096], *up, *slash;
+	size_t olen;
+	ssize_t self;
 	int r;
 
-	r = run_upstream(upstream, argv, out, sizeof(out));
+	/* containerd's options for the shim on our stdin: runc's pass on
+	 * (its ShimCgroup); those of another runtime_type (the CRI's
+	 * runtimeoptions for io.containerd.vmm.v2) the runc shim would
+	 * refuse, so it gets none */
+	{
+		ssize_t n = read_upto(STDIN_FILENO, opts, sizeof(opts));
+
+		olen = n > 0 && runc_options(opts, (size_t)n) ? (size_t)n : 0;
+	}
+	r = run_upstream(upstream, argv, opts, olen, out, sizeof(out));
 	up = out + strspn(out, " \t\r\n");
 	up[strcspn(up, "\r\n")] = '\0';
 	if (r)
@@ -482,6 +600,11 @@ int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **a
 	if (!getcwd(d.bundles, sizeof(d.bundles)) || !strrchr(d.bundles, '/'))
 		return cli_seterr(err, errlen, -errno, "the bundle's folder: %s", strerror(errno));
 	*strrchr(d.bundles, '/') = '\0';
+	/* vmm-oci beside vmm (this binary, whatever the link's name) */
+	self = readlink("/proc/self/exe", d.oci, sizeof(d.oci) - 16);
+	if (self <= 0 || !(slash = memrchr(d.oci, '/', (size_t)self)))
+		return cli_seterr(err, errlen, -ENOENT, "cannot find the vmm binary: %s", strerror(errno));
+	strcpy(slash + 1, "vmm-oci");
 	pthread_mutex_init(&d.mu, NULL);
 	/* containerd reads the bundle's "log" FIFO into its own log, as it
 	 * does every shim's: the daemon's stderr */

@@ -59,4 +59,13 @@ int oci_ttrpc_header(const uint8_t h[10], struct oci_ttrpc_header *out);
 int oci_shim_answer(const uint8_t *body, size_t len, const char *ns, const char *bundles, uint8_t *resp,
 		    size_t cap, size_t *rlen);
 
+/* A Task.Create (the body of a type 1 frame) without runc's options, as
+ * containerd sends it for runtime_type io.containerd.vmm.v2 (the CRI
+ * plugin then has the runtime's options of its own type, or none): the
+ * request again in out[0..*olen) with runc's Options { binary_name = oci;
+ * root = /run/containerd/vmm-oci } as its options, for the runc shim
+ * to run vmm-oci; 1 then, else 0 (pass it on as it came). */
+int oci_shim_create_options(const uint8_t *body, size_t len, const char *oci, uint8_t *out, size_t cap,
+			    size_t *olen);
+
 #endif

@@ -2,9 +2,9 @@
 # The CRI tier: a pod driven as kubelet drives one, over the CRI's gRPC
 # API, against a private containerd (its own root, state and socket in a
 # temporary folder) whose CRI plugin has two runtime handlers: `vmm`
-# (io.containerd.runc.v2 through build/containerd-shim-vmm-v2, with
-# BinaryName = build/vmm-oci and the Root docs/kubernetes.md gives) and
-# `runc`, the same flow on each in the same
+# (io.containerd.vmm.v2: build/containerd-shim-vmm-v2 in front of
+# containerd's runc shim, which runs build/vmm-oci with the Root
+# docs/kubernetes.md gives) and `runc`, the same flow on each in the same
 # run, with the figures side by side (tests/e2e/cri_client.py says what
 # the flow checks). The client is generated at test time from the CRI's
 # api.proto (../shared/specs/cri-api, or $VMM_SPECS/cri-api) with
@@ -134,18 +134,14 @@ state = "$T/state"
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.vmm]
-      runtime_type = "io.containerd.runc.v2"
-      runtime_path = "$B/containerd-shim-vmm-v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.vmm.options]
-        BinaryName = "$OCI"
-        Root = "$ROOT"
-        SystemdCgroup = false
+      runtime_type = "io.containerd.vmm.v2"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
 EOF
-containerd --config "$T/config.toml" > "$T/containerd.log" 2>&1 &
+# containerd finds containerd-shim-vmm-v2 (io.containerd.vmm.v2) on its PATH
+PATH="$B:$PATH" containerd --config "$T/config.toml" > "$T/containerd.log" 2>&1 &
 ctd_pid=$!
 for _ in $(seq 1 150); do ctr -a "$T/ctd.sock" version > /dev/null 2>&1 && break; sleep 0.2; done
 if ctr -a "$T/ctd.sock" version > /dev/null 2>&1; then

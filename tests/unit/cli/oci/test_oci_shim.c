@@ -442,6 +442,80 @@ static void a_guest_that_hangs(void **state)
 	assert_int_equal(system(path), 0);
 }
 
+/* A Task.Create without runc's options (runtime_type io.containerd.vmm.v2)
+ * gets them: binary_name vmm-oci, root /run/containerd/vmm-oci; every
+ * other field of the request and of its payload as it came. runc's own
+ * options, and other calls, pass as they are. */
+static void create_gets_runc_options(void **state)
+{
+	uint8_t payload[512], body[1024], out[4096], any[128], ro[64];
+	const uint8_t *p, *o, *v;
+	struct pb_writer w;
+	size_t n, plen = 0, olen = 0, vlen = 0, rlen = 0;
+	char s[128];
+
+	(void)state;
+	/* the CRI's runtimeoptions.v1.Options { type_url, config_path } */
+	pb_init(&w, ro, sizeof(ro));
+	pb_str(&w, 2, "/etc/x.toml");
+	n = w.len;
+	pb_init(&w, any, sizeof(any));
+	pb_str(&w, 1, "runtimeoptions.v1.Options");
+	pb_bytes(&w, 2, ro, n);
+	n = w.len;
+	pb_init(&w, payload, sizeof(payload));
+	pb_str(&w, 1, "c1");
+	pb_str(&w, 2, "/run/b/c1");
+	pb_bytes(&w, 10, any, n);
+	pb_str(&w, 6, "/run/fifo/stdout");
+	n = w.len;
+	pb_init(&w, body, sizeof(body));
+	pb_str(&w, 1, "containerd.task.v2.Task");
+	pb_str(&w, 2, "Create");
+	pb_bytes(&w, 3, payload, n);
+	pb_uint(&w, 4, 7000000000);
+	assert_true(pb_done(&w) > 0);
+	assert_int_equal(oci_shim_create_options(body, w.len, "/usr/bin/vmm-oci", out, sizeof(out), &rlen), 1);
+	assert_int_equal(pb_get_str(out, rlen, 2, s, sizeof(s)), 0);
+	assert_string_equal(s, "Create");
+	assert_int_equal(get_uint(out, rlen, 4), 7000000000);
+	assert_non_null(p = get_msg(out, rlen, 3, &plen));
+	assert_int_equal(pb_get_str(p, plen, 1, s, sizeof(s)), 0);
+	assert_string_equal(s, "c1");
+	assert_int_equal(pb_get_str(p, plen, 6, s, sizeof(s)), 0);
+	assert_string_equal(s, "/run/fifo/stdout");
+	assert_non_null(o = get_msg(p, plen, 10, &olen));
+	assert_int_equal(pb_get_str(o, olen, 1, s, sizeof(s)), 0);
+	assert_string_equal(s, "containerd.runc.v1.Options");
+	assert_non_null(v = get_msg(o, olen, 2, &vlen));
+	assert_int_equal(pb_get_str(v, vlen, 6, s, sizeof(s)), 0);
+	assert_string_equal(s, "/usr/bin/vmm-oci");
+	assert_int_equal(pb_get_str(v, vlen, 7, s, sizeof(s)), 0);
+	assert_string_equal(s, "/run/containerd/vmm-oci");
+	/* runc's options as they are: no rewrite */
+	n = rlen;
+	assert_int_equal(oci_shim_create_options(out, n, "/other/vmm-oci", body, sizeof(body), &rlen), 0);
+	/* a Create with no options at all gets them too */
+	pb_init(&w, payload, sizeof(payload));
+	pb_str(&w, 1, "c2");
+	n = w.len;
+	pb_init(&w, body, sizeof(body));
+	pb_str(&w, 1, "containerd.task.v2.Task");
+	pb_str(&w, 2, "Create");
+	pb_bytes(&w, 3, payload, n);
+	assert_int_equal(oci_shim_create_options(body, w.len, "/x/vmm-oci", out, sizeof(out), &rlen), 1);
+	/* other calls, and bytes that are not a request */
+	n = request(body, sizeof(body), "containerd.task.v2.Task", "Start", "c1");
+	assert_int_equal(oci_shim_create_options(body, n, "/x/vmm-oci", out, sizeof(out), &rlen), 0);
+	assert_int_equal(oci_shim_create_options((const uint8_t *)"\x0a\x50", 2, "/x/vmm-oci", out, sizeof(out), &rlen), 0);
+	/* no room for the rewrite: passed on as it came */
+	pb_init(&w, body, sizeof(body));
+	pb_str(&w, 1, "containerd.task.v2.Task");
+	pb_str(&w, 2, "Create");
+	pb_bytes(&w, 3, payload, 4);
+	assert_int_equal(oci_shim_create_options(body, w.len, "/x/vmm-oci", out, 20, &rlen), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -453,6 +527,7 @@ int main(void)
 		cmocka_unit_test(passes_on_what_is_not_its_own),
 		cmocka_unit_test(answers_stats_of_a_pod_container),
 		cmocka_unit_test(a_guest_that_hangs),
+		cmocka_unit_test(create_gets_runc_options),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
