@@ -690,7 +690,7 @@ endif
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := fuzz_kernel_load fuzz_virtqueue fuzz_blk_request fuzz_vsock fuzz_api_request \
                 fuzz_snapshot fuzz_net fuzz_fuse fuzz_egress fuzz_http fuzz_oci fuzz_mcp fuzz_devices fuzz_mmds \
-                fuzz_dockerfile fuzz_tar fuzz_e2b
+                fuzz_dockerfile fuzz_tar fuzz_e2b fuzz_oci_shim
 FUZZ_CC      ?= clang
 fuzz_kernel_load_SRCS := tests/fuzz/fuzz_kernel_load.c boot/bootparams.c boot/elf.c boot/bzimage.c vmm/base/gm.c vmm/base/log.c
 fuzz_virtqueue_SRCS   := tests/fuzz/fuzz_virtqueue.c devices/virtqueue.c vmm/base/gm.c vmm/base/log.c
@@ -713,6 +713,8 @@ fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress/egress_http.c cli/e
 fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/images/registry.c cli/util/util.c vmm/base/log.c \
                          vmm/wire/json.c vmm/wire/proto.c
 fuzz_oci_LIBS         := $(TLS_LIBS)
+fuzz_oci_shim_SRCS    := tests/fuzz/fuzz_oci_shim.c cli/oci/oci_shim.c cli/oci/oci_stats.c cli/oci/oci_pb.c cli/oci/oci_state.c \
+                         vmm/base/unixsock.c cli/util/util.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c \
                          cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c \
                          cli/util/util.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c

@@ -343,11 +343,11 @@ int oci_shim_create_options(const uint8_t *body, size_t len, const char *oci, ui
 	got = pb_copy_except(&p, payload, plen, 10);
 	pb_bytes(&p, 10, any, a.len);
 	pb_init(&w, out, cap);
-	if (!got && pb_done(&p) >= 0 && !pb_copy_except(&w, body, len, 3))
+	if (!got && pb_done(&p) >= 0 && !(got = pb_copy_except(&w, body, len, 3)))
 		pb_bytes(&w, 3, np, p.len);
 	free(np);
 	if (got || pb_done(&p) < 0 || pb_done(&w) < 0)
-		return 0;
+		return 0; /* not a message throughout: passed on as it came */
 	*olen = w.len;
 	return 1;
 }

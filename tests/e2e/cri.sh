@@ -187,6 +187,7 @@ rows = [("RunPodSandbox (s)", "run_pod_sandbox_s"), ("CreateContainer (s)", "cre
         ("ExecSync latency, median of 5 (ms)", "exec_sync_ms"), ("memory per pod, PSS (MiB)", "pod_pss_mib"),
         ("memory per pod with 3 containers, PSS (MiB)", "pod3_pss_mib"),
         ("processes per pod", "pod_processes"), ("processes of the vmm binary", "vmm_processes"),
+        ("of the pod's PSS, the thin shim (MiB)", "thin_shim_pss_mib"),
         ("VMs for the pod", "vms")]
 print("%-40s" % "figures (this run)" + "".join("%12s" % h for h in figs))
 for name, k in rows:

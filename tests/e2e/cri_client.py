@@ -842,6 +842,12 @@ class Flow:
               "processes of the vmm binary: %d, VMs: %d"
               % (self.a.handler, n, kib / 1024, self.fig["vmm_processes"], self.fig["vms"]))
         self.check(kib > 0, "the pod's processes found (%d under %d shim(s))" % (n, len(shims)))
+        thin = [p for p in shims if open("/proc/%d/cmdline" % p, "rb").read().split(b"\0")[0]
+                .endswith(b"containerd-shim-vmm-v2")]
+        if thin:
+            tk, _ = self.tree_pss_kib(thin)
+            self.fig["thin_shim_pss_mib"] = round(tk / 1024, 2)
+            print("     %s: of it, containerd-shim-vmm-v2 (the thin shim): %.2f MiB PSS" % (self.a.handler, tk / 1024))
         # logs in the CRI format: "TIMESTAMP STREAM TAG MESSAGE"
         path = os.path.join(pod_cfg.log_directory, "main.log")
         lines = open(path).read().splitlines() if os.path.exists(path) else []
