@@ -30,6 +30,7 @@
 #define TTRPC_REQUEST 1
 #define TTRPC_RESPONSE 2
 #define TASK_SERVICE "containerd.task.v2.Task" /* runtime/v2/task/shim.proto */
+#define TASK_SERVICE_V3 "containerd.task.v3.Task" /* containerd 2.x: api/runtime/task/v3 */
 #define RUNC_ROOT "/run/containerd/runc"       /* the runc shim's root when its options give none */
 #define RUNC_OPTIONS "containerd.runc.v1.Options"  /* runtime/v2/runc/options/oci.proto */
 #define OCI_ROOT "/run/containerd/vmm-oci"         /* vmm-oci's root when containerd names none */
@@ -156,6 +157,40 @@ static int write_address(const char *addr)
 	return r;
 }
 
+int oci_shim_parse_start(const char *answer, char *path, size_t len, int *version)
+{
+	char abuf[2048];
+	struct json_arena ar = { abuf, sizeof(abuf), 0 };
+	const struct json *j;
+	const char *addr = answer, *proto = "ttrpc";
+	int64_t v = 0;
+
+	*version = 0;
+	if (answer[0] == '{') {
+		/* containerd 2.x's pkg/shim BootstrapParams */
+		if (!(j = json_parse(answer, strlen(answer), &ar, &(const char *){ NULL })) ||
+		    json_get_str(j, "address", &addr) || json_get_int(j, "version", &v) || v < 2 || v > 1000)
+			return -EINVAL;
+		json_get_str(j, "protocol", &proto);
+		if (strcmp(proto, "ttrpc"))
+			return -EINVAL;
+		*version = (int)v;
+	}
+	if (strncmp(addr, "unix://", 7) || !addr[7] || strlen(addr + 7) + 4 >= SOCK_MAX || strlen(addr + 7) >= len)
+		return -EINVAL;
+	strcpy(path, addr + 7);
+	return 0;
+}
+
+int oci_shim_format_start(int version, const char *path, char *out, size_t len)
+{
+	int n = version ? snprintf(out, len, "{\"version\":%d,\"address\":\"unix://%s\",\"protocol\":\"ttrpc\"}", version,
+				   path)
+			: snprintf(out, len, "unix://%s", path);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
 /* ---- the daemon ------------------------------------------------------------- */
 
 struct shim_daemon {
@@ -203,6 +238,13 @@ static void put_header(uint8_t h[TTRPC_HEADER], uint32_t len, uint32_t stream, u
 	h[9] = flags;
 }
 
+/* The task API's service, as containerd 1.x (v2) or 2.x (v3) names it:
+ * the messages the shim reads of it are the same in both. */
+static int task_service(const char *s)
+{
+	return !strcmp(s, TASK_SERVICE) || !strcmp(s, TASK_SERVICE_V3);
+}
+
 /* vmm oci's --root for the task id: the runc shim's options.json in its
  * bundle ("root", RUNC_ROOT when empty), with the namespace, as the runc
  * shim passes it to its runc (containerd's pkg/process, NewRunc). */
@@ -236,7 +278,7 @@ int oci_shim_answer(const uint8_t *body, size_t len, const char *ns, const char 
 	size_t plen = 0;
 	int n, got;
 
-	if (pb_get_str(body, len, 1, service, sizeof(service)) || strcmp(service, TASK_SERVICE) ||
+	if (pb_get_str(body, len, 1, service, sizeof(service)) || !task_service(service) ||
 	    pb_get_str(body, len, 2, method, sizeof(method)) || strcmp(method, "Stats"))
 		return 0;
 	pb_reader_init(&r, body, len);
@@ -312,7 +354,7 @@ int oci_shim_create_options(const uint8_t *body, size_t len, const char *oci, ui
 	size_t plen, hlen = 0, pcap;
 	int got;
 
-	if (pb_get_str(body, len, 1, service, sizeof(service)) || strcmp(service, TASK_SERVICE) ||
+	if (pb_get_str(body, len, 1, service, sizeof(service)) || !task_service(service) ||
 	    pb_get_str(body, len, 2, method, sizeof(method)) || strcmp(method, "Create") ||
 	    !(payload = request_payload(body, len, &plen)))
 		return 0;
@@ -573,7 +615,7 @@ int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **a
 	char out[4096], *up, *slash;
 	size_t olen;
 	ssize_t self;
-	int r;
+	int r, version;
 
 	/* containerd's options for the shim on our stdin: runc's pass on
 	 * (its ShimCgroup); those of another runtime_type (the CRI's
@@ -589,12 +631,11 @@ int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **a
 	up[strcspn(up, "\r\n")] = '\0';
 	if (r)
 		return cli_seterr(err, errlen, -EIO, "%s start: %s", UPSTREAM, r < 0 ? strerror(-r) : out);
-	if (strncmp(up, "unix://", 7) || strlen(up + 7) + 4 >= SOCK_MAX)
+	memset(&d, 0, sizeof(d));
+	if (oci_shim_parse_start(up, d.up, sizeof(d.up), &version))
 		return cli_seterr(err, errlen, -EINVAL, "%s start gave an address vmm's shim cannot stand in front of: %s",
 				  UPSTREAM, up);
-	memset(&d, 0, sizeof(d));
-	snprintf(d.up, sizeof(d.up), "%s", up + 7);
-	if ((size_t)snprintf(d.ours, sizeof(d.ours), "%s-vmm", up + 7) >= sizeof(d.ours))
+	if ((size_t)snprintf(d.ours, sizeof(d.ours), "%s-vmm", d.up) >= sizeof(d.ours))
 		return -ENAMETOOLONG; /* checked above */
 	snprintf(d.ns, sizeof(d.ns), "%s", a->ns ? a->ns : "default");
 	if (!getcwd(d.bundles, sizeof(d.bundles)) || !strrchr(d.bundles, '/'))
@@ -622,9 +663,10 @@ int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **a
 		close(d.lfd);
 	if (d.log >= 0)
 		close(d.log);
-	if ((size_t)snprintf(addr, addrlen, "unix://%s", d.ours) >= addrlen)
-		return -ENAMETOOLONG;
-	if ((r = write_address(addr)))
+	/* the bundle's "address" (containerd 1.x reads it after a restart;
+	 * 2.x keeps our answer in bootstrap.json itself), then our answer in
+	 * the runc shim's form */
+	if ((r = oci_shim_format_start(0, d.ours, addr, addrlen)) || (r = write_address(addr)))
 		return cli_seterr(err, errlen, r, "the bundle's address file: %s", strerror(-r));
-	return 0;
+	return oci_shim_format_start(version, d.ours, addr, addrlen);
 }

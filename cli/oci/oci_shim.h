@@ -59,6 +59,15 @@ int oci_ttrpc_header(const uint8_t h[10], struct oci_ttrpc_header *out);
 int oci_shim_answer(const uint8_t *body, size_t len, const char *ns, const char *bundles, uint8_t *resp,
 		    size_t cap, size_t *rlen);
 
+/* The runc shim's answer to start: containerd 1.x's "unix://PATH", or
+ * containerd 2.x's JSON {"version":3,"address":"unix://PATH",
+ * "protocol":"ttrpc"} (pkg/shim, BootstrapParams). Its socket's path
+ * into path, *version 0 for the plain form: 0, or -EINVAL (another
+ * protocol or address kind, or a path too long to put "-vmm" after). */
+int oci_shim_parse_start(const char *answer, char *path, size_t len, int *version);
+/* Our answer in the same form, for the socket at path: 0 or -ENAMETOOLONG. */
+int oci_shim_format_start(int version, const char *path, char *out, size_t len);
+
 /* A Task.Create (the body of a type 1 frame) without runc's options, as
  * containerd sends it for runtime_type io.containerd.vmm.v2 (the CRI
  * plugin then has the runtime's options of its own type, or none): the

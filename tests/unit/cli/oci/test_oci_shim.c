@@ -389,6 +389,8 @@ static void answers_stats_of_a_pod_container(void **state)
 	fprintf(f, "{\"binary_name\":\"vmm-oci\",\"root\":\"%s/root\",\"systemd_cgroup\":false}", dir);
 	fclose(f);
 	vm_up = 1;
+	n = request(req, sizeof(req), "containerd.task.v3.Task", "Stats", "c2"); /* containerd 2.x's */
+	assert_int_equal(oci_shim_answer(req, n, "k8s.io", dir, resp, sizeof(resp), &rlen), 1);
 	n = request(req, sizeof(req), "containerd.task.v2.Task", "Stats", "c2");
 	assert_int_equal(oci_shim_answer(req, n, "k8s.io", dir, resp, sizeof(resp), &rlen), 1);
 	vm_up = 0;
@@ -516,6 +518,43 @@ static void create_gets_runc_options(void **state)
 	assert_int_equal(oci_shim_create_options(body, w.len, "/x/vmm-oci", out, 20, &rlen), 0);
 }
 
+/* The runc shim's start answer, containerd 1.x's and 2.x's, read; ours
+ * given back in the same form. */
+static void start_answers(void **state)
+{
+	char path[108], out[256];
+	int v;
+
+	(void)state;
+	assert_int_equal(oci_shim_parse_start("unix:///run/containerd/s/abc", path, sizeof(path), &v), 0);
+	assert_string_equal(path, "/run/containerd/s/abc");
+	assert_int_equal(v, 0);
+	assert_int_equal(oci_shim_format_start(v, "/run/containerd/s/abc-vmm", out, sizeof(out)), 0);
+	assert_string_equal(out, "unix:///run/containerd/s/abc-vmm");
+	assert_int_equal(oci_shim_parse_start("{\"version\":3,\"address\":\"unix:///run/containerd/s/d\",\"protocol\":\"ttrpc\"}",
+					      path, sizeof(path), &v),
+			 0);
+	assert_string_equal(path, "/run/containerd/s/d");
+	assert_int_equal(v, 3);
+	assert_int_equal(oci_shim_format_start(v, "/run/containerd/s/d-vmm", out, sizeof(out)), 0);
+	assert_string_equal(out, "{\"version\":3,\"address\":\"unix:///run/containerd/s/d-vmm\",\"protocol\":\"ttrpc\"}");
+	/* what it cannot stand in front of */
+	assert_int_equal(oci_shim_parse_start("{\"version\":3,\"address\":\"vsock://3:1\",\"protocol\":\"ttrpc\"}", path,
+					      sizeof(path), &v),
+			 -EINVAL);
+	assert_int_equal(oci_shim_parse_start("{\"version\":3,\"address\":\"unix:///s\",\"protocol\":\"grpc\"}", path,
+					      sizeof(path), &v),
+			 -EINVAL);
+	assert_int_equal(oci_shim_parse_start("{\"address\":\"unix:///s\"}", path, sizeof(path), &v), -EINVAL);
+	assert_int_equal(oci_shim_parse_start("time=... level=error msg=boom", path, sizeof(path), &v), -EINVAL);
+	assert_int_equal(oci_shim_parse_start("unix://", path, sizeof(path), &v), -EINVAL);
+	memset(out, 'a', 120);
+	memcpy(out, "unix:///", 8);
+	out[120] = '\0'; /* a path with no room for "-vmm" in sun_path */
+	assert_int_equal(oci_shim_parse_start(out, path, sizeof(path), &v), -EINVAL);
+	assert_int_equal(oci_shim_format_start(3, "/run/containerd/s/d-vmm", out, 20), -ENAMETOOLONG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -528,6 +567,7 @@ int main(void)
 		cmocka_unit_test(answers_stats_of_a_pod_container),
 		cmocka_unit_test(a_guest_that_hangs),
 		cmocka_unit_test(create_gets_runc_options),
+		cmocka_unit_test(start_answers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
