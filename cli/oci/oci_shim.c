@@ -201,7 +201,7 @@ struct shim_daemon {
 	pthread_mutex_t mu; /* pairs, and each pair's refs */
 	unsigned pairs;
 	int wake; /* an eventfd each pair's end writes: time to look again */
-	int log;  /* the first task's bundle's "log" FIFO (-1: none) */
+	int log;  /* the log's sink: the first task's bundle's "log" FIFO, or /dev/null */
 	char oci[PATH_MAX]; /* vmm-oci beside us, for tasks without runc's options */
 };
 
@@ -601,7 +601,7 @@ static int spawn_daemon(struct shim_daemon *d)
 	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
 		dup2(nul, STDIN_FILENO);
 		dup2(nul, STDOUT_FILENO);
-		dup2(d->log >= 0 ? d->log : nul, STDERR_FILENO);
+		dup2(nul, STDERR_FILENO);
 	}
 	log_info("%s serving %s in front of %s", OCI_SHIM_NAME, d->ours, d->up);
 	daemon_run(d);
@@ -648,8 +648,12 @@ int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **a
 	strcpy(slash + 1, "vmm-oci");
 	pthread_mutex_init(&d.mu, NULL);
 	/* containerd reads the bundle's "log" FIFO into its own log, as it
-	 * does every shim's: the daemon's stderr */
-	d.log = open("log", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	 * does every shim's: our log lines go there from here on (the
+	 * daemon's too), never into the answer containerd reads from our
+	 * stdout and stderr */
+	if ((d.log = open("log", O_WRONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+		d.log = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	log_set_sink(&(struct log_sink){ .fd = d.log, .id = OCI_SHIM_NAME, .show_level = 1 });
 	/* a pod's second task finds the daemon of its first */
 	d.lfd = alive(d.ours) ? -EADDRINUSE : unix_listen(d.ours, 64, 1, "the shim's socket");
 	if (d.lfd < 0 && !alive(d.ours))
@@ -661,6 +665,7 @@ int oci_shim_start(const struct oci_shim_args *a, const char *upstream, char **a
 	}
 	if (d.lfd >= 0)
 		close(d.lfd);
+	log_set_sink(&(struct log_sink){ .fd = -1 });
 	if (d.log >= 0)
 		close(d.log);
 	/* the bundle's "address" (containerd 1.x reads it after a restart;
