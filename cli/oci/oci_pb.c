@@ -98,7 +98,7 @@ int pb_done(const struct pb_writer *w)
 void pb_reader_init(struct pb_reader *r, const void *data, size_t n)
 {
 	r->p = data;
-	r->end = r->p + n;
+	r->end = data ? r->p + n : r->p; /* no message at all (NULL): an empty one */
 }
 
 static int get_varint(struct pb_reader *r, uint64_t *v)
