@@ -164,6 +164,22 @@ int pb_next(struct pb_reader *r, struct pb_field *f)
 	}
 }
 
+int pb_get_bytes(const void *data, size_t n, unsigned num, const uint8_t **out, size_t *len)
+{
+	struct pb_reader r;
+	struct pb_field f;
+	int got, found = 0;
+
+	pb_reader_init(&r, data, n);
+	while ((got = pb_next(&r, &f)) > 0)
+		if (f.num == num && f.wire == 2) {
+			*out = f.data;
+			*len = f.len;
+			found = 1;
+		}
+	return got < 0 ? got : found ? 0 : -ENOENT;
+}
+
 int pb_get_str(const void *data, size_t n, unsigned num, char *buf, size_t len)
 {
 	struct pb_reader r;

@@ -49,6 +49,11 @@ void pb_reader_init(struct pb_reader *r, const void *data, size_t n);
  * that are not a message (a varint over 10 bytes, a length past the end,
  * field number 0, the deprecated groups, an unknown wire type). */
 int pb_next(struct pb_reader *r, struct pb_field *f);
+/* The length-delimited field numbered num of the message data[0..n) (a
+ * nested message, bytes; the last when it comes twice, as protobuf takes
+ * a singular field) in *out and *len: 0, -ENOENT (absent) or -EPROTO (the
+ * bytes are not a message, wherever in it). */
+int pb_get_bytes(const void *data, size_t n, unsigned num, const uint8_t **out, size_t *len);
 /* The first string field numbered num of the message data[0..n) into buf
  * (NUL-terminated): 0, -ENOENT (absent), -E2BIG (too long for buf),
  * -EINVAL (a NUL in it) or -EPROTO. */

@@ -270,25 +270,17 @@ int oci_shim_answer(const uint8_t *body, size_t len, const char *ns, const char 
 	char service[64], method[32], id[OCI_ID_MAX + 2], root[PATH_MAX], why[512];
 	uint8_t metrics[2048], stats[2200];
 	struct oci_ctx c = { 0 };
-	struct pb_reader r;
-	struct pb_field f;
 	struct oci_stats st;
 	struct pb_writer w;
 	const uint8_t *payload = NULL;
 	size_t plen = 0;
-	int n, got;
+	int n;
 
 	if (pb_get_str(body, len, 1, service, sizeof(service)) || !task_service(service) ||
 	    pb_get_str(body, len, 2, method, sizeof(method)) || strcmp(method, "Stats"))
 		return 0;
-	pb_reader_init(&r, body, len);
-	while ((got = pb_next(&r, &f)) > 0)
-		if (f.num == 3 && f.wire == 2) {
-			payload = f.data;
-			plen = f.len;
-		}
-	/* StatsRequest { string id = 1; } */
-	if (got < 0 || pb_get_str(payload, plen, 1, id, sizeof(id)) || !oci_id_ok(id) ||
+	/* the Request's payload = 3: StatsRequest { string id = 1; } */
+	if (pb_get_bytes(body, len, 3, &payload, &plen) || pb_get_str(payload, plen, 1, id, sizeof(id)) || !oci_id_ok(id) ||
 	    task_root(bundles, ns, id, root, sizeof(root)))
 		return 0;
 	c.root = root;
@@ -317,23 +309,6 @@ int oci_shim_answer(const uint8_t *body, size_t len, const char *ns, const char 
 	return 1;
 }
 
-/* The request's payload (field 3 of ttrpc's Request). */
-static const uint8_t *request_payload(const uint8_t *body, size_t len, size_t *plen)
-{
-	const uint8_t *payload = NULL;
-	struct pb_reader r;
-	struct pb_field f;
-
-	*plen = 0;
-	pb_reader_init(&r, body, len);
-	while (pb_next(&r, &f) > 0)
-		if (f.num == 3 && f.wire == 2) {
-			payload = f.data;
-			*plen = f.len;
-		}
-	return payload;
-}
-
 /* Whether an Any's type is runc's options. */
 static int runc_options(const uint8_t *any, size_t len)
 {
@@ -347,24 +322,18 @@ int oci_shim_create_options(const uint8_t *body, size_t len, const char *oci, ui
 {
 	char service[64], method[32];
 	uint8_t opts[PATH_MAX + 128], any[PATH_MAX + 192], *np;
-	const uint8_t *payload, *have = NULL;
+	const uint8_t *payload, *have;
 	struct pb_writer w, p, o, a;
-	struct pb_reader r;
-	struct pb_field f;
-	size_t plen, hlen = 0, pcap;
+	size_t plen, hlen, pcap;
 	int got;
 
+	/* the Request's payload = 3, a CreateTaskRequest, its options = 10 */
 	if (pb_get_str(body, len, 1, service, sizeof(service)) || !task_service(service) ||
 	    pb_get_str(body, len, 2, method, sizeof(method)) || strcmp(method, "Create") ||
-	    !(payload = request_payload(body, len, &plen)))
+	    pb_get_bytes(body, len, 3, &payload, &plen))
 		return 0;
-	pb_reader_init(&r, payload, plen);
-	while ((got = pb_next(&r, &f)) > 0)
-		if (f.num == 10 && f.wire == 2) {
-			have = f.data;
-			hlen = f.len;
-		}
-	if (got < 0 || (have && runc_options(have, hlen)))
+	got = pb_get_bytes(payload, plen, 10, &have, &hlen);
+	if (got == -EPROTO || (!got && runc_options(have, hlen)))
 		return 0; /* runc's options (runtime_type io.containerd.runc.v2): as they are */
 	/* runc's Options { string binary_name = 6; string root = 7; } as the
 	 * Any of CreateTaskRequest's options = 10 */

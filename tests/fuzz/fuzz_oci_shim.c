@@ -67,18 +67,11 @@ static uint64_t get_uint(const uint8_t *m, size_t n, unsigned num)
 	return v;
 }
 
-static const uint8_t *get_msg(const uint8_t *m, size_t n, unsigned num, size_t *len)
+static const uint8_t *get_msg(const uint8_t *data, size_t n, unsigned num, size_t *len)
 {
-	struct pb_reader r;
-	struct pb_field f;
+	const uint8_t *m;
 
-	pb_reader_init(&r, m, n);
-	while (pb_next(&r, &f) > 0)
-		if (f.num == num && f.wire == 2) {
-			*len = f.len;
-			return f.data;
-		}
-	return NULL;
+	return pb_get_bytes(data, n, num, &m, len) ? NULL : m;
 }
 
 static void stats(const uint8_t *data, size_t len)

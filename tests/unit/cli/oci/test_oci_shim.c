@@ -38,16 +38,9 @@ static uint64_t get_uint(const uint8_t *data, size_t n, unsigned num)
 /* The bytes of length-delimited field num (NULL when absent). */
 static const uint8_t *get_msg(const uint8_t *data, size_t n, unsigned num, size_t *len)
 {
-	struct pb_reader r;
-	struct pb_field f;
+	const uint8_t *m;
 
-	pb_reader_init(&r, data, n);
-	while (pb_next(&r, &f) > 0)
-		if (f.num == num && f.wire == 2) {
-			*len = f.len;
-			return f.data;
-		}
-	return NULL;
+	return pb_get_bytes(data, n, num, &m, len) ? NULL : m;
 }
 
 static void pb_both_ways(void **state)
@@ -103,6 +96,21 @@ static void pb_both_ways(void **state)
 	assert_int_equal(pb_get_str(f.data, f.len, 1, s, sizeof(s)), 0);
 	assert_string_equal(s, "t.u/X");
 	assert_int_equal(pb_next(&r, &f), 0);
+	/* a field that comes twice: the last, as protobuf takes it; absent;
+	 * not a message */
+	{
+		const uint8_t *b;
+		size_t blen = 0;
+
+		pb_init(&w, buf, sizeof(buf));
+		pb_str(&w, 3, "first");
+		pb_str(&w, 3, "last");
+		assert_int_equal(pb_get_bytes(buf, w.len, 3, &b, &blen), 0);
+		assert_int_equal(blen, 4);
+		assert_memory_equal(b, "last", 4);
+		assert_int_equal(pb_get_bytes(buf, w.len, 4, &b, &blen), -ENOENT);
+		assert_int_equal(pb_get_bytes("\x1a\x05" "abc", 5, 3, &b, &blen), -EPROTO);
+	}
 	/* a NUL in a string */
 	pb_init(&w, buf, sizeof(buf));
 	pb_bytes(&w, 1, "a\0b", 3);
