@@ -34,7 +34,7 @@ endif
 # Sources by folder, one list per layer (docs/ARCHITECTURE.md; the layer
 # rule is checked by tests/structure.py): a binary links the folders it
 # calls, a unit test the files of its folder and those below it.
-WIRE_SRCS   := vmm/wire/json.c vmm/wire/proto.c vmm/wire/tar.c
+WIRE_SRCS   := vmm/wire/json.c vmm/wire/proto.c vmm/wire/tar.c vmm/wire/pb.c
 BASE_SRCS   := $(wildcard vmm/base/*.c)
 BOOT_SRCS   := boot/bootparams.c boot/elf.c boot/bzimage.c
 # The FUSE server behind virtio-fs (devices/fuse/fuse_internal.h lists its files).
@@ -420,11 +420,11 @@ test_rdump_SRCS := cli/images/rdump.c cli/util/util.c vmm/base/log.c vmm/wire/pr
 test_oci_hooks_SRCS := cli/oci/oci_hooks.c cli/oci/oci_spec.c cli/util/util.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 test_oci_rootfs_SRCS := cli/oci/oci_rootfs.c
 test_oci_cgroup_SRCS := cli/oci/oci_cgroup.c cli/util/util.c vmm/base/log.c vmm/wire/proto.c
-test_oci_events_SRCS := cli/oci/oci_events.c cli/oci/oci_pb.c cli/util/util.c vmm/base/log.c vmm/wire/proto.c
+test_oci_events_SRCS := cli/oci/oci_events.c vmm/wire/pb.c cli/util/util.c vmm/base/log.c vmm/wire/proto.c
 # the pod's VM faked in the test (oci_pod_of, oci_vm_addr, oci_guest_output)
-test_oci_shim_SRCS := cli/oci/oci_shim.c cli/oci/oci_pb.c cli/oci/oci_stats.c cli/oci/oci_state.c vmm/base/unixsock.c cli/util/util.c \
+test_oci_shim_SRCS := cli/oci/oci_shim.c vmm/wire/pb.c cli/oci/oci_stats.c cli/oci/oci_state.c vmm/base/unixsock.c cli/util/util.c \
                       vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
-test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_events.c cli/oci/oci_pb.c cli/oci/oci_pod.c cli/oci/oci_spec.c cli/oci/oci_state.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
+test_oci_proxy_SRCS := cli/oci/oci_proxy.c cli/oci/oci_events.c vmm/wire/pb.c cli/oci/oci_pod.c cli/oci/oci_spec.c cli/oci/oci_state.c cli/sandbox/api_client.c vmm/base/unixsock.c cli/sandbox/api_procs.c cli/util/util.c vmm/base/http.c vmm/base/log.c vmm/base/tty.c \
                        vmm/wire/json.c vmm/wire/proto.c
 test_dockerfile_SRCS := cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/util/util.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 test_dockerfile_LIBS := $(TLS_LIBS)
@@ -432,7 +432,7 @@ test_mcp_SRCS     := cli/mcp/jsonrpc.c cli/mcp/jsonschema.c cli/mcp/mcp_tokens.c
                      cli/mcp/mcp_drive.c $(CLI_DRIVE_SRCS) $(CLI_SANDBOX_SRCS) $(CLI_UTIL_SRCS) $(CORE_SRCS)
 test_mcp_LIBS     := $(TLS_LIBS)
 E2B_PURE_SRCS     := cli/e2b/chunked.c cli/e2b/connect.c cli/e2b/multipart.c cli/e2b/e2b_req.c cli/e2b/process_req.c cli/e2b/e2b_proto.c \
-                     vmm/base/http.c vmm/wire/json.c
+                     vmm/base/http.c vmm/wire/json.c vmm/wire/pb.c
 test_e2b_SRCS     := $(E2B_PURE_SRCS)
 test_e2b_LIBS     := -lcrypto
 
@@ -716,7 +716,7 @@ fuzz_egress_SRCS      := tests/fuzz/fuzz_egress.c cli/egress/egress_http.c cli/e
 fuzz_oci_SRCS         := tests/fuzz/fuzz_oci.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c cli/images/registry.c cli/util/util.c vmm/base/log.c \
                          vmm/wire/json.c vmm/wire/proto.c
 fuzz_oci_LIBS         := $(TLS_LIBS)
-fuzz_oci_shim_SRCS    := tests/fuzz/fuzz_oci_shim.c cli/oci/oci_shim.c cli/oci/oci_stats.c cli/oci/oci_pb.c cli/oci/oci_state.c \
+fuzz_oci_shim_SRCS    := tests/fuzz/fuzz_oci_shim.c cli/oci/oci_shim.c cli/oci/oci_stats.c vmm/wire/pb.c cli/oci/oci_state.c \
                          vmm/base/unixsock.c cli/util/util.c vmm/base/log.c vmm/wire/json.c vmm/wire/proto.c
 fuzz_dockerfile_SRCS  := tests/fuzz/fuzz_dockerfile.c cli/dockerfile/dockerfile.c cli/dockerfile/dockerfile_build.c cli/dockerfile/dockerfile_stage.c \
                          cli/dockerfile/dockerfile_cache.c cli/dockerfile/dockerfile_copy.c cli/images/oci_image.c cli/images/oci_digest.c cli/images/oci_unpack.c \

@@ -10,6 +10,7 @@
  * decimal strings, enums their names, Timestamps RFC 3339 text, as the
  * JSON mapping writes them. Pure (cli/e2b/e2b_priv.h). */
 #include "cli/e2b/e2b_priv.h"
+#include "vmm/wire/pb.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -129,57 +130,27 @@ int e2b_pb_method(const char *service, const char *method, const struct pb_msg *
 
 /* ---- decoding ---- */
 
-static int varint(const uint8_t *b, size_t len, size_t *i, uint64_t *v)
-{
-	unsigned shift = 0;
-
-	*v = 0;
-	while (*i < len && shift < 64) {
-		uint8_t c = b[(*i)++];
-
-		*v |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80))
-			return 0;
-		shift += 7;
-	}
-	return -EPROTO;
-}
-
 /* The next field at *i: its number, wire type, and value (a varint or
- * fixed number in *v, a length-delimited one's bytes in *p, *plen). */
+ * fixed number in *v, a length-delimited one's bytes in *p, *plen and its
+ * length in *v), read by the wire layer's reader (vmm/wire/pb.h). */
 static int next_field(const uint8_t *b, size_t len, size_t *i, unsigned *num, unsigned *wt, uint64_t *v,
 		      const uint8_t **p, size_t *plen)
 {
-	uint64_t key;
+	struct pb_reader r;
+	struct pb_entry f;
 
-	if (varint(b, len, i, &key) || (key >> 3) == 0 || (key >> 3) > 536870911)
+	pb_reader_init(&r, b + *i, len - *i);
+	if (pb_next(&r, &f) <= 0)
 		return -EPROTO;
-	*num = (unsigned)(key >> 3);
-	*wt = (unsigned)(key & 7);
-	switch (*wt) {
-	case 0:
-		return varint(b, len, i, v);
-	case 1:
-	case 5: {
-		size_t n = *wt == 1 ? 8 : 4, k;
-
-		if (len - *i < n)
-			return -EPROTO;
-		for (*v = 0, k = 0; k < n; k++)
-			*v |= (uint64_t)b[*i + k] << (8 * k);
-		*i += n;
-		return 0;
+	*i = (size_t)(r.p - b);
+	*num = f.num;
+	*wt = f.wire;
+	*v = f.wire == 2 ? f.len : f.v;
+	if (f.wire == 2) {
+		*p = f.data;
+		*plen = f.len;
 	}
-	case 2:
-		if (varint(b, len, i, v) || *v > len - *i)
-			return -EPROTO;
-		*p = b + *i;
-		*plen = (size_t)*v;
-		*i += (size_t)*v;
-		return 0;
-	default:
-		return -EPROTO; /* groups are not used by these messages */
-	}
+	return 0;
 }
 
 static int to_json(const struct pb_msg *m, const uint8_t *b, size_t len, struct json_writer *w, unsigned depth);
@@ -357,60 +328,20 @@ int e2b_pb_to_json(const struct pb_msg *m, const uint8_t *b, size_t len, struct 
 
 /* ---- encoding ---- */
 
-struct pb_out {
-	uint8_t *buf;
-	size_t cap, len;
-	int err;
-};
-
-static void put(struct pb_out *o, const void *d, size_t n)
-{
-	if (o->err || n > o->cap - o->len) {
-		o->err = 1;
-		return;
-	}
-	memcpy(o->buf + o->len, d, n);
-	o->len += n;
-}
-
-static void put_varint(struct pb_out *o, uint64_t v)
-{
-	uint8_t b[10];
-	size_t n = 0;
-
-	do {
-		b[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	put(o, b, n);
-}
-
-static void put_key(struct pb_out *o, unsigned num, unsigned wt)
-{
-	put_varint(o, (uint64_t)num << 3 | wt);
-}
-
-static void put_bytes(struct pb_out *o, unsigned num, const void *d, size_t n)
-{
-	put_key(o, num, 2);
-	put_varint(o, n);
-	put(o, d, n);
-}
-
-static int from_json(const struct pb_msg *m, const struct json *j, struct pb_out *o, unsigned depth);
+static int from_json(const struct pb_msg *m, const struct json *j, struct pb_writer *o, unsigned depth);
 
 /* A length-delimited nested part: its bytes written after a 5-byte hole
  * for the length, then moved down to the length's real size. */
-static int nested(struct pb_out *o, unsigned num, const struct pb_msg *m, const struct json *j, unsigned depth)
+static int nested(struct pb_writer *o, unsigned num, const struct pb_msg *m, const struct json *j, unsigned depth)
 {
 	size_t start, body, n;
 	uint8_t lb[10];
-	struct pb_out l = { lb, sizeof(lb), 0, 0 };
+	struct pb_writer l = { lb, sizeof(lb), 0, 0 };
 	int r;
 
-	put_key(o, num, 2);
+	pb_tag(o, num, 2);
 	start = o->len;
-	put(o, "\0\0\0\0\0", 5);
+	pb_put(o, "\0\0\0\0\0", 5);
 	if (o->err)
 		return -E2BIG;
 	body = o->len;
@@ -419,7 +350,7 @@ static int nested(struct pb_out *o, unsigned num, const struct pb_msg *m, const 
 	if (o->err)
 		return -E2BIG;
 	n = o->len - body;
-	put_varint(&l, n);
+	pb_put_varint(&l, n);
 	memmove(o->buf + start + l.len, o->buf + body, n);
 	memcpy(o->buf + start, lb, l.len);
 	o->len = start + l.len + n;
@@ -437,7 +368,7 @@ static int64_t num_of(const struct json *v)
 	return 0;
 }
 
-static int value_pb(const struct pb_field *f, const struct json *v, struct pb_out *o, unsigned depth)
+static int value_pb(const struct pb_field *f, const struct json *v, struct pb_writer *o, unsigned depth)
 {
 	unsigned i;
 
@@ -445,7 +376,7 @@ static int value_pb(const struct pb_field *f, const struct json *v, struct pb_ou
 	case PB_STRING:
 		if (v->type != JSON_STR)
 			return -EINVAL;
-		put_bytes(o, f->num, v->u.str.s, v->u.str.len);
+		pb_bytes(o, f->num, v->u.str.s, v->u.str.len);
 		return 0;
 	case PB_BYTES: {
 		size_t cap = v->type == JSON_STR ? v->u.str.len / 4 * 3 + 3 : 0;
@@ -453,7 +384,7 @@ static int value_pb(const struct pb_field *f, const struct json *v, struct pb_ou
 		long n = d ? e2b_b64_decode(v->u.str.s, v->u.str.len, d, cap) : v->type == JSON_STR ? 0 : -EINVAL;
 
 		if (n >= 0)
-			put_bytes(o, f->num, d, (size_t)n);
+			pb_bytes(o, f->num, d, (size_t)n);
 		free(d);
 		return n < 0 ? -EINVAL : 0;
 	}
@@ -461,14 +392,14 @@ static int value_pb(const struct pb_field *f, const struct json *v, struct pb_ou
 	case PB_UINT32:
 	case PB_INT32:
 	case PB_INT64:
-		put_key(o, f->num, 0);
-		put_varint(o, f->type == PB_INT32 ? (uint64_t)(int64_t)(int32_t)num_of(v) : (uint64_t)num_of(v));
+		pb_tag(o, f->num, 0);
+		pb_put_varint(o, f->type == PB_INT32 ? (uint64_t)(int64_t)(int32_t)num_of(v) : (uint64_t)num_of(v));
 		return 0;
 	case PB_SINT32: {
 		int32_t x = (int32_t)num_of(v);
 
-		put_key(o, f->num, 0);
-		put_varint(o, (uint32_t)((uint32_t)x << 1) ^ (uint32_t)(x >> 31));
+		pb_tag(o, f->num, 0);
+		pb_put_varint(o, (uint32_t)((uint32_t)x << 1) ^ (uint32_t)(x >> 31));
 		return 0;
 	}
 	case PB_ENUM:
@@ -481,22 +412,22 @@ static int value_pb(const struct pb_field *f, const struct json *v, struct pb_ou
 		} else {
 			i = (unsigned)num_of(v);
 		}
-		put_key(o, f->num, 0);
-		put_varint(o, i);
+		pb_tag(o, f->num, 0);
+		pb_put_varint(o, i);
 		return 0;
 	case PB_MSG:
 		return v->type == JSON_OBJ ? nested(o, f->num, f->msg, v, depth) : -EINVAL;
 	case PB_TIMESTAMP: {
 		struct tm tm = { 0 };
 		uint8_t tb[16];
-		struct pb_out t = { tb, sizeof(tb), 0, 0 };
+		struct pb_writer t = { tb, sizeof(tb), 0, 0 };
 		const char *end;
 
 		if (v->type != JSON_STR || !(end = strptime(v->u.str.s, "%Y-%m-%dT%H:%M:%S", &tm)))
 			return -EINVAL;
-		put_key(&t, 1, 0);
-		put_varint(&t, (uint64_t)(int64_t)timegm(&tm));
-		put_bytes(o, f->num, tb, t.len);
+		pb_tag(&t, 1, 0);
+		pb_put_varint(&t, (uint64_t)(int64_t)timegm(&tm));
+		pb_bytes(o, f->num, tb, t.len);
 		return 0;
 	}
 	case PB_MAP: {
@@ -506,15 +437,15 @@ static int value_pb(const struct pb_field *f, const struct json *v, struct pb_ou
 			return -EINVAL;
 		for (k = v->u.kids.first; k; k = k->next) {
 			uint8_t eb[8192];
-			struct pb_out e = { eb, sizeof(eb), 0, 0 };
+			struct pb_writer e = { eb, sizeof(eb), 0, 0 };
 
 			if (k->type != JSON_STR)
 				return -EINVAL;
-			put_bytes(&e, 1, k->key, strlen(k->key));
-			put_bytes(&e, 2, k->u.str.s, k->u.str.len);
+			pb_bytes(&e, 1, k->key, strlen(k->key));
+			pb_bytes(&e, 2, k->u.str.s, k->u.str.len);
 			if (e.err)
 				return -E2BIG;
-			put_bytes(o, f->num, eb, e.len);
+			pb_bytes(o, f->num, eb, e.len);
 		}
 		return 0;
 	}
@@ -522,7 +453,7 @@ static int value_pb(const struct pb_field *f, const struct json *v, struct pb_ou
 	return -EINVAL;
 }
 
-static int from_json(const struct pb_msg *m, const struct json *j, struct pb_out *o, unsigned depth)
+static int from_json(const struct pb_msg *m, const struct json *j, struct pb_writer *o, unsigned depth)
 {
 	unsigned fi;
 
@@ -551,7 +482,7 @@ static int from_json(const struct pb_msg *m, const struct json *j, struct pb_out
 
 long e2b_pb_from_json(const struct pb_msg *m, const struct json *j, uint8_t *out, size_t cap)
 {
-	struct pb_out o = { out, cap, 0, 0 };
+	struct pb_writer o = { out, cap, 0, 0 };
 	int r = from_json(m, j, &o, 0);
 
 	return r ? r : (long)o.len;

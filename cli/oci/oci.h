@@ -8,7 +8,6 @@
 #include "cli/oci/oci_events.h"
 #include "cli/oci/oci_hooks.h"
 #include "cli/oci/oci_net.h"
-#include "cli/oci/oci_pb.h"
 #include "cli/oci/oci_pod.h"
 #include "cli/oci/oci_rootfs.h"
 #include "cli/oci/oci_proxy.h"

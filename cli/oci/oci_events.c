@@ -1,6 +1,6 @@
 /* containerd's task events from the runtime: see oci_events.h. */
 #include "cli/oci/oci_events.h"
-#include "cli/oci/oci_pb.h"
+#include "vmm/wire/pb.h"
 #include "cli/util/util.h"
 #include "vmm/wire/proto.h"
 

@@ -1,7 +1,7 @@
 /* containerd-shim-vmm-v2, containerd's runc shim with in-guest stats in
  * front of it: see oci_shim.h. */
 #include "cli/oci/oci_shim.h"
-#include "cli/oci/oci_pb.h"
+#include "vmm/wire/pb.h"
 #include "cli/oci/oci_state.h"
 #include "cli/oci/oci_stats.h"
 #include "cli/util/util.h"

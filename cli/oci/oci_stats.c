@@ -1,7 +1,7 @@
 /* A pod container's figures from its cgroup in the guest: see
  * oci_stats.h. */
 #include "cli/oci/oci_stats.h"
-#include "cli/oci/oci_pb.h"
+#include "vmm/wire/pb.h"
 #include "cli/oci/oci_pod.h"
 #include "cli/oci/oci_state.h"
 #include "cli/util/util.h"

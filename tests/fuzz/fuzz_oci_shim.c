@@ -1,5 +1,5 @@
 /* libFuzzer target: what containerd-shim-vmm-v2 reads from others
- * (cli/oci/oci_shim.c, oci_stats.c, oci_pb.c). The first byte picks the
+ * (cli/oci/oci_shim.c, oci_stats.c, vmm/wire/pb.c). The first byte picks the
  * part, the rest is its input:
  *   0  a guest's cgroup files as `grep -H` prints them (the guest is root
  *      and prints what it likes): parsed, then encoded as Metrics, which
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/oci/oci_pb.h"
+#include "vmm/wire/pb.h"
 #include "cli/oci/oci_pod.h"
 #include "cli/oci/oci_shim.h"
 #include "cli/oci/oci_stats.h"
@@ -57,7 +57,7 @@ int oci_guest_output(const struct sandbox_addr *a, const char *const *argv, char
 static uint64_t get_uint(const uint8_t *m, size_t n, unsigned num)
 {
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_entry f;
 	uint64_t v = 0;
 
 	pb_reader_init(&r, m, n);
@@ -115,7 +115,7 @@ static void request(const uint8_t *data, size_t len)
 static void walk(const uint8_t *data, size_t len, int depth)
 {
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_entry f;
 	char s[64];
 
 	pb_reader_init(&r, data, len);

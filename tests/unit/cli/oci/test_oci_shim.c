@@ -1,5 +1,5 @@
 /* containerd-shim-vmm-v2's parts that need no containerd: Protocol
- * Buffers' encoding both ways (oci_pb), a cgroup's files read into
+ * Buffers' encoding both ways (vmm/wire/pb), a cgroup's files read into
  * containerd's cgroup v2 Metrics (oci_stats), ttrpc's frame header, and
  * which calls the shim keeps for itself: only Task.Stats of a pod's
  * workload container, everything else passed on as it came. */
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/oci/oci_pb.h"
+#include "vmm/wire/pb.h"
 #include "cli/oci/oci_pod.h"
 #include "cli/oci/oci_shim.h"
 #include "cli/oci/oci_stats.h"
@@ -25,7 +25,7 @@
 static uint64_t get_uint(const uint8_t *data, size_t n, unsigned num)
 {
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_entry f;
 	uint64_t v = 0;
 
 	pb_reader_init(&r, data, n);
@@ -48,7 +48,7 @@ static void pb_both_ways(void **state)
 	uint8_t buf[256], big[300];
 	struct pb_writer w;
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_entry f;
 	char s[32];
 
 	(void)state;
@@ -133,7 +133,7 @@ static void pb_refuses_what_is_not_a_message(void **state)
 		{ "\x09" "1234567", 8 },                                   /* a fixed64 cut short */
 	};
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_entry f;
 	char s[8];
 
 	(void)state;

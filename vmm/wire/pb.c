@@ -1,5 +1,5 @@
-/* Protocol Buffers' wire format for vmm oci: see oci_pb.h. */
-#include "cli/oci/oci_pb.h"
+/* Protocol Buffers' wire format: see pb.h. */
+#include "vmm/wire/pb.h"
 
 #include <errno.h>
 #include <string.h>
@@ -12,7 +12,7 @@ void pb_init(struct pb_writer *w, void *buf, size_t cap)
 	w->err = 0;
 }
 
-static void put(struct pb_writer *w, const void *data, size_t n)
+void pb_put(struct pb_writer *w, const void *data, size_t n)
 {
 	if (w->err)
 		return;
@@ -26,7 +26,7 @@ static void put(struct pb_writer *w, const void *data, size_t n)
 
 /* A varint: seven bits a byte, least significant first, the top bit
  * set on every byte but the last. */
-static void put_varint(struct pb_writer *w, uint64_t v)
+void pb_put_varint(struct pb_writer *w, uint64_t v)
 {
 	uint8_t b[10];
 	size_t n = 0;
@@ -38,28 +38,28 @@ static void put_varint(struct pb_writer *w, uint64_t v)
 			b[n] |= 0x80;
 		n++;
 	} while (v);
-	put(w, b, n);
+	pb_put(w, b, n);
 }
 
 /* A field's tag: its number and wire type, as a varint. */
-static void put_tag(struct pb_writer *w, unsigned field, unsigned wire)
+void pb_tag(struct pb_writer *w, unsigned field, unsigned wire)
 {
-	put_varint(w, (uint64_t)field << 3 | wire);
+	pb_put_varint(w, (uint64_t)field << 3 | wire);
 }
 
 void pb_uint(struct pb_writer *w, unsigned field, uint64_t v)
 {
 	if (!v)
 		return;
-	put_tag(w, field, 0);
-	put_varint(w, v);
+	pb_tag(w, field, 0);
+	pb_put_varint(w, v);
 }
 
 void pb_bytes(struct pb_writer *w, unsigned field, const void *data, size_t n)
 {
-	put_tag(w, field, 2);
-	put_varint(w, n);
-	put(w, data, n);
+	pb_tag(w, field, 2);
+	pb_put_varint(w, n);
+	pb_put(w, data, n);
 }
 
 void pb_str(struct pb_writer *w, unsigned field, const char *s)
@@ -84,8 +84,8 @@ void pb_any(struct pb_writer *w, unsigned field, const char *type_url, const voi
 
 	/* the Any's own length first: its two fields' tags (one byte each),
 	 * lengths and contents */
-	put_tag(w, field, 2);
-	put_varint(w, 1 + varint_len(ulen) + ulen + 1 + varint_len(n) + n);
+	pb_tag(w, field, 2);
+	pb_put_varint(w, 1 + varint_len(ulen) + ulen + 1 + varint_len(n) + n);
 	pb_bytes(w, 1, type_url, ulen);
 	pb_bytes(w, 2, value, n);
 }
@@ -134,7 +134,7 @@ static int get_fixed(struct pb_reader *r, size_t n, uint64_t *v)
 	return 0;
 }
 
-int pb_next(struct pb_reader *r, struct pb_field *f)
+int pb_next(struct pb_reader *r, struct pb_entry *f)
 {
 	uint64_t tag, n;
 
@@ -167,7 +167,7 @@ int pb_next(struct pb_reader *r, struct pb_field *f)
 int pb_get_bytes(const void *data, size_t n, unsigned num, const uint8_t **out, size_t *len)
 {
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_entry f;
 	int got, found = 0;
 
 	pb_reader_init(&r, data, n);
@@ -183,7 +183,7 @@ int pb_get_bytes(const void *data, size_t n, unsigned num, const uint8_t **out, 
 int pb_get_str(const void *data, size_t n, unsigned num, char *buf, size_t len)
 {
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_entry f;
 	int got;
 
 	pb_reader_init(&r, data, n);
@@ -204,7 +204,7 @@ int pb_get_str(const void *data, size_t n, unsigned num, char *buf, size_t len)
 int pb_copy_except(struct pb_writer *w, const void *in, size_t n, unsigned skip)
 {
 	struct pb_reader r;
-	struct pb_field f;
+	struct pb_entry f;
 	int got;
 
 	pb_reader_init(&r, in, n);
@@ -214,6 +214,6 @@ int pb_copy_except(struct pb_writer *w, const void *in, size_t n, unsigned skip)
 		if ((got = pb_next(&r, &f)) <= 0)
 			return got;
 		if (f.num != skip)
-			put(w, at, (size_t)(r.p - at)); /* its raw bytes: tag, length, value */
+			pb_put(w, at, (size_t)(r.p - at)); /* its raw bytes: tag, length, value */
 	}
 }

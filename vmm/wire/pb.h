@@ -1,9 +1,10 @@
 /* Protocol Buffers' wire format (protobuf.dev, "Encoding"), as much of it
- * as vmm oci's messages to and from containerd need: a writer of varint
- * and length-delimited fields into a caller's buffer, and a reader that
- * walks a message's fields, bounds-checked, without a schema. */
-#ifndef CLI_OCI_PB_H
-#define CLI_OCI_PB_H
+ * as vmm's peers need (containerd's ttrpc for vmm oci, E2B's Connect
+ * protocol for vmm e2b): a writer of varint and length-delimited fields
+ * into a caller's buffer, and a reader that walks a message's fields,
+ * bounds-checked, without a schema (the schemas are the callers'). */
+#ifndef VMM_WIRE_PB_H
+#define VMM_WIRE_PB_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +19,11 @@ struct pb_writer {
 };
 
 void pb_init(struct pb_writer *w, void *buf, size_t cap);
+/* The raw pieces: bytes as they are, a varint, a field's tag (its number
+ * and wire type). */
+void pb_put(struct pb_writer *w, const void *data, size_t n);
+void pb_put_varint(struct pb_writer *w, uint64_t v);
+void pb_tag(struct pb_writer *w, unsigned field, unsigned wire);
 /* A varint field (wire type 0). proto3 leaves a field at its default
  * out: pb_uint writes nothing for 0. */
 void pb_uint(struct pb_writer *w, unsigned field, uint64_t v);
@@ -32,7 +38,7 @@ void pb_any(struct pb_writer *w, unsigned field, const char *type_url, const voi
 int pb_done(const struct pb_writer *w);
 
 /* One field of a message being read. */
-struct pb_field {
+struct pb_entry {
 	unsigned num;        /* field number */
 	unsigned wire;       /* 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
 	uint64_t v;          /* wire types 0, 1, 5 */
@@ -48,7 +54,7 @@ void pb_reader_init(struct pb_reader *r, const void *data, size_t n);
 /* The next field into f: 1, 0 at the message's end, or -EPROTO for bytes
  * that are not a message (a varint over 10 bytes, a length past the end,
  * field number 0, the deprecated groups, an unknown wire type). */
-int pb_next(struct pb_reader *r, struct pb_field *f);
+int pb_next(struct pb_reader *r, struct pb_entry *f);
 /* The length-delimited field numbered num of the message data[0..n) (a
  * nested message, bytes; the last when it comes twice, as protobuf takes
  * a singular field) in *out and *len: 0, -ENOENT (absent) or -EPROTO (the
