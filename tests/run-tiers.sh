@@ -5,11 +5,13 @@
 # "NAME: N passed, N failed" lines its own runners print (each listed
 # under it), and FAIL where a count failed or make did.
 #   MAKE=make tests/run-tiers.sh RESULTS [--beside "TIER..."] TIER...
-# --beside names tiers that need no VM (the host's own tests, fuzzing): of
-# those asked for, they run one after another in a second lane beside the
-# others, whose VM (tests/vmhost, one vCPU) leaves one of the host's cores
-# idle. The caller has built what both lanes share first; a side tier's
-# output goes to its log and is printed once the main lane is done.
+# --beside names the tiers of a second lane: of those asked for, they run
+# one after another beside the others (the Makefile's TEST_BESIDE: where
+# the VM tiers run in tests/vmhost's VM, one vCPU and so one of the host's
+# cores, the tiers that boot no VM and, where the host has a core for a
+# second such VM, half of the VM tiers). The caller has built what both
+# lanes share first; a side tier's output goes to its log and is printed
+# once the main lane is done.
 # Exit status: 0 if every tier passed, 1 otherwise.
 set -uo pipefail
 usage() { echo "usage: $0 RESULTS [--beside \"TIER...\"] TIER..." >&2; exit 2; }

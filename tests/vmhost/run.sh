@@ -15,7 +15,8 @@
 # (180): a VM that does not reach the command or stops its heartbeat,
 # started again VMHOST_RETRIES times (1), VMHOST_CACHE
 # ($VMM_CACHE/vmhost, VMM_CACHE as vmm picks it: ~/.cache/vmm/vmhost),
-# VMHOST_LOCK (VMHOST_CACHE/vmhost.lock: one VM at a time), VMHOST_VERBOSE=1
+# VMHOST_SLOTS (VMs at once: cores / VMHOST_CPUS), VMHOST_LOCK
+# (VMHOST_CACHE/vmhost.lock, a file .N per slot), VMHOST_VERBOSE=1
 # (the VM's kernel log on stderr).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -198,16 +199,28 @@ append="console=ttyS0 panic=-1 quiet loglevel=5 nokaslr vmhost.ctl=$ctl vmhost.m
 [ -n "$rwlist" ] && append+=" vmhost.rw=$rwlist"
 append+=" ${VMHOST_APPEND:-}"
 
-# One VM at a time on this host: two TCG VMs on a small machine starve
-# each other (soft lockups in the VM's kernel were seen). A second run
-# waits here for the first, whoever started it (fd 9 stays open, so the
-# lock is held until this script ends). VMHOST_LOCK names another lock
-# file, for runs with caches of their own on one host.
+# As many VMs at once as the host has cores for (VMHOST_SLOTS, its cores
+# over VMHOST_CPUS: one each on a 2-core host). Two TCG VMs of two vCPUs
+# each on 2 cores starved each other (soft lockups in the VMs' kernels);
+# one vCPU each is one TCG thread each. A run takes the first free slot,
+# a lock file VMHOST_LOCK.N, and holds it until this script ends (fd 9
+# stays open); with none free it waits and says so. VMHOST_LOCK names
+# other lock files, for runs with caches of their own on one host.
 lock=${VMHOST_LOCK:-$cache/vmhost.lock}
-exec 9>> "$lock"
-if ! flock -n 9; then
-	echo "  VMHOST  waiting for another VM run on this host to end ($lock)" >&2
-	flock 9
+slots=${VMHOST_SLOTS:-$(( $(nproc) / ${VMHOST_CPUS:-1} ))}
+[ "$slots" -ge 1 ] 2> /dev/null || slots=1
+take_slot() {
+	local i
+	for ((i = 0; i < slots; i++)); do
+		exec 9>> "$lock.$i"
+		flock -n 9 && return 0
+		exec 9>&-
+	done
+	return 1
+}
+if ! take_slot; then
+	echo "  VMHOST  waiting for one of the $slots VM runs on this host to end ($lock.*)" >&2
+	until take_slot; do sleep 1; done
 fi
 set +e
 if [ "${VMHOST_VERBOSE:-0}" = 1 ]; then

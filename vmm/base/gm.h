@@ -89,7 +89,9 @@ void *gm_ptr(const struct gm *gm, uint64_t gpa, uint64_t len);
 void *gm_ptr_w(const struct gm *gm, uint64_t gpa, uint64_t len);
 
 /* Dirty tracking (docs/snapshot.md): allocates the bitmap; from now on
- * gm_write, gm_ptr_w, gm_mark*, gm_discard* mark the pages they touch.
+ * gm_write, gm_ptr_w and gm_mark* mark the pages they touch, gm_discard*
+ * too on shared memory (a private mapping's discarded page reads its file
+ * again).
  * 0 or -errno. Before any device thread runs. */
 int gm_track_dirty(struct gm *gm) __attribute__((warn_unused_result));
 /* Marks a host range inside guest RAM (a writable chain buffer, a used

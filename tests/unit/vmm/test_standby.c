@@ -426,7 +426,7 @@ static void file_pages(const char *path, uint8_t *out)
  * gm_open_file maps it). The guest writes some pages (private copies,
  * marked as the KVM dirty log and gm_ptr_w would), and the balloon
  * discards one it had written (MADV_DONTNEED: the page reads the file's
- * content again; gm_discard marks it). Then the diff write runs, stopped
+ * content again; the guest's write marked it). Then the diff write runs, stopped
  * after step `stop` as a kill -9 there would stop it (-1: not stopped).
  * Checks: the mapping's view never changes under the write; what a resume
  * then finds is nothing (before the commit: the old state was consumed)

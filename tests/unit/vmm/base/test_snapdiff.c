@@ -210,6 +210,51 @@ static void gm_marks_writes(void **state)
 	gm_destroy(&gm);
 }
 
+/* gm over a memory file (MAP_PRIVATE, as a restore and a resumed standby
+ * map it): a page the balloon gives back reads the file's page again and
+ * is not marked (a diff against that file holds it already); a page the
+ * guest wrote and then gave back stays marked by that write. */
+static void gm_private_discard_unmarked(void **state)
+{
+	struct gm_region r = { .gpa = 0, .size = 64 * PG };
+	char *dir = tmpdir(), path[512];
+	uint8_t *pages = malloc(64 * PG), buf[8] = { 0xee };
+	const uint8_t *p;
+	struct gm gm;
+	int fd;
+
+	(void)state;
+	assert_non_null(pages);
+	for (unsigned i = 0; i < 64; i++)
+		memset(pages + i * PG, 0x10 + i, PG);
+	snprintf(path, sizeof(path), "%s/memory", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, pages, 64 * PG), (ssize_t)(64 * PG));
+	close(fd);
+	assert_int_equal(gm_open_file(&gm, path, &r, 1), 0);
+	assert_int_equal(gm_track_dirty(&gm), 0);
+	assert_int_equal(gm_write(&gm, 3 * PG, buf, sizeof(buf)), 0);
+	assert_non_null(gm_ptr_w(&gm, 7 * PG, PG));
+	memset(gm_ptr(&gm, 7 * PG, PG), 0xee, PG);
+	assert_int_equal(gm_discard(&gm, 3 * PG, PG), 0);
+	assert_int_equal(gm_discard(&gm, 20 * PG, 4 * PG), 0);
+	assert_int_equal(gm_discard_host(&gm, gm_ptr(&gm, 30 * PG, PG), PG), 0);
+	p = gm_ptr(&gm, 0, 64 * PG);
+	assert_int_equal(p[3 * PG], 0x13); /* the file's page again */
+	assert_int_equal(p[21 * PG + 100], 0x10 + 21);
+	assert_int_equal(p[7 * PG], 0xee); /* written, not given back */
+	assert_true(dirty_test(&gm.dirty, 3) && dirty_test(&gm.dirty, 7));
+	for (unsigned i = 20; i < 24; i++)
+		assert_false(dirty_test(&gm.dirty, i));
+	assert_false(dirty_test(&gm.dirty, 30));
+	assert_int_equal(dirty_count(&gm.dirty), 2);
+	gm_destroy(&gm);
+	free(pages);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* ---- identity ---- */
 
 static void ident_roundtrip(void **state)
@@ -579,6 +624,7 @@ int main(void)
 		cmocka_unit_test(bitmap_kvm_merge_take),
 		cmocka_unit_test(bitmap_concurrent),
 		cmocka_unit_test(gm_marks_writes),
+		cmocka_unit_test(gm_private_discard_unmarked),
 		cmocka_unit_test(ident_roundtrip),
 		cmocka_unit_test(diff_pages_roundtrip),
 		cmocka_unit_test(inplace_no_fault),
