@@ -286,6 +286,15 @@ static void balloon_reset(struct virtio_dev *d)
 	b->config.actual = 0;
 }
 
+/* The reporting queue's buffers are free ranges the host discards
+ * (virtio_balloon_report), never writes: a diff snapshot need not hold
+ * them. Marked, a guest whose first reporting pass went on after a
+ * resume made the next suspend write all of its free memory. */
+static int balloon_queue_unwritten(const struct virtio_dev *d, unsigned q)
+{
+	return balloon_queue_role(d->driver_features, q) == BQ_REPORTING;
+}
+
 static const struct virtio_dev_ops balloon_ops = {
 	.device_id = VIRTIO_ID_BALLOON,
 	.nr_queues = BALLOON_NR_QUEUES,
@@ -293,6 +302,7 @@ static const struct virtio_dev_ops balloon_ops = {
 	.queue_notify = balloon_queue_notify,
 	.config_write = balloon_config_write,
 	.reset = balloon_reset,
+	.queue_unwritten = balloon_queue_unwritten,
 };
 
 static void arm_timer(struct virtio_balloon *b, uint32_t s, int now)

@@ -261,6 +261,17 @@ static void set_half(uint64_t *v, int high, uint32_t val)
 		*v = (*v & ~0xffffffffull) | val;
 }
 
+/* Queue `i`'s ring (q->cfg) validated and q->vq set up for it: 0, or
+ * -EINVAL with `why` set. */
+static int queue_init(struct virtio_dev *d, struct virtio_queue *q, unsigned i, const char **why)
+{
+	if (vq_init(&q->vq, d->gm, &q->cfg, d->ops->queue_max, virtio_has_feature(d, VIRTIO_F_EVENT_IDX),
+		    virtio_has_feature(d, VIRTIO_F_INDIRECT_DESC), why))
+		return -EINVAL;
+	q->vq.unwritten = d->ops->queue_unwritten && d->ops->queue_unwritten(d, i);
+	return 0;
+}
+
 static void queue_ready(struct virtio_dev *d, struct virtio_queue *q, uint32_t v)
 {
 	const char *why = NULL;
@@ -270,9 +281,7 @@ static void queue_ready(struct virtio_dev *d, struct virtio_queue *q, uint32_t v
 		return;
 	}
 	/* Validate the whole ring placement once, here (2.7). */
-	if (vq_init(&q->vq, d->gm, &q->cfg, d->ops->queue_max,
-		    virtio_has_feature(d, VIRTIO_F_EVENT_IDX),
-		    virtio_has_feature(d, VIRTIO_F_INDIRECT_DESC), &why)) {
+	if (queue_init(d, q, (unsigned)(q - d->q), &why)) {
 		virtio_needs_reset(d, why);
 		return;
 	}
@@ -690,9 +699,7 @@ int virtio_mmio_restore(struct virtio_dev *d, struct srd *r, const char **why)
 			*why = "a queue is ready before FEATURES_OK";
 			return -EINVAL;
 		}
-		if (vq_init(&qs[i].vq, d->gm, &qs[i].cfg, d->ops->queue_max,
-			    virtio_has_feature(d, VIRTIO_F_EVENT_IDX),
-			    virtio_has_feature(d, VIRTIO_F_INDIRECT_DESC), why))
+		if (queue_init(d, &qs[i], i, why))
 			return -EINVAL;
 		if ((uint16_t)(last[i] - used[i]) > qs[i].cfg.size) {
 			*why = "queue indices further apart than the queue size";

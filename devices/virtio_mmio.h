@@ -55,6 +55,10 @@ struct virtio_dev_ops {
 	void (*config_write)(struct virtio_dev *d, uint32_t off, const void *data, unsigned len);
 	/* Optional: the device was reset (its loop is paused meanwhile). */
 	void (*reset)(struct virtio_dev *d);
+	/* Optional: nonzero when the device never writes queue `q`'s
+	 * device-writable buffers (with the features negotiated): they are
+	 * then not marked dirty for diff snapshots (struct vq's unwritten). */
+	int (*queue_unwritten)(const struct virtio_dev *d, unsigned q);
 };
 
 struct virtio_queue {

@@ -96,7 +96,8 @@ static int add_buf(struct vq *q, struct vq_chain *c, const struct virtq_desc *d,
 		/* Handed out for writing: dirty for the next diff snapshot (a
 		 * device fills and pushes a chain before its loop parks, so the
 		 * write lands before the pause that reads the bitmap). */
-		gm_mark_host(q->gm, p, len);
+		if (!q->unwritten)
+			gm_mark_host(q->gm, p, len);
 		c->write_len += len;
 		c->nr_write++;
 	} else {

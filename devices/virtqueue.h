@@ -56,6 +56,10 @@ struct vq {
 	uint16_t used_idx;  /* shadow of used->idx */
 	uint16_t signalled; /* used_idx when the driver was last notified */
 	int signalled_valid;
+	/* Its writable buffers are never written (set after vq_init): not
+	 * marked dirty as they are popped. The balloon's reporting queue,
+	 * whose buffers are free ranges the host discards. */
+	int unwritten;
 };
 
 /* Validates a queue the driver set up (2.7: size a power of 2 up to

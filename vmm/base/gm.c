@@ -269,10 +269,7 @@ static int discard(const struct gm *gm, uint8_t *p, uint64_t len)
 	 * guest that needs free pages zeroed (init_on_free) turns free page
 	 * reporting off without VIRTIO_BALLOON_F_PAGE_POISON (the virtio
 	 * balloon's "Page Poison"; Linux's virtballoon_validate), which vmm
-	 * does not offer.
-	 * Marking them made a sandbox's second suspend write every page its
-	 * guest reported free after the resume: 221 MiB of a 256 MiB guest
-	 * whose first reporting pass had not ended at the first suspend. */
+	 * does not offer. */
 	if (!gm->private_map)
 		gm_mark_host(gm, p, len);
 	if (madvise(p, len, gm->private_map ? MADV_DONTNEED : MADV_REMOVE) < 0)

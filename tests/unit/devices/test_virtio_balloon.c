@@ -362,6 +362,11 @@ static void report_wait(void **state)
 	w = virtio_balloon_report_wait_ns(&f->b, ok);
 	assert_true(w > 2000000000ull && w <= 2500000000ull);
 	assert_int_equal(virtio_balloon_report_wait_ns(&f->b, ok + w), 0);
+	/* the reporting queue's buffers are never written: the queue pops
+	 * them unmarked for a diff snapshot (test_snapdiff), where the free
+	 * range would be written whole */
+	assert_true(f->b.vdev.q[2].vq.unwritten);
+	assert_false(f->b.vdev.q[0].vq.unwritten || f->b.vdev.q[1].vq.unwritten);
 	/* a report: quiet 250 ms after it, even for a device restored up */
 	vqb_chain(&f->q[2], 1, &len, &wr);
 	vd_notify(&f->b.vdev, 2);

@@ -205,6 +205,20 @@ static void gm_marks_writes(void **state)
 		vq_push(&q, ch->head, 7);
 		assert_true(dirty_test(&gm.dirty, 42));
 		assert_int_equal(dirty_count(&gm.dirty), 3);
+
+		/* A queue whose buffers the device never writes (the balloon's
+		 * reporting queue): its writable buffer is not marked, its
+		 * used ring is. */
+		avail[2 + 1] = 0;
+		avail[1] = 2;
+		dirty_clear(&gm.dirty);
+		q.unwritten = 1;
+		assert_int_equal(vq_pop(&q, ch, &why), 1);
+		assert_int_equal(ch->nr_write, 1);
+		assert_int_equal(dirty_count(&gm.dirty), 0);
+		vq_push(&q, ch->head, 0);
+		assert_true(dirty_test(&gm.dirty, 42));
+		assert_int_equal(dirty_count(&gm.dirty), 1);
 		free(ch);
 	}
 	gm_destroy(&gm);
