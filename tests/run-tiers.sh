@@ -36,12 +36,14 @@ counts() {
 }
 
 # What a failing tier says of its failures: check lines starting FAIL
-# (with the indented detail lines after each), sanitizer and libFuzzer
-# reports' headline and first frames; at most 40 lines, each cut at 200
-# characters.
+# (with the indented detail lines after each), lines starting
+# "diagnosis:" (what a runner found out about a failure: the machine's
+# memory, a sandbox's log), sanitizer and libFuzzer reports' headline and
+# first frames; at most 40 lines, each cut at 200 characters.
 failures() {
 	tr -d '\r' < "$1" | awk '
 		/^FAIL/ { print; detail = 3; next }
+		/^diagnosis: / { print; next }
 		detail > 0 && /^ +[|]/ { print; detail--; next }
 		{ detail = 0 }
 		/ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)|SUMMARY: |^==[0-9]+== *ERROR|Test unit written to|deadly signal|runtime error:/ { print; frames = 4; next }
