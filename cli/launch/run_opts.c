@@ -99,7 +99,6 @@ static const char *opt_text(char **argv, int ind)
 
 void run_opts_init(struct run_opts *o, int restore, int api, struct publish *pub)
 {
-	memset(o, 0, sizeof(*o));
 	o->restore = restore;
 	o->api = api;
 	o->pub = pub;

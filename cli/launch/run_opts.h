@@ -84,7 +84,10 @@ struct run_opts {
 	char labels_text[SANDBOX_LABELS_TEXT];
 };
 
-/* Defaults into o (restore, api: the verb's; pub: PUBLISH_MAX entries). */
+/* Defaults into o, which the caller zero-filled (restore, api: the verb's;
+ * pub: PUBLISH_MAX entries). Only what is not zero is written: o lives in
+ * the launch state's fresh pages, and a page written stays resident in
+ * every idle clone (docs/perf.md, "Density"). */
 void run_opts_init(struct run_opts *o, int restore, int api, struct publish *pub);
 /* Parses argv's options into cfg (the caller's defaults set) and o, then
  * restore's DIR (o->snapshot_dir, a "--" after it skipped). 0, or the exit

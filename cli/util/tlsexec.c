@@ -11,7 +11,12 @@
 int cli_needs_tls(int argc, char *const *argv)
 {
 	static const char *const verbs[] = { "egress", "mcp", "token", "image", "e2b" };
-	static const char *const opts[] = { "--egress", "--image" };
+	/* --image is not here: a run of an image resolves it in the local
+	 * store (image_run_args) and needs no TLS, and the VMM the sandbox
+	 * runs on for its life is then the lean one: a dynamically linked
+	 * vmm-tls costs every such sandbox its libraries' relocated and
+	 * written pages (docs/perf.md, "Two binaries"). */
+	static const char *const opts[] = { "--egress" };
 	int i;
 	size_t k;
 

@@ -88,6 +88,7 @@ static int parse(struct fx *f, int restore, int api, char **argv)
 	f->cfg.cpus = 1;
 	while (argv[argc])
 		argc++;
+	memset(&f->o, 0, sizeof(f->o)); /* run_opts_init's caller zero-fills */
 	run_opts_init(&f->o, restore, api, f->pub);
 	log_set_level(LOG_INFO);
 	r = run_opts_parse(&f->o, &f->cfg, argc, argv);

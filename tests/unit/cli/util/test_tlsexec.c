@@ -25,14 +25,16 @@ static void verbs_and_options(void **state)
 	assert_int_equal(NEEDS("egress", "show", "sb"), 1);
 	assert_int_equal(NEEDS("run", "--egress-policy", "p.json"), 1);
 	assert_int_equal(NEEDS("run", "--egress-policy=p.json", "-d"), 1);
-	assert_int_equal(NEEDS("create", "--image", "alpine"), 1);
-	assert_int_equal(NEEDS("run", "--image=alpine", "--", "sh"), 1);
+	/* an image's sandbox resolves it locally: the lean VMM runs it */
+	assert_int_equal(NEEDS("create", "--image", "alpine"), 0);
+	assert_int_equal(NEEDS("run", "--image=alpine", "--", "sh"), 0);
+	assert_int_equal(NEEDS("run", "--image", "base", "--egress-policy", "p.json"), 1);
 }
 
 static void guest_command_is_not_looked_at(void **state)
 {
 	(void)state;
-	assert_int_equal(NEEDS("run", "--", "prog", "--image", "x"), 0);
+	assert_int_equal(NEEDS("run", "--", "prog", "--egress-policy", "x"), 0);
 	assert_int_equal(NEEDS("run", "-d", "--", "--egress-policy"), 0);
 	/* a verb word later on is an argument, not the verb */
 	assert_int_equal(NEEDS("run", "image"), 0);
