@@ -683,8 +683,9 @@ TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier asan-unit fuzz 
 # cores) the rest run beside them, in a second lane: the tiers that boot
 # no VM and, where the host has cores for two such VMs at once (run.sh's
 # VMHOST_SLOTS), half of the VM tiers too, each lane in TEST_TIERS' order
-# (TEST_BESIDE= runs all in turn). Measured in CI's run on a clean clone,
-# 2 cores: one lane took 84 min, two take what tests/vmhost/README.md says.
+# (TEST_BESIDE= runs all in turn). Measured in `.ci/run` on a clean clone,
+# 2 cores, no /dev/kvm: one lane took 84 min, two about 40
+# (tests/vmhost/README.md).
 VMHOST_PARALLEL := $(shell echo $$(( $$(nproc) / $(or $(VMHOST_CPUS),1) )))
 TEST_BESIDE ?= $(if $(call kvmrun,e2e),api-test egress-host-test e2e-lib-test cli-test oci-image-test kernel-config asan-unit fuzz structure \
 	$(if $(filter-out 0 1,$(VMHOST_PARALLEL)),e2e-workloads e2e-dockerfile e2e-standby))
