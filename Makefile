@@ -684,7 +684,7 @@ TEST_TIERS ?= unit $(GUEST_TEST_TIERS) kernel-config guests-tier asan-unit fuzz 
 # no VM and, where the host has cores for two such VMs at once (run.sh's
 # VMHOST_SLOTS), half of the VM tiers too, each lane in TEST_TIERS' order
 # (TEST_BESIDE= runs all in turn). Measured in `.ci/run` on a clean clone,
-# 2 cores, no /dev/kvm: one lane took 84 min, two about 40
+# 2 cores, no /dev/kvm: one lane took 84 min, two 38.5
 # (tests/vmhost/README.md).
 VMHOST_PARALLEL := $(shell echo $$(( $$(nproc) / $(or $(VMHOST_CPUS),1) )))
 TEST_BESIDE ?= $(if $(call kvmrun,e2e),api-test egress-host-test e2e-lib-test cli-test oci-image-test kernel-config asan-unit fuzz structure \
