@@ -81,13 +81,14 @@ sed -n 's/^.*debug: e2b: \(i[a-z0-9]*\): created in \([0-9]*\) ms$/figure: the g
 # What a failure leaves to go on, in lines CI's summary keeps
 # (tests/run-tiers.sh): the machine's memory and /tmp (the sandboxes'
 # folders; in the harness a tmpfs), any process the kernel's OOM killer
-# took, the gateway's errors and each sandbox's last log lines.
+# took, the gateway's errors and time-outs, and each sandbox's last log
+# lines.
 diagnose() {
 	echo "diagnosis: memory: $(free -m | awk 'NR == 2 { print $3 " MiB used, " $7 " available of " $2 }');" \
 		"/tmp: $(df -m --output=used,size /tmp | awk 'NR == 2 { print $1 " of " $2 " MiB used" }')"
 	dmesg 2> /dev/null | grep -iE 'out of memory|oom-kill|killed process|segfault|general protection' | tail -5 |
 		sed 's/^/diagnosis: kernel: /'
-	grep -iE 'error|warn|fail' "$tmp/gw.log" | tail -8 | cut -c1-180 | sed 's/^/diagnosis: gateway: /'
+	grep -iE 'error|warn|fail|timed out' "$tmp/gw.log" | tail -8 | cut -c1-180 | sed 's/^/diagnosis: gateway: /'
 	for d in "$VMM_STATE_DIR"/*/; do
 		[ -f "$d/vmm.log" ] || continue
 		tail -3 "$d/vmm.log" | cut -c1-160 | sed "s|^|diagnosis: $(basename "$d"): |"
