@@ -98,7 +98,7 @@ done
 t_all=$SECONDS
 side_pid=
 if [ ${#side[@]} -gt 0 ]; then
-	echo "  BESIDE  ${side[*]} (no VM: in a second lane, output in $results/TIER.log)"
+	echo "  BESIDE  ${side[*]} (in a second lane, output in $results/TIER.log)"
 	# An interrupted run stops both lanes (the side one is in this
 	# process group).
 	trap 'trap - INT TERM; kill 0; exit 130' INT TERM
