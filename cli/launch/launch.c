@@ -300,14 +300,17 @@ static int launch_init(struct launch *L, int restore, int check_only, int api)
 	L->h.ready_rd = -1;
 	L->h.notify_fd = -1;
 	L->child = -1;
-	L->pub = calloc(PUBLISH_MAX, sizeof(*L->pub));
+	/* --publish's table (68 KiB) on pages of its own too: calloc
+	 * cleared all of it, resident in every sandbox that publishes
+	 * nothing (docs/perf.md, "Density"). */
+	L->pub = zpages_alloc(PUBLISH_MAX * sizeof(*L->pub));
 	L->api_addr.port = API_VSOCK_PORT;
 	L->eg_args.log = L->egress_log;
 	for (i = 0; i < VM_MAX_NETS; i++)
 		L->taps[i].fd = -1;
 	run_opts_init(&L->o, restore, api, L->pub);
 	if (!L->pub || !L->snap) {
-		free(L->pub);
+		zpages_free(L->pub, PUBLISH_MAX * sizeof(*L->pub));
 		zpages_free(L->snap, sizeof(*L->snap));
 		return -1;
 	}
@@ -925,7 +928,8 @@ static void launch_release(struct launch *L)
 	for (i = 0; i < L->o.nr_pub && !atomic_load(&L->pub[i].conns); i++) {
 	}
 	if (i == L->o.nr_pub)
-		free(L->pub); /* else a connection thread still holds it: the process exits anyway */
+		zpages_free(L->pub, PUBLISH_MAX * sizeof(*L->pub)); /* else a connection thread still
+								       holds it: the process exits anyway */
 	if (L->md) {
 		mmds_destroy(L->md);
 		free(L->md);
@@ -957,7 +961,7 @@ int launch_sandbox(int argc, char **argv, int restore, int check_only, int api, 
 		goto out_disks;
 	if (launch_confine(L))
 		goto out_console;
-	L->vm = calloc(1, sizeof(*L->vm));
+	L->vm = zpages_alloc(sizeof(*L->vm)); /* 29 KiB, not all of it written */
 	if (!L->vm) {
 		L->status = CLI_EXIT_ERROR;
 		goto out_console;
@@ -990,7 +994,7 @@ out_destroy:
 	control_close(&L->ctl);
 	vm_destroy(L->vm);
 out_free:
-	free(L->vm);
+	zpages_free(L->vm, sizeof(*L->vm));
 out_console:
 	for (i = 0; i < VM_MAX_NETS; i++)
 		if (L->taps[i].fd >= 0)
