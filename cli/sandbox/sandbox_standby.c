@@ -239,20 +239,40 @@ static pid_t keeper_pid(const struct sandbox *sb)
 	return (pid_t)pid;
 }
 
+/* Whether another waker holds the wake lock now: a restore under way,
+ * during which the sandbox reads as dead (its standby state consumed,
+ * the new VMM's pid not yet recorded) or starting (its API not yet
+ * answering). */
+static int wake_under_way(const struct sandbox *sb)
+{
+	char p[PATH_MAX + 32];
+	int fd, busy;
+
+	snprintf(p, sizeof(p), "%s/" STANDBY_LOCK, sb->dir);
+	fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0; /* never on standby */
+	busy = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return busy;
+}
+
 int standby_wake(const char *name)
 {
 	struct sandbox_status st;
 	pid_t kp;
-	int fd, r = 0, i;
+	int fd, r = 0, i, waiting;
 
 	if ((r = sandbox_status(name, &st)))
 		return r;
-	if (st.state != SB_STANDBY)
+	waiting = st.state != SB_STANDBY;
+	if (waiting && !wake_under_way(&st.sb))
 		return 0;
 	fd = open_lock(&st.sb);
 	if (fd < 0)
 		return -errno;
-	log_info("waking %s from standby", name);
+	if (!waiting)
+		log_info("waking %s from standby", name);
 	if (flock(fd, LOCK_EX) < 0) {
 		r = -errno;
 		goto out;
@@ -500,9 +520,16 @@ int sandbox_api_addr(const char *arg, int token_given, struct sandbox *sb, struc
 			log_err("%s is paused (vmm resume %s)", arg, arg);
 			return -EAGAIN;
 		}
-		/* On standby: wake it, transparently (the caller waits). */
-		if (st.state == SB_STANDBY && (r = standby_wake(arg)))
-			return r;
+		/* On standby: wake it, transparently (the caller waits). Dead
+		 * or starting may be another waker's restore under way: wait
+		 * for it, then look again (two concurrent execs once found
+		 * the sandbox dead, mid-restore). */
+		if (st.state == SB_STANDBY || st.state == SB_DEAD || st.state == SB_STARTING) {
+			if ((r = standby_wake(arg)))
+				return r;
+			if ((r = sandbox_status(arg, &st)))
+				return r;
+		}
 		if (st.state == SB_EXITED || st.state == SB_DEAD || st.state == SB_CREATED) {
 			if (st.state == SB_CREATED)
 				log_err("%s is not running (created: vmm start %s)", arg, arg);

@@ -36,7 +36,9 @@ void standby_listen_release(void);
 int standby_restore(const struct sandbox *sb);
 /* Wakes a sandbox on standby: takes the wake lock, and if it is still on
  * standby restores it (through its keeper if it has one, which holds the
- * published ports). Concurrent wakers wait for one restore. 0 or -errno. */
+ * published ports). Concurrent wakers wait for one restore, a waker that
+ * finds it dead or starting while another's restore is under way too.
+ * 0 or -errno. */
 int standby_wake(const char *name);
 /* Seconds the sandbox has been on standby (STANDBY_SINCE), -1 if unknown. */
 long long standby_age(const struct sandbox *sb);

@@ -54,6 +54,27 @@ if [ "$(cat "$tmp/r1")" = 1 ] && [ "$(cat "$tmp/r2")" = 1 ] &&
 	ok "two concurrent wakers: both return, state untouched"
 else bad "two concurrent wakers"; fi
 
+# Mid-restore a sandbox reads as dead (its standby state consumed, the
+# new VMM's pid not yet recorded) while the waker holds the wake lock: a
+# second exec waits for that waker, then looks again, instead of saying
+# "dead" at once. Here the "restore" (a flock held for 2 s) leaves it
+# dead: the exec says so only after the holder let go.
+standby s9
+mv "$VMM_STATE_DIR/s9/standby/state" "$VMM_STATE_DIR/s9/standby/state.consumed"
+: > "$VMM_STATE_DIR/s9/wake.lock"
+flock -x "$VMM_STATE_DIR/s9/wake.lock" sh -c "echo held > '$tmp/held'; sleep 2; echo released > '$tmp/released'" &
+holder=$!
+for _ in $(seq 50); do [ -e "$tmp/held" ] && break; sleep 0.1; done
+if run 1 exec s9 -- true && grep -q "s9 is not running (dead)" "$tmp/err" && [ -e "$tmp/released" ]; then
+	ok "exec on a sandbox another waker is restoring: waits for the wake lock, then looks again"
+else bad "exec during another's restore: $(cat "$tmp/err"), released: $(cat "$tmp/released" 2> /dev/null)"; fi
+wait "$holder"
+if run 0 ls --format '{{.Name}} {{.State}}' && grep -qx "s9 dead" "$tmp/out" && run 1 exec s9 -- true &&
+	grep -q "not running (dead)" "$tmp/err"; then
+	ok "exec on a dead sandbox with no restore under way: refused at once"
+else bad "exec on a dead sandbox: $(cat "$tmp/err")"; fi
+"$vmm" rm -f s9 > /dev/null 2>&1
+
 if run 2 suspend s1 -x; then ok "suspend: usage"; else bad "suspend usage"; fi
 if run 0 suspend s1 && grep -qx s1 "$tmp/out"; then
 	ok "suspend of a sandbox on standby: nothing to do"

@@ -248,7 +248,9 @@ restores=$(grep -c "sandbox sb restored" "$VMM_STATE_DIR/sb/vmm.log")
 if [ "$s1" = 0 ] && [ "$s2" = 0 ] && [ "$(cat "$tmp/w1")" = one ] && [ "$(cat "$tmp/w2")" = two ] &&
 	[ "$restores" = 2 ]; then # the clone's own restore, then one wake
 	ok "two concurrent execs wake it with one restore"
-else bad "concurrent execs: $s1 '$(cat "$tmp/w1")' / $s2 '$(cat "$tmp/w2")', $((restores - 1)) wake restores"; fi
+else bad "concurrent execs: $s1 '$(cat "$tmp/w1")' / $s2 '$(cat "$tmp/w2")', $((restores - 1)) wake restores;" \
+	"stderr: $(tail -2 "$tmp/w1.err" | tr '\n' ' ') / $(tail -2 "$tmp/w2.err" | tr '\n' ' ');" \
+	"log: $(grep -E 'wak|restor|standby|error' "$VMM_STATE_DIR/sb/vmm.log" | tail -4 | tr '\n' ' ')"; fi
 
 # ---- a published port wakes it ---------------------------------------------
 port=$((20000 + RANDOM % 20000))
