@@ -928,8 +928,8 @@ static void launch_release(struct launch *L)
 	for (i = 0; i < L->o.nr_pub && !atomic_load(&L->pub[i].conns); i++) {
 	}
 	if (i == L->o.nr_pub)
-		zpages_free(L->pub, PUBLISH_MAX * sizeof(*L->pub)); /* else a connection thread still
-								       holds it: the process exits anyway */
+		/* else a connection thread still holds it: the process exits anyway */
+		zpages_free(L->pub, PUBLISH_MAX * sizeof(*L->pub));
 	if (L->md) {
 		mmds_destroy(L->md);
 		free(L->md);

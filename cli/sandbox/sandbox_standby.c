@@ -159,12 +159,12 @@ long long standby_age(const struct sandbox *sb)
 }
 
 /* The lock file, opened without following a link. */
-static int open_lock(const struct sandbox *sb)
+static int open_lock(const struct sandbox *sb, int create)
 {
 	char p[PATH_MAX + 32];
 
 	snprintf(p, sizeof(p), "%s/" STANDBY_LOCK, sb->dir);
-	return open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
 }
 
 int standby_restore(const struct sandbox *sb)
@@ -245,11 +245,8 @@ static pid_t keeper_pid(const struct sandbox *sb)
  * answering). */
 static int wake_under_way(const struct sandbox *sb)
 {
-	char p[PATH_MAX + 32];
-	int fd, busy;
+	int fd = open_lock(sb, 0), busy;
 
-	snprintf(p, sizeof(p), "%s/" STANDBY_LOCK, sb->dir);
-	fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return 0; /* never on standby */
 	busy = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
@@ -268,7 +265,7 @@ int standby_wake(const char *name)
 	waiting = st.state != SB_STANDBY;
 	if (waiting && !wake_under_way(&st.sb))
 		return 0;
-	fd = open_lock(&st.sb);
+	fd = open_lock(&st.sb, 1);
 	if (fd < 0)
 		return -errno;
 	if (!waiting)
@@ -471,7 +468,7 @@ again:
 	if (woken == 1) {
 		/* A connection: take the lock, or a waker has it (and will
 		 * signal us): then wait for its signal. */
-		int fd = lock_fd = open_lock(&st.sb);
+		int fd = lock_fd = open_lock(&st.sb, 1);
 
 		if (fd < 0)
 			return CLI_EXIT_ERROR;
@@ -524,7 +521,8 @@ int sandbox_api_addr(const char *arg, int token_given, struct sandbox *sb, struc
 		 * or starting may be another waker's restore under way: wait
 		 * for it, then look again (two concurrent execs once found
 		 * the sandbox dead, mid-restore). */
-		if (st.state == SB_STANDBY || st.state == SB_DEAD || st.state == SB_STARTING) {
+		if (st.state == SB_STANDBY ||
+		    ((st.state == SB_DEAD || st.state == SB_STARTING) && wake_under_way(&st.sb))) {
 			if ((r = standby_wake(arg)))
 				return r;
 			if ((r = sandbox_status(arg, &st)))

@@ -262,9 +262,11 @@ static int discard(const struct gm *gm, uint8_t *p, uint64_t len)
 		return 0;
 	/* A shared memfd's page reads zeros from now on: marked, so a diff
 	 * holds the change. A private mapping's page reads its file's page
-	 * again (or, restored through a page-fault handler, the snapshot's),
-	 * which is what a diff against that file holds already: left
-	 * unmarked (a page the guest wrote is in KVM's dirty log anyway).
+	 * again (or, restored through a page-fault handler, the snapshot's):
+	 * left unmarked (a page the guest wrote is in KVM's dirty log
+	 * anyway). That is what a diff against that file holds already; a
+	 * page a restored diff had overlaid reads its base's content, not
+	 * the overlay's, which a free page may.
 	 * The guest gave the page up, so it never reads what was there: a
 	 * guest that needs free pages zeroed (init_on_free) turns free page
 	 * reporting off without VIRTIO_BALLOON_F_PAGE_POISON (the virtio
